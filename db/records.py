@@ -1,0 +1,123 @@
+"""The records that go into the database: the contract between whoever measures and `db`.
+
+`db` knows nothing of torch or of the op library: a runner turns its measurement into these plain,
+frozen records, and `db.store.ResultStore` writes them. Field names carry their units.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping
+
+STATUSES = ("ok", "incorrect", "failed", "crashed", "skipped")
+RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+STOP_REASONS = ("converged", "max_time", "max_samples")
+
+
+@dataclass(frozen=True)
+class EnvironmentRecord:
+    """The state of one device and its software, as seen by one run.
+
+    `identity` holds exactly the fields that decide comparability and that `device_fingerprint`
+    is a hash of (model, memory, driver major, CUDA major, torch version); `info` holds the rest
+    (UUID, clocks, power limit, ECC/MIG, host, OS, versions, ...). Two results are comparable
+    when their fingerprints are equal.
+    """
+
+    device_fingerprint: str
+    device_name: str
+    device_kind: str  # "cuda" or "cpu"
+    identity: Mapping[str, Any]
+    info: Mapping[str, Any]
+    memory_bytes: int = 0
+    l2_bytes: int = 0  # L2 of a GPU, last-level cache of a CPU
+    sm_count: int = 0
+    compute_capability: str | None = None  # "9.0"
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    torch_version: str | None = None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    run_id: str
+    suite: str  # spec name, e.g. "quick"
+    spec_text: str
+    spec_hash: str  # sha256 of spec_text
+    started_at: datetime  # timezone-aware UTC
+    host: str
+    command_line: str
+    git_commit: str | None = None
+    git_dirty: bool = False
+    rooflab_version: str = ""
+
+
+@dataclass(frozen=True)
+class CaseRecord:
+    case_key: str
+    op: str
+    op_version: int
+    family: str
+    backend: str
+    dtype: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class MeasurementRecord:
+    """One case measured (or not) in one run on one device."""
+
+    run_id: str
+    case: CaseRecord
+    device_fingerprint: str
+    cache: str  # "cold" | "hot"
+    timing_mode: str  # "launch" | "graph"
+    status: str  # one of STATUSES
+    measured_at: datetime  # timezone-aware UTC
+    device_uuid: str | None = None  # which GPU of the node (or None on a CPU)
+    shard: str | None = None  # "I/N" when the run is sharded
+    error: str | None = None  # why it failed / was skipped / is incorrect
+    clock: str | None = None  # "cuda_events" | "perf_counter"
+    # statistics of the kept samples (None unless status == "ok")
+    median_ms: float | None = None
+    mean_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    iqr_ms: float | None = None
+    std_ms: float | None = None
+    n_samples: int = 0
+    rel_ci_halfwidth: float | None = None  # half-width of the 95 % CI of the median / median
+    stop_reason: str | None = None  # one of STOP_REASONS
+    first_call_ms: float | None = None  # first call, before warmup (compile, autotune)
+    warmup_calls: int = 0
+    launches_per_sample: int = 1  # graph mode: launches replayed per sample
+    flush_bytes: int = 0  # size of the L2 flush buffer written before each cold sample
+    # work model (always filled from the op's pure functions, even for failed cases)
+    flops: int = 0
+    bytes: int = 0
+    # environment around the case
+    sm_clock_start_mhz: float | None = None
+    sm_clock_end_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    throttle_reasons: tuple[str, ...] = ()
+    throttled: bool = False  # clock below 75 % of max, or thermal/power throttling seen
+    samples_ms: tuple[float, ...] = field(default=(), repr=False)
+
+    @property
+    def intensity(self) -> float | None:
+        """FLOPs per byte (None when bytes are 0)."""
+        return self.flops / self.bytes if self.bytes else None
+
+    @property
+    def tflops(self) -> float | None:
+        if self.status != "ok" or not self.median_ms:
+            return None
+        return self.flops / (self.median_ms * 1e-3) / 1e12
+
+    @property
+    def gbps(self) -> float | None:
+        if self.status != "ok" or not self.median_ms:
+            return None
+        return self.bytes / (self.median_ms * 1e-3) / 1e9

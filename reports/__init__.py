@@ -1,0 +1,1 @@
+"""rooflab: reports."""

@@ -1,0 +1,93 @@
+"""One benchmark case: the unit that is measured, stored and compared.
+
+A `Case` is what spec expansion produces and what a worker measures. Its `case_key` is the
+identity under which results are stored and compared across runs, machines and versions, so it
+is built only from the fields that decide what is measured, in a canonical order.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from suite.timing import TimingSettings
+
+FAMILIES = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
+BACKENDS = ("eager", "compiled", "cupy")
+# dtypes as torch spells them, plus `tf32`: float32 GEMM on tensor cores.
+DTYPES = (
+    "float64",
+    "float32",
+    "tf32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "int8",
+    "int32",
+)
+CACHE_MODES = ("cold", "hot")
+# launch: each sample times one launch of the callable (CUDA events on a GPU, perf_counter on a CPU).
+# graph: each sample times the replay of a CUDA graph holding back-to-back launches, divided by
+#        their count, which removes the CPU launch overhead (CUDA only).
+TIMING_MODES = ("launch", "graph")
+
+ParamValue = int | float | bool | str
+
+
+def canonical_params(params: Mapping[str, ParamValue]) -> str:
+    """`k=v` pairs sorted by name; booleans as true/false; floats in repr form."""
+    parts = []
+    for name in sorted(params):
+        value = params[name]
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        else:
+            text = str(value)
+        parts.append(f"{name}={text}")
+    return ",".join(parts)
+
+
+def make_case_key(
+    op: str,
+    op_version: int,
+    backend: str,
+    dtype: str,
+    cache: str,
+    timing_mode: str,
+    params: Mapping[str, ParamValue],
+) -> str:
+    """Stable identity, e.g. `matmul.v1:eager:bfloat16:cold:launch:k=4096,m=4096,n=4096`."""
+    return f"{op}.v{op_version}:{backend}:{dtype}:{cache}:{timing_mode}:{canonical_params(params)}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """Everything about one case that the worker needs and the database keeps."""
+
+    op: str
+    op_version: int
+    family: str
+    backend: str
+    dtype: str
+    cache: str
+    timing_mode: str
+    params: Mapping[str, ParamValue]
+    benchmark: str = ""  # name of the spec entry it came from
+    tags: tuple[str, ...] = ()
+    timing: TimingSettings = field(default_factory=TimingSettings)
+    # fraction of device memory the inputs may use; None means no memory constraint
+    max_memory_fraction: float | None = None
+
+    @property
+    def case_key(self) -> str:
+        return make_case_key(
+            self.op, self.op_version, self.backend, self.dtype, self.cache, self.timing_mode, self.params
+        )
+
+    def params_json(self) -> str:
+        return json.dumps(dict(sorted(self.params.items())), sort_keys=True)
+
+    def describe(self) -> str:
+        """Short human label for progress lines."""
+        return f"{self.op} {self.backend} {self.dtype} {self.cache}/{self.timing_mode} {canonical_params(self.params)}"

@@ -1,0 +1,74 @@
+"""The interface every op and probe implements.
+
+An op knows, for given params and dtype: its exact FLOPs and minimum bytes (pure functions), the
+memory it will need (estimated before anything is allocated), when it cannot run, and how to build
+seeded random inputs, the timed callable and a check of that callable's output against a float64
+reference. The runner never looks inside an op.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping
+
+from suite.case import Case, ParamValue
+from suite.device import DeviceInfo
+
+Params = Mapping[str, ParamValue]
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter an op accepts: its type, default (None = required) and meaning."""
+
+    type: type  # int, float, bool or str
+    default: ParamValue | None = None
+    help: str = ""
+    choices: tuple[ParamValue, ...] | None = None  # allowed values, when the set is closed
+    positive: bool = True  # numbers must be > 0 (sizes)
+
+
+@dataclass
+class Prepared:
+    """A case ready to time: inputs are allocated and captured by `fn`."""
+
+    fn: Callable[[], Any]  # the timed callable: one launch of the op on the prepared inputs
+    check: Callable[[Any], str | None]  # output of fn -> None if correct, else what is wrong
+    graph_safe: bool = True  # may be captured in a CUDA graph
+    sync: Callable[[], None] | None = None  # extra synchronisation (e.g. CuPy's stream); None = torch's
+
+
+class Op(ABC):
+    name: ClassVar[str]
+    family: ClassVar[str]
+    version: ClassVar[int] = 1  # bump when the op's meaning (work, inputs, FLOP/byte model) changes
+    params: ClassVar[dict[str, ParamSpec]]
+    backends: ClassVar[tuple[str, ...]]
+    dtypes: ClassVar[tuple[str, ...]]
+    timing_modes: ClassVar[tuple[str, ...]] = ("launch", "graph")
+
+    @abstractmethod
+    def flops(self, params: Params, dtype: str) -> int:
+        """Floating-point operations of one call (an FMA counts as 2)."""
+
+    @abstractmethod
+    def bytes(self, params: Params, dtype: str) -> int:
+        """Minimum DRAM traffic of one call: each input read once, each output written once."""
+
+    @abstractmethod
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        """Device memory the case needs at its peak (inputs, outputs, temporaries), for the fit check."""
+
+    def skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        """Why this case cannot run on this device (unsupported dtype/backend, missing package), or None."""
+        return None
+
+    @abstractmethod
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        """Allocate seeded random inputs on `device` and return the timed callable and its check."""
+
+    def resolved_params(self, params: Params) -> dict[str, ParamValue]:
+        """`params` with defaults filled in, in name order."""
+        out = {name: spec.default for name, spec in self.params.items() if spec.default is not None}
+        out.update(params)
+        return dict(sorted(out.items()))

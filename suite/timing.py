@@ -1,0 +1,34 @@
+"""Timing settings: the bounds of warmup and of the adaptive stopping rule.
+
+Defaults here; a spec's benchmark may override any of them, and the CLI overrides the spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    warmup_ms: float = 25.0  # warmup lasts at least this long ...
+    warmup_calls: int = 3  # ... and at least this many calls (the first call is timed apart)
+    min_samples: int = 10
+    max_samples: int = 10_000
+    min_time_ms: float = 50.0  # sample at least this long (sum of timed samples and overhead)
+    max_time_ms: float = 3_000.0  # give up converging after this long per case
+    target_precision: float = 0.005  # CI95 half-width of the median / median
+    graph_launches: int = 0  # launches captured per CUDA graph (graph mode); 0 = chosen from a probe call
+
+    def override(self, values: Mapping[str, Any] | None) -> "TimingSettings":
+        """A copy with the non-None entries of `values` applied (unknown names raise KeyError)."""
+        if not values:
+            return self
+        known = {f.name for f in fields(self)}
+        unknown = set(values) - known
+        if unknown:
+            raise KeyError(f"unknown timing setting(s): {', '.join(sorted(unknown))}")
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
