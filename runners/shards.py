@@ -1,0 +1,202 @@
+"""Split an expanded suite into N shards of about equal estimated cost.
+
+Every shard process computes the whole partition on its own and keeps its part, so N processes
+that start from the same cases and the same cost function cover the suite exactly once between
+them without talking to each other. The partition is longest-processing-time-first: cases sorted
+by (estimated cost descending, case_key), each given to the shard with the least cost so far
+(ties to the lower shard index). Nothing in it depends on input order, hashing seeds, the host or
+the clock.
+
+Costs come from the previous run's medians when the database has them (`previous_medians`), else
+from the op's bytes and FLOPs at nominal rates (`estimate_cost_s`). Only balance depends on the
+costs; coverage does not, as long as all shards use the same costs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+from suite.case import Case
+from suite.errors import SpecError
+from suite.timing import TimingSettings
+
+# Nominal rates of the cost model. They only decide how cases are spread over shards (relative
+# costs), never a reported figure; they are of the order of a current data-centre GPU.
+NOMINAL_GBPS = 2000.0  # DRAM bandwidth
+NOMINAL_TFLOPS = 200.0  # dense matrix throughput
+PREPARE_GBPS = 20.0  # building seeded random inputs and the float64 reference, per byte of memory
+CALL_OVERHEAD_S = 10e-6  # launch + Python overhead of one timed call
+COLD_FLUSH_S = 50e-6  # writing the L2 flush buffer before each cold sample
+CASE_OVERHEAD_S = 0.25  # per case: worker round trip, correctness check, environment reads
+
+_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+class ShardError(SpecError):
+    """A shard string is invalid (a SpecError, so the CLI prints it and exits with code 2)."""
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`"I/N"` -> `(I, N)`: 0-based index I of N shards, 0 <= I < N."""
+    match = _SHARD_RE.match(text or "")
+    if match is None:
+        raise ShardError(
+            f"--shard {text!r}: expected I/N with whole numbers, the 0-based shard index I of N shards "
+            "(e.g. 0/4 ... 3/4)"
+        )
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1:
+        raise ShardError(f"--shard {text!r}: the shard count N must be at least 1")
+    if index >= count:
+        raise ShardError(f"--shard {text!r}: the shard index I must be in 0..{count - 1} (0-based)")
+    return index, count
+
+
+def format_shard(index: int, count: int) -> str:
+    """`(I, N)` -> `"I/N"`, the form stored with each measurement."""
+    return f"{index}/{count}"
+
+
+def _order(cases: Iterable[Case], cost_s: Callable[[Case], float]) -> list[tuple[float, Case]]:
+    costed = []
+    for case in cases:
+        cost = float(cost_s(case))
+        if not cost >= 0.0:  # also rejects NaN
+            raise ValueError(f"cost of {case.case_key} is {cost!r}; costs must be finite and >= 0")
+        costed.append((cost, case))
+    # case_key decides ties; benchmark and tags separate two entries with the same key.
+    costed.sort(key=lambda item: (-item[0], item[1].case_key, item[1].benchmark, item[1].tags))
+    return costed
+
+
+def partition(cases: Iterable[Case], count: int, cost_s: Callable[[Case], float]) -> list[list[Case]]:
+    """All `count` shards, each in the order its cases were assigned (costliest first)."""
+    if count < 1:
+        raise ValueError("count must be at least 1")
+    shards: list[list[Case]] = [[] for _ in range(count)]
+    loads = [0.0] * count
+    for cost, case in _order(cases, cost_s):
+        target = min(range(count), key=lambda i: (loads[i], i))
+        shards[target].append(case)
+        loads[target] += cost
+    return shards
+
+
+def select_shard(
+    cases: Sequence[Case], index: int, count: int, cost_s: Callable[[Case], float]
+) -> list[Case]:
+    """The cases of shard `index` (0-based) of `count`, in the input's order."""
+    if not 0 <= index < count:
+        raise ValueError(f"shard index {index} is not in 0..{count - 1}")
+    mine = {id(case) for case in partition(cases, count, cost_s)[index]}
+    return [case for case in cases if id(case) in mine]
+
+
+def shard_loads_s(cases: Iterable[Case], count: int, cost_s: Callable[[Case], float]) -> list[float]:
+    """Estimated seconds of each shard (for logs and for balance checks)."""
+    return [sum(cost_s(case) for case in shard) for shard in partition(cases, count, cost_s)]
+
+
+def sampling_time_s(per_call_s: float, timing: TimingSettings, cache: str) -> float:
+    """Expected wall time of warmup and sampling for a call of `per_call_s`, under `timing`.
+
+    Warmup lasts max(warmup_ms, warmup_calls calls); sampling runs at least min_time_ms and
+    min_samples samples, and gives up after max_time_ms (but not before min_samples).
+    """
+    per_sample_s = per_call_s + (COLD_FLUSH_S if cache == "cold" else 0.0)
+    warmup_s = max(timing.warmup_ms * 1e-3, timing.warmup_calls * per_call_s) + per_call_s
+    floor_s = timing.min_samples * per_sample_s
+    sample_s = min(max(timing.min_time_ms * 1e-3, floor_s), timing.max_time_ms * 1e-3)
+    return warmup_s + max(sample_s, floor_s)
+
+
+def model_call_s(case: Case) -> tuple[float, int]:
+    """(seconds per call, memory bytes) of `case` from its op's FLOP/byte model at nominal rates.
+
+    An op the registry does not know costs the call overhead only.
+    """
+    from suite.ops.registry import get_op
+
+    try:
+        op = get_op(case.op)
+    except KeyError:
+        return CALL_OVERHEAD_S, 0
+    params = op.resolved_params(case.params)
+    flops = op.flops(params, case.dtype)
+    nbytes = op.bytes(params, case.dtype)
+    memory = op.memory_bytes(params, case.dtype)
+    work_s = max(nbytes / (NOMINAL_GBPS * 1e9), flops / (NOMINAL_TFLOPS * 1e12))
+    return CALL_OVERHEAD_S + work_s, memory
+
+
+def estimate_cost_s(case: Case, previous_medians: Mapping[str, float] | None = None) -> float:
+    """Estimated wall seconds to measure `case`.
+
+    With a previous median for its case_key: that median per call; otherwise the op's model.
+    Either way the timing settings turn it into warmup + sampling time, plus the cost of
+    preparing inputs and a fixed per-case overhead.
+    """
+    memory = 0
+    median_ms = previous_medians.get(case.case_key) if previous_medians else None
+    if median_ms is not None and median_ms > 0:
+        per_call_s = median_ms * 1e-3
+        try:
+            memory = model_call_s(case)[1]
+        except ImportError:
+            memory = 0
+    else:
+        per_call_s, memory = model_call_s(case)
+    prepare_s = memory / (PREPARE_GBPS * 1e9)
+    return CASE_OVERHEAD_S + prepare_s + sampling_time_s(per_call_s, case.timing, case.cache)
+
+
+@dataclass(frozen=True)
+class CostBasis:
+    """The per-case medians a partition was balanced with, and the run they came from."""
+
+    run_id: str | None = None  # None: no earlier run, the op model is used
+    medians_ms: Mapping[str, float] = field(default_factory=dict)
+
+    def cost_s(self, case: Case) -> float:
+        return estimate_cost_s(case, self.medians_ms)
+
+
+def previous_medians(
+    db_url: str,
+    *,
+    suite: str | None = None,
+    device_fingerprint: str | None = None,
+    current_run_id: str | None = None,
+) -> CostBasis:
+    """Per case_key, its median in the latest earlier run of `suite` on `device_fingerprint`.
+
+    "Earlier" is by run order (not by clock): runs ordered after `current_run_id` and that run
+    itself are ignored, so shards of one run that start hours apart pick the same basis as long as
+    no other run of the same suite is written between their starts. Only `ok` results count;
+    with several GPUs per case the median of their medians is used. A database without results
+    gives an empty basis (the op model is then used).
+    """
+    from db.query import results
+
+    frame = results(db_url, status="ok")
+    if frame.empty:
+        return CostBasis()
+    if device_fingerprint is not None:
+        frame = frame[frame["device_fingerprint"] == device_fingerprint]
+    if suite is not None:
+        frame = frame[frame["suite"] == suite]
+    if current_run_id is not None:
+        current = frame.loc[frame["run_id"] == current_run_id, "run_order"]
+        frame = frame[frame["run_id"] != current_run_id]
+        if not current.empty:
+            frame = frame[frame["run_order"] < current.min()]
+    frame = frame[frame["median_ms"].notna() & (frame["median_ms"] > 0)]
+    if frame.empty:
+        return CostBasis()
+    # per case_key, the latest run that measured it; several GPUs of that run -> median of medians
+    last_order = frame.groupby("case_key")["run_order"].transform("max")
+    latest = frame[frame["run_order"] == last_order]
+    medians = latest.groupby("case_key")["median_ms"].median()
+    newest_run = str(frame.loc[frame["run_order"].idxmax(), "run_id"])
+    return CostBasis(run_id=newest_run, medians_ms={str(k): float(v) for k, v in medians.items()})
