@@ -1,0 +1,73 @@
+"""Engines: SQLite in WAL mode with a busy timeout on every connection, PostgreSQL through psycopg 3.
+
+SQLite writers take the write lock when their transaction begins (`BEGIN IMMEDIATE`), so that
+several processes writing one file queue on the busy timeout instead of failing on a lock upgrade;
+`retry_locked` retries the rare "database is locked" that still escapes.
+"""
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable, TypeVar
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
+
+from db.urls import normalize_url
+
+BUSY_TIMEOUT_MS = 30_000
+LOCK_RETRIES = 8
+
+T = TypeVar("T")
+
+
+def make_engine(url: str | URL, *, write: bool = True) -> Engine:
+    """An engine for `url`; `write=False` makes SQLite connections read-only (`query_only`)."""
+    parsed = url if isinstance(url, URL) else normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, write=write)
+    return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=4)
+
+
+def _sqlite_engine(url: URL, *, write: bool) -> Engine:
+    engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+        dbapi_connection.isolation_level = None  # transactions are begun explicitly below
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys = ON")
+        if write:
+            mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
+            if str(mode).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = FULL")
+        else:
+            cursor.execute("PRAGMA query_only = 1")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    return engine
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    text = str(getattr(exc, "orig", exc)).lower()
+    return "database is locked" in text or "database is busy" in text or "database table is locked" in text
+
+
+def retry_locked(fn: Callable[[], T], *, retries: int = LOCK_RETRIES) -> T:
+    """Call `fn` (one whole transaction), retrying with backoff while SQLite reports a lock."""
+    for attempt in range(retries + 1):
+        try:
+            return fn()
+        except OperationalError as exc:
+            if attempt == retries or not is_locked_error(exc):
+                raise
+            time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")

@@ -1,0 +1,189 @@
+"""The schema, as SQLAlchemy 2.0 typed ORM classes (portable across SQLite and PostgreSQL).
+
+The Alembic revisions under `db/migrations/versions` create exactly these tables; a test checks
+that the head revision and these models agree. Raw samples live in `samples`, one row per
+measurement holding a little-endian float64 blob, so that summaries stay small and the samples
+can be pruned on their own.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from db.types import BigIntKey, UTCDateTime
+
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {
+        datetime: UTCDateTime(),
+        dict[str, Any]: JSON(),
+        list[str]: JSON(),
+        str: String(255),
+        int: Integer(),
+        float: Float(),
+        bool: Boolean(),
+    }
+
+
+class Environment(Base):
+    """One device + software identity; `device_fingerprint` is the hash of `identity`."""
+
+    __tablename__ = "environments"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    device_fingerprint: Mapped[str] = mapped_column(String(128), unique=True)
+    device_name: Mapped[str]
+    device_kind: Mapped[str] = mapped_column(String(16))
+    identity: Mapped[dict[str, Any]]
+    memory_bytes: Mapped[int] = mapped_column(BigInteger)
+    l2_bytes: Mapped[int] = mapped_column(BigInteger)
+    sm_count: Mapped[int]
+    compute_capability: Mapped[str | None] = mapped_column(String(16))
+    driver_version: Mapped[str | None] = mapped_column(String(64))
+    cuda_version: Mapped[str | None] = mapped_column(String(64))
+    torch_version: Mapped[str | None] = mapped_column(String(64))
+    first_seen_at: Mapped[datetime]
+
+
+class Run(Base):
+    """One invocation of a suite (all its shards share the run_id). `id` is the run order."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(128), unique=True)
+    suite: Mapped[str] = mapped_column(String(128))
+    spec_text: Mapped[str] = mapped_column(Text)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None]
+    status: Mapped[str] = mapped_column(String(16))
+    host: Mapped[str]
+    git_commit: Mapped[str | None] = mapped_column(String(64))
+    git_dirty: Mapped[bool]
+    command_line: Mapped[str] = mapped_column(Text)
+    rooflab_version: Mapped[str] = mapped_column(String(64))
+
+
+class RunShard(Base):
+    """One shard "I/N" of a run: who ran it and whether it finished (revision 0002)."""
+
+    __tablename__ = "run_shards"
+    __table_args__ = (UniqueConstraint("run_id", "shard", name="uq_run_shards_run_shard"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    shard: Mapped[str] = mapped_column(String(32))
+    shard_count: Mapped[int]
+    host: Mapped[str]
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+
+
+class RunEnvironment(Base):
+    """A device used by a run, with the informational fields seen at that time (clocks, UUID, ...)."""
+
+    __tablename__ = "run_environments"
+    __table_args__ = (
+        UniqueConstraint("run_id", "environment_id", "device_key", name="uq_run_environments_device"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    device_key: Mapped[str] = mapped_column(String(128))  # device UUID, or the fingerprint without one
+    device_uuid: Mapped[str | None] = mapped_column(String(128))
+    info: Mapped[dict[str, Any]]
+
+
+class Case(Base):
+    """What is measured: `case_key` is stable across runs, machines and versions."""
+
+    __tablename__ = "cases"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    case_key: Mapped[str] = mapped_column(String(512), unique=True)
+    op: Mapped[str] = mapped_column(String(64))
+    op_version: Mapped[int]
+    family: Mapped[str] = mapped_column(String(32))
+    backend: Mapped[str] = mapped_column(String(32))
+    dtype: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]]
+
+
+class Measurement(Base):
+    """One case measured (or failed, skipped, ...) in one run on one device."""
+
+    __tablename__ = "measurements"
+    __table_args__ = (
+        UniqueConstraint(
+            "run_id", "case_id", "cache", "timing_mode", "device_key", name="uq_measurements_run_case_device"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntKey, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    device_key: Mapped[str] = mapped_column(String(128))  # device UUID, or the fingerprint without one
+    device_uuid: Mapped[str | None] = mapped_column(String(128))
+    shard: Mapped[str | None] = mapped_column(String(32))
+    cache: Mapped[str] = mapped_column(String(16))
+    timing_mode: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    clock: Mapped[str | None] = mapped_column(String(32))
+    measured_at: Mapped[datetime]
+    median_ms: Mapped[float | None]
+    mean_ms: Mapped[float | None]
+    min_ms: Mapped[float | None]
+    max_ms: Mapped[float | None]
+    p10_ms: Mapped[float | None]
+    p90_ms: Mapped[float | None]
+    iqr_ms: Mapped[float | None]
+    std_ms: Mapped[float | None]
+    n_samples: Mapped[int]
+    rel_ci_halfwidth: Mapped[float | None]
+    stop_reason: Mapped[str | None] = mapped_column(String(32))
+    first_call_ms: Mapped[float | None]
+    warmup_calls: Mapped[int]
+    launches_per_sample: Mapped[int]
+    flush_bytes: Mapped[int] = mapped_column(BigInteger)
+    flops: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    intensity: Mapped[float | None]
+    tflops: Mapped[float | None]
+    gbps: Mapped[float | None]
+    sm_clock_start_mhz: Mapped[float | None]
+    sm_clock_end_mhz: Mapped[float | None]
+    sm_clock_max_mhz: Mapped[float | None]
+    throttle_reasons: Mapped[list[str]]
+    throttled: Mapped[bool]
+
+
+# A case's history on one device, in run order (revision 0002).
+Index("ix_measurements_history", Measurement.case_id, Measurement.environment_id, Measurement.run_id)
+
+
+class Sample(Base):
+    """The raw samples of one measurement: `count` little-endian float64 values (milliseconds)."""
+
+    __tablename__ = "samples"
+
+    measurement_id: Mapped[int] = mapped_column(
+        BigIntKey, ForeignKey("measurements.id", ondelete="CASCADE"), primary_key=True
+    )
+    count: Mapped[int]
+    values_f64le: Mapped[bytes] = mapped_column(LargeBinary)

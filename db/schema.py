@@ -1,0 +1,181 @@
+"""Schema versions: create a new database at head, refuse older and newer ones, upgrade on request.
+
+Alembic is configured in code (no alembic.ini, no reliance on the working directory): the
+migrations are found next to this module, in the installed package as in the repository.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy.engine import URL
+
+from db.engine import make_engine, retry_locked
+from db.errors import DatabaseInputError, SchemaVersionError
+from db.urls import normalize_url, redact, sqlite_path
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+OWN_TABLES = frozenset({"environments", "runs", "run_environments", "cases", "measurements", "samples"})
+_PG_LOCK_KEY = 0x526F6F664C6162  # "RoofLab": serialises schema creation/upgrade between processes
+
+
+def alembic_config(connection: Connection | None = None, url: str | None = None) -> Config:
+    """An Alembic config pointing at the packaged migrations, optionally bound to a connection."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    if url is not None:
+        config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    config.attributes["connection"] = connection
+    return config
+
+
+def revisions() -> list[str]:
+    """All revisions, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+
+
+def head_revision() -> str:
+    return revisions()[-1]
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """What a database holds: `empty`, `current`, `older`, `newer` or `foreign` (tables, no version)."""
+
+    kind: str
+    revision: str | None
+
+
+def inspect_connection(conn: Connection) -> SchemaState:
+    tables = set(inspect(conn).get_table_names())
+    if "alembic_version" not in tables:
+        return SchemaState("foreign" if tables & OWN_TABLES else "empty", None)
+    found = [row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))]
+    if not found:
+        return SchemaState("foreign" if tables & OWN_TABLES else "empty", None)
+    if len(found) > 1:
+        return SchemaState("newer", ",".join(sorted(found)))
+    known = revisions()
+    revision = found[0]
+    if revision == known[-1]:
+        return SchemaState("current", revision)
+    if revision in known:
+        return SchemaState("older", revision)
+    return SchemaState("newer", revision)
+
+
+def read_state(url: str | URL) -> SchemaState:
+    """The schema state of `url`, read without writing (a missing SQLite file is `empty`)."""
+    parsed = url if isinstance(url, URL) else normalize_url(url)
+    path = sqlite_path(parsed)
+    if path is not None and (not path.exists() or path.stat().st_size == 0):
+        return SchemaState("empty", None)
+    engine = make_engine(parsed, write=False)
+    try:
+        with engine.connect() as conn:
+            return inspect_connection(conn)
+    except DatabaseInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - connection problems become one clear message
+        raise DatabaseInputError(f"cannot open database {redact(parsed)}: {_first_line(exc)}") from None
+    finally:
+        engine.dispose()
+
+
+def refuse(state: SchemaState, url: str | URL) -> None:
+    """Raise SchemaVersionError unless `state` can be used as it is (or created)."""
+    shown = redact(url)
+    head = head_revision()
+    if state.kind == "older":
+        raise SchemaVersionError(
+            f"database {shown} has schema revision {state.revision}, older than this rooflab's {head}; "
+            f"run `rooflab db upgrade --db {shown}` first"
+        )
+    if state.kind == "newer":
+        raise SchemaVersionError(
+            f"database {shown} has schema revision {state.revision}, which this rooflab (head {head}) does not "
+            "know: it was written by a newer rooflab; upgrade rooflab instead. Nothing was written."
+        )
+    if state.kind == "foreign":
+        raise SchemaVersionError(
+            f"database {shown} has rooflab tables but no schema version (alembic_version); refusing to touch it"
+        )
+
+
+def require_current(url: str | URL) -> URL:
+    """Check that `url` exists and is at head (for readers); returns the parsed URL."""
+    parsed = url if isinstance(url, URL) else normalize_url(url)
+    state = read_state(parsed)
+    if state.kind == "empty":
+        raise DatabaseInputError(f"no rooflab database at {redact(parsed)} (nothing has been stored there yet)")
+    refuse(state, parsed)
+    return parsed
+
+
+def _lock(conn: Connection) -> None:
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+
+
+def open_for_writing(url: str | URL) -> Engine:
+    """A write engine for `url`, creating the schema at head if the database is new.
+
+    An older, newer or unversioned database raises SchemaVersionError before anything is written.
+    """
+    parsed = url if isinstance(url, URL) else normalize_url(url)
+    state = read_state(parsed)
+    refuse(state, parsed)
+    path = sqlite_path(parsed)
+    if path is not None and not path.parent.exists():
+        raise DatabaseInputError(f"cannot create {redact(parsed)}: directory {path.parent} does not exist")
+    engine = make_engine(parsed, write=True)
+    if state.kind == "empty":
+        try:
+            retry_locked(lambda: _create(engine, parsed))
+        except BaseException:
+            engine.dispose()
+            raise
+    return engine
+
+
+def _create(engine: Engine, url: URL) -> None:
+    with engine.begin() as conn:
+        _lock(conn)
+        state = inspect_connection(conn)  # another process may have created it meanwhile
+        if state.kind == "empty":
+            command.upgrade(alembic_config(conn), "head")
+        else:
+            refuse(state, url)
+
+
+def upgrade(url: str | URL, revision: str = "head") -> tuple[str | None, str]:
+    """Upgrade `url` to `revision` (head by default); returns (revision before, revision after)."""
+    parsed = url if isinstance(url, URL) else normalize_url(url)
+    state = read_state(parsed)
+    if state.kind in ("newer", "foreign"):
+        refuse(state, parsed)
+    engine = make_engine(parsed, write=True)
+    try:
+        def _run() -> tuple[str | None, str]:
+            with engine.begin() as conn:
+                _lock(conn)
+                before = inspect_connection(conn)
+                if before.kind in ("newer", "foreign"):
+                    refuse(before, parsed)
+                command.upgrade(alembic_config(conn), revision)
+                after = inspect_connection(conn)
+                return before.revision, after.revision or ""
+
+        return retry_locked(_run)
+    finally:
+        engine.dispose()
+
+
+def _first_line(exc: BaseException) -> str:
+    message = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return message[0] if message else type(exc).__name__

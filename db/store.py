@@ -1,0 +1,398 @@
+"""`ResultStore`: how a runner writes results. One transaction per measured case, committed at once.
+
+Opening a store creates a new database at the schema head, refuses a database written by a newer
+rooflab, and asks for `rooflab db upgrade` on an older one. Several processes (shards) may write
+one SQLite file or one PostgreSQL database at the same time: inserts that would duplicate a
+result are skipped by the database's unique constraints, never by a read-then-write race.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any, Callable, TypeVar
+
+from sqlalchemy import Connection, select, update
+
+from db import models
+from db.dialect import insert_ignore
+from db.engine import retry_locked
+from db.errors import DatabaseInputError
+from db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, MeasurementRecord, RunRecord
+from db.samples import pack
+from db.schema import open_for_writing
+from db.urls import normalize_url, redact
+
+T = TypeVar("T")
+_SHARD = re.compile(r"^(\d+)/(\d+)$")
+_STATUS_RANK = {"complete": 0, "interrupted": 1, "failed": 2}
+
+
+@dataclass(frozen=True)
+class ShardStatus:
+    """One shard of a run as the database knows it."""
+
+    shard: str  # "I/N"
+    shard_count: int
+    host: str
+    status: str  # one of RUN_STATUSES
+    started_at: datetime
+    finished_at: datetime | None
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """`"I/N"` -> (I, N); raises DatabaseInputError on anything else."""
+    match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
+    if not match or int(match.group(2)) < 1 or int(match.group(1)) > int(match.group(2)):
+        raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N with integers 0 <= I <= N and N >= 1")
+    return int(match.group(1)), int(match.group(2))
+
+
+def device_key(device_uuid: str | None, device_fingerprint: str) -> str:
+    """Which device a result belongs to: its UUID, or its fingerprint when it has none (a CPU)."""
+    return device_uuid or device_fingerprint
+
+
+def environment_device_uuid(env: EnvironmentRecord) -> str | None:
+    for key in ("device_uuid", "uuid"):
+        value = env.info.get(key) if env.info else None
+        if value:
+            return str(value)
+    return None
+
+
+def measurement_row(m: MeasurementRecord) -> dict[str, Any]:
+    """The `measurements` columns of a record (foreign keys excluded)."""
+    return {
+        "device_key": device_key(m.device_uuid, m.device_fingerprint),
+        "device_uuid": m.device_uuid,
+        "shard": m.shard,
+        "cache": m.cache,
+        "timing_mode": m.timing_mode,
+        "status": m.status,
+        "error": m.error,
+        "clock": m.clock,
+        "measured_at": m.measured_at,
+        "median_ms": m.median_ms,
+        "mean_ms": m.mean_ms,
+        "min_ms": m.min_ms,
+        "max_ms": m.max_ms,
+        "p10_ms": m.p10_ms,
+        "p90_ms": m.p90_ms,
+        "iqr_ms": m.iqr_ms,
+        "std_ms": m.std_ms,
+        "n_samples": m.n_samples,
+        "rel_ci_halfwidth": m.rel_ci_halfwidth,
+        "stop_reason": m.stop_reason,
+        "first_call_ms": m.first_call_ms,
+        "warmup_calls": m.warmup_calls,
+        "launches_per_sample": m.launches_per_sample,
+        "flush_bytes": m.flush_bytes,
+        "flops": m.flops,
+        "bytes": m.bytes,
+        "intensity": m.intensity,
+        "tflops": m.tflops,
+        "gbps": m.gbps,
+        "sm_clock_start_mhz": m.sm_clock_start_mhz,
+        "sm_clock_end_mhz": m.sm_clock_end_mhz,
+        "sm_clock_max_mhz": m.sm_clock_max_mhz,
+        "throttle_reasons": list(m.throttle_reasons),
+        "throttled": bool(m.throttled),
+    }
+
+
+class ResultStore:
+    """Writes runs, environments and measurements to the database at `url`.
+
+    Example:
+        store = ResultStore("sqlite:///results.db")
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        store.add_measurement(measurement)   # False if this run already has that result
+        store.finish_run(run.run_id, "complete")
+        store.close()
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = normalize_url(url)
+        self.engine = open_for_writing(self.url)
+        self._run_pk: dict[str, int] = {}
+        self._env_pk: dict[str, int] = {}
+        self._case_pk: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"ResultStore({redact(self.url)!r})"
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _transaction(self, body: Callable[[Connection], T]) -> T:
+        def attempt() -> T:
+            with self.engine.begin() as conn:
+                return body(conn)
+
+        return retry_locked(attempt)
+
+    def _run_pk_in(self, conn: Connection, run_id: str) -> int:
+        pk = self._run_pk.get(run_id)
+        if pk is None:
+            pk = conn.scalar(select(models.Run.id).where(models.Run.run_id == run_id))
+            if pk is None:
+                raise DatabaseInputError(f"run {run_id!r} is not in the database: call start_run first")
+        return pk
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def start_run(self, run: RunRecord, shard: str | None = None) -> None:
+        """Record a run (idempotent: every shard of a run, and a resumed run, call it again)."""
+        if shard is not None:
+            _, shard_count = parse_shard(shard)
+
+        def body(conn: Connection) -> int:
+            conn.execute(
+                insert_ignore(conn, models.Run.__table__).values(
+                    run_id=run.run_id,
+                    suite=run.suite,
+                    spec_text=run.spec_text,
+                    spec_hash=run.spec_hash,
+                    started_at=run.started_at,
+                    finished_at=None,
+                    status="running",
+                    host=run.host,
+                    git_commit=run.git_commit,
+                    git_dirty=bool(run.git_dirty),
+                    command_line=run.command_line,
+                    rooflab_version=run.rooflab_version,
+                )
+            )
+            row = conn.execute(
+                select(models.Run.id, models.Run.spec_hash).where(models.Run.run_id == run.run_id)
+            ).one()
+            if row.spec_hash != run.spec_hash:
+                raise DatabaseInputError(
+                    f"run {run.run_id!r} already exists with a different spec (sha256 {row.spec_hash[:12]}..., "
+                    f"now {run.spec_hash[:12]}...); use a new run id"
+                )
+            if shard is None:
+                conn.execute(
+                    update(models.Run).where(models.Run.id == row.id).values(status="running", finished_at=None)
+                )
+            else:
+                table = models.RunShard.__table__
+                conn.execute(
+                    insert_ignore(conn, table).values(
+                        run_id=row.id, shard=shard, shard_count=shard_count, host=run.host,
+                        status="running", started_at=utc_now(), finished_at=None,
+                    )
+                )
+                conn.execute(
+                    update(models.RunShard)
+                    .where(models.RunShard.run_id == row.id, models.RunShard.shard == shard)
+                    .values(status="running", finished_at=None, host=run.host)
+                )
+                conn.execute(
+                    update(models.Run).where(models.Run.id == row.id).values(status="running", finished_at=None)
+                )
+            return row.id
+
+        self._run_pk[run.run_id] = self._transaction(body)
+
+    def finish_run(self, run_id: str, status: str, shard: str | None = None) -> None:
+        """Mark a run (or one shard of it) finished with a RUN_STATUSES status.
+
+        A sharded run is finished when all N of its shards are; its status is then the worst of
+        theirs (complete < interrupted < failed).
+        """
+        if status not in RUN_STATUSES:
+            raise DatabaseInputError(f"invalid run status {status!r}; allowed: {', '.join(RUN_STATUSES)}")
+        if shard is not None:
+            parse_shard(shard)
+        now = utc_now()
+
+        def body(conn: Connection) -> None:
+            pk = self._run_pk_in(conn, run_id)
+            if shard is None:
+                conn.execute(update(models.Run).where(models.Run.id == pk).values(status=status, finished_at=now))
+                return
+            done = conn.execute(
+                update(models.RunShard)
+                .where(models.RunShard.run_id == pk, models.RunShard.shard == shard)
+                .values(status=status, finished_at=now)
+            )
+            if done.rowcount == 0:
+                raise DatabaseInputError(f"shard {shard} of run {run_id!r} was never started")
+            shards = conn.execute(
+                select(models.RunShard.status, models.RunShard.shard_count, models.RunShard.finished_at).where(
+                    models.RunShard.run_id == pk
+                )
+            ).all()
+            expected = max(s.shard_count for s in shards)
+            finished = [s for s in shards if s.status != "running"]
+            if len(finished) >= expected and len(finished) == len(shards):
+                worst = max((s.status for s in finished), key=lambda s: _STATUS_RANK.get(s, 3))
+                last = max(s.finished_at for s in finished)
+                conn.execute(update(models.Run).where(models.Run.id == pk).values(status=worst, finished_at=last))
+
+        self._transaction(body)
+
+    def run_shards(self, run_id: str) -> list[ShardStatus]:
+        """The shards of a run that have started, in shard order."""
+        shard_table = models.RunShard.__table__
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(shard_table)
+                .join(models.Run.__table__, models.Run.id == shard_table.c.run_id)
+                .where(models.Run.run_id == run_id)
+            ).all()
+        shards = [
+            ShardStatus(
+                shard=row.shard, shard_count=row.shard_count, host=row.host, status=row.status,
+                started_at=row.started_at, finished_at=row.finished_at,
+            )
+            for row in rows
+        ]
+        return sorted(shards, key=lambda s: parse_shard(s.shard))
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The stored run (with its spec text, for `--resume`), or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(models.Run.__table__).where(models.Run.run_id == run_id)).first()
+        if row is None:
+            return None
+        return RunRecord(
+            run_id=row.run_id, suite=row.suite, spec_text=row.spec_text, spec_hash=row.spec_hash,
+            started_at=row.started_at, host=row.host, command_line=row.command_line,
+            git_commit=row.git_commit, git_dirty=bool(row.git_dirty), rooflab_version=row.rooflab_version,
+        )
+
+    def run_status(self, run_id: str) -> str | None:
+        with self.engine.connect() as conn:
+            return conn.scalar(select(models.Run.status).where(models.Run.run_id == run_id))
+
+    # -- environments ---------------------------------------------------------------------------
+
+    def add_environment(self, run_id: str, env: EnvironmentRecord) -> None:
+        """Record a device (deduplicated by fingerprint) and that this run used it (idempotent)."""
+        uuid = environment_device_uuid(env)
+
+        def body(conn: Connection) -> int:
+            run_pk = self._run_pk_in(conn, run_id)
+            env_pk = upsert_environment(conn, env, utc_now())
+            conn.execute(
+                insert_ignore(conn, models.RunEnvironment.__table__).values(
+                    run_id=run_pk, environment_id=env_pk, device_key=device_key(uuid, env.device_fingerprint),
+                    device_uuid=uuid, info=_jsonable(env.info),
+                )
+            )
+            return env_pk
+
+        self._env_pk[env.device_fingerprint] = self._transaction(body)
+
+    # -- measurements ----------------------------------------------------------------------------
+
+    def add_measurement(self, m: MeasurementRecord) -> bool:
+        """Store one result with its raw samples in one transaction.
+
+        Returns False, writing nothing, when the run already has a result for this case, cache
+        mode, timing mode and device.
+        """
+        if m.status not in STATUSES:
+            raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {', '.join(STATUSES)}")
+        row = measurement_row(m)
+        blob = pack(m.samples_ms) if m.samples_ms else None
+
+        def body(conn: Connection) -> tuple[bool, int, int]:
+            run_pk = self._run_pk_in(conn, m.run_id)
+            env_pk = self._env_pk.get(m.device_fingerprint)
+            if env_pk is None:
+                env_pk = conn.scalar(
+                    select(models.Environment.id).where(models.Environment.device_fingerprint == m.device_fingerprint)
+                )
+                if env_pk is None:
+                    raise DatabaseInputError(
+                        f"device {m.device_fingerprint!r} is not in the database: call add_environment first"
+                    )
+            case_pk = self._case_pk.get(m.case.case_key)
+            if case_pk is None:
+                case_pk = upsert_case(conn, m.case)
+            new_id = conn.scalar(
+                insert_ignore(conn, models.Measurement.__table__)
+                .values(run_id=run_pk, case_id=case_pk, environment_id=env_pk, **row)
+                .returning(models.Measurement.id)
+            )
+            if new_id is None:
+                return False, env_pk, case_pk
+            if blob is not None:
+                conn.execute(
+                    models.Sample.__table__.insert().values(
+                        measurement_id=new_id, count=len(m.samples_ms), values_f64le=blob
+                    )
+                )
+            return True, env_pk, case_pk
+
+        added, env_pk, case_pk = self._transaction(body)
+        self._env_pk[m.device_fingerprint] = env_pk
+        self._case_pk[m.case.case_key] = case_pk
+        return added
+
+    def measured_case_keys(self, run_id: str, device_uuid: str | None = None) -> set[str]:
+        """The case keys this run already has a result for (on `device_uuid` when given)."""
+        query = (
+            select(models.Case.case_key)
+            .join(models.Measurement, models.Measurement.case_id == models.Case.id)
+            .join(models.Run, models.Run.id == models.Measurement.run_id)
+            .where(models.Run.run_id == run_id)
+        )
+        if device_uuid is not None:
+            query = query.where(models.Measurement.device_key == device_uuid)
+        with self.engine.connect() as conn:
+            return set(conn.scalars(query))
+
+
+def upsert_case(conn: Connection, case: Any) -> int:
+    """The id of `case` (a CaseRecord), inserting it if new."""
+    conn.execute(
+        insert_ignore(conn, models.Case.__table__).values(
+            case_key=case.case_key, op=case.op, op_version=int(case.op_version), family=case.family,
+            backend=case.backend, dtype=case.dtype, params=_jsonable(case.params),
+        )
+    )
+    return conn.execute(select(models.Case.id).where(models.Case.case_key == case.case_key)).scalar_one()
+
+
+def upsert_environment(conn: Connection, env: EnvironmentRecord, seen_at: datetime) -> int:
+    """The id of `env`'s fingerprint, inserting the environment if new."""
+    conn.execute(
+        insert_ignore(conn, models.Environment.__table__).values(
+            device_fingerprint=env.device_fingerprint, device_name=env.device_name, device_kind=env.device_kind,
+            identity=_jsonable(env.identity), memory_bytes=int(env.memory_bytes), l2_bytes=int(env.l2_bytes),
+            sm_count=int(env.sm_count), compute_capability=env.compute_capability,
+            driver_version=env.driver_version, cuda_version=env.cuda_version, torch_version=env.torch_version,
+            first_seen_at=seen_at,
+        )
+    )
+    return conn.execute(
+        select(models.Environment.id).where(models.Environment.device_fingerprint == env.device_fingerprint)
+    ).scalar_one()
+
+
+def _jsonable(value: Any) -> Any:
+    """Mappings/tuples as plain dicts/lists (JSON columns need them)."""
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
