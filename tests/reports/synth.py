@@ -1,0 +1,114 @@
+"""Synthetic results frames with the columns of `db.query.results`, for the report tests."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pandas as pd
+
+from suite.case import make_case_key
+
+H100 = "NVIDIA H100 80GB HBM3"
+H100_L2 = 50 * 1024 * 1024
+SIZES = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}
+
+
+def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = None, median_ms: float,
+        flops: float, nbytes: float, cache: str = "cold", timing_mode: str = "launch", backend: str = "eager",
+        device_name: str = H100, fingerprint: str = "fp-h100", run_id: str = "run-1", run_order: int = 1,
+        status: str = "ok", throttled: bool = False, l2_bytes: int = H100_L2, host: str = "node1",
+        driver_version: str = "550.54", cuda_version: str = "12.4", torch_version: str = "2.11.0",
+        rel_ci_halfwidth: float = 0.005, stop_reason: str = "converged", iqr_ms: float | None = None) -> dict:
+    params = dict(params or {})
+    ok = status == "ok"
+    t = median_ms * 1e-3
+    started = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=run_order)
+    return {
+        "run_id": run_id, "started_at": started, "host": host, "device_name": device_name, "device_kind": "cuda",
+        "device_fingerprint": fingerprint, "suite": "synthetic",
+        "case_key": make_case_key(op, 1, backend, dtype, cache, timing_mode, params),
+        "op": op, "family": family, "backend": backend, "dtype": dtype, "params": json.dumps(params, sort_keys=True),
+        "cache": cache, "status": status, "median_ms": median_ms if ok else None,
+        "p10_ms": median_ms * 0.98 if ok else None, "p90_ms": median_ms * 1.02 if ok else None,
+        "n_samples": 50 if ok else 0, "flops": flops, "bytes": nbytes,
+        "intensity": flops / nbytes if nbytes else None,
+        "tflops": flops / t / 1e12 if ok else None, "gbps": nbytes / t / 1e9 if ok else None,
+        "torch_version": torch_version, "cuda_version": cuda_version, "driver_version": driver_version,
+        "git_commit": "abc123", "error": None if ok else "boom", "timing_mode": timing_mode,
+        "stop_reason": stop_reason if ok else None, "throttled": throttled, "device_uuid": "GPU-0",
+        "op_version": 1, "mean_ms": median_ms, "min_ms": median_ms * 0.97, "max_ms": median_ms * 1.05,
+        "iqr_ms": iqr_ms if iqr_ms is not None else median_ms * 0.02, "std_ms": median_ms * 0.015,
+        "rel_ci_halfwidth": rel_ci_halfwidth, "first_call_ms": median_ms * 10, "measured_at": started,
+        "l2_bytes": l2_bytes, "memory_bytes": 80 * 10**9, "sm_count": 132, "compute_capability": "9.0",
+        "shard": None, "run_order": run_order,
+    }
+
+
+def stream(op: str, n: int, gbps: float, *, dtype: str = "float32", cache: str = "cold", **kw) -> dict:
+    weights = {"stream_copy": (2, 0), "stream_scale": (2, 1), "stream_add": (3, 1), "stream_triad": (3, 2),
+               "stream_dot": (2, 2)}
+    w, f = weights[op]
+    nbytes = w * n * SIZES[dtype]
+    return row(op=op, family="probe", dtype=dtype, params={"n": n}, median_ms=nbytes / (gbps * 1e9) * 1e3,
+               flops=f * n, nbytes=nbytes, cache=cache, **kw)
+
+
+def fma(n: int, k: int, tflops: float, *, dtype: str = "float32", **kw) -> dict:
+    flops, nbytes = 2 * k * n, 2 * n * SIZES[dtype]
+    return row(op="fma_intensity", family="probe", dtype=dtype, params={"n": n, "k": k},
+               median_ms=flops / (tflops * 1e12) * 1e3, flops=flops, nbytes=nbytes, **kw)
+
+
+def gemm(m: int, n: int, k: int, tflops: float, *, dtype: str = "bfloat16", op: str = "matmul", **kw) -> dict:
+    flops, nbytes = 2 * m * n * k, (m * k + k * n + m * n) * SIZES[dtype]
+    return row(op=op, family="gemm", dtype=dtype, params={"m": m, "n": n, "k": k},
+               median_ms=flops / (tflops * 1e12) * 1e3, flops=flops, nbytes=nbytes, **kw)
+
+
+def launch(median_ms: float, *, timing_mode: str = "launch", **kw) -> dict:
+    return row(op="launch", family="overhead", dtype="float32", params={}, median_ms=median_ms, flops=0, nbytes=0,
+               timing_mode=timing_mode, **kw)
+
+
+def device_rows(*, hbm_gbps: float = 3000.0, l2_gbps: float = 9000.0, fp32_tflops: float = 50.0,
+                bf16_tflops: float = 700.0, launch_ms: float = 0.005, **kw) -> list[dict]:
+    """A full set of probe results for one device whose ceilings are known exactly."""
+    big, small = 64 * 1024 * 1024, 1024 * 1024  # elements: fp32 arrays of 256 MiB and 4 MiB
+    rows = [
+        stream("stream_copy", big, hbm_gbps * 0.97, **kw),
+        stream("stream_triad", big, hbm_gbps, **kw),
+        stream("stream_dot", big, hbm_gbps * 1.05, **kw),
+        stream("stream_triad", small, l2_gbps, cache="hot", **kw),
+        stream("stream_copy", small, l2_gbps * 0.9, cache="hot", **kw),
+        fma(big, 64, fp32_tflops * 0.8, **kw),
+        fma(big, 1024, fp32_tflops, **kw),
+        gemm(8192, 8192, 8192, bf16_tflops, **kw),
+        gemm(1024, 1024, 1024, bf16_tflops * 0.5, **kw),
+        launch(launch_ms, **kw),
+        launch(launch_ms / 5, timing_mode="graph", **kw),
+    ]
+    return rows
+
+
+def frame(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+def history(values: list[float], *, case_op: str = "stream_triad", start_order: int = 1,
+            env_change_at: int | None = None, throttled_at: tuple[int, ...] = (), **kw) -> list[dict]:
+    """One series: per-run medians `values` of the same case on one device."""
+    rows = []
+    for i, value in enumerate(values):
+        extra = dict(kw)
+        if env_change_at is not None and i >= env_change_at:
+            extra.setdefault("driver_version", "560.10")
+        rows.append(row(op=case_op, family="probe", params={"n": 1 << 26}, median_ms=value, flops=2 << 26,
+                        nbytes=3 * 4 << 26, run_id=f"run-{start_order + i:04d}", run_order=start_order + i,
+                        throttled=i in throttled_at, **extra))
+    return rows
+
+
+def noisy(n: int, level: float, rel_noise: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(level * (1 + rel_noise * rng.standard_normal(n)))
