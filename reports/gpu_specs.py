@@ -1,0 +1,282 @@
+"""Datasheet figures of common accelerators, each with its source, and matching from device names.
+
+All tensor (matrix) figures are dense (no structured sparsity). Compute peaks are TFLOP/s (TOPS for
+int8), bandwidth is decimal GB/s, L2 is bytes. Source tags (see ../shared/research/roofline.md §6):
+  LGT   Lightning `throughput.py` `_CUDA_FLOPS` (cites the NVIDIA datasheets)
+  MLE   stas00/ml-engineering `compute/accelerator/README.md`
+  GKW   glennklockwood.com/garden/processors/* (cite NVIDIA datasheets and whitepapers)
+  DSr   third-party reproduction of the NVIDIA datasheet table
+  ROCm  ROCm `gpu-arch-info` table
+  3p    third-party spec database (lower confidence)
+  DS:x  the vendor datasheet named x
+These figures are drawn beside measured ceilings for contrast; they never replace a measurement.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One datasheet number and where it comes from."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """Dense datasheet peaks of one accelerator model."""
+
+    key: str  # short name, e.g. "H100 SXM"
+    vendor: str
+    memory_gbps: Figure
+    l2_bytes: Figure | None
+    sm_count: Figure | None  # SMs (NVIDIA) or CUs (AMD)
+    vector_tflops: Mapping[str, Figure] = field(default_factory=dict)  # CUDA-core / vector ALU peaks
+    matrix_tflops: Mapping[str, Figure] = field(default_factory=dict)  # tensor-core / matrix peaks
+    name_patterns: tuple[str, ...] = ()  # regexes (case-insensitive) matched against a detected name
+
+    def peak_tflops(self, dtype: str, *, matrix: bool) -> Figure | None:
+        """The peak for `dtype` on tensor cores (`matrix`) or on the vector units, if the datasheet has one."""
+        table = self.matrix_tflops if matrix else self.vector_tflops
+        return table.get(normalise_dtype(dtype))
+
+
+def normalise_dtype(dtype: str) -> str:
+    """Map float8 variants onto one key; everything else as torch spells it."""
+    if dtype.startswith("float8"):
+        return "float8"
+    return dtype
+
+
+def _f(value: float, source: str) -> Figure:
+    return Figure(float(value), source)
+
+
+def _half(value: float, source: str) -> dict[str, Figure]:
+    fig = _f(value, source)
+    return {"float16": fig, "bfloat16": fig}
+
+
+_A100_DS = "DS: NVIDIA A100 datasheet (via LGT/GKW)"
+_H100_DS = "DS: NVIDIA H100 datasheet"
+
+SPECS: tuple[GpuSpec, ...] = (
+    GpuSpec(
+        key="V100 SXM2",
+        vendor="NVIDIA",
+        memory_gbps=_f(900, "Volta spec table (techrival/elchapuzas), research §6"),
+        l2_bytes=_f(6 * MiB, "Volta spec table, research §6"),
+        sm_count=_f(80, "Volta spec table, research §6"),
+        vector_tflops={"float64": _f(7.8, "LGT"), "float32": _f(15.7, "LGT")},
+        matrix_tflops={"float16": _f(125, "LGT (FP16 tensor)")},
+        name_patterns=(r"v100.*sxm",),
+    ),
+    GpuSpec(
+        key="A100 SXM 80GB",
+        vendor="NVIDIA",
+        memory_gbps=_f(2039, "GKW"),
+        l2_bytes=_f(40 * MiB, "MLE"),
+        sm_count=_f(108, "GKW, MLE"),
+        vector_tflops={"float64": _f(9.7, "GKW"), "float32": _f(19.5, "MLE, GKW")},
+        matrix_tflops={
+            "float64": _f(19.5, "GKW"),
+            "tf32": _f(156, "MLE"),
+            **_half(312, "MLE"),
+            "int8": _f(624, _A100_DS + ", TOPS"),
+        },
+        name_patterns=(r"a100.*sxm.*80", r"a100.*80.*sxm"),
+    ),
+    GpuSpec(
+        key="A100 SXM 40GB",
+        vendor="NVIDIA",
+        memory_gbps=_f(1555, "mixbench issue #18 spec figure, research §2; " + _A100_DS),
+        l2_bytes=_f(40 * MiB, "MLE"),
+        sm_count=_f(108, "GKW, MLE"),
+        vector_tflops={"float64": _f(9.7, "GKW"), "float32": _f(19.5, "MLE, GKW")},
+        matrix_tflops={
+            "float64": _f(19.5, "GKW"),
+            "tf32": _f(156, "MLE"),
+            **_half(312, "MLE"),
+            "int8": _f(624, _A100_DS + ", TOPS"),
+        },
+        name_patterns=(r"a100.*sxm",),
+    ),
+    GpuSpec(
+        key="A100 PCIe 80GB",
+        vendor="NVIDIA",
+        memory_gbps=_f(1935, _A100_DS + " (80GB PCIe)"),
+        l2_bytes=_f(40 * MiB, "MLE"),
+        sm_count=_f(108, "GKW, MLE"),
+        vector_tflops={"float64": _f(9.7, _A100_DS), "float32": _f(19.5, _A100_DS)},
+        matrix_tflops={
+            "float64": _f(19.5, _A100_DS),
+            "tf32": _f(156, _A100_DS),
+            **_half(312, "MLE (A100 PCIe theory 312)"),
+            "int8": _f(624, _A100_DS + ", TOPS"),
+        },
+        name_patterns=(r"a100.*80.*pcie", r"a100.*pcie.*80"),
+    ),
+    GpuSpec(
+        key="A100 PCIe 40GB",
+        vendor="NVIDIA",
+        memory_gbps=_f(1555, _A100_DS + " (40GB PCIe)"),
+        l2_bytes=_f(40 * MiB, "MLE"),
+        sm_count=_f(108, "GKW, MLE"),
+        vector_tflops={"float64": _f(9.7, _A100_DS), "float32": _f(19.5, _A100_DS)},
+        matrix_tflops={
+            "float64": _f(19.5, _A100_DS),
+            "tf32": _f(156, _A100_DS),
+            **_half(312, "MLE (A100 PCIe theory 312)"),
+            "int8": _f(624, _A100_DS + ", TOPS"),
+        },
+        name_patterns=(r"a100.*pcie",),
+    ),
+    GpuSpec(
+        key="H100 SXM",
+        vendor="NVIDIA",
+        memory_gbps=_f(3350, "MLE, GKW"),
+        l2_bytes=_f(50 * MiB, "MLE"),
+        sm_count=_f(132, "GKW, MLE"),
+        vector_tflops={"float64": _f(33.5, "GKW"), "float32": _f(66.9, "GKW")},
+        matrix_tflops={
+            "float64": _f(66.9, "GKW"),
+            "tf32": _f(494.7, "LGT"),
+            **_half(989.4, "GKW"),
+            "float8": _f(1978.9, "GKW"),
+            "int8": _f(1978.9, "LGT, TOPS"),
+        },
+        name_patterns=(r"h100.*sxm", r"h100 80gb hbm3", r"h100$", r"h100 hbm3"),
+    ),
+    GpuSpec(
+        key="H100 PCIe",
+        vendor="NVIDIA",
+        memory_gbps=_f(2000, "MLE (HBM2e)"),
+        l2_bytes=_f(50 * MiB, _H100_DS + " (unverified in research notes)"),
+        sm_count=_f(114, _H100_DS + " (unverified in research notes)"),
+        vector_tflops={"float64": _f(25.6, "LGT"), "float32": _f(51.2, "LGT")},
+        matrix_tflops={
+            "float64": _f(51, "LGT (older table)"),
+            "tf32": _f(378, "MLE, LGT"),
+            **_half(756, "MLE, LGT"),
+            "float8": _f(1513, "MLE"),
+            "int8": _f(1513, "LGT, TOPS"),
+        },
+        name_patterns=(r"h100.*pcie",),
+    ),
+    GpuSpec(
+        key="H200",
+        vendor="NVIDIA",
+        memory_gbps=_f(4800, "MLE"),
+        l2_bytes=_f(50 * MiB, "MLE"),
+        sm_count=_f(132, "MLE"),
+        vector_tflops={"float64": _f(34, "lzwjava page, research §6"), "float32": _f(67, "MLE (same as H100 SXM)")},
+        matrix_tflops={
+            "float64": _f(67, "lzwjava page, research §6"),
+            "tf32": _f(494.5, "MLE"),
+            **_half(989, "MLE"),
+            "float8": _f(1979, "MLE"),
+            "int8": _f(1979, "MLE note: same compute as H100 SXM, TOPS"),
+        },
+        name_patterns=(r"h200",),
+    ),
+    GpuSpec(
+        key="B200",
+        vendor="NVIDIA",
+        memory_gbps=_f(8000, "MLE (HGX table [DSr] says 7.7 TB/s)"),
+        l2_bytes=_f(126 * MiB, "MLE (GB200 example; unverified for B200 SXM)"),
+        sm_count=_f(148, "3p (unverified)"),
+        vector_tflops={"float64": _f(40, "GKW (HGX @1000 W; DSr says 37)"), "float32": _f(80, "MLE, GKW (DSr says 75)")},
+        matrix_tflops={
+            "float64": _f(40, "GKW (DSr says 37)"),
+            "tf32": _f(1100, "GKW (MLE says 1125)"),
+            **_half(2250, "MLE, GKW, DSr"),
+            "float8": _f(4500, "MLE, GKW, DSr"),
+            "int8": _f(4500, "DSr (9 POPS sparse / 2), TOPS"),
+        },
+        name_patterns=(r"(?<!g)b200",),
+    ),
+    GpuSpec(
+        key="L40S",
+        vendor="NVIDIA",
+        memory_gbps=_f(864, "MLE, DSr"),
+        l2_bytes=_f(48 * MiB, "3p (unverified)"),
+        sm_count=_f(142, "derived: 568 tensor cores / 4"),
+        vector_tflops={"float32": _f(91.6, "MLE, DSr")},
+        matrix_tflops={
+            "tf32": _f(183, "MLE, DSr"),
+            **_half(362, "MLE, DSr"),
+            "float8": _f(733, "MLE, DSr"),
+            "int8": _f(733, "DSr, TOPS"),
+        },
+        name_patterns=(r"l40s",),
+    ),
+    GpuSpec(
+        key="L4",
+        vendor="NVIDIA",
+        memory_gbps=_f(300, "3p"),
+        l2_bytes=_f(48 * MiB, "3p (unverified)"),
+        sm_count=_f(58, "3p: 7424 cores / 128"),
+        vector_tflops={"float32": _f(30.3, "LGT")},
+        matrix_tflops={
+            "tf32": _f(60, "LGT"),
+            **_half(121, "LGT"),
+            "float8": _f(242, "datasheet 485 sparse / 2 (grokipedia)"),
+            "int8": _f(242, "LGT, TOPS"),
+        },
+        name_patterns=(r"\bl4\b",),
+    ),
+    GpuSpec(
+        key="A10",
+        vendor="NVIDIA",
+        memory_gbps=_f(600, "3p (unverified)"),
+        l2_bytes=_f(6 * MiB, "3p"),
+        sm_count=_f(72, "3p"),
+        vector_tflops={"float32": _f(31.2, "LGT")},
+        matrix_tflops={"tf32": _f(62.5, "LGT"), **_half(125, "LGT"), "int8": _f(250, "LGT, TOPS")},
+        name_patterns=(r"\ba10g?\b",),
+    ),
+    GpuSpec(
+        key="MI300X",
+        vendor="AMD",
+        memory_gbps=_f(5300, "MLE"),
+        l2_bytes=_f(32 * MiB, "ROCm (4 MB per XCD; 256 MB Infinity Cache behind it)"),
+        sm_count=_f(304, "ROCm (CUs)"),
+        vector_tflops={"float64": _f(81.7, "runpod GpuInfo.js, research §6"), "float32": _f(163.4, "MLE")},
+        matrix_tflops={
+            "float64": _f(163.4, "unverified, research §6"),
+            "tf32": _f(653.7, "MLE"),
+            **_half(1307.4, "MLE (published as 1300)"),
+            "float8": _f(2614.9, "MLE"),
+            "int8": _f(2614.9, "AMD MI300X datasheet, TOPS"),
+        },
+        name_patterns=(r"mi300x",),
+    ),
+)
+
+SPECS_BY_KEY: dict[str, GpuSpec] = {spec.key: spec for spec in SPECS}
+
+
+def match_device(name: str | None) -> GpuSpec | None:
+    """The datasheet entry for a detected device name (e.g. "NVIDIA H100 80GB HBM3"), or None.
+
+    Also accepts a table key ("H100 SXM"). Patterns are tried in table order; more specific
+    entries (A100 80GB SXM) come before the general ones (A100 SXM).
+    """
+    if not name:
+        return None
+    text = " ".join(name.strip().lower().replace("_", " ").split())
+    for spec in SPECS:
+        if text == spec.key.lower():
+            return spec
+    # "NVIDIA A100-SXM4-80GB" -> "nvidia a100 sxm4 80gb"
+    text = text.replace("-", " ")
+    for spec in SPECS:
+        if any(re.search(pattern, text) for pattern in spec.name_patterns):
+            return spec
+    return None
