@@ -1,0 +1,226 @@
+"""Measured ceilings of one device, derived from the probe results exactly as the plan defines them.
+
+- HBM read-write: best gbps of cold stream_copy/scale/add/triad whose bytes >= 4x L2
+- HBM read-only:  best gbps of cold stream_dot whose bytes >= 4x L2
+- L2:             best gbps of hot stream_* whose bytes <= L2
+- vector compute: best tflops of fma_intensity, per dtype
+- matrix compute: best tflops of the gemm family, per dtype
+- launch floor:   median of the `launch` op's medians, per timing mode
+Only ok, unthrottled results count. Each ceiling keeps the case and run it came from and, when the
+device is in the datasheet table, its ratio to the datasheet figure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from reports.frames import first_value, usable
+from reports.gpu_specs import Figure, GpuSpec, match_device
+
+STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
+STREAM_RO_OPS = ("stream_dot",)
+STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
+HBM_MIN_L2_MULTIPLE = 4
+TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
+MATRIX_FAMILIES = ("gemm", "attention")
+
+KINDS = ("hbm_rw", "hbm_ro", "l2", "vector", "matrix", "launch")
+UNITS = {"hbm_rw": "GB/s", "hbm_ro": "GB/s", "l2": "GB/s", "vector": "TFLOP/s", "matrix": "TFLOP/s", "launch": "ms"}
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One measured ceiling and where it came from."""
+
+    kind: str  # one of KINDS
+    value: float  # GB/s, TFLOP/s or ms (see `unit`)
+    case_key: str
+    run_id: str
+    dtype: str | None = None  # compute ceilings
+    timing_mode: str | None = None  # launch floor
+    datasheet: float | None = None
+    datasheet_source: str | None = None
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.kind]
+
+    @property
+    def ratio(self) -> float | None:
+        """Measured / datasheet (None without a datasheet figure)."""
+        return self.value / self.datasheet if self.datasheet else None
+
+    @property
+    def label(self) -> str:
+        extra = self.dtype or self.timing_mode
+        return f"{self.kind} {extra}" if extra else self.kind
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "timing_mode": self.timing_mode,
+            "value": self.value,
+            "unit": self.unit,
+            "case_key": self.case_key,
+            "run_id": self.run_id,
+            "datasheet": self.datasheet,
+            "datasheet_source": self.datasheet_source,
+            "ratio": self.ratio,
+        }
+
+
+@dataclass(frozen=True)
+class DeviceCeilings:
+    """All measured ceilings of one device, plus its datasheet entry (None when unknown)."""
+
+    device_name: str
+    spec: GpuSpec | None
+    l2_bytes: int  # from the results (the device's own report), else the datasheet, else 0
+    ceilings: tuple[Ceiling, ...]
+
+    def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None) -> Ceiling | None:
+        for c in self.ceilings:
+            if c.kind == kind and (dtype is None or c.dtype == dtype) and (timing_mode is None or c.timing_mode == timing_mode):
+                return c
+        return None
+
+    def as_dict(self) -> dict:
+        return {
+            "device_name": self.device_name,
+            "datasheet": self.spec.key if self.spec else None,
+            "l2_bytes": self.l2_bytes,
+            "ceilings": [c.as_dict() for c in self.ceilings],
+        }
+
+
+def _best(rows: pd.DataFrame, column: str) -> pd.Series | None:
+    values = pd.to_numeric(rows[column], errors="coerce") if not rows.empty else None
+    if values is None or values.dropna().empty:
+        return None
+    return rows.loc[values.idxmax()]
+
+
+def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | None:
+    if spec is None:
+        return None
+    if kind in ("hbm_rw", "hbm_ro"):
+        return spec.memory_gbps
+    if kind == "vector" and dtype:
+        return spec.peak_tflops(dtype, matrix=False)
+    if kind == "matrix" and dtype:
+        return spec.peak_tflops(dtype, matrix=True) or (
+            spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_DTYPES else None
+        )
+    return None
+
+
+def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, **extra: str | None) -> Ceiling:
+    fig = _datasheet(spec, kind, extra.get("dtype"))
+    return Ceiling(
+        kind=kind,
+        value=float(value),
+        case_key=str(row["case_key"]),
+        run_id=str(row["run_id"]),
+        datasheet=fig.value if fig else None,
+        datasheet_source=fig.source if fig else None,
+        **extra,
+    )
+
+
+def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:
+    """L2 size as the device reported it, else the datasheet's, else 0 (unknown)."""
+    reported = None
+    if "l2_bytes" in df.columns and not df.empty:
+        reported = first_value(df[pd.to_numeric(df["l2_bytes"], errors="coerce") > 0], "l2_bytes")
+    if reported:
+        return int(reported)
+    if spec is not None and spec.l2_bytes is not None:
+        return int(spec.l2_bytes.value)
+    return 0
+
+
+def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
+    """Ceilings of one device from its results (`df` holds that device's rows only)."""
+    spec = match_device(device_name)
+    l2 = device_l2_bytes(df, spec)
+    rows = usable(df)
+    out: list[Ceiling] = []
+    if rows.empty:
+        return DeviceCeilings(device_name, spec, l2, ())
+    nbytes = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0)
+    cold = rows["cache"] == "cold"
+    hot = rows["cache"] == "hot"
+    big = nbytes >= HBM_MIN_L2_MULTIPLE * l2
+    for kind, ops, mask in (
+        ("hbm_rw", STREAM_RW_OPS, cold & big),
+        ("hbm_ro", STREAM_RO_OPS, cold & big),
+        ("l2", STREAM_OPS, hot & (nbytes <= l2) if l2 else hot & False),
+    ):
+        best = _best(rows[mask & rows["op"].isin(ops)], "gbps")
+        if best is not None:
+            out.append(_ceiling(best, kind, best["gbps"], spec))
+    for kind, mask in (("vector", rows["op"] == "fma_intensity"), ("matrix", rows["family"] == "gemm")):
+        subset = rows[mask]
+        for dtype in sorted(subset["dtype"].dropna().unique()):
+            best = _best(subset[subset["dtype"] == dtype], "tflops")
+            if best is not None and best["tflops"] > 0:
+                out.append(_ceiling(best, kind, best["tflops"], spec, dtype=str(dtype)))
+    launch = rows[rows["op"] == "launch"]
+    for mode in sorted(launch["timing_mode"].dropna().unique()) if not launch.empty else ():
+        sub = launch[launch["timing_mode"] == mode]
+        medians = pd.to_numeric(sub["median_ms"], errors="coerce")
+        floor = float(medians.median())
+        nearest = sub.loc[(medians - floor).abs().idxmin()]
+        out.append(_ceiling(nearest, "launch", floor, spec, timing_mode=str(mode)))
+    return DeviceCeilings(device_name, spec, l2, tuple(out))
+
+
+# --- the roofs a case is held against (measured first, else datasheet) ---
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A value used as a roof, and whether it was measured or taken from the datasheet."""
+
+    value: float
+    origin: str  # "measured" or "datasheet"
+    source: str  # case_key of the measurement, or the datasheet source
+
+
+def uses_matrix_units(family: str, dtype: str) -> bool:
+    """GEMM and attention on tensor-core dtypes are held against the matrix roof."""
+    return family in MATRIX_FAMILIES and dtype in TENSOR_DTYPES + ("float64",)
+
+
+def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None:
+    """Compute roof in TFLOP/s for `dtype`, matrix or vector units; measured first, else datasheet."""
+    vector_dtype = "float32" if dtype == "tf32" else dtype
+    order = [("matrix", dtype), ("vector", vector_dtype)] if matrix else [("vector", vector_dtype)]
+    for kind, dt in order:
+        c = dc.get(kind, dtype=dt)
+        if c is not None:
+            return Roof(c.value, "measured", c.case_key)
+        if dc.spec is not None:
+            fig = dc.spec.peak_tflops(dt, matrix=kind == "matrix")
+            if fig is not None:
+                return Roof(fig.value, "datasheet", f"{dc.spec.key}: {fig.source}")
+    return None
+
+
+def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = False) -> Roof | None:
+    """Bandwidth roof in GB/s: L2 for hot cases (falling back to HBM), HBM otherwise."""
+    kinds = (["l2"] if hot else []) + (["hbm_ro", "hbm_rw"] if read_only else ["hbm_rw", "hbm_ro"])
+    for kind in kinds:
+        c = dc.get(kind)
+        if c is not None:
+            return Roof(c.value, "measured", c.case_key)
+    if dc.spec is not None:
+        return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}")
+    return None
+
+
+def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:
+    c = dc.get("launch", timing_mode=timing_mode)
+    return c.value if c else None

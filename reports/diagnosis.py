@@ -1,0 +1,184 @@
+"""Which wall each case hits, how far it is from it, and what fusion gains.
+
+roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof), where the compute roof
+is the matrix ceiling for GEMM/attention on tensor-core dtypes and the vector ceiling otherwise, and
+the bandwidth roof is the L2 ceiling for hot cases and the HBM ceiling for cold ones (read-only HBM
+for ops that only read: sum, amax, stream_dot). Measured ceilings are used first, datasheet figures
+when a ceiling was not measured. efficiency = roofline_ms / median_ms.
+
+wall = overhead when the measured time is within OVERHEAD_FACTOR of the launch floor of its timing
+mode, or the roofline time is below that floor; else compute or bandwidth, whichever term of the
+roofline time is larger.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms, uses_matrix_units
+from reports.frames import params_of, usable
+
+OVERHEAD_FACTOR = 2.0
+READ_ONLY_OPS = ("sum", "amax", "stream_dot")
+WALLS = ("compute", "bandwidth", "overhead")
+
+DIAGNOSIS_COLUMNS = [
+    "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
+    "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
+    "compute_ms", "memory_ms", "roofline_ms", "efficiency", "wall", "launch_floor_ms",
+    "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
+]
+
+
+def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
+    """The newest usable result of each case_key (by run_order, then measured_at)."""
+    rows = usable(df)
+    if rows.empty:
+        return rows
+    sort_cols = [c for c in ("run_order", "measured_at") if c in rows.columns]
+    if sort_cols:
+        rows = rows.sort_values(sort_cols, kind="stable")
+    return rows.drop_duplicates("case_key", keep="last")
+
+
+def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
+    """One row per case (its newest usable result) with roofline time, efficiency and wall."""
+    out = []
+    for _, r in latest_per_case(df).iterrows():
+        median_ms = float(r["median_ms"])
+        flops = float(r["flops"] or 0)
+        nbytes = float(r["bytes"] or 0)
+        dtype, family = str(r["dtype"]), str(r["family"])
+        croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
+        broof = bandwidth_roof(dc, hot=r["cache"] == "hot", read_only=r["op"] in READ_ONLY_OPS)
+        compute_ms = flops / (croof.value * 1e12) * 1e3 if (croof and flops > 0) else (0.0 if flops == 0 else math.nan)
+        memory_ms = nbytes / (broof.value * 1e9) * 1e3 if (broof and nbytes > 0) else (0.0 if nbytes == 0 else math.nan)
+        terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
+        roofline_ms = max(terms) if terms else math.nan
+        floor = launch_floor_ms(dc, str(r["timing_mode"]))
+        wall = _wall(median_ms, roofline_ms, compute_ms, memory_ms, floor)
+        efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
+        out.append({
+            "case_key": r["case_key"], "op": r["op"], "family": family, "backend": r["backend"],
+            "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
+            "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
+            "intensity": flops / nbytes if nbytes else math.nan,
+            "tflops": flops / (median_ms * 1e-3) / 1e12, "gbps": nbytes / (median_ms * 1e-3) / 1e9,
+            "compute_ms": compute_ms, "memory_ms": memory_ms, "roofline_ms": roofline_ms,
+            "efficiency": efficiency, "wall": wall, "launch_floor_ms": floor,
+            "compute_roof_tflops": croof.value if croof else math.nan,
+            "compute_roof_origin": croof.origin if croof else None,
+            "bandwidth_roof_gbps": broof.value if broof else math.nan,
+            "bandwidth_roof_origin": broof.origin if broof else None,
+        })
+    return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
+
+
+def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float, floor: float | None) -> str | None:
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (roofline_ms == roofline_ms and roofline_ms < floor)):
+        return "overhead"
+    c = 0.0 if math.isnan(compute_ms) else compute_ms
+    m = 0.0 if math.isnan(memory_ms) else memory_ms
+    if c == 0 and m == 0:
+        return "overhead" if floor is not None else None
+    return "compute" if c >= m else "bandwidth"
+
+
+def most_left_on_table(diag: pd.DataFrame, limit: int = 15) -> pd.DataFrame:
+    """Cases furthest from their roof (lowest efficiency), overhead-bound cases excluded."""
+    rows = diag[(diag["wall"] != "overhead") & diag["efficiency"].notna()].copy()
+    rows["left_ms"] = rows["median_ms"] - rows["roofline_ms"]
+    return rows.sort_values(["efficiency", "left_ms"], ascending=[True, False]).head(limit)
+
+
+# --- fusion gains ---
+
+FUSION_CHAIN_OPS = ("cos_cos", "bias_gelu_dropout_residual", "matmul_bias_gelu")
+_ELEMENT_SIZE = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "int32": 4}
+
+
+def element_size(dtype: str) -> int:
+    if dtype.startswith("float8"):
+        return 1
+    return _ELEMENT_SIZE.get(dtype, 4)
+
+
+def unfused_bytes(op: str, params: dict, dtype: str) -> int | None:
+    """DRAM bytes of the eager chain: every eager kernel reads its inputs and writes its output once.
+
+    cos_cos: two cos kernels, each reads and writes n elements -> 4·n·s.
+    bias_gelu_dropout_residual (n, hidden): x+bias (2n+hidden), gelu (2n), dropout (2n, plus a
+      1-byte mask of n), +residual (3n) -> (9n + hidden)·s + n.
+    matmul_bias_gelu (m, n, k): matmul (mk + kn + mn), +bias (2mn + n), gelu (2mn)
+      -> (mk + kn + 5mn + n)·s.
+    attention, naive: QK^T reads Q, K and writes S; softmax reads S, writes P; PV reads P, V and
+      writes O -> (2·seq_q + 2·seq_k)·b·h·d·s + 4·b·h·seq_q·seq_k·s.
+    """
+    s = element_size(dtype)
+    try:
+        if op == "cos_cos":
+            return 4 * int(params["n"]) * s
+        if op == "bias_gelu_dropout_residual":
+            n, hidden = int(params["n"]), int(params.get("hidden", 0))
+            return (9 * n + hidden) * s + n
+        if op == "matmul_bias_gelu":
+            m, n, k = int(params["m"]), int(params["n"]), int(params["k"])
+            return (m * k + k * n + 5 * m * n + n) * s
+        if op == "attention":
+            b, h = int(params.get("batch", 1)), int(params["heads"])
+            sq, sk, d = int(params["seq_q"]), int(params["seq_k"]), int(params["head_dim"])
+            return (2 * sq + 2 * sk) * b * h * d * s + 4 * b * h * sq * sk * s
+    except (KeyError, ValueError, TypeError):
+        return None
+    return None
+
+
+FUSION_COLUMNS = [
+    "comparison", "op", "dtype", "cache", "timing_mode", "shape", "unfused_case", "fused_case",
+    "unfused_ms", "fused_ms", "speedup", "unfused_bytes", "fused_bytes", "bytes_saved", "bytes_ratio",
+]
+
+
+def _shape_text(params: dict, drop: tuple[str, ...] = ()) -> str:
+    return ",".join(f"{k}={params[k]}" for k in sorted(params) if k not in drop)
+
+
+def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
+    """Eager vs compiled for the fusion-chain ops, naive vs fused attention, at equal shapes."""
+    rows = latest_per_case(df)
+    out = []
+    if rows.empty:
+        return pd.DataFrame(columns=FUSION_COLUMNS)
+    rows = rows.assign(_params=[params_of(p) for p in rows["params"]])
+    chains = rows[rows["op"].isin(FUSION_CHAIN_OPS)]
+    for _, fused in chains[chains["backend"] == "compiled"].iterrows():
+        match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"]) & (chains["dtype"] == fused["dtype"])
+                       & (chains["cache"] == fused["cache"]) & (chains["timing_mode"] == fused["timing_mode"])]
+        for _, eager in match.iterrows():
+            if eager["_params"] == fused["_params"]:
+                out.append(_gain("eager vs compiled", eager, fused, _shape_text(fused["_params"])))
+    attn = rows[rows["op"] == "attention"]
+    kernel = attn["_params"].map(lambda p: p.get("kernel"))
+    for _, naive in attn[kernel == "naive"].iterrows():
+        base = {k: v for k, v in naive["_params"].items() if k != "kernel"}
+        for _, fused in attn[(kernel != "naive") & (attn["dtype"] == naive["dtype"]) & (attn["cache"] == naive["cache"])
+                             & (attn["timing_mode"] == naive["timing_mode"])].iterrows():
+            if {k: v for k, v in fused["_params"].items() if k != "kernel"} == base:
+                out.append(_gain(f"naive vs {fused['_params'].get('kernel')}", naive, fused, _shape_text(base)))
+    return pd.DataFrame(out, columns=FUSION_COLUMNS)
+
+
+def _gain(comparison: str, unfused: pd.Series, fused: pd.Series, shape: str) -> dict:
+    ub = unfused_bytes(str(unfused["op"]), unfused["_params"], str(unfused["dtype"]))
+    fb = float(fused["bytes"] or 0)
+    return {
+        "comparison": comparison, "op": fused["op"], "dtype": fused["dtype"], "cache": fused["cache"],
+        "timing_mode": fused["timing_mode"], "shape": shape,
+        "unfused_case": unfused["case_key"], "fused_case": fused["case_key"],
+        "unfused_ms": float(unfused["median_ms"]), "fused_ms": float(fused["median_ms"]),
+        "speedup": float(unfused["median_ms"]) / float(fused["median_ms"]),
+        "unfused_bytes": ub, "fused_bytes": fb,
+        "bytes_saved": (ub - fb) if ub is not None else None,
+        "bytes_ratio": (ub / fb) if (ub is not None and fb) else None,
+    }

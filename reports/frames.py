@@ -1,0 +1,71 @@
+"""Small helpers over the results DataFrame (the columns of `db.query.results`)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from reports.errors import ReportInputError
+
+
+def usable(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a performance figure: status ok, a positive median, not throttled."""
+    if df.empty:
+        return df
+    mask = (df["status"] == "ok") & (pd.to_numeric(df["median_ms"], errors="coerce") > 0)
+    if "throttled" in df.columns:
+        mask &= ~df["throttled"].fillna(False).astype(bool)
+    return df[mask]
+
+
+def params_of(value: Any) -> dict[str, Any]:
+    """The params column as a dict (it is a JSON object, or already a dict)."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str) and value:
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}
+
+
+def device_names(df: pd.DataFrame) -> list[str]:
+    if df.empty:
+        return []
+    return sorted(str(v) for v in df["device_name"].dropna().unique())
+
+
+def select_device(df: pd.DataFrame, device: str) -> tuple[str, pd.DataFrame]:
+    """Rows of one device, chosen by exact name, case-insensitive name substring or fingerprint prefix.
+
+    Returns (device name, rows). Raises ReportInputError naming the devices the frame holds.
+    """
+    names = device_names(df)
+    if not df.empty and device:
+        text = device.strip().lower()
+        exact = [n for n in names if n.lower() == text]
+        if exact:
+            return exact[0], df[df["device_name"] == exact[0]]
+        fps = df["device_fingerprint"].astype(str)
+        by_fp = df[fps.str.lower().str.startswith(text)] if len(text) >= 6 else df.iloc[0:0]
+        fp_names = sorted(by_fp["device_name"].dropna().unique())
+        if len(fp_names) == 1:
+            return str(fp_names[0]), by_fp
+        partial = [n for n in names if text in n.lower()]
+        if len(partial) == 1:
+            return partial[0], df[df["device_name"] == partial[0]]
+        if len(partial) > 1:
+            raise ReportInputError(f"device {device!r} is ambiguous: it matches {', '.join(partial)}")
+    allowed = ", ".join(names) if names else "none (the database holds no results yet)"
+    raise ReportInputError(f"unknown device {device!r}; devices in the database: {allowed}")
+
+
+def first_value(df: pd.DataFrame, column: str, default: Any = None) -> Any:
+    """The first non-null value of a column, or `default`."""
+    if column not in df.columns or df.empty:
+        return default
+    values = df[column].dropna()
+    return values.iloc[0] if len(values) else default
