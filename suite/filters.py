@@ -1,0 +1,90 @@
+"""`KEY=VALUE` filters that narrow a list of cases (`rooflab run|list --filter op=matmul`).
+
+Keys: op, family, backend, dtype, cache, timing_mode, benchmark, tag, or any parameter name.
+Filters with the same key are OR-ed (so are comma-separated values: `dtype=float16,bfloat16`);
+different keys are AND-ed. A filter that matches nothing leaves an empty list.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping
+
+from suite.case import Case, ParamValue
+from suite.errors import SpecError
+
+CASE_KEYS = ("op", "family", "backend", "dtype", "cache", "timing_mode", "benchmark", "tag")
+
+
+def parse_filters(filters: Iterable[str], param_names: Iterable[str] = ()) -> dict[str, set[str]]:
+    """`["op=matmul", "dtype=float16,bfloat16"]` -> {"op": {"matmul"}, "dtype": {"float16", "bfloat16"}}."""
+    allowed_params = set(param_names)
+    parsed: dict[str, set[str]] = {}
+    for text in filters:
+        key, sep, value = text.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise SpecError(f"filter {text!r} is not KEY=VALUE (e.g. op=matmul)")
+        if key not in CASE_KEYS and key not in allowed_params:
+            params = ", ".join(sorted(allowed_params)) or "none"
+            raise SpecError(
+                f"filter {text!r}: unknown key {key!r}; allowed: {', '.join(CASE_KEYS)}, "
+                f"or a parameter of these cases ({params})"
+            )
+        values = {v.strip() for v in value.split(",") if v.strip()}
+        if not values:
+            raise SpecError(f"filter {text!r} has no value")
+        parsed.setdefault(key, set()).update(values)
+    return parsed
+
+
+def _param_matches(value: ParamValue, wanted: str) -> bool:
+    if isinstance(value, bool):
+        return wanted.lower() in (("true", "1", "yes") if value else ("false", "0", "no"))
+    if str(value) == wanted:
+        return True
+    if isinstance(value, (int, float)):
+        try:
+            number = float(wanted)
+        except ValueError:
+            return False
+        return math.isclose(float(value), number, rel_tol=1e-12, abs_tol=0.0)
+    return False
+
+
+def _matches(case: Case, key: str, wanted: set[str]) -> bool:
+    if key == "tag":
+        return any(tag in wanted for tag in case.tags)
+    if key in CASE_KEYS:
+        return str(getattr(case, key)) in wanted
+    if key not in case.params:
+        return False
+    return any(_param_matches(case.params[key], w) for w in wanted)
+
+
+def apply_filters(
+    cases: list[Case], filters: Iterable[str], *, param_names: Iterable[str] | None = None
+) -> list[Case]:
+    """The cases matching every key (any value of a key); SpecError on a malformed or unknown key.
+
+    Parameter keys allowed are those of `param_names`, or else those of the cases and of every
+    op in the registry.
+    """
+    filters = list(filters)
+    if not filters:
+        return list(cases)
+    if param_names is None:
+        param_names = _known_param_names(cases)
+    parsed = parse_filters(filters, param_names)
+    return [c for c in cases if all(_matches(c, k, v) for k, v in parsed.items())]
+
+
+def _known_param_names(cases: Iterable[Case]) -> set[str]:
+    names = {name for case in cases for name in case.params}
+    try:
+        from suite.ops.registry import all_ops
+    except ImportError:
+        return names
+    ops: Mapping = all_ops()
+    for op in ops.values():
+        names.update(op.params)
+    return names

@@ -1,0 +1,584 @@
+"""Benchmark specs: declarative YAML, validated before anything runs, expanded into `Case`s.
+
+A spec file::
+
+    name: quick                       # required
+    description: what this spec is for
+    max_cases: 5000                   # the whole sweep may not be larger (default 5000)
+    defaults:                         # optional; applied to every benchmark that does not set them
+      backends: [eager]               # default [eager]
+      dtypes: [float32]               # default [float32]
+      cache: [cold]                   # cold and/or hot; default [cold]
+      timing_modes: [launch]          # launch and/or graph; default [launch]
+      devices: [cpu, cuda]            # device kinds the benchmarks run on; default: all
+      tags: [quick]                   # added to every benchmark's own tags
+      timing: {max_time_ms: 500}      # fields of suite.timing.TimingSettings
+      constraints: {max_memory_fraction: 0.5}
+    benchmarks:
+      - name: gemm_square             # required, unique in the spec
+        op: matmul                    # required, an op of suite.ops.registry
+        dtypes: [float16, bfloat16]   # a single string is a one-item list
+        backends: eager
+        cache: [cold, hot]
+        timing_modes: [launch]
+        devices: [cuda]               # only on CUDA devices (a spec may hold CPU- and GPU-sized sweeps)
+        tags: [gemm]
+        timing: {min_samples: 20, max_time_ms: 1000}   # over the defaults' timing, field by field
+        constraints: {max_memory_fraction: 0.8}        # a bigger case is recorded as skipped
+        params:
+          m=n=k: {pow2: [8, 14]}      # tied: m, n and k take the same value, 256 .. 16384
+          batch: 1                    # a scalar
+        zip:                          # optional groups of parameters that move together
+          - {seq_q: [512, 1024], seq_k: [1024, 2048]}
+
+Parameter values: a scalar; a list (items are scalars or ranges, concatenated); an arithmetic range
+`{start: 128, stop: 1024, step: 128}` (stop included when reached); a geometric range
+`{start: 1, stop: 1024, factor: 4}`; powers of two `{pow2: [10, 20]}` (2**10 .. 2**20). A key
+`a=b` ties parameters to one shared sweep; each `zip` group pairs equal-length lists index by index.
+The sweep of a benchmark is the product of its parameter axes, zip groups, dtypes, backends, cache
+modes and timing modes; parameters left out take the op's defaults. Cases are ordered by
+benchmark, then parameter point, dtype, backend, cache mode and timing mode; a case whose
+`case_key` already appeared earlier in the spec is dropped.
+
+Every error is a `SpecError` naming the file, the field path (`benchmarks[2].params.n`), the
+line, what is wrong and what is allowed.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from suite import sweep
+from suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue
+from suite.errors import SpecError
+from suite.filters import apply_filters
+from suite.ops.base import Op, ParamSpec
+from suite.timing import TimingSettings
+from suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
+
+__all__ = [
+    "Benchmark",
+    "Defaults",
+    "Spec",
+    "SPECS_DIR",
+    "DEVICE_KINDS",
+    "apply_filters",
+    "expand",
+    "load_spec",
+    "parse_spec",
+    "resolve_spec_path",
+]
+
+SPECS_DIR = Path(__file__).parent / "specs"
+DEVICE_KINDS = ("cpu", "cuda")
+DEFAULT_MAX_CASES = 5000
+DEFAULT_BACKENDS = ("eager",)
+DEFAULT_DTYPES = ("float32",)
+DEFAULT_CACHE = ("cold",)
+DEFAULT_TIMING_MODES = ("launch",)
+
+
+# ---------------------------------------------------------------- document models (structure only)
+
+
+def _as_list(value: Any) -> Any:
+    """A single string stands for a one-item list."""
+    return [value] if isinstance(value, str) else value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class TimingOverrides(_Model):
+    """Overrides of suite.timing.TimingSettings; a field left out keeps the value below it."""
+
+    warmup_ms: float | None = Field(None, ge=0)
+    warmup_calls: int | None = Field(None, ge=0)
+    min_samples: int | None = Field(None, ge=1)
+    max_samples: int | None = Field(None, ge=1)
+    min_time_ms: float | None = Field(None, ge=0)
+    max_time_ms: float | None = Field(None, gt=0)
+    target_precision: float | None = Field(None, gt=0, lt=1)
+    graph_launches: int | None = Field(None, ge=0)
+
+    def values(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Constraints(_Model):
+    # a case whose op.memory_bytes exceeds this fraction of device memory is recorded as skipped
+    max_memory_fraction: float | None = Field(None, gt=0, le=1)
+
+
+class _Common(_Model):
+    backends: list[str] | None = None
+    dtypes: list[str] | None = None
+    cache: list[str] | None = None
+    timing_modes: list[str] | None = None
+    devices: list[str] | None = None
+    tags: list[str] | None = None
+    timing: TimingOverrides | None = None
+    constraints: Constraints | None = None
+
+    _listify = field_validator("backends", "dtypes", "cache", "timing_modes", "devices", "tags", mode="before")(
+        _as_list
+    )
+
+
+class Defaults(_Common):
+    """Settings applied to every benchmark of the spec that does not set them itself."""
+
+
+class Benchmark(_Common):
+    """One entry of `benchmarks`: an op and the sweep to run it over."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    op: str
+    description: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    zip: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class SpecDocument(_Model):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    max_cases: int = Field(DEFAULT_MAX_CASES, ge=1)
+    defaults: Defaults = Field(default_factory=Defaults)
+    benchmarks: list[Benchmark] = Field(min_length=1)
+
+
+# ---------------------------------------------------------------- the loaded spec
+
+
+@dataclass(frozen=True, eq=False)
+class Spec:
+    """A validated spec file: its document, where it came from and its exact text."""
+
+    name: str
+    description: str
+    path: Path
+    text: str
+    sha256: str
+    max_cases: int
+    defaults: Defaults
+    benchmarks: tuple[Benchmark, ...]
+    lines: Mapping[NodePath, int] = field(default_factory=dict, repr=False)
+
+    def where(self, path: NodePath) -> str:
+        """`file, line N, field.path` for an error message."""
+        return _where(self.path, LoadedYaml(None, dict(self.lines)).line_of(path), path)
+
+
+def _where(path: Path | str, line: int | None, node_path: NodePath) -> str:
+    parts = [str(path)]
+    if line is not None:
+        parts.append(f"line {line}")
+    if node_path:
+        parts.append(format_path(node_path))
+    return ", ".join(parts)
+
+
+def _field_names(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose field list explains an error at `loc` (for 'unknown field')."""
+    if not loc:
+        return SpecDocument
+    head = loc[0]
+    if head == "defaults":
+        inner: type[BaseModel] = Defaults
+        rest = loc[1:]
+    elif head == "benchmarks" and len(loc) >= 2:
+        inner = Benchmark
+        rest = loc[2:]
+    else:
+        return None
+    if not rest:
+        return inner
+    if rest[0] == "timing" and len(rest) == 1:
+        return TimingOverrides
+    if rest[0] == "constraints" and len(rest) == 1:
+        return Constraints
+    return None
+
+
+_EXPECTED = {
+    "dict_type": "a mapping (key: value)",
+    "model_type": "a mapping (key: value)",
+    "model_attributes_type": "a mapping (key: value)",
+    "list_type": "a list",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "string_type": "a string",
+    "bool_type": "true or false",
+}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _pydantic_message(exc: ValidationError, spec_path: Path | str, loaded: LoadedYaml) -> str:
+    """One readable message from Pydantic's errors (at most three listed)."""
+    items = []
+    errors = exc.errors(include_url=False)
+    for err in errors[:3]:
+        loc = tuple(err["loc"])
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            parent = _model_at(loc[:-1])
+            allowed = f"; allowed: {_field_names(parent)}" if parent else ""
+            what = f"unknown field {loc[-1]!r}{allowed}"
+        elif kind == "missing":
+            what = "required field missing"
+        elif kind == "string_pattern_mismatch":
+            what = f"{err['input']!r} is not a valid name; allowed: letters, digits, '_', '.', '-'"
+        elif kind == "too_short" and loc == ("benchmarks",):
+            what = "empty sweep: the spec has no benchmarks; allowed: a list of at least one benchmark"
+        elif kind in _EXPECTED:
+            what = f"wrong type: expected {_EXPECTED[kind]}, got {_shown(err.get('input'))}"
+        else:
+            msg = err["msg"]
+            what = f"{msg[0].lower()}{msg[1:]}, got {_shown(err.get('input'))}"
+        items.append(f"{_where(spec_path, loaded.line_of(loc), loc)}: {what}")
+    more = len(errors) - len(items)
+    if more > 0:
+        items.append(f"(and {more} more error{'s' if more > 1 else ''})")
+    return items[0] if len(items) == 1 else "invalid spec:\n  " + "\n  ".join(items)
+
+
+def resolve_spec_path(path: str | Path) -> Path:
+    """`path` itself, or a shipped spec by name (`quick` -> suite/specs/quick.yaml)."""
+    candidate = Path(path)
+    if candidate.exists():
+        return candidate
+    shipped = SPECS_DIR / f"{path}.yaml"
+    if candidate.suffix == "" and shipped.exists():
+        return shipped
+    names = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
+    raise SpecError(f"{path}: spec file not found; allowed: a path to a YAML file or a shipped spec ({names})")
+
+
+def load_spec(path: str | Path, *, ops: Mapping[str, Op] | None = None) -> Spec:
+    """Read, parse and validate a spec file (structure and ops); raise SpecError if anything is wrong."""
+    resolved = resolve_spec_path(path)
+    try:
+        text = resolved.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{resolved}: cannot read the spec: {exc}") from None
+    return parse_spec(text, resolved, ops=ops)
+
+
+def parse_spec(text: str, path: str | Path = "<spec>", *, ops: Mapping[str, Op] | None = None) -> Spec:
+    """Validate spec text as `load_spec` does; `path` only names it in messages."""
+    try:
+        loaded = load_with_lines(text)
+    except YamlInputError as exc:
+        raise SpecError(f"{_where(path, exc.line, exc.path)}: {exc.message}") from None
+    if not isinstance(loaded.data, dict):
+        got = "an empty file" if loaded.data is None else type(loaded.data).__name__
+        raise SpecError(
+            f"{_where(path, 1, ())}: a spec is a mapping with name, benchmarks and optional "
+            f"description, max_cases, defaults; got {got}"
+        )
+    try:
+        doc = SpecDocument.model_validate(loaded.data)
+    except ValidationError as exc:
+        raise SpecError(_pydantic_message(exc, path, loaded)) from None
+    spec = Spec(
+        name=doc.name,
+        description=doc.description,
+        path=Path(path),
+        text=text,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        max_cases=doc.max_cases,
+        defaults=doc.defaults,
+        benchmarks=tuple(doc.benchmarks),
+        lines=loaded.lines,
+    )
+    _build_all(spec, _ops_or_registry(ops))  # semantic validation against the ops
+    return spec
+
+
+# ---------------------------------------------------------------- validation and expansion
+
+
+def _ops_or_registry(ops: Mapping[str, Op] | None) -> Mapping[str, Op]:
+    if ops is not None:
+        return ops
+    from suite.ops.registry import all_ops
+
+    return all_ops()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A benchmark with defaults applied and its sweep validated, ready to produce cases."""
+
+    index: int
+    bench: Benchmark
+    op: Op
+    backends: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    cache: tuple[str, ...]
+    timing_modes: tuple[str, ...]
+    devices: tuple[str, ...] | None
+    tags: tuple[str, ...]
+    timing: TimingSettings
+    max_memory_fraction: float | None
+    axes: tuple[sweep.Axis, ...]
+
+    @property
+    def size(self) -> int:
+        return (
+            sweep.count_points(list(self.axes))
+            * len(self.backends)
+            * len(self.dtypes)
+            * len(self.cache)
+            * len(self.timing_modes)
+        )
+
+
+def _choose(
+    i: int, key: str, bench_value: list[str] | None, default_value: list[str] | None, fallback: tuple[str, ...]
+) -> tuple[tuple[str, ...], NodePath, bool]:
+    """The benchmark's list, else the defaults' list, else the built-in default; with where it came from."""
+    if bench_value is not None:
+        return tuple(bench_value), ("benchmarks", i, key), True
+    if default_value is not None:
+        return tuple(default_value), ("defaults", key), True
+    return tuple(fallback), ("benchmarks", i), False
+
+
+def _check_names(
+    spec: Spec,
+    chosen: tuple[tuple[str, ...], NodePath, bool],
+    kind: str,
+    allowed: Iterable[str],
+    known: Iterable[str],
+    op: str,
+) -> tuple[str, ...]:
+    """Each value must be one of `allowed` (what the op supports); `known` tells a typo from a gap."""
+    values, at, written = chosen
+    allowed, known = tuple(allowed), tuple(known)
+    if not values:
+        raise SpecError(f"{spec.where(at)}: empty sweep: no {kind} given; allowed: {', '.join(allowed)}")
+    for j, value in enumerate(values):
+        if value not in allowed:
+            what = f"op {op!r} does not support {kind} {value!r}" if value in known else f"unknown {kind} {value!r}"
+            raise SpecError(f"{spec.where(at + (j,) if written else at)}: {what}; allowed: {', '.join(allowed)}")
+    if len(set(values)) != len(values):
+        raise SpecError(f"{spec.where(at)}: a {kind} is listed twice in {list(values)}")
+    return values
+
+
+def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamValue:
+    """`value` checked against the op's ParamSpec (type, positivity, choices); raises SweepError."""
+    kind = pspec.type
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a boolean, got {value!r}; allowed: true, false")
+    elif kind is int:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is an integer, got {value!r}; allowed: {_allowed(pspec)}")
+    elif kind is float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: {_allowed(pspec)}")
+        value = float(value)
+    elif kind is str:
+        if not isinstance(value, str):
+            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: {_allowed(pspec)}")
+    if pspec.choices is not None and value not in pspec.choices:
+        raise sweep.SweepError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {_allowed(pspec)}")
+    if pspec.positive and kind in (int, float) and value <= 0:
+        raise sweep.SweepError(f"{name} must be positive (a size), got {value!r}; allowed: {_allowed(pspec)}")
+    return value
+
+
+def _allowed(pspec: ParamSpec) -> str:
+    if pspec.choices is not None:
+        return ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in pspec.choices)
+    kind = {int: "integers", float: "numbers", str: "strings", bool: "true, false"}.get(pspec.type, str(pspec.type))
+    return f"{kind} > 0" if pspec.positive and pspec.type in (int, float) else kind
+
+
+def _describe_params(op: Op) -> str:
+    parts = []
+    for name, pspec in op.params.items():
+        parts.append(name if pspec.default is not None else f"{name} (required)")
+    return ", ".join(parts) or "none"
+
+
+def _typed_axis(axis: sweep.Axis, op: Op, op_name: str) -> sweep.Axis:
+    rows = []
+    for row in axis.rows:
+        rows.append(tuple(_coerce(v, op.params[n], n, op_name) for n, v in zip(axis.names, row)))
+    return sweep.Axis(axis.names, tuple(rows), axis.where)
+
+
+def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op) -> tuple[sweep.Axis, ...]:
+    axes: list[sweep.Axis] = []
+    seen: dict[str, NodePath] = {}
+
+    def add(make, where: NodePath) -> None:
+        try:
+            axis = make()
+            for name in axis.names:
+                if name not in op.params:
+                    raise sweep.SweepError(
+                        f"unknown parameter {name!r} of op {bench.op!r}; allowed: {_describe_params(op)}"
+                    )
+                if name in seen:
+                    raise sweep.SweepError(f"parameter {name!r} is set twice (also at {format_path(seen[name])})")
+                seen[name] = where
+            axes.append(_typed_axis(axis, op, bench.op))
+        except sweep.SweepError as exc:
+            raise SpecError(f"{spec.where(where + exc.where)}: {exc.message}") from None
+
+    for key, raw in bench.params.items():
+        where = ("benchmarks", i, "params", key)
+        add(lambda key=key, raw=raw, where=where: sweep.tied_axis(key, raw, where, spec.max_cases), where)
+    for g, group in enumerate(bench.zip):
+        where = ("benchmarks", i, "zip", g)
+        add(lambda group=group, where=where: sweep.zip_axis(group, where, spec.max_cases), where)
+
+    missing = [n for n, p in op.params.items() if p.default is None and n not in seen]
+    if missing:
+        raise SpecError(
+            f"{spec.where(('benchmarks', i, 'params'))}: missing required parameter"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} of op {bench.op!r}; "
+            f"op parameters: {_describe_params(op)}"
+        )
+    return tuple(axes)
+
+
+def _plan(spec: Spec, i: int, bench: Benchmark, ops: Mapping[str, Op]) -> _Plan:
+    op = ops.get(bench.op)
+    if op is None:
+        raise SpecError(
+            f"{spec.where(('benchmarks', i, 'op'))}: unknown op {bench.op!r}; allowed: {', '.join(sorted(ops))}"
+        )
+    d = spec.defaults
+    backends = _check_names(
+        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS, bench.op
+    )
+    dtypes = _check_names(
+        spec, _choose(i, "dtypes", bench.dtypes, d.dtypes, DEFAULT_DTYPES), "dtype", op.dtypes, DTYPES, bench.op
+    )
+    cache = _check_names(
+        spec, _choose(i, "cache", bench.cache, d.cache, DEFAULT_CACHE), "cache mode", CACHE_MODES, CACHE_MODES, bench.op
+    )
+    modes = _check_names(
+        spec,
+        _choose(i, "timing_modes", bench.timing_modes, d.timing_modes, DEFAULT_TIMING_MODES),
+        "timing mode",
+        op.timing_modes,
+        TIMING_MODES,
+        bench.op,
+    )
+    devices: tuple[str, ...] | None = None
+    if bench.devices is not None or d.devices is not None:
+        chosen = _choose(i, "devices", bench.devices, d.devices, ())
+        devices = _check_names(spec, chosen, "device kind", DEVICE_KINDS, DEVICE_KINDS, bench.op)
+    tags = tuple(dict.fromkeys([*(d.tags or ()), *(bench.tags or ())]))
+    timing = _timing(spec, i, bench)
+    constraint = bench.constraints.max_memory_fraction if bench.constraints else None
+    if constraint is None and d.constraints is not None:
+        constraint = d.constraints.max_memory_fraction
+    axes = _build_axes(spec, i, bench, op)
+    return _Plan(i, bench, op, backends, dtypes, cache, modes, devices, tags, timing, constraint, axes)
+
+
+def _timing(spec: Spec, i: int, bench: Benchmark) -> TimingSettings:
+    settings = TimingSettings()
+    if spec.defaults.timing is not None:
+        settings = settings.override(spec.defaults.timing.values())
+    if bench.timing is not None:
+        settings = settings.override(bench.timing.values())
+    at = ("benchmarks", i, "timing") if bench.timing is not None else ("defaults", "timing")
+    if settings.min_samples > settings.max_samples:
+        raise SpecError(
+            f"{spec.where(at)}: min_samples ({settings.min_samples}) exceeds max_samples ({settings.max_samples}); "
+            "allowed: min_samples <= max_samples"
+        )
+    if settings.min_time_ms > settings.max_time_ms:
+        raise SpecError(
+            f"{spec.where(at)}: min_time_ms ({settings.min_time_ms}) exceeds max_time_ms ({settings.max_time_ms}); "
+            "allowed: min_time_ms <= max_time_ms"
+        )
+    return settings
+
+
+def _build_all(spec: Spec, ops: Mapping[str, Op]) -> list[_Plan]:
+    names: dict[str, int] = {}
+    plans = []
+    for i, bench in enumerate(spec.benchmarks):
+        if bench.name in names:
+            raise SpecError(
+                f"{spec.where(('benchmarks', i, 'name'))}: benchmark name {bench.name!r} is used twice "
+                f"(also benchmarks[{names[bench.name]}]); allowed: unique names"
+            )
+        names[bench.name] = i
+        plans.append(_plan(spec, i, bench, ops))
+    total = sum(p.size for p in plans)
+    if total > spec.max_cases:
+        biggest = sorted(plans, key=lambda p: -p.size)[:3]
+        shown = ", ".join(f"{p.bench.name}: {p.size}" for p in biggest)
+        raise SpecError(
+            f"{spec.where(('max_cases',))}: the sweep has {total} cases, more than max_cases ({spec.max_cases}); "
+            f"largest benchmarks: {shown}; allowed: at most max_cases cases (raise max_cases or narrow the sweep)"
+        )
+    return plans
+
+
+def expand(spec: Spec, device_kind: str | None = None, ops: Mapping[str, Op] | None = None) -> list[Case]:
+    """The spec's cases in a fixed order, without duplicates (by case_key).
+
+    `device_kind` ("cpu" or "cuda"; "cuda:0" is read as "cuda") keeps only the benchmarks that
+    run on that kind of device; None keeps all.
+    """
+    kind = None
+    if device_kind is not None:
+        kind = device_kind.split(":", 1)[0]
+        if kind not in DEVICE_KINDS:
+            raise SpecError(f"unknown device kind {device_kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
+    cases: dict[str, Case] = {}
+    for plan in _build_all(spec, _ops_or_registry(ops)):
+        if kind is not None and plan.devices is not None and kind not in plan.devices:
+            continue
+        op = plan.op
+        for point in sweep.product(list(plan.axes)):
+            params = op.resolved_params(point)
+            for dtype in plan.dtypes:
+                for backend in plan.backends:
+                    for cache in plan.cache:
+                        for mode in plan.timing_modes:
+                            case = Case(
+                                op=op.name,
+                                op_version=op.version,
+                                family=op.family,
+                                backend=backend,
+                                dtype=dtype,
+                                cache=cache,
+                                timing_mode=mode,
+                                params=dict(params),
+                                benchmark=plan.bench.name,
+                                tags=plan.tags,
+                                timing=plan.timing,
+                                max_memory_fraction=plan.max_memory_fraction,
+                            )
+                            cases.setdefault(case.case_key, case)
+    return list(cases.values())
