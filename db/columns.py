@@ -1,0 +1,97 @@
+"""The flat result row: DESIGN.md's export columns (in DESIGN's order) and the extra columns after them.
+
+One definition serves `db.query.results`, `rooflab export` and `rooflab import`, so that what
+is exported can be read back and exported again unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Select, select
+
+from db import models
+
+# DESIGN.md, "Export/import format": these columns, in this order, come first.
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "run_id", "started_at", "host", "device_name", "device_kind", "device_fingerprint", "suite",
+    "case_key", "op", "family", "backend", "dtype", "params", "cache", "status", "median_ms",
+    "p10_ms", "p90_ms", "n_samples", "flops", "bytes", "intensity", "tflops", "gbps",
+    "torch_version", "cuda_version", "driver_version", "git_commit", "error",
+)
+
+# Everything else the database knows about a result (raw samples excepted), after DESIGN's columns.
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "timing_mode", "device_uuid", "shard", "op_version", "measured_at", "clock", "mean_ms", "min_ms",
+    "max_ms", "iqr_ms", "std_ms", "rel_ci_halfwidth", "stop_reason", "first_call_ms", "warmup_calls",
+    "launches_per_sample", "flush_bytes", "sm_clock_start_mhz", "sm_clock_end_mhz", "sm_clock_max_mhz",
+    "throttle_reasons", "throttled", "l2_bytes", "memory_bytes", "sm_count", "compute_capability",
+    "finished_at", "run_status", "spec_hash", "git_dirty", "command_line", "rooflab_version",
+)
+
+ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
+
+
+@dataclass(frozen=True)
+class ColumnKind:
+    """How a column is typed in files: `kind` is one of str, datetime, int, float, bool, object, list."""
+
+    kind: str
+    nullable: bool = True
+    default: object = None
+
+
+COLUMN_KINDS: dict[str, ColumnKind] = {
+    "run_id": ColumnKind("str", False), "started_at": ColumnKind("datetime", False),
+    "host": ColumnKind("str", False), "device_name": ColumnKind("str", False),
+    "device_kind": ColumnKind("str", False), "device_fingerprint": ColumnKind("str", False),
+    "suite": ColumnKind("str", False), "case_key": ColumnKind("str", False), "op": ColumnKind("str", False),
+    "family": ColumnKind("str", False), "backend": ColumnKind("str", False), "dtype": ColumnKind("str", False),
+    "params": ColumnKind("object", False), "cache": ColumnKind("str", False), "status": ColumnKind("str", False),
+    "median_ms": ColumnKind("float"), "p10_ms": ColumnKind("float"), "p90_ms": ColumnKind("float"),
+    "n_samples": ColumnKind("int", False), "flops": ColumnKind("int", False), "bytes": ColumnKind("int", False),
+    "intensity": ColumnKind("float"), "tflops": ColumnKind("float"), "gbps": ColumnKind("float"),
+    "torch_version": ColumnKind("str"), "cuda_version": ColumnKind("str"), "driver_version": ColumnKind("str"),
+    "git_commit": ColumnKind("str"), "error": ColumnKind("str"),
+    # extras: optional in an imported file; the default applies when the column is absent
+    "timing_mode": ColumnKind("str", False, "launch"), "device_uuid": ColumnKind("str"),
+    "shard": ColumnKind("str"), "op_version": ColumnKind("int", False, 1),
+    "measured_at": ColumnKind("datetime"), "clock": ColumnKind("str"), "mean_ms": ColumnKind("float"),
+    "min_ms": ColumnKind("float"), "max_ms": ColumnKind("float"), "iqr_ms": ColumnKind("float"),
+    "std_ms": ColumnKind("float"), "rel_ci_halfwidth": ColumnKind("float"), "stop_reason": ColumnKind("str"),
+    "first_call_ms": ColumnKind("float"), "warmup_calls": ColumnKind("int", False, 0),
+    "launches_per_sample": ColumnKind("int", False, 1), "flush_bytes": ColumnKind("int", False, 0),
+    "sm_clock_start_mhz": ColumnKind("float"), "sm_clock_end_mhz": ColumnKind("float"),
+    "sm_clock_max_mhz": ColumnKind("float"), "throttle_reasons": ColumnKind("list", False, ()),
+    "throttled": ColumnKind("bool", False, False), "l2_bytes": ColumnKind("int", False, 0),
+    "memory_bytes": ColumnKind("int", False, 0), "sm_count": ColumnKind("int", False, 0),
+    "compute_capability": ColumnKind("str"), "finished_at": ColumnKind("datetime"),
+    "run_status": ColumnKind("str", False, "complete"), "spec_hash": ColumnKind("str", False, ""),
+    "git_dirty": ColumnKind("bool", False, False), "command_line": ColumnKind("str", False, ""),
+    "rooflab_version": ColumnKind("str", False, ""),
+}
+assert set(COLUMN_KINDS) == set(ALL_COLUMNS)
+
+
+def result_select() -> Select:
+    """One row per measurement with ALL_COLUMNS (plus `_run_pk` for ordering)."""
+    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
+    sources = {
+        "run_id": r.run_id, "started_at": r.started_at, "host": r.host, "device_name": e.device_name,
+        "device_kind": e.device_kind, "device_fingerprint": e.device_fingerprint, "suite": r.suite,
+        "case_key": c.case_key, "op": c.op, "family": c.family, "backend": c.backend, "dtype": c.dtype,
+        "params": c.params, "torch_version": e.torch_version, "cuda_version": e.cuda_version,
+        "driver_version": e.driver_version, "git_commit": r.git_commit, "op_version": c.op_version,
+        "l2_bytes": e.l2_bytes, "memory_bytes": e.memory_bytes, "sm_count": e.sm_count,
+        "compute_capability": e.compute_capability, "finished_at": r.finished_at, "run_status": r.status,
+        "spec_hash": r.spec_hash, "git_dirty": r.git_dirty, "command_line": r.command_line,
+        "rooflab_version": r.rooflab_version,
+    }
+    columns = [sources[name].label(name) if name in sources else getattr(m, name).label(name) for name in ALL_COLUMNS]
+    return (
+        select(*columns)
+        .select_from(m)
+        .join(r, r.id == m.run_id)
+        .join(c, c.id == m.case_id)
+        .join(e, e.id == m.environment_id)
+        .order_by(r.started_at, r.run_id, c.case_key, m.cache, m.timing_mode, m.device_key)
+    )

@@ -1,0 +1,159 @@
+"""Reading results into pandas DataFrames, for notebooks and for `reports/`.
+
+Every function takes a database URL, checks that the schema is current, and returns a new
+DataFrame. Timestamps are tz-aware UTC; `params` and `throttle_reasons` are JSON strings
+(sorted keys) so that columns stay hashable (`json.loads` gives the object back). `run_order`
+numbers runs by (started_at, run_id): history is ordered by run, never by the wall clock of
+individual measurements.
+"""
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from typing import Any, Iterable, Sequence
+
+import pandas as pd
+from sqlalchemy import Connection, func, or_, select
+
+from db import models
+from db.columns import ALL_COLUMNS, result_select
+from db.engine import make_engine
+from db.schema import require_current
+from db.timeparse import parse_since
+
+RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
+_DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
+_JSON_COLUMNS = ("params", "throttle_reasons")
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _connect(url: str):  # type: ignore[no-untyped-def]
+    return make_engine(require_current(url), write=False)
+
+
+def run_orders(conn: Connection) -> dict[str, int]:
+    """run_id -> 1-based order by (started_at, run_id)."""
+    rows = conn.execute(select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id))
+    return {run_id: order for order, (run_id,) in enumerate(rows, start=1)}
+
+
+def results(
+    url: str,
+    *,
+    run_id: str | Sequence[str] | None = None,
+    since: str | date | datetime | None = None,
+    device: str | None = None,
+    status: str | Sequence[str] | None = None,
+    case_key: str | None = None,
+) -> pd.DataFrame:
+    """One row per measurement: DESIGN's export columns first, then the extra columns and `run_order`.
+
+    `device` matches a fingerprint, a device name or a device UUID; `since` keeps runs started
+    at or after that date (UTC); `status` and `run_id` take one value or several.
+    """
+    query = result_select()
+    if run_id is not None:
+        query = query.where(models.Run.run_id.in_(_as_list(run_id)))
+    if since is not None:
+        query = query.where(models.Run.started_at >= parse_since(since))
+    if device is not None:
+        query = query.where(
+            or_(
+                models.Environment.device_fingerprint == device,
+                models.Environment.device_name == device,
+                models.Measurement.device_uuid == device,
+            )
+        )
+    if status is not None:
+        query = query.where(models.Measurement.status.in_(_as_list(status)))
+    if case_key is not None:
+        query = query.where(models.Case.case_key == case_key)
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            orders = run_orders(conn)
+            rows = conn.execute(query).all()
+    finally:
+        engine.dispose()
+    return results_frame(rows, orders)
+
+
+def results_frame(rows: Iterable[Any], orders: dict[str, int]) -> pd.DataFrame:
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=list(ALL_COLUMNS))
+    for name in _JSON_COLUMNS:
+        frame[name] = [canonical_json(v) for v in frame[name]]
+    for name in _DATETIME_COLUMNS:
+        frame[name] = pd.to_datetime(frame[name], utc=True)
+    for name in ("throttled", "git_dirty"):
+        frame[name] = frame[name].astype(bool)
+    frame["run_order"] = frame["run_id"].map(orders).astype("int64")
+    return frame
+
+
+def case_history(url: str, case_key: str, device_fingerprint: str | None = None) -> pd.DataFrame:
+    """Every result of one case (on one device fingerprint when given), ordered by run."""
+    frame = results(url, case_key=case_key, device=device_fingerprint)
+    if device_fingerprint is not None:
+        frame = frame[frame["device_fingerprint"] == device_fingerprint]
+    return frame.sort_values(["run_order", "device_fingerprint", "device_uuid"], kind="stable").reset_index(drop=True)
+
+
+def runs(url: str) -> pd.DataFrame:
+    """One row per run, in run order, with counts of its measurements and shards."""
+    r, m, s = models.Run, models.Measurement, models.RunShard
+    n_measurements = select(func.count()).where(m.run_id == r.id).scalar_subquery()
+    n_ok = select(func.count()).where(m.run_id == r.id, m.status == "ok").scalar_subquery()
+    n_shards = select(func.max(s.shard_count)).where(s.run_id == r.id).scalar_subquery()
+    n_shards_finished = select(func.count()).where(s.run_id == r.id, s.status != "running").scalar_subquery()
+    query = select(
+        r.run_id, r.suite, r.status, r.started_at, r.finished_at, r.host, r.git_commit, r.git_dirty,
+        r.spec_hash, r.command_line, r.rooflab_version,
+        n_measurements.label("n_measurements"), n_ok.label("n_ok"),
+        n_shards.label("n_shards"), n_shards_finished.label("n_shards_finished"),
+    ).order_by(r.started_at, r.run_id)
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(query).all()
+    finally:
+        engine.dispose()
+    columns = ["run_id", "suite", "status", "started_at", "finished_at", "host", "git_commit", "git_dirty",
+               "spec_hash", "command_line", "rooflab_version", "n_measurements", "n_ok", "n_shards",
+               "n_shards_finished"]
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=columns)
+    frame.insert(1, "run_order", pd.Series(range(1, len(frame) + 1), dtype="int64"))
+    for name in ("started_at", "finished_at"):
+        frame[name] = pd.to_datetime(frame[name], utc=True)
+    frame["n_shards"] = frame["n_shards"].fillna(0).astype("int64")
+    return frame
+
+
+def environments(url: str) -> pd.DataFrame:
+    """One row per device fingerprint, with its identity (JSON) and how many runs used it."""
+    e, re_ = models.Environment, models.RunEnvironment
+    n_runs = select(func.count(func.distinct(re_.run_id))).where(re_.environment_id == e.id).scalar_subquery()
+    query = select(
+        e.device_fingerprint, e.device_name, e.device_kind, e.compute_capability, e.sm_count, e.l2_bytes,
+        e.memory_bytes, e.driver_version, e.cuda_version, e.torch_version, e.identity, e.first_seen_at,
+        n_runs.label("n_runs"),
+    ).order_by(e.first_seen_at, e.device_fingerprint)
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(query).all()
+    finally:
+        engine.dispose()
+    columns = ["device_fingerprint", "device_name", "device_kind", "compute_capability", "sm_count", "l2_bytes",
+               "memory_bytes", "driver_version", "cuda_version", "torch_version", "identity", "first_seen_at",
+               "n_runs"]
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=columns)
+    frame["identity"] = [canonical_json(v) for v in frame["identity"]]
+    frame["first_seen_at"] = pd.to_datetime(frame["first_seen_at"], utc=True)
+    return frame
+
+
+def _as_list(value: str | Sequence[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
