@@ -1,0 +1,114 @@
+"""The adaptive stopping rule driven by synthetic timers on a fake clock."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runners.stopping import next_batch_size, sample_until_stable
+from suite.timing import TimingSettings
+
+
+class SyntheticTimer:
+    """Draws sample times from `draw` and advances a fake clock by each sample plus an overhead."""
+
+    def __init__(self, draw, overhead_ms: float = 0.05) -> None:
+        self.draw = draw
+        self.overhead_ms = overhead_ms
+        self.now_s = 100.0
+        self.batch_sizes: list[int] = []
+
+    def clock_s(self) -> float:
+        return self.now_s
+
+    def take_batch(self, k: int) -> list[float]:
+        self.batch_sizes.append(k)
+        out = [float(self.draw()) for _ in range(k)]
+        self.now_s += (sum(out) + k * self.overhead_ms) / 1e3
+        return out
+
+
+def run(timer: SyntheticTimer, settings: TimingSettings):
+    return sample_until_stable(timer.take_batch, settings, clock_s=timer.clock_s)
+
+
+def test_converges_on_a_low_noise_timer() -> None:
+    rng = np.random.default_rng(1)
+    timer = SyntheticTimer(lambda: rng.normal(1.0, 0.001))  # 1 ms +- 0.1 %
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=50, max_time_ms=3000, target_precision=0.005))
+    assert out.stop_reason == "converged"
+    assert out.stats.rel_ci_halfwidth <= 0.005
+    assert out.stats.median_ms == pytest.approx(1.0, rel=0.002)
+    assert out.elapsed_ms >= 50  # min_time respected
+    assert out.elapsed_ms < 100  # ... and not much more: it stopped at the first check after it
+    assert out.batches == len(timer.batch_sizes) <= 3
+
+
+def test_hits_max_time_on_a_heavy_tailed_timer() -> None:
+    rng = np.random.default_rng(2)
+    timer = SyntheticTimer(lambda: 1.0 + rng.pareto(1.1))  # heavy tail, infinite variance
+    settings = TimingSettings(min_samples=10, min_time_ms=50, max_time_ms=500, target_precision=1e-5, max_samples=10**6)
+    out = run(timer, settings)
+    assert out.stop_reason == "max_time"
+    assert out.elapsed_ms >= 500
+    assert out.stats.rel_ci_halfwidth > 1e-5
+    assert out.elapsed_ms < 1.5 * 500  # a single tail sample may overshoot, a whole batch does not
+
+
+def test_max_time_overshoot_is_about_one_sample_on_a_noisy_timer() -> None:
+    rng = np.random.default_rng(5)
+    timer = SyntheticTimer(lambda: rng.lognormal(0.0, 0.5))
+    settings = TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=400, target_precision=1e-6, max_samples=10**6)
+    out = run(timer, settings)
+    assert out.stop_reason == "max_time"
+    per_sample = out.elapsed_ms / out.stats.n_samples
+    assert 400 <= out.elapsed_ms <= 400 + 5 * per_sample  # batches are cut to end near max_time
+
+
+def test_max_samples_caps_sampling() -> None:
+    rng = np.random.default_rng(3)
+    timer = SyntheticTimer(lambda: rng.normal(1.0, 0.2))
+    settings = TimingSettings(min_samples=10, max_samples=37, min_time_ms=0, max_time_ms=10**6, target_precision=1e-6)
+    out = run(timer, settings)
+    assert out.stop_reason == "max_samples"
+    assert out.stats.n_samples == 37 == sum(timer.batch_sizes)
+
+
+def test_min_samples_respected_even_when_converged_earlier() -> None:
+    timer = SyntheticTimer(lambda: 2.0)  # no noise at all: CI width 0 from 6 samples on
+    out = run(timer, TimingSettings(min_samples=40, min_time_ms=0, max_time_ms=10**6))
+    assert out.stop_reason == "converged"
+    assert out.stats.n_samples == 40
+    assert timer.batch_sizes == [40]
+
+
+def test_min_time_respected_even_when_converged_earlier() -> None:
+    timer = SyntheticTimer(lambda: 2.0, overhead_ms=0.0)
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=300, max_time_ms=10**6))
+    assert out.stop_reason == "converged"
+    assert out.elapsed_ms >= 300
+    # the second batch is sized to reach min_time (one more sample may come from rounding)
+    assert 150 <= out.stats.n_samples <= 151
+    assert len(timer.batch_sizes) == 2
+
+
+def test_ci_is_checked_once_per_batch_with_geometric_growth() -> None:
+    rng = np.random.default_rng(4)
+    timer = SyntheticTimer(lambda: rng.normal(1.0, 0.3))
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=10**6, max_samples=5000, target_precision=1e-9))
+    assert out.stop_reason == "max_samples"
+    assert out.batches == len(timer.batch_sizes)
+    assert out.batches < 40  # ~log_{1.25}(500) checks, not one per sample
+    assert all(b >= a for a, b in zip(timer.batch_sizes[1:-1], timer.batch_sizes[2:-1]))
+
+
+def test_next_batch_size_bounds() -> None:
+    s = TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=100, max_samples=1000)
+    assert next_batch_size(100, 50.0, s) == 25  # a quarter more
+    assert next_batch_size(100, 99.0, s) == 1  # max_time nearly reached: at least one more sample
+    assert next_batch_size(100, 90.0, s) == 11  # cut to what fits in the 10 ms left (0.9 ms each)
+    assert next_batch_size(990, 1.0, s) == 10  # cut to max_samples
+
+
+def test_source_returning_wrong_count_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="expected 10"):
+        sample_until_stable(lambda k: [1.0], TimingSettings(min_samples=10))

@@ -1,0 +1,161 @@
+"""The timing engine on the CPU clock: known durations, warmup, first call, flush placement."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from runners.stats import summarize
+from runners.timing import GraphModeUnavailable, measure
+from suite.device import DeviceInfo
+from suite.timing import TimingSettings
+
+CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=512 * 1024)
+FAST = TimingSettings(warmup_ms=5, warmup_calls=3, min_samples=10, min_time_ms=20, max_time_ms=400, target_precision=0.01)
+
+
+def busy_wait(ms: float):
+    """A callable that spins for `ms` milliseconds (its true duration, up to a few µs)."""
+
+    def fn() -> None:
+        end = time.perf_counter_ns() + int(ms * 1e6)
+        while time.perf_counter_ns() < end:
+            pass
+
+    return fn
+
+
+class SpyFlusher:
+    def __init__(self, log: list[str], sleep_ms: float = 0.0, flush_bytes: int = 123 * 4096) -> None:
+        self.log = log
+        self.sleep_ms = sleep_ms
+        self.flush_bytes = flush_bytes
+
+    def flush(self) -> None:
+        self.log.append("flush")
+        if self.sleep_ms:
+            time.sleep(self.sleep_ms / 1e3)
+
+
+@pytest.mark.parametrize("ms", [0.5, 2.0])
+def test_median_of_a_known_duration(ms: float) -> None:
+    r = measure(busy_wait(ms), device=CPU, settings=FAST, cache="hot", timing_mode="launch")
+    assert r.clock == "perf_counter"
+    assert ms <= r.stats.median_ms < ms * 1.05 + 0.02
+    assert r.stats.min_ms >= ms
+    assert r.stop_reason == "converged"
+
+
+def test_result_keeps_raw_samples_and_their_statistics() -> None:
+    r = measure(busy_wait(0.2), device=CPU, settings=FAST, cache="hot", timing_mode="launch")
+    assert len(r.samples_ms) == r.stats.n_samples >= FAST.min_samples
+    assert r.stats == summarize(r.samples_ms)
+    assert r.timing_mode == "launch" and r.cache == "hot" and r.launches_per_sample == 1
+    assert r.flush_bytes == 0
+    assert r.sampling_ms >= FAST.min_time_ms
+
+
+def test_cold_mode_flushes_once_before_every_warmup_call_and_sample() -> None:
+    log: list[str] = []
+
+    def fn() -> None:
+        log.append("call")
+
+    spy = SpyFlusher(log)
+    r = measure(fn, device=CPU, settings=FAST, cache="cold", timing_mode="launch", flusher=spy)
+    assert log[0] == "call"  # the first call (timed apart) is not flushed
+    rest = log[1:]
+    assert rest == ["flush", "call"] * (len(rest) // 2)
+    assert len(rest) // 2 == r.warmup_calls + r.stats.n_samples
+    assert r.flush_bytes == spy.flush_bytes
+
+
+def test_flush_stays_outside_the_timed_region() -> None:
+    spy = SpyFlusher([], sleep_ms=5.0)
+    settings = TimingSettings(warmup_ms=0, warmup_calls=1, min_samples=10, min_time_ms=0, max_time_ms=2000, target_precision=0.02)
+    r = measure(busy_wait(1.0), device=CPU, settings=settings, cache="cold", timing_mode="launch", flusher=spy)
+    assert r.stats.median_ms < 1.5  # a 5 ms flush inside the region would give >= 6 ms
+    assert r.stats.max_ms < 5.0
+    assert r.sampling_ms >= r.stats.n_samples * 5.0  # ... yet the flushes did run, between samples
+
+
+def test_hot_mode_never_flushes() -> None:
+    log: list[str] = []
+    r = measure(lambda: log.append("call"), device=CPU, settings=FAST, cache="hot", timing_mode="launch", flusher=SpyFlusher(log))
+    assert "flush" not in log and r.flush_bytes == 0
+
+
+def test_default_cold_flusher_is_sized_from_the_device() -> None:
+    device = DeviceInfo(kind="cpu", name="c", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=777_777)
+    r = measure(busy_wait(0.05), device=device, settings=FAST, cache="cold", timing_mode="launch")
+    assert r.flush_bytes >= 2 * 777_777
+
+
+def test_first_call_is_timed_apart_from_the_samples() -> None:
+    calls = {"n": 0}
+
+    def compiles_first() -> None:
+        calls["n"] += 1
+        busy_wait(60.0 if calls["n"] == 1 else 0.3)()
+
+    r = measure(compiles_first, device=CPU, settings=FAST, cache="hot", timing_mode="launch")
+    assert r.first_call_ms >= 60.0
+    assert r.stats.max_ms < 30.0
+
+
+def test_warmup_lasts_at_least_its_time_and_its_count() -> None:
+    by_time = measure(busy_wait(0.1), device=CPU, settings=FAST.override({"warmup_ms": 30, "warmup_calls": 3}), cache="hot", timing_mode="launch")
+    assert by_time.warmup_ms >= 30 and by_time.warmup_calls >= 30 / 0.1 * 0.5
+    by_count = measure(busy_wait(4.0), device=CPU, settings=FAST.override({"warmup_ms": 1, "warmup_calls": 5}), cache="hot", timing_mode="launch")
+    assert by_count.warmup_calls == 5 and by_count.warmup_ms >= 20
+
+
+def test_warmup_discards_a_slow_start() -> None:
+    calls = {"n": 0}
+
+    def ramps_up() -> None:  # slow for its first 8 calls (clocks ramping, caches, allocator)
+        calls["n"] += 1
+        busy_wait(5.0 if calls["n"] <= 8 else 0.3)()
+
+    settings = FAST.override({"warmup_calls": 8, "warmup_ms": 0})
+    r = measure(ramps_up, device=CPU, settings=settings, cache="hot", timing_mode="launch")
+    assert r.stats.max_ms < 4.0
+
+
+def test_stop_reason_passes_through() -> None:
+    settings = FAST.override({"max_samples": 12, "target_precision": 1e-9})
+    r = measure(busy_wait(0.05), device=CPU, settings=settings, cache="hot", timing_mode="launch")
+    assert r.stop_reason == "max_samples" and r.stats.n_samples == 12
+
+
+def test_sync_callable_is_inside_the_timed_region_on_a_cpu() -> None:
+    r = measure(lambda: None, device=CPU, settings=FAST, cache="hot", timing_mode="launch", sync=busy_wait(0.5))
+    assert r.stats.median_ms >= 0.5
+
+
+def test_graph_mode_needs_cuda_and_a_graph_safe_op() -> None:
+    with pytest.raises(GraphModeUnavailable, match="CUDA"):
+        measure(lambda: None, device=CPU, settings=FAST, cache="hot", timing_mode="graph")
+    gpu = DeviceInfo(kind="cuda", name="g", torch_device="cuda:0", memory_bytes=1, l2_bytes=1, compute_capability=(9, 0))
+    with pytest.raises(GraphModeUnavailable, match="graph_safe"):
+        measure(lambda: None, device=gpu, settings=FAST, cache="hot", timing_mode="graph", graph_safe=False)
+
+
+@pytest.mark.parametrize("cache, mode", [("warm", "launch"), ("cold", "replay")])
+def test_bad_modes_are_refused(cache: str, mode: str) -> None:
+    with pytest.raises(ValueError):
+        measure(lambda: None, device=CPU, settings=FAST, cache=cache, timing_mode=mode)
+
+
+def test_agrees_with_torch_utils_benchmark_on_a_real_op() -> None:
+    """An independent timer (torch.utils.benchmark) gives the same median for the same CPU op."""
+    import torch
+    from torch.utils.benchmark import Timer
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(192, 192, generator=g)
+    b = torch.randn(192, 192, generator=g)
+    threads = torch.get_num_threads()
+    ours = measure(lambda: a @ b, device=CPU, settings=FAST.override({"min_time_ms": 100, "max_time_ms": 800}), cache="hot", timing_mode="launch")
+    theirs = Timer("a @ b", globals={"a": a, "b": b}, num_threads=threads).blocked_autorange(min_run_time=0.2)
+    assert ours.stats.median_ms == pytest.approx(theirs.median * 1e3, rel=0.35)
