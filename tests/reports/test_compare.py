@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from reports.compare import compare, geomean, most_deviating, resolve_side, summary
+from reports.errors import ReportInputError
+from tests.reports.synth import device_rows, frame, gemm, row
+
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _cases(scale_bw: float, scale_compute: float, **kw) -> list[dict]:
+    """Workload cases whose times shrink by the given factors."""
+    n = 1 << 28
+    return [
+        row(op="copy", family="pointwise", params={"n": n}, flops=0, nbytes=8 * n, median_ms=1.0 / scale_bw, **kw),
+        row(op="add", family="pointwise", params={"n": n}, flops=n, nbytes=12 * n, median_ms=1.5 / scale_bw, **kw),
+        row(op="sum", family="reduction", params={"rows": 4096, "cols": 65536}, flops=4096 * 65536,
+            nbytes=4 * 4096 * 65537, median_ms=0.6 / scale_bw, **kw),
+        gemm(16384, 16384, 16384, 250.0 * scale_compute, **kw),
+        gemm(8192, 8192, 8192, 240.0 * scale_compute, dtype="float16", **kw),
+    ]
+
+
+def _two_devices():
+    a_kw = dict(device_name=A100, fingerprint="fp-a100", run_id="run-a", l2_bytes=40 << 20)
+    b_kw = dict(device_name=H100, fingerprint="fp-h100", run_id="run-b")
+    a = device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, launch_ms=0.006, **a_kw) + _cases(1.0, 1.0, **a_kw)
+    a.append(gemm(8192, 8192, 8192, 260.0, dtype="float16", op="matmul_bias_gelu", **a_kw))
+    b = device_rows(hbm_gbps=2700.0, bf16_tflops=810.0, launch_ms=0.006, **b_kw) + _cases(1.5, 3.0, **b_kw)
+    return frame(a + b)
+
+
+def test_two_devices_compare_at_their_known_ratio():
+    df = _two_devices()
+    base, cand = resolve_side(df, "A100", option="--baseline"), resolve_side(df, "run-b", option="--candidate")
+    cmp = compare(base, cand).set_index("case_key")
+    work = [r["case_key"] for r in _cases(1, 1)]
+    assert set(work) <= set(cmp.index)
+    assert "matmul_bias_gelu" not in set(cmp["op"])  # not measured on the candidate
+    for key in work[:3]:
+        assert cmp.loc[key, "speedup"] == pytest.approx(1.5)
+        assert cmp.loc[key, "wall"] == "bandwidth"
+        assert cmp.loc[key, "predicted_speedup"] == pytest.approx(1.5)  # 2700 / 1800 measured HBM
+    g = cmp.loc[work[3]]
+    assert g["speedup"] == pytest.approx(3.0) and g["wall"] == "compute"
+    assert g["predicted_speedup"] == pytest.approx(3.0)  # 810 / 270 measured bf16 matrix
+    sub = cmp.loc[work]
+    s = summary(sub.reset_index()).set_index(["family", "dtype"])
+    assert s.loc[("pointwise", "float32"), "speedup_geomean"] == pytest.approx(1.5)
+    assert s.loc[("gemm", "bfloat16"), "speedup_geomean"] == pytest.approx(3.0)
+    assert s.loc[("all", ""), "cases"] == len(sub)
+
+
+def test_deviation_finds_the_case_that_misses_its_prediction():
+    df = _two_devices()
+    cmp = compare(resolve_side(df, A100, option="--baseline"), resolve_side(df, H100, option="--candidate"))
+    top = most_deviating(cmp, limit=3)
+    # fp16 GEMM: no fp16 gemm probe on either side, so datasheet ratio 989.4/312 is predicted, 3.0 measured
+    first = top.iloc[0]
+    assert first["op"] == "matmul" and first["dtype"] == "float16"
+    assert first["predicted_speedup"] == pytest.approx(989.4 / 312)
+    assert first["deviation"] == pytest.approx(3.0 / (989.4 / 312))
+    assert top["deviation"].map(lambda d: abs(math.log(d))).is_monotonic_decreasing
+
+
+def test_geomean_and_bad_sides():
+    assert geomean(pd.Series([2.0, 8.0, -1.0, None])) == pytest.approx(4.0)
+    df = _two_devices()
+    with pytest.raises(ReportInputError, match="run-a"):
+        resolve_side(df, "B200", option="--baseline")
