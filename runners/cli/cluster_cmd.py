@@ -1,8 +1,107 @@
-"""CLI commands: filled in by the part of rooflab that owns them."""
+"""`rooflab slurm` (batch scripts for a cluster night) and `rooflab nightly` (one command for CI)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+from rich.markup import escape
+
+from runners.cli.common import err_console, fail, user_error_types
+
+FAIL_ON = ("regression", "suspect", "never")
+
+
+def _venv_rooflab(venv: Path | None) -> str:
+    """The rooflab executable the jobs start: `venv/bin/rooflab`, this one's venv, or `rooflab` on PATH."""
+    if venv is not None:
+        exe = venv.expanduser().resolve() / "bin" / "rooflab"
+        if not exe.is_file():
+            fail(f"--venv {venv}: {exe} does not exist; give the virtual environment rooflab is installed in")
+        return str(exe)
+    if sys.prefix != sys.base_prefix:
+        exe = Path(sys.prefix) / "bin" / "rooflab"
+        if exe.is_file():
+            return str(exe)
+    return "rooflab"
+
+
+def slurm_command(
+    spec: str = typer.Argument(..., help="Spec file (or shipped spec name); its absolute path goes into the script."),
+    nodes: int = typer.Option(..., "--nodes", help="Nodes = shards = array tasks."),
+    gpus_per_node: int = typer.Option(..., "--gpus-per-node", help="GPUs each node gives the job (one worker per GPU)."),
+    db: str | None = typer.Option(
+        None, "--db", help="Results database URL, written into the scripts: must not carry a password (use ~/.pgpass)."
+    ),
+    db_file: Path | None = typer.Option(
+        None, "--db-file", help="File holding the database URL (with password), read by each job. "
+        "Without --db and --db-file the jobs take ROOFLAB_DB from the submitting environment."
+    ),
+    time_limit: str = typer.Option("04:00:00", "--time", help="Wall time of each shard task, [D-]HH:MM:SS."),
+    finalize_time: str = typer.Option("01:00:00", "--finalize-time", help="Wall time of the finalising job."),
+    partition: str | None = typer.Option(None, "--partition", help="Slurm partition."),
+    account: str | None = typer.Option(None, "--account", help="Slurm account."),
+    out: Path = typer.Option(Path("rooflab-nightly"), "--out", help="Shared directory for logs/ and report/."),
+    run_id: str | None = typer.Option(
+        None, "--run-id", help="Fixed run id; default: <suite>-<UTC date>, chosen when the submit script runs."
+    ),
+    venv: Path | None = typer.Option(None, "--venv", help="Virtual environment with rooflab on the nodes."),
+    output: Path | None = typer.Option(
+        None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
+        "the .finalize.sbatch and .submit.sh scripts go beside it."
+    ),
+    fail_on: str = typer.Option("regression", "--fail-on", help="When the finalising job fails: regression|suspect|never."),
+) -> None:
+    """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
+    from runners import slurm
+    from suite.spec import expand, load_spec
+
+    errors = user_error_types()
+    try:
+        loaded = load_spec(spec)
+        n_cases = len(expand(loaded))
+        db_url = slurm.check_db_url(db) if db is not None else None
+        if db_file is not None:
+            slurm.check_path(db_file, "--db-file")
+            db_file = db_file.expanduser().resolve()
+            if not db_file.is_file():
+                fail(f"--db-file {db_file}: no such file (it must hold the database URL)")
+        job = slurm.SlurmJob(
+            spec_path=loaded.path.resolve(),
+            suite=loaded.name,
+            nodes=nodes,
+            gpus_per_node=gpus_per_node,
+            out_dir=slurm.check_path(out, "--out").expanduser().resolve(),
+            rooflab=_venv_rooflab(venv),
+            db_url=db_url,
+            db_file=db_file,
+            time_limit=time_limit,
+            finalize_time_limit=finalize_time,
+            partition=partition,
+            account=account,
+            run_id=run_id,
+            fail_on=fail_on,
+        )
+        slurm.validate(job)
+        target = output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch"
+        written = slurm.write_scripts(job, target.expanduser())
+    except errors as exc:
+        fail(escape(str(exc)))
+    if n_cases < nodes:
+        err_console.print(
+            f"note: the spec has {n_cases} cases for {nodes} shards; {nodes - n_cases} array tasks will have nothing to do"
+        )
+    if db_url is not None and db_url.startswith("sqlite") and nodes > 1:
+        err_console.print(
+            "note: several nodes writing one SQLite file on a network filesystem risk lock errors and corruption; "
+            "prefer PostgreSQL, or node-local SQLite files joined with `rooflab db merge`"
+        )
+    array, finalize, submit = written
+    typer.echo(f"array script:    {array}")
+    typer.echo(f"finalise script: {finalize}")
+    typer.echo(f"submit script:   {submit}")
+    typer.echo(f"submit tonight's run with: bash {submit}")
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    return None
+    app.command("slurm")(slurm_command)

@@ -1,0 +1,367 @@
+"""Slurm batch scripts for a nightly run over many GPU nodes.
+
+Three files are written next to each other:
+
+- `<name>.sbatch`: a job array with one task per node; task I runs shard I/N of the suite on all
+  GPUs of its node (`rooflab run --shard I/N --devices all`), every shard under one run id.
+- `<name>.finalize.sbatch`: one small CPU job that runs once all array tasks have ended, whether
+  they succeeded or not (`--dependency=afterany`): the regression check, the HTML report and the
+  JSON summary (`rooflab nightly --skip-run`).
+- `<name>.submit.sh`: the driver a user (or cron/scrontab) runs each night: it fixes the run id,
+  creates the log directory, submits the array and then the finalising job depending on it.
+
+The database URL never appears on a command line: the scripts export ROOFLAB_DB, which rooflab
+reads. It comes from one of: `--db URL`, written into the scripts, which must not carry a password
+(libpq's ~/.pgpass or PGPASSFILE holds it); `--db-file FILE`, a file readable only by its owner
+that holds the full URL and is read by each job when it starts; or neither, and ROOFLAB_DB is
+taken from the environment of the submit script (sbatch passes it on to the jobs).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from suite.errors import SpecError
+
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,+-]*$")  # partition, account
+_SUITE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # job names, derived run ids
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class SlurmArgumentError(SpecError):
+    """An argument of `rooflab slurm` is invalid (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """What the generated scripts run, and where."""
+
+    spec_path: Path  # absolute; must be readable from the compute nodes
+    suite: str  # spec name: job names and derived run ids
+    nodes: int
+    gpus_per_node: int
+    out_dir: Path  # absolute: logs/ and report/ go here (shared filesystem)
+    rooflab: str  # command that starts rooflab on the nodes (absolute path or "rooflab")
+    db_url: str | None = None  # a URL without password, written into the scripts
+    db_file: Path | None = None  # or a file holding the URL, read by each job
+    time_limit: str = "04:00:00"
+    finalize_time_limit: str = "01:00:00"
+    partition: str | None = None
+    account: str | None = None
+    run_id: str | None = None  # None: derived at submission as <suite>-<UTC date>
+    fail_on: str = "regression"
+
+
+@dataclass(frozen=True)
+class SlurmScripts:
+    array: str
+    finalize: str
+    submit: str
+
+
+def check_time(value: str, option: str = "--time") -> str:
+    """Slurm wall time as [D-]HH:MM:SS, above zero."""
+    match = _TIME_RE.match(value or "")
+    if match is None:
+        raise SlurmArgumentError(f"{option} {value!r}: expected HH:MM:SS or D-HH:MM:SS (e.g. 04:00:00)")
+    days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    if days * 86400 + hours * 3600 + minutes * 60 + seconds == 0:
+        raise SlurmArgumentError(f"{option} {value!r}: the time limit must be above zero")
+    return value
+
+
+def check_run_id(value: str) -> str:
+    if not _RUN_ID_RE.match(value or ""):
+        raise SlurmArgumentError(
+            f"--run-id {value!r}: use 1-128 characters from letters, digits and _.:+- , starting with a letter or digit"
+        )
+    return value
+
+
+def check_db_url(url: str) -> str:
+    """A URL the scripts may carry in clear: valid for rooflab and without a password.
+
+    A relative SQLite path becomes absolute (jobs start in other directories).
+    """
+    from db.errors import DatabaseInputError
+    from db.urls import normalize_url
+
+    if _CONTROL_RE.search(url):
+        raise SlurmArgumentError("--db: the URL contains control characters")
+    try:
+        parsed = normalize_url(url)
+    except DatabaseInputError as exc:
+        raise SlurmArgumentError(f"--db: {exc}") from None
+    if parsed.password:
+        raise SlurmArgumentError(
+            "--db: the URL carries a password, which would be written in clear into the batch scripts. "
+            "Drop it from the URL and keep it in ~/.pgpass (PostgreSQL reads it there), put the whole URL "
+            "in a file only you can read and pass --db-file FILE, or leave out --db and export ROOFLAB_DB "
+            "before running the submit script"
+        )
+    if parsed.get_backend_name() == "sqlite" and not Path(parsed.database or "").is_absolute():
+        parsed = parsed.set(database=str(Path(parsed.database or "").resolve()))
+    return parsed.render_as_string(hide_password=False)
+
+
+def check_path(path: Path, option: str) -> Path:
+    if _CONTROL_RE.search(str(path)):
+        raise SlurmArgumentError(f"{option} {str(path)!r}: the path contains control characters (e.g. a newline)")
+    return path
+
+
+def check_name(value: str | None, option: str) -> str | None:
+    if value is not None and not _NAME_RE.match(value):
+        raise SlurmArgumentError(f"{option} {value!r}: use letters, digits and _.,+- only")
+    return value
+
+
+def validate(job: SlurmJob) -> SlurmJob:
+    """Raise SlurmArgumentError (exit code 2) for anything the scripts could not carry safely."""
+    if job.nodes < 1:
+        raise SlurmArgumentError(f"--nodes {job.nodes}: at least 1 node")
+    if job.gpus_per_node < 1:
+        raise SlurmArgumentError(f"--gpus-per-node {job.gpus_per_node}: at least 1 GPU per node")
+    if job.db_url is not None and job.db_file is not None:
+        raise SlurmArgumentError("give at most one of --db URL (without password) and --db-file FILE")
+    if job.db_url is not None:
+        check_db_url(job.db_url)
+    check_time(job.time_limit)
+    check_time(job.finalize_time_limit, "--finalize-time")
+    check_name(job.partition, "--partition")
+    check_name(job.account, "--account")
+    if job.run_id is not None:
+        check_run_id(job.run_id)
+    if job.fail_on not in ("regression", "suspect", "never"):
+        raise SlurmArgumentError(f"--fail-on {job.fail_on!r}: use regression, suspect or never")
+    for path, option in ((job.spec_path, "SPEC"), (job.out_dir, "--out"), (Path(job.rooflab), "--venv")):
+        check_path(path, option)
+    if job.db_file is not None:
+        check_path(job.db_file, "--db-file")
+    if not _SUITE_RE.match(job.suite):
+        raise SlurmArgumentError(f"spec name {job.suite!r}: job names and run ids need letters, digits and _.+- only")
+    return job
+
+
+def sbatch_quote(value: str) -> str:
+    """Quote a value for an `#SBATCH` line: sbatch's own parser, not the shell, reads those lines;
+    it groups double-quoted text and takes a backslash as an escape."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def log_pattern(out_dir: Path, name: str) -> str:
+    """A log file pattern under out_dir/logs; `%` in the directory is doubled (Slurm's escape)."""
+    return str(out_dir / "logs").replace("%", "%%") + "/" + name
+
+
+def _directives(job: SlurmJob, *, lines: list[tuple[str, str | None]]) -> str:
+    common: list[tuple[str, str | None]] = []
+    if job.partition:
+        common.append(("--partition", job.partition))
+    if job.account:
+        common.append(("--account", job.account))
+    out = []
+    for name, value in lines + common:
+        out.append(f"#SBATCH {name}" if value is None else f"#SBATCH {name}={value}")
+    return "\n".join(out)
+
+
+def _environment(job: SlurmJob, *, with_out: bool) -> str:
+    if job.db_url is not None:
+        db = (
+            "# The results database, read by rooflab from ROOFLAB_DB (never put on a command line, so it is\n"
+            "# not shown by ps or in the logs). Its password, if any, comes from ~/.pgpass or PGPASSFILE.\n"
+            f"export ROOFLAB_DB={shlex.quote(job.db_url)}"
+        )
+    elif job.db_file is None:
+        db = (
+            "# The results database: ROOFLAB_DB as it was in the environment of the submit script (sbatch\n"
+            "# passes that environment on to the job; the URL is in no file and on no command line).\n"
+            ': "${ROOFLAB_DB:?ROOFLAB_DB is not set: export it before running the submit script}"\n'
+            "export ROOFLAB_DB"
+        )
+    else:
+        db = (
+            "# The results database: the URL (with its password) is read from a file only its owner can\n"
+            "# read, and handed to rooflab through ROOFLAB_DB (never on a command line or in a log).\n"
+            f"ROOFLAB_DB_FILE={shlex.quote(str(job.db_file))}\n"
+            'if [[ ! -r "$ROOFLAB_DB_FILE" ]]; then echo "rooflab: cannot read $ROOFLAB_DB_FILE" >&2; exit 2; fi\n'
+            'ROOFLAB_DB="$(<"$ROOFLAB_DB_FILE")"\n'
+            "export ROOFLAB_DB"
+        )
+    if job.run_id is not None:
+        run = f"RUN_ID={shlex.quote(job.run_id)}"
+    else:
+        run = (
+            "# The run id is fixed by the submit script (one run for all shards of the night).\n"
+            'RUN_ID="${ROOFLAB_RUN_ID:?submit with the .submit.sh script, which sets ROOFLAB_RUN_ID}"'
+        )
+    return "\n".join(
+        [
+            f"ROOFLAB={shlex.quote(job.rooflab)}",
+            f"SPEC={shlex.quote(str(job.spec_path))}",
+            *([f"OUT={shlex.quote(str(job.out_dir))}"] if with_out else []),
+            run,
+            db,
+        ]
+    )
+
+
+def render_array(job: SlurmJob) -> str:
+    n = job.nodes
+    header = _directives(
+        job,
+        lines=[
+            ("--job-name", sbatch_quote(f"rooflab-{job.suite}")),
+            ("--array", f"0-{n - 1}"),
+            ("--nodes", "1"),
+            ("--ntasks", "1"),
+            ("--gpus-per-node", str(job.gpus_per_node)),
+            ("--exclusive", None),
+            ("--requeue", None),
+            ("--time", job.time_limit),
+            ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
+            ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
+        ],
+    )
+    return f"""#!/bin/bash
+# rooflab nightly: suite {job.suite!r} split into {n} shards, one array task per node.
+#
+# Array task I runs shard I/{n}: rooflab partitions the expanded suite the same way in every task
+# (balanced by the previous night's times), so the {n} tasks measure every case exactly once
+# between them. Each task gets a whole node (--exclusive: no other job disturbs the timings) with
+# {job.gpus_per_node} GPUs; `--devices all` starts one worker per GPU that Slurm gave the job
+# (CUDA_VISIBLE_DEVICES), each pinned to its GPU, and every result records the GPU's UUID.
+# All tasks write into one run (RUN_ID). A task that is restarted (--requeue after a node failure,
+# or the submit script run again the same night) resumes: cases already in the database for this
+# run and shard are not measured twice.
+{header}
+set -euo pipefail
+
+: "${{SLURM_ARRAY_TASK_ID:?this is a Slurm job array script: submit it with sbatch}}"
+SHARD_COUNT={n}
+if (( SLURM_ARRAY_TASK_ID < 0 || SLURM_ARRAY_TASK_ID >= SHARD_COUNT )); then
+    echo "rooflab: array task $SLURM_ARRAY_TASK_ID is outside 0..$((SHARD_COUNT - 1))" >&2
+    exit 2
+fi
+
+{_environment(job, with_out=False)}
+
+echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on $(hostname) GPUs ${{CUDA_VISIBLE_DEVICES:-none}}"
+exec "$ROOFLAB" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" --devices all --run-id "$RUN_ID"
+"""
+
+
+def render_finalize(job: SlurmJob) -> str:
+    header = _directives(
+        job,
+        lines=[
+            ("--job-name", sbatch_quote(f"rooflab-{job.suite}-finalize")),
+            ("--nodes", "1"),
+            ("--ntasks", "1"),
+            ("--time", job.finalize_time_limit),
+            ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%j.out"))),
+            ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%j.err"))),
+        ],
+    )
+    return f"""#!/bin/bash
+# rooflab nightly, last step: runs once every shard of the array has ended (the submit script makes
+# it depend on the array with afterany, so it also runs when a shard failed or hit its time limit;
+# shards that did not finish are listed as missing in the summary). Needs no GPU.
+#
+# `rooflab nightly --skip-run` does the regression check over the database's history (what
+# `rooflab regressions` prints), writes the HTML report (what `rooflab report` writes) to
+# $OUT/report, prints a short summary to this job's log and writes $OUT/report/summary.json.
+# The job exits 1 when a regression is found (--fail-on {job.fail_on}), so `sacct` shows it failed.
+{header}
+set -euo pipefail
+
+{_environment(job, with_out=True)}
+
+exec "$ROOFLAB" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report" --fail-on {job.fail_on}
+"""
+
+
+def render_submit(job: SlurmJob, array_path: Path, finalize_path: Path) -> str:
+    if job.run_id is not None:
+        run = f"RUN_ID={shlex.quote(job.run_id)}"
+    else:
+        run = (
+            "# One run id per night, derived from the suite and the UTC date (export ROOFLAB_RUN_ID to choose\n"
+            "# another). Submitting again the same night resumes that run instead of starting a new one.\n"
+            f'RUN_ID="${{ROOFLAB_RUN_ID:-{job.suite}-$(date -u +%Y%m%d)}}"'
+        )
+    return f"""#!/bin/bash
+# Submit one rooflab nightly run of {job.suite!r}: the shard array, then the finalising job that waits
+# for all of it (--dependency=afterany:<array job id>). Run it with bash (e.g. from scrontab/cron).
+set -euo pipefail
+
+OUT={shlex.quote(str(job.out_dir))}
+ARRAY_SCRIPT={shlex.quote(str(array_path))}
+FINALIZE_SCRIPT={shlex.quote(str(finalize_path))}
+{run}
+if [[ ! "$RUN_ID" =~ ^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,127}}$ ]]; then
+    echo "rooflab: run id '$RUN_ID' must be 1-128 characters from letters, digits and _.:+-" >&2
+    exit 2
+fi
+{_submit_db_check(job)}
+# Slurm does not create the directories of its log files.
+mkdir -p -- "$OUT/logs" "$OUT/report"
+
+# --export passes RUN_ID to both jobs along with the submitting environment.
+ARRAY_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" "$ARRAY_SCRIPT")
+ARRAY_JOB=${{ARRAY_JOB%%;*}}  # --parsable prints <job id>[;<cluster>]
+FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$ARRAY_JOB" "$FINALIZE_SCRIPT")
+FINAL_JOB=${{FINAL_JOB%%;*}}
+
+echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({job.nodes} nodes x {job.gpus_per_node} GPUs), finalising job $FINAL_JOB"
+echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/summary.json"
+"""
+
+
+def _submit_db_check(job: SlurmJob) -> str:
+    if job.db_url is None and job.db_file is None:
+        return ': "${ROOFLAB_DB:?export ROOFLAB_DB (the results database URL): the jobs take it from this environment}"\n'
+    return ""
+
+
+def render(job: SlurmJob, array_path: Path) -> SlurmScripts:
+    """The three scripts; `array_path` names the array script (the others sit beside it)."""
+    validate(job)
+    finalize_path, submit_path = companion_paths(array_path)
+    return SlurmScripts(
+        array=render_array(job),
+        finalize=render_finalize(job),
+        submit=render_submit(job, array_path, finalize_path),
+    )
+
+
+def companion_paths(array_path: Path) -> tuple[Path, Path]:
+    """(finalize script, submit script) beside `array_path` (`x.sbatch` -> `x.finalize.sbatch`, `x.submit.sh`)."""
+    stem = array_path.name[: -len(".sbatch")] if array_path.name.endswith(".sbatch") else array_path.name
+    return array_path.with_name(f"{stem}.finalize.sbatch"), array_path.with_name(f"{stem}.submit.sh")
+
+
+def write_scripts(job: SlurmJob, array_path: Path) -> list[Path]:
+    """Write the three scripts (all rendered before any is written) and return their paths."""
+    check_path(array_path, "--output")
+    array_path = array_path.resolve()
+    scripts = render(job, array_path)
+    finalize_path, submit_path = companion_paths(array_path)
+    array_path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path, text, mode in (
+        (array_path, scripts.array, 0o644),
+        (finalize_path, scripts.finalize, 0o644),
+        (submit_path, scripts.submit, 0o755),
+    ):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.chmod(mode)
+        tmp.replace(path)
+        written.append(path)
+    return written

@@ -1,0 +1,349 @@
+"""Slurm scripts: valid bash, the directives the arguments ask for, safe quoting, and what they run.
+
+The scripts are executed with stand-ins for `sbatch` and `rooflab` (small scripts on PATH that
+record their arguments), so the test sees the exact argument vectors a cluster would.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from runners import slurm
+from runners.slurm import SlurmArgumentError, SlurmJob
+from suite.errors import SpecError
+
+BASH = shutil.which("bash")
+pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")
+
+
+def sbatch_arguments(line: str) -> list[str]:
+    """Split an #SBATCH line the way sbatch does (src/sbatch/opt.c `_get_argument`): whitespace
+    separates, single or double quotes group, a backslash escapes the next character, an unquoted
+    `#` starts a comment."""
+    args, current, quote, escape, have = [], [], "", False, False
+    for ch in line:
+        if escape:
+            current.append(ch)
+            escape, have = False, True
+        elif ch == "\\":
+            escape = True
+        elif quote:
+            if ch == quote:
+                quote = ""
+            else:
+                current.append(ch)
+        elif ch in "\"'":
+            quote, have = ch, True
+        elif ch == "#":
+            break
+        elif ch.isspace():
+            if have or current:
+                args.append("".join(current))
+            current, have = [], False
+        else:
+            current.append(ch)
+            have = True
+    assert not quote, f"unterminated quote in {line!r}"
+    if have or current:
+        args.append("".join(current))
+    return args
+
+
+def directives(script: str) -> dict[str, str | None]:
+    """`#SBATCH --name=value` lines before the first command -> {name: value}."""
+    out: dict[str, str | None] = {}
+    for line in script.splitlines()[1:]:
+        if not line.startswith("#"):
+            break
+        if line.startswith("#SBATCH "):
+            for arg in sbatch_arguments(line[len("#SBATCH "):]):
+                name, _, value = arg.partition("=")
+                out[name] = value if _ else None
+    return out
+
+
+def slurm_filename(pattern: str, **values: str) -> str:
+    """Expand a Slurm filename pattern (%A %a %j %x, %% is a literal %)."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern[i] == "%" and i + 1 < len(pattern):
+            code = pattern[i + 1]
+            out.append("%" if code == "%" else values[code])
+            i += 2
+        else:
+            out.append(pattern[i])
+            i += 1
+    return "".join(out)
+
+
+@pytest.fixture()
+def awkward_dir(tmp_path: Path) -> Path:
+    """A directory whose name has spaces, quotes, a dollar, a percent and a hash."""
+    path = tmp_path / "night run's \"dir\" $HOME %x #1"
+    path.mkdir()
+    return path
+
+
+def make_job(base: Path, **overrides) -> SlurmJob:
+    fields = dict(
+        spec_path=base / "my specs" / "nightly spec.yaml",
+        suite="nightly",
+        nodes=4,
+        gpus_per_node=8,
+        out_dir=base / "out dir",
+        rooflab=str(base / "venv bin" / "rooflab"),
+        db_url="postgresql+psycopg://rooflab@db.example:5432/rooflab",
+        time_limit="03:30:00",
+        partition="gpu-h100",
+        account="perf_team",
+    )
+    fields.update(overrides)
+    return SlurmJob(**fields)
+
+
+def bash_n(path: Path) -> None:
+    done = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def recorder(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def fake_rooflab(path: Path, log: Path) -> Path:
+    """Records each argument on its own line (NUL-free), then ROOFLAB_DB."""
+    return recorder(path, f'for a in "$@"; do printf "%s\\n" "$a"; done > {slurm.shlex.quote(str(log))}\n'
+                          f'printf "DB=%s\\n" "$ROOFLAB_DB" >> {slurm.shlex.quote(str(log))}\n')
+
+
+def test_scripts_are_valid_bash_and_carry_the_requested_directives(awkward_dir):
+    job = make_job(awkward_dir, nodes=6, gpus_per_node=4)
+    array, finalize, submit = slurm.write_scripts(job, awkward_dir / "nightly.sbatch")
+    assert finalize.name == "nightly.finalize.sbatch" and submit.name == "nightly.submit.sh"
+    for path in (array, finalize, submit):
+        bash_n(path)
+    assert os.access(submit, os.X_OK)
+
+    d = directives(array.read_text())
+    assert d["--array"] == "0-5"
+    assert d["--gpus-per-node"] == "4"
+    assert d["--nodes"] == "1" and d["--ntasks"] == "1"
+    assert "--exclusive" in d and d["--exclusive"] is None
+    assert d["--time"] == "03:30:00"
+    assert d["--partition"] == "gpu-h100" and d["--account"] == "perf_team"
+    assert d["--job-name"] == "rooflab-nightly"
+    values = dict(x="rooflab-nightly", A="77", a="3", j="78")
+    expected_logs = job.out_dir / "logs"
+    assert Path(slurm_filename(d["--output"], **values)) == expected_logs / "rooflab-nightly-77_3.out"
+    assert Path(slurm_filename(d["--error"], **values)) == expected_logs / "rooflab-nightly-77_3.err"
+
+    f = directives(finalize.read_text())
+    assert "--array" not in f and "--gpus-per-node" not in f and "--exclusive" not in f
+    assert f["--partition"] == "gpu-h100" and f["--account"] == "perf_team"
+    assert Path(slurm_filename(f["--output"], x="fin", j="78")) == expected_logs / "fin-78.out"
+
+
+def test_paths_with_percent_and_quotes_survive_sbatch_parsing(awkward_dir):
+    job = make_job(awkward_dir, out_dir=awkward_dir / "logs 100% \"x\"")
+    d = directives(slurm.render_array(job))
+    got = slurm_filename(d["--output"], x="n", A="1", a="0")
+    assert got == str(job.out_dir / "logs" / "n-1_0.out")
+
+
+@pytest.mark.parametrize("task", [0, 3])
+def test_array_task_runs_its_shard_on_all_gpus_under_the_run_id(awkward_dir, task):
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "venv bin" / "rooflab", log)))
+    array, _, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), ROOFLAB_RUN_ID="nightly-20261121")
+    env.pop("ROOFLAB_DB", None)
+    done = subprocess.run([BASH, str(array)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    lines = log.read_text().splitlines()
+    assert lines[:-1] == [
+        "run", str(job.spec_path), "--shard", f"{task}/4", "--devices", "all", "--run-id", "nightly-20261121",
+    ]
+    assert lines[-1] == f"DB={job.db_url}"
+    # the database URL is not on the command line
+    assert not any("postgresql" in a for a in lines[:-1])
+
+
+def test_array_task_outside_the_range_or_outside_slurm_stops(awkward_dir):
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "rl", log)))
+    text = slurm.render_array(job)
+    script = awkward_dir / "a.sbatch"
+    script.write_text(text)
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID="4", ROOFLAB_RUN_ID="r1")
+    done = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "outside 0..3" in done.stderr
+    env.pop("SLURM_ARRAY_TASK_ID")
+    done = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and "sbatch" in done.stderr
+    assert not log.exists()
+
+
+def _fake_sbatch(bin_dir: Path, log: Path) -> None:
+    """Records each call's arguments (one per line, calls separated by ---) and prints a job id."""
+    counter = bin_dir / "jobid"
+    counter.write_text("1000")
+    q = slurm.shlex.quote
+    recorder(bin_dir / "sbatch", f"""
+n=$(<{q(str(counter))}); n=$((n + 1)); echo "$n" > {q(str(counter))}
+{{ for a in "$@"; do printf "%s\\n" "$a"; done; echo "ROOFLAB_RUN_ID_ENV=${{ROOFLAB_RUN_ID:-}}"; echo ---; }} >> {q(str(log))}
+echo "$n;cluster1"
+""")
+
+
+def _calls(log: Path) -> list[list[str]]:
+    calls, current = [], []
+    for line in log.read_text().splitlines():
+        if line == "---":
+            calls.append(current)
+            current = []
+        else:
+            current.append(line)
+    return calls
+
+
+def test_submit_script_submits_the_array_then_a_dependent_finalising_job(awkward_dir):
+    job = make_job(awkward_dir, run_id=None)
+    array, finalize, submit = slurm.write_scripts(job, awkward_dir / "night.sbatch")
+    bin_dir = awkward_dir / "bin"
+    bin_dir.mkdir()
+    log = awkward_dir / "sbatch.log"
+    _fake_sbatch(bin_dir, log)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.pop("ROOFLAB_RUN_ID", None)
+    today = datetime.now(timezone.utc).strftime("%Y%m%d")
+    done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    first, second = _calls(log)
+    run_id = f"nightly-{today}"
+    assert first == ["--parsable", f"--export=ALL,ROOFLAB_RUN_ID={run_id}", str(array), "ROOFLAB_RUN_ID_ENV="]
+    assert second == [
+        "--parsable", f"--export=ALL,ROOFLAB_RUN_ID={run_id}", "--dependency=afterany:1001", str(finalize),
+        "ROOFLAB_RUN_ID_ENV=",
+    ]
+    assert (job.out_dir / "logs").is_dir()  # Slurm would not create it
+    assert "array job 1001" in done.stdout and "finalising job 1002" in done.stdout
+
+
+def test_fixed_run_id_and_a_bad_run_id_from_the_environment(awkward_dir):
+    job = make_job(awkward_dir, run_id="night-7")
+    _, finalize, submit = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    bin_dir = awkward_dir / "bin"
+    bin_dir.mkdir()
+    log = awkward_dir / "sbatch.log"
+    _fake_sbatch(bin_dir, log)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", ROOFLAB_RUN_ID="ignored")
+    done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert all("--export=ALL,ROOFLAB_RUN_ID=night-7" in call for call in _calls(log))
+    # a derived-id script refuses an unsafe ROOFLAB_RUN_ID before submitting anything
+    job2 = make_job(awkward_dir, run_id=None)
+    _, _, submit2 = slurm.write_scripts(job2, awkward_dir / "m.sbatch")
+    log.unlink()
+    env["ROOFLAB_RUN_ID"] = "a,b c"
+    done = subprocess.run([BASH, str(submit2)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "run id" in done.stderr
+    assert not log.exists()
+
+
+def test_finalising_job_runs_regressions_report_and_summary(awkward_dir):
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "rl", log)), fail_on="suspect")
+    _, finalize, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    env = dict(os.environ, ROOFLAB_RUN_ID="nightly-20261121")
+    done = subprocess.run([BASH, str(finalize)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines()[:-1] == [
+        "nightly", str(job.spec_path), "--skip-run", "--run-id", "nightly-20261121",
+        "--out", str(job.out_dir / "report"), "--fail-on", "suspect",
+    ]
+
+
+def test_db_file_is_read_by_the_job_and_never_written_into_the_script(awkward_dir):
+    secret = "postgresql+psycopg://rooflab:s3cr3t-pw@db.example/rooflab"
+    db_file = awkward_dir / "db url.txt"
+    db_file.write_text(secret)
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, db_url=None, db_file=db_file, rooflab=str(fake_rooflab(awkward_dir / "rl", log)))
+    paths = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    assert all("s3cr3t" not in p.read_text() for p in paths)
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID="1", ROOFLAB_RUN_ID="r")
+    done = subprocess.run([BASH, str(paths[0])], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    lines = log.read_text().splitlines()
+    assert lines[-1] == f"DB={secret}"
+    assert "s3cr3t" not in done.stdout + done.stderr
+
+
+def test_environment_pass_through_needs_rooflab_db_at_submission(awkward_dir):
+    job = make_job(awkward_dir, db_url=None)
+    _, _, submit = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    bin_dir = awkward_dir / "bin"
+    bin_dir.mkdir()
+    log = awkward_dir / "sbatch.log"
+    _fake_sbatch(bin_dir, log)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.pop("ROOFLAB_DB", None)
+    done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and "ROOFLAB_DB" in done.stderr
+    assert not log.exists()
+    env["ROOFLAB_DB"] = "postgresql://u:pw@h/db"
+    done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert len(_calls(log)) == 2
+
+
+def test_password_in_url_is_refused():
+    with pytest.raises(SlurmArgumentError, match="password"):
+        slurm.check_db_url("postgresql://rooflab:hunter2@db/rooflab")
+    assert slurm.check_db_url("postgresql://rooflab@db/rooflab") == "postgresql+psycopg://rooflab@db/rooflab"
+
+
+def test_relative_sqlite_path_becomes_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert slurm.check_db_url("sqlite:///results.db") == f"sqlite:///{tmp_path / 'results.db'}"
+    with pytest.raises(SlurmArgumentError):
+        slurm.check_db_url("sqlite://")
+
+
+@pytest.mark.parametrize(
+    "overrides,fragment",
+    [
+        ({"nodes": 0}, "--nodes"),
+        ({"gpus_per_node": 0}, "--gpus-per-node"),
+        ({"time_limit": "4h"}, "--time"),
+        ({"time_limit": "00:00:00"}, "above zero"),
+        ({"time_limit": "01:60:00"}, "--time"),
+        ({"finalize_time_limit": "1:00"}, "--finalize-time"),
+        ({"partition": "gpu main"}, "--partition"),
+        ({"account": "a;rm -rf"}, "--account"),
+        ({"run_id": "night 1"}, "--run-id"),
+        ({"run_id": "a,b"}, "--run-id"),
+        ({"fail_on": "always"}, "--fail-on"),
+        ({"db_file": Path("/x")}, "at most one"),
+        ({"out_dir": Path("/tmp/a\nb")}, "control characters"),
+        ({"db_url": "postgresql://u:p@h/d"}, "password"),
+    ],
+)
+def test_invalid_arguments_are_refused(tmp_path, overrides, fragment):
+    with pytest.raises(SlurmArgumentError, match=fragment) as info:
+        slurm.validate(make_job(tmp_path, **overrides))
+    assert isinstance(info.value, SpecError)  # exit code 2 through the CLI
+
+
+@pytest.mark.parametrize("value", ["04:00:00", "1-00:00:00", "100:00:00", "0:05:00"])
+def test_valid_time_limits(value):
+    assert slurm.check_time(value) == value
