@@ -61,11 +61,12 @@ def test_deviation_finds_the_case_that_misses_its_prediction():
     cmp = compare(resolve_side(df, A100, option="--baseline"), resolve_side(df, H100, option="--candidate"))
     work = [r["case_key"] for r in _cases(1, 1)]
     top = most_deviating(cmp[cmp["case_key"].isin(work)], limit=3)
-    # fp16 GEMM: no fp16 gemm probe on either side, so datasheet ratio 989.4/312 is predicted, 3.0 measured
+    # fp16 GEMM: the fp16 matrix ceilings are the best fp16 gemm results: 720 on H100, but 260 on A100
+    # (from matmul_bias_gelu, measured only there), so 720/260 is predicted and 3.0 measured
     first = top.iloc[0]
     assert first["op"] == "matmul" and first["dtype"] == "float16"
-    assert first["predicted_speedup"] == pytest.approx(989.4 / 312)
-    assert first["deviation"] == pytest.approx(3.0 / (989.4 / 312))
+    assert first["predicted_speedup"] == pytest.approx(720 / 260)
+    assert first["deviation"] == pytest.approx(3.0 / (720 / 260))
     assert top["deviation"].map(lambda d: abs(math.log(d))).is_monotonic_decreasing
 
 
