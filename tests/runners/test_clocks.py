@@ -1,0 +1,127 @@
+"""Throttle classification and the clock monitor, driven by a fake NVML-like source."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from runners.clocks import (
+    REASON_BITS,
+    ClockMonitor,
+    ClockReading,
+    NO_REPORT,
+    classify,
+    reason_names,
+)
+from suite.device import DeviceInfo
+
+GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=50 << 20, compute_capability=(9, 0))
+CPU = DeviceInfo(kind="cpu", name="cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=32 << 20)
+IDLE, APP, POWER, HW_SLOW, SW_THERMAL, HW_THERMAL, BRAKE = 0x1, 0x2, 0x4, 0x8, 0x20, 0x40, 0x80
+
+
+class FakeSource:
+    """Returns scripted (clock, reasons) readings; repeats the last one when the script runs out."""
+
+    def __init__(self, script: list[tuple[float, int]], max_mhz: float = 1980.0) -> None:
+        self.script = list(script)
+        self.max_mhz = max_mhz
+        self.calls = 0
+        self._current = script[0]
+        self.lock = threading.Lock()
+
+    def sm_clock_mhz(self) -> float:
+        with self.lock:
+            self.calls += 1
+            if self.script:
+                self._current = self.script.pop(0)
+            return self._current[0]
+
+    def sm_clock_max_mhz(self) -> float:
+        return self.max_mhz
+
+    def event_reasons(self) -> int:
+        return self._current[1]
+
+
+def readings(*pairs: tuple[float, int]) -> list[ClockReading]:
+    return [ClockReading(c, r) for c, r in pairs]
+
+
+def test_steady_boost_clock_is_not_throttled() -> None:
+    rep = classify(readings((1980, 0), (1965, 0), (1980, 0)), 1980.0)
+    assert not rep.throttled and rep.throttle_reasons == ()
+    assert (rep.sm_clock_start_mhz, rep.sm_clock_end_mhz, rep.sm_clock_max_mhz) == (1980, 1980, 1980.0)
+    assert rep.sm_clock_min_busy_mhz == 1965 and rep.readings == 3
+
+
+def test_clock_below_75_percent_while_busy_is_throttled() -> None:
+    rep = classify(readings((1980, 0), (1400, 0), (1980, 0)), 1980.0)  # 1400 < 0.75 * 1980 = 1485
+    assert rep.throttled and rep.throttle_reasons == ()
+    assert not classify(readings((1980, 0), (1490, 0)), 1980.0).throttled
+
+
+def test_low_clock_while_idle_does_not_count() -> None:
+    rep = classify(readings((345, IDLE), (1980, 0), (345, IDLE)), 1980.0)
+    assert not rep.throttled
+    assert rep.sm_clock_start_mhz == 345 and rep.sm_clock_min_busy_mhz == 1980
+    assert rep.throttle_reasons == ()  # gpu_idle is not reported as a reason
+
+
+@pytest.mark.parametrize("bit, name", [(POWER, "sw_power_cap"), (HW_SLOW, "hw_slowdown"), (SW_THERMAL, "sw_thermal_slowdown"), (HW_THERMAL, "hw_thermal_slowdown"), (BRAKE, "hw_power_brake_slowdown")])
+def test_thermal_and_power_reasons_flag_a_case_even_at_full_clock(bit: int, name: str) -> None:
+    rep = classify(readings((1980, 0), (1980, bit), (1980, 0)), 1980.0)
+    assert rep.throttled and rep.throttle_reasons == (name,)
+
+
+def test_informational_reasons_are_reported_but_do_not_flag() -> None:
+    rep = classify(readings((1755, APP), (1755, APP | 0x10)), 1980.0)
+    assert not rep.throttled
+    assert rep.throttle_reasons == ("applications_clocks_setting", "sync_boost")
+
+
+def test_reason_bits_match_pynvml() -> None:
+    pynvml = pytest.importorskip("pynvml")
+    prefix = "nvmlClocksEventReason" if hasattr(pynvml, "nvmlClocksEventReasonGpuIdle") else "nvmlClocksThrottleReason"
+    names = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8, "SyncBoost": 0x10, "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80, "DisplayClockSetting": 0x100}
+    for suffix, bit in names.items():
+        assert getattr(pynvml, prefix + suffix) == bit
+        assert bit in REASON_BITS
+    assert reason_names(0x4 | 0x40) == ("sw_power_cap", "hw_thermal_slowdown")
+
+
+def test_monitor_sees_a_dip_in_the_middle_of_a_case() -> None:
+    script = [(1980, 0)] + [(1980, 0)] * 2 + [(1200, 0)] + [(1980, 0)] * 1000
+    src = FakeSource(script)
+    mon = ClockMonitor(GPU, source=src, poll_interval_s=0.002).start()
+    time.sleep(0.1)
+    rep = mon.stop()
+    assert rep.readings >= 5
+    assert rep.sm_clock_start_mhz == 1980 and rep.sm_clock_end_mhz == 1980
+    assert rep.sm_clock_min_busy_mhz == 1200 and rep.throttled
+
+
+def test_monitor_stops_polling_after_stop() -> None:
+    src = FakeSource([(1980, 0)])
+    mon = ClockMonitor(GPU, source=src, poll_interval_s=0.001).start()
+    time.sleep(0.02)
+    mon.stop()
+    calls = src.calls
+    time.sleep(0.02)
+    assert src.calls == calls
+
+
+def test_cpu_or_missing_nvml_gives_an_empty_report() -> None:
+    rep = ClockMonitor(CPU).start().stop()
+    assert rep == NO_REPORT and rep.sm_clock_start_mhz is None and not rep.throttled
+
+
+class BrokenSource(FakeSource):
+    def event_reasons(self) -> int:
+        raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+
+
+def test_nvml_errors_do_not_break_the_case() -> None:
+    rep = ClockMonitor(GPU, source=BrokenSource([(1980, 0)]), poll_interval_s=0.001).start().stop()
+    assert rep == NO_REPORT
