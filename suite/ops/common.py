@@ -1,0 +1,245 @@
+"""Helpers shared by the op modules: seeded inputs, skip rules, compilation, CuPy access and the
+comparison of an output with its float64 reference."""
+from __future__ import annotations
+
+import functools
+import math
+import shutil
+import types
+from typing import Any, Callable, ClassVar, Iterable
+
+import torch
+
+from suite.case import Case
+from suite.device import DeviceInfo
+from suite.dtypes import element_size, tolerance, torch_dtype
+from suite.ops.base import Op, Params
+
+CUDA_ONLY_DTYPES = ("tf32", "float8_e4m3fn", "float8_e5m2")
+# Elements compared per chunk, so that the float64 reference never needs much more memory than
+# the case itself.
+CHECK_CHUNK_ELEMENTS = 1 << 22
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def generator(device: DeviceInfo, seed: int) -> torch.Generator:
+    gen = torch.Generator(device=device.torch_device)
+    gen.manual_seed(int(seed))
+    return gen
+
+
+def randn(shape: Iterable[int] | int, dtype: str, device: DeviceInfo, gen: torch.Generator) -> torch.Tensor:
+    """Standard-normal values on the device, drawn in float32 (float64 for float64) and rounded to
+    `dtype`; tf32 is stored as float32."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    draw = torch.float64 if dtype == "float64" else torch.float32
+    values = torch.randn(shape, generator=gen, dtype=draw, device=device.torch_device)
+    target = torch_dtype(dtype)
+    return values if target == draw else values.to(target)
+
+
+# ---------------------------------------------------------------- availability
+
+
+@functools.lru_cache(maxsize=1)
+def cupy_module() -> Any | None:
+    """The cupy module, or None when it cannot be imported."""
+    try:
+        import cupy  # noqa: PLC0415
+    except Exception:  # ImportError, or a CUDA library problem raised at import
+        return None
+    return cupy
+
+
+def cupy_skip_reason(device: DeviceInfo, dtype: str) -> str | None:
+    if cupy_module() is None:
+        return "cupy is not installed"
+    if not device.is_cuda:
+        return "the cupy backend needs a CUDA device"
+    if dtype in ("bfloat16", "tf32") or dtype.startswith("float8"):
+        return f"cupy has no {dtype} arrays"
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def compiled_skip_reason(kind: str) -> str | None:
+    """Why torch.compile cannot run on a device of this kind ("cuda" or "cpu"), or None."""
+    try:
+        import torch._dynamo  # noqa: PLC0415
+
+        if not torch._dynamo.is_dynamo_supported():
+            return "torch.compile (dynamo) is not supported on this Python/torch build"
+    except Exception as exc:
+        return f"torch.compile is unavailable: {exc}"
+    if kind == "cuda":
+        try:
+            from torch.utils._triton import has_triton  # noqa: PLC0415
+
+            if not has_triton():
+                return "torch.compile on CUDA needs triton, which is not installed"
+        except Exception as exc:
+            return f"cannot tell whether triton is available: {exc}"
+    elif not any(shutil.which(cc) for cc in ("g++", "c++", "clang++")):
+        return "torch.compile on the CPU needs a C++ compiler (g++, c++ or clang++), none is on the PATH"
+    return None
+
+
+def fresh_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """torch.compile of a private copy of `fn` with static shapes.
+
+    Dynamo caches compiled code on the function's code object; compiling a copy keeps every
+    prepared case on its own cache entry (no recompilation limit, no switch to dynamic shapes
+    when a sweep calls the same function with another size). Compilation happens at the first
+    call, so its cost lands in the runner's first-call time.
+    """
+    code = fn.__code__.replace()
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return torch.compile(copy, dynamic=False)
+
+
+def fits_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
+    """Why the case's memory estimate exceeds what it may use on the device, or None."""
+    if device.memory_bytes <= 0:
+        return None
+    fraction = case.max_memory_fraction if case.max_memory_fraction is not None else 1.0
+    need = op.memory_bytes(case.params, case.dtype)
+    allowed = int(device.memory_bytes * fraction)
+    if need > allowed:
+        return (
+            f"needs about {need / 2**30:.2f} GiB, more than {fraction:g} of the device's "
+            f"{device.memory_bytes / 2**30:.2f} GiB ({allowed / 2**30:.2f} GiB)"
+        )
+    return None
+
+
+class TorchOp(Op):
+    """Common skip rules; subclasses add their own in `extra_skip_reason`."""
+
+    # dtypes that only some backends support: backend -> dtypes it supports (default: all of the op's)
+    backend_dtypes: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        if case.backend not in self.backends:
+            return f"op {self.name} has no {case.backend} backend (it has {', '.join(self.backends)})"
+        if case.dtype not in self.dtypes:
+            return f"op {self.name} does not support dtype {case.dtype} (it supports {', '.join(self.dtypes)})"
+        if case.timing_mode not in self.timing_modes:
+            return f"op {self.name} has no timing mode {case.timing_mode} (it has {', '.join(self.timing_modes)})"
+        allowed = self.backend_dtypes.get(case.backend)
+        if allowed is not None and case.dtype not in allowed:
+            return f"op {self.name} with the {case.backend} backend supports only {', '.join(allowed)}"
+        if not device.is_cuda:
+            if case.timing_mode == "graph":
+                return "graph timing mode needs a CUDA device (CUDA graph replay)"
+            if case.dtype in CUDA_ONLY_DTYPES:
+                return f"dtype {case.dtype} needs a CUDA GPU"
+        if case.backend == "cupy":
+            reason = cupy_skip_reason(device, case.dtype)
+            if reason:
+                return reason
+        if case.backend == "compiled":
+            reason = compiled_skip_reason(device.kind)
+            if reason:
+                return reason
+        reason = self.extra_skip_reason(case, device)
+        if reason:
+            return reason
+        return fits_reason(self, case, device)
+
+    def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        return None
+
+    def p(self, params: Params) -> dict[str, Any]:
+        """Params with defaults filled in."""
+        return self.resolved_params(params)
+
+
+def esize(dtype: str) -> int:
+    return element_size(dtype)
+
+
+# ---------------------------------------------------------------- checking
+
+
+def as_torch(output: Any) -> torch.Tensor:
+    """A torch tensor view of an op output (torch tensor, or a CuPy array via DLPack)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if hasattr(output, "__dlpack__"):
+        return torch.from_dlpack(output)
+    return torch.as_tensor(output)
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, dtype: str, accumulation: int = 1, what: str = "output") -> str | None:
+    """None when `out` matches the float64 `ref` within the dtype's tolerance, else a message
+    with the largest absolute and relative errors."""
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"{what} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    out64 = out.to(torch.float64)
+    ref64 = ref.to(torch.float64)
+    finite = torch.isfinite(out64)
+    if not bool(finite.all()):
+        bad = int((~finite).sum())
+        return f"{what} has {bad} non-finite value(s) (NaN or inf)"
+    if out64.numel() == 0:
+        return None
+    tol = tolerance(dtype, accumulation)
+    scale = float(ref64.square().mean().sqrt())
+    err = (out64 - ref64).abs()
+    limit = tol.atol(scale) + tol.rtol * ref64.abs()
+    excess = err > limit
+    if bool(excess.any()):
+        worst = int((err - limit).flatten().argmax())
+        abs_err = float(err.max())
+        rel = err / ref64.abs().clamp_min(max(scale, 1e-300) * 1e-6)
+        rel_err = float(rel.max())
+        flat_out = out64.flatten()
+        flat_ref = ref64.flatten()
+        return (
+            f"{what}: {int(excess.sum())} of {err.numel()} elements outside tolerance "
+            f"(rtol {tol.rtol:.2g}, atol {tol.atol(scale):.3g} for {dtype}, accumulation {accumulation}); "
+            f"max abs error {abs_err:.4g}, max rel error {rel_err:.4g}; worst at flat index {worst}: "
+            f"got {float(flat_out[worst]):.6g}, expected {float(flat_ref[worst]):.6g}"
+        )
+    return None
+
+
+def compare_chunked(
+    out: torch.Tensor,
+    reference: Callable[[slice], torch.Tensor],
+    dtype: str,
+    accumulation: int = 1,
+    what: str = "output",
+) -> str | None:
+    """Compare `out` with `reference(rows)` (the float64 reference of out[rows]) chunk by chunk
+    along the first dimension, so the reference never holds more than a chunk."""
+    if out.dim() == 0:
+        return compare(out, reference(slice(None)), dtype, accumulation, what)
+    rows = out.shape[0]
+    per_row = max(1, out[0].numel()) if rows else 1
+    step = max(1, CHECK_CHUNK_ELEMENTS // per_row)
+    for start in range(0, rows, step):
+        rows_slice = slice(start, min(rows, start + step))
+        message = compare(out[rows_slice], reference(rows_slice), dtype, accumulation, what)
+        if message:
+            return message if start == 0 and rows <= step else f"{message} (rows {start}..{rows_slice.stop - 1})"
+    return None
+
+
+def sample_indices(count: int, limit: int, gen_seed: int) -> torch.Tensor:
+    """Up to `limit` distinct indices in [0, count), drawn reproducibly on the CPU, sorted."""
+    if count <= limit:
+        return torch.arange(count)
+    gen = torch.Generator().manual_seed(int(gen_seed) + 7919)
+    return torch.randperm(count, generator=gen)[:limit].sort().values
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def prod(values: Iterable[int]) -> int:
+    return math.prod(int(v) for v in values)

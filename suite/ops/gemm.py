@@ -1,0 +1,312 @@
+"""GEMM ops: matmul (optionally batched, float8 through torch._scaled_mm) and matmul + bias + gelu.
+
+matmul C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]: FLOPs 2·m·n·k·batch; bytes
+(m·k + k·n + m·n)·s·batch (DESIGN.md). For float8_e4m3fn, A and B are 1-byte operands with
+per-tensor float32 scales and C is written in bfloat16, so bytes are (m·k + k·n)·1 + m·n·2 (each
+operand counted at its own element size; batch must be 1).
+
+Checks compare a random subset of at most 64 rows of C (from at most 4 batch entries) with a
+float64 reference computed on the device from the same (rounded) inputs, so that checking a
+large GEMM costs a small fraction of the GEMM itself.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+from suite.case import Case
+from suite.device import DeviceInfo
+from suite.ops.base import ParamSpec, Params, Prepared
+from suite.ops.common import (
+    TorchOp,
+    as_torch,
+    compare,
+    cupy_module,
+    esize,
+    fresh_compile,
+    generator,
+    randn,
+    sample_indices,
+)
+from suite.ops.pointwise import Gelu, cupy_stream
+from suite.ops.registry import register
+
+CHECK_ROWS = 64
+CHECK_BATCHES = 4
+FP8_DTYPES = ("float8_e4m3fn",)
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+
+
+@contextlib.contextmanager
+def float32_matmul_precision(dtype: str) -> Iterator[None]:
+    """tf32 -> "high" (TF32 tensor cores), float32 -> "highest" (IEEE float32), restored after."""
+    if dtype not in ("float32", "tf32"):
+        yield
+        return
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def _with_precision(dtype: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    if dtype not in ("float32", "tf32"):
+        return fn
+
+    def wrapped() -> Any:
+        with float32_matmul_precision(dtype):
+            return fn()
+
+    return wrapped
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.matmul(a, b)
+
+
+def _check_rows(
+    out: torch.Tensor,
+    a64: Callable[[int, torch.Tensor], torch.Tensor],
+    b64: Callable[[int], torch.Tensor],
+    epilogue: Callable[[torch.Tensor], torch.Tensor] | None,
+    dtype: str,
+    k: int,
+    seed: int,
+) -> str | None:
+    """Compare sampled rows of out[batch, m, n] with float64 references (see module docstring)."""
+    batch, m = out.shape[0], out.shape[1]
+    for bi in sample_indices(batch, CHECK_BATCHES, seed).tolist():
+        rows = sample_indices(m, CHECK_ROWS, seed + bi).to(out.device)
+        ref = a64(bi, rows) @ b64(bi)
+        if epilogue is not None:
+            ref = epilogue(ref)
+        message = compare(out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}")
+        if message:
+            return message + f" (checked {rows.numel()} sampled rows)"
+    return None
+
+
+class Matmul(TorchOp):
+    """C = A @ B (batched when batch > 1). See the module docstring for counts and the check."""
+
+    name = "matmul"
+    family = "gemm"
+    params = {
+        "m": ParamSpec(int, 512, "rows of A and C"),
+        "n": ParamSpec(int, 512, "columns of B and C"),
+        "k": ParamSpec(int, 512, "columns of A, rows of B"),
+        "batch": ParamSpec(int, 1, "independent GEMMs (torch.matmul on 3-D tensors)"),
+    }
+    backends = ("eager", "compiled", "cupy")
+    dtypes = ("float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
+    backend_dtypes = {"compiled": ("float64", "float32", "tf32", "float16", "bfloat16")}
+
+    def flops(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        return 2 * int(p["m"]) * int(p["n"]) * int(p["k"]) * int(p["batch"])
+
+    def bytes(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        m, n, k, batch = int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"])
+        if dtype in FP8_DTYPES:
+            return ((m * k + k * n) * esize(dtype) + m * n * esize("bfloat16")) * batch
+        return (m * k + k * n + m * n) * esize(dtype) * batch
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        m, n, k, batch = int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"])
+        if dtype in FP8_DTYPES:
+            # float32 draws of A and B before quantisation, the fp8 copies, the bfloat16 output
+            return (m * k + k * n) * (4 + 1) + m * n * 2 + k * n * 8
+        # + the float64 copy of one B that the check makes
+        return (m * k + k * n + m * n) * esize(dtype) * batch + k * n * 8
+
+    def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        p = self.p(case.params)
+        if case.dtype in FP8_DTYPES:
+            if case.backend != "eager":
+                return "float8 matmul (torch._scaled_mm) runs with the eager backend only"
+            cc = device.compute_capability
+            if cc is None or tuple(cc) < (8, 9):
+                return f"float8 scaled matmul needs compute capability >= 8.9 (device has {cc})"
+            if not hasattr(torch, "_scaled_mm"):
+                return "this torch has no torch._scaled_mm"
+            if int(p["batch"]) != 1:
+                return "float8 scaled matmul supports batch = 1 only"
+            bad = [name for name in ("m", "n", "k") if int(p[name]) % 16]
+            if bad:
+                return f"float8 scaled matmul needs m, n, k divisible by 16 ({', '.join(bad)} is not)"
+        if case.dtype == "tf32":
+            cc = device.compute_capability
+            if cc is not None and tuple(cc) < (8, 0):
+                return f"tf32 needs compute capability >= 8.0 (device has {cc})"
+        if case.backend == "cupy" and case.dtype not in ("float64", "float32", "float16"):
+            return f"cupy.matmul does not run {case.dtype}"
+        return None
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        p = self.p(case.params)
+        m, n, k, batch = int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"])
+        gen = generator(device, seed)
+        if case.dtype in FP8_DTYPES:
+            return self._prepare_fp8(case, device, gen, m, n, k, seed)
+        a = randn((batch, m, k), case.dtype, device, gen)
+        b = randn((batch, k, n), case.dtype, device, gen)
+        if batch == 1:  # plain 2-D GEMM: torch.mm path, no batch dimension
+            a2, b2 = a[0], b[0]
+        out = torch.empty((m, n) if batch == 1 else (batch, m, n), dtype=a.dtype, device=a.device)
+        graph_safe = True
+        if case.backend == "eager":
+            if batch == 1:
+                fn = _with_precision(case.dtype, lambda: torch.mm(a2, b2, out=out))
+            else:
+                fn = _with_precision(case.dtype, lambda: torch.matmul(a, b, out=out))
+        elif case.backend == "compiled":
+            compiled = fresh_compile(_matmul)
+            fn = _with_precision(case.dtype, (lambda: compiled(a2, b2)) if batch == 1 else (lambda: compiled(a, b)))
+        elif case.backend == "cupy":
+            cp = cupy_module()
+            ca, cb, cout = cp.from_dlpack(a2 if batch == 1 else a), cp.from_dlpack(b2 if batch == 1 else b), cp.from_dlpack(out)
+
+            def fn() -> Any:
+                with cupy_stream(cp):
+                    cp.matmul(ca, cb, out=cout)
+                return cout
+
+            graph_safe = False  # cuBLAS through CuPy's handle is not known to be capture-safe
+        else:
+            raise ValueError(f"op matmul has no backend {case.backend!r}")
+
+        def check(output: Any) -> str | None:
+            got = as_torch(output)
+            if got.dim() == 2:
+                got = got.unsqueeze(0)
+            if tuple(got.shape) != (batch, m, n):
+                return f"output has shape {tuple(as_torch(output).shape)}, expected {(m, n) if batch == 1 else (batch, m, n)}"
+            return _check_rows(
+                got,
+                lambda bi, rows: a[bi].index_select(0, rows).double(),
+                lambda bi: b[bi].double(),
+                None,
+                case.dtype,
+                k,
+                seed,
+            )
+
+        return Prepared(fn=fn, check=check, graph_safe=graph_safe)
+
+    def _prepare_fp8(self, case: Case, device: DeviceInfo, gen: torch.Generator, m: int, n: int, k: int, seed: int) -> Prepared:
+        fp8 = getattr(torch, case.dtype)
+        a32 = randn((m, k), "float32", device, gen)
+        bt32 = randn((n, k), "float32", device, gen)  # B stored column-major: B = bt.t()
+        scale_a = (a32.abs().max() / FP8_MAX).float().reshape(())
+        scale_b = (bt32.abs().max() / FP8_MAX).float().reshape(())
+        a8 = (a32 / scale_a).to(fp8)
+        b8 = (bt32 / scale_b).to(fp8).t()
+        del a32, bt32
+
+        def fn() -> torch.Tensor:
+            return torch._scaled_mm(a8, b8, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+
+        sa, sb = float(scale_a), float(scale_b)
+
+        def check(output: Any) -> str | None:
+            got = as_torch(output)
+            if tuple(got.shape) != (m, n):
+                return f"output has shape {tuple(got.shape)}, expected {(m, n)}"
+            # reference from the quantised operands: exact in float64
+            return _check_rows(
+                got.unsqueeze(0),
+                lambda bi, rows: a8.index_select(0, rows).double() * sa,
+                lambda bi: b8.double() * sb,
+                None,
+                case.dtype,
+                k,
+                seed,
+            )
+
+        return Prepared(fn=fn, check=check)
+
+
+def _matmul_bias_gelu(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return F.gelu(torch.addmm(bias, a, b))
+
+
+class MatmulBiasGelu(TorchOp):
+    """Y = gelu(A @ B + bias), A [m, k], B [k, n], bias [n]: the epilogue fusion case (eager runs
+    the GEMM and the epilogue as separate kernels; compiled may fuse the epilogue).
+
+    FLOPs 2·m·n·k + 6·m·n (bias add 1 and gelu 5 per output element, gelu as op gelu);
+    bytes (m·k + k·n + m·n + n)·s. The check samples rows as matmul does."""
+
+    name = "matmul_bias_gelu"
+    family = "gemm"
+    params = {
+        "m": ParamSpec(int, 512, "rows of A and Y"),
+        "n": ParamSpec(int, 512, "columns of B and Y, length of bias"),
+        "k": ParamSpec(int, 512, "columns of A, rows of B"),
+    }
+    backends = ("eager", "compiled")
+    dtypes = ("float32", "tf32", "float16", "bfloat16")
+
+    def flops(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
+        return 2 * m * n * k + 6 * m * n
+
+    def bytes(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
+        return (m * k + k * n + m * n + n) * esize(dtype)
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
+        # + the eager GEMM result before gelu, + the float64 copy of B that the check makes
+        return (m * k + k * n + 2 * m * n + n) * esize(dtype) + k * n * 8
+
+    def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        cc = device.compute_capability
+        if case.dtype == "tf32" and cc is not None and tuple(cc) < (8, 0):
+            return f"tf32 needs compute capability >= 8.0 (device has {cc})"
+        return None
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        p = self.p(case.params)
+        m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
+        gen = generator(device, seed)
+        a = randn((m, k), case.dtype, device, gen)
+        b = randn((k, n), case.dtype, device, gen)
+        bias = randn(n, case.dtype, device, gen)
+        if case.backend == "compiled":
+            compiled = fresh_compile(_matmul_bias_gelu)
+            fn = _with_precision(case.dtype, lambda: compiled(a, b, bias))
+        else:
+            fn = _with_precision(case.dtype, lambda: _matmul_bias_gelu(a, b, bias))
+        gelu64 = Gelu().reference
+        bias64 = bias.double()
+
+        def check(output: Any) -> str | None:
+            got = as_torch(output)
+            if tuple(got.shape) != (m, n):
+                return f"output has shape {tuple(got.shape)}, expected {(m, n)}"
+            return _check_rows(
+                got.unsqueeze(0),
+                lambda bi, rows: a.index_select(0, rows).double(),
+                lambda bi: b.double(),
+                lambda y: gelu64(y + bias64),
+                case.dtype,
+                k,
+                seed,
+            )
+
+        return Prepared(fn=fn, check=check)
+
+
+register(Matmul)
+register(MatmulBiasGelu)

@@ -1,0 +1,328 @@
+"""Pointwise ops over arrays of n elements.
+
+FLOPs and bytes (s = element size): copy 0 and 2·n·s; scale n and 2·n·s; add n and 3·n·s;
+triad 2·n and 3·n·s (DESIGN.md's table). Ops outside the table state their count below; an
+elementary function (erf, cos) counts as one FLOP.
+
+Backends: eager runs torch ops writing into preallocated outputs where torch offers `out=`;
+compiled runs torch.compile of the pure function (which allocates its output, as user code
+does); cupy runs an ElementwiseKernel on the same memory (shared with torch through DLPack) on
+torch's current stream, so CUDA events and graph capture see it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from suite.case import Case
+from suite.device import DeviceInfo
+from suite.ops.base import ParamSpec, Params, Prepared
+from suite.ops.common import (
+    TorchOp,
+    as_torch,
+    compare,
+    compare_chunked,
+    cupy_module,
+    esize,
+    fresh_compile,
+    generator,
+    randn,
+)
+from suite.ops.registry import register
+
+Q = 0.4  # the scalar of scale and triad (BabelStream's startScalar)
+N_PARAM = {"n": ParamSpec(int, 1 << 20, "elements per array")}
+
+
+def _ctype(dtype: str) -> str:
+    return "double" if dtype == "float64" else "float"
+
+
+def cupy_stream(cp: Any) -> Any:
+    """CuPy's view of torch's current CUDA stream (enter it around CuPy launches)."""
+    return cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+
+
+class PointwiseOp(TorchOp):
+    """An elementwise op y = f(inputs) on 1-D arrays of n elements."""
+
+    family = "pointwise"
+    params = N_PARAM
+    backends: ClassVar[tuple[str, ...]] = ("eager", "compiled", "cupy")
+    dtypes: ClassVar[tuple[str, ...]] = ("float64", "float32", "float16", "bfloat16")
+    n_inputs: ClassVar[int] = 1
+    flops_per_element: ClassVar[int] = 0
+    eager_temporaries: ClassVar[int] = 0  # extra arrays of n elements the eager form writes
+    # ElementwiseKernel of the cupy backend: (in params, out params, body with {C} = compute type)
+    cupy_kernel: ClassVar[tuple[str, str, str] | None] = None
+
+    def flops(self, params: Params, dtype: str) -> int:
+        return self.flops_per_element * int(self.p(params)["n"])
+
+    def bytes(self, params: Params, dtype: str) -> int:
+        return (self.n_inputs + 1) * int(self.p(params)["n"]) * esize(dtype)
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        return (self.n_inputs + 1 + self.eager_temporaries) * int(self.p(params)["n"]) * esize(dtype)
+
+    # the pure function (compiled backend), its eager form, and the float64 reference
+    @staticmethod
+    def function(*xs: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def eager(self, xs: tuple[torch.Tensor, ...], out: torch.Tensor) -> Callable[[], torch.Tensor]:
+        fn = self.function
+        return lambda: fn(*xs)
+
+    def reference(self, *xs64: torch.Tensor) -> torch.Tensor:
+        return self.function(*xs64)
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        n = int(self.p(case.params)["n"])
+        gen = generator(device, seed)
+        xs = tuple(randn(n, case.dtype, device, gen) for _ in range(self.n_inputs))
+        out = torch.empty_like(xs[0])
+        if case.backend == "eager":
+            fn = self.eager(xs, out)
+        elif case.backend == "compiled":
+            compiled = fresh_compile(self.function)
+            fn = lambda: compiled(*xs)  # noqa: E731
+        elif case.backend == "cupy":
+            fn = self._cupy_fn(xs, out, case.dtype)
+        else:
+            raise ValueError(f"op {self.name} has no backend {case.backend!r}")
+
+        def check(output: Any) -> str | None:
+            got = as_torch(output)
+            return compare_chunked(
+                got.reshape(-1, 1) if got.dim() == 1 else got,
+                lambda rows: self.reference(*(x[rows].double() for x in xs)).reshape(-1, 1),
+                case.dtype,
+            )
+
+        return Prepared(fn=fn, check=check)
+
+    def _cupy_fn(self, xs: tuple[torch.Tensor, ...], out: torch.Tensor, dtype: str) -> Callable[[], Any]:
+        cp = cupy_module()
+        if cp is None or self.cupy_kernel is None:
+            raise RuntimeError(f"op {self.name}: cupy backend unavailable")
+        in_params, out_params, body = self.cupy_kernel
+        kernel = cp.ElementwiseKernel(
+            in_params, out_params, body.format(C=_ctype(dtype)), f"rooflab_{self.name}_{dtype}"
+        )
+        cxs = [cp.from_dlpack(x) for x in xs]
+        cout = cp.from_dlpack(out)
+
+        def fn() -> Any:
+            with cupy_stream(cp):
+                kernel(*cxs, cout)
+            return cout
+
+        return fn
+
+
+class Copy(PointwiseOp):
+    """b = a. FLOPs 0; bytes 2·n·s."""
+
+    name = "copy"
+    n_inputs = 1
+    flops_per_element = 0
+    cupy_kernel = ("T a", "T b", "b = a")
+
+    @staticmethod
+    def function(a: torch.Tensor) -> torch.Tensor:
+        return a.clone()
+
+    def eager(self, xs, out):
+        (a,) = xs
+        return lambda: out.copy_(a)
+
+
+class Scale(PointwiseOp):
+    """b = q·a with q = 0.4. FLOPs n; bytes 2·n·s."""
+
+    name = "scale"
+    n_inputs = 1
+    flops_per_element = 1
+    cupy_kernel = ("T a", "T b", "b = (T)(({C})0.4 * ({C})a)")
+
+    @staticmethod
+    def function(a: torch.Tensor) -> torch.Tensor:
+        return a * Q
+
+    def eager(self, xs, out):
+        (a,) = xs
+        return lambda: torch.mul(a, Q, out=out)
+
+
+class Add(PointwiseOp):
+    """c = a + b. FLOPs n; bytes 3·n·s."""
+
+    name = "add"
+    n_inputs = 2
+    flops_per_element = 1
+    cupy_kernel = ("T a, T b", "T c", "c = (T)(({C})a + ({C})b)")
+
+    @staticmethod
+    def function(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a + b
+
+    def eager(self, xs, out):
+        a, b = xs
+        return lambda: torch.add(a, b, out=out)
+
+
+class Triad(PointwiseOp):
+    """a = b + q·c with q = 0.4. FLOPs 2·n; bytes 3·n·s."""
+
+    name = "triad"
+    n_inputs = 2
+    flops_per_element = 2
+    cupy_kernel = ("T b, T c", "T a", "a = (T)(({C})b + ({C})0.4 * ({C})c)")
+
+    @staticmethod
+    def function(b: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        return b + Q * c
+
+    def eager(self, xs, out):
+        b, c = xs
+        return lambda: torch.add(b, c, alpha=Q, out=out)
+
+
+class Gelu(PointwiseOp):
+    """y = gelu(x) = 0.5·x·(1 + erf(x/√2)) (exact form). FLOPs 5·n (scale, erf, add, two
+    multiplies; erf counts as one); bytes 2·n·s."""
+
+    name = "gelu"
+    n_inputs = 1
+    flops_per_element = 5
+    cupy_kernel = ("T x", "T y", "{C} v = ({C})x; y = (T)(({C})0.5 * v * (({C})1 + erf(v * ({C})M_SQRT1_2)))")
+
+    @staticmethod
+    def function(x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x)
+
+    def eager(self, xs, out):
+        (x,) = xs
+        return lambda: torch.ops.aten.gelu.out(x, out=out)
+
+    def reference(self, x64: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x64 * (1.0 + torch.erf(x64 / math.sqrt(2.0)))
+
+
+class CosCos(PointwiseOp):
+    """y = cos(cos(x)), a fusion chain. FLOPs 2·n (cos counts as one); bytes 2·n·s (the minimum:
+    the eager form also writes and reads an intermediate of n elements, which fusion removes)."""
+
+    name = "cos_cos"
+    n_inputs = 1
+    flops_per_element = 2
+    eager_temporaries = 1
+    cupy_kernel = ("T x", "T y", "y = (T)cos(cos(({C})x))")
+
+    @staticmethod
+    def function(x: torch.Tensor) -> torch.Tensor:
+        return x.cos().cos()
+
+    def eager(self, xs, out):
+        (x,) = xs
+        tmp = torch.empty_like(x)
+
+        def fn() -> torch.Tensor:
+            torch.cos(x, out=tmp)
+            return torch.cos(tmp, out=out)
+
+        return fn
+
+
+def _bias_gelu_dropout_residual(x: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, p: float) -> torch.Tensor:
+    return residual + F.dropout(F.gelu(x + bias), p=p, training=True)
+
+
+class BiasGeluDropoutResidual(TorchOp):
+    """out = residual + dropout(gelu(x + bias), p), x and residual of shape [n / hidden, hidden],
+    bias of shape [hidden] (a transformer MLP epilogue; the fusion chain torch.compile targets).
+
+    FLOPs 8·n: bias add 1, gelu 5 (as op gelu), dropout scale 1, residual add 1 (random numbers
+    and the keep test are not counted). Bytes (3·n + hidden)·s: x, residual and out once, the
+    bias once. The check accepts each element either as dropped (out = residual) or as kept
+    (out = residual + gelu(x + bias)/(1 - p)), and the dropped fraction must be within 6 standard
+    deviations of p."""
+
+    name = "bias_gelu_dropout_residual"
+    family = "pointwise"
+    params = {
+        "n": ParamSpec(int, 1 << 20, "elements of x (a multiple of hidden)"),
+        "hidden": ParamSpec(int, 1024, "length of the bias (the last dimension)"),
+        "p": ParamSpec(float, 0.1, "dropout probability, in (0, 1)"),
+    }
+    backends = ("eager", "compiled")
+    dtypes = ("float32", "float16", "bfloat16")
+
+    def flops(self, params: Params, dtype: str) -> int:
+        return 8 * int(self.p(params)["n"])
+
+    def bytes(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        return (3 * int(p["n"]) + int(p["hidden"])) * esize(dtype)
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        p = self.p(params)
+        n = int(p["n"])
+        # x, residual, out, bias, and eager temporaries: x + bias, gelu, dropout (+ a byte mask)
+        return (6 * n + int(p["hidden"])) * esize(dtype) + n
+
+    def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
+        p = self.p(case.params)
+        if int(p["n"]) % int(p["hidden"]):
+            return f"n ({p['n']}) must be a multiple of hidden ({p['hidden']})"
+        if not 0.0 < float(p["p"]) < 1.0:
+            return f"p must be in (0, 1), got {p['p']}"
+        return None
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        p = self.p(case.params)
+        n, hidden, prob = int(p["n"]), int(p["hidden"]), float(p["p"])
+        gen = generator(device, seed)
+        x = randn((n // hidden, hidden), case.dtype, device, gen)
+        bias = randn(hidden, case.dtype, device, gen)
+        residual = randn((n // hidden, hidden), case.dtype, device, gen)
+        if case.backend == "compiled":
+            compiled = fresh_compile(_bias_gelu_dropout_residual)
+            fn = lambda: compiled(x, bias, residual, prob)  # noqa: E731
+        else:
+            fn = lambda: _bias_gelu_dropout_residual(x, bias, residual, prob)  # noqa: E731
+
+        def check(output: Any) -> str | None:
+            out = as_torch(output)
+            if tuple(out.shape) != tuple(x.shape):
+                return f"output has shape {tuple(out.shape)}, expected {tuple(x.shape)}"
+            res64 = residual.double()
+            kept64 = res64 + Gelu().reference(x.double() + bias.double()) / (1.0 - prob)
+            err_drop = (out.double() - res64).abs()
+            err_keep = (out.double() - kept64).abs()
+            dropped = err_drop <= err_keep
+            ref = torch.where(dropped, res64, kept64)
+            message = compare(out, ref, case.dtype, what="output (each element matched to dropped or kept)")
+            if message:
+                return message
+            # elements where dropping and keeping give clearly different values decide the rate
+            gap = (kept64 - res64).abs()
+            clear = gap > 0.05 * float(res64.square().mean().sqrt())
+            m = int(clear.sum())
+            if m >= 100:
+                d = int((dropped & clear).sum())
+                sigma = math.sqrt(m * prob * (1.0 - prob))
+                if abs(d - m * prob) > 6.0 * sigma + 1.0:
+                    return f"dropped fraction {d / m:.4f} of {m} elements is not consistent with p = {prob}"
+            return None
+
+        return Prepared(fn=fn, check=check)
+
+
+POINTWISE_OPS = (Copy, Scale, Add, Triad, Gelu, CosCos, BiasGeluDropoutResidual)
+for _op in POINTWISE_OPS:
+    register(_op)
