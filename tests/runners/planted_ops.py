@@ -1,0 +1,135 @@
+"""Ops with planted faults, loaded as a plugin (ROOFLAB_PLUGINS=tests.runners.planted_ops).
+
+Each op is small and runs on the CPU; the fault sits in the timed callable (or in its check), so
+the worker has prepared real inputs before the fault hits:
+
+    planted_scale  correct: y = 2 x (param sleep_ms > 0 makes each call that slow)
+    planted_raise  the call raises RuntimeError                     -> failed
+    planted_oom    the call raises torch.OutOfMemoryError           -> failed
+    planted_exit   the call ends the process with os._exit(3)       -> crashed (exit code 3)
+    planted_segv   the call reads address 0 (a real segfault)       -> crashed (SIGSEGV)
+    planted_wrong  the call returns 2 x with one element off        -> incorrect
+    planted_hang   the call never returns                            -> crashed (timed out)
+    planted_huge   needs 2**60 bytes; prepare must never be reached -> skipped
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+import torch
+
+from suite.case import Case
+from suite.device import DeviceInfo
+from suite.ops.base import Op, ParamSpec, Params, Prepared
+from suite.ops.registry import register
+
+
+class _Planted(Op):
+    family = "pointwise"
+    version = 1
+    params = {
+        "n": ParamSpec(int, 4096, "elements"),
+        "sleep_ms": ParamSpec(float, 0.0, "sleep inside each call (ms)", positive=False),
+    }
+    backends = ("eager",)
+    dtypes = ("float32",)
+    timing_modes = ("launch", "graph")
+
+    def flops(self, params: Params, dtype: str) -> int:
+        return int(params["n"])
+
+    def bytes(self, params: Params, dtype: str) -> int:
+        return 2 * 4 * int(params["n"])
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        return 2 * 4 * int(params["n"])
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        torch.mul(x, 2.0, out=y)
+        return y
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        params = self.resolved_params(case.params)
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        x = torch.rand(int(params["n"]), generator=gen, dtype=torch.float32) + 0.5
+        y = torch.empty_like(x)
+        reference = x.double() * 2.0
+        sleep_s = float(params["sleep_ms"]) / 1e3
+
+        def fn() -> torch.Tensor:
+            if sleep_s:
+                time.sleep(sleep_s)
+            return self.fault(x, y)
+
+        def check(out: Any) -> str | None:
+            err = (out.double() - reference).abs().max().item()
+            return None if err <= 1e-6 else f"max abs error {err:.3g} against the float64 reference (allowed 1e-6)"
+
+        return Prepared(fn=fn, check=check, graph_safe=True)
+
+
+class PlantedScale(_Planted):
+    name = "planted_scale"
+
+
+class PlantedRaise(_Planted):
+    name = "planted_raise"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("planted failure in the timed call")
+
+
+class PlantedOom(_Planted):
+    name = "planted_oom"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (planted)")
+
+
+class PlantedExit(_Planted):
+    name = "planted_exit"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        os._exit(3)
+
+
+class PlantedSegv(_Planted):
+    name = "planted_segv"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        ctypes.string_at(0)
+        return y
+
+
+class PlantedWrong(_Planted):
+    name = "planted_wrong"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        torch.mul(x, 2.0, out=y)
+        y[len(y) // 2] += 0.25
+        return y
+
+
+class PlantedHang(_Planted):
+    name = "planted_hang"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        while True:
+            time.sleep(1.0)
+
+
+class PlantedHuge(_Planted):
+    name = "planted_huge"
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        return 2**60
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        raise AssertionError("planted_huge must be skipped before prepare")
+
+
+for _op in (PlantedScale, PlantedRaise, PlantedOom, PlantedExit, PlantedSegv, PlantedWrong, PlantedHang, PlantedHuge):
+    register(_op)

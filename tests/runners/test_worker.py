@@ -1,0 +1,116 @@
+"""The worker's per-case logic, run in this process on the CPU with planted ops."""
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
+from runners.worker import CaseOutcome, CaseRequest, case_seed, generic_skip_reason, run_case
+from suite.case import Case
+from suite.device import DeviceInfo
+from suite.ops.registry import get_op
+from suite.timing import TimingSettings
+
+FAST = TimingSettings(warmup_ms=1.0, warmup_calls=2, min_samples=5, max_samples=200, min_time_ms=2.0, max_time_ms=50.0)
+CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 * 1024**3, l2_bytes=1024**2)
+
+
+def planted(op: str, *, n: int = 4096, cache: str = "hot", timing_mode: str = "launch", fraction: float | None = None) -> Case:
+    return Case(
+        op=op,
+        op_version=1,
+        family="pointwise",
+        backend="eager",
+        dtype="float32",
+        cache=cache,
+        timing_mode=timing_mode,
+        params={"n": n, "sleep_ms": 0.0},
+        timing=FAST,
+        max_memory_fraction=fraction,
+    )
+
+
+def run(case: Case, overrides: dict | None = None, device: DeviceInfo = CPU) -> CaseOutcome:
+    outcome = run_case(CaseRequest(case, seed=7, timing_overrides=overrides or {}), device)
+    pickle.loads(pickle.dumps(outcome))  # what crosses the pipe must be plain data
+    return outcome
+
+
+@pytest.mark.parametrize("cache", ["hot", "cold"])
+def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
+    out = run(planted("planted_scale", cache=cache))
+    assert out.status == "ok", out.error
+    assert out.error is None
+    assert out.clock == "perf_counter"
+    assert out.stats is not None
+    assert out.stats["n_samples"] == len(out.samples_ms) >= FAST.min_samples
+    assert min(out.samples_ms) <= out.stats["median_ms"] <= max(out.samples_ms)
+    assert out.first_call_ms is not None and out.first_call_ms > 0
+    assert out.stop_reason in ("converged", "max_time", "max_samples")
+    assert (out.flush_bytes > 0) == (cache == "cold")
+
+
+def test_cli_overrides_reach_the_timing_engine() -> None:
+    out = run(planted("planted_scale"), {"min_samples": 40, "max_samples": 40, "target_precision": 0.5})
+    assert out.status == "ok", out.error
+    assert out.stats is not None and out.stats["n_samples"] == 40
+    assert out.stop_reason == "max_samples"
+
+
+def test_exception_in_the_call_is_failed_with_type_and_message() -> None:
+    out = run(planted("planted_raise"))
+    assert out.status == "failed"
+    assert out.error == "RuntimeError: planted failure in the timed call"
+    assert out.stats is None and out.samples_ms == ()
+    assert not out.worker_unusable
+
+
+def test_out_of_memory_is_failed_and_the_worker_goes_on() -> None:
+    out = run(planted("planted_oom"))
+    assert out.status == "failed"
+    assert out.error is not None and out.error.startswith("OutOfMemoryError: CUDA out of memory")
+    after = run(planted("planted_scale"))
+    assert after.status == "ok", after.error
+
+
+def test_wrong_output_is_incorrect_without_a_performance_figure() -> None:
+    out = run(planted("planted_wrong"))
+    assert out.status == "incorrect"
+    assert out.error is not None and "max abs error 0.25" in out.error
+    assert out.stats is None and out.samples_ms == ()
+
+
+def test_too_big_for_memory_is_skipped_before_prepare() -> None:
+    out = run(planted("planted_huge"))  # its prepare raises AssertionError if reached
+    assert out.status == "skipped"
+    assert out.error is not None and out.error.startswith("would not fit: needs")
+
+
+def test_memory_fraction_constraint_skips() -> None:
+    small = DeviceInfo(kind="cpu", name="small", torch_device="cpu", memory_bytes=64 * 1024, l2_bytes=1024**2)
+    case = planted("planted_scale", n=4096, fraction=0.25)  # needs 32 KiB > 0.25 x 64 KiB
+    out = run(case, device=small)
+    assert out.status == "skipped"
+    assert out.error is not None and "max_memory_fraction 0.25" in out.error
+    assert run(planted("planted_scale", n=1024, fraction=0.25), device=small).status == "ok"
+
+
+def test_graph_mode_is_skipped_on_a_cpu() -> None:
+    out = run(planted("planted_scale", timing_mode="graph"))
+    assert out.status == "skipped"
+    assert out.error == "graph timing mode needs CUDA"
+
+
+def test_unsupported_dtype_is_skipped_by_the_generic_check() -> None:
+    case = Case("planted_scale", 1, "pointwise", "eager", "float16", "hot", "launch", {"n": 16}, timing=FAST)
+    reason = generic_skip_reason(get_op("planted_scale"), case, CPU)
+    assert reason is not None and "dtype float16 is not supported" in reason
+
+
+def test_case_seed_depends_on_seed_and_key_only() -> None:
+    a, b = planted("planted_scale", n=16), planted("planted_scale", n=32)
+    assert case_seed(0, a.case_key) == case_seed(0, a.case_key)
+    assert case_seed(0, a.case_key) != case_seed(1, a.case_key)
+    assert case_seed(0, a.case_key) != case_seed(0, b.case_key)
+    assert 0 <= case_seed(123, b.case_key) < 2**31
