@@ -11,6 +11,7 @@ from typing import Iterable, Mapping
 
 from suite.case import Case, ParamValue
 from suite.errors import SpecError
+from suite.ops.base import Op
 
 CASE_KEYS = ("op", "family", "backend", "dtype", "cache", "timing_mode", "benchmark", "tag")
 
@@ -61,30 +62,20 @@ def _matches(case: Case, key: str, wanted: set[str]) -> bool:
     return any(_param_matches(case.params[key], w) for w in wanted)
 
 
-def apply_filters(
-    cases: list[Case], filters: Iterable[str], *, param_names: Iterable[str] | None = None
-) -> list[Case]:
+def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str, Op] | None = None) -> list[Case]:
     """The cases matching every key (any value of a key); SpecError on a malformed or unknown key.
 
-    Parameter keys allowed are those of `param_names`, or else those of the cases and of every
-    op in the registry.
+    Parameter keys allowed are those of the cases and of every op in `ops` (default: the registry).
     """
     filters = list(filters)
     if not filters:
         return list(cases)
-    if param_names is None:
-        param_names = _known_param_names(cases)
-    parsed = parse_filters(filters, param_names)
-    return [c for c in cases if all(_matches(c, k, v) for k, v in parsed.items())]
-
-
-def _known_param_names(cases: Iterable[Case]) -> set[str]:
-    names = {name for case in cases for name in case.params}
-    try:
+    if ops is None:
         from suite.ops.registry import all_ops
-    except ImportError:
-        return names
-    ops: Mapping = all_ops()
+
+        ops = all_ops()
+    names = {name for case in cases for name in case.params}
     for op in ops.values():
         names.update(op.params)
-    return names
+    parsed = parse_filters(filters, names)
+    return [c for c in cases if all(_matches(c, k, v) for k, v in parsed.items())]

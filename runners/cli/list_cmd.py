@@ -1,8 +1,122 @@
-"""CLI commands: filled in by the part of rooflab that owns them."""
+"""`rooflab list SPEC`: the expanded cases of a spec, with their FLOPs and bytes, without running anything."""
 from __future__ import annotations
 
+from enum import Enum
+from typing import Any, Mapping
+
 import typer
+from rich.markup import escape
+
+from runners.cli.common import JsonOption, console, fail, print_json
+from suite.case import Case
+from suite.errors import SpecError
+
+
+class DeviceKind(str, Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def _si(value: float) -> str:
+    """1234567 -> '1.23 M' (powers of 1000)."""
+    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.3g}"
+
+
+def _print_rows(rows: list[dict[str, Any]]) -> None:
+    """Aligned plain columns (one line per case, never wrapped inside a cell: easy to grep)."""
+    if not rows:
+        return
+    width = max(len("case_key"), *(len(r["case_key"]) for r in rows))
+    header = f"{'case_key':<{width}}  {'family':<9}  {'benchmark':<16}  {'FLOPs':>9}  {'bytes':>9}"
+    lines = [header]
+    for r in rows:
+        lines.append(
+            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  {_si(r['bytes']) + 'B':>9}"
+        )
+    console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)
+
+
+def case_row(case: Case, ops: Mapping[str, Any]) -> dict[str, Any]:
+    """One case as a JSON-ready dict: its identity, settings and the op's FLOP/byte/memory models."""
+    op = ops[case.op]
+    flops = int(op.flops(case.params, case.dtype))
+    nbytes = int(op.bytes(case.params, case.dtype))
+    return {
+        "case_key": case.case_key,
+        "benchmark": case.benchmark,
+        "op": case.op,
+        "op_version": case.op_version,
+        "family": case.family,
+        "backend": case.backend,
+        "dtype": case.dtype,
+        "cache": case.cache,
+        "timing_mode": case.timing_mode,
+        "params": dict(case.params),
+        "tags": list(case.tags),
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": flops / nbytes if nbytes else None,
+        "memory_bytes": int(op.memory_bytes(case.params, case.dtype)),
+        "max_memory_fraction": case.max_memory_fraction,
+    }
+
+
+def list_cases(
+    spec_path: str, *, filters: list[str], device_kind: str | None, ops: Mapping[str, Any] | None = None
+) -> tuple[Any, list[dict[str, Any]]]:
+    """Load, expand and filter a spec (with the registry's ops unless `ops` is given); SpecError on bad input."""
+    from suite.spec import apply_filters, expand, load_spec
+
+    spec = load_spec(spec_path, ops=ops)  # a malformed file is rejected before the ops are loaded
+    if ops is None:
+        from suite.ops.registry import all_ops
+
+        ops = all_ops()
+    cases = apply_filters(expand(spec, device_kind, ops=ops), filters, ops=ops)
+    return spec, [case_row(c, ops) for c in cases]
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    return None
+    @app.command("list")
+    def list_command(
+        spec: str = typer.Argument(..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline)."),
+        filters: list[str] = typer.Option(
+            [], "--filter", "-f", help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeat to narrow."
+        ),
+        device_kind: DeviceKind | None = typer.Option(
+            None, "--device-kind", help="Keep only the benchmarks that run on this kind of device [default: all]."
+        ),
+        as_json: bool = JsonOption,
+    ) -> None:
+        """Print the cases a spec expands to (case_key, op, family, backend, dtype, cache, timing mode,
+        params, FLOPs, bytes) without running anything."""
+        try:
+            loaded, rows = list_cases(
+                spec, filters=list(filters), device_kind=device_kind.value if device_kind else None
+            )
+        except SpecError as exc:
+            fail(escape(str(exc)))
+        if as_json:
+            print_json(
+                {
+                    "spec": loaded.name,
+                    "path": str(loaded.path),
+                    "sha256": loaded.sha256,
+                    "count": len(rows),
+                    "cases": rows,
+                }
+            )
+            return
+        _print_rows(rows)
+        where = f" (device kind {device_kind.value})" if device_kind else ""
+        console.print(
+            f"{len(rows)} case{'s' if len(rows) != 1 else ''} from spec {loaded.name!r}{where} "
+            "(case_key = op.vVERSION:backend:dtype:cache:timing_mode:params)",
+            soft_wrap=True,
+            highlight=False,
+            markup=False,
+        )
+
