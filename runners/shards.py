@@ -169,17 +169,19 @@ def previous_medians(
     device_fingerprint: str | None = None,
     current_run_id: str | None = None,
 ) -> CostBasis:
-    """Per case_key, its median in the latest earlier run of `suite` on `device_fingerprint`.
+    """Per case_key, its median in the latest earlier run (of `suite`, on `device_fingerprint`).
 
-    "Earlier" is by run order (not by clock): runs ordered after `current_run_id` and that run
-    itself are ignored, so shards of one run that start hours apart pick the same basis as long as
-    no other run of the same suite is written between their starts. Only `ok` results count;
-    with several GPUs per case the median of their medians is used. A database without results
-    gives an empty basis (the op model is then used).
+    "Earlier" is by run order (db.query's run_order), never by the clock of a measurement: the
+    run `current_run_id` and runs ordered after it are ignored, so shards of one run that start
+    hours apart, on nodes with skewed clocks, pick the same basis. They can disagree only if
+    another run ordered before this one writes results for the same cases between their starts;
+    passing `suite` (the spec's name) keeps unrelated runs out. Only `ok` results count; several
+    GPUs of one run give the median of their medians. No earlier result: an empty basis (the op
+    model is used).
     """
-    from db.query import results
+    from db.query import results, runs
 
-    frame = results(db_url, status="ok")
+    frame = results(db_url, status="ok", device=device_fingerprint)
     if frame.empty:
         return CostBasis()
     if device_fingerprint is not None:
@@ -187,10 +189,11 @@ def previous_medians(
     if suite is not None:
         frame = frame[frame["suite"] == suite]
     if current_run_id is not None:
-        current = frame.loc[frame["run_id"] == current_run_id, "run_order"]
         frame = frame[frame["run_id"] != current_run_id]
+        all_runs = runs(db_url)
+        current = all_runs.loc[all_runs["run_id"] == current_run_id, "run_order"]
         if not current.empty:
-            frame = frame[frame["run_order"] < current.min()]
+            frame = frame[frame["run_order"] < int(current.iloc[0])]
     frame = frame[frame["median_ms"].notna() & (frame["median_ms"] > 0)]
     if frame.empty:
         return CostBasis()

@@ -1,0 +1,97 @@
+"""Cost basis from the database: the previous run's medians, chosen by run order, per device."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from runners.shards import CostBasis, estimate_cost_s, previous_medians, select_shard
+from suite.case import Case
+from tests.runners.cluster_support import (
+    H100,
+    T0,
+    Device,
+    case_record,
+    fresh_postgres_url,
+    measurement,
+    run_record,
+    sqlite_url,
+    write_history,
+)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        yield sqlite_url(tmp_path)
+    else:
+        yield from fresh_postgres_url()
+
+
+CASES = [case_record("copy", 1 << k) for k in (20, 22, 24)]
+
+
+def test_empty_database_gives_an_empty_basis(url):
+    from db.store import ResultStore
+
+    ResultStore(url).close()
+    assert previous_medians(url) == CostBasis()
+
+
+def test_latest_earlier_run_per_case_by_run_order(url):
+    a, b, c = (case.case_key for case in CASES)
+    write_history(url, cases=CASES, medians_by_run=[{a: 1.0, b: 2.0, c: 3.0}, {a: 1.5, b: 2.5}, {a: 9.0, b: 9.0, c: 9.0}],
+                  start=T0, seed=1)
+    # the current run is night-002: its own results and anything after it do not count
+    basis = previous_medians(url, current_run_id="night-002")
+    assert basis.run_id == "night-001"
+    assert basis.medians_ms[a] == pytest.approx(1.5, rel=0.02)
+    assert basis.medians_ms[b] == pytest.approx(2.5, rel=0.02)
+    assert basis.medians_ms[c] == pytest.approx(3.0, rel=0.02)  # night-001 did not measure c
+    # a run id that is not in the database yet (the first shard of tonight) sees every run
+    tonight = previous_medians(url, current_run_id="night-999")
+    assert tonight.medians_ms[a] == pytest.approx(9.0, rel=0.02) and tonight.run_id == "night-002"
+    # earlier than everything: nothing
+    assert previous_medians(url, current_run_id="night-000") == CostBasis()
+
+
+def test_suite_and_device_filters(url):
+    a = CASES[0].case_key
+    other = Device("fp-a100", "NVIDIA A100-SXM4-80GB", "GPU-A100")
+    write_history(url, cases=CASES[:1], medians_by_run=[{a: 4.0}], start=T0, seed=2)
+    write_history(url, cases=CASES[:1], medians_by_run=[{a: 40.0}], start=T0 + timedelta(days=3), seed=3,
+                  prefix="quick", suite="quick", device=other)
+    assert previous_medians(url, suite="nightly").medians_ms[a] == pytest.approx(4.0, rel=0.02)
+    assert previous_medians(url, suite="quick").medians_ms[a] == pytest.approx(40.0, rel=0.02)
+    assert previous_medians(url, device_fingerprint=H100.fingerprint).medians_ms[a] == pytest.approx(4.0, rel=0.02)
+    assert previous_medians(url).medians_ms[a] == pytest.approx(40.0, rel=0.02)  # the newest run overall
+
+
+def test_several_gpus_of_one_run_give_the_median_of_their_medians(url):
+    from db.store import ResultStore
+
+    rng = np.random.default_rng(5)
+    case = CASES[1]
+    gpus = [Device(H100.fingerprint, H100.name, f"GPU-{i}") for i in range(3)]
+    with ResultStore(url) as store:
+        store.start_run(run_record("r1", T0))
+        for gpu, median in zip(gpus, (1.0, 1.2, 5.0)):
+            store.add_environment("r1", gpu.record())
+            store.add_measurement(measurement("r1", case, median, rng, device=gpu, measured_at=T0))
+        store.finish_run("r1", "complete")
+    assert previous_medians(url).medians_ms[case.case_key] == pytest.approx(1.2, rel=0.02)
+
+
+def test_history_steers_the_partition():
+    """The same cases split differently once measured times say which ones are slow."""
+    cases = [Case(op="unknown_op", op_version=1, family="pointwise", backend="eager", dtype="float32",
+                  cache="hot", timing_mode="launch", params={"n": i}) for i in range(8)]
+    slow = {cases[0].case_key: 500.0, cases[1].case_key: 500.0}
+    basis = CostBasis(run_id="r", medians_ms=slow)
+    assert basis.cost_s(cases[0]) > 10 * estimate_cost_s(cases[2])
+    shard0 = select_shard(cases, 0, 2, basis.cost_s)
+    shard1 = select_shard(cases, 1, 2, basis.cost_s)
+    # the two slow cases are on different shards, the cheap ones fill up evenly
+    assert (cases[0] in shard0) != (cases[1] in shard0)
+    assert len(shard0) == len(shard1) == 4
