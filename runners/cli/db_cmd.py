@@ -1,8 +1,152 @@
-"""CLI commands: filled in by the part of rooflab that owns them."""
+"""CLI: `export`, `import`, and the `db` group (`upgrade`, `current`, `merge`, `prune`)."""
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Callable, List, Optional, TypeVar
+
 import typer
+from rich.markup import escape
+
+from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json
+
+T = TypeVar("T")
+
+
+def _guard(action: Callable[[], T]) -> T:
+    """Run `action`; invalid input (DatabaseInputError) becomes one message and exit code 2."""
+    from db.errors import DatabaseInputError
+
+    try:
+        return action()
+    except DatabaseInputError as exc:
+        fail(escape(str(exc)))
+
+
+def export_cmd(
+    fmt: str = typer.Option(..., "--format", "-f", help="csv, jsonl or parquet."),
+    run: Optional[str] = typer.Option(None, "--run", help="Only this run id."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only runs started on/after this date (UTC)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
+    db: Optional[str] = DbOption,
+) -> None:
+    """Export results, DESIGN.md's columns first (one row per measurement)."""
+    from db.export import export
+
+    url = db_url(db)
+    count = _guard(lambda: export(url, fmt.lower(), out, run_id=run, since=since))
+    if out is not None:
+        err_console.print(f"exported {count} rows to {escape(str(out))}", highlight=False, soft_wrap=True)
+
+
+def import_cmd(
+    file: Path = typer.Argument(..., help="An export: .csv, .jsonl or .parquet, optionally .gz."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Import an export file (validated in full first; importing twice adds nothing)."""
+    from db.importer import import_file
+    from db.urls import redact
+
+    url = db_url(db)
+    result = _guard(lambda: import_file(url, file))
+    c = result.counts
+    if as_json:
+        print_json({"file": str(file), "rows": result.rows, "measurements_added": c.measurements,
+                    "measurements_present": c.skipped, "runs_added": c.runs, "cases_added": c.cases,
+                    "environments_added": c.environments})
+        return
+    console.print(
+        f"{escape(str(file))}: {result.rows} rows, {c.measurements} measurements added, {c.skipped} already present "
+        f"({c.runs} new runs, {c.cases} new cases, {c.environments} new devices) into {escape(redact(url))}",
+        highlight=False, soft_wrap=True,
+    )
+
+
+def upgrade_cmd(db: Optional[str] = DbOption) -> None:
+    """Upgrade the database schema to this rooflab's revision (creates a new database)."""
+    from db.schema import upgrade
+    from db.urls import redact
+
+    url = db_url(db)
+    before, after = _guard(lambda: upgrade(url))
+    if before == after:
+        console.print(f"{escape(redact(url))} is already at schema revision {after}", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False, soft_wrap=True)
+
+
+def current_cmd(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
+    """Show the database's schema revision and this rooflab's."""
+    from db.schema import head_revision, read_state
+    from db.urls import redact
+
+    url = db_url(db)
+    state = _guard(lambda: read_state(url))
+    if as_json:
+        print_json({"db": redact(url), "state": state.kind, "revision": state.revision, "head": head_revision()})
+        return
+    console.print(
+        f"{escape(redact(url))}: {state.kind} (revision {state.revision or '-'}; this rooflab: {head_revision()})",
+        highlight=False, soft_wrap=True,
+    )
+
+
+def merge_cmd(
+    sources: List[str] = typer.Argument(..., help="Node-local SQLite files (or URLs) to merge."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Merge node-local result databases (with raw samples) into the target; idempotent."""
+    from db.merge import merge
+    from db.urls import redact
+
+    url = db_url(db)
+    results = _guard(lambda: merge(url, sources))
+    if as_json:
+        print_json([{"source": r.source, "runs": r.runs_seen, "measurements_added": r.counts.measurements,
+                     "measurements_present": r.counts.skipped, "samples_added": r.counts.samples} for r in results])
+        return
+    for r in results:
+        console.print(
+            f"{escape(r.source)}: {r.runs_seen} runs, {r.counts.measurements} measurements added "
+            f"({r.counts.samples} with samples), {r.counts.skipped} already present",
+            highlight=False, soft_wrap=True,
+        )
+    console.print(f"target: {escape(redact(url))}", highlight=False, soft_wrap=True)
+
+
+def prune_cmd(
+    samples_older_than: str = typer.Option(..., "--samples-older-than", help="Age by run start, e.g. 90d, 12w, 36h."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be removed."),
+    vacuum: bool = typer.Option(False, "--vacuum", help="SQLite: shrink the file afterwards."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Remove raw samples of old runs; summaries (median, percentiles, ...) are kept."""
+    from db.prune import prune_samples
+    from db.timeparse import parse_duration
+
+    url = db_url(db)
+    age = _guard(lambda: parse_duration(samples_older_than, option="--samples-older-than"))
+    result = _guard(lambda: prune_samples(url, age, dry_run=dry_run, vacuum=vacuum))
+    if as_json:
+        print_json({"cutoff": result.cutoff.isoformat(), "runs": result.runs, "measurements": result.measurements,
+                    "sample_values": result.sample_values, "bytes": result.bytes, "dry_run": result.dry_run,
+                    "vacuumed": result.vacuumed})
+        return
+    verb = "would remove" if dry_run else "removed"
+    console.print(
+        f"{verb} raw samples of {result.measurements} measurements ({result.sample_values} values, "
+        f"{result.bytes / 1e6:.1f} MB) from {result.runs} runs started before {result.cutoff:%Y-%m-%d %H:%M} UTC; "
+        "summaries kept" + ("; file vacuumed" if result.vacuumed else ""),
+        highlight=False, soft_wrap=True,
+    )
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    return None
+    app.command("export")(export_cmd)
+    app.command("import")(import_cmd)
+    db_app.command("upgrade")(upgrade_cmd)
+    db_app.command("current")(current_cmd)
+    db_app.command("merge")(merge_cmd)
+    db_app.command("prune")(prune_cmd)

@@ -1,0 +1,338 @@
+"""`rooflab import`: read an export (CSV, JSON Lines or Parquet, optionally .gz) back into a database.
+
+The whole file is read and validated before anything is written; then everything is loaded in
+one transaction. A malformed file raises DatabaseInputError naming the file, the line (or row)
+and the column, and leaves the database untouched. Results already present are skipped, so
+importing the same file twice adds nothing.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterator
+
+from db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
+from db.engine import retry_locked
+from db.errors import DatabaseInputError
+from db.load import Batch, LoadCounts, load
+from db.records import RUN_STATUSES, STATUSES
+from db.schema import open_for_writing
+from db.store import device_key, parse_shard
+
+_ENUMS = {"status": STATUSES, "run_status": RUN_STATUSES}
+_RUN_FIELDS = ("started_at", "host", "suite", "git_commit", "finished_at", "run_status", "spec_hash",
+               "git_dirty", "command_line", "rooflab_version")
+_ENV_FIELDS = ("device_name", "device_kind", "torch_version", "cuda_version", "driver_version", "l2_bytes",
+               "memory_bytes", "sm_count", "compute_capability")
+_CASE_FIELDS = ("op", "op_version", "family", "backend", "dtype", "params")
+
+
+class _Bad(Exception):
+    """A value that does not fit its column (message only; the caller adds where)."""
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    path: Path
+    rows: int
+    counts: LoadCounts
+
+
+def detect_format(path: Path) -> tuple[str, bool]:
+    """(format, gzipped) from the file name: .csv, .jsonl/.ndjson, .parquet, optionally + .gz."""
+    name = path.name.lower()
+    gzipped = name.endswith(".gz")
+    if gzipped:
+        name = name[:-3]
+    for suffix, fmt in ((".csv", "csv"), (".jsonl", "jsonl"), (".ndjson", "jsonl"), (".parquet", "parquet")):
+        if name.endswith(suffix):
+            return fmt, gzipped
+    raise DatabaseInputError(
+        f"{path}: cannot tell the format from the name; expected .csv, .jsonl or .parquet (optionally .gz)"
+    )
+
+
+# -- values -------------------------------------------------------------------------------------
+
+def _parse_value(name: str, value: Any, from_text: bool) -> Any:
+    spec = COLUMN_KINDS[name]
+    if value is None or (from_text and value == "" and spec.kind != "str"):
+        if spec.nullable:
+            return None
+        raise _Bad("is missing (a value is required)")
+    kind = spec.kind
+    if kind == "str":
+        if not isinstance(value, str):
+            raise _Bad(f"{value!r} is not a string")
+        if value == "":
+            if spec.nullable:
+                return None
+            if spec.default != "":
+                raise _Bad("is empty (a value is required)")
+        if name in _ENUMS and value not in _ENUMS[name]:
+            raise _Bad(f"{value!r} is not one of {', '.join(_ENUMS[name])}")
+        if name == "shard" and value:
+            try:
+                parse_shard(value)
+            except DatabaseInputError as exc:
+                raise _Bad(str(exc)) from None
+        return value
+    if kind == "datetime":
+        if isinstance(value, str):
+            try:
+                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise _Bad(f"{value!r} is not an ISO 8601 timestamp") from None
+        if not isinstance(value, datetime):
+            raise _Bad(f"{value!r} is not a timestamp")
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise _Bad(f"{value.isoformat()!r} has no time zone (write e.g. +00:00)")
+        return value
+    if kind == "int":
+        if isinstance(value, bool):
+            raise _Bad(f"{value!r} is not a whole number")
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise _Bad(f"{value!r} is not a whole number") from None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int):
+            raise _Bad(f"{value!r} is not a whole number")
+        if value < 0:
+            raise _Bad(f"{value} is negative")
+        return value
+    if kind == "float":
+        if isinstance(value, bool):
+            raise _Bad(f"{value!r} is not a number")
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise _Bad(f"{value!r} is not a number") from None
+        if not isinstance(value, (int, float)):
+            raise _Bad(f"{value!r} is not a number")
+        value = float(value)
+        if math.isnan(value) or math.isinf(value):
+            raise _Bad(f"{value!r} is not a finite number")
+        return value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+            return value.strip().lower() in ("true", "1")
+        raise _Bad(f"{value!r} is not true or false")
+    if kind in ("object", "list"):
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise _Bad(f"{value[:60]!r} is not valid JSON ({exc.msg})") from None
+        if kind == "object":
+            if not isinstance(value, dict):
+                raise _Bad("is not a JSON object")
+            return value
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _Bad("is not a JSON list of strings")
+        return value
+    raise AssertionError(kind)
+
+
+def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for name in ALL_COLUMNS:
+        if name not in raw:
+            if name in EXPORT_COLUMNS:
+                raise DatabaseInputError(f"{where}: column {name!r} is missing")
+            default = COLUMN_KINDS[name].default
+            record[name] = list(default) if isinstance(default, tuple) else default
+            continue
+        try:
+            record[name] = _parse_value(name, raw[name], from_text)
+        except _Bad as exc:
+            raise DatabaseInputError(f"{where}, column {name!r}: {exc}") from None
+    return record
+
+
+# -- readers ------------------------------------------------------------------------------------
+
+def _check_header(path: Path, header: list[str], where: str) -> None:
+    missing = [name for name in EXPORT_COLUMNS if name not in header]
+    if missing:
+        raise DatabaseInputError(f"{path}: {where}: column {missing[0]!r} is missing (required: {', '.join(EXPORT_COLUMNS)})")
+    unknown = [name for name in header if name not in COLUMN_KINDS]
+    if unknown:
+        raise DatabaseInputError(f"{path}: {where}: unknown column {unknown[0]!r}")
+    duplicated = sorted({name for name in header if header.count(name) > 1})
+    if duplicated:
+        raise DatabaseInputError(f"{path}: {where}: column {duplicated[0]!r} appears twice")
+
+
+def _open_text(path: Path, gzipped: bool) -> io.TextIOBase:
+    if gzipped:
+        return gzip.open(path, "rt", encoding="utf-8", newline="")  # type: ignore[return-value]
+    return open(path, "r", encoding="utf-8", newline="")
+
+
+def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
+    with _open_text(path, gzipped) as handle:
+        reader = csv.reader(handle, strict=True)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise DatabaseInputError(f"{path}: the file is empty (no header line)") from None
+        _check_header(path, header, "line 1 (header)")
+        for fields in reader:
+            where = f"{path}: line {reader.line_num}"
+            if not fields:
+                continue
+            if len(fields) != len(header):
+                raise DatabaseInputError(f"{where}: expected {len(header)} fields, found {len(fields)} (truncated line?)")
+            yield _record(dict(zip(header, fields)), where, from_text=True)
+
+
+def _read_jsonl(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
+    with _open_text(path, gzipped) as handle:
+        for number, line in enumerate(handle, start=1):
+            where = f"{path}: line {number}"
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatabaseInputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno}; truncated line?)") from None
+            if not isinstance(raw, dict):
+                raise DatabaseInputError(f"{where}: expected a JSON object, found {type(raw).__name__}")
+            unknown = [name for name in raw if name not in COLUMN_KINDS]
+            if unknown:
+                raise DatabaseInputError(f"{where}: unknown column {unknown[0]!r}")
+            yield _record(raw, where, from_text=False)
+
+
+def _read_parquet(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source: Any = path
+    if gzipped:
+        source = pa.BufferReader(gzip.decompress(path.read_bytes()))
+    try:
+        parquet = pq.ParquetFile(source)
+        header = list(parquet.schema_arrow.names)
+    except (pa.ArrowException, OSError) as exc:
+        raise DatabaseInputError(f"{path}: not a readable Parquet file ({exc})") from None
+    _check_header(path, header, "schema")
+    row = 0
+    try:
+        for batch in parquet.iter_batches(batch_size=20_000):
+            for raw in batch.to_pylist():
+                row += 1
+                yield _record(raw, f"{path}: row {row}", from_text=False)
+    except (pa.ArrowException, OSError) as exc:
+        raise DatabaseInputError(f"{path}: row {row + 1}: unreadable Parquet data ({exc})") from None
+
+
+_READERS = {"csv": _read_csv, "jsonl": _read_jsonl, "parquet": _read_parquet}
+
+
+def read_file(path: Path) -> list[dict[str, Any]]:
+    """Every row of an export file, validated; raises DatabaseInputError on the first problem."""
+    if not path.is_file():
+        raise DatabaseInputError(f"{path}: no such file")
+    fmt, gzipped = detect_format(path)
+    try:
+        return list(_READERS[fmt](path, gzipped))
+    except UnicodeDecodeError as exc:
+        raise DatabaseInputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DatabaseInputError(f"{path}: damaged or truncated gzip data ({exc})") from None
+    except csv.Error as exc:
+        raise DatabaseInputError(f"{path}: malformed CSV ({exc})") from None
+
+
+# -- batch --------------------------------------------------------------------------------------
+
+def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
+    """Turn validated records into a Batch; rows that disagree about a run, case or device are refused."""
+    batch = Batch()
+    seen_runs: dict[str, tuple[int, dict[str, Any]]] = {}
+    seen_cases: dict[str, tuple[int, dict[str, Any]]] = {}
+    seen_envs: dict[str, tuple[int, dict[str, Any]]] = {}
+    for index, rec in enumerate(records, start=1):
+        for kind, key, fields, seen in (
+            ("run", rec["run_id"], _RUN_FIELDS, seen_runs),
+            ("case", rec["case_key"], _CASE_FIELDS, seen_cases),
+            ("device", rec["device_fingerprint"], _ENV_FIELDS, seen_envs),
+        ):
+            values = {name: rec[name] for name in fields}
+            first = seen.setdefault(key, (index, values))
+            if first[1] != values:
+                name = next(n for n in fields if first[1][n] != values[n])
+                raise DatabaseInputError(
+                    f"{path}: record {index}, column {name!r}: {values[name]!r} contradicts record {first[0]} "
+                    f"({first[1][name]!r}) for the same {kind} {key!r}"
+                )
+        run_id, fingerprint = rec["run_id"], rec["device_fingerprint"]
+        if run_id not in batch.runs:
+            batch.runs[run_id] = {
+                "run_id": run_id, "suite": rec["suite"], "spec_text": "", "spec_hash": rec["spec_hash"],
+                "started_at": rec["started_at"], "finished_at": rec["finished_at"], "status": rec["run_status"],
+                "host": rec["host"], "git_commit": rec["git_commit"], "git_dirty": rec["git_dirty"],
+                "command_line": rec["command_line"], "rooflab_version": rec["rooflab_version"],
+            }
+        if fingerprint not in batch.environments:
+            batch.environments[fingerprint] = {
+                "device_fingerprint": fingerprint, "device_name": rec["device_name"],
+                "device_kind": rec["device_kind"], "identity": {}, "memory_bytes": rec["memory_bytes"],
+                "l2_bytes": rec["l2_bytes"], "sm_count": rec["sm_count"],
+                "compute_capability": rec["compute_capability"], "driver_version": rec["driver_version"],
+                "cuda_version": rec["cuda_version"], "torch_version": rec["torch_version"],
+                "first_seen_at": rec["started_at"],
+            }
+        key = device_key(rec["device_uuid"], fingerprint)
+        batch.run_environments.setdefault(
+            (run_id, fingerprint, key), {"device_uuid": rec["device_uuid"], "info": {}}
+        )
+        if rec["case_key"] not in batch.cases:
+            batch.cases[rec["case_key"]] = {
+                "case_key": rec["case_key"], "op": rec["op"], "op_version": rec["op_version"],
+                "family": rec["family"], "backend": rec["backend"], "dtype": rec["dtype"], "params": rec["params"],
+            }
+        columns = {
+            name: rec[name]
+            for name in (
+                "device_uuid", "shard", "cache", "timing_mode", "status", "error", "clock", "median_ms", "mean_ms",
+                "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms", "std_ms", "n_samples", "rel_ci_halfwidth",
+                "stop_reason", "first_call_ms", "warmup_calls", "launches_per_sample", "flush_bytes", "flops",
+                "bytes", "intensity", "tflops", "gbps", "sm_clock_start_mhz", "sm_clock_end_mhz",
+                "sm_clock_max_mhz", "throttle_reasons", "throttled",
+            )
+        }
+        columns["device_key"] = key
+        columns["measured_at"] = rec["measured_at"] or rec["started_at"]
+        batch.measurements.append((run_id, rec["case_key"], fingerprint, columns, None))
+    return batch
+
+
+def import_file(url: str, path: Path) -> ImportResult:
+    """Validate all of `path`, then load it into `url` in one transaction."""
+    records = read_file(path)
+    batch = build_batch(path, records)
+    engine = open_for_writing(url)
+    try:
+        def run() -> LoadCounts:
+            with engine.begin() as conn:
+                return load(conn, batch)
+
+        counts = retry_locked(run)
+    finally:
+        engine.dispose()
+    return ImportResult(path=path, rows=len(records), counts=counts)

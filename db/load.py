@@ -1,0 +1,125 @@
+"""Bulk loading of whole runs into a database in one transaction (used by import and merge).
+
+Everything that already exists is kept as it is: runs by run_id, environments by fingerprint,
+cases by case_key, and measurements by (run, case, cache, timing mode, device). Loading the same
+batch twice therefore adds nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, TypeVar
+
+from sqlalchemy import Connection, select
+
+from db import models
+from db.dialect import insert_ignore
+
+CHUNK = 2000
+T = TypeVar("T")
+
+
+@dataclass
+class Batch:
+    """Rows to load, keyed by their natural identities (foreign keys are resolved by `load`)."""
+
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # run_id -> runs columns
+    shards: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (run_id, run_shards columns)
+    environments: dict[str, dict[str, Any]] = field(default_factory=dict)  # fingerprint -> columns
+    run_environments: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # case_key -> columns
+    # (run_id, case_key, fingerprint, measurements columns incl. device_key, samples (count, blob) or None)
+    measurements: list[tuple[str, str, str, dict[str, Any], tuple[int, bytes] | None]] = field(default_factory=list)
+
+
+@dataclass
+class LoadCounts:
+    runs: int = 0
+    environments: int = 0
+    cases: int = 0
+    measurements: int = 0
+    samples: int = 0
+    skipped: int = 0  # measurements already present
+
+    def add(self, other: LoadCounts) -> None:
+        for name in vars(self):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def _chunks(items: list[T], size: int = CHUNK) -> Iterator[list[T]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _ids(conn: Connection, column: Any, key_column: Any, keys: Iterable[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in _chunks(sorted(set(keys)), 500):
+        for key, pk in conn.execute(select(key_column, column).where(key_column.in_(chunk))):
+            found[key] = pk
+    return found
+
+
+def _insert_missing(conn: Connection, table: Any, key_column: Any, rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+    existing = _ids(conn, table.c.id, key_column, rows)
+    new = [rows[key] for key in rows if key not in existing]
+    for chunk in _chunks(new):
+        conn.execute(insert_ignore(conn, table), chunk)
+    ids = _ids(conn, table.c.id, key_column, rows) if new else existing
+    return ids, len(new)
+
+
+def load(conn: Connection, batch: Batch) -> LoadCounts:
+    """Insert what is missing from `batch`; the caller owns the transaction."""
+    counts = LoadCounts()
+    run_t, env_t, case_t = models.Run.__table__, models.Environment.__table__, models.Case.__table__
+    run_ids, counts.runs = _insert_missing(conn, run_t, run_t.c.run_id, batch.runs)
+    env_ids, counts.environments = _insert_missing(conn, env_t, env_t.c.device_fingerprint, batch.environments)
+    case_ids, counts.cases = _insert_missing(conn, case_t, case_t.c.case_key, batch.cases)
+
+    if batch.shards:
+        shard_rows = [dict(row, run_id=run_ids[run_id]) for run_id, row in batch.shards]
+        conn.execute(insert_ignore(conn, models.RunShard.__table__), shard_rows)
+    if batch.run_environments:
+        env_rows = [
+            dict(row, run_id=run_ids[run_id], environment_id=env_ids[fingerprint], device_key=key)
+            for (run_id, fingerprint, key), row in batch.run_environments.items()
+        ]
+        for chunk in _chunks(env_rows):
+            conn.execute(insert_ignore(conn, models.RunEnvironment.__table__), chunk)
+
+    m_t = models.Measurement.__table__
+    run_pks = sorted({run_ids[run_id] for run_id, *_ in batch.measurements})
+    existing: set[tuple[int, int, str, str, str]] = set()
+    key_cols = (m_t.c.run_id, m_t.c.case_id, m_t.c.cache, m_t.c.timing_mode, m_t.c.device_key)
+    for chunk in _chunks(run_pks, 200):
+        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(m_t.c.run_id.in_(chunk))))
+
+    rows: list[dict[str, Any]] = []
+    samples: list[tuple[int, bytes] | None] = []
+    for run_id, case_key, fingerprint, columns, sample in batch.measurements:
+        row = dict(columns, run_id=run_ids[run_id], case_id=case_ids[case_key], environment_id=env_ids[fingerprint])
+        key = (row["run_id"], row["case_id"], row["cache"], row["timing_mode"], row["device_key"])
+        if key in existing:
+            counts.skipped += 1
+            continue
+        existing.add(key)
+        rows.append(row)
+        samples.append(sample)
+
+    for start in range(0, len(rows), CHUNK):
+        chunk, chunk_samples = rows[start:start + CHUNK], samples[start:start + CHUNK]
+        if any(s is not None for s in chunk_samples):
+            new_ids = conn.execute(m_t.insert().returning(m_t.c.id, sort_by_parameter_order=True), chunk).scalars().all()
+            sample_rows = [
+                {"measurement_id": pk, "count": s[0], "values_f64le": s[1]}
+                for pk, s in zip(new_ids, chunk_samples)
+                if s is not None
+            ]
+            conn.execute(models.Sample.__table__.insert(), sample_rows)
+            counts.samples += len(sample_rows)
+        else:
+            conn.execute(m_t.insert(), chunk)
+        counts.measurements += len(chunk)
+    return counts
+
+
+__all__ = ["Batch", "LoadCounts", "load"]

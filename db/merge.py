@@ -1,0 +1,121 @@
+"""`rooflab db merge`: copy node-local databases (usually SQLite files) into a target database.
+
+Everything travels: runs with their spec text, shards, devices with identity and per-run info,
+cases, measurements and raw samples. Each source is merged in one transaction; what the target
+already has is kept, so merging the same file again adds nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from db import models
+from db.engine import make_engine, retry_locked
+from db.errors import DatabaseInputError
+from db.load import Batch, LoadCounts, load
+from db.schema import open_for_writing, require_current
+from db.urls import normalize_url, redact, sqlite_path
+
+_RUN_COLUMNS = ("run_id", "suite", "spec_text", "spec_hash", "started_at", "finished_at", "status", "host",
+                "git_commit", "git_dirty", "command_line", "rooflab_version")
+_ENV_COLUMNS = ("device_fingerprint", "device_name", "device_kind", "identity", "memory_bytes", "l2_bytes",
+                "sm_count", "compute_capability", "driver_version", "cuda_version", "torch_version",
+                "first_seen_at")
+_CASE_COLUMNS = ("case_key", "op", "op_version", "family", "backend", "dtype", "params")
+_SKIP_MEASUREMENT = {"id", "run_id", "case_id", "environment_id"}
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    source: str  # redacted
+    runs_seen: int
+    counts: LoadCounts
+
+
+def source_url(source: str) -> str:
+    """A merge source: a SQLite file path, or any database URL."""
+    if "://" in source:
+        return source
+    path = Path(source)
+    if not path.is_file():
+        raise DatabaseInputError(f"merge source {source}: no such file")
+    return f"sqlite:///{path.resolve()}"
+
+
+def _run_batch(conn: Connection, run: Any) -> Batch:
+    r_t, s_t = models.Run.__table__, models.RunShard.__table__
+    e_t, re_t = models.Environment.__table__, models.RunEnvironment.__table__
+    c_t, m_t, sm_t = models.Case.__table__, models.Measurement.__table__, models.Sample.__table__
+    batch = Batch()
+    batch.runs[run.run_id] = {name: getattr(run, name) for name in _RUN_COLUMNS}
+    for row in conn.execute(select(s_t).where(s_t.c.run_id == run.id)):
+        batch.shards.append((run.run_id, {k: v for k, v in row._mapping.items() if k not in ("id", "run_id")}))
+    env_fp: dict[int, str] = {}
+    for env in conn.execute(
+        select(e_t).where(e_t.c.id.in_(select(m_t.c.environment_id).where(m_t.c.run_id == run.id).union(
+            select(re_t.c.environment_id).where(re_t.c.run_id == run.id))))
+    ):
+        env_fp[env.id] = env.device_fingerprint
+        batch.environments[env.device_fingerprint] = {name: getattr(env, name) for name in _ENV_COLUMNS}
+    for row in conn.execute(select(re_t).where(re_t.c.run_id == run.id)):
+        batch.run_environments[(run.run_id, env_fp[row.environment_id], row.device_key)] = {
+            "device_uuid": row.device_uuid, "info": row.info,
+        }
+    case_key: dict[int, str] = {}
+    for case in conn.execute(select(c_t).where(c_t.c.id.in_(select(m_t.c.case_id).where(m_t.c.run_id == run.id)))):
+        case_key[case.id] = case.case_key
+        batch.cases[case.case_key] = {name: getattr(case, name) for name in _CASE_COLUMNS}
+    query = (
+        select(m_t, sm_t.c.count.label("_sample_count"), sm_t.c.values_f64le.label("_sample_blob"))
+        .select_from(m_t.outerjoin(sm_t, sm_t.c.measurement_id == m_t.c.id))
+        .where(m_t.c.run_id == run.id)
+        .order_by(m_t.c.id)
+    )
+    for row in conn.execute(query):
+        mapping = row._mapping
+        columns = {k: v for k, v in mapping.items() if k not in _SKIP_MEASUREMENT and not k.startswith("_sample")}
+        blob = mapping["_sample_blob"]
+        sample = (mapping["_sample_count"], bytes(blob)) if blob is not None else None
+        batch.measurements.append(
+            (run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]], columns, sample)
+        )
+    return batch
+
+
+def merge(target_url: str, sources: list[str]) -> list[MergeResult]:
+    """Merge each source into `target_url` (created at head if new); returns what each added."""
+    target = normalize_url(target_url)
+    target_path = sqlite_path(target)
+    prepared = []
+    for source in sources:
+        url = normalize_url(source_url(source))
+        path = sqlite_path(url)
+        if target_path is not None and path is not None and path.resolve() == target_path.resolve():
+            raise DatabaseInputError(f"merge source {source} is the target database itself")
+        prepared.append(require_current(url))
+    engine = open_for_writing(target)
+    results: list[MergeResult] = []
+    try:
+        for url in prepared:
+            src_engine = make_engine(url, write=False)
+            try:
+                with src_engine.connect() as src:
+                    runs = src.execute(select(models.Run.__table__).order_by(models.Run.id)).all()
+                    batches = [_run_batch(src, run) for run in runs]
+            finally:
+                src_engine.dispose()
+
+            def run_all() -> LoadCounts:
+                total = LoadCounts()
+                with engine.begin() as conn:
+                    for batch in batches:
+                        total.add(load(conn, batch))
+                return total
+
+            results.append(MergeResult(redact(url), len(runs), retry_locked(run_all)))
+    finally:
+        engine.dispose()
+    return results
