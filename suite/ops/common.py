@@ -137,7 +137,7 @@ class TorchOp(Op):
             if case.dtype in CUDA_ONLY_DTYPES:
                 return f"dtype {case.dtype} needs a CUDA GPU"
         if case.backend == "cupy":
-            reason = cupy_skip_reason(device, case.dtype)
+            reason = self.cupy_skip(case, device)
             if reason:
                 return reason
         if case.backend == "compiled":
@@ -151,6 +151,9 @@ class TorchOp(Op):
 
     def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
         return None
+
+    def cupy_skip(self, case: Case, device: DeviceInfo) -> str | None:
+        return cupy_skip_reason(device, case.dtype)
 
     def p(self, params: Params) -> dict[str, Any]:
         """Params with defaults filled in."""

@@ -17,7 +17,11 @@ from suite.ops.base import Op
 PLUGINS_ENV = "ROOFLAB_PLUGINS"
 BUILTIN_MODULES = (
     "suite.ops.pointwise",
+    "suite.ops.reduction",
     "suite.ops.gemm",
+    "suite.ops.attention",
+    "suite.ops.overhead",
+    "suite.ops.probes",
 )
 
 _ops: dict[str, Op] = {}
