@@ -1,0 +1,104 @@
+"""FLOP and byte models of every op against hand-computed values (DESIGN.md's table and the
+conventions the ops document)."""
+from __future__ import annotations
+
+import pytest
+
+from suite.ops.registry import all_ops, get_op
+
+# (op, params, dtype, flops, bytes), each worked out by hand
+CASES = [
+    # pointwise: copy 0 / 2ns, scale n / 2ns, add n / 3ns, triad 2n / 3ns
+    ("copy", {"n": 10}, "float32", 0, 2 * 10 * 4),
+    ("scale", {"n": 10}, "float16", 10, 2 * 10 * 2),
+    ("add", {"n": 10}, "float32", 10, 3 * 10 * 4),
+    ("triad", {"n": 10}, "float64", 20, 3 * 10 * 8),
+    ("gelu", {"n": 10}, "float32", 50, 80),
+    ("cos_cos", {"n": 10}, "bfloat16", 20, 40),
+    ("bias_gelu_dropout_residual", {"n": 8, "hidden": 4, "p": 0.1}, "float16", 64, (3 * 8 + 4) * 2),
+    # reductions over [3, 5]
+    ("sum", {"rows": 3, "cols": 5}, "float32", 15, (15 + 3) * 4),
+    ("amax", {"rows": 3, "cols": 5}, "float32", 15, (15 + 3) * 4),
+    ("softmax", {"rows": 3, "cols": 5}, "float32", 75, 2 * 15 * 4),
+    ("layernorm", {"rows": 3, "cols": 5}, "float32", 120, (30 + 10) * 4),
+    ("rmsnorm", {"rows": 3, "cols": 5}, "bfloat16", 60, (30 + 5) * 2),
+    # GEMM m=2, n=3, k=4: 2·2·3·4 = 48 FLOPs, (8 + 12 + 6)·s bytes
+    ("matmul", {"m": 2, "n": 3, "k": 4}, "float32", 48, 26 * 4),
+    ("matmul", {"m": 2, "n": 3, "k": 4}, "tf32", 48, 26 * 4),
+    ("matmul", {"m": 2, "n": 3, "k": 4}, "bfloat16", 48, 26 * 2),
+    ("matmul", {"m": 2, "n": 3, "k": 4, "batch": 5}, "float16", 240, 5 * 26 * 2),
+    # float8: 1-byte operands, bfloat16 output
+    ("matmul", {"m": 2, "n": 3, "k": 4}, "float8_e4m3fn", 48, (8 + 12) * 1 + 6 * 2),
+    ("matmul_bias_gelu", {"m": 2, "n": 3, "k": 4}, "float32", 48 + 6 * 6, (8 + 12 + 6 + 3) * 4),
+    # attention b=2, h=3, d=8
+    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 7, "head_dim": 8, "causal": False, "kernel": "naive"},
+     "float16", 4 * 2 * 3 * 5 * 7 * 8, (2 * 5 + 2 * 7) * 2 * 3 * 8 * 2),
+    # causal with seq_q != seq_k keeps the full count
+    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 7, "head_dim": 8, "causal": True, "kernel": "sdpa_flash"},
+     "float16", 6720, 2304),
+    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": True, "kernel": "sdpa_math"},
+     "float32", 4 * 2 * 3 * 5 * 5 * 8 // 2, (10 + 10) * 2 * 3 * 8 * 4),
+    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": False, "kernel": "sdpa_math"},
+     "float32", 4800, 3840),
+    ("launch", {"n": 3}, "float32", 3, 24),
+    # probes: BabelStream weights 2, 2, 3, 3, 2
+    ("stream_copy", {"n": 10}, "float64", 0, 160),
+    ("stream_scale", {"n": 10}, "float64", 10, 160),
+    ("stream_add", {"n": 10}, "float64", 10, 240),
+    ("stream_triad", {"n": 10}, "float64", 20, 240),
+    ("stream_dot", {"n": 10}, "float64", 20, 160),
+    ("fma_intensity", {"n": 10, "k": 8}, "float32", 160, 80),
+    ("fma_intensity", {"n": 10, "k": 1024}, "float16", 2 * 1024 * 10, 40),
+]
+
+
+@pytest.mark.parametrize("op_name, params, dtype, flops, nbytes", CASES)
+def test_flops_and_bytes_match_hand_computed_values(op_name, params, dtype, flops, nbytes):
+    op = get_op(op_name)
+    assert op.flops(params, dtype) == flops
+    assert op.bytes(params, dtype) == nbytes
+
+
+def test_every_op_has_a_hand_computed_case():
+    assert {name for name, *_ in CASES} == set(all_ops())
+
+
+def test_defaults_fill_missing_params():
+    # matmul defaults m = n = k = 512, batch 1
+    assert get_op("matmul").flops({}, "float32") == 2 * 512**3
+    assert get_op("matmul").flops({"batch": 1}, "float32") == get_op("matmul").flops({}, "float32")
+    # attention causal default False: full count
+    params = {"batch": 1, "heads": 1, "seq_q": 4, "seq_k": 4, "head_dim": 2}
+    assert get_op("attention").flops(params, "float16") == 4 * 16 * 2
+
+
+def test_models_are_pure_and_scale_linearly():
+    op = get_op("triad")
+    assert op.bytes({"n": 1000}, "float32") == 1000 * op.bytes({"n": 1}, "float32")
+    assert op.bytes({"n": 7}, "float32") == op.bytes({"n": 7}, "float32")
+    gemm = get_op("matmul")
+    assert gemm.flops({"m": 2, "n": 3, "k": 4, "batch": 3}, "float32") == 3 * gemm.flops({"m": 2, "n": 3, "k": 4}, "float32")
+
+
+def test_fma_intensity_is_k_over_element_size():
+    op = get_op("fma_intensity")
+    for dtype, size in (("float64", 8), ("float32", 4), ("float16", 2)):
+        for k in (1, 64, 1024):
+            params = {"n": 1 << 20, "k": k}
+            assert op.flops(params, dtype) / op.bytes(params, dtype) == pytest.approx(k / size)
+
+
+def test_naive_attention_memory_counts_the_score_matrix_but_bytes_do_not():
+    op = get_op("attention")
+    base = {"batch": 2, "heads": 4, "seq_q": 1024, "seq_k": 1024, "head_dim": 64, "causal": False}
+    naive = dict(base, kernel="naive")
+    flash = dict(base, kernel="sdpa_flash")
+    assert op.bytes(naive, "float16") == op.bytes(flash, "float16")
+    scores = 2 * 4 * 1024 * 1024 * 2
+    assert op.memory_bytes(naive, "float16") >= op.bytes(naive, "float16") + scores
+    assert op.memory_bytes(flash, "float16") < op.bytes(flash, "float16") + scores
+
+
+def test_memory_estimates_cover_inputs_and_outputs():
+    for name, params, dtype, _, nbytes in CASES:
+        assert get_op(name).memory_bytes(params, dtype) >= nbytes, name
