@@ -1,4 +1,4 @@
-"""The one dialect-specific statement the store needs: INSERT ... ON CONFLICT DO NOTHING."""
+"""The one dialect-specific statement the store needs: INSERT ... ON CONFLICT (key) DO NOTHING."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,9 +6,18 @@ from typing import Any
 from sqlalchemy import Connection, Table
 from sqlalchemy.dialects import postgresql, sqlite
 
+# The natural key of each table: a row whose key exists is skipped, any other violation still fails.
+NATURAL_KEYS: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",),
+    "environments": ("device_fingerprint",),
+    "cases": ("case_key",),
+    "run_shards": ("run_id", "shard"),
+    "run_environments": ("run_id", "environment_id", "device_key"),
+    "measurements": ("run_id", "case_id", "cache", "timing_mode", "device_key"),
+}
+
 
 def insert_ignore(conn: Connection, table: Table) -> Any:
-    """An INSERT into `table` that skips rows violating a unique constraint (SQLite and PostgreSQL)."""
-    if conn.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    return sqlite.insert(table).on_conflict_do_nothing()
+    """An INSERT into `table` that skips rows whose natural key already exists (SQLite and PostgreSQL)."""
+    module = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return module.insert(table).on_conflict_do_nothing(index_elements=list(NATURAL_KEYS[table.name]))

@@ -53,6 +53,12 @@ def parse_shard(shard: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+def require_aware(name: str, value: datetime) -> None:
+    """Refuse naive timestamps: everything is stored as timezone-aware UTC."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise DatabaseInputError(f"{name} {value!r} must be a timezone-aware datetime (UTC)")
+
+
 def device_key(device_uuid: str | None, device_fingerprint: str) -> str:
     """Which device a result belongs to: its UUID, or its fingerprint when it has none (a CPU)."""
     return device_uuid or device_fingerprint
@@ -158,6 +164,7 @@ class ResultStore:
 
     def start_run(self, run: RunRecord, shard: str | None = None) -> None:
         """Record a run (idempotent: every shard of a run, and a resumed run, call it again)."""
+        require_aware("started_at", run.started_at)
         if shard is not None:
             _, shard_count = parse_shard(shard)
 
@@ -311,6 +318,7 @@ class ResultStore:
         """
         if m.status not in STATUSES:
             raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {', '.join(STATUSES)}")
+        require_aware("measured_at", m.measured_at)
         row = measurement_row(m)
         blob = pack(m.samples_ms) if m.samples_ms else None
 

@@ -1,0 +1,185 @@
+"""Schema versions: creation at head, models == migrations, upgrade with data, refusal of other versions."""
+from __future__ import annotations
+
+import hashlib
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, text
+from typer.testing import CliRunner
+
+from db import query
+from db.errors import SchemaVersionError
+from db.models import Base
+from db.schema import alembic_config, head_revision, read_state, revisions
+from db.store import ResultStore
+from db.urls import normalize_url
+from runners.cli.app import app
+from tests.db.factories import make_case, make_env, make_measurement, make_run
+
+runner = CliRunner()
+
+
+def _file_digest(path: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.parent.glob(path.name + "*"))}
+
+
+def test_there_are_at_least_two_revisions_and_a_new_database_is_created_at_head(any_url: str) -> None:
+    assert revisions()[:2] == ["0001", "0002"]
+    assert read_state(any_url).kind == "empty"
+    ResultStore(any_url).close()
+    state = read_state(any_url)
+    assert (state.kind, state.revision) == ("current", head_revision())
+
+
+def test_head_migration_creates_exactly_the_models(any_url: str) -> None:
+    ResultStore(any_url).close()
+    engine = create_engine(normalize_url(any_url))
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
+    engine.dispose()
+    assert diff == []
+
+
+def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[float]:  # type: ignore[no-untyped-def]
+    """Rows written as plain SQL, the way revision 0001 laid them out."""
+    ts = "2026-01-02 03:04:05.250000" if dialect == "sqlite" else "2026-01-02 03:04:05.25+00"
+    conn.execute(text(
+        "INSERT INTO runs (id, run_id, suite, spec_text, spec_hash, started_at, finished_at, status, host, git_commit, "
+        "git_dirty, command_line, rooflab_version) VALUES (1, 'old-run', 'nightly', 'name: nightly', 'ab12', "
+        f"'{ts}', NULL, 'complete', 'node7', 'deadbeef', false, 'rooflab run nightly.yaml', '0.0.9')"
+    ))
+    conn.execute(text(
+        "INSERT INTO environments (id, device_fingerprint, device_name, device_kind, identity, memory_bytes, l2_bytes, "
+        f"sm_count, compute_capability, driver_version, cuda_version, torch_version, first_seen_at) VALUES (1, 'fp-old', "
+        f"'NVIDIA A100', 'cuda', '{{\"name\": \"NVIDIA A100\"}}', 85899345920, 41943040, 108, '8.0', '535', '12.2', "
+        f"'2.3.0', '{ts}')"
+    ))
+    medians = []
+    rng = random.Random()
+    for i in range(n_measurements):
+        median = rng.uniform(0.01, 5.0)
+        medians.append(median)
+        conn.execute(text(
+            f"INSERT INTO cases (id, case_key, op, op_version, family, backend, dtype, params) VALUES ({i + 1}, "
+            f"'copy.v1:eager:float32:cold:launch:n={i + 1}', 'copy', 1, 'pointwise', 'eager', 'float32', "
+            f"'{{\"n\": {i + 1}}}')"
+        ))
+        conn.execute(
+            text(
+                "INSERT INTO measurements (id, run_id, case_id, environment_id, device_key, device_uuid, shard, cache, "
+                "timing_mode, status, error, clock, measured_at, median_ms, n_samples, warmup_calls, "
+                "launches_per_sample, flush_bytes, flops, bytes, throttle_reasons, throttled) VALUES "
+                f"({i + 1}, 1, {i + 1}, 1, 'GPU-a', 'GPU-a', NULL, 'cold', 'launch', 'ok', NULL, 'cuda_events', '{ts}', "
+                f":median, 3, 5, 1, 0, 0, {8 * (i + 1)}, '[]', false)"
+            ),
+            {"median": median},
+        )
+        conn.execute(
+            text(f"INSERT INTO samples (measurement_id, count, values_f64le) VALUES ({i + 1}, 3, :blob)"),
+            {"blob": b"\x00" * 24},
+        )
+    return medians
+
+
+def test_upgrade_from_the_first_revision_keeps_the_data(any_url: str) -> None:
+    url = normalize_url(any_url)
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "0001")
+        medians = _insert_revision_one_rows(conn, url.get_backend_name(), 25)
+        if url.get_backend_name() == "postgresql":  # explicit ids were given: move the sequences past them
+            for table in ("runs", "environments", "cases", "measurements"):
+                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"))
+    engine.dispose()
+    assert read_state(any_url).kind == "older"
+    with pytest.raises(SchemaVersionError, match="rooflab db upgrade"):
+        ResultStore(any_url)
+    with pytest.raises(SchemaVersionError, match="older"):
+        query.results(any_url)
+
+    result = runner.invoke(app, ["db", "upgrade", "--db", any_url])
+    assert result.exit_code == 0, result.output
+    assert "0001 -> 0002" in result.output
+    assert read_state(any_url).kind == "current"
+
+    frame = query.results(any_url)
+    assert sorted(frame["median_ms"]) == sorted(medians)
+    assert set(frame["run_id"]) == {"old-run"} and set(frame["device_name"]) == {"NVIDIA A100"}
+    assert str(frame.loc[0, "started_at"]) == "2026-01-02 03:04:05.250000+00:00"
+    # the upgraded database takes new writes, including shards (a table revision 0002 added)
+    run, env = make_run("new-run"), make_env(5)
+    with ResultStore(any_url) as store:
+        store.start_run(run, shard="0/1")
+        store.add_environment(run.run_id, env)
+        assert store.add_measurement(make_measurement(run, make_case(1), env))
+        store.finish_run(run.run_id, "complete", shard="0/1")
+        assert store.run_status(run.run_id) == "complete"
+    assert len(query.results(any_url)) == 26
+    again = runner.invoke(app, ["db", "upgrade", "--db", any_url])
+    assert again.exit_code == 0 and "already at schema revision 0002" in again.output
+
+
+def test_a_newer_revision_is_refused_and_the_file_is_unchanged(sqlite_url: str, tmp_path: Path) -> None:
+    run, env = make_run("r"), make_env(0)
+    with ResultStore(sqlite_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        store.add_measurement(make_measurement(run, make_case(0), env))
+    path = Path(sqlite_url.removeprefix("sqlite:///"))
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '0099_from_the_future'")
+    conn.close()
+    before = _file_digest(path)
+    with pytest.raises(SchemaVersionError, match="newer rooflab"):
+        ResultStore(sqlite_url)
+    export_file = tmp_path / "x.csv"
+    for argv in (
+        ["db", "upgrade", "--db", sqlite_url],
+        ["db", "prune", "--samples-older-than", "1d", "--db", sqlite_url],
+        ["export", "--format", "csv", "--db", sqlite_url],
+        ["db", "merge", str(path), "--db", f"sqlite:///{tmp_path / 'target.db'}"],
+    ):
+        result = runner.invoke(app, argv)
+        assert result.exit_code == 2, (argv, result.output)
+        assert "0099_from_the_future" in result.output
+    export_file.write_text("")
+    result = runner.invoke(app, ["import", str(export_file), "--db", sqlite_url])
+    assert result.exit_code == 2
+    assert _file_digest(path) == before
+    assert not (tmp_path / "target.db").exists() or read_state(f"sqlite:///{tmp_path / 'target.db'}").kind == "empty"
+
+
+def test_a_newer_revision_on_postgres_is_refused_without_writing(postgres_url: str) -> None:
+    with ResultStore(postgres_url) as store:
+        store.start_run(make_run("r"))
+    engine = create_engine(normalize_url(postgres_url))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0099_from_the_future'"))
+    with pytest.raises(SchemaVersionError, match="newer rooflab"):
+        ResultStore(postgres_url)
+    assert runner.invoke(app, ["db", "upgrade", "--db", postgres_url]).exit_code == 2
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one() == "0099_from_the_future"
+        assert conn.execute(text("SELECT count(*) FROM runs")).scalar_one() == 1
+    engine.dispose()
+
+
+def test_tables_without_a_version_are_not_touched(sqlite_url: str) -> None:
+    path = sqlite_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (x INTEGER)")
+    conn.close()
+    with pytest.raises(SchemaVersionError, match="no schema version"):
+        ResultStore(sqlite_url)
+
+
+def test_migrations_are_found_from_any_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    ResultStore("relative.db").close()
+    assert read_state(f"sqlite:///{tmp_path / 'relative.db'}").kind == "current"
