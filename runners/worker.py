@@ -272,11 +272,24 @@ def _release_after_failure(device: DeviceInfo) -> None:
         pass
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Exit when the supervisor is gone (killed with SIGKILL), even in the middle of a case."""
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _watch_supervisor(supervisor_pid: int) -> None:
+    """Exit when the supervisor is gone (killed with SIGKILL), even in the middle of a case.
+
+    The worker's parent is the supervisor (spawn) or the fork server, which exits with it."""
+    parent = os.getppid()
     while True:
         time.sleep(1.0)
-        if os.getppid() != parent_pid:
+        if os.getppid() != parent or not _alive(supervisor_pid):
             os._exit(1)
 
 
@@ -287,10 +300,19 @@ def _pin(torch_device: str) -> None:
         torch.cuda.set_device(torch.device(torch_device))
 
 
-def worker_main(conn: Any, torch_device: str, parent_pid: int) -> None:
-    """Entry point of the worker process (multiprocessing spawn target)."""
+def worker_main(
+    conn: Any, torch_device: str, supervisor_pid: int, environ: Mapping[str, str] | None = None
+) -> None:
+    """Entry point of the worker process (multiprocessing target).
+
+    `environ` is the supervisor's environment at the time the worker was asked for (a fork
+    server's own environment is that of an earlier moment): ROOFLAB_PLUGINS and CUDA settings
+    are read from it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
+    threading.Thread(target=_watch_supervisor, args=(supervisor_pid,), daemon=True, name="supervisor-watch").start()
     try:
         from runners.environment import capture
 

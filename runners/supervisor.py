@@ -1,0 +1,540 @@
+"""The supervisor: feeds cases to worker processes, one per device, and stores every result at once.
+
+One event loop in the main thread waits on all workers' pipes and process sentinels together:
+a result is written with `ResultStore.add_measurement` (one transaction) before the next case is
+sent; a worker that dies marks its case `crashed` (exit code or signal) and a fresh worker takes
+the next case; a worker that outlives the per-case wall-clock limit is killed and its case marked
+`crashed` ("timed out"). The first SIGINT lets the cases in flight finish and be stored, then the
+run stops as `interrupted`; a second SIGINT (or a SIGTERM) stops at once. What was stored stays.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from multiprocessing.connection import wait
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from db.records import CaseRecord, MeasurementRecord
+from db.store import device_key, environment_device_uuid
+from runners.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
+from suite.case import Case
+from suite.timing import TimingSettings
+
+# A fresh worker imports torch, captures the environment and initialises the device.
+WORKER_START_TIMEOUT_S = 300.0
+# Per-case limit: a generous allowance for input preparation and the reference, a larger one for
+# torch.compile, plus a multiple of the case's own warmup + sampling budget.
+CASE_ALLOWANCE_S = 60.0
+COMPILE_ALLOWANCE_S = 240.0
+CASE_BUDGET_FACTOR = 3.0
+# A worker that fails to start this many times in a row is given up on (its device is broken).
+MAX_START_FAILURES = 2
+POLL_S = 0.25
+
+
+def default_case_timeout_s(settings: TimingSettings, backend: str) -> float:
+    """The wall-clock limit of one case: allowance + factor x (warmup + max sampling time)."""
+    budget_s = (settings.warmup_ms + settings.max_time_ms) / 1e3
+    allowance = CASE_ALLOWANCE_S + (COMPILE_ALLOWANCE_S if backend == "compiled" else 0.0)
+    return allowance + CASE_BUDGET_FACTOR * budget_s
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """`signal SIGSEGV (-11)` or `exit code 3`."""
+    if exitcode is None:
+        return "unknown exit status"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"signal {name} ({exitcode})"
+    return f"exit code {exitcode}"
+
+
+class Store(Protocol):
+    def add_environment(self, run_id: str, env: Any) -> Any: ...
+    def add_measurement(self, m: MeasurementRecord) -> bool: ...
+    def measured_case_keys(self, run_id: str, device_uuid: str | None = None) -> set[str]: ...
+
+
+class Progress(Protocol):
+    def lane_ready(self, lane: str, device_name: str, pending: int, already_measured: int) -> None: ...
+    def case_started(self, lane: str, case: Case) -> None: ...
+    def case_done(self, lane: str, case: Case, record: MeasurementRecord, elapsed_s: float) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One stored result, for progress and the summary."""
+
+    lane: str
+    case: Case
+    record: MeasurementRecord
+    elapsed_s: float
+    stored: bool  # False when the store already held a result for it (nothing was written)
+
+
+@dataclass(frozen=True)
+class LaneReport:
+    torch_device: str
+    device_name: str | None
+    device_uuid: str | None
+    device_fingerprint: str | None
+    cases: int  # cases given to this lane
+    already_measured: int  # skipped because the run already held a result (resume)
+    error: str | None  # why the lane stopped early (worker could not start)
+
+
+@dataclass(frozen=True)
+class SupervisorResult:
+    status: str  # complete | interrupted | failed
+    results: tuple[CaseResult, ...]
+    lanes: tuple[LaneReport, ...]
+    unmeasured: int  # cases left without a result (interrupt, a lane that failed)
+
+
+# Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
+# instead of importing torch again. Importing them does not initialise CUDA, so every worker still
+# initialises its own CUDA context, as a spawned one would.
+WORKER_PRELOAD = ("torch", "numpy", "runners.worker", "runners.timing", "runners.clocks", "runners.environment")
+
+
+def worker_context() -> Any:
+    """`forkserver` with the heavy imports preloaded where the platform has it, else `spawn`.
+
+    Both start workers from a process that never touched CUDA (a plain fork of the supervisor
+    would not be safe once the supervisor had)."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(list(WORKER_PRELOAD))
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class _WorkerProcess:
+    """One spawned worker and the parent's end of its pipe."""
+
+    def __init__(self, torch_device: str) -> None:
+        ctx = worker_context()
+        self.conn, child_conn = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(
+            target=worker_main,
+            args=(child_conn, torch_device, os.getpid(), dict(os.environ)),
+            name=f"rooflab-worker[{torch_device}]",
+            daemon=False,  # a daemonic process may not start children (torch.compile's workers do)
+        )
+        self.process.start()
+        child_conn.close()
+
+    @property
+    def sentinel(self) -> int:
+        return self.process.sentinel
+
+    def send(self, message: tuple[str, Any]) -> None:
+        self.conn.send(message)
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5.0)
+        self.conn.close()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask the worker to exit; kill it if it does not."""
+        try:
+            self.conn.send(("stop", None))
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(timeout_s)
+        self.kill()
+
+    def exitcode_after_death(self) -> int | None:
+        self.process.join(5.0)
+        return self.process.exitcode
+
+
+@dataclass
+class _Lane:
+    torch_device: str
+    cases: list[Case]
+    worker: _WorkerProcess | None = None
+    state: str = "new"  # new | starting | idle | busy | done
+    deadline: float = 0.0
+    pending: deque[Case] | None = None  # known once the first worker reported its device
+    in_flight: Case | None = None
+    sent_at: float = 0.0
+    ready: WorkerReady | None = None
+    device_uuid: str | None = None
+    already_measured: int = 0
+    start_failures: int = 0
+    error: str | None = None
+    results: list[CaseResult] = field(default_factory=list)
+
+
+class Supervisor:
+    """Runs `cases` on every device in `torch_devices` (each device measures every case)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        run_id: str,
+        torch_devices: Sequence[str],
+        cases: Sequence[Case],
+        progress: Progress,
+        seed: int = 0,
+        timing_overrides: Mapping[str, Any] | None = None,
+        case_timeout_s: float | None = None,
+        shard: str | None = None,
+        work_model: Callable[[Case], tuple[int, int]] | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.shard = shard
+        self.seed = seed
+        self.timing_overrides = {k: v for k, v in (timing_overrides or {}).items() if v is not None}
+        self.case_timeout_s = case_timeout_s
+        self.progress = progress
+        self.work_model = work_model or _op_work_model
+        self.handle_signals = handle_signals
+        self.lanes = [_Lane(d, list(cases)) for d in torch_devices]
+        self.stop_requested = False
+        self._interrupts = 0
+
+    # -- signals -------------------------------------------------------------------------------
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self._interrupts += 1
+        if self._interrupts == 1:
+            self.stop_requested = True
+            self.progress.note("interrupt: finishing the case in flight, then stopping (Ctrl-C again stops at once)")
+            return
+        raise KeyboardInterrupt
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stop_requested = True
+        raise KeyboardInterrupt
+
+    # -- main loop -----------------------------------------------------------------------------
+
+    def run(self) -> SupervisorResult:
+        previous: dict[int, Any] = {}
+        if self.handle_signals:
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
+            previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_sigterm)
+        stopped_at_once = False
+        try:
+            self._loop()
+        except KeyboardInterrupt:
+            stopped_at_once = True
+            self.stop_requested = True
+        finally:
+            for lane in self.lanes:
+                if lane.worker is not None:
+                    if stopped_at_once or lane.state in ("busy", "starting"):
+                        lane.worker.kill()
+                    else:
+                        lane.worker.stop()
+                    lane.worker = None
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return self._result()
+
+    def _result(self) -> SupervisorResult:
+        results: list[CaseResult] = []
+        reports: list[LaneReport] = []
+        unmeasured = 0
+        failed = False
+        for lane in self.lanes:
+            results.extend(lane.results)
+            if lane.pending is None:
+                unmeasured += len(lane.cases)
+            else:
+                unmeasured += len(lane.pending) + (1 if lane.in_flight is not None else 0)
+            if lane.error:
+                failed = True
+            env = lane.ready.environment if lane.ready else None
+            reports.append(
+                LaneReport(
+                    torch_device=lane.torch_device,
+                    device_name=lane.ready.device.name if lane.ready else None,
+                    device_uuid=lane.device_uuid,
+                    device_fingerprint=getattr(env, "device_fingerprint", None),
+                    cases=len(lane.cases),
+                    already_measured=lane.already_measured,
+                    error=lane.error,
+                )
+            )
+        if self.stop_requested:
+            status = "interrupted"
+        elif failed:
+            status = "failed"
+        else:
+            status = "complete"
+        return SupervisorResult(status, tuple(results), tuple(reports), unmeasured)
+
+    def _loop(self) -> None:
+        while True:
+            for lane in self.lanes:
+                self._advance(lane)
+            active = [lane for lane in self.lanes if lane.state in ("starting", "busy")]
+            if not active:
+                if all(lane.state == "done" for lane in self.lanes):
+                    return
+                continue
+            now = time.monotonic()
+            timeout = max(0.0, min(POLL_S, min(lane.deadline for lane in active) - now))
+            waitables: list[Any] = []
+            for lane in active:
+                assert lane.worker is not None
+                waitables += [lane.worker.conn, lane.worker.sentinel]
+            ready = set(wait(waitables, timeout))
+            for lane in active:
+                worker = lane.worker
+                assert worker is not None
+                if worker.conn in ready:
+                    self._receive(lane)
+                elif worker.sentinel in ready:
+                    self._worker_died(lane)
+                elif time.monotonic() > lane.deadline:
+                    self._deadline_passed(lane)
+
+    def _advance(self, lane: _Lane) -> None:
+        """Start a worker or send the next case, as the lane's state allows."""
+        if lane.state == "done":
+            return
+        if self.stop_requested and lane.state in ("new", "idle", "starting"):
+            if lane.state == "starting" and lane.worker is not None:
+                lane.worker.kill()
+                lane.worker = None
+            self._finish_lane(lane)
+            return
+        if lane.state == "new":
+            if not lane.cases or (lane.pending is not None and not lane.pending):
+                self._finish_lane(lane)
+                return
+            lane.worker = _WorkerProcess(lane.torch_device)
+            lane.state = "starting"
+            lane.deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+            return
+        if lane.state == "idle":
+            assert lane.pending is not None and lane.worker is not None
+            if not lane.pending:
+                self._finish_lane(lane)
+                return
+            case = lane.pending.popleft()
+            lane.in_flight = case
+            lane.sent_at = time.monotonic()
+            limit = self.case_timeout_s or default_case_timeout_s(
+                case.timing.override(self.timing_overrides), case.backend
+            )
+            lane.deadline = lane.sent_at + limit
+            lane.state = "busy"
+            self.progress.case_started(lane.torch_device, case)
+            try:
+                lane.worker.send(("case", CaseRequest(case, self.seed, self.timing_overrides)))
+            except (BrokenPipeError, OSError):
+                self._worker_died(lane)
+
+    def _finish_lane(self, lane: _Lane) -> None:
+        if lane.worker is not None:
+            lane.worker.stop()
+            lane.worker = None
+        lane.state = "done"
+
+    def _receive(self, lane: _Lane) -> None:
+        assert lane.worker is not None
+        try:
+            kind, payload = lane.worker.conn.recv()
+        except (EOFError, OSError):
+            self._worker_died(lane)
+            return
+        if kind == "ready":
+            self._on_ready(lane, payload)
+        elif kind == "setup_error":
+            lane.worker.kill()
+            lane.worker = None
+            lane.error = f"worker on {lane.torch_device} could not start: {payload}"
+            self.progress.note(lane.error)
+            lane.state = "done"
+        elif kind == "result":
+            self._on_result(lane, payload)
+
+    def _on_ready(self, lane: _Lane, ready: WorkerReady) -> None:
+        lane.start_failures = 0
+        if lane.ready is None:
+            lane.ready = ready
+            lane.device_uuid = environment_device_uuid(ready.environment)
+            self.store.add_environment(self.run_id, ready.environment)
+            key = device_key(lane.device_uuid, ready.environment.device_fingerprint)
+            done = self.store.measured_case_keys(self.run_id, key)
+            pending = [case for case in lane.cases if case.case_key not in done]
+            lane.already_measured = len(lane.cases) - len(pending)
+            lane.pending = deque(pending)
+            self.progress.lane_ready(lane.torch_device, ready.device.name, len(pending), lane.already_measured)
+        lane.state = "idle"
+
+    def _on_result(self, lane: _Lane, outcome: CaseOutcome) -> None:
+        case = lane.in_flight
+        assert case is not None and case.case_key == outcome.case_key
+        self._store(lane, case, outcome, time.monotonic() - lane.sent_at)
+        lane.in_flight = None
+        if outcome.worker_unusable:
+            self.progress.note(f"{lane.torch_device}: device context unusable after a failure; starting a fresh worker")
+            assert lane.worker is not None
+            lane.worker.kill()
+            lane.worker = None
+            lane.state = "new"
+        else:
+            lane.state = "idle"
+
+    def _worker_died(self, lane: _Lane) -> None:
+        assert lane.worker is not None
+        exitcode = lane.worker.exitcode_after_death()
+        lane.worker.kill()
+        lane.worker = None
+        how = describe_exit(exitcode)
+        if lane.state == "starting":
+            self._start_failed(lane, f"worker died while starting ({how})")
+            return
+        case = lane.in_flight
+        if case is not None:
+            outcome = CaseOutcome(case.case_key, "crashed", f"worker process died: {how}")
+            self._store(lane, case, outcome, time.monotonic() - lane.sent_at)
+            self.progress.note(f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
+        lane.in_flight = None
+        lane.state = "new"
+
+    def _deadline_passed(self, lane: _Lane) -> None:
+        assert lane.worker is not None
+        lane.worker.kill()
+        lane.worker = None
+        if lane.state == "starting":
+            self._start_failed(lane, f"worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
+            return
+        case = lane.in_flight
+        assert case is not None
+        elapsed = time.monotonic() - lane.sent_at
+        outcome = CaseOutcome(case.case_key, "crashed", f"timed out after {elapsed:.1f} s; worker killed")
+        self._store(lane, case, outcome, elapsed)
+        self.progress.note(f"{lane.torch_device}: {case.describe()} timed out after {elapsed:.1f} s; worker killed")
+        lane.in_flight = None
+        lane.state = "new"
+
+    def _start_failed(self, lane: _Lane, why: str) -> None:
+        lane.start_failures += 1
+        if lane.start_failures >= MAX_START_FAILURES:
+            lane.error = f"{lane.torch_device}: {why}; giving up on this device"
+            self.progress.note(lane.error)
+            lane.state = "done"
+        else:
+            self.progress.note(f"{lane.torch_device}: {why}; retrying")
+            lane.state = "new"
+
+    # -- records -------------------------------------------------------------------------------
+
+    def _store(self, lane: _Lane, case: Case, outcome: CaseOutcome, elapsed_s: float) -> None:
+        assert lane.ready is not None
+        record = build_record(
+            case,
+            outcome,
+            run_id=self.run_id,
+            device_fingerprint=lane.ready.environment.device_fingerprint,
+            device_uuid=lane.device_uuid,
+            shard=self.shard,
+            work_model=self.work_model,
+        )
+        stored = self.store.add_measurement(record)
+        result = CaseResult(lane.torch_device, case, record, elapsed_s, stored)
+        lane.results.append(result)
+        self.progress.case_done(lane.torch_device, case, record, elapsed_s)
+
+
+def _op_work_model(case: Case) -> tuple[int, int]:
+    """(flops, bytes) of one call, from the op's pure functions."""
+    from suite.ops.registry import get_op
+
+    op = get_op(case.op)
+    params = op.resolved_params(case.params)
+    return int(op.flops(params, case.dtype)), int(op.bytes(params, case.dtype))
+
+
+def build_record(
+    case: Case,
+    outcome: CaseOutcome,
+    *,
+    run_id: str,
+    device_fingerprint: str,
+    device_uuid: str | None,
+    shard: str | None,
+    work_model: Callable[[Case], tuple[int, int]],
+) -> MeasurementRecord:
+    """The MeasurementRecord of one case; FLOPs and bytes are filled in whatever the status."""
+    try:
+        flops, nbytes = work_model(case)
+    except Exception as exc:  # noqa: BLE001 - an op whose model fails still gets its status stored
+        flops, nbytes = 0, 0
+        extra = f"work model failed: {describe_exception(exc)}"
+        outcome = _with_error(outcome, extra)
+    case_record = CaseRecord(
+        case_key=case.case_key,
+        op=case.op,
+        op_version=case.op_version,
+        family=case.family,
+        backend=case.backend,
+        dtype=case.dtype,
+        params=dict(case.params),
+    )
+    ok = outcome.status == "ok"
+    stats = dict(outcome.stats or {}) if ok else {}
+    return MeasurementRecord(
+        run_id=run_id,
+        case=case_record,
+        device_fingerprint=device_fingerprint,
+        cache=case.cache,
+        timing_mode=case.timing_mode,
+        status=outcome.status,
+        measured_at=datetime.now(timezone.utc),
+        device_uuid=device_uuid,
+        shard=shard,
+        error=outcome.error,
+        clock=outcome.clock,
+        median_ms=stats.get("median_ms"),
+        mean_ms=stats.get("mean_ms"),
+        min_ms=stats.get("min_ms"),
+        max_ms=stats.get("max_ms"),
+        p10_ms=stats.get("p10_ms"),
+        p90_ms=stats.get("p90_ms"),
+        iqr_ms=stats.get("iqr_ms"),
+        std_ms=stats.get("std_ms"),
+        n_samples=int(stats.get("n_samples") or 0),
+        rel_ci_halfwidth=stats.get("rel_ci_halfwidth"),
+        stop_reason=outcome.stop_reason if ok else None,
+        first_call_ms=outcome.first_call_ms,
+        warmup_calls=outcome.warmup_calls if ok else 0,
+        launches_per_sample=outcome.launches_per_sample if ok else 1,
+        flush_bytes=outcome.flush_bytes if ok else 0,
+        flops=flops,
+        bytes=nbytes,
+        sm_clock_start_mhz=outcome.sm_clock_start_mhz,
+        sm_clock_end_mhz=outcome.sm_clock_end_mhz,
+        sm_clock_max_mhz=outcome.sm_clock_max_mhz,
+        throttle_reasons=tuple(outcome.throttle_reasons),
+        throttled=outcome.throttled,
+        samples_ms=tuple(outcome.samples_ms) if ok else (),
+    )
+
+
+def _with_error(outcome: CaseOutcome, extra: str) -> CaseOutcome:
+    from dataclasses import replace
+
+    error = f"{outcome.error}; {extra}" if outcome.error else extra
+    return replace(outcome, error=error)

@@ -1,0 +1,142 @@
+"""The supervisor with real worker processes on the CPU: planted faults, each recorded, the sweep going on."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from db.query import results
+from db.records import RunRecord
+from db.store import ResultStore
+from runners.supervisor import Supervisor, default_case_timeout_s, describe_exit
+from suite.case import Case
+from suite.timing import TimingSettings
+
+PLUGIN = "tests.runners.planted_ops"
+FAST = TimingSettings(warmup_ms=1.0, warmup_calls=2, min_samples=5, max_samples=200, min_time_ms=2.0, max_time_ms=50.0)
+
+
+def planted(op: str, n: int = 4096) -> Case:
+    return Case(
+        op=op, op_version=1, family="pointwise", backend="eager", dtype="float32", cache="hot",
+        timing_mode="launch", params={"n": n, "sleep_ms": 0.0}, benchmark="planted", timing=FAST,
+    )
+
+
+class Recorder:
+    """A Progress that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.ready: list[tuple[str, int, int]] = []
+        self.started: list[str] = []
+        self.done: list[tuple[str, str]] = []
+        self.notes: list[str] = []
+
+    def lane_ready(self, lane: str, device_name: str, pending: int, already_measured: int) -> None:
+        self.ready.append((lane, pending, already_measured))
+
+    def case_started(self, lane: str, case: Case) -> None:
+        self.started.append(case.case_key)
+
+    def case_done(self, lane: str, case: Case, record, elapsed_s: float) -> None:  # type: ignore[no-untyped-def]
+        self.done.append((case.case_key, record.status))
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def new_run(url: str, run_id: str) -> ResultStore:
+    store = ResultStore(url)
+    store.start_run(
+        RunRecord(
+            run_id=run_id, suite="planted", spec_text="name: planted", spec_hash="0" * 64,
+            started_at=datetime.now(timezone.utc), host="test", command_line="pytest",
+        )
+    )
+    return store
+
+
+@pytest.fixture
+def db_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
+    return f"sqlite:///{tmp_path / 'results.db'}"
+
+
+def test_planted_faults_are_recorded_and_the_sweep_goes_on(db_url: str) -> None:
+    cases = [
+        planted("planted_scale", 1024),
+        planted("planted_raise"),
+        planted("planted_exit"),
+        planted("planted_scale", 2048),  # measured by a fresh worker after os._exit
+        planted("planted_wrong"),
+        planted("planted_segv"),
+        planted("planted_huge"),
+        planted("planted_hang"),
+        planted("planted_scale", 4096),  # measured by a fresh worker after the timeout
+    ]
+    store = new_run(db_url, "faults")
+    progress = Recorder()
+    result = Supervisor(
+        store=store, run_id="faults", torch_devices=["cpu"], cases=cases, progress=progress,
+        case_timeout_s=4.0, handle_signals=False,
+    ).run()
+    store.close()
+    assert result.status == "complete"
+    assert result.unmeasured == 0
+    assert [status for _, status in progress.done] == [
+        "ok", "failed", "crashed", "ok", "incorrect", "crashed", "skipped", "crashed", "ok",
+    ]
+    df = results(db_url, run_id="faults").set_index("case_key")
+    assert len(df) == len(cases)
+    rows = {c.op + str(c.params["n"]): df.loc[c.case_key] for c in cases}
+    assert rows["planted_raise4096"]["error"] == "RuntimeError: planted failure in the timed call"
+    assert rows["planted_exit4096"]["error"] == "worker process died: exit code 3"
+    assert "SIGSEGV" in rows["planted_segv4096"]["error"]
+    assert rows["planted_hang4096"]["error"].startswith("timed out after 4.")
+    assert rows["planted_huge4096"]["error"].startswith("would not fit")
+    assert "max abs error" in rows["planted_wrong4096"]["error"]
+    for key in ("planted_scale1024", "planted_scale2048", "planted_scale4096"):
+        assert rows[key]["status"] == "ok"
+        assert rows[key]["median_ms"] > 0 and rows[key]["n_samples"] >= FAST.min_samples
+    for key in ("planted_raise4096", "planted_exit4096", "planted_wrong4096", "planted_segv4096", "planted_hang4096"):
+        assert pd_isnull(rows[key]["median_ms"])
+        # the work model is stored whatever the status, so a failed case still shows its size
+        assert rows[key]["flops"] == 4096 and rows[key]["bytes"] == 8 * 4096
+    assert sum("fresh worker" in note or "timed out" in note for note in progress.notes) >= 3
+
+
+def test_second_pass_over_a_run_measures_nothing_again(db_url: str) -> None:
+    cases = [planted("planted_scale", 256), planted("planted_scale", 512)]
+    store = new_run(db_url, "twice")
+    first = Supervisor(store=store, run_id="twice", torch_devices=["cpu"], cases=cases[:1], progress=Recorder(),
+                       handle_signals=False).run()
+    progress = Recorder()
+    second = Supervisor(store=store, run_id="twice", torch_devices=["cpu"], cases=cases, progress=progress,
+                        handle_signals=False).run()
+    store.close()
+    assert first.status == second.status == "complete"
+    assert progress.ready == [("cpu", 1, 1)]
+    assert progress.started == [cases[1].case_key]
+    df = results(db_url, run_id="twice")
+    assert sorted(df["case_key"]) == sorted(c.case_key for c in cases)
+
+
+def test_exit_descriptions() -> None:
+    assert describe_exit(3) == "exit code 3"
+    assert describe_exit(-11) == "signal SIGSEGV (-11)"
+    assert describe_exit(-9) == "signal SIGKILL (-9)"
+
+
+def test_case_timeout_grows_with_the_case_budget_and_compile() -> None:
+    short = default_case_timeout_s(FAST, "eager")
+    long = default_case_timeout_s(TimingSettings(max_time_ms=60_000), "eager")
+    compiled = default_case_timeout_s(FAST, "compiled")
+    assert short < long and short < compiled
+    assert long >= 3 * 60.0
+
+
+def pd_isnull(value: object) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
