@@ -1,0 +1,214 @@
+"""Figures as SVG text (matplotlib Agg backend, seaborn styles and palettes).
+
+Every function takes plain frames/records and returns the SVG document as a string; nothing here
+reads the database. Text from the database is drawn literally (`plain` escapes mathtext).
+"""
+from __future__ import annotations
+
+import io
+import math
+from contextlib import contextmanager
+from typing import Iterator
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from reports.ceilings import DeviceCeilings  # noqa: E402
+from reports.frames import usable  # noqa: E402
+from reports.regressions import SeriesVerdict  # noqa: E402
+
+FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
+DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
+                 "float8_e4m3fn": "P", "float8_e5m2": "X", "int8": "*", "int32": "h"}
+_RC = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100}
+
+
+def plain(text: object) -> str:
+    """Text from the database as literal text: dollar signs would otherwise start mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+@contextmanager
+def _figure(width: float = 8.0, height: float = 5.5) -> Iterator[tuple[plt.Figure, plt.Axes]]:
+    with plt.rc_context(_RC), sns.axes_style("whitegrid"):
+        fig, ax = plt.subplots(figsize=(width, height))
+        try:
+            yield fig, ax
+        finally:
+            plt.close(fig)
+
+
+def _svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    with plt.rc_context(_RC):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def _family_colors(families) -> dict[str, tuple]:
+    names = [f for f in FAMILY_ORDER if f in set(families)] + sorted(set(families) - set(FAMILY_ORDER))
+    return dict(zip(names, sns.color_palette("tab10", max(len(names), 1))))
+
+
+def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
+    """Scatter coloured by family, marked by dtype; cold filled, hot hollow."""
+    colors = _family_colors(rows["family"].astype(str))
+    for (family, dtype, cache), g in rows.groupby(["family", "dtype", "cache"], sort=True):
+        color = colors[str(family)]
+        marker = DTYPE_MARKERS.get(str(dtype), "o")
+        face = color if cache == "cold" else "none"
+        ax.scatter(g[x], g[y], marker=marker, s=36, facecolors=face, edgecolors=[color], linewidths=1.2,
+                   label=plain(f"{family} {dtype} {cache}"), zorder=3)
+
+
+def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
+    """Log-log roofline: intensity (FLOP/byte) against achieved TFLOP/s.
+
+    Measured roofs solid, datasheet roofs dashed, the fma_intensity sweep as the measured knee
+    (a line per dtype), every ok measurement with FLOPs and bytes as a point.
+    """
+    ok = usable(rows)
+    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy() if not ok.empty else ok
+    with _figure() as (fig, ax):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        xs = [1 / 64, 4096.0]
+        if not pts.empty:
+            pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
+            pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
+            xs = [min(xs[0], pts["x"].min() / 2), max(xs[1], pts["x"].max() * 2)]
+        grid = np.logspace(math.log10(xs[0]), math.log10(xs[1]), 200)
+        compute = [c for c in dc.ceilings if c.kind in ("vector", "matrix")]
+        top = max([c.value for c in compute] + [1.0])
+        for c in dc.ceilings:
+            if c.kind in ("hbm_rw", "hbm_ro", "l2"):
+                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6,
+                        color={"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind],
+                        label=f"measured {c.kind} {c.value:,.0f} GB/s", zorder=2)
+        hbm = dc.get("hbm_rw") or dc.get("hbm_ro")
+        for c in compute:
+            start = c.value * 1e3 / hbm.value if hbm else xs[0]
+            ax.hlines(c.value, start, xs[1], colors="tab:red" if c.kind == "matrix" else "tab:blue", lw=1.4,
+                      label=plain(f"measured {c.kind} {c.dtype} {c.value:,.1f} TFLOP/s"), zorder=2)
+        if dc.spec is not None:
+            bw = dc.spec.memory_gbps.value
+            dtypes = set(pts["dtype"]) if not pts.empty else set()
+            peaks = {}
+            for dtype in sorted(dtypes):
+                for matrix in (True, False):
+                    fig_ = dc.spec.peak_tflops(dtype, matrix=matrix)
+                    if fig_ is not None:
+                        peaks[f"{'matrix' if matrix else 'vector'} {dtype}"] = fig_.value
+            dtop = max(list(peaks.values()) + [top])
+            ax.plot(grid, np.minimum(grid * bw / 1e3, dtop), "--", color="black", lw=1.0, alpha=0.7,
+                    label=f"datasheet HBM {bw:,.0f} GB/s ({dc.spec.key})")
+            for label, value in peaks.items():
+                ax.hlines(value, value * 1e3 / bw, xs[1], linestyles="dashed", colors="gray", lw=0.9)
+                ax.annotate(f"datasheet {label}", (xs[1], value), fontsize=7, ha="right", va="bottom", color="gray")
+        knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
+        for dtype, g in knee.groupby("dtype") if not knee.empty else ():
+            g = g.sort_values("x")
+            ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, label=plain(f"fma_intensity knee {dtype}"))
+        if not pts.empty:
+            _points(ax, pts, "x", "y")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("achieved TFLOP/s")
+        ax.set_title(f"Roofline: {plain(dc.device_name)} (filled = cold L2, hollow = hot)", fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        if pts.empty and not dc.ceilings:
+            ax.text(0.5, 0.5, "no measurements", transform=ax.transAxes, ha="center")
+        return _svg(fig)
+
+
+def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
+    """Achieved GB/s against working set (bytes, log x) for zero-FLOP ops and the stream probes."""
+    ok = usable(rows)
+    sel = ok[(pd.to_numeric(ok["flops"], errors="coerce") == 0) | ok["op"].astype(str).str.startswith("stream_")] if not ok.empty else ok
+    sel = sel[pd.to_numeric(sel["bytes"], errors="coerce") > 0] if not sel.empty else sel
+    with _figure(8.0, 4.5) as (fig, ax):
+        ax.set_xscale("log")
+        if not sel.empty:
+            sel = sel.assign(gbps_=sel["bytes"].astype(float) / (sel["median_ms"].astype(float) * 1e-3) / 1e9)
+            ops = sorted(sel["op"].astype(str).unique())
+            colors = dict(zip(ops, sns.color_palette("tab10", len(ops))))
+            for (op, cache), g in sel.groupby(["op", "cache"], sort=True):
+                g = g.sort_values("bytes")
+                c = colors[str(op)]
+                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == "cold" else ":", color=c, lw=1.0)
+                ax.scatter(g["bytes"].astype(float), g["gbps_"], color=c, facecolors=c if cache == "cold" else "none",
+                           edgecolors=[c], s=28, label=plain(f"{op} {cache}"), zorder=3)
+        else:
+            ax.text(0.5, 0.5, "no zero-FLOP or stream measurements", transform=ax.transAxes, ha="center")
+        if l2_bytes:
+            ax.axvline(l2_bytes, color="tab:brown", ls="--", lw=1.0, label=f"L2 = {l2_bytes / 2**20:.0f} MiB")
+            ax.axvline(4 * l2_bytes, color="tab:brown", ls=":", lw=0.8, label="4 x L2")
+        ax.set_xlabel("working set (bytes moved per call)")
+        ax.set_ylabel("achieved GB/s")
+        ax.set_title(f"Bandwidth against working set: {plain(device_name)} (filled = cold, hollow = hot)", fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        return _svg(fig)
+
+
+def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
+    """Measured speedup (filled) and predicted speedup (x) against intensity."""
+    with _figure(8.0, 4.5) as (fig, ax):
+        rows = cmp[cmp["speedup"].notna()] if not cmp.empty else cmp
+        if not rows.empty:
+            rows = rows.assign(x=rows["intensity"].fillna(0).clip(lower=1e-3))
+            colors = _family_colors(rows["family"].astype(str))
+            for family, g in rows.groupby("family", sort=True):
+                c = colors[str(family)]
+                ax.scatter(g["x"], g["speedup"], color=c, s=30, label=plain(f"{family} measured"), zorder=3)
+                pred = g[g["predicted_speedup"].notna()]
+                ax.scatter(pred["x"], pred["predicted_speedup"], color=c, marker="x", s=30, label=plain(f"{family} predicted"))
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+        else:
+            ax.text(0.5, 0.5, "no case ok on both sides", transform=ax.transAxes, ha="center")
+        ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte; zero-FLOP ops at 1e-3)")
+        ax.set_ylabel("speedup (baseline ms / candidate ms)")
+        ax.set_title(plain(f"{candidate} against {baseline}"), fontsize=10)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        return _svg(fig)
+
+
+def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
+    """Per-run medians of one series, baseline band, excluded points hollow, segments separated."""
+    with _figure(8.0, 3.2) as (fig, ax):
+        pts = verdict.points
+        x = list(range(len(pts)))
+        y = [p.median_ms for p in pts]
+        ax.plot(x, y, "-", color="lightgray", lw=0.8)
+        good = [(i, p.median_ms) for i, p in enumerate(pts) if p.good]
+        bad = [(i, p.median_ms) for i, p in enumerate(pts) if not p.good]
+        if good:
+            ax.scatter(*zip(*good), color="tab:blue", s=18, label="good", zorder=3)
+        if bad:
+            ax.scatter(*zip(*bad), facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
+        for i in range(1, len(pts)):
+            if pts[i].segment != pts[i - 1].segment:
+                ax.axvline(i - 0.5, color="tab:green", ls="--", lw=1.0, label="environment change")
+        if verdict.baseline is not None:
+            b = verdict.baseline
+            ax.axhline(b.center_ms, color="black", lw=0.8, label="baseline median")
+            ax.axhspan(b.center_ms - z_threshold * b.spread_ms, b.center_ms + z_threshold * b.spread_ms,
+                       color="tab:blue", alpha=0.08, label=f"+/- {z_threshold:g} robust sd")
+        flagged = [f for f in (verdict.previous, verdict.latest) if f is not None and f.flagged]
+        for f in flagged:
+            i = next(j for j, p in enumerate(pts) if p.run_id == f.run_id)
+            ax.scatter([i], [f.median_ms], color="tab:red", s=50, marker="D", zorder=4)
+        ax.set_xlabel("run (in run order)")
+        ax.set_ylabel("median ms")
+        ax.set_title(plain(f"{verdict.status}: {verdict.case_key} on {verdict.device_name}"), fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        return _svg(fig)

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from reports.html import render_report
+from tests.reports.synth import device_rows, frame, gemm, history, noisy, row
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+EVIL = "<script>alert('x')</script>"
+
+
+def _site_frame() -> pd.DataFrame:
+    a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100", l2_bytes=40 << 20)
+    rows = device_rows() + device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, **a100)
+    n = 1 << 24
+    for kw in ({}, a100):
+        rows.append(row(op="cos_cos", family="pointwise", params={"n": n}, flops=2 * n, nbytes=8 * n, median_ms=0.2, **kw))
+        rows.append(row(op="cos_cos", family="pointwise", params={"n": n}, flops=2 * n, nbytes=8 * n, median_ms=0.1,
+                        backend="compiled", **kw))
+        rows.append(gemm(4096, 4096, 4096, 300.0, **kw))
+    # strings from the database that must come out escaped
+    rows.append(row(op=EVIL, family="pointwise", params={"n": EVIL}, flops=n, nbytes=8 * n, median_ms=0.1,
+                    host=EVIL, run_id=EVIL))
+    rows += history(noisy(25, 1.0, 0.02, 3) + [1.2, 1.21], start_order=10)
+    rows += history(noisy(25, 0.5, 0.02, 4) + [0.51], start_order=10, device_name=EVIL + " GPU", fingerprint=EVIL)
+    return frame(rows)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    return render_report(_site_frame(), tmp_path_factory.mktemp("report") / "site").parent
+
+
+def test_report_pages_are_written_and_escaped(site):
+    names = sorted(p.name for p in site.glob("*.html"))
+    assert "index.html" in names and "compare.html" in names and "regressions.html" in names
+    assert sum(n.startswith("device-") for n in names) == 3
+    for page in site.glob("*.html"):
+        text = page.read_text()
+        assert "<script" not in text, page.name
+        assert "http://" not in text and "https://" not in text, page.name
+    assert "&lt;script&gt;" in (site / "index.html").read_text()
+    for svg in site.glob("figures/*.svg"):
+        text = svg.read_text()
+        assert "<script" not in text and text.lstrip().startswith("<?xml")
+    # every referenced figure exists
+    for page in site.glob("*.html"):
+        for src in re.findall(r'src="([^"]+)"', page.read_text()):
+            assert (site / src).is_file(), src
+    reg = (site / "regressions.html").read_text()
+    assert "status-regression" in reg and "stream_triad.v1" in reg
+    dev = next(site.glob("device-nvidia-h100*.html")).read_text()
+    assert "Ceilings against the datasheet" in dev and "eager vs compiled" in dev
+
+
+def test_empty_database_says_there_is_nothing_yet(tmp_path):
+    index = render_report(pd.DataFrame(), tmp_path / "empty")
+    assert "nothing here yet" in index.read_text()
+    assert (index.parent / "regressions.html").is_file()
+
+
+def _console(url: str, tmp_path: Path, shot: Path) -> list[str]:
+    """Console lines (the report has no scripts, so any console message is an error) of one page load."""
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+           "--enable-logging=stderr", "--v=0", "--window-size=1280,1600", f"--screenshot={shot}", url]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    log = proc.stdout + proc.stderr
+    return [line for line in log.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+def _blank(shot: Path) -> bool:
+    from PIL import Image
+
+    img = Image.open(shot).convert("RGB")
+    colors = img.getcolors(maxcolors=1 << 20)
+    # few distinct colours, or one colour covering nearly everything
+    return colors is None or len(colors) <= 50 or max(n for n, _ in colors) >= 0.97 * img.width * img.height
+
+
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+
+
+@pytest.mark.browser
+@needs_chromium
+@pytest.mark.parametrize("page", ["index.html", "device"])
+def test_report_opens_in_headless_chromium_without_console_errors(site, tmp_path, page):
+    target = next(site.glob("device-nvidia-h100*.html")) if page == "device" else site / page
+    shot = tmp_path / "shot.png"
+    console = _console(target.as_uri(), tmp_path, shot)
+    assert not console, "\n".join(console)
+    assert shot.is_file()
+    assert not _blank(shot), "screenshot looks blank"
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_the_browser_check_catches_a_broken_page(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>console.error('planted'); missingFunction();</script></body></html>")
+    shot = tmp_path / "shot.png"
+    console = _console(page.as_uri(), tmp_path, shot)
+    assert any("planted" in line for line in console) and any("missingFunction" in line for line in console)
+    assert _blank(shot)
