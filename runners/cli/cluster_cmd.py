@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from runners.cli.common import err_console, fail, user_error_types
+from runners.cli.common import DbOption, db_url, err_console, fail, print_json, user_error_types
 
 FAIL_ON = ("regression", "suspect", "never")
 
@@ -103,5 +103,54 @@ def slurm_command(
     typer.echo(f"submit tonight's run with: bash {submit}")
 
 
+NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML report: one command for CI.
+
+Prints a short plain-text summary (counts by status, shards, regressions, suspects, improvements,
+where the report is) and writes OUT/summary.json for bots. Exit code: 1 when a regression is
+found (per --fail-on), the run failed or the report could not be written; 0 on a clean history;
+2 on invalid input; 130 when interrupted. `--skip-run` only judges and reports an existing run
+(the last step of a sharded night, e.g. the Slurm finalising job).
+"""
+
+
+def nightly_command(
+    spec: str = typer.Argument(..., help="Spec file or shipped spec name."),
+    db: str | None = DbOption,
+    out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
+    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression | suspect (or regression) | never."),
+    run_id: str | None = typer.Option(None, "--run-id", help="Run id (shards of one night share it) [default: derived]."),
+    shard: str | None = typer.Option(None, "--shard", help="I/N: run only shard I (0-based) of N."),
+    filter_: list[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE; repeatable."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda:N."),
+    devices: str | None = typer.Option(None, "--devices", help="all, or a list such as 0,1: one worker per GPU."),
+    skip_run: bool = typer.Option(False, "--skip-run", help="Measure nothing: judge and report the run (--run-id, "
+                                  "default the suite's latest run)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show a progress line per case."),
+    window: int = typer.Option(20, "--window", help="Baseline: at most this many earlier good runs."),
+    z_threshold: float = typer.Option(4.0, "--z-threshold", help="Flag when the robust z-score is above this."),
+    min_change: float = typer.Option(0.05, "--min-change", help="... and the relative change above this."),
+    json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),
+) -> None:
+    from runners.nightly import nightly
+
+    try:
+        summary = nightly(
+            spec, db_url=db_url(db), out_dir=out, fail_on=fail_on, run_id=run_id, shard=shard, filters=filter_,
+            device=device, devices=devices, skip_run=skip_run, quiet=not verbose, window=window,
+            z_threshold=z_threshold, min_change=min_change,
+        )
+    except user_error_types() as exc:
+        fail(escape(str(exc)))
+    except KeyboardInterrupt:
+        err_console.print("interrupted", highlight=False)
+        raise typer.Exit(130) from None
+    if json_output:
+        print_json(summary.to_dict())
+    else:
+        typer.echo(summary.text())
+    raise typer.Exit(summary.exit_code)
+
+
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
     app.command("slurm")(slurm_command)
+    app.command("nightly", help=NIGHTLY_HELP)(nightly_command)

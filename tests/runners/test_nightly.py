@@ -1,0 +1,182 @@
+"""`rooflab nightly --skip-run` over planted histories: exit codes, summaries, shards."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from runners.cli.app import app
+from runners.nightly import nightly
+from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
+
+CASES = [case_record("copy", n) for n in (1 << 20, 1 << 22, 1 << 24)]
+SPEC = """name: nightly
+benchmarks:
+  - name: copies
+    op: copy
+    params:
+      n: [1048576, 4194304, 16777216]
+"""
+
+
+@pytest.fixture()
+def spec(tmp_path: Path) -> Path:
+    path = tmp_path / "nightly.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def planted(seed: int, n_runs: int, steps: dict[int, dict[int, float]]) -> list[dict[str, float]]:
+    """Per run, case_key -> median: a random level per case with 0.5 % run-to-run noise, times
+    steps[run][case index] where given."""
+    rng = np.random.default_rng(seed)
+    levels = {c.case_key: float(rng.uniform(0.05, 5.0)) for c in CASES}
+    runs = []
+    for i in range(n_runs):
+        medians = {k: v * (1 + 0.005 * rng.standard_normal()) for k, v in levels.items()}
+        for case_index, factor in steps.get(i, {}).items():
+            medians[CASES[case_index].case_key] *= factor
+        runs.append(medians)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> tuple[Path, list[str]]:
+    """12 nights: case 0 is 20 % slower on nights 10 and 11, case 1 30 % faster, case 2 flat."""
+    base = tmp_path_factory.mktemp("history")
+    url = sqlite_url(base)
+    steps = {10: {0: 1.2, 1: 0.7}, 11: {0: 1.2, 1: 0.7}}
+    run_ids = write_history(url, cases=CASES, medians_by_run=planted(1, 12, steps), start=T0, seed=2)
+    return base / "results.db", run_ids
+
+
+@pytest.fixture()
+def url(history, tmp_path) -> str:
+    """A private copy of the planted history."""
+    copy = tmp_path / "results.db"
+    shutil.copyfile(history[0], copy)
+    return f"sqlite:///{copy}"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args), catch_exceptions=False)
+
+
+def test_planted_step_of_20_percent_fails_the_night(url, history, tmp_path, spec):
+    run_ids = history[1]
+    out = tmp_path / "report"
+    result = invoke("nightly", str(spec), "--db", url, "--out", str(out), "--skip-run", "--run-id", run_ids[-1])
+    assert result.exit_code == 1, result.output
+    assert "1 regressions" in result.output and "REGRESSION" in result.output and "improved" in result.output
+    assert CASES[0].case_key in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["exit_code"] == 1 and summary["alert"] is True
+    assert [r["case_key"] for r in summary["regressions"]] == [CASES[0].case_key]
+    assert summary["regressions"][0]["rel_change"] == pytest.approx(0.2, abs=0.03)
+    assert [r["case_key"] for r in summary["improvements"]] == [CASES[1].case_key]
+    assert summary["suspects"] == []
+    assert summary["counts"]["ok"] == 3 and summary["series_checked"] == 3
+    assert summary["report"] == str(out / "index.html") and (out / "index.html").is_file()
+    # the same night with --fail-on never reports it but does not fail; no --run-id: the latest run
+    result = invoke("nightly", str(spec), "--db", url, "--out", str(out), "--skip-run", "--fail-on", "never")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run_id"] == run_ids[-1] and summary["regressions"]
+
+
+def test_the_first_slow_night_is_a_suspect(url, history, tmp_path, spec):
+    """Judging night 10 ignores night 11: one slow night is a suspect, which fails only --fail-on suspect."""
+    night = history[1][10]
+    summary = nightly(str(spec), db_url=url, out_dir=tmp_path / "r", skip_run=True, run_id=night)
+    assert summary.exit_code == 0
+    assert [r["case_key"] for r in summary.verdicts["suspect"]] == [CASES[0].case_key]
+    assert summary.verdicts["regression"] == ()
+    result = invoke("nightly", str(spec), "--db", url, "--out", str(tmp_path / "s"), "--skip-run",
+                    "--run-id", night, "--fail-on", "suspect")
+    assert result.exit_code == 1, result.output
+    assert "suspect" in result.output
+
+
+def test_clean_history_passes(url, history, tmp_path, spec):
+    out = tmp_path / "report"
+    result = invoke("nightly", str(spec), "--db", url, "--out", str(out), "--skip-run", "--run-id", history[1][9],
+                    "--fail-on", "suspect")
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["regressions"] == [] and summary["suspects"] == [] and summary["improvements"] == []
+    assert "0 regressions, 0 suspects, 0 improvements" in result.output and "report:" in result.output
+
+
+def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
+    from db.store import ResultStore
+
+    url = sqlite_url(tmp_path)
+    rng = np.random.default_rng(11)
+    with ResultStore(url) as store:
+        store.start_run(run_record("sharded", T0), shard="0/4")
+        store.start_run(run_record("sharded", T0), shard="2/4")
+        store.add_environment("sharded", H100.record())
+        store.add_measurement(measurement("sharded", CASES[0], 1.0, rng, measured_at=T0, shard="0/4"))
+        store.finish_run("sharded", "complete", shard="0/4")
+    summary = nightly(str(spec), db_url=url, out_dir=tmp_path / "r", skip_run=True, run_id="sharded")
+    assert summary.shards.expected == 4
+    assert summary.shards.finished == ("0/4",) and summary.shards.unfinished == ("2/4",)
+    assert summary.shards.missing == ("1/4", "3/4")
+    text = summary.text()
+    assert "shards: 1/4 finished; unfinished 2/4; missing 1/4, 3/4" in text
+    assert summary.run_status == "running" and summary.exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--fail-on", "always"], "--fail-on"),
+        (["--shard", "4/4"], "--shard"),
+        (["--window", "1"], "--window"),
+        (["--min-change", "1.5"], "--min-change"),
+        (["--run-id", "nope"], "no such run"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(url, tmp_path, spec, args, fragment):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["nightly", str(spec), "--db", url, "--out", str(out), "--skip-run", *args])
+    assert result.exit_code == 2, result.output
+    assert fragment in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+
+
+def test_bad_spec_exits_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nbenchmarks: []\n")
+    result = CliRunner().invoke(app, ["nightly", str(bad), "--db", sqlite_url(tmp_path), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "bad.yaml" in result.output
+    assert not (tmp_path / "results.db").exists()
+
+
+def test_skip_run_without_any_run_of_the_suite_exits_2(url, tmp_path, spec):
+    other = tmp_path / "other.yaml"
+    other.write_text(SPEC.replace("name: nightly", "name: other"))
+    result = CliRunner().invoke(app, ["nightly", str(other), "--db", url, "--out", str(tmp_path / "o"), "--skip-run"])
+    assert result.exit_code == 2 and "no run of other" in result.output
+
+
+def test_text_summary_lists_at_most_ten_per_kind(tmp_path, spec):
+    from runners.nightly import NightlySummary, ShardState
+
+    rows = tuple(
+        {"case_key": f"copy.v1:eager:float32:cold:launch:n={i}", "device_name": "H100", "device_fingerprint": "f",
+         "baseline_ms": 1.0, "latest_ms": 1.3, "rel_change": 0.3, "z": 20.0}
+        for i in range(13)
+    )
+    s = NightlySummary(run_id="r", suite="s", run_status="complete", db_url="sqlite:///x", counts={"ok": 13},
+                       shards=ShardState(0, (), (), ()), verdicts={"regression": rows}, series_checked=13,
+                       insufficient_data=0, fail_on="regression", report=None)
+    text = s.text()
+    assert text.count("REGRESSION") == 10 and "and 3 more regressions" in text
+    assert "1.000 ms -> 1.300 ms (+30.0 %" in text
+    assert s.exit_code == 1 and s.to_dict()["regressions"][12]["case_key"].endswith("n=12")
