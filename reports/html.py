@@ -187,7 +187,7 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 
 def write_report(db_url: str, out_dir: str | Path) -> Path:
     """Read every result from the database at `db_url` and write the site; returns index.html."""
-    from db.query import results
     from db.urls import redact
+    from reports.load import load_results
 
-    return render_report(results(db_url), out_dir, source=redact(db_url))
+    return render_report(load_results(db_url), out_dir, source=redact(db_url))
