@@ -1,8 +1,248 @@
-"""CLI commands: filled in by the part of rooflab that owns them."""
+"""CLI: `roofline`, `predict`, `compare`, `regressions`, `report` (thin wrappers over reports/*)."""
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import Any, Callable, Optional, TypeVar
+
 import typer
+from rich.markup import escape
+from rich.table import Table
+
+from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json
+
+T = TypeVar("T")
+FAIL_ON = ("regression", "suspect", "never")
+
+
+def _guard(action: Callable[[], T]) -> T:
+    """Run `action`; invalid input (ReportInputError, DatabaseInputError) becomes exit code 2."""
+    from db.errors import DatabaseInputError
+    from reports.errors import ReportInputError
+
+    try:
+        return action()
+    except (ReportInputError, DatabaseInputError) as exc:
+        fail(escape(str(exc)))
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return escape(str(value))
+
+
+def _pct(value: Any) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
+
+
+def _load(db: Optional[str]):
+    from reports.load import load_results
+
+    return _guard(lambda: load_results(db_url(db)))
+
+
+def _out_dir(out: Optional[Path]) -> Optional[Path]:
+    if out is None:
+        return None
+    if out.exists() and not out.is_dir():
+        fail(f"--out: {escape(str(out))} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def roofline_cmd(
+    device: str = typer.Option(..., "--device", help="Device name (or part of it) or fingerprint prefix."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the roofline and bandwidth charts (SVG) here."),
+) -> None:
+    """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
+    from reports import plots
+    from reports.ceilings import compute_ceilings
+    from reports.frames import select_device
+    from reports.html import slug
+
+    df = _load(db)
+    name, rows = _guard(lambda: select_device(df, device))
+    dc = compute_ceilings(rows, name)
+    figures = []
+    folder = _out_dir(out)
+    if folder is not None:
+        for kind, svg in (("roofline", plots.roofline_svg(rows, dc)), ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
+            path = folder / f"{kind}-{slug(name)}.svg"
+            path.write_text(svg, encoding="utf-8")
+            figures.append(str(path))
+    if as_json:
+        print_json({**dc.as_dict(), "figures": figures})
+        return
+    table = Table(title=f"Ceilings of {escape(name)} (datasheet: {escape(dc.spec.key) if dc.spec else 'none'})")
+    for col in ("ceiling", "dtype / timing", "measured", "unit", "datasheet", "ratio", "case", "run"):
+        table.add_column(col, overflow="fold")
+    for c in dc.ceilings:
+        table.add_row(c.kind, escape(c.dtype or c.timing_mode or ""), _fmt(c.value), c.unit, _fmt(c.datasheet),
+                      _pct(c.ratio), escape(c.case_key), escape(c.run_id))
+    console.print(table)
+    if not dc.ceilings:
+        console.print("no probe results for this device yet (run suite/specs/roofline.yaml)")
+    for path in figures:
+        console.print(f"wrote {escape(path)}", highlight=False)
+
+
+def predict_cmd(
+    op: str = typer.Argument(..., help="Op name, e.g. matmul."),
+    shape: str = typer.Option("", "--shape", help="Parameters as k=v,... e.g. m=4096,n=4096,k=4096."),
+    dtype: str = typer.Option(..., "--dtype", help="dtype as torch spells it (or tf32)."),
+    device: str = typer.Option(..., "--device", help="A device in the database, or a datasheet entry (e.g. 'H100 SXM')."),
+    cache: str = typer.Option("cold", "--cache", help="cold (HBM roof) or hot (L2 roof)."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
+    from reports.predict import parse_shape, predict
+
+    if cache not in ("cold", "hot"):
+        fail(f"--cache: {escape(cache)!r} is not allowed; allowed: cold, hot")
+    df = _load(db)
+    pred = _guard(lambda: predict(op, parse_shape(shape), dtype, device, df, cache=cache))
+    if as_json:
+        print_json(pred.as_dict())
+        return
+    table = Table(title=f"{escape(op)} {escape(dtype)} on {escape(pred.device)}", show_header=False)
+    table.add_column("quantity")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("params", ",".join(f"{k}={v}" for k, v in pred.params.items())),
+        ("FLOPs", f"{pred.flops:,}"), ("bytes", f"{pred.bytes:,}"),
+        ("intensity", f"{_fmt(pred.intensity)} FLOP/byte"),
+        ("compute roof", f"{_fmt(pred.compute_tflops)} TFLOP/s ({pred.compute_origin}: {pred.compute_source})"),
+        ("bandwidth roof", f"{_fmt(pred.bandwidth_gbps)} GB/s ({pred.bandwidth_origin}: {pred.bandwidth_source})"),
+        ("ridge point", f"{_fmt(pred.ridge_flop_per_byte)} FLOP/byte"),
+        ("wall", pred.wall),
+        ("roofline time", f"{_fmt(pred.roofline_ms)} ms"),
+        ("attainable", f"{_fmt(pred.attainable_tflops)} TFLOP/s"),
+        ("launch floor", f"{_fmt(pred.launch_floor_ms)} ms" if pred.launch_floor_ms else "not measured"),
+    ]
+    for k, v in rows:
+        table.add_row(k, escape(str(v)))
+    console.print(table)
+
+
+def compare_cmd(
+    baseline: str = typer.Option(..., "--baseline", help="Device (name or fingerprint) or run id."),
+    candidate: str = typer.Option(..., "--candidate", help="Device (name or fingerprint) or run id."),
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the speedup-against-intensity chart (SVG) here."),
+) -> None:
+    """Per-case speedup of the candidate over the baseline beside the speedup the roofs predict."""
+    from reports import compare as c
+    from reports import plots
+
+    df = _load(db)
+    base = _guard(lambda: c.resolve_side(df, baseline, option="--baseline"))
+    cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
+    cmp = c.compare(base, cand)
+    summary, deviating = c.summary(cmp), c.most_deviating(cmp)
+    figures = []
+    folder = _out_dir(out)
+    if folder is not None:
+        path = folder / "speedup.svg"
+        path.write_text(plots.speedup_svg(cmp, base.label, cand.label), encoding="utf-8")
+        figures.append(str(path))
+    if as_json:
+        print_json({"baseline": base.label, "candidate": cand.label, "cases": _rows(cmp), "summary": _rows(summary),
+                    "most_deviating": _rows(deviating), "figures": figures})
+        return
+    t = Table(title=f"{escape(cand.label)} against {escape(base.label)}: {len(cmp)} cases ok on both")
+    for col in ("family", "dtype", "cases", "speedup (geomean)", "predicted (geomean)"):
+        t.add_column(col)
+    for _, r in summary.iterrows():
+        t.add_row(escape(str(r["family"])), escape(str(r["dtype"])), str(r["cases"]), _fmt(r["speedup_geomean"], 3),
+                  _fmt(r["predicted_geomean"], 3))
+    console.print(t)
+    d = Table(title="cases that deviate most from the prediction")
+    for col in ("case", "wall", "speedup", "predicted", "measured / predicted"):
+        d.add_column(col, overflow="fold")
+    for _, r in deviating.iterrows():
+        d.add_row(escape(r["case_key"]), escape(str(r["wall"])), _fmt(r["speedup"], 3), _fmt(r["predicted_speedup"], 3),
+                  _fmt(r["deviation"], 3))
+    console.print(d)
+    for path in figures:
+        console.print(f"wrote {escape(path)}", highlight=False)
+
+
+def _rows(frame) -> list[dict]:
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")]
+
+
+def regressions_cmd(
+    db: Optional[str] = DbOption,
+    as_json: bool = JsonOption,
+    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression, suspect (or regression), never."),
+    window: int = typer.Option(20, "--window", help="Baseline: the last N good results."),
+    threshold: float = typer.Option(4.0, "--threshold", help="Robust z-score above which a result is flagged."),
+    min_change: float = typer.Option(0.05, "--min-change", help="Minimum relative change to flag (0.05 = 5 %)."),
+    show_all: bool = typer.Option(False, "--all", help="List every series, not only flagged ones."),
+) -> None:
+    """Newest result of every series against a robust baseline; exit 1 when --fail-on matches."""
+    from reports.regressions import detect, should_fail
+
+    if fail_on not in FAIL_ON:
+        fail(f"--fail-on: {escape(fail_on)!r} is not allowed; allowed: {', '.join(FAIL_ON)}")
+    if window < 1:
+        fail("--window: must be at least 1")
+    if not threshold > 0:
+        fail("--threshold: must be > 0")
+    if not 0 <= min_change < 10:
+        fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
+    df = _load(db)
+    verdicts = detect(df, window=window, z_threshold=threshold, min_change=min_change)
+    failing = should_fail(verdicts, fail_on)
+    counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
+    if as_json:
+        print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
+                    "series": [v.as_dict() for v in verdicts if show_all or v.status in ("regression", "suspect", "improvement")]})
+    else:
+        shown = [v for v in verdicts if show_all or v.status in ("regression", "suspect", "improvement")]
+        order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+        shown.sort(key=lambda v: (order.index(v.status), v.case_key))
+        t = Table(title=f"{len(verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "note"):
+            t.add_column(col, overflow="fold")
+        for v in shown:
+            d = v.as_dict()
+            t.add_row(v.status, escape(v.case_key), escape(v.device_name), _fmt(d["latest_ms"]), _fmt(d["baseline_ms"]),
+                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(v.note))
+        console.print(t)
+        if not verdicts:
+            console.print("no results yet: nothing to check")
+    if failing:
+        err_console.print(f"failing: results match --fail-on {fail_on}", highlight=False)
+        raise typer.Exit(1)
+
+
+def report_cmd(
+    out: Path = typer.Option(..., "--out", help="Folder for the static HTML site (index.html)."),
+    db: Optional[str] = DbOption,
+) -> None:
+    """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
+    from reports.html import render_report
+    from db.urls import redact
+
+    url = db_url(db)
+    df = _load(db)
+    folder = _out_dir(out)
+    index = render_report(df, folder, source=_guard(lambda: redact(url)))
+    console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    return None
+    app.command("roofline")(roofline_cmd)
+    app.command("predict")(predict_cmd)
+    app.command("compare")(compare_cmd)
+    app.command("regressions")(regressions_cmd)
+    app.command("report")(report_cmd)

@@ -112,3 +112,44 @@ def history(values: list[float], *, case_op: str = "stream_triad", start_order: 
 def noisy(n: int, level: float, rel_noise: float, seed: int) -> list[float]:
     rng = np.random.default_rng(seed)
     return list(level * (1 + rel_noise * rng.standard_normal(n)))
+
+
+def write_db(url: str, rows: list[dict]) -> None:
+    """Store synthetic rows through db.store.ResultStore (one run per run_id, one environment per fingerprint)."""
+    from db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
+    from db.store import ResultStore
+
+    with ResultStore(url) as store:
+        started: set[str] = set()
+        envs: set[tuple[str, str]] = set()
+        for r in rows:
+            if r["run_id"] not in started:
+                store.start_run(RunRecord(run_id=r["run_id"], suite=r["suite"], spec_text="synthetic: {}",
+                                          spec_hash="0" * 64, started_at=r["started_at"], host=r["host"],
+                                          command_line="rooflab run synthetic", git_commit=r["git_commit"]))
+                started.add(r["run_id"])
+            if (r["run_id"], r["device_fingerprint"]) not in envs:
+                store.add_environment(r["run_id"], EnvironmentRecord(
+                    device_fingerprint=r["device_fingerprint"], device_name=r["device_name"], device_kind="cuda",
+                    identity={"name": r["device_name"], "driver": r["driver_version"]}, info={},
+                    memory_bytes=r["memory_bytes"], l2_bytes=r["l2_bytes"], sm_count=r["sm_count"],
+                    compute_capability=r["compute_capability"], driver_version=r["driver_version"],
+                    cuda_version=r["cuda_version"], torch_version=r["torch_version"]))
+                envs.add((r["run_id"], r["device_fingerprint"]))
+            ok = r["status"] == "ok"
+            params = json.loads(r["params"])
+            store.add_measurement(MeasurementRecord(
+                run_id=r["run_id"],
+                case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=1, family=r["family"],
+                                backend=r["backend"], dtype=r["dtype"], params=params),
+                device_fingerprint=r["device_fingerprint"], cache=r["cache"], timing_mode=r["timing_mode"],
+                status=r["status"], measured_at=r["measured_at"], device_uuid=r["device_uuid"],
+                error=r["error"], median_ms=r["median_ms"], mean_ms=r["mean_ms"] if ok else None,
+                min_ms=r["min_ms"] if ok else None, max_ms=r["max_ms"] if ok else None, p10_ms=r["p10_ms"],
+                p90_ms=r["p90_ms"], iqr_ms=r["iqr_ms"] if ok else None, std_ms=r["std_ms"] if ok else None,
+                n_samples=r["n_samples"], rel_ci_halfwidth=r["rel_ci_halfwidth"] if ok else None,
+                stop_reason=r["stop_reason"], flops=int(r["flops"]), bytes=int(r["bytes"]),
+                throttled=bool(r["throttled"]),
+                samples_ms=tuple([r["median_ms"]] * 5) if ok else ()))
+        for run_id in started:
+            store.finish_run(run_id, "complete")
