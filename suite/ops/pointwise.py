@@ -97,8 +97,10 @@ class PointwiseOp(TorchOp):
 
         def check(output: Any) -> str | None:
             got = as_torch(output)
+            if tuple(got.shape) != (n,):
+                return f"output has shape {tuple(got.shape)}, expected {(n,)}"
             return compare_chunked(
-                got.reshape(-1, 1) if got.dim() == 1 else got,
+                got.reshape(-1, 1),
                 lambda rows: self.reference(*(x[rows].double() for x in xs)).reshape(-1, 1),
                 case.dtype,
             )
