@@ -158,3 +158,118 @@ def test_missing_cuda_device_is_refused_clearly() -> None:
 
     with pytest.raises(ValueError, match="CUDA"):
         capture(f"cuda:{torch.cuda.device_count() if torch.cuda.is_available() else 0}")
+
+
+# --- the CUDA capture against a fake torch.cuda device and a fake NVML (no GPU needed) ---
+
+
+class FakeNvml:
+    NVML_CLOCK_SM = 1
+    NVML_CLOCK_MEM = 2
+
+    def __init__(self, uuids: list[str]) -> None:
+        self.uuids = uuids
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.uuids)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
+        return f"handle{i}"
+
+    def nvmlDeviceGetUUID(self, h: str) -> bytes:
+        return self.uuids[int(h[-1])].encode()
+
+    def nvmlDeviceGetMemoryBusWidth(self, h: str) -> int:
+        return 5120
+
+    def nvmlDeviceGetMaxClockInfo(self, h: str, clock: int) -> int:
+        return {1: 1980, 2: 2619}[clock]
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: str) -> int:
+        return 700_000  # mW
+
+    def nvmlDeviceGetEccMode(self, h: str) -> list[int]:
+        return [1, 0]  # (current, pending)
+
+    def nvmlDeviceGetMigMode(self, h: str) -> list[int]:
+        return [0, 1]
+
+    def nvmlDeviceGetPersistenceMode(self, h: str) -> int:
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    def nvmlDeviceGetPciInfo(self, h: str):
+        import types
+
+        return types.SimpleNamespace(busId=b"00000000:19:00.0")
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "580.65.06"
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return 13000
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch):
+    import types
+
+    import torch
+
+    from runners import nvml
+
+    props = types.SimpleNamespace(
+        name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
+        L2_cache_size=52_428_800, total_memory=85_520_809_984, uuid="bbbbbbbb-0000-0000-0000-000000000001",
+    )
+    lib = FakeNvml(["GPU-aaaaaaaa-0000-0000-0000-000000000000", "GPU-BBBBBBBB-0000-0000-0000-000000000001"])
+    monkeypatch.setattr(nvml, "nvml", lambda: lib)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: props)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    return props, lib
+
+
+def test_cuda_capture_maps_torch_and_nvml_fields(fake_gpu) -> None:
+    import torch
+
+    record, device = capture("cuda:0")
+    assert device == type(device)(
+        kind="cuda", name="NVIDIA H100 80GB HBM3", torch_device="cuda:0", memory_bytes=85_520_809_984,
+        l2_bytes=52_428_800, compute_capability=(9, 0), sm_count=132,
+    )
+    assert record.identity == {
+        "kind": "cuda", "model": "NVIDIA H100 80GB HBM3", "memory_bytes": 85_520_809_984,
+        "driver_major": "580", "cuda_major": "13", "torch_version": torch.__version__,
+    }
+    info = record.info
+    assert info["uuid"] == "GPU-bbbbbbbb-0000-0000-0000-000000000001"  # the NVML device matched by UUID
+    assert info["pci_bus_id"] == "00000000:19:00.0"
+    assert info["theoretical_memory_gbps"] == pytest.approx(3352.32)
+    assert (info["max_sm_clock_mhz"], info["max_memory_clock_mhz"], info["memory_bus_width_bits"]) == (1980.0, 2619.0, 5120)
+    assert info["power_limit_w"] == 700.0
+    assert info["ecc_enabled"] is True and info["mig_enabled"] is False  # current modes, not pending
+    assert info["persistence_mode"] is None  # unsupported queries are None, not errors
+    assert info["cuda_driver_version"] == "13.0" and info["cuda_runtime_version"] == "13.0"
+    assert record.compute_capability == "9.0" and record.driver_version == "580.65.06"
+    assert record.device_fingerprint == fingerprint(record.identity)
+
+
+def test_nvml_handle_found_by_uuid_whatever_the_order(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners import nvml
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert nvml.handle_for("cuda:0") == "handle1"  # torch's cuda:0 is NVML's device 1
+
+
+def test_nvml_handle_falls_back_to_the_visible_ordinal(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners import nvml
+
+    props, _ = fake_gpu
+    props.uuid = "cccccccc-0000-0000-0000-000000000002"  # matches no NVML device (e.g. a MIG instance)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert nvml.handle_for("cuda:0") == "handle1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-cccccccc-0000-0000-0000-000000000002")
+    assert nvml.handle_for("cuda:0") is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert nvml.handle_for("cuda:0") == "handle0"
