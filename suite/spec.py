@@ -2,21 +2,23 @@
 
 A spec file::
 
-    name: quick                       # required
+    name: example                     # required: letters, digits, _ . -
     description: what this spec is for
-    max_cases: 5000                   # the whole sweep may not be larger (default 5000)
+    max_cases: 5000                   # the sweep may not be larger (default 5000; counted over all
+                                      # benchmarks, before the device filter and duplicate removal)
     defaults:                         # optional; applied to every benchmark that does not set them
       backends: [eager]               # default [eager]
       dtypes: [float32]               # default [float32]
       cache: [cold]                   # cold and/or hot; default [cold]
       timing_modes: [launch]          # launch and/or graph; default [launch]
       devices: [cpu, cuda]            # device kinds the benchmarks run on; default: all
-      tags: [quick]                   # added to every benchmark's own tags
+      tags: [example]                 # added to every benchmark's own tags
       timing: {max_time_ms: 500}      # fields of suite.timing.TimingSettings
       constraints: {max_memory_fraction: 0.5}
     benchmarks:
       - name: gemm_square             # required, unique in the spec
-        op: matmul                    # required, an op of suite.ops.registry
+        op: matmul                    # required: an op of suite.ops.registry, or a list of ops
+                                      # sharing this sweep, e.g. [stream_copy, stream_triad]
         dtypes: [float16, bfloat16]   # a single string is a one-item list
         backends: eager
         cache: [cold, hot]
@@ -27,21 +29,28 @@ A spec file::
         constraints: {max_memory_fraction: 0.8}        # a bigger case is recorded as skipped
         params:
           m=n=k: {pow2: [8, 14]}      # tied: m, n and k take the same value, 256 .. 16384
-          batch: 1                    # a scalar
-        zip:                          # optional groups of parameters that move together
-          - {seq_q: [512, 1024], seq_k: [1024, 2048]}
+          batch: [1, 8]               # a list
+      - name: attention_lengths
+        op: attention
+        dtypes: bfloat16
+        params:
+          causal: [false, true]
+          kernel: sdpa_flash          # a scalar
+        zip:                          # groups of parameters that move together
+          - {seq_q=seq_k: [1024, 4096, 16384], batch: [16, 4, 1]}
 
 Parameter values: a scalar; a list (items are scalars or ranges, concatenated); an arithmetic range
 `{start: 128, stop: 1024, step: 128}` (stop included when reached); a geometric range
 `{start: 1, stop: 1024, factor: 4}`; powers of two `{pow2: [10, 20]}` (2**10 .. 2**20). A key
 `a=b` ties parameters to one shared sweep; each `zip` group pairs equal-length lists index by index.
-The sweep of a benchmark is the product of its parameter axes, zip groups, dtypes, backends, cache
-modes and timing modes; parameters left out take the op's defaults. Cases are ordered by
-benchmark, then parameter point, dtype, backend, cache mode and timing mode; a case whose
+Values are checked against the op's parameters (type, choices, sizes > 0); parameters left out
+take the op's defaults. The sweep of a benchmark is the product of its ops, parameter axes, zip
+groups, dtypes, backends, cache modes and timing modes. Cases are ordered by benchmark, op,
+parameter point (first axis outermost), dtype, backend, cache mode and timing mode; a case whose
 `case_key` already appeared earlier in the spec is dropped.
 
-Every error is a `SpecError` naming the file, the field path (`benchmarks[2].params.n`), the
-line, what is wrong and what is allowed.
+Every error is a `SpecError` naming the file, the line, the field path (`benchmarks[2].params.n`),
+what is wrong and what is allowed.
 """
 from __future__ import annotations
 
@@ -130,6 +139,8 @@ class _Common(_Model):
     )
 
 
+
+
 class Defaults(_Common):
     """Settings applied to every benchmark of the spec that does not set them itself."""
 
@@ -138,10 +149,12 @@ class Benchmark(_Common):
     """One entry of `benchmarks`: an op and the sweep to run it over."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
-    op: str
+    op: list[str]  # one op (a string), or several sharing the sweep (e.g. the five streams)
     description: str = ""
     params: dict[str, Any] = Field(default_factory=dict)
     zip: list[dict[str, Any]] = Field(default_factory=list)
+
+    _op_list = field_validator("op", mode="before")(_as_list)
 
 
 class SpecDocument(_Model):
@@ -429,7 +442,7 @@ def _typed_axis(axis: sweep.Axis, op: Op, op_name: str) -> sweep.Axis:
     return sweep.Axis(axis.names, tuple(rows), axis.where)
 
 
-def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op) -> tuple[sweep.Axis, ...]:
+def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str) -> tuple[sweep.Axis, ...]:
     axes: list[sweep.Axis] = []
     seen: dict[str, NodePath] = {}
 
@@ -439,12 +452,12 @@ def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op) -> tuple[sweep.Axi
             for name in axis.names:
                 if name not in op.params:
                     raise sweep.SweepError(
-                        f"unknown parameter {name!r} of op {bench.op!r}; allowed: {_describe_params(op)}"
+                        f"unknown parameter {name!r} of op {op_name!r}; allowed: {_describe_params(op)}"
                     )
                 if name in seen:
                     raise sweep.SweepError(f"parameter {name!r} is set twice (also at {format_path(seen[name])})")
                 seen[name] = where
-            axes.append(_typed_axis(axis, op, bench.op))
+            axes.append(_typed_axis(axis, op, op_name))
         except sweep.SweepError as exc:
             raise SpecError(f"{spec.where(where + exc.where)}: {exc.message}") from None
 
@@ -459,27 +472,37 @@ def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op) -> tuple[sweep.Axi
     if missing:
         raise SpecError(
             f"{spec.where(('benchmarks', i, 'params'))}: missing required parameter"
-            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} of op {bench.op!r}; "
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)} of op {op_name!r}; "
             f"op parameters: {_describe_params(op)}"
         )
     return tuple(axes)
 
 
-def _plan(spec: Spec, i: int, bench: Benchmark, ops: Mapping[str, Op]) -> _Plan:
-    op = ops.get(bench.op)
+def _op_names(spec: Spec, i: int, bench: Benchmark) -> list[tuple[str, NodePath]]:
+    """The benchmark's op names with the path of each (`op: matmul` or `op: [copy, scale]`)."""
+    at: NodePath = ("benchmarks", i, "op")
+    if len(bench.op) == 1 and at + (0,) not in spec.lines:  # written as a single name
+        return [(bench.op[0], at)]
+    if not bench.op:
+        raise SpecError(f"{spec.where(('benchmarks', i, 'op'))}: empty sweep: no op given; allowed: an op name or a list of them")
+    if len(set(bench.op)) != len(bench.op):
+        raise SpecError(f"{spec.where(('benchmarks', i, 'op'))}: an op is listed twice in {bench.op}")
+    return [(name, ("benchmarks", i, "op", j)) for j, name in enumerate(bench.op)]
+
+
+def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, ops: Mapping[str, Op]) -> _Plan:
+    op = ops.get(op_name)
     if op is None:
-        raise SpecError(
-            f"{spec.where(('benchmarks', i, 'op'))}: unknown op {bench.op!r}; allowed: {', '.join(sorted(ops))}"
-        )
+        raise SpecError(f"{spec.where(op_at)}: unknown op {op_name!r}; allowed: {', '.join(sorted(ops))}")
     d = spec.defaults
     backends = _check_names(
-        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS, bench.op
+        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS, op_name
     )
     dtypes = _check_names(
-        spec, _choose(i, "dtypes", bench.dtypes, d.dtypes, DEFAULT_DTYPES), "dtype", op.dtypes, DTYPES, bench.op
+        spec, _choose(i, "dtypes", bench.dtypes, d.dtypes, DEFAULT_DTYPES), "dtype", op.dtypes, DTYPES, op_name
     )
     cache = _check_names(
-        spec, _choose(i, "cache", bench.cache, d.cache, DEFAULT_CACHE), "cache mode", CACHE_MODES, CACHE_MODES, bench.op
+        spec, _choose(i, "cache", bench.cache, d.cache, DEFAULT_CACHE), "cache mode", CACHE_MODES, CACHE_MODES, op_name
     )
     modes = _check_names(
         spec,
@@ -487,18 +510,18 @@ def _plan(spec: Spec, i: int, bench: Benchmark, ops: Mapping[str, Op]) -> _Plan:
         "timing mode",
         op.timing_modes,
         TIMING_MODES,
-        bench.op,
+        op_name,
     )
     devices: tuple[str, ...] | None = None
     if bench.devices is not None or d.devices is not None:
         chosen = _choose(i, "devices", bench.devices, d.devices, ())
-        devices = _check_names(spec, chosen, "device kind", DEVICE_KINDS, DEVICE_KINDS, bench.op)
+        devices = _check_names(spec, chosen, "device kind", DEVICE_KINDS, DEVICE_KINDS, op_name)
     tags = tuple(dict.fromkeys([*(d.tags or ()), *(bench.tags or ())]))
     timing = _timing(spec, i, bench)
     constraint = bench.constraints.max_memory_fraction if bench.constraints else None
     if constraint is None and d.constraints is not None:
         constraint = d.constraints.max_memory_fraction
-    axes = _build_axes(spec, i, bench, op)
+    axes = _build_axes(spec, i, bench, op, op_name)
     return _Plan(i, bench, op, backends, dtypes, cache, modes, devices, tags, timing, constraint, axes)
 
 
@@ -532,11 +555,15 @@ def _build_all(spec: Spec, ops: Mapping[str, Op]) -> list[_Plan]:
                 f"(also benchmarks[{names[bench.name]}]); allowed: unique names"
             )
         names[bench.name] = i
-        plans.append(_plan(spec, i, bench, ops))
+        for op_name, op_at in _op_names(spec, i, bench):
+            plans.append(_plan(spec, i, bench, op_name, op_at, ops))
     total = sum(p.size for p in plans)
     if total > spec.max_cases:
-        biggest = sorted(plans, key=lambda p: -p.size)[:3]
-        shown = ", ".join(f"{p.bench.name}: {p.size}" for p in biggest)
+        sizes: dict[str, int] = {}
+        for p in plans:
+            sizes[p.bench.name] = sizes.get(p.bench.name, 0) + p.size
+        biggest = sorted(sizes.items(), key=lambda item: -item[1])[:3]
+        shown = ", ".join(f"{name}: {size}" for name, size in biggest)
         raise SpecError(
             f"{spec.where(('max_cases',))}: the sweep has {total} cases, more than max_cases ({spec.max_cases}); "
             f"largest benchmarks: {shown}; allowed: at most max_cases cases (raise max_cases or narrow the sweep)"

@@ -228,3 +228,40 @@ def test_unknown_device_kind_for_expand(tmp_path: Path, kind: str) -> None:
     spec = spec_of("name: x\nbenchmarks:\n  - {name: a, op: copy, params: {n: 8}}\n", tmp_path)
     with pytest.raises(SpecError, match="allowed: cpu, cuda"):
         expand(spec, kind, ops=FAKE_OPS)
+
+
+def test_each_op_of_a_benchmark_is_validated(tmp_path: Path) -> None:
+    from suite.errors import SpecError
+
+    text = "name: multi\nbenchmarks:\n  - name: two\n    op: [copy, matmul]\n    params: {n: [64, 128]}\n"
+    with pytest.raises(SpecError, match=r"line 5, benchmarks\[0\]\.params: missing required parameters m, k of op 'matmul'"):
+        spec_of(text, tmp_path)
+    with pytest.raises(SpecError, match=r"line 4, benchmarks\[0\]\.op\[1\]: unknown op 'cpy'"):
+        spec_of(text.replace("matmul", "cpy"), tmp_path)
+
+
+def test_several_ops_expand_in_list_order(tmp_path: Path) -> None:
+    ops = dict(FAKE_OPS)
+    twin = type("FakeCopyTwin", (type(FAKE_OPS["copy"]),), {"name": "copy_twin"})()
+    ops["copy_twin"] = twin
+    path = tmp_path / "multi.yaml"
+    path.write_text("name: multi\nbenchmarks:\n  - {name: both, op: [copy_twin, copy], params: {n: [8, 16]}}\n")
+    cases = expand(load_spec(path, ops=ops), ops=ops)
+    assert [(c.op, c.params["n"], c.benchmark) for c in cases] == [
+        ("copy_twin", 8, "both"),
+        ("copy_twin", 16, "both"),
+        ("copy", 8, "both"),
+        ("copy", 16, "both"),
+    ]
+
+
+def test_the_documented_example_is_a_valid_spec() -> None:
+    import suite.spec
+
+    doc = suite.spec.__doc__
+    example = doc.split("A spec file::\n", 1)[1].split("\n\n", 1)[0]
+    spec = parse_spec(textwrap.dedent(example), "docstring", ops=FAKE_OPS)
+    cases = expand(spec, ops=FAKE_OPS)
+    assert len(cases) == 7 * 2 * 2 * 2 + 2 * 3
+    assert expand(spec, "cpu", ops=FAKE_OPS) == cases[-6:]
+    assert cases[-1].params["seq_q"] == cases[-1].params["seq_k"] == 16384 and cases[-1].params["batch"] == 1

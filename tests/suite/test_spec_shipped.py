@@ -1,0 +1,102 @@
+"""The shipped specs load, validate and expand with the real op registry, and keep their promises."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from suite.ops.registry import all_ops
+from suite.spec import SPECS_DIR, expand, load_spec
+
+SHIPPED = ("quick", "nightly", "roofline")
+MIB = 1 << 20
+H100_L2_BYTES = 50 * MIB
+CPU_LLC_BYTES = 32 * MIB
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return all_ops()
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_spec_loads_and_expands(name: str, ops) -> None:
+    spec = load_spec(SPECS_DIR / f"{name}.yaml", ops=ops)
+    assert spec.name == name and spec.description
+    cases = expand(spec, ops=ops)
+    assert cases and len({c.case_key for c in cases}) == len(cases)
+    for case in cases:
+        op = ops[case.op]
+        assert case.op_version == op.version and case.family == op.family
+        assert op.flops(case.params, case.dtype) >= 0 and op.bytes(case.params, case.dtype) > 0
+        assert case.backend in op.backends and case.dtype in op.dtypes
+        allowed = getattr(op, "backend_dtypes", {}).get(case.backend)
+        assert allowed is None or case.dtype in allowed, f"{case.case_key}: backend cannot run this dtype"
+    # a shipped spec can be named instead of given as a path
+    assert load_spec(name, ops=ops).sha256 == spec.sha256
+
+
+def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) -> None:
+    spec = load_spec("quick", ops=ops)
+    for kind, most in (("cpu", 80), ("cuda", 200)):
+        cases = expand(spec, kind, ops=ops)
+        assert len(cases) <= most
+        families = {c.family for c in cases}
+        assert families == {"pointwise", "reduction", "gemm", "attention", "overhead", "probe"}
+        probes = {c.op for c in cases if c.family == "probe"}
+        assert probes == {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "fma_intensity"}
+        assert any(c.cache == "hot" for c in cases)
+        assert {c.backend for c in cases if c.op in ("cos_cos", "bias_gelu_dropout_residual")} == {"eager", "compiled"}
+        assert all(c.timing.max_time_ms <= 1000 for c in cases)
+    cpu = expand(spec, "cpu", ops=ops)
+    # each compile costs seconds on a small CPU: only a few compiled cases
+    assert Counter(c.backend for c in cpu)["compiled"] <= 10
+    # cold CPU streams move at least 4x a 32 MiB last-level cache
+    for c in cpu:
+        if c.op.startswith("stream_") and c.cache == "cold":
+            assert ops[c.op].bytes(c.params, c.dtype) >= 4 * CPU_LLC_BYTES, c.case_key
+
+
+def _stream_bytes(cases, ops, cache: str) -> list[int]:
+    return [ops[c.op].bytes(c.params, c.dtype) for c in cases if c.op.startswith("stream_") and c.cache == cache]
+
+
+def test_roofline_probes(ops) -> None:
+    spec = load_spec("roofline", ops=ops)
+    cuda = expand(spec, "cuda", ops=ops)
+    assert {c.family for c in cuda} <= {"probe", "gemm", "overhead"}
+    assert {c.op for c in cuda if c.family == "gemm"} == {"matmul"}
+    cold = _stream_bytes(cuda, ops, "cold")
+    assert cold and min(cold) >= 4 * H100_L2_BYTES
+    assert max(c.params["n"] for c in cuda if c.op.startswith("stream_")) * 4 == 1 << 30  # 1 GiB per array
+    hot = [ops[c.op].bytes(c.params, c.dtype) for c in cuda if c.op == "stream_copy" and c.cache == "hot"]
+    assert min(hot) == 256 * 1024 and max(hot) == 256 * MIB
+    fma = {(c.dtype, c.params["k"]) for c in cuda if c.op == "fma_intensity"}
+    assert fma == {(d, 2**e) for d in ("float32", "float16", "bfloat16", "float64") for e in range(11)}
+    peak_dtypes = {c.dtype for c in cuda if c.benchmark == "gemm_peak"}
+    assert peak_dtypes == {"float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"}
+    assert {(c.backend, c.timing_mode) for c in cuda if c.op == "launch"} == {
+        ("eager", "launch"),
+        ("eager", "graph"),
+        ("cupy", "launch"),
+        ("cupy", "graph"),
+    }
+    cpu = expand(spec, "cpu", ops=ops)
+    assert cpu and all(c.timing_mode == "launch" for c in cpu)
+    assert min(_stream_bytes(cpu, ops, "cold")) >= 4 * CPU_LLC_BYTES
+
+
+def test_nightly_is_gpu_only_and_complete(ops) -> None:
+    spec = load_spec("nightly", ops=ops)
+    assert expand(spec, "cpu", ops=ops) == []
+    cuda = expand(spec, "cuda", ops=ops)
+    assert {c.op for c in cuda} == set(ops)
+    assert {c.cache for c in cuda} == {"cold", "hot"} and {c.timing_mode for c in cuda} == {"launch", "graph"}
+    assert "float8_e4m3fn" in {c.dtype for c in cuda if c.op == "matmul"}
+    kernels = {c.params["kernel"] for c in cuda if c.op == "attention"}
+    assert kernels == {"sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive"}
+    naive_seq = {c.params["seq_q"] for c in cuda if c.op == "attention" and c.params["kernel"] == "naive"}
+    assert min(naive_seq) == 1024 and max(naive_seq) == 16384
+    for op in ("cos_cos", "bias_gelu_dropout_residual", "matmul_bias_gelu"):
+        assert {"eager", "compiled"} <= {c.backend for c in cuda if c.op == op}
+    assert all(c.max_memory_fraction == 0.8 for c in cuda)
