@@ -1,0 +1,69 @@
+"""Every CuPy RawKernel source of the suite compiles with nvcc for sm_90 (compile only, no GPU).
+
+All instantiations go into one translation unit (their names are distinct), so one nvcc run
+checks them all; the PTX must then contain every kernel entry point.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from suite.ops import cuda_sources
+
+NVCC = shutil.which("nvcc")
+pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
+
+
+def _kernel_names(source: str) -> list[str]:
+    return re.findall(r'extern "C" __global__ void (\w+)\(', source)
+
+
+def test_all_kernel_instantiations_compile_to_ptx(tmp_path):
+    sources = cuda_sources.all_instantiations()
+    unit = cuda_sources.HEADER + "\n".join(src.replace(cuda_sources.HEADER, "") for src in sources.values())
+    cu = tmp_path / "rooflab_kernels.cu"
+    cu.write_text(unit)
+    ptx = tmp_path / "rooflab_kernels.ptx"
+    done = subprocess.run(
+        [NVCC, "-arch=sm_90", "--ptx", "-std=c++17", str(cu), "-o", str(ptx)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    text = ptx.read_text()
+    names = [name for src in sources.values() for name in _kernel_names(src)]
+    assert len(names) == len(set(names)), "kernel names must be unique"
+    for name in names:
+        assert f".entry {name}(" in text, f"{name} missing from the PTX"
+
+
+def test_every_dtype_and_chain_length_has_a_kernel():
+    sources = cuda_sources.all_instantiations(fma_ks=(1, 1024))
+    for dtype in cuda_sources.FMA_DTYPES:
+        for k in (1, 1024):
+            name = cuda_sources.fma_kernel_name(dtype, k)
+            assert name in _kernel_names(sources[name])
+    for dtype in cuda_sources.STREAM_DTYPES:
+        names = _kernel_names(sources[f"stream_{dtype}"])
+        for kind in ("copy", "scale", "add", "triad", "dot"):
+            assert cuda_sources.stream_kernel_name(kind, dtype) in names
+
+
+def test_fma_chain_length_is_unrolled_into_the_kernel():
+    src = cuda_sources.fma_source("float32", 16)
+    assert "j < 16" in src
+    with pytest.raises(ValueError):
+        cuda_sources.fma_source("float32", 0)
+
+
+def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
+    cu = tmp_path / "fma.cu"
+    cu.write_text(cuda_sources.fma_source("float32", 16))
+    ptx = tmp_path / "fma.ptx"
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # nvcc may also unroll the grid-stride loop (copies of the whole chain), never shorten the chain
+    count = ptx.read_text().count("fma.rn.f32")
+    assert count >= 16 and count % 16 == 0, count
