@@ -13,7 +13,6 @@ from typing import Callable, TypeVar
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.pool import NullPool
 
 from db.urls import normalize_url
 
@@ -32,7 +31,9 @@ def make_engine(url: str | URL, *, write: bool = True) -> Engine:
 
 
 def _sqlite_engine(url: URL, *, write: bool) -> Engine:
-    engine = create_engine(url, poolclass=NullPool, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
+    # Pooled connections: closing the last connection to a WAL file checkpoints it, which must not
+    # happen after every transaction.
+    engine = create_engine(url, pool_size=2, max_overflow=8, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -44,7 +45,9 @@ def _sqlite_engine(url: URL, *, write: bool) -> Engine:
             mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
                 cursor.execute("PRAGMA journal_mode = WAL")
-            cursor.execute("PRAGMA synchronous = FULL")
+            # NORMAL in WAL mode: a commit survives the process being killed; only a power loss may
+            # roll back the last commits (never corrupts the file). FULL would fsync every commit.
+            cursor.execute("PRAGMA synchronous = NORMAL")
         else:
             cursor.execute("PRAGMA query_only = 1")
         cursor.close()

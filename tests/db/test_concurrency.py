@@ -1,0 +1,124 @@
+"""Several writer processes at once, and a writer killed with SIGKILL, on SQLite and PostgreSQL."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import sqlite3
+import time
+
+from sqlalchemy import func, select, text
+
+from db import models, query
+from db.engine import make_engine
+from db.samples import unpack
+from db.store import ResultStore
+from tests.db.factories import make_case, make_env, make_measurement, make_run
+from tests.db.writers import endless_writer, shard_writer
+
+WRITERS = 4
+PER_SHARD = 200
+SHARED = 40
+
+
+def test_four_writer_processes_lose_nothing_and_duplicate_nothing(any_url: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    seed = random.randrange(1 << 30)
+    procs = [
+        ctx.Process(target=shard_writer, args=(any_url, seed, i, WRITERS, PER_SHARD, SHARED, queue))
+        for i in range(WRITERS)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=240)
+        assert p.exitcode == 0, f"writer exited with {p.exitcode}"
+    added = dict(queue.get(timeout=10) for _ in procs)
+
+    expected_keys = {make_case(1000 + i * PER_SHARD + j).case_key for i in range(WRITERS) for j in range(PER_SHARD)}
+    expected_keys |= {make_case(i).case_key for i in range(SHARED)}
+    frame = query.results(any_url, run_id="concurrent")
+    assert len(frame) == WRITERS * PER_SHARD + SHARED == sum(added.values())
+    assert set(frame["case_key"]) == expected_keys
+    assert not frame.duplicated(["case_key", "cache", "timing_mode", "device_uuid"]).any()
+    for i in range(WRITERS):  # every shard wrote all of its own cases
+        assert (frame["shard"] == f"{i}/{WRITERS}").sum() >= PER_SHARD
+    runs = query.runs(any_url)
+    assert runs.loc[0, "status"] == "complete" and runs.loc[0, "n_shards_finished"] == WRITERS
+    _assert_samples_complete(any_url)
+
+
+def _assert_samples_complete(url: str) -> None:
+    """Every ok measurement has exactly its samples; nothing else has any."""
+    engine = make_engine(url, write=False)
+    m, s = models.Measurement, models.Sample
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(m.status, m.n_samples, s.count, s.values_f64le, m.min_ms, m.max_ms)
+            .select_from(m.__table__.outerjoin(s.__table__, s.measurement_id == m.id))
+        ).all()
+        orphans = conn.execute(
+            select(func.count()).select_from(s).where(~s.measurement_id.in_(select(m.id)))
+        ).scalar_one()
+    engine.dispose()
+    assert orphans == 0
+    for status, n_samples, count, blob, min_ms, max_ms in rows:
+        if status == "ok":
+            values = unpack(blob, count)
+            assert len(values) == n_samples and min(values) == min_ms and max(values) == max_ms
+        else:
+            assert blob is None
+
+
+def _count(url: str) -> int:
+    engine = make_engine(url, write=False)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(select(func.count()).select_from(models.Measurement)).scalar_one()
+    except Exception:  # noqa: BLE001 - the schema may not exist yet
+        return 0
+    finally:
+        engine.dispose()
+
+
+def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_completes(any_url: str) -> None:
+    n_cases = 600
+    seed = random.randrange(1 << 30)
+    ctx = multiprocessing.get_context("spawn")
+    proc = ctx.Process(target=endless_writer, args=(any_url, seed, n_cases))
+    proc.start()
+    deadline = time.monotonic() + 120
+    while _count(any_url) < 60 and time.monotonic() < deadline and proc.is_alive():
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(timeout=30)
+    assert proc.exitcode == -signal.SIGKILL, "the writer finished before it could be killed"
+
+    if any_url.startswith("sqlite"):
+        path = any_url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+    _assert_samples_complete(any_url)
+    done_before = _count(any_url)
+    assert 60 <= done_before < n_cases
+
+    # resume: measure only what is missing, as `rooflab run --resume` does
+    run, env = make_run("killed", rng=random.Random(seed)), make_env(3)
+    with ResultStore(any_url) as store:
+        stored = store.get_run("killed")
+        assert stored is not None and stored.spec_text == run.spec_text
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        measured = store.measured_case_keys("killed")
+        assert len(measured) == done_before
+        rng = random.Random()
+        missing = [make_case(i) for i in range(n_cases) if make_case(i).case_key not in measured]
+        assert all(store.add_measurement(make_measurement(run, c, env, rng=rng, n_samples=5)) for c in missing)
+        assert not store.add_measurement(make_measurement(run, make_case(0), env, rng=rng))
+        store.finish_run("killed", "complete")
+    frame = query.results(any_url)
+    assert len(frame) == n_cases and frame["case_key"].is_unique
+    _assert_samples_complete(any_url)
