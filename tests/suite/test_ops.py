@@ -94,6 +94,8 @@ def planted_outputs(output, dtype: str):
     """Wrong outputs a check must reject: scaled by a few ulps of tolerance, and one perturbed element."""
     out = as_torch(output)
     factor = 1.01 if dtype in ("float32", "float64") else 1.08
+    if out.dim() == 0:  # a dot product: its tolerance follows the size of its terms
+        factor = 1.25
     scaled = out * factor
     one = out.clone()
     flat = one.reshape(-1)
@@ -205,12 +207,14 @@ def test_plugins_named_in_the_environment_load_in_a_fresh_process(tmp_path):
     assert "CHECK: output: 1 of 64 elements outside tolerance" in done.stdout
 
 
-def test_a_plugin_that_cannot_be_imported_is_named(tmp_path):
-    script = "from suite.ops.registry import get_op\nget_op('copy')\n"
-    env = dict(os.environ, ROOFLAB_PLUGINS="no_such_rooflab_plugin", PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    assert "ROOFLAB_PLUGINS" in done.stderr and "no_such_rooflab_plugin" in done.stderr
+def test_a_plugin_that_cannot_be_imported_is_named(monkeypatch):
+    monkeypatch.setenv("ROOFLAB_PLUGINS", "no_such_rooflab_plugin")
+    monkeypatch.setattr(registry, "_loaded", False)
+    with pytest.raises(ImportError) as info:
+        registry.get_op("copy")
+    assert "ROOFLAB_PLUGINS" in str(info.value) and "no_such_rooflab_plugin" in str(info.value)
+    monkeypatch.delenv("ROOFLAB_PLUGINS")
+    assert registry.get_op("copy").name == "copy"  # loads again once the variable is fixed
 
 
 # ---------------------------------------------------------------- running on the CPU
