@@ -5,12 +5,15 @@ Method (research/results-db.md §8):
   of the result medians a run has for it, e.g. several GPUs of one node), ordered by run_order.
 - A change of driver_version, cuda_version or torch_version starts a new segment; only the
   newest segment is judged, so an environment change never raises an alert by itself.
-- Baseline: the last `window` good points of the segment before the two newest points. Good
+- Baseline: the last `window` good points of the segment before the two newest points (and before
+  up to window // 2 points just before those that are already beyond half the thresholds in one
+  direction, so a step that began a few runs ago does not pull the baseline along). Good
   means status ok, not throttled and not noisy (rel_ci_halfwidth above NOISY_REL_CI, or sampling
   stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR). Center = median; spread =
   1.4826 * MAD, floored at SPREAD_FLOOR_REL * center so a zero-MAD series does not explode.
 - A point is flagged when |robust z| > z_threshold and |relative change| > min_change.
-- regression: the two newest points are both flagged slower; suspect: only the newest is;
+- regression: the two newest points are both flagged slower (and both are good); suspect: only
+  the newest is, or one of the two is throttled or noisy;
   improvement: the newest is flagged faster (confirmed when the one before is too).
 - Fewer than MIN_BASELINE good points in the segment: insufficient_data.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 MAD_SCALE = 1.4826
@@ -105,9 +109,9 @@ class SeriesVerdict:
 
 def robust_baseline(values: list[float]) -> Baseline:
     """Median and floored, scaled MAD of the values."""
-    s = pd.Series(values, dtype=float)
-    center = float(s.median())
-    mad = float((s - center).abs().median())
+    v = np.asarray(values, dtype=float)
+    center = float(np.median(v))
+    mad = float(np.median(np.abs(v - center)))
     return Baseline(center, max(MAD_SCALE * mad, SPREAD_FLOOR_REL * abs(center)), len(values))
 
 
@@ -118,49 +122,74 @@ def check_point(point: Point, base: Baseline, z_threshold: float, min_change: fl
     return Flag(point.run_id, point.median_ms, z, rel, abs(z) > z_threshold and abs(rel) > min_change)
 
 
-def _exclusion(rows: pd.DataFrame) -> str | None:
-    """Why a run's rows may not enter a baseline (None when they may)."""
-    if not (rows["status"] == "ok").all():
-        return "not ok"
-    if "throttled" in rows and rows["throttled"].fillna(False).astype(bool).any():
-        return "throttled"
-    if "rel_ci_halfwidth" in rows:
-        ci = pd.to_numeric(rows["rel_ci_halfwidth"], errors="coerce")
-        if (ci > NOISY_REL_CI).any():
-            return "noisy"
-    if "stop_reason" in rows and "iqr_ms" in rows:
-        spread = pd.to_numeric(rows["iqr_ms"], errors="coerce") / pd.to_numeric(rows["median_ms"], errors="coerce")
-        if ((rows["stop_reason"] == "max_time") & (spread > NOISY_MAX_TIME_IQR)).any():
-            return "noisy"
-    return None
+def run_points(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (case_key, device_fingerprint, run_id): run order, median of the ok medians,
+    why the run may not enter a baseline, and its environment; sorted by series and run order."""
+    if "run_order" in df.columns:
+        order = pd.to_numeric(df["run_order"], errors="coerce")
+    else:
+        when = pd.to_datetime(df["started_at"] if "started_at" in df.columns else df["measured_at"], utc=True)
+        order = when.rank(method="dense")
+    median = pd.to_numeric(df["median_ms"], errors="coerce")
+    ok = (df["status"] == "ok") & (median > 0)
+    throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
+    noisy = pd.Series(False, index=df.index)
+    if "rel_ci_halfwidth" in df.columns:
+        noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
+    if "stop_reason" in df.columns and "iqr_ms" in df.columns:
+        noisy |= (df["stop_reason"] == "max_time") & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
+    env = pd.Series("", index=df.index)
+    for col in ENV_COLUMNS:
+        if col in df.columns:
+            env = env + "|" + df[col].astype(str)
+    d = pd.DataFrame({
+        "case_key": df["case_key"].astype(str), "device_fingerprint": df["device_fingerprint"].astype(str),
+        "run_id": df["run_id"].astype(str), "order": order, "ok_median": median.where(ok),
+        "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
+        "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
+    })
+    agg = d.groupby(["case_key", "device_fingerprint", "run_id"], sort=False).agg(
+        order=("order", "min"), median_ms=("ok_median", "median"), not_ok=("not_ok", "any"),
+        throttled=("throttled", "any"), noisy=("noisy", "any"), env=("env", "first"),
+        device_name=("device_name", "first"),
+    ).reset_index()
+    return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
 
 
-def series_points(rows: pd.DataFrame) -> list[Point]:
-    """Per-run points of one series in run order, each with its environment segment."""
-    order_col = "run_order" if "run_order" in rows.columns else "measured_at"
+def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
+    """Points of one series (its rows of `run_points`), each with its environment segment."""
+    records = runs.to_dict("records") if isinstance(runs, pd.DataFrame) else runs
     points: list[Point] = []
     segment, last_env = 0, None
-    grouped = rows.groupby("run_id", sort=False)
-    runs = sorted(grouped, key=lambda kv: (kv[1][order_col].min(), str(kv[0])))
-    for run_id, run_rows in runs:
-        env = tuple(str(run_rows[c].iloc[0]) if c in run_rows else "" for c in ENV_COLUMNS)
-        if last_env is not None and env != last_env:
+    for r in records:
+        if last_env is not None and r["env"] != last_env:
             segment += 1
-        last_env = env
-        ok = run_rows[(run_rows["status"] == "ok") & (pd.to_numeric(run_rows["median_ms"], errors="coerce") > 0)]
-        if ok.empty:
+        last_env = r["env"]
+        median = r["median_ms"]
+        if not median == median:  # NaN: no ok result in this run
             continue
-        why = _exclusion(run_rows)
-        order = run_rows[order_col].min()
-        points.append(Point(
-            run_id=str(run_id),
-            run_order=int(order) if order_col == "run_order" else len(points),
-            median_ms=float(pd.to_numeric(ok["median_ms"]).median()),
-            good=why is None,
-            excluded_because=why,
-            segment=segment,
-        ))
+        why = "not ok" if r["not_ok"] else "throttled" if r["throttled"] else "noisy" if r["noisy"] else None
+        points.append(Point(run_id=r["run_id"], run_order=int(r["order"]), median_ms=float(median),
+                            good=why is None, excluded_because=why, segment=segment))
     return points
+
+
+def _shifted_tail(history: list[Point], window: int, z_threshold: float, min_change: float, min_baseline: int) -> int:
+    """How many of the last points of `history` already sit beyond half the thresholds, in one
+    direction, against the points before them (at most window // 2): a step that began a few runs
+    before the newest two must not pull the baseline towards the new level."""
+    tail, direction = 0, None
+    while tail < max(1, window // 2) and tail < len(history):
+        rest = history[: len(history) - tail]
+        before = [q.median_ms for q in rest[:-1] if q.good][-window:]
+        if len(before) < min_baseline:
+            break
+        flag = check_point(rest[-1], robust_baseline(before), z_threshold / 2, min_change / 2)
+        if flag.direction is None or (direction is not None and flag.direction != direction):
+            break
+        direction = flag.direction
+        tail += 1
+    return tail
 
 
 def judge(points: list[Point], *, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05,
@@ -172,6 +201,7 @@ def judge(points: list[Point], *, window: int = 20, z_threshold: float = 4.0, mi
     latest = seg[-1]
     previous = seg[-2] if len(seg) >= 2 else None
     history = seg[:-2] if previous is not None else []
+    history = history[: len(history) - _shifted_tail(history, window, z_threshold, min_change, min_baseline)]
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
@@ -182,7 +212,10 @@ def judge(points: list[Point], *, window: int = 20, z_threshold: float = 4.0, mi
     note = f"newest result {latest.excluded_because}" if latest.excluded_because else ""
     if last_flag.direction == "slower":
         if prev_flag is not None and prev_flag.direction == "slower":
-            return "regression", last_flag, prev_flag, base, note
+            if latest.good and previous.good:
+                return "regression", last_flag, prev_flag, base, note
+            why = latest.excluded_because or previous.excluded_because
+            return "suspect", last_flag, prev_flag, base, f"both newest results slower, but one is {why}"
         return "suspect", last_flag, prev_flag, base, note
     if last_flag.direction == "faster":
         confirmed = prev_flag is not None and prev_flag.direction == "faster"
@@ -199,17 +232,25 @@ def detect(df: pd.DataFrame, window: int = 20, z_threshold: float = 4.0, min_cha
     if df.empty:
         return []
     verdicts = []
-    for (case_key, fingerprint), rows in df.groupby(["case_key", "device_fingerprint"], sort=True):
-        points = series_points(rows)
+    agg = run_points(df)
+    records = agg.to_dict("records")
+    keys = list(zip(agg["case_key"], agg["device_fingerprint"]))
+    start = 0
+    while start < len(records):
+        end = start
+        while end < len(records) and keys[end] == keys[start]:
+            end += 1
+        series = records[start:end]
+        points = series_points(series)
         status, last, prev, base, note = judge(points, window=window, z_threshold=z_threshold,
                                                min_change=min_change, min_baseline=min_baseline)
-        seg_start = next((p.run_id for p in points if points and p.segment == points[-1].segment), None)
-        name = rows["device_name"].dropna()
+        seg_start = next((p.run_id for p in points if p.segment == points[-1].segment), None) if points else None
         verdicts.append(SeriesVerdict(
-            case_key=str(case_key), device_fingerprint=str(fingerprint),
-            device_name=str(name.iloc[0]) if len(name) else "", status=status, latest=last, previous=prev,
-            baseline=base, points=tuple(points), segment_start_run=seg_start, note=note,
+            case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(series[0]["device_name"]),
+            status=status, latest=last, previous=prev, baseline=base, points=tuple(points),
+            segment_start_run=seg_start, note=note,
         ))
+        start = end
     return verdicts
 
 

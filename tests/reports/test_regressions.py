@@ -130,3 +130,43 @@ def test_window_limits_the_baseline():
     v = _only(detect(frame(history(values)), window=10))
     assert v.baseline.n == 10 and abs(v.baseline.center_ms - 1.0) < 0.02
     assert v.status == "ok"
+
+
+def test_slow_throttled_newest_results_are_suspect_not_regression():
+    values = noisy(25, 1.0, 0.02, 20) + [1.3, 1.3]
+    v = _only(detect(frame(history(values, throttled_at=(26,)))))
+    assert v.status == "suspect" and "throttled" in v.note
+
+
+def test_many_series_are_checked_quickly():
+    import time
+
+    rng = np.random.default_rng(21)
+    base = pd.DataFrame(history(noisy(40, 1.0, 0.02, 22)))
+    big = pd.concat([base] * 1500, ignore_index=True)
+    big["case_key"] = np.repeat([f"case-{i}" for i in range(1500)], len(base))
+    big["median_ms"] = 1.0 + 0.02 * rng.standard_normal(len(big))
+    t0 = time.perf_counter()
+    verdicts = detect(big)
+    assert len(verdicts) == 1500
+    assert time.perf_counter() - t0 < 15
+    assert sum(v.status in ("regression", "suspect") for v in verdicts) <= 2
+
+
+def test_step_that_began_a_few_runs_ago_is_still_a_regression():
+    values = noisy(30, 1.0, 0.01, 23) + list(1.1 * np.array(noisy(6, 1.0, 0.01, 24)))
+    v = _only(detect(frame(history(values))))
+    assert v.status == "regression"
+    assert abs(v.baseline.center_ms - 1.0) < 0.01  # the slow runs before the newest two are not in it
+
+
+def test_detection_rates_over_many_seeds():
+    """10 % step at 1 % noise: always found; noise only at 2 %: (almost) never flagged."""
+    from reports.regressions import Point, judge
+
+    rng = np.random.default_rng(25)
+    pts = lambda vals: [Point(f"r{i}", i, float(x), True, None, 0) for i, x in enumerate(vals)]  # noqa: E731
+    found = sum(judge(pts(np.r_[1 + 0.01 * rng.standard_normal(25), 1.1 + 0.011 * rng.standard_normal(2)]))[0]
+                == "regression" for _ in range(300))
+    false = sum(judge(pts(1 + 0.02 * rng.standard_normal(27)))[0] == "regression" for _ in range(300))
+    assert found >= 297 and false == 0
