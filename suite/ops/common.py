@@ -31,13 +31,14 @@ def generator(device: DeviceInfo, seed: int) -> torch.Generator:
 
 
 def randn(shape: Iterable[int] | int, dtype: str, device: DeviceInfo, gen: torch.Generator) -> torch.Tensor:
-    """Standard-normal values on the device, drawn in float32 (float64 for float64) and rounded to
-    `dtype`; tf32 is stored as float32."""
+    """Standard-normal values on the device, drawn directly in `dtype` where torch can (float64,
+    float32/tf32, float16, bfloat16: no temporary copy), otherwise drawn in float32 and rounded."""
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    draw = torch.float64 if dtype == "float64" else torch.float32
-    values = torch.randn(shape, generator=gen, dtype=draw, device=device.torch_device)
     target = torch_dtype(dtype)
-    return values if target == draw else values.to(target)
+    if target in (torch.float64, torch.float32, torch.float16, torch.bfloat16):
+        return torch.randn(shape, generator=gen, dtype=target, device=device.torch_device)
+    values = torch.randn(shape, generator=gen, dtype=torch.float32, device=device.torch_device)
+    return values.to(target)
 
 
 # ---------------------------------------------------------------- availability

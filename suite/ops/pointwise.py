@@ -41,9 +41,17 @@ def _ctype(dtype: str) -> str:
     return "double" if dtype == "float64" else "float"
 
 
+_external_streams: dict[int, Any] = {}
+
+
 def cupy_stream(cp: Any) -> Any:
-    """CuPy's view of torch's current CUDA stream (enter it around CuPy launches)."""
-    return cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    """CuPy's view of torch's current CUDA stream (enter it around CuPy launches), so that torch's
+    CUDA events time the CuPy work and CUDA-graph capture records it."""
+    handle = torch.cuda.current_stream().cuda_stream
+    stream = _external_streams.get(handle)
+    if stream is None:
+        stream = _external_streams[handle] = cp.cuda.ExternalStream(handle)
+    return stream
 
 
 class PointwiseOp(TorchOp):
