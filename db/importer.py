@@ -190,7 +190,13 @@ def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
         except StopIteration:
             raise DatabaseInputError(f"{path}: the file is empty (no header line)") from None
         _check_header(path, header, "line 1 (header)")
-        for fields in reader:
+        while True:
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise DatabaseInputError(f"{path}: line {reader.line_num}: malformed CSV ({exc}; truncated line?)") from None
             where = f"{path}: line {reader.line_num}"
             if not fields:
                 continue
