@@ -10,10 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from string import Template
 
-HEADER = """\
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-"""
+# Each source includes only the header its type needs, so a missing cuda_bf16.h (NVRTC finds the
+# 16-bit headers through CuPy's or the toolkit's include path) can only affect bfloat16 kernels.
+HEADERS = {
+    "float64": "",
+    "float32": "",
+    "float16": "#include <cuda_fp16.h>\n",
+    "bfloat16": "#include <cuda_bf16.h>\n",
+}
+ALL_HEADERS = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+
+
+def strip_includes(source: str) -> str:
+    """`source` without its #include lines (to join several sources into one unit)."""
+    return "\n".join(line for line in source.splitlines() if not line.startswith("#include"))
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,7 @@ def stream_source(dtype: str) -> str:
     """All stream kernels for one dtype; names end in `_<dtype>`."""
     ct = CTYPES[dtype]
     body = STREAM_TEMPLATE.substitute(NAME=dtype, T=ct.ctype, ACC=ct.acc, DOT_THREADS=DOT_THREADS)
-    return HEADER + body
+    return HEADERS[dtype] + body
 
 
 def stream_kernel_name(kind: str, dtype: str) -> str:
@@ -176,7 +186,7 @@ def fma_source(dtype: str, k: int) -> str:
         body = FMA_SCALAR_TEMPLATE.substitute(NAME=name, T=ct.ctype, K=int(k), FMA=fma)
     else:
         body = FMA_PAIR_TEMPLATE.substitute(NAME=name, T=ct.ctype, T2=ct.vec2, SPLAT2=ct.splat2, K=int(k))
-    return HEADER + body
+    return HEADERS[dtype] + body
 
 
 # ------------------------------------------------------------------ launch overhead
@@ -198,7 +208,7 @@ def launch_kernel_name(dtype: str) -> str:
 
 def launch_source(dtype: str) -> str:
     ct = CTYPES[dtype]
-    return HEADER + LAUNCH_TEMPLATE.substitute(NAME=launch_kernel_name(dtype), T=ct.ctype, ACC=ct.acc)
+    return HEADERS[dtype] + LAUNCH_TEMPLATE.substitute(NAME=launch_kernel_name(dtype), T=ct.ctype, ACC=ct.acc)
 
 
 def all_instantiations(fma_ks: tuple[int, ...] = (1, 2, 8, 64, 256, 1024)) -> dict[str, str]:

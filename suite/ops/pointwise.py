@@ -209,7 +209,7 @@ class Gelu(PointwiseOp):
     name = "gelu"
     n_inputs = 1
     flops_per_element = 5
-    cupy_kernel = ("T x", "T y", "{C} v = ({C})x; y = (T)(({C})0.5 * v * (({C})1 + erf(v * ({C})M_SQRT1_2)))")
+    cupy_kernel = ("T x", "T y", "{C} v = ({C})x; y = (T)(({C})0.5 * v * (({C})1 + erf(v * ({C})0.70710678118654752440)))")
 
     @staticmethod
     def function(x: torch.Tensor) -> torch.Tensor:

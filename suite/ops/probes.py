@@ -234,7 +234,7 @@ class StreamDot(StreamOp):
                 with cupy_stream(cp):
                     partial_kernel((blocks,), (threads,), (ca, cb, partial, count))
                     final_kernel((1,), (threads,), (partial, result, cp.int32(blocks)))
-                return result[0]
+                return result
 
         else:
             fn = lambda: torch.dot(a, b)  # noqa: E731

@@ -23,7 +23,7 @@ def _kernel_names(source: str) -> list[str]:
 
 def test_all_kernel_instantiations_compile_to_ptx(tmp_path):
     sources = cuda_sources.all_instantiations()
-    unit = cuda_sources.HEADER + "\n".join(src.replace(cuda_sources.HEADER, "") for src in sources.values())
+    unit = cuda_sources.ALL_HEADERS + "\n".join(cuda_sources.strip_includes(src) for src in sources.values())
     cu = tmp_path / "rooflab_kernels.cu"
     cu.write_text(unit)
     ptx = tmp_path / "rooflab_kernels.ptx"
@@ -56,6 +56,21 @@ def test_fma_chain_length_is_unrolled_into_the_kernel():
     assert "j < 16" in src
     with pytest.raises(ValueError):
         cuda_sources.fma_source("float32", 0)
+
+
+@pytest.mark.parametrize("dtype", cuda_sources.FMA_DTYPES)
+def test_each_source_compiles_on_its_own_with_only_its_headers(tmp_path, dtype):
+    for label, source in (("fma", cuda_sources.fma_source(dtype, 4)),
+                          ("stream", cuda_sources.stream_source(dtype) if dtype in cuda_sources.STREAM_DTYPES else "")):
+        if not source:
+            continue
+        cu = tmp_path / f"{label}_{dtype}.cu"
+        cu.write_text(source)
+        done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(cu.with_suffix(".ptx"))],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    if dtype in ("float32", "float64"):
+        assert "#include" not in cuda_sources.fma_source(dtype, 4)
 
 
 def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
