@@ -190,8 +190,10 @@ class Roof:
 
 
 def uses_matrix_units(family: str, dtype: str) -> bool:
-    """GEMM and attention on tensor-core dtypes are held against the matrix roof."""
-    return family in MATRIX_FAMILIES and dtype in TENSOR_DTYPES + ("float64",)
+    """GEMM and attention are held against the matrix roof of their dtype (the best GEMM measured;
+    the tensor-core datasheet peak when not measured), falling back to the vector roof when the
+    dtype has neither (e.g. float32 without TF32)."""
+    return family in MATRIX_FAMILIES
 
 
 def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None:

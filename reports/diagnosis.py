@@ -1,7 +1,8 @@
 """Which wall each case hits, how far it is from it, and what fusion gains.
 
 roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof), where the compute roof
-is the matrix ceiling for GEMM/attention on tensor-core dtypes and the vector ceiling otherwise, and
+is, for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
+tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; and
 the bandwidth roof is the L2 ceiling for hot cases and the HBM ceiling for cold ones (read-only HBM
 for ops that only read: sum, amax, stream_dot). Measured ceilings are used first, datasheet figures
 when a ceiling was not measured. efficiency = roofline_ms / median_ms.

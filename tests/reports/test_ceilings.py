@@ -129,3 +129,16 @@ def test_select_device():
         select_device(df, "B200")
     with pytest.raises(ReportInputError, match="ambiguous"):
         select_device(df, "nvidia")
+
+
+def test_float32_gemm_is_held_against_the_best_float32_gemm_not_the_fma_probe():
+    rows = device_rows(fp32_tflops=50.0)
+    best = gemm(8192, 8192, 8192, 45.0, dtype="float32")
+    slow = gemm(2048, 2048, 2048, 30.0, dtype="float32")
+    df = frame(rows + [best, slow])
+    dc = compute_ceilings(df, H100)
+    assert dc.get("matrix", dtype="float32").value == pytest.approx(45.0)
+    assert dc.get("matrix", dtype="float32").datasheet == pytest.approx(66.9)  # vector fp32: no tensor cores
+    diag = diagnose(df, dc).set_index("case_key")
+    assert diag.loc[slow["case_key"], "efficiency"] == pytest.approx(30 / 45)
+    assert diag.loc[best["case_key"], "compute_roof_origin"] == "measured"
