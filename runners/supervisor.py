@@ -118,6 +118,14 @@ def worker_context() -> Any:
     return multiprocessing.get_context("spawn")
 
 
+def prestart_worker_server() -> None:
+    """Start the fork server now, so its imports overlap with the caller's own work."""
+    if worker_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 class _WorkerProcess:
     """One spawned worker and the parent's end of its pipe."""
 

@@ -1,8 +1,91 @@
-"""CLI commands: filled in by the part of rooflab that owns them."""
+"""`rooflab run SPEC`: measure a spec's cases into the results database."""
 from __future__ import annotations
 
+from typing import List, Optional
+
 import typer
+from rich.markup import escape
+
+from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+
+RUN_HELP = """Measure the cases of SPEC (a YAML file, or a shipped spec name such as quick) into the database.
+
+Each case runs in a worker process: an exception marks it failed, a worker that dies marks it
+crashed, and the sweep goes on. Ctrl-C finishes the case in flight and marks the run interrupted
+(exit code 130); `--resume RUN_ID` measures what is left.
+"""
+
+
+def run_command(
+    spec: Optional[str] = typer.Argument(None, help="Spec file or shipped spec name; optional with --resume."),
+    db: Optional[str] = DbOption,
+    filter_: List[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
+    device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
+    devices: Optional[str] = typer.Option(
+        None, "--devices", help="all, or a list such as 0,1: one worker per GPU, each measuring every case."
+    ),
+    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run shard I (0-based) of N cost-balanced shards."),
+    run_id: Optional[str] = typer.Option(
+        None, "--run-id", help="Run id to write under (shards of one night share it) [default: derived]."
+    ),
+    resume: Optional[str] = typer.Option(None, "--resume", help="Measure only the cases of RUN_ID that have no result."),
+    seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
+    warmup_ms: Optional[float] = typer.Option(None, "--warmup-ms", help="Warmup lasts at least this long (ms)."),
+    warmup_calls: Optional[int] = typer.Option(None, "--warmup-calls", help="... and at least this many calls."),
+    min_samples: Optional[int] = typer.Option(None, "--min-samples", help="Samples at least this many."),
+    max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Samples at most this many."),
+    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", help="Samples at least this long (ms)."),
+    max_time_ms: Optional[float] = typer.Option(None, "--max-time-ms", help="Gives up converging after this long (ms)."),
+    target_precision: Optional[float] = typer.Option(
+        None, "--target-precision", help="Stop when the median's 95 % CI half-width / median is below this (0, 1)."
+    ),
+    case_timeout_s: Optional[float] = typer.Option(
+        None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
+    json_output: bool = JsonOption,
+) -> None:
+    from runners.session import run_suite
+
+    overrides = {
+        "warmup_ms": warmup_ms,
+        "warmup_calls": warmup_calls,
+        "min_samples": min_samples,
+        "max_samples": max_samples,
+        "min_time_ms": min_time_ms,
+        "max_time_ms": max_time_ms,
+        "target_precision": target_precision,
+    }
+    try:
+        summary = run_suite(
+            spec,
+            db_url=db_url(db),
+            filters=filter_,
+            device=device,
+            devices=devices,
+            shard=shard,
+            run_id=run_id,
+            resume=resume,
+            timing_overrides=overrides,
+            quiet=quiet,
+            seed=seed,
+            case_timeout_s=case_timeout_s,
+            json_output=json_output,
+        )
+    except user_error_types() as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted before the run started; nothing was measured", highlight=False)
+        raise typer.Exit(130) from None
+    if json_output:
+        print_json(summary.to_dict())
+    else:
+        from runners.progress import render_summary
+
+        render_summary(summary.to_dict(), console)
+    raise typer.Exit(summary.exit_code)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
-    return None
+    app.command("run", help=RUN_HELP)(run_command)

@@ -1,0 +1,376 @@
+"""One `rooflab run`: everything validated first, then a run in the database, then the supervisor.
+
+Order matters: the spec, filters, devices, shard and timing overrides are checked before the
+database is opened, so invalid input writes nothing (no database file appears). A run always
+skips the cases it already holds a result for on a device, which is what makes `--resume`, a
+re-started shard and a second process with the same `--run-id` measure nothing twice.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+import shlex
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from runners.cli.common import UserInputError
+from runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
+from suite.case import Case
+from suite.timing import TimingSettings
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+SLOWEST_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one invocation did; `to_dict()` is the `--json` output."""
+
+    run_id: str
+    suite: str
+    status: str  # complete | interrupted | failed
+    db_url: str  # password redacted
+    shard: str | None
+    devices: tuple[LaneReport, ...]
+    selected_cases: int  # cases of the spec after filters and shard, per device
+    counts: Mapping[str, int]  # results stored by this invocation, by status
+    already_measured: int  # results the run held before (resume), not measured again
+    unmeasured: int  # cases left without a result (interrupted, device given up)
+    elapsed_s: float
+    slowest: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "interrupted":
+            return EXIT_INTERRUPTED
+        if self.status == "failed":
+            return EXIT_FAILED
+        return EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "suite": self.suite,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "db_url": self.db_url,
+            "shard": self.shard,
+            "devices": [asdict(d) for d in self.devices],
+            "selected_cases": self.selected_cases,
+            "counts": dict(self.counts),
+            "already_measured": self.already_measured,
+            "unmeasured": self.unmeasured,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "slowest": [dict(s) for s in self.slowest],
+        }
+
+
+# ---------------------------------------------------------------- validation of the inputs
+
+
+def validate_timing_overrides(values: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The non-None overrides, checked one by one; UserInputError names the flag and the rule."""
+    if not values:
+        return {}
+    known = set(TimingSettings.names())
+    out: dict[str, Any] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if name not in known:
+            raise UserInputError(f"{flag}: unknown timing setting; allowed: {', '.join(sorted(known))}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise UserInputError(f"{flag}: expected a finite number, got {value!r}")
+        if name == "target_precision":
+            if not 0 < value < 1:
+                raise UserInputError(f"{flag} {value}: must be a fraction in (0, 1), e.g. 0.005 for 0.5 %")
+        elif name in ("min_samples", "max_samples"):
+            if int(value) != value or value < 1:
+                raise UserInputError(f"{flag} {value}: must be a whole number >= 1")
+            value = int(value)
+        elif name in ("warmup_calls", "graph_launches"):
+            if int(value) != value or value < 0:
+                raise UserInputError(f"{flag} {value}: must be a whole number >= 0")
+            value = int(value)
+        elif name == "max_time_ms":
+            if value <= 0:
+                raise UserInputError(f"{flag} {value}: must be > 0 (milliseconds)")
+        elif value < 0:
+            raise UserInputError(f"{flag} {value}: must be >= 0 (milliseconds)")
+        out[name] = value
+    if "min_samples" in out and "max_samples" in out and out["min_samples"] > out["max_samples"]:
+        raise UserInputError(f"--min-samples {out['min_samples']} is larger than --max-samples {out['max_samples']}")
+    if "min_time_ms" in out and "max_time_ms" in out and out["min_time_ms"] > out["max_time_ms"]:
+        raise UserInputError(f"--min-time-ms {out['min_time_ms']} is larger than --max-time-ms {out['max_time_ms']}")
+    return out
+
+
+def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, Any]) -> None:
+    """The CLI overrides must not contradict a benchmark's own settings (e.g. min above max)."""
+    for case in cases:
+        s = case.timing.override(overrides)
+        if s.min_samples > s.max_samples:
+            raise UserInputError(
+                f"benchmark {case.benchmark!r}: min_samples {s.min_samples} > max_samples {s.max_samples} "
+                "after the command-line overrides"
+            )
+        if s.min_time_ms > s.max_time_ms:
+            raise UserInputError(
+                f"benchmark {case.benchmark!r}: min_time_ms {s.min_time_ms} > max_time_ms {s.max_time_ms} "
+                "after the command-line overrides"
+            )
+
+
+def _normalize_device(text: str, available: Sequence[str]) -> str:
+    value = text.strip().lower()
+    if value.isdigit():
+        value = f"cuda:{value}"
+    if value == "cuda":
+        value = "cuda:0"
+    if value not in available:
+        raise UserInputError(
+            f"unknown device {text!r}; devices here: {', '.join(available)} "
+            "(allowed: auto, cpu, cuda:N, or for --devices: all or a list such as 0,1)"
+        )
+    return value
+
+
+def resolve_devices(device: str | None, devices: str | None) -> list[str]:
+    """The torch devices to run on, one worker each; UserInputError for a device not present."""
+    from runners.environment import best_device, list_devices
+
+    available = list(dict.fromkeys(["cpu", *list_devices()]))
+    if devices is not None and device not in (None, "auto"):
+        raise UserInputError("give either --device or --devices, not both")
+    if devices is not None:
+        text = devices.strip().lower()
+        if text == "all":
+            gpus = [d for d in available if d.startswith("cuda")]
+            return gpus or ["cpu"]
+        parts = [p for p in (x.strip() for x in text.split(",")) if p]
+        if not parts:
+            raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")
+        chosen = list(dict.fromkeys(_normalize_device(p, available) for p in parts))
+        kinds = {d.split(":")[0] for d in chosen}
+        if len(kinds) > 1:
+            raise UserInputError(f"--devices {devices!r}: mixes CPU and CUDA devices; run them separately")
+        return chosen
+    if device in (None, "", "auto"):
+        return [best_device()]
+    return [_normalize_device(device, available)]
+
+
+def derive_run_id(suite: str, *, sharded: bool, now: datetime | None = None) -> str:
+    """`quick-20261121` for a sharded run (all shards of a night share it), else `quick-20261121T173000Z-1a2b`."""
+    now = now or datetime.now(timezone.utc)
+    if sharded:
+        return f"{suite}-{now:%Y%m%d}"
+    return f"{suite}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+
+
+def _database_exists(db_url: str) -> bool:
+    from db.urls import normalize_url, sqlite_path
+
+    path = sqlite_path(normalize_url(db_url))
+    return path is None or path.exists()
+
+
+def _rooflab_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("rooflab")
+    except Exception:  # noqa: BLE001 - not installed as a distribution (run from a checkout)
+        return ""
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_suite(
+    spec_path: str | Path | None,
+    *,
+    db_url: str,
+    filters: Sequence[str] = (),
+    device: str = "auto",
+    devices: str | None = None,
+    shard: str | None = None,
+    run_id: str | None = None,
+    resume: str | None = None,
+    timing_overrides: Mapping[str, Any] | None = None,
+    quiet: bool = False,
+    seed: int = 0,
+    case_timeout_s: float | None = None,
+    json_output: bool = False,
+    progress: Any = None,
+    command_line: str | None = None,
+    handle_signals: bool = True,
+) -> RunSummary:
+    """Validate, create (or join, or resume) the run, measure, and mark it finished."""
+    from db.store import ResultStore
+    from db.urls import redact
+    from runners.progress import make_progress
+    from runners.shards import parse_shard
+    from suite.spec import apply_filters, expand, load_spec, parse_spec
+
+    started = time.monotonic()
+    overrides = validate_timing_overrides(timing_overrides)
+    if seed < 0:
+        raise UserInputError(f"--seed {seed}: must be >= 0")
+    if case_timeout_s is not None and not case_timeout_s > 0:
+        raise UserInputError(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
+    if run_id is not None and resume is not None and run_id != resume:
+        raise UserInputError("give either --run-id or --resume, not both")
+    if spec_path is None and resume is None:
+        raise UserInputError("give a SPEC (a path or a shipped spec name such as quick), or --resume RUN_ID")
+    if shard is not None:
+        index, count = parse_shard(shard)
+        shard = f"{index}/{count}"
+    for name, value in (("--run-id", run_id), ("--resume", resume)):
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise UserInputError(f"{name} {value!r}: a run id is a non-empty word without spaces")
+    prestart_worker_server()  # workers' imports overlap with loading the spec
+    torch_devices = resolve_devices(device, devices)
+    device_kind = torch_devices[0].split(":")[0]
+
+    if spec_path is not None:
+        spec = load_spec(spec_path)
+    else:
+        assert resume is not None
+        if not _database_exists(db_url):
+            raise UserInputError(f"--resume {resume}: there is no database at {redact(db_url)}")
+        probe = ResultStore(db_url)
+        try:
+            stored_run = probe.get_run(resume)
+        finally:
+            probe.close()
+        if stored_run is None:
+            raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
+        spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
+
+    cases = apply_filters(expand(spec, device_kind), list(filters))
+    if not cases and filters:
+        raise UserInputError(f"no case of {spec.name} on {device_kind} matches the filters {' '.join(filters)}")
+    check_merged_settings(cases, overrides)
+    effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)
+    if shard is not None:
+        cases = _select_shard(cases, shard, db_url=db_url, suite=spec.name, run_id=effective_run_id)
+
+    reporter = progress or make_progress(quiet=quiet, json_output=json_output)
+    store = ResultStore(db_url)
+    try:
+        existing = store.get_run(effective_run_id)
+        if resume is not None and existing is None:
+            raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
+        from runners.environment import git_state
+
+        commit, dirty = git_state()
+        run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
+        store.start_run(run, shard=shard)
+        supervisor = Supervisor(
+            store=store,
+            run_id=effective_run_id,
+            torch_devices=torch_devices,
+            cases=cases,
+            progress=reporter,
+            seed=seed,
+            timing_overrides=overrides,
+            case_timeout_s=case_timeout_s,
+            shard=shard,
+            handle_signals=handle_signals,
+        )
+        reporter.start(len(cases) * len(torch_devices), torch_devices)
+        try:
+            result = supervisor.run()
+        except BaseException:
+            try:
+                store.finish_run(effective_run_id, "failed", shard=shard)
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                pass
+            raise
+        finally:
+            reporter.close()
+        store.finish_run(effective_run_id, result.status, shard=shard)
+    finally:
+        store.close()
+    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started)
+
+
+def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, command_line: str | None) -> Any:
+    from db.records import RunRecord
+
+    return RunRecord(
+        run_id=run_id,
+        suite=spec.name,
+        spec_text=spec.text,
+        spec_hash=spec.sha256,
+        started_at=datetime.now(timezone.utc),
+        host=socket.gethostname(),
+        command_line=command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]]),
+        git_commit=commit,
+        git_dirty=dirty,
+        rooflab_version=_rooflab_version(),
+    )
+
+
+def _select_shard(cases: list[Case], shard: str, *, db_url: str, suite: str, run_id: str) -> list[Case]:
+    """This shard's part, balanced by the previous run's medians when the database has them."""
+    from runners.shards import CostBasis, estimate_cost_s, parse_shard, previous_medians, select_shard
+
+    index, count = parse_shard(shard)
+    basis = CostBasis()
+    if _database_exists(db_url):
+        basis = previous_medians(db_url, suite=suite, current_run_id=run_id)
+    cost: Callable[[Case], float] = basis.cost_s if basis.medians_ms else estimate_cost_s
+    return select_shard(cases, index, count, cost)
+
+
+def _summary(
+    result: SupervisorResult,
+    run_id: str,
+    suite: str,
+    db_url: str,
+    shard: str | None,
+    selected: int,
+    elapsed_s: float,
+) -> RunSummary:
+    from db.records import STATUSES
+
+    counts = {status: 0 for status in STATUSES}
+    for r in result.results:
+        counts[r.record.status] += 1
+    ok = [r for r in result.results if r.record.status == "ok" and r.record.median_ms is not None]
+    ok.sort(key=lambda r: r.record.median_ms or 0.0, reverse=True)
+    slowest = tuple(
+        {
+            "case_key": r.case.case_key,
+            "device": r.lane,
+            "median_ms": r.record.median_ms,
+            "gbps": r.record.gbps if r.record.bytes else None,
+            "tflops": r.record.tflops if r.record.flops else None,
+            "elapsed_s": round(r.elapsed_s, 3),
+        }
+        for r in ok[:SLOWEST_SHOWN]
+    )
+    return RunSummary(
+        run_id=run_id,
+        suite=suite,
+        status=result.status,
+        db_url=db_url,
+        shard=shard,
+        devices=result.lanes,
+        selected_cases=selected,
+        counts=counts,
+        already_measured=sum(lane.already_measured for lane in result.lanes),
+        unmeasured=result.unmeasured,
+        elapsed_s=elapsed_s,
+        slowest=slowest,
+    )

@@ -1,0 +1,362 @@
+"""`rooflab run` end to end on the CPU: real ops, interrupts, kills, resume, shards, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from queue import Empty, Queue
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from db.query import results, runs
+from runners.cli.app import app
+from runners.session import run_suite
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = "tests.runners.planted_ops"
+
+PLANTED_SPEC = """\
+name: planted
+defaults:
+  cache: [hot]
+  timing: {warmup_ms: 1, warmup_calls: 2, min_samples: 5, min_time_ms: 2, max_time_ms: 50}
+benchmarks:
+  - name: scale
+    op: planted_scale
+    params:
+      n: [256, 512, 1024, 2048]
+"""
+
+# Each call sleeps 150 ms: first call + the engine's first call + 2 warmup + 5 samples ~ 1.35 s a case.
+SLOW_SPEC = """\
+name: slow
+defaults:
+  cache: [hot]
+  timing: {warmup_ms: 1, warmup_calls: 2, min_samples: 5, max_samples: 5, min_time_ms: 1, max_time_ms: 10}
+benchmarks:
+  - name: slow
+    op: planted_scale
+    params:
+      n: [256, 512, 1024]
+      sleep_ms: 150
+"""
+
+REAL_SPEC = """\
+name: e2e
+defaults:
+  cache: [hot]
+  timing: {warmup_ms: 5, min_samples: 15, min_time_ms: 40, max_time_ms: 300, target_precision: 0.02}
+benchmarks:
+  - name: stream
+    op: [copy, triad]
+    params: {n: 1048576}
+  - name: gemm
+    op: matmul
+    params: {m=n=k: 192}
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ROOFLAB_DB"}
+    env["ROOFLAB_PLUGINS"] = PLUGIN
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Rooflab:
+    """`python -m runners run ...` in a child process, its output read line by line."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runners", "run", *args],
+            cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        self.lines: list[str] = []
+        self._queue: Queue[str] = Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._queue.put(line)
+
+    def wait_for(self, text: str, timeout_s: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.1)
+            except Empty:
+                if self.proc.poll() is not None and self._queue.empty():
+                    break
+                continue
+            self.lines.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"{text!r} not seen; output so far:\n{''.join(self.lines)}")
+
+    def finish(self, timeout_s: float = 120.0) -> tuple[int, str]:
+        code = self.proc.wait(timeout_s)
+        time.sleep(0.1)
+        while not self._queue.empty():
+            self.lines.append(self._queue.get())
+        return code, "".join(self.lines)
+
+
+def run_cli(*args: str, timeout_s: float = 120.0, threads: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = child_env()
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    return subprocess.run(
+        [sys.executable, "-m", "runners", "run", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s,
+    )
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def run_status(url: str, run_id: str) -> str:
+    frame = runs(url)
+    return str(frame.loc[frame["run_id"] == run_id, "status"].iloc[0])
+
+
+# ---------------------------------------------------------------- interrupts, kills, resume
+
+
+def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
+    spec = write(tmp_path, "slow.yaml", SLOW_SPEC)
+    db = tmp_path / "r.db"
+    url = f"sqlite:///{db}"
+    child = Rooflab(str(spec), "--db", url, "--run-id", "night")
+    child.wait_for("3 case(s)")
+    time.sleep(0.3)  # the first case (about 1.35 s) is now in flight
+    child.proc.send_signal(signal.SIGINT)
+    code, out = child.finish()
+    assert code == 130, out
+    assert "finishing the case in flight" in out
+    assert "Traceback" not in out
+    first = results(url, run_id="night")
+    assert len(first) == 1 and first["status"].tolist() == ["ok"]  # the in-flight case was stored
+    assert "n=256," in first["case_key"].iloc[0]  # the first case of the spec
+    assert run_status(url, "night") == "interrupted"
+
+    # SPEC omitted: the spec stored with the run is used
+    summary = run_suite(None, db_url=url, resume="night", device="cpu", quiet=True, handle_signals=False)
+    assert summary.exit_code == 0
+    assert summary.already_measured == 1 and summary.counts["ok"] == 2
+    after = results(url, run_id="night")
+    assert len(after) == 3 and after["case_key"].is_unique
+    assert set(after["status"]) == {"ok"}
+    assert run_status(url, "night") == "complete"
+
+
+def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
+    spec = write(tmp_path, "slow.yaml", SLOW_SPEC)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    child = Rooflab(str(spec), "--db", url, "--run-id", "killed")
+    child.wait_for("[1/3] ok")
+    below = descendants(child.proc.pid)
+    assert below  # the fork server and the worker
+    child.proc.kill()
+    child.finish()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in below) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in below), "worker processes outlived their killed supervisor"
+    stored = results(url, run_id="killed")
+    assert 1 <= len(stored) <= 2
+    assert run_status(url, "killed") == "running"
+
+    resumed = run_suite(spec, db_url=url, resume="killed", device="cpu", quiet=True, handle_signals=False)
+    assert resumed.exit_code == 0 and resumed.already_measured == len(stored)
+    after = results(url, run_id="killed")
+    assert len(after) == 3 and after["case_key"].is_unique
+    assert run_status(url, "killed") == "complete"
+    assert set(stored["case_key"]) <= set(after["case_key"])
+
+
+def test_shards_cover_the_spec_once_and_a_restarted_shard_measures_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
+    spec = write(tmp_path, "planted.yaml", PLANTED_SPEC)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    kw = dict(db_url=url, device="cpu", quiet=True, handle_signals=False)
+    a = run_suite(spec, shard="0/2", **kw)
+    assert a.run_id.startswith("planted-") and a.status == "complete"
+    again = run_suite(spec, shard="0/2", **kw)  # same derived run id: the same night
+    assert again.run_id == a.run_id
+    assert sum(again.counts.values()) == 0 and again.already_measured == a.selected_cases
+    assert run_status(url, a.run_id) == "running"  # shard 1/2 has not run yet
+    b = run_suite(spec, shard="1/2", **kw)
+    assert b.run_id == a.run_id
+    assert a.selected_cases + b.selected_cases == 4
+    frame = results(url, run_id=a.run_id)
+    assert len(frame) == 4 and frame["case_key"].is_unique
+    assert sorted(frame["shard"].unique()) == ["0/2", "1/2"]
+    assert run_status(url, a.run_id) == "complete"
+
+
+# ---------------------------------------------------------------- real ops, real numbers
+
+
+def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) -> None:
+    from runners.environment import capture
+    from suite.ops.registry import get_op
+    from suite.spec import expand, load_spec
+
+    spec_path = write(tmp_path, "e2e.yaml", REAL_SPEC)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    # One intra-op thread on both sides: on a loaded machine a second OpenMP thread waiting for a
+    # core costs milliseconds at random, which would compare the scheduler rather than the timings.
+    done = run_cli(str(spec_path), "--db", url, "--device", "cpu", "--json", "--quiet", threads=1)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads(done.stdout)  # --json --quiet: stdout holds the JSON summary only
+    assert summary["status"] == "complete" and summary["counts"]["ok"] == 3
+    frame = results(url, run_id=summary["run_id"]).set_index("case_key")
+    assert set(frame["status"]) == {"ok"}
+    assert frame["torch_version"].notna().all() and frame["device_kind"].eq("cpu").all()
+
+    _, device = capture("cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        independent = {case.case_key: independent_median_ms(case, device) for case in expand(load_spec(spec_path), "cpu")}
+    finally:
+        torch.set_num_threads(threads)
+    for case in expand(load_spec(spec_path), "cpu"):
+        op = get_op(case.op)
+        row = frame.loc[case.case_key]
+        params = op.resolved_params(case.params)
+        assert row["flops"] == op.flops(params, case.dtype) and row["bytes"] == op.bytes(params, case.dtype)
+        assert row["gbps"] == pytest.approx(row["bytes"] / (row["median_ms"] * 1e-3) / 1e9, rel=1e-6)
+        independent_ms = independent[case.case_key]
+        ratio = row["median_ms"] / independent_ms
+        assert 1 / 3 < ratio < 3, f"{case.case_key}: rooflab {row['median_ms']:.4f} ms vs {independent_ms:.4f} ms"
+
+
+def independent_median_ms(case, device) -> float:  # type: ignore[no-untyped-def]
+    """The op's own timed callable, timed with perf_counter around each call (no rooflab timing code)."""
+    from suite.ops.registry import get_op
+
+    prepared = get_op(case.op).prepare(case, device, 1234)
+    for _ in range(5):
+        prepared.fn()
+    samples = []
+    for _ in range(41):
+        start = time.perf_counter()
+        prepared.fn()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)
+
+
+# ---------------------------------------------------------------- bad input: exit 2, nothing written
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, ["run", *args])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    "spec_text, expected",
+    [
+        (None, "spec file not found"),
+        ("name: x\nbenchmarks: [\n", "line"),
+        ("name: x\nbenchmarks:\n  - name: a\n    op: no_such_op\n", "no_such_op"),
+        ("name: x\nbenchmarks:\n  - name: a\n    op: copy\n    colour: red\n", "colour"),
+    ],
+)
+def test_bad_spec_exits_2_and_creates_no_database(tmp_path: Path, spec_text: str | None, expected: str) -> None:
+    spec = tmp_path / "bad.yaml"
+    if spec_text is not None:
+        spec.write_text(spec_text, encoding="utf-8")
+    db = tmp_path / "r.db"
+    code, out = invoke(str(spec), "--db", f"sqlite:///{db}")
+    assert code == 2, out
+    assert "error:" in out and expected in out
+    assert "Traceback" not in out
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--max-time-ms", "-5"], "--max-time-ms"),
+        (["--warmup-ms", "-1"], "--warmup-ms"),
+        (["--min-time-ms", "-0.5"], "--min-time-ms"),
+        (["--target-precision", "1.5"], "(0, 1)"),
+        (["--target-precision", "0"], "(0, 1)"),
+        (["--min-samples", "0"], "--min-samples"),
+        (["--min-samples", "10", "--max-samples", "5"], "larger than --max-samples"),
+        (["--shard", "2/2"], "--shard"),
+        (["--shard", "half"], "--shard"),
+        (["--device", "cuda:7"], "unknown device"),
+        (["--device", "tpu"], "unknown device"),
+        (["--devices", "5"], "unknown device"),
+        (["--device", "cpu", "--devices", "all"], "not both"),
+        (["--seed", "-1"], "--seed"),
+        (["--case-timeout-s", "0"], "--case-timeout-s"),
+        (["--filter", "op"], "op"),
+        (["--filter", "op=nothing_like_it"], "no case"),
+    ],
+)
+def test_bad_flags_exit_2_and_create_no_database(tmp_path: Path, flags: list[str], expected: str) -> None:
+    spec = write(tmp_path, "ok.yaml", "name: ok\nbenchmarks:\n  - name: c\n    op: copy\n    params: {n: 1024}\n")
+    db = tmp_path / "r.db"
+    code, out = invoke(str(spec), "--db", f"sqlite:///{db}", *flags)
+    assert code == 2, out
+    assert "error:" in out and expected in out, out
+    assert "Traceback" not in out
+    assert not db.exists()
+
+
+def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    code, out = invoke("--resume", "nope", "--db", f"sqlite:///{db}")
+    assert code == 2 and "no database" in out
+    assert not db.exists()
+    code, out = invoke("--db", f"sqlite:///{db}")
+    assert code == 2 and "--resume" in out
