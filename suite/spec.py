@@ -222,6 +222,7 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return None
 
 
+_NAME_LISTS = ("op", "backends", "dtypes", "cache", "timing_modes", "devices", "tags")
 _EXPECTED = {
     "dict_type": "a mapping (key: value)",
     "model_type": "a mapping (key: value)",
@@ -249,7 +250,12 @@ def _pydantic_message(exc: ValidationError, spec_path: Path | str, loaded: Loade
     for err in errors[:3]:
         loc = tuple(err["loc"])
         kind = err["type"]
-        if kind == "extra_forbidden":
+        if loc and loc[-1] == "[key]":  # a mapping key of the wrong type
+            loc = loc[:-1]
+            what = f"wrong type: a key must be a string, got {_shown(err.get('input'))}"
+        elif kind == "list_type" and loc and loc[-1] in _NAME_LISTS:
+            what = f"wrong type: expected a name or a list of names, got {_shown(err.get('input'))}"
+        elif kind == "extra_forbidden":
             parent = _model_at(loc[:-1])
             allowed = f"; allowed: {_field_names(parent)}" if parent else ""
             what = f"unknown field {loc[-1]!r}{allowed}"
@@ -406,7 +412,12 @@ def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamVal
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         if not isinstance(value, int) or isinstance(value, bool):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is an integer, got {value!r}; allowed: {_allowed(pspec)}")
+            hint = ""
+            if isinstance(value, str) and _is_number_text(value):
+                hint = " (YAML reads a number like 1e6 as text: write 1000000 or 1.0e+6)"
+            raise sweep.SweepError(
+                f"wrong type: {name} of op {op!r} is an integer, got {value!r}{hint}; allowed: {_allowed(pspec)}"
+            )
     elif kind is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: {_allowed(pspec)}")
@@ -419,6 +430,14 @@ def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamVal
     if pspec.positive and kind in (int, float) and value <= 0:
         raise sweep.SweepError(f"{name} must be positive (a size), got {value!r}; allowed: {_allowed(pspec)}")
     return value
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _allowed(pspec: ParamSpec) -> str:

@@ -55,6 +55,10 @@ CASES = {
     "missing_name": ("name: bad\nbenchmarks:\n  - op: copy\n    params: {n: 4}\n", ["line 3", "benchmarks[0].name", "required field missing"]),
     "duplicate_benchmark_name": (HEAD + "    op: copy\n    params: {n: 4}\n  - name: a\n    op: copy\n    params: {n: 8}\n", ["line 6", "benchmarks[1].name", "used twice", "unique names"]),
     "benchmark_not_mapping": ("name: bad\nbenchmarks:\n  - copy\n", ["line 3", "benchmarks[0]", "expected a mapping"]),
+    "op_not_a_name": (HEAD + "    op: 5\n", ["line 4", "benchmarks[0].op", "expected a name or a list of names, got 5"]),
+    "unknown_op_in_list": (HEAD + "    op: [copy, cpy]\n    params: {n: 4}\n", ["line 4", "benchmarks[0].op[1]", "unknown op 'cpy'", "allowed: attention, copy, matmul"]),
+    "key_not_a_string": (HEAD + "    op: copy\n    params: {1: 5}\n", ["line 5", "benchmarks[0].params[1]", "a key must be a string"]),
+    "exponent_as_text": (HEAD + "    op: copy\n    params: {n: 1e6}\n", ["line 5", "benchmarks[0].params.n", "got '1e6'", "write 1000000 or 1.0e+6", "allowed: integers > 0"]),
     "top_level_unknown": ("name: bad\nbenchmark: []\n", ["benchmark", "unknown field 'benchmark'", "allowed: name, description, max_cases, defaults, benchmarks"]),
 }
 

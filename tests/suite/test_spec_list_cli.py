@@ -124,3 +124,26 @@ def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and "invalid YAML" in proc.stderr and "line 6" in proc.stderr
     assert proc.stdout == ""
     assert list(tmp_path.iterdir()) == [path]
+
+
+def test_bad_device_kind_exits_2(tmp_path: Path, fake_registry: None) -> None:
+    path = write(tmp_path, GOOD)
+    result = CliRunner().invoke(app, ["list", str(path), "--device-kind", "tpu"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_list_shipped_spec_with_the_real_ops() -> None:
+    from suite.ops.registry import all_ops
+    from suite.spec import expand, load_spec
+
+    result = CliRunner().invoke(app, ["list", "quick", "--json", "--device-kind", "cpu", "--filter", "family=probe"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    ops = all_ops()
+    expected = [c for c in expand(load_spec("quick", ops=ops), "cpu", ops=ops) if c.family == "probe"]
+    assert [c["case_key"] for c in out["cases"]] == [c.case_key for c in expected]
+    for row, case in zip(out["cases"], expected):
+        assert row["flops"] == ops[case.op].flops(case.params, case.dtype)
+        assert row["bytes"] == ops[case.op].bytes(case.params, case.dtype)
+    triad = next(r for r in out["cases"] if r["op"] == "stream_triad")
+    assert triad["bytes"] == 3 * triad["params"]["n"] * 4 and triad["flops"] == 2 * triad["params"]["n"]
