@@ -126,10 +126,11 @@ def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "") ->
             "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
                                   ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
                                    "intensity", "tflops", "gbps"]),
-            "fusion": _records(fusion_gains(rows), list(fusion_gains(rows).columns)),
+            "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
+                        "environments": ctx["environments"],
                         "fingerprints": sorted(str(f) for f in rows["device_fingerprint"].dropna().unique()),
                         "results": len(rows), "ok": int((rows["status"] == "ok").sum())})
     has_compare = len(names) >= 2

@@ -70,9 +70,10 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
     """Log-log roofline: intensity (FLOP/byte) against achieved TFLOP/s.
 
     Measured roofs solid, datasheet roofs dashed, the fma_intensity sweep as the measured knee
-    (a line per dtype), every ok measurement with FLOPs and bytes as a point.
+    (a line per dtype), every ok measurement with FLOPs and bytes as a point (throttled ones too;
+    they never set a ceiling).
     """
-    ok = usable(rows)
+    ok = rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
     pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy() if not ok.empty else ok
     with _figure() as (fig, ax):
         ax.set_xscale("log")
