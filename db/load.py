@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, TypeVar
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, select, update
 
 from db import models
 from db.dialect import insert_ignore
@@ -67,6 +67,33 @@ def _insert_missing(conn: Connection, table: Any, key_column: Any, rows: dict[st
     return ids, len(new)
 
 
+def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -> None:
+    """Shards and runs that the target still sees running but the batch saw finish take the batch's state."""
+    from db.store import aggregate_shards
+
+    shard_t, run_t = models.RunShard.__table__, models.Run.__table__
+    if batch.shards:
+        shard_rows = [dict(row, run_id=run_ids[run_id]) for run_id, row in batch.shards]
+        conn.execute(insert_ignore(conn, shard_t), shard_rows)
+        for row in shard_rows:
+            if row["status"] != "running":
+                conn.execute(
+                    update(shard_t)
+                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"], shard_t.c.status == "running")
+                    .values(status=row["status"], finished_at=row["finished_at"])
+                )
+    sharded = {run_id for run_id, _ in batch.shards}
+    for run_id, row in batch.runs.items():
+        if run_id in sharded:
+            aggregate_shards(conn, run_ids[run_id])
+        elif row["status"] != "running":
+            conn.execute(
+                update(run_t)
+                .where(run_t.c.id == run_ids[run_id], run_t.c.status == "running")
+                .values(status=row["status"], finished_at=row["finished_at"])
+            )
+
+
 def load(conn: Connection, batch: Batch) -> LoadCounts:
     """Insert what is missing from `batch`; the caller owns the transaction."""
     counts = LoadCounts()
@@ -75,9 +102,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     env_ids, counts.environments = _insert_missing(conn, env_t, env_t.c.device_fingerprint, batch.environments)
     case_ids, counts.cases = _insert_missing(conn, case_t, case_t.c.case_key, batch.cases)
 
-    if batch.shards:
-        shard_rows = [dict(row, run_id=run_ids[run_id]) for run_id, row in batch.shards]
-        conn.execute(insert_ignore(conn, models.RunShard.__table__), shard_rows)
+    _merge_run_states(conn, batch, run_ids)
     if batch.run_environments:
         env_rows = [
             dict(row, run_id=run_ids[run_id], environment_id=env_ids[fingerprint], device_key=key)

@@ -241,17 +241,7 @@ class ResultStore:
             )
             if done.rowcount == 0:
                 raise DatabaseInputError(f"shard {shard} of run {run_id!r} was never started")
-            shards = conn.execute(
-                select(models.RunShard.status, models.RunShard.shard_count, models.RunShard.finished_at).where(
-                    models.RunShard.run_id == pk
-                )
-            ).all()
-            expected = max(s.shard_count for s in shards)
-            finished = [s for s in shards if s.status != "running"]
-            if len(finished) >= expected and len(finished) == len(shards):
-                worst = max((s.status for s in finished), key=lambda s: _STATUS_RANK.get(s, 3))
-                last = max(s.finished_at for s in finished)
-                conn.execute(update(models.Run).where(models.Run.id == pk).values(status=worst, finished_at=last))
+            aggregate_shards(conn, pk)
 
         self._transaction(body)
 
@@ -368,6 +358,24 @@ class ResultStore:
             query = query.where(models.Measurement.device_key == device_uuid)
         with self.engine.connect() as conn:
             return set(conn.scalars(query))
+
+
+def aggregate_shards(conn: Connection, run_pk: int) -> None:
+    """Once all N shards of a run have finished, give the run the worst of their statuses."""
+    shards = conn.execute(
+        select(models.RunShard.status, models.RunShard.shard_count, models.RunShard.finished_at).where(
+            models.RunShard.run_id == run_pk
+        )
+    ).all()
+    if not shards:
+        return
+    expected = max(s.shard_count for s in shards)
+    finished = [s for s in shards if s.status != "running"]
+    if len(finished) >= expected and len(finished) == len(shards):
+        worst = max((s.status for s in finished), key=lambda status: _STATUS_RANK.get(status, 3))
+        last = max(s.finished_at for s in finished if s.finished_at is not None) if any(
+            s.finished_at is not None for s in finished) else None
+        conn.execute(update(models.Run).where(models.Run.id == run_pk).values(status=worst, finished_at=last))
 
 
 def upsert_case(conn: Connection, case: Any) -> int:
