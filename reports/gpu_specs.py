@@ -75,7 +75,7 @@ SPECS: tuple[GpuSpec, ...] = (
         sm_count=_f(80, "Volta spec table, research §6"),
         vector_tflops={"float64": _f(7.8, "LGT"), "float32": _f(15.7, "LGT")},
         matrix_tflops={"float16": _f(125, "LGT (FP16 tensor)")},
-        name_patterns=(r"v100.*sxm",),
+        name_patterns=(r"v100.*sxm", r"v100$"),
     ),
     GpuSpec(
         key="A100 SXM 80GB",
@@ -90,7 +90,7 @@ SPECS: tuple[GpuSpec, ...] = (
             **_half(312, "MLE"),
             "int8": _f(624, _A100_DS + ", TOPS"),
         },
-        name_patterns=(r"a100.*sxm.*80", r"a100.*80.*sxm"),
+        name_patterns=(r"a100.*sxm.*80", r"a100.*80.*sxm", r"a100 sxm$", r"a100$"),
     ),
     GpuSpec(
         key="A100 SXM 40GB",
@@ -120,7 +120,7 @@ SPECS: tuple[GpuSpec, ...] = (
             **_half(312, "MLE (A100 PCIe theory 312)"),
             "int8": _f(624, _A100_DS + ", TOPS"),
         },
-        name_patterns=(r"a100.*80.*pcie", r"a100.*pcie.*80"),
+        name_patterns=(r"a100.*80.*pcie", r"a100.*pcie.*80", r"a100 pcie$"),
     ),
     GpuSpec(
         key="A100 PCIe 40GB",
@@ -265,8 +265,9 @@ SPECS_BY_KEY: dict[str, GpuSpec] = {spec.key: spec for spec in SPECS}
 def match_device(name: str | None) -> GpuSpec | None:
     """The datasheet entry for a detected device name (e.g. "NVIDIA H100 80GB HBM3"), or None.
 
-    Also accepts a table key ("H100 SXM"). Patterns are tried in table order; more specific
-    entries (A100 80GB SXM) come before the general ones (A100 SXM).
+    Also accepts a table key ("H100 SXM") and bare model names ("A100", "H100", "V100": the SXM
+    part, 80 GB for the A100). Patterns are tried in table order; more specific entries (A100 80GB
+    SXM) come before the general ones (A100 SXM).
     """
     if not name:
         return None

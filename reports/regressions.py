@@ -127,11 +127,15 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     why the run may not enter a baseline, and its environment; sorted by series and run order."""
     if "run_order" in df.columns:
         order = pd.to_numeric(df["run_order"], errors="coerce")
-    else:
+    elif "started_at" in df.columns or "measured_at" in df.columns:
         when = pd.to_datetime(df["started_at"] if "started_at" in df.columns else df["measured_at"], utc=True)
         order = when.rank(method="dense")
+    else:  # no ordering column: the frame's own row order
+        order = pd.Series(range(len(df)), index=df.index, dtype=float)
     median = pd.to_numeric(df["median_ms"], errors="coerce")
-    ok = (df["status"] == "ok") & (median > 0)
+    ok = median > 0
+    if "status" in df.columns:
+        ok &= df["status"] == "ok"
     throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
     noisy = pd.Series(False, index=df.index)
     if "rel_ci_halfwidth" in df.columns:
@@ -142,9 +146,10 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     for col in ENV_COLUMNS:
         if col in df.columns:
             env = env + "|" + df[col].astype(str)
+    device = df["device_fingerprint"] if "device_fingerprint" in df.columns else df.get("device_name", pd.Series("", index=df.index))
     d = pd.DataFrame({
-        "case_key": df["case_key"].astype(str), "device_fingerprint": df["device_fingerprint"].astype(str),
-        "run_id": df["run_id"].astype(str), "order": order, "ok_median": median.where(ok),
+        "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
+        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order, "ok_median": median.where(ok),
         "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
     })

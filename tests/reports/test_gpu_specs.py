@@ -23,6 +23,10 @@ REQUIRED = ["A100 SXM 80GB", "A100 PCIe 80GB", "H100 SXM", "H100 PCIe", "H200", 
     ("Tesla V100-SXM2-16GB", "V100 SXM2"),
     ("AMD Instinct MI300X", "MI300X"),
     ("h100 sxm", "H100 SXM"),
+    ("A100", "A100 SXM 80GB"),
+    ("a100 pcie", "A100 PCIe 80GB"),
+    ("H100", "H100 SXM"),
+    ("V100", "V100 SXM2"),
 ])
 def test_detected_names_match(name, key):
     spec = match_device(name)

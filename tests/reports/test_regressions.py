@@ -170,3 +170,10 @@ def test_detection_rates_over_many_seeds():
                 == "regression" for _ in range(300))
     false = sum(judge(pts(1 + 0.02 * rng.standard_normal(27)))[0] == "regression" for _ in range(300))
     assert found >= 297 and false == 0
+
+
+def test_minimal_frame_without_optional_columns():
+    values = noisy(25, 1.0, 0.01, 26) + [1.2, 1.21]
+    df = pd.DataFrame({"case_key": "k", "device_fingerprint": "fp", "run_id": [f"r{i}" for i in range(len(values))],
+                       "median_ms": values})
+    assert _only(detect(df)).status == "regression"
