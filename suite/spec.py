@@ -139,8 +139,6 @@ class _Common(_Model):
     )
 
 
-
-
 class Defaults(_Common):
     """Settings applied to every benchmark of the spec that does not set them itself."""
 
@@ -396,10 +394,19 @@ def _check_names(
     for j, value in enumerate(values):
         if value not in allowed:
             what = f"op {op!r} does not support {kind} {value!r}" if value in known else f"unknown {kind} {value!r}"
+            if not written:
+                what += f" (the built-in default: give {_field_of(kind)} for this benchmark or in defaults)"
             raise SpecError(f"{spec.where(at + (j,) if written else at)}: {what}; allowed: {', '.join(allowed)}")
     if len(set(values)) != len(values):
         raise SpecError(f"{spec.where(at)}: a {kind} is listed twice in {list(values)}")
     return values
+
+
+def _field_of(kind: str) -> str:
+    """The spec field that lists values of `kind`."""
+    return {"backend": "backends", "dtype": "dtypes", "cache mode": "cache", "timing mode": "timing_modes"}.get(
+        kind, kind
+    )
 
 
 def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamValue:

@@ -100,3 +100,19 @@ def test_timing_override_fields_match_timing_settings() -> None:
     from suite.spec import TimingOverrides
 
     assert tuple(TimingOverrides.model_fields) == TimingSettings.names()
+
+
+def test_a_built_in_default_the_op_cannot_use_is_explained(tmp_path: Path) -> None:
+    from tests.suite.test_spec_fakes import FakeCopy
+
+    class NoEager(FakeCopy):
+        name = "no_eager"
+        backends = ("compiled",)
+
+    path = tmp_path / "default.yaml"
+    path.write_text("name: d\nbenchmarks:\n  - name: a\n    op: no_eager\n    params: {n: 8}\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path, ops={"no_eager": NoEager()})
+    message = str(info.value)
+    assert "line 3, benchmarks[0]: op 'no_eager' does not support backend 'eager'" in message
+    assert "(the built-in default: give backends for this benchmark or in defaults); allowed: compiled" in message
