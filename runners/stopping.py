@@ -6,6 +6,8 @@ Sampling stops at the first batch boundary where one of these holds, checked in 
 - `max_samples`: `max_samples` samples taken;
 - `max_time`: `max_time_ms` elapsed (wall time of the sampling phase, overheads included).
 
+`min_samples` is a floor that outranks `max_time_ms`: the first batch always takes `min_samples`
+samples (a slow case overruns `max_time_ms` rather than report statistics of two or three samples).
 The CI is evaluated once per batch, not per sample. The first batch is `min_samples` long; later
 batches add about a quarter of the samples so far (so the number of checks grows with log n), are
 long enough to reach `min_time_ms` when it is still ahead, and are cut so that, at the observed

@@ -81,6 +81,15 @@ def test_min_samples_respected_even_when_converged_earlier() -> None:
     assert timer.batch_sizes == [40]
 
 
+def test_min_samples_is_a_floor_even_past_max_time() -> None:
+    timer = SyntheticTimer(lambda: 50.0)  # each sample lasts longer than the whole time budget
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=20))
+    assert out.stats.n_samples == 10 and out.stop_reason in ("converged", "max_time")
+    noisy = np.random.default_rng(6)
+    out = run(SyntheticTimer(lambda: noisy.normal(50.0, 10.0)), TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=20))
+    assert out.stats.n_samples == 10 and out.stop_reason == "max_time" and out.batches == 1
+
+
 def test_min_time_respected_even_when_converged_earlier() -> None:
     timer = SyntheticTimer(lambda: 2.0, overhead_ms=0.0)
     out = run(timer, TimingSettings(min_samples=10, min_time_ms=300, max_time_ms=10**6))
