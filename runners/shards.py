@@ -180,7 +180,12 @@ def previous_medians(
     model is used).
     """
     from db.query import results, runs
+    from db.schema import read_state
 
+    # "empty": nothing stored yet; "foreign": tables without a version, seen while another shard is
+    # creating the schema (and refused by the store right after, if it really is foreign)
+    if read_state(db_url).kind in ("empty", "foreign"):
+        return CostBasis()
     frame = results(db_url, status="ok", device=device_fingerprint)
     if frame.empty:
         return CostBasis()

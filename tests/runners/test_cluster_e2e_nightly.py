@@ -1,0 +1,122 @@
+"""`rooflab nightly` as CI runs it, on a real (CPU) run over a planted history.
+
+The measured op is `planted_scale` with a sleep of known length in each call (a plugin from
+tests/runners/planted_ops.py), so tonight's time is known from below: a sleep never ends early.
+The synthetic history, written through db.store on this machine's own CPU environment, sets the
+baseline under it: a 20 % step (baseline 2.0/1.2 ms, last night 2.0 ms) is a regression once
+tonight measures >= 2.0 ms again; a flat history at tonight's level is clean.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from db.records import CaseRecord, MeasurementRecord
+from suite.case import make_case_key
+from tests.runners.cluster_support import run_record, sqlite_url
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGIN = "tests.runners.planted_ops"
+SPEC = """name: planted
+defaults:
+  cache: [hot]
+  timing: {warmup_ms: 0, warmup_calls: 1, min_samples: 5, min_time_ms: 0, max_time_ms: 40}
+benchmarks:
+  - name: sleepy
+    op: planted_scale
+    params: {n: 4096, sleep_ms: [1.0, 2.0]}
+"""
+SLEEPS_MS = (1.0, 2.0)
+
+
+def case(sleep_ms: float) -> CaseRecord:
+    params = {"n": 4096, "sleep_ms": sleep_ms}
+    key = make_case_key("planted_scale", 1, "eager", "float32", "hot", "launch", params)
+    return CaseRecord(case_key=key, op="planted_scale", op_version=1, family="pointwise", backend="eager",
+                      dtype="float32", params=params)
+
+
+@pytest.fixture(scope="module")
+def cpu_environment():
+    from runners.environment import capture
+
+    env, _ = capture("cpu")
+    return env
+
+
+def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
+    """One run per night, ending yesterday, of both cases at the given medians (ms)."""
+    from db.store import ResultStore
+
+    rng = np.random.default_rng(31)
+    now = datetime.now(timezone.utc)
+    with ResultStore(url) as store:
+        for i, medians in enumerate(medians_by_night):
+            started = now - timedelta(days=len(medians_by_night) - i)
+            run_id = f"past-{i:02d}"
+            store.start_run(run_record(run_id, started, suite="planted"))
+            store.add_environment(run_id, env)
+            for sleep_ms, median_ms in medians.items():
+                samples = np.sort(median_ms * (1 + 0.002 * rng.standard_normal(15)))
+                store.add_measurement(MeasurementRecord(
+                    run_id=run_id, case=case(sleep_ms), device_fingerprint=env.device_fingerprint, cache="hot",
+                    timing_mode="launch", status="ok", measured_at=started, clock="perf_counter",
+                    median_ms=float(np.median(samples)), mean_ms=float(samples.mean()), min_ms=float(samples[0]),
+                    max_ms=float(samples[-1]), p10_ms=float(samples[1]), p90_ms=float(samples[-2]),
+                    iqr_ms=float(np.subtract(*np.quantile(samples, [0.75, 0.25]))), std_ms=float(samples.std()),
+                    n_samples=len(samples), rel_ci_halfwidth=0.002, stop_reason="converged", flops=4096,
+                    bytes=8 * 4096, samples_ms=tuple(float(x) for x in samples),
+                ))
+            store.finish_run(run_id, "complete")
+
+
+def nightly_process(spec: Path, url: str, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO), ROOFLAB_PLUGINS=PLUGIN)
+    env.pop("ROOFLAB_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "runners", "nightly", str(spec), "--db", url, "--out", str(out), "--device", "cpu"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+@pytest.fixture()
+def spec(tmp_path: Path) -> Path:
+    path = tmp_path / "planted.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def test_nightly_fails_on_a_planted_20_percent_step(tmp_path, spec, cpu_environment):
+    url = sqlite_url(tmp_path)
+    baseline = {1.0: 1.0, 2.0: 2.0 / 1.2}
+    step = {1.0: 1.0, 2.0: 2.0}  # last night: the 2 ms case is 20 % slower than its baseline
+    plant(url, cpu_environment, [baseline] * 8 + [step])
+    out = tmp_path / "report"
+    done = nightly_process(spec, url, out)
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["case_key"] for r in summary["regressions"]] == [case(2.0).case_key]
+    assert summary["regressions"][0]["rel_change"] > 0.15  # >= 2 ms against a 1.667 ms baseline
+    assert summary["counts"]["ok"] == 2 and summary["run_status"] == "complete"
+    assert summary["invocation"]["counts"]["ok"] == 2
+    assert (out / "index.html").is_file()
+    assert "REGRESSION" in done.stdout and case(2.0).case_key in done.stdout
+    assert "exit code 1" in done.stdout
+
+
+def test_nightly_passes_on_a_clean_history(tmp_path, spec, cpu_environment):
+    url = sqlite_url(tmp_path)
+    plant(url, cpu_environment, [{1.0: 1.0, 2.0: 2.0}] * 9)
+    out = tmp_path / "report"
+    done = nightly_process(spec, url, out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["regressions"] == [] and summary["series_checked"] == 2 and summary["insufficient_data"] == 0
+    assert "0 regressions" in done.stdout and "exit code 0" in done.stdout
