@@ -125,3 +125,38 @@ class BrokenSource(FakeSource):
 def test_nvml_errors_do_not_break_the_case() -> None:
     rep = ClockMonitor(GPU, source=BrokenSource([(1980, 0)]), poll_interval_s=0.001).start().stop()
     assert rep == NO_REPORT
+
+
+class OldNvml:
+    """An NVML binding that has only the older ClocksThrottleReasons name."""
+
+    NVML_CLOCK_SM = 1
+
+    def nvmlDeviceGetClockInfo(self, handle: str, clock: int) -> int:
+        assert (handle, clock) == ("h0", 1)
+        return 1410
+
+    def nvmlDeviceGetMaxClockInfo(self, handle: str, clock: int) -> int:
+        assert (handle, clock) == ("h0", 1)
+        return 1980
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: str) -> int:
+        return SW_THERMAL
+
+
+class NewNvml(OldNvml):
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: str) -> int:
+        return APP
+
+
+@pytest.mark.parametrize("lib, reasons, throttled", [(OldNvml(), ("sw_thermal_slowdown",), True), (NewNvml(), ("applications_clocks_setting",), True)])
+def test_nvml_source_uses_whichever_reasons_api_exists(monkeypatch: pytest.MonkeyPatch, lib, reasons, throttled) -> None:
+    from runners import nvml
+    from runners.clocks import NvmlClockSource
+
+    monkeypatch.setattr(nvml, "nvml", lambda: lib)
+    src = NvmlClockSource("h0")
+    assert (src.sm_clock_mhz(), src.sm_clock_max_mhz()) == (1410.0, 1980.0)
+    rep = ClockMonitor(GPU, source=src, poll_interval_s=0.001).start().stop()
+    assert rep.throttle_reasons == reasons
+    assert rep.throttled is throttled  # 1410 < 0.75 * 1980 = 1485 flags both
