@@ -130,20 +130,26 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         rows.append(row)
         samples.append(sample)
 
-    for start in range(0, len(rows), CHUNK):
-        chunk, chunk_samples = rows[start:start + CHUNK], samples[start:start + CHUNK]
-        if any(s is not None for s in chunk_samples):
-            new_ids = conn.execute(m_t.insert().returning(m_t.c.id, sort_by_parameter_order=True), chunk).scalars().all()
-            sample_rows = [
-                {"measurement_id": pk, "count": s[0], "values_f64le": s[1]}
-                for pk, s in zip(new_ids, chunk_samples)
-                if s is not None
-            ]
-            conn.execute(models.Sample.__table__.insert(), sample_rows)
-            counts.samples += len(sample_rows)
-        else:
-            conn.execute(m_t.insert(), chunk)
-        counts.measurements += len(chunk)
+    for chunk in _chunks(rows, CHUNK * 5):
+        conn.execute(m_t.insert(), chunk)
+    counts.measurements = len(rows)
+
+    with_samples = [(row, sample) for row, sample in zip(rows, samples) if sample is not None]
+    if with_samples:
+        # the new rows' ids, found by their natural key (plain executemany above returns none)
+        ids: dict[tuple[int, int, str, str, str], int] = {}
+        new_runs = sorted({row["run_id"] for row, _ in with_samples})
+        for chunk in _chunks(new_runs, 200):
+            for pk, *key in conn.execute(select(m_t.c.id, *key_cols).where(m_t.c.run_id.in_(chunk))):
+                ids[tuple(key)] = pk  # type: ignore[index]
+        sample_rows = [
+            {"measurement_id": ids[(row["run_id"], row["case_id"], row["cache"], row["timing_mode"], row["device_key"])],
+             "count": sample[0], "values_f64le": sample[1]}
+            for row, sample in with_samples
+        ]
+        for chunk in _chunks(sample_rows, CHUNK * 5):
+            conn.execute(models.Sample.__table__.insert(), chunk)
+        counts.samples = len(sample_rows)
     return counts
 
 
