@@ -17,12 +17,12 @@ class DeviceKind(str, Enum):
     cuda = "cuda"
 
 
-def _si(value: float) -> str:
-    """1234567 -> '1.23 M' (powers of 1000)."""
-    for unit, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+def _si(value: float, unit: str = "") -> str:
+    """1234567 -> '1.23 M' (powers of 1000), with an optional unit: '1.23 MB'."""
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.3g}"
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}".rstrip()
 
 
 def _print_rows(rows: list[dict[str, Any]]) -> None:
@@ -34,7 +34,7 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     lines = [header]
     for r in rows:
         lines.append(
-            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  {_si(r['bytes']) + 'B':>9}"
+            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  {_si(r['bytes'], 'B'):>9}"
         )
     console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)
 
@@ -111,10 +111,10 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
             )
             return
         _print_rows(rows)
-        where = f" (device kind {device_kind.value})" if device_kind else ""
+        where = f" for {device_kind.value} devices" if device_kind else ""
         console.print(
-            f"{len(rows)} case{'s' if len(rows) != 1 else ''} from spec {loaded.name!r}{where} "
-            "(case_key = op.vVERSION:backend:dtype:cache:timing_mode:params)",
+            f"{len(rows)} case{'s' if len(rows) != 1 else ''} from spec {loaded.name!r}{where}; "
+            "case_key = op.vVERSION:backend:dtype:cache:timing_mode:params",
             soft_wrap=True,
             highlight=False,
             markup=False,
