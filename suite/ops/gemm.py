@@ -222,7 +222,8 @@ class Matmul(TorchOp):
             # reference from the quantised operands: exact in float64
             return _check_rows(
                 got.unsqueeze(0),
-                lambda bi, rows: a8.index_select(0, rows).double() * sa,
+                # gather through a uint8 view: index kernels need not support float8
+                lambda bi, rows: a8.view(torch.uint8).index_select(0, rows).view(fp8).double() * sa,
                 lambda bi: b8.double() * sb,
                 None,
                 case.dtype,

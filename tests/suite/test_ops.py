@@ -374,3 +374,21 @@ def test_cases_that_do_not_fit_are_skipped_before_allocation():
     case = Case("matmul", 1, "gemm", "eager", "float32", "cold", "launch", {"m": 64, "n": 64, "k": 64},
                 max_memory_fraction=1e-6)
     assert "more than 1e-06" in mm.skip_reason(case, CPU)
+
+
+def test_fp8_scaled_matmul_path_and_check_work_where_torch_runs_them():
+    """The CPU skips float8 cases (they are measured on GPUs with cc >= 8.9), but torch's CPU
+    _scaled_mm lets the quantisation, the call and the check be exercised here."""
+    if not hasattr(torch, "_scaled_mm"):
+        pytest.skip("this torch has no torch._scaled_mm")
+    op = get_op("matmul")
+    case = make_case(op, "float8_e4m3fn", m=64, n=32, k=48)
+    try:
+        prepared = op.prepare(case, CPU, seed=0)
+        out = prepared.fn()
+    except (RuntimeError, NotImplementedError) as exc:
+        pytest.skip(f"torch cannot run _scaled_mm on this CPU: {exc}")
+    assert out.dtype == torch.bfloat16 and tuple(out.shape) == (64, 32)
+    assert prepared.check(out) is None
+    for label, wrong in planted_outputs(out, "bfloat16").items():
+        assert prepared.check(wrong), label
