@@ -347,3 +347,85 @@ def test_invalid_arguments_are_refused(tmp_path, overrides, fragment):
 @pytest.mark.parametrize("value", ["04:00:00", "1-00:00:00", "100:00:00", "0:05:00"])
 def test_valid_time_limits(value):
     assert slurm.check_time(value) == value
+
+
+CLI_SPEC = """name: nightly
+benchmarks:
+  - name: copies
+    op: copy
+    params:
+      n: [1024, 2048, 4096]
+"""
+
+
+def _cli(*args: str):
+    from typer.testing import CliRunner
+
+    from runners.cli.app import app
+
+    return CliRunner().invoke(app, ["slurm", *args])
+
+
+def test_cli_writes_three_scripts_for_the_spec(awkward_dir):
+    spec = awkward_dir / "nightly spec.yaml"
+    spec.write_text(CLI_SPEC)
+    venv = awkward_dir / "venv"
+    fake_rooflab(venv / "bin" / "rooflab", awkward_dir / "unused.txt")
+    out = awkward_dir / "night out"
+    result = _cli(str(spec), "--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://rooflab@db/rooflab",
+                  "--out", str(out), "--venv", str(venv), "--run-id", "n-1", "--time", "02:00:00")
+    assert result.exit_code == 0, result.output
+    array = out / "rooflab-nightly.sbatch"
+    for path in (array, out / "rooflab-nightly.finalize.sbatch", out / "rooflab-nightly.submit.sh"):
+        assert path.is_file() and str(path) in result.output
+        bash_n(path)
+    text = array.read_text()
+    d = directives(text)
+    assert d["--array"] == "0-1" and d["--gpus-per-node"] == "8" and d["--time"] == "02:00:00"
+    assert f"SPEC={slurm.shlex.quote(str(spec.resolve()))}" in text
+    assert f"ROOFLAB={slurm.shlex.quote(str((venv / 'bin' / 'rooflab').resolve()))}" in text
+    assert "RUN_ID=n-1" in text
+    assert "note: the spec has 3 cases" not in result.output
+
+
+def test_cli_notes_more_nodes_than_cases_and_sqlite_on_many_nodes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CLI_SPEC)
+    result = _cli(str(spec), "--nodes", "5", "--gpus-per-node", "1", "--db", "sqlite:///r.db",
+                  "--output", str(tmp_path / "job.sbatch"))
+    assert result.exit_code == 0, result.output
+    assert "5 shards" in result.output and "SQLite" in result.output
+    assert f"export ROOFLAB_DB=sqlite:///{tmp_path / 'r.db'}" in (tmp_path / "job.sbatch").read_text()
+    assert (tmp_path / "job.finalize.sbatch").is_file() and (tmp_path / "job.submit.sh").is_file()
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["--nodes", "0", "--gpus-per-node", "8", "--db", "postgresql://u@h/d"], "--nodes"),
+        (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u:secret@h/d"], "password"),
+        (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u@h/d", "--time", "tomorrow"], "--time"),
+        (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u@h/d", "--venv", "/nonexistent/venv"], "--venv"),
+        (["--nodes", "2", "--gpus-per-node", "8", "--db-file", "/nonexistent/url.txt"], "--db-file"),
+        (["--nodes", "2", "--gpus-per-node", "8", "--db", "mysql://u@h/d"], "unsupported database"),
+    ],
+)
+def test_cli_bad_arguments_exit_2_and_write_nothing(tmp_path, args, fragment):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CLI_SPEC)
+    out = tmp_path / "out"
+    result = _cli(str(spec), "--out", str(out), *args)
+    assert result.exit_code == 2, result.output
+    assert fragment in result.output and "Traceback" not in result.output
+    assert "secret" not in result.output
+    assert not out.exists()
+
+
+def test_cli_bad_spec_exits_2(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: nightly\nbenchmarks:\n  - name: x\n    op: no_such_op\n")
+    result = _cli(str(spec), "--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u@h/d",
+                  "--out", str(tmp_path / "out"))
+    assert result.exit_code == 2 and "no_such_op" in result.output
+    assert not (tmp_path / "out").exists()
