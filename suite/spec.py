@@ -461,18 +461,38 @@ def _describe_params(op: Op) -> str:
     return ", ".join(parts) or "none"
 
 
-def _typed_axis(axis: sweep.Axis, op: Op, op_name: str) -> sweep.Axis:
+def _typed_axis(axis: sweep.Axis, op: Op, op_name: str, sources: Mapping[str, tuple[NodePath, Any]]) -> sweep.Axis:
+    """The axis with each value checked against the op's ParamSpec; an error points at the list item
+    that holds the bad value where it is written out (`sources`: name -> (path below the axis, raw form))."""
     rows = []
     for row in axis.rows:
-        rows.append(tuple(_coerce(v, op.params[n], n, op_name) for n, v in zip(axis.names, row)))
+        checked = []
+        for name, value in zip(axis.names, row):
+            try:
+                checked.append(_coerce(value, op.params[name], name, op_name))
+            except sweep.SweepError as exc:
+                below, raw = sources.get(name, ((), None))
+                index = _item_index(raw, value)
+                raise sweep.SweepError(exc.message, below + ((index,) if index is not None else ())) from None
+        rows.append(tuple(checked))
     return sweep.Axis(axis.names, tuple(rows), axis.where)
+
+
+def _item_index(raw: Any, value: Any) -> int | None:
+    """Position of `value` among the scalar items of a written-out list, or None."""
+    if not isinstance(raw, list):
+        return None
+    for j, item in enumerate(raw):
+        if type(item) is type(value) and item == value:
+            return j
+    return None
 
 
 def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str) -> tuple[sweep.Axis, ...]:
     axes: list[sweep.Axis] = []
     seen: dict[str, NodePath] = {}
 
-    def add(make, where: NodePath) -> None:
+    def add(make, where: NodePath, sources: Mapping[str, tuple[NodePath, Any]]) -> None:
         try:
             axis = make()
             for name in axis.names:
@@ -483,16 +503,18 @@ def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str) -> t
                 if name in seen:
                     raise sweep.SweepError(f"parameter {name!r} is set twice (also at {format_path(seen[name])})")
                 seen[name] = where
-            axes.append(_typed_axis(axis, op, op_name))
+            axes.append(_typed_axis(axis, op, op_name, sources))
         except sweep.SweepError as exc:
             raise SpecError(f"{spec.where(where + exc.where)}: {exc.message}") from None
 
     for key, raw in bench.params.items():
         where = ("benchmarks", i, "params", key)
-        add(lambda key=key, raw=raw, where=where: sweep.tied_axis(key, raw, where, spec.max_cases), where)
+        sources = {name.strip(): ((), raw) for name in key.split("=")}
+        add(lambda key=key, raw=raw, where=where: sweep.tied_axis(key, raw, where, spec.max_cases), where, sources)
     for g, group in enumerate(bench.zip):
         where = ("benchmarks", i, "zip", g)
-        add(lambda group=group, where=where: sweep.zip_axis(group, where, spec.max_cases), where)
+        sources = {name.strip(): ((key,), raw) for key, raw in group.items() for name in str(key).split("=")}
+        add(lambda group=group, where=where: sweep.zip_axis(group, where, spec.max_cases), where, sources)
 
     missing = [n for n, p in op.params.items() if p.default is None and n not in seen]
     if missing:
