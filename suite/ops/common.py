@@ -217,13 +217,16 @@ def compare_chunked(
     dtype: str,
     accumulation: int = 1,
     what: str = "output",
+    input_row_elements: int = 1,
 ) -> str | None:
     """Compare `out` with `reference(rows)` (the float64 reference of out[rows]) chunk by chunk
-    along the first dimension, so the reference never holds more than a chunk."""
+    along the first dimension, so the reference never holds more than a chunk. A chunk is sized
+    by the larger of an output row and an input row (`input_row_elements`, e.g. the cols a row
+    reduction reads)."""
     if out.dim() == 0:
         return compare(out, reference(slice(None)), dtype, accumulation, what)
     rows = out.shape[0]
-    per_row = max(1, out[0].numel()) if rows else 1
+    per_row = max(1, out[0].numel() if rows else 1, int(input_row_elements))
     step = max(1, CHECK_CHUNK_ELEMENTS // per_row)
     for start in range(0, rows, step):
         rows_slice = slice(start, min(rows, start + step))

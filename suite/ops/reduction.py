@@ -106,9 +106,13 @@ class RowOp(TorchOp):
                     return f"output has shape {tuple(out.shape)}, expected {(rows,)}"
                 out = out.reshape(rows, 1)
                 return compare_chunked(
-                    out, lambda r: self.reference(x[r].double(), *weights64).reshape(-1, 1), case.dtype, accumulation
+                    out, lambda r: self.reference(x[r].double(), *weights64).reshape(-1, 1), case.dtype, accumulation,
+                    input_row_elements=cols,
                 )
-            return compare_chunked(out, lambda r: self.reference(x[r].double(), *weights64), case.dtype, accumulation)
+            return compare_chunked(
+                out, lambda r: self.reference(x[r].double(), *weights64), case.dtype, accumulation,
+                input_row_elements=cols,
+            )
 
         return Prepared(fn=fn, check=check)
 

@@ -54,3 +54,22 @@ def test_compare_accepts_rounding_and_rejects_one_percent_in_float32():
     assert message and "max abs error" in message and "max rel error" in message
     assert compare((ref * 1.01).half(), ref, "float16") is not None
     assert compare((ref * 1.05).bfloat16(), ref, "bfloat16") is not None
+
+
+def test_chunked_comparison_bounds_the_reference_and_names_the_rows(monkeypatch):
+    from suite.ops import common
+
+    monkeypatch.setattr(common, "CHECK_CHUNK_ELEMENTS", 64)
+    x = torch.randn(100, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    seen = []
+
+    def reference(rows):
+        seen.append(rows)
+        return x[rows].sum(dim=1, keepdim=True)
+
+    out = x.sum(dim=1, keepdim=True).float()
+    assert common.compare_chunked(out, reference, "float32", 32, input_row_elements=32) is None
+    assert max(r.stop - r.start for r in seen) == 2  # 64 elements / 32 per input row
+    out[77] += 1.0
+    message = common.compare_chunked(out, reference, "float32", 32, input_row_elements=32)
+    assert message and "rows 76..77" in message
