@@ -2,23 +2,42 @@
 
 Keys: op, family, backend, dtype, cache, timing_mode, benchmark, tag, or any parameter name.
 Filters with the same key are OR-ed (so are comma-separated values: `dtype=float16,bfloat16`);
-different keys are AND-ed. A filter that matches nothing leaves an empty list.
+different keys are AND-ed. A filter that matches nothing leaves an empty list; a value that no
+case could ever have (an unknown op, family, backend, dtype, cache or timing mode) is an error.
 """
 from __future__ import annotations
 
 import math
 from typing import Iterable, Mapping
 
-from suite.case import Case, ParamValue
+from suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case, ParamValue
 from suite.errors import SpecError
 from suite.ops.base import Op
 
 CASE_KEYS = ("op", "family", "backend", "dtype", "cache", "timing_mode", "benchmark", "tag")
 
 
-def parse_filters(filters: Iterable[str], param_names: Iterable[str] = ()) -> dict[str, set[str]]:
-    """`["op=matmul", "dtype=float16,bfloat16"]` -> {"op": {"matmul"}, "dtype": {"float16", "bfloat16"}}."""
+CLOSED_VALUES: dict[str, tuple[str, ...]] = {
+    "family": FAMILIES,
+    "backend": BACKENDS,
+    "dtype": DTYPES,
+    "cache": CACHE_MODES,
+    "timing_mode": TIMING_MODES,
+}
+
+
+def parse_filters(
+    filters: Iterable[str], param_names: Iterable[str] = (), op_names: Iterable[str] | None = None
+) -> dict[str, set[str]]:
+    """`["op=matmul", "dtype=float16,bfloat16"]` -> {"op": {"matmul"}, "dtype": {"float16", "bfloat16"}}.
+
+    Values of closed sets (family, backend, dtype, cache, timing_mode, and op when `op_names` is
+    given) must be known ones.
+    """
     allowed_params = set(param_names)
+    closed = dict(CLOSED_VALUES)
+    if op_names is not None:
+        closed["op"] = tuple(sorted(op_names))
     parsed: dict[str, set[str]] = {}
     for text in filters:
         key, sep, value = text.partition("=")
@@ -29,11 +48,14 @@ def parse_filters(filters: Iterable[str], param_names: Iterable[str] = ()) -> di
             params = ", ".join(sorted(allowed_params)) or "none"
             raise SpecError(
                 f"filter {text!r}: unknown key {key!r}; allowed: {', '.join(CASE_KEYS)}, "
-                f"or a parameter of these cases ({params})"
+                f"or an op parameter ({params})"
             )
         values = {v.strip() for v in value.split(",") if v.strip()}
         if not values:
             raise SpecError(f"filter {text!r} has no value")
+        for v in sorted(values):
+            if key in closed and v not in closed[key]:
+                raise SpecError(f"filter {text!r}: unknown {key} {v!r}; allowed: {', '.join(closed[key])}")
         parsed.setdefault(key, set()).update(values)
     return parsed
 
@@ -77,5 +99,5 @@ def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str
     names = {name for case in cases for name in case.params}
     for op in ops.values():
         names.update(op.params)
-    parsed = parse_filters(filters, names)
+    parsed = parse_filters(filters, names, op_names=ops.keys())
     return [c for c in cases if all(_matches(c, k, v) for k, v in parsed.items())]
