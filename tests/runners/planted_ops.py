@@ -9,6 +9,7 @@ the worker has prepared real inputs before the fault hits:
     planted_exit   the call ends the process with os._exit(3)       -> crashed (exit code 3)
     planted_segv   the call reads address 0 (a real segfault)       -> crashed (SIGSEGV)
     planted_wrong  the call returns 2 x with one element off        -> incorrect
+    planted_allocate  the call asks a GPU for twice its memory      -> failed (a real CUDA OOM)
     planted_hang   the call never returns                            -> crashed (timed out)
     planted_huge   needs 2**60 bytes; prepare must never be reached -> skipped
 """
@@ -54,9 +55,9 @@ class _Planted(Op):
     def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
         params = self.resolved_params(case.params)
         gen = torch.Generator(device="cpu").manual_seed(seed)
-        x = torch.rand(int(params["n"]), generator=gen, dtype=torch.float32) + 0.5
+        x = (torch.rand(int(params["n"]), generator=gen, dtype=torch.float32) + 0.5).to(device.torch_device)
         y = torch.empty_like(x)
-        reference = x.double() * 2.0
+        reference = x.double().cpu() * 2.0
         sleep_s = float(params["sleep_ms"]) / 1e3
 
         def fn() -> torch.Tensor:
@@ -65,7 +66,7 @@ class _Planted(Op):
             return self.fault(x, y)
 
         def check(out: Any) -> str | None:
-            err = (out.double() - reference).abs().max().item()
+            err = (out.double().cpu() - reference).abs().max().item()
             return None if err <= 1e-6 else f"max abs error {err:.3g} against the float64 reference (allowed 1e-6)"
 
         return Prepared(fn=fn, check=check, graph_safe=True)
@@ -113,6 +114,18 @@ class PlantedWrong(_Planted):
         return y
 
 
+class PlantedAllocate(_Planted):
+    """Asks the device for twice its memory inside the call: a real out-of-memory error."""
+
+    name = "planted_allocate"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if x.is_cuda:
+            total = torch.cuda.get_device_properties(x.device).total_memory
+            torch.empty(2 * total, dtype=torch.uint8, device=x.device)
+        raise RuntimeError("planted_allocate needs a CUDA device")
+
+
 class PlantedHang(_Planted):
     name = "planted_hang"
 
@@ -131,5 +144,8 @@ class PlantedHuge(_Planted):
         raise AssertionError("planted_huge must be skipped before prepare")
 
 
-for _op in (PlantedScale, PlantedRaise, PlantedOom, PlantedExit, PlantedSegv, PlantedWrong, PlantedHang, PlantedHuge):
+for _op in (
+    PlantedScale, PlantedRaise, PlantedOom, PlantedExit, PlantedSegv, PlantedWrong, PlantedAllocate, PlantedHang,
+    PlantedHuge,
+):
     register(_op)

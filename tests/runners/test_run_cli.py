@@ -360,3 +360,48 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
     assert not db.exists()
     code, out = invoke("--db", f"sqlite:///{db}")
     assert code == 2 and "--resume" in out
+
+
+# ---------------------------------------------------------------- pieces of the session
+
+
+def test_devices_all_means_the_cpu_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners import environment
+    from runners.session import resolve_devices
+
+    monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
+    monkeypatch.setattr(environment, "best_device", lambda: "cpu")
+    assert resolve_devices("auto", "all") == ["cpu"]
+    assert resolve_devices("auto", None) == ["cpu"]
+    monkeypatch.setattr(environment, "list_devices", lambda: ["cuda:0", "cuda:1", "cpu"])
+    assert resolve_devices("auto", "all") == ["cuda:0", "cuda:1"]
+    assert resolve_devices("auto", "1,0,1") == ["cuda:1", "cuda:0"]
+    assert resolve_devices("cuda", None) == ["cuda:0"]
+
+
+def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
+    from datetime import datetime, timezone
+
+    from runners.session import derive_run_id
+
+    night = datetime(2026, 11, 21, 23, 59, tzinfo=timezone.utc)
+    assert derive_run_id("nightly", sharded=True, now=night) == "nightly-20261121"
+    a = derive_run_id("quick", sharded=False, now=night)
+    b = derive_run_id("quick", sharded=False, now=night)
+    assert a.startswith("quick-20261121T235900Z-") and a != b
+
+
+def test_timing_overrides_are_checked_and_typed() -> None:
+    from runners.cli.common import UserInputError
+    from runners.session import validate_timing_overrides
+
+    assert validate_timing_overrides({"min_samples": 20.0, "max_time_ms": 50, "warmup_ms": None}) == {
+        "min_samples": 20,
+        "max_time_ms": 50,
+    }
+    with pytest.raises(UserInputError, match="--max-time-ms"):
+        validate_timing_overrides({"max_time_ms": 0})
+    with pytest.raises(UserInputError, match="whole number"):
+        validate_timing_overrides({"min_samples": 2.5})
+    with pytest.raises(UserInputError, match="finite"):
+        validate_timing_overrides({"warmup_ms": float("nan")})
