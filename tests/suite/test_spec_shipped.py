@@ -48,6 +48,9 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
         assert any(c.cache == "hot" for c in cases)
         assert {c.backend for c in cases if c.op in ("cos_cos", "bias_gelu_dropout_residual")} == {"eager", "compiled"}
         assert all(c.timing.max_time_ms <= 1000 for c in cases)
+    gpu_hot = [c for c in expand(spec, "cuda", ops=ops) if c.cache == "hot"]
+    assert {c.timing_mode for c in gpu_hot} == {"launch", "graph"}
+    assert max(ops[c.op].bytes(c.params, c.dtype) for c in gpu_hot) >= 4 * H100_L2_BYTES
     cpu = expand(spec, "cpu", ops=ops)
     # each compile costs seconds on a small CPU: only a few compiled cases
     assert Counter(c.backend for c in cpu)["compiled"] <= 10
@@ -71,6 +74,8 @@ def test_roofline_probes(ops) -> None:
     assert max(c.params["n"] for c in cuda if c.op.startswith("stream_")) * 4 == 1 << 30  # 1 GiB per array
     hot = [ops[c.op].bytes(c.params, c.dtype) for c in cuda if c.op == "stream_copy" and c.cache == "hot"]
     assert min(hot) == 256 * 1024 and max(hot) == 256 * MIB
+    # small hot kernels are launch-bound: the L2 plateau needs graph replay too
+    assert {c.timing_mode for c in cuda if c.cache == "hot"} == {"launch", "graph"}
     fma = {(c.dtype, c.params["k"]) for c in cuda if c.op == "fma_intensity"}
     assert fma == {(d, 2**e) for d in ("float32", "float16", "bfloat16", "float64") for e in range(11)}
     peak_dtypes = {c.dtype for c in cuda if c.benchmark == "gemm_peak"}
