@@ -39,7 +39,8 @@ def device_names(df: pd.DataFrame) -> list[str]:
 
 
 def select_device(df: pd.DataFrame, device: str) -> tuple[str, pd.DataFrame]:
-    """Rows of one device, chosen by exact name, case-insensitive name substring or fingerprint prefix.
+    """Rows of one device, chosen by exact name, fingerprint prefix, device kind ("cpu", "cuda": when
+    only one device of that kind is present) or case-insensitive name substring.
 
     Returns (device name, rows). Raises ReportInputError naming the devices the frame holds.
     """
@@ -54,6 +55,10 @@ def select_device(df: pd.DataFrame, device: str) -> tuple[str, pd.DataFrame]:
         fp_names = sorted(by_fp["device_name"].dropna().unique())
         if len(fp_names) == 1:
             return str(fp_names[0]), by_fp
+        if "device_kind" in df.columns:
+            kind_names = sorted(df.loc[df["device_kind"].astype(str).str.lower() == text, "device_name"].dropna().unique())
+            if len(kind_names) == 1:  # "cpu" or "cuda" when the database holds one such device
+                return str(kind_names[0]), df[df["device_name"] == kind_names[0]]
         partial = [n for n in names if text in n.lower()]
         if len(partial) == 1:
             return partial[0], df[df["device_name"] == partial[0]]

@@ -71,9 +71,11 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
 
     Measured roofs solid, datasheet roofs dashed, the fma_intensity sweep as the measured knee
     (a line per dtype), every ok measurement with FLOPs and bytes as a point (throttled ones too;
-    they never set a ceiling).
+    they never set a ceiling), except the `launch` probe, which sets the launch floor instead.
     """
     ok = rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
+    if not ok.empty:
+        ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
     pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy() if not ok.empty else ok
     with _figure() as (fig, ax):
         ax.set_xscale("log")
@@ -85,17 +87,27 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
             xs = [min(xs[0], pts["x"].min() / 2), max(xs[1], pts["x"].max() * 2)]
         grid = np.logspace(math.log10(xs[0]), math.log10(xs[1]), 200)
         compute = [c for c in dc.ceilings if c.kind in ("vector", "matrix")]
-        top = max([c.value for c in compute] + [1.0])
+        if compute:
+            top = max(c.value for c in compute)
+        elif not pts.empty:
+            top = float(pts["y"].max()) * 2
+        else:
+            top = 1.0
         for c in dc.ceilings:
             if c.kind in ("hbm_rw", "hbm_ro", "l2"):
                 ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6,
                         color={"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind],
-                        label=f"measured {c.kind} {c.value:,.0f} GB/s", zorder=2)
+                        label=f"measured {c.kind} {c.value:.4g} GB/s", zorder=2)
         hbm = dc.get("hbm_rw") or dc.get("hbm_ro")
+        shades = {kind: iter(sns.color_palette("Reds_d" if kind == "matrix" else "Blues_d",
+                                               max(1, sum(c.kind == kind for c in compute))))
+                  for kind in ("matrix", "vector")}
         for c in compute:
             start = c.value * 1e3 / hbm.value if hbm else xs[0]
-            ax.hlines(c.value, start, xs[1], colors="tab:red" if c.kind == "matrix" else "tab:blue", lw=1.4,
-                      label=plain(f"measured {c.kind} {c.dtype} {c.value:,.1f} TFLOP/s"), zorder=2)
+            color = next(shades[c.kind])
+            ax.hlines(c.value, start, xs[1], colors=[color], lw=1.4,
+                      label=plain(f"measured {c.kind} {c.dtype} {c.value:.3g} TFLOP/s"), zorder=2)
+            ax.annotate(plain(f"{c.kind} {c.dtype}"), (start, c.value), fontsize=6, ha="left", va="bottom", color=color)
         if dc.spec is not None:
             bw = dc.spec.memory_gbps.value
             dtypes = set(pts["dtype"]) if not pts.empty else set()

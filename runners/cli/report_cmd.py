@@ -79,8 +79,10 @@ def roofline_cmd(
         print_json({**dc.as_dict(), "figures": figures})
         return
     table = Table(title=f"Ceilings of {escape(name)} (datasheet: {escape(dc.spec.key) if dc.spec else 'none'})")
-    for col in ("ceiling", "dtype / timing", "measured", "unit", "datasheet", "ratio", "case", "run"):
-        table.add_column(col, overflow="fold")
+    for col in ("ceiling", "dtype / timing", "measured", "unit", "datasheet", "ratio"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("case", overflow="fold", ratio=3)
+    table.add_column("run", overflow="fold", ratio=1)
     for c in dc.ceilings:
         table.add_row(c.kind, escape(c.dtype or c.timing_mode or ""), _fmt(c.value), c.unit, _fmt(c.datasheet),
                       _pct(c.ratio), escape(c.case_key), escape(c.run_id))
