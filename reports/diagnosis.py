@@ -146,7 +146,8 @@ def _shape_text(params: dict, drop: tuple[str, ...] = ()) -> str:
 
 
 def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
-    """Eager vs compiled for the fusion-chain ops, naive vs fused attention, at equal shapes."""
+    """Eager vs compiled for the fusion-chain ops; eager naive attention vs the SDPA kernels and vs
+    compiled naive attention; always at equal shape, dtype, cache and timing mode."""
     rows = latest_per_case(df)
     out = []
     if rows.empty:
@@ -161,12 +162,15 @@ def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
                 out.append(_gain("eager vs compiled", eager, fused, _shape_text(fused["_params"])))
     attn = rows[rows["op"] == "attention"]
     kernel = attn["_params"].map(lambda p: p.get("kernel"))
-    for _, naive in attn[kernel == "naive"].iterrows():
+    for _, naive in attn[(kernel == "naive") & (attn["backend"] == "eager")].iterrows():
         base = {k: v for k, v in naive["_params"].items() if k != "kernel"}
-        for _, fused in attn[(kernel != "naive") & (attn["dtype"] == naive["dtype"]) & (attn["cache"] == naive["cache"])
-                             & (attn["timing_mode"] == naive["timing_mode"])].iterrows():
+        candidates = attn[((kernel != "naive") | (attn["backend"] == "compiled")) & (attn["dtype"] == naive["dtype"])
+                          & (attn["cache"] == naive["cache"]) & (attn["timing_mode"] == naive["timing_mode"])]
+        for _, fused in candidates.iterrows():
             if {k: v for k, v in fused["_params"].items() if k != "kernel"} == base:
-                out.append(_gain(f"naive vs {fused['_params'].get('kernel')}", naive, fused, _shape_text(base)))
+                label = fused["_params"].get("kernel")
+                label = f"compiled {label}" if fused["backend"] == "compiled" else label
+                out.append(_gain(f"naive vs {label}", naive, fused, _shape_text(base)))
     return pd.DataFrame(out, columns=FUSION_COLUMNS)
 
 

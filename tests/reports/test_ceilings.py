@@ -110,12 +110,15 @@ def test_fusion_gains_pair_eager_with_compiled_and_naive_with_fused_attention():
                 flops=fl, nbytes=fb, median_ms=1.0)
     flash = row(op="attention", family="attention", dtype="float16", params={**shape, "kernel": "sdpa_flash"},
                 flops=fl, nbytes=fb, median_ms=0.25)
-    gains = fusion_gains(frame([eager, compiled, other, naive, flash]))
-    assert len(gains) == 2
+    naive_c = row(op="attention", family="attention", dtype="float16", params={**shape, "kernel": "naive"},
+                  flops=fl, nbytes=fb, median_ms=0.5, backend="compiled")
+    gains = fusion_gains(frame([eager, compiled, other, naive, flash, naive_c]))
+    assert len(gains) == 3
+    assert gains[gains["comparison"] == "naive vs compiled naive"].iloc[0]["speedup"] == pytest.approx(2.0)
     cc = gains[gains["op"] == "cos_cos"].iloc[0]
     assert cc["speedup"] == pytest.approx(0.2 / 0.11)
     assert cc["unfused_bytes"] == 4 * n * 4 and cc["bytes_saved"] == 2 * n * 4 and cc["bytes_ratio"] == 2
-    at = gains[gains["op"] == "attention"].iloc[0]
+    at = gains[gains["comparison"] == "naive vs sdpa_flash"].iloc[0]
     assert at["comparison"] == "naive vs sdpa_flash" and at["speedup"] == pytest.approx(4.0)
     assert at["bytes_saved"] == 4 * 2 * 8 * 1024 * 1024 * 2
     assert unfused_bytes("matmul_bias_gelu", {"m": 2, "n": 3, "k": 4}, "float32") == (8 + 12 + 30 + 3) * 4
@@ -142,3 +145,10 @@ def test_float32_gemm_is_held_against_the_best_float32_gemm_not_the_fma_probe():
     diag = diagnose(df, dc).set_index("case_key")
     assert diag.loc[slow["case_key"], "efficiency"] == pytest.approx(30 / 45)
     assert diag.loc[best["case_key"], "compute_roof_origin"] == "measured"
+
+
+def test_select_device_by_kind():
+    df = frame(device_rows() + device_rows(device_name="AMD EPYC 7763", fingerprint="fp-cpu"))
+    df.loc[df["device_name"] == "AMD EPYC 7763", "device_kind"] = "cpu"
+    assert select_device(df, "cpu")[0] == "AMD EPYC 7763"
+    assert select_device(df, "cuda")[0] == H100
