@@ -35,15 +35,16 @@ STATUS_STYLES = {
 
 
 def format_ms(value: float | None) -> str:
+    """A duration given in ms, in the unit that reads best: `1.235 s`, `152.8 ms`, `2.94 us`, `812 ns`."""
     if value is None:
         return "-"
-    if value >= 100:
-        return f"{value:.1f} ms"
+    if value >= 1000:
+        return f"{value / 1e3:.3f} s"
     if value >= 1:
-        return f"{value:.3f} ms"
+        return f"{value:.4g} ms"
     if value >= 1e-3:
-        return f"{value * 1e3:.2f} us"
-    return f"{value * 1e6:.1f} ns"
+        return f"{value * 1e3:.4g} us"
+    return f"{value * 1e6:.4g} ns"
 
 
 def describe_result(record: MeasurementRecord) -> str:
@@ -230,7 +231,9 @@ def render_summary(summary: Mapping[str, Any], console: Console) -> None:
         lines.append(f"{summary['already_measured']} case(s) were already measured in this run and were not repeated")
     if summary.get("unmeasured"):
         lines.append(
-            f"{summary['unmeasured']} case(s) not measured; continue with: rooflab run --resume {summary['run_id']}"
+            f"{summary['unmeasured']} case(s) not measured; continue with: "
+            f"rooflab run --resume {summary['run_id']} --db {summary['db_url']}"
+            + (f" --shard {summary['shard']}" if summary.get("shard") else "")
         )
     for device in summary.get("devices", []):
         if device.get("error"):

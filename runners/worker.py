@@ -50,7 +50,7 @@ class CaseOutcome:
     """The result of one case as plain data; the supervisor turns it into a MeasurementRecord."""
 
     case_key: str
-    status: str  # ok | incorrect | failed | skipped  (crashed is decided by the supervisor)
+    status: str  # ok | incorrect | failed | skipped, or crashed when the device context was lost
     error: str | None = None
     elapsed_s: float = 0.0  # wall time of the whole case inside the worker
     clock: str | None = None
@@ -239,16 +239,18 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
-        prepared = None
-        output = None
-        _release_after_failure(device)
-        return CaseOutcome(
-            key, "failed", message, time.perf_counter() - started, worker_unusable=not _context_usable(device)
-        )
+        # leaving this block drops the traceback, and with it the frames that hold the inputs
     finally:
         prepared = None
         output = None
-        _release(device)
+        _release_quietly(device)
+    if _context_usable(device):
+        return CaseOutcome(key, "failed", message, time.perf_counter() - started)
+    # a sticky CUDA error (illegal memory access, device-side assert): the context is lost with
+    # everything on it, as if the process had died; a fresh worker takes the next case
+    return CaseOutcome(
+        key, "crashed", f"device context lost: {message}", time.perf_counter() - started, worker_unusable=True
+    )
 
 
 _FLUSHERS: dict[str, Any] = {}
@@ -264,8 +266,8 @@ def _flusher(device: DeviceInfo) -> Any:
     return flusher
 
 
-def _release_after_failure(device: DeviceInfo) -> None:
-    """Free what a failed case held (an out-of-memory error leaves cached blocks behind)."""
+def _release_quietly(device: DeviceInfo) -> None:
+    """Free what a case held (an out-of-memory error leaves cached blocks behind); never raises."""
     try:
         _release(device)
     except Exception:  # noqa: BLE001 - a broken context is detected by _context_usable

@@ -405,3 +405,43 @@ def test_timing_overrides_are_checked_and_typed() -> None:
         validate_timing_overrides({"min_samples": 2.5})
     with pytest.raises(UserInputError, match="finite"):
         validate_timing_overrides({"warmup_ms": float("nan")})
+
+
+def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    from datetime import datetime, timezone
+
+    from rich.console import Console
+
+    from db.records import CaseRecord, MeasurementRecord
+    from runners.progress import LogProgress, render_summary
+    from suite.case import Case
+
+    case = Case("copy", 1, "pointwise", "eager", "float32", "cold", "launch", {"n": 1 << 20})
+    record = MeasurementRecord(
+        run_id="r", case=CaseRecord(case.case_key, "copy", 1, "pointwise", "eager", "float32", {"n": 1 << 20}),
+        device_fingerprint="f", cache="cold", timing_mode="launch", status="ok",
+        measured_at=datetime.now(timezone.utc), median_ms=0.5, p10_ms=0.45, p90_ms=0.6, n_samples=40,
+        rel_ci_halfwidth=0.004, flops=0, bytes=8 << 20,
+    )
+    stream = io.StringIO()
+    log = LogProgress(stream)
+    log.start(2, ["cpu"])
+    log.case_done("cpu", case, record, 1.0)
+    line = stream.getvalue().strip()
+    assert line.startswith("[1/2] ok ") and "copy eager float32 cold/launch n=1048576" in line
+    assert "median 500 us ±0.4%" in line and "[p10 450 us, p90 600 us, n=40]" in line
+    assert "16.8 GB/s" in line and "TFLOP/s" not in line  # copy has no FLOPs
+
+    out = io.StringIO()
+    render_summary(
+        {
+            "run_id": "quick-1", "status": "interrupted", "db_url": "sqlite:///r.db", "shard": None,
+            "counts": {"ok": 3, "failed": 1}, "slowest": [], "already_measured": 0, "unmeasured": 2,
+            "devices": [], "elapsed_s": 1.0,
+        },
+        Console(file=out, width=200),
+    )
+    text = out.getvalue()
+    assert "quick-1: interrupted" in text and "total" in text
+    assert "rooflab run --resume quick-1 --db sqlite:///r.db" in text

@@ -114,3 +114,13 @@ def test_case_seed_depends_on_seed_and_key_only() -> None:
     assert case_seed(0, a.case_key) != case_seed(1, a.case_key)
     assert case_seed(0, a.case_key) != case_seed(0, b.case_key)
     assert 0 <= case_seed(123, b.case_key) < 2**31
+
+
+def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runners.worker as worker
+
+    monkeypatch.setattr(worker, "_context_usable", lambda device: False)  # as after an illegal memory access
+    out = run(planted("planted_raise"))
+    assert out.status == "crashed"
+    assert out.error == "device context lost: RuntimeError: planted failure in the timed call"
+    assert out.worker_unusable
