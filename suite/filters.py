@@ -55,7 +55,9 @@ def parse_filters(
             raise SpecError(f"filter {text!r} has no value")
         for v in sorted(values):
             if key in closed and v not in closed[key]:
-                raise SpecError(f"filter {text!r}: unknown {key} {v!r}; allowed: {', '.join(closed[key])}")
+                raise SpecError(
+                    f"filter {text!r}: no case can have {key} {v!r} (an unknown {key}); allowed: {', '.join(closed[key])}"
+                )
         parsed.setdefault(key, set()).update(values)
     return parsed
 
