@@ -24,6 +24,7 @@ STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
 HBM_MIN_L2_MULTIPLE = 4
 TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
 MATRIX_FAMILIES = ("gemm", "attention")
+HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 KINDS = ("hbm_rw", "hbm_ro", "l2", "vector", "matrix", "launch")
 UNITS = {"hbm_rw": "GB/s", "hbm_ro": "GB/s", "l2": "GB/s", "vector": "TFLOP/s", "matrix": "TFLOP/s", "launch": "ms"}
@@ -200,6 +201,10 @@ def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None
     """Compute roof in TFLOP/s for `dtype`, matrix or vector units; measured first, else datasheet."""
     vector_dtype = "float32" if dtype == "tf32" else dtype
     order = [("matrix", dtype), ("vector", vector_dtype)] if matrix else [("vector", vector_dtype)]
+    if vector_dtype in HALF_DTYPES and not matrix:
+        # pointwise math on half types runs in float32 (torch's opmath), so float32 is their roof
+        # when neither a half-precision vector ceiling nor datasheet figure exists
+        order.append(("vector", "float32"))
     for kind, dt in order:
         c = dc.get(kind, dtype=dt)
         if c is not None:

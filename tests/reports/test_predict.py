@@ -65,3 +65,9 @@ def test_parse_shape():
     assert parse_shape("m=4096, n=2.5,causal=true,kernel=naive") == {"m": 4096, "n": 2.5, "causal": True, "kernel": "naive"}
     with pytest.raises(ReportInputError, match="name=value"):
         parse_shape("m4096")
+
+
+def test_half_precision_pointwise_falls_back_to_the_float32_vector_roof():
+    p = predict("softmax", {"rows": 8192, "cols": 8192}, "float16", "MI300X")
+    assert p.compute_tflops == pytest.approx(163.4) and "MLE" in p.compute_source
+    assert p.wall == "bandwidth"
