@@ -56,7 +56,7 @@ def describe_result(record: MeasurementRecord) -> str:
         parts[0] += f" ±{record.rel_ci_halfwidth * 100:.1f}%"
     parts.append(f"[p10 {format_ms(record.p10_ms)}, p90 {format_ms(record.p90_ms)}, n={record.n_samples}]")
     if record.bytes and record.gbps is not None:
-        parts.append(f"{record.gbps:.1f} GB/s")
+        parts.append(f"{record.gbps:.1f} GB/s" if record.gbps >= 1 else f"{record.gbps:.3g} GB/s")
     if record.flops and record.tflops is not None:
         parts.append(f"{record.tflops:.3g} TFLOP/s")
     if record.throttled:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -235,7 +236,7 @@ class Supervisor:
 
     def run(self) -> SupervisorResult:
         previous: dict[int, Any] = {}
-        if self.handle_signals:
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
             previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
             previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_sigterm)
         stopped_at_once = False

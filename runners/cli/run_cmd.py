@@ -26,7 +26,7 @@ def run_command(
     ),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run shard I (0-based) of N cost-balanced shards."),
     run_id: Optional[str] = typer.Option(
-        None, "--run-id", help="Run id to write under (shards of one night share it) [default: derived]."
+        None, "--run-id", help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), else SPEC-<UTC time>-<random>."
     ),
     resume: Optional[str] = typer.Option(None, "--resume", help="Measure only the cases of RUN_ID that have no result."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
