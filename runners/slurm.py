@@ -251,6 +251,12 @@ fi
 
 {_environment(job, with_out=False)}
 
+# Slurm lists the GPUs it gave the job in CUDA_VISIBLE_DEVICES; fewer than asked for is worth a
+# line in the log (with none visible, `--devices all` falls back to the CPU).
+IFS=, read -r -a GPUS <<< "${{CUDA_VISIBLE_DEVICES:-}}"
+if (( ${{#GPUS[@]}} != {job.gpus_per_node} )); then
+    echo "rooflab: warning: {job.gpus_per_node} GPUs requested, CUDA_VISIBLE_DEVICES lists ${{#GPUS[@]}} (${{CUDA_VISIBLE_DEVICES:-unset}})" >&2
+fi
 echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on $(hostname) GPUs ${{CUDA_VISIBLE_DEVICES:-none}}"
 exec "$ROOFLAB" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" --devices all --run-id "$RUN_ID"
 """

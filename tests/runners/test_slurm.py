@@ -164,10 +164,12 @@ def test_array_task_runs_its_shard_on_all_gpus_under_the_run_id(awkward_dir, tas
     log = awkward_dir / "args.txt"
     job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "venv bin" / "rooflab", log)))
     array, _, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
-    env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), ROOFLAB_RUN_ID="nightly-20261121")
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), ROOFLAB_RUN_ID="nightly-20261121",
+               CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7")
     env.pop("ROOFLAB_DB", None)
     done = subprocess.run([BASH, str(array)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr and "GPUs 0,1,2,3,4,5,6,7" in done.stdout
     lines = log.read_text().splitlines()
     assert lines[:-1] == [
         "run", str(job.spec_path), "--shard", f"{task}/4", "--devices", "all", "--run-id", "nightly-20261121",
@@ -175,6 +177,13 @@ def test_array_task_runs_its_shard_on_all_gpus_under_the_run_id(awkward_dir, tas
     assert lines[-1] == f"DB={job.db_url}"
     # the database URL is not on the command line
     assert not any("postgresql" in a for a in lines[:-1])
+    # fewer GPUs than requested: a warning in the log, the shard still runs
+    env["CUDA_VISIBLE_DEVICES"] = "0,1"
+    done = subprocess.run([BASH, str(array)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "8 GPUs requested, CUDA_VISIBLE_DEVICES lists 2" in done.stderr
+    env.pop("CUDA_VISIBLE_DEVICES")
+    done = subprocess.run([BASH, str(array)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "lists 0 (unset)" in done.stderr
 
 
 def test_array_task_outside_the_range_or_outside_slurm_stops(awkward_dir):
