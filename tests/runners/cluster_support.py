@@ -5,8 +5,6 @@ fresh random samples around a chosen median.
 """
 from __future__ import annotations
 
-import os
-import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -17,35 +15,21 @@ import pytest
 
 from db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
 
-PG_ENV = "ROOFLAB_TEST_POSTGRES_URL"
-SKIP_PG_REASON = f"{PG_ENV} is not set: no PostgreSQL server to test against"
-
 
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'results.db'}"
 
 
 def fresh_postgres_url() -> Iterator[str]:
-    """A new, empty database on the server named by ROOFLAB_TEST_POSTGRES_URL; dropped afterwards."""
-    base = os.environ.get(PG_ENV)
-    if not base:
-        pytest.skip(SKIP_PG_REASON)
-    from sqlalchemy import create_engine, text
-    from sqlalchemy.engine import make_url
+    """A new, empty database on the test server (tests/db/pg.py), dropped afterwards; the test is
+    skipped, with the reason, when ROOFLAB_TEST_POSTGRES_URL is not set."""
+    from tests.db.pg import POSTGRES_SKIP_REASON, postgres_server_url
+    from tests.db.pg import fresh_postgres_url as fresh
 
-    from db.urls import normalize_url
-
-    server = normalize_url(base)
-    name = f"rooflab_cluster_{secrets.token_hex(4)}"
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-        yield make_url(server).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    if postgres_server_url() is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with fresh() as url:
+        yield url
 
 
 @dataclass(frozen=True)
