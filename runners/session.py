@@ -256,8 +256,11 @@ def run_suite(
             raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
         spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
 
-    cases = apply_filters(expand(spec, device_kind), list(filters))
-    if not cases and filters:
+    expanded = expand(spec, device_kind)
+    if not expanded:
+        raise UserInputError(f"{spec.path}: no benchmark of {spec.name} runs on a {device_kind} device")
+    cases = apply_filters(expanded, list(filters))
+    if not cases:
         raise UserInputError(f"no case of {spec.name} on {device_kind} matches the filters {' '.join(filters)}")
     check_merged_settings(cases, overrides)
     effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)

@@ -353,6 +353,14 @@ def test_bad_flags_exit_2_and_create_no_database(tmp_path: Path, flags: list[str
     assert not db.exists()
 
 
+def test_a_spec_with_nothing_for_this_device_kind_exits_2(tmp_path: Path) -> None:
+    spec = write(tmp_path, "gpu.yaml", "name: g\nbenchmarks:\n  - name: c\n    op: copy\n    devices: [cuda]\n")
+    db = tmp_path / "r.db"
+    code, out = invoke(str(spec), "--db", f"sqlite:///{db}", "--device", "cpu")
+    assert code == 2 and "no benchmark of g runs on a cpu device" in out, out
+    assert not db.exists()
+
+
 def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     code, out = invoke("--resume", "nope", "--db", f"sqlite:///{db}")
