@@ -91,6 +91,7 @@ class DeviceCeilings:
         return {
             "device_name": self.device_name,
             "datasheet": self.spec.key if self.spec else None,
+            "datasheet_figures": self.spec.figures() if self.spec else [],
             "l2_bytes": self.l2_bytes,
             "ceilings": [c.as_dict() for c in self.ceilings],
         }

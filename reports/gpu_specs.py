@@ -41,6 +41,21 @@ class GpuSpec:
     matrix_tflops: Mapping[str, Figure] = field(default_factory=dict)  # tensor-core / matrix peaks
     name_patterns: tuple[str, ...] = ()  # regexes (case-insensitive) matched against a detected name
 
+    def figures(self) -> list[dict]:
+        """Every figure of the entry as {quantity, value, unit, source} rows."""
+        rows = [{"quantity": "memory bandwidth", "value": self.memory_gbps.value, "unit": "GB/s",
+                 "source": self.memory_gbps.source}]
+        if self.l2_bytes is not None:
+            rows.append({"quantity": "L2", "value": self.l2_bytes.value, "unit": "bytes", "source": self.l2_bytes.source})
+        if self.sm_count is not None:
+            rows.append({"quantity": "SMs" if self.vendor == "NVIDIA" else "CUs", "value": self.sm_count.value,
+                         "unit": "", "source": self.sm_count.source})
+        for label, table in (("vector", self.vector_tflops), ("matrix", self.matrix_tflops)):
+            for dtype, fig in table.items():
+                rows.append({"quantity": f"{label} {dtype}", "value": fig.value,
+                             "unit": "TOPS" if dtype == "int8" else "TFLOP/s", "source": fig.source})
+        return rows
+
     def peak_tflops(self, dtype: str, *, matrix: bool) -> Figure | None:
         """The peak for `dtype` on tensor cores (`matrix`) or on the vector units, if the datasheet has one."""
         table = self.matrix_tflops if matrix else self.vector_tflops

@@ -62,3 +62,11 @@ def test_known_datasheet_figures():
     assert h100.peak_tflops("float32", matrix=False).value == pytest.approx(66.9)
     a100 = match_device("NVIDIA A100-SXM4-80GB")
     assert a100.peak_tflops("float8_e4m3fn", matrix=True) is None  # no fp8 on Ampere
+
+
+def test_figures_rows_carry_units_and_sources():
+    rows = match_device("H100 SXM").figures()
+    by = {r["quantity"]: r for r in rows}
+    assert by["memory bandwidth"]["value"] == 3350 and by["memory bandwidth"]["unit"] == "GB/s"
+    assert by["matrix int8"]["unit"] == "TOPS"
+    assert all(r["source"] for r in rows)
