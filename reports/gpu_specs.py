@@ -241,8 +241,8 @@ SPECS: tuple[GpuSpec, ...] = (
         matrix_tflops={
             "tf32": _f(60, "LGT"),
             **_half(121, "LGT"),
-            "float8": _f(242, "datasheet 485 sparse / 2 (grokipedia)"),
-            "int8": _f(242, "LGT, TOPS"),
+            "float8": _f(242.5, "NVIDIA L4 datasheet 485 with sparsity / 2 (via grokipedia, research §6)"),
+            "int8": _f(242.5, "NVIDIA L4 datasheet 485 TOPS with sparsity / 2"),
         },
         name_patterns=(r"\bl4\b",),
     ),
