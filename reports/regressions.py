@@ -144,8 +144,8 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         noisy |= (df["stop_reason"] == "max_time") & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
-        if col in df.columns:
-            env = env + "|" + df[col].astype(str)
+        if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
+            env = env + "|" + df[col].astype(object).where(df[col].notna(), "").astype(str)
     device = df["device_fingerprint"] if "device_fingerprint" in df.columns else df.get("device_name", pd.Series("", index=df.index))
     d = pd.DataFrame({
         "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),

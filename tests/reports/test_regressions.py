@@ -177,3 +177,10 @@ def test_minimal_frame_without_optional_columns():
     df = pd.DataFrame({"case_key": "k", "device_fingerprint": "fp", "run_id": [f"r{i}" for i in range(len(values))],
                        "median_ms": values})
     assert _only(detect(df)).status == "regression"
+
+
+def test_missing_versions_spelled_none_or_nan_are_the_same_environment():
+    rows = history(noisy(25, 1.0, 0.01, 27) + [1.2, 1.21])
+    for i, r in enumerate(rows):
+        r["driver_version"] = None if i % 2 else float("nan")
+    assert _only(detect(frame(rows))).status == "regression"
