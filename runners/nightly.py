@@ -48,6 +48,8 @@ class NightlySummary:
     insufficient_data: int
     fail_on: str
     report: str | None  # path of index.html
+    cases_expected: int = 0  # cases of the spec (after filters) for the run's device kinds
+    cases_missing: tuple[str, ...] = ()  # of those, the ones without any result in the run
     report_error: str | None = None
     invocation: Mapping[str, Any] | None = None  # this process's run summary (None with --skip-run)
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -84,6 +86,8 @@ class NightlySummary:
             "regressions": [dict(v) for v in self.verdicts.get("regression", ())],
             "suspects": [dict(v) for v in self.verdicts.get("suspect", ())],
             "improvements": [dict(v) for v in self.verdicts.get("improvement", ())],
+            "cases_expected": self.cases_expected,
+            "cases_missing": list(self.cases_missing),
             "series_checked": self.series_checked,
             "insufficient_data": self.insufficient_data,
             "fail_on": self.fail_on,
@@ -107,6 +111,14 @@ class NightlySummary:
             if self.shards.missing:
                 shard_line += f"; missing {', '.join(self.shards.missing)}"
             lines.append(shard_line)
+        if self.cases_expected:
+            covered = self.cases_expected - len(self.cases_missing)
+            line = f"coverage: {covered}/{self.cases_expected} cases of the spec have a result"
+            if self.cases_missing:
+                shown = ", ".join(self.cases_missing[:3])
+                more = f" and {len(self.cases_missing) - 3} more" if len(self.cases_missing) > 3 else ""
+                line += f"; missing {shown}{more}"
+            lines.append(line)
         n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in ("regression", "suspect", "improvement"))
         lines.append(
             f"history: {self.series_checked} series checked, {n_reg} regressions, {n_sus} suspects, "
@@ -212,6 +224,23 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
     return {k: tuple(v) for k, v in by_kind.items()}, len(verdicts), insufficient, counts
 
 
+def coverage(db_url: str, run_id: str, spec: Any, filters: Sequence[str]) -> tuple[int, tuple[str, ...]]:
+    """(cases the spec expands to for the run's device kinds, those of them the run has no result for).
+
+    Shards that never ran, or shards that disagreed on the partition, show up here.
+    """
+    from db.query import results
+    from suite.spec import apply_filters, expand
+
+    frame = results(db_url, run_id=run_id)
+    kinds = sorted(set(frame["device_kind"].dropna().astype(str))) or [None]
+    expected: set[str] = set()
+    for kind in kinds:
+        expected |= {c.case_key for c in apply_filters(expand(spec, kind), list(filters))}
+    missing = sorted(expected - set(frame["case_key"].astype(str)))
+    return len(expected), tuple(missing)
+
+
 def latest_run_of(db_url: str, suite: str) -> str | None:
     from db.query import runs
 
@@ -280,14 +309,18 @@ def nightly(
     store = ResultStore(db_url)
     try:
         run_status = store.run_status(run_id)
+        stored = store.get_run(run_id)
     finally:
         store.close()
-    if run_status is None:
+    if run_status is None or stored is None:
         raise UserInputError(f"--run-id {run_id}: no such run in {redact(db_url)}")
+    if stored.spec_hash != spec.sha256:
+        notes.append(f"run {run_id} was made from another version of the spec; coverage is counted against {spec.path}")
 
     shards = shard_state(db_url, run_id)
     if not shards.complete:
         notes.append("the run is not complete yet: series of cases without a result tonight are not judged")
+    expected, missing = coverage(db_url, run_id, spec, filters)
     verdicts, checked, insufficient, counts = check_history(
         db_url, run_id, window=window, z_threshold=z_threshold, min_change=min_change
     )
@@ -305,7 +338,7 @@ def nightly(
     result = NightlySummary(
         run_id=run_id, suite=spec.name, run_status=run_status, db_url=redact(db_url), counts=counts,
         shards=shards, verdicts=verdicts, series_checked=checked, insufficient_data=insufficient,
-        fail_on=fail_on, report=report, report_error=report_error, invocation=invocation, notes=tuple(notes),
+        fail_on=fail_on, report=report, cases_expected=expected, cases_missing=missing, report_error=report_error, invocation=invocation, notes=tuple(notes),
     )
     tmp = out_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")

@@ -161,6 +161,16 @@ class CostBasis:
     def cost_s(self, case: Case) -> float:
         return estimate_cost_s(case, self.medians_ms)
 
+    def covering(self, cases: Iterable[Case]) -> "CostBasis":
+        """This basis if it has a median for every case, else an empty one (the op model for all).
+
+        Shards that read different databases (node-local SQLite files, each holding only its own
+        shard's history) then still agree: none of them covers every case, so all use the model.
+        """
+        if all(case.case_key in self.medians_ms for case in cases):
+            return self
+        return CostBasis()
+
 
 def previous_medians(
     db_url: str,

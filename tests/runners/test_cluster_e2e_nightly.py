@@ -105,6 +105,7 @@ def test_nightly_fails_on_a_planted_20_percent_step(tmp_path, spec, cpu_environm
     assert [r["case_key"] for r in summary["regressions"]] == [case(2.0).case_key]
     assert summary["regressions"][0]["rel_change"] > 0.15  # >= 2 ms against a 1.667 ms baseline
     assert summary["counts"]["ok"] == 2 and summary["run_status"] == "complete"
+    assert summary["cases_expected"] == 2 and summary["cases_missing"] == [] and summary["notes"] == []
     assert summary["invocation"]["counts"]["ok"] == 2
     assert (out / "index.html").is_file()
     assert "REGRESSION" in done.stdout and case(2.0).case_key in done.stdout

@@ -80,6 +80,8 @@ def test_planted_step_of_20_percent_fails_the_night(url, history, tmp_path, spec
     assert [r["case_key"] for r in summary["improvements"]] == [CASES[1].case_key]
     assert summary["suspects"] == []
     assert summary["counts"]["ok"] == 3 and summary["series_checked"] == 3
+    assert summary["cases_expected"] == 3 and summary["cases_missing"] == []
+    assert "coverage: 3/3 cases" in result.output
     assert summary["report"] == str(out / "index.html") and (out / "index.html").is_file()
     # the same night with --fail-on never reports it but does not fail; no --run-id: the latest run
     result = invoke("nightly", str(spec), "--db", url, "--out", str(out), "--skip-run", "--fail-on", "never")
@@ -128,6 +130,10 @@ def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
     assert summary.shards.missing == ("1/4", "3/4")
     text = summary.text()
     assert "shards: 1/4 finished; unfinished 2/4; missing 1/4, 3/4" in text
+    assert summary.cases_expected == 3
+    assert summary.cases_missing == tuple(sorted(c.case_key for c in CASES[1:]))
+    assert "coverage: 1/3 cases of the spec have a result; missing " in text
+    assert "another version of the spec" in text  # the planted run's spec text is not this file
     assert summary.run_status == "running" and summary.exit_code == 0
 
 

@@ -95,3 +95,19 @@ def test_history_steers_the_partition():
     # the two slow cases are on different shards, the cheap ones fill up evenly
     assert (cases[0] in shard0) != (cases[1] in shard0)
     assert len(shard0) == len(shard1) == 4
+
+
+def test_a_basis_that_misses_a_case_is_dropped_so_divergent_databases_still_agree():
+    cases = [Case(op="unknown_op", op_version=1, family="pointwise", backend="eager", dtype="float32",
+                  cache="hot", timing_mode="launch", params={"n": i}) for i in range(6)]
+    medians = {c.case_key: float(i + 1) for i, c in enumerate(cases)}
+    full = CostBasis(run_id="r", medians_ms=medians)
+    assert full.covering(cases) is full
+    # two nodes, each with only its own shard's history from last night
+    node0 = CostBasis(run_id="r", medians_ms={k: v for k, v in list(medians.items())[:3]})
+    node1 = CostBasis(run_id="r", medians_ms={k: v for k, v in list(medians.items())[3:]})
+    parts = [select_shard(cases, i, 2, b.covering(cases).cost_s) for i, b in enumerate((node0, node1))]
+    assert sorted(c.case_key for p in parts for c in p) == sorted(medians)
+    # without the rule, the two nodes balance by different costs and the shards overlap
+    raw = [select_shard(cases, i, 2, b.cost_s) for i, b in enumerate((node0, node1))]
+    assert sorted(c.case_key for p in raw for c in p) != sorted(medians)
