@@ -189,18 +189,6 @@ def series_of_run(history: Any, run_id: str) -> Any:
     return upto[mask]
 
 
-def comparable_versions(frame: Any) -> Any:
-    """Missing driver/CUDA/torch versions (a CPU has no driver) as "" so that two missing values
-    compare equal: the regression check starts a new series segment when a version changes."""
-    from reports.regressions import ENV_COLUMNS
-
-    frame = frame.copy()
-    for column in ENV_COLUMNS:
-        if column in frame.columns:
-            frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
-    return frame
-
-
 def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, min_change: float
                   ) -> tuple[dict[str, tuple[dict[str, Any], ...]], int, int, dict[str, int]]:
     """(verdict rows by status, series checked, series without enough history, counts by status)."""
@@ -208,7 +196,7 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
     from db.records import STATUSES
     from reports.regressions import detect
 
-    history = comparable_versions(results(db_url))
+    history = results(db_url)
     this_run = history[history["run_id"] == run_id]
     counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
     verdicts = detect(series_of_run(history, run_id), window=window, z_threshold=z_threshold, min_change=min_change)
