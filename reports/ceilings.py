@@ -229,6 +229,12 @@ def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = F
     return None
 
 
+def l2_resident(dc: DeviceCeilings, cache: str, nbytes: float) -> bool:
+    """A hot case whose bytes fit in the L2 is held against the L2 roof; larger hot cases stream
+    from HBM anyway (with an unknown L2 size every hot case counts as resident)."""
+    return cache == "hot" and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
+
+
 def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:
     c = dc.get("launch", timing_mode=timing_mode)
     return c.value if c else None

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reports.ceilings import DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, launch_floor_ms, uses_matrix_units
+from reports.ceilings import (DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, l2_resident, launch_floor_ms,
+                              uses_matrix_units)
 from reports.diagnosis import READ_ONLY_OPS, diagnose
 from reports.errors import ReportInputError
 from reports.frames import select_device
@@ -55,8 +56,9 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
     """Candidate roof / baseline roof for the wall the case hits on the baseline."""
     wall = case["wall"]
     if wall == "bandwidth":
-        kw = dict(hot=case["cache"] == "hot", read_only=case["op"] in READ_ONLY_OPS)
-        return _ratio(bandwidth_roof(cand, **kw), bandwidth_roof(base, **kw))
+        nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), case["op"] in READ_ONLY_OPS
+        return _ratio(bandwidth_roof(cand, hot=l2_resident(cand, cache, nbytes), read_only=ro),
+                      bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
     if wall == "compute":
         matrix = uses_matrix_units(str(case["family"]), str(case["dtype"]))
         return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix), compute_roof(base, str(case["dtype"]), matrix=matrix))

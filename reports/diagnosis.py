@@ -3,7 +3,7 @@
 roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof), where the compute roof
 is, for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
 tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; and
-the bandwidth roof is the L2 ceiling for hot cases and the HBM ceiling for cold ones (read-only HBM
+the bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise (read-only HBM
 for ops that only read: sum, amax, stream_dot). Measured ceilings are used first, datasheet figures
 when a ceiling was not measured. efficiency = roofline_ms / median_ms.
 
@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms, uses_matrix_units
+from reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, l2_resident, launch_floor_ms, uses_matrix_units
 from reports.frames import params_of, usable
 
 OVERHEAD_FACTOR = 2.0
@@ -52,7 +52,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
         nbytes = float(r["bytes"] or 0)
         dtype, family = str(r["dtype"]), str(r["family"])
         croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
-        broof = bandwidth_roof(dc, hot=r["cache"] == "hot", read_only=r["op"] in READ_ONLY_OPS)
+        broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=r["op"] in READ_ONLY_OPS)
         compute_ms = flops / (croof.value * 1e12) * 1e3 if (croof and flops > 0) else (0.0 if flops == 0 else math.nan)
         memory_ms = nbytes / (broof.value * 1e9) * 1e3 if (broof and nbytes > 0) else (0.0 if nbytes == 0 else math.nan)
         terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]

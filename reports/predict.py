@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports.ceilings import DeviceCeilings, Roof, bandwidth_roof, compute_ceilings, compute_roof, launch_floor_ms, uses_matrix_units
+from reports.ceilings import (DeviceCeilings, Roof, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
+                              launch_floor_ms, uses_matrix_units)
 from reports.errors import ReportInputError
 from reports.frames import device_names, select_device
 from reports.gpu_specs import SPECS, match_device
@@ -122,7 +123,7 @@ def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame
     dc = device_ceilings(device, df)
     flops, nbytes = int(op.flops(params, dtype)), int(op.bytes(params, dtype))
     croof = compute_roof(dc, dtype, matrix=uses_matrix_units(op.family, dtype))
-    broof = bandwidth_roof(dc, hot=cache == "hot")
+    broof = bandwidth_roof(dc, hot=l2_resident(dc, cache, nbytes))
     if croof is None or broof is None:
         raise ReportInputError(
             f"--device {device!r} has no {'compute roof for ' + dtype if croof is None else 'bandwidth roof'} "

@@ -152,3 +152,13 @@ def test_select_device_by_kind():
     df.loc[df["device_name"] == "AMD EPYC 7763", "device_kind"] = "cpu"
     assert select_device(df, "cpu")[0] == "AMD EPYC 7763"
     assert select_device(df, "cuda")[0] == H100
+
+
+def test_hot_cases_larger_than_the_l2_are_held_against_hbm():
+    rows = device_rows(hbm_gbps=3000.0, l2_gbps=9000.0)
+    n = 1 << 26  # 512 MiB moved: far beyond the 50 MiB L2
+    big_hot = row(op="copy", family="pointwise", params={"n": n}, flops=0, nbytes=8 * n, cache="hot",
+                  median_ms=8 * n / 1.5e12 * 1e3)
+    df = frame(rows + [big_hot])
+    d = diagnose(df, compute_ceilings(df, H100)).set_index("case_key").loc[big_hot["case_key"]]
+    assert d["bandwidth_roof_gbps"] == pytest.approx(3000.0) and d["efficiency"] == pytest.approx(0.5)
