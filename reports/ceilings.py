@@ -6,8 +6,10 @@
 - vector compute: best tflops of fma_intensity, per dtype
 - matrix compute: best tflops of the gemm family, per dtype
 - launch floor:   median of the `launch` op's medians, per timing mode
-Only ok, unthrottled results count. Each ceiling keeps the case and run it came from and, when the
-device is in the datasheet table, its ratio to the datasheet figure.
+Only ok, unthrottled results count. The L2 size is the one the device reported (l2_bytes), else the
+datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
+Each ceiling keeps the case and run it came from and, when the device is in the datasheet table,
+its ratio to the datasheet figure.
 """
 from __future__ import annotations
 
