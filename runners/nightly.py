@@ -278,6 +278,9 @@ def nightly(
 
     invocation: dict[str, Any] | None = None
     if skip_run:
+        from db.schema import require_current
+
+        require_current(db_url)  # a database that is not there is an input error, and stays not there
         if run_id is None:
             run_id = latest_run_of(db_url, spec.name)
             if run_id is None:
@@ -326,7 +329,8 @@ def nightly(
     result = NightlySummary(
         run_id=run_id, suite=spec.name, run_status=run_status, db_url=redact(db_url), counts=counts,
         shards=shards, verdicts=verdicts, series_checked=checked, insufficient_data=insufficient,
-        fail_on=fail_on, report=report, cases_expected=expected, cases_missing=missing, report_error=report_error, invocation=invocation, notes=tuple(notes),
+        fail_on=fail_on, report=report, cases_expected=expected, cases_missing=missing,
+        report_error=report_error, invocation=invocation, notes=tuple(notes),
     )
     tmp = out_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")

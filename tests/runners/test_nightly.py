@@ -186,3 +186,11 @@ def test_text_summary_lists_at_most_ten_per_kind(tmp_path, spec):
     assert text.count("REGRESSION") == 10 and "and 3 more regressions" in text
     assert "1.000 ms -> 1.300 ms (+30.0 %" in text
     assert s.exit_code == 1 and s.to_dict()["regressions"][12]["case_key"].endswith("n=12")
+
+
+def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tmp_path, spec):
+    target = tmp_path / "nowhere.db"
+    result = CliRunner().invoke(app, ["nightly", str(spec), "--db", f"sqlite:///{target}", "--out",
+                                      str(tmp_path / "o"), "--skip-run", "--run-id", "r1"])
+    assert result.exit_code == 2 and "no rooflab database" in result.output
+    assert not target.exists() and not (tmp_path / "o").exists()
