@@ -53,7 +53,7 @@ REAL_SPEC = """\
 name: e2e
 defaults:
   cache: [hot]
-  timing: {warmup_ms: 5, min_samples: 15, min_time_ms: 40, max_time_ms: 300, target_precision: 0.02}
+  timing: {warmup_ms: 5, min_samples: 15, min_time_ms: 30, max_time_ms: 150, target_precision: 0.02}
 benchmarks:
   - name: stream
     op: [copy, triad]
