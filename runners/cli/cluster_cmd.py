@@ -118,7 +118,9 @@ def nightly_command(
     db: str | None = DbOption,
     out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
     fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression | suspect (or regression) | never."),
-    run_id: str | None = typer.Option(None, "--run-id", help="Run id (shards of one night share it); default: derived from the spec name and the date."),
+    run_id: str | None = typer.Option(
+        None, "--run-id", help="Run id (shards of one night share it); default: derived from the spec name and the date."
+    ),
     shard: str | None = typer.Option(None, "--shard", help="I/N: run only shard I (0-based) of N."),
     filter_: list[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE; repeatable."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda:N."),
