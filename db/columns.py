@@ -5,7 +5,9 @@ is exported can be read back and exported again unchanged.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Select, select
 
@@ -70,6 +72,11 @@ COLUMN_KINDS: dict[str, ColumnKind] = {
     "rooflab_version": ColumnKind("str", False, ""),
 }
 assert set(COLUMN_KINDS) == set(ALL_COLUMNS)
+
+
+def canonical_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: the one spelling of params/identity in files and frames."""
+    return json.dumps(list(value) if isinstance(value, tuple) else value, sort_keys=True, separators=(",", ":"))
 
 
 def result_select() -> Select:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 
 from db import models
-from db.columns import ALL_COLUMNS, COLUMN_KINDS, result_select
+from db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select
 from db.engine import make_engine
 from db.errors import DatabaseInputError
 from db.schema import require_current
@@ -26,9 +26,6 @@ from db.timeparse import parse_since
 FORMATS = ("csv", "jsonl", "parquet")
 CHUNK_ROWS = 20_000
 
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def iter_records(url: str, *, run_id: str | None = None, since: str | date | datetime | None = None,

@@ -83,6 +83,8 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
                     .values(status=row["status"], finished_at=row["finished_at"])
                 )
     sharded = {run_id for run_id, _ in batch.shards}
+    for run_id in sorted(sharded):  # as in ResultStore.finish_run: see concurrent shard updates
+        conn.execute(select(run_t.c.id).where(run_t.c.id == run_ids[run_id]).with_for_update())
     for run_id, row in batch.runs.items():
         if run_id in sharded:
             aggregate_shards(conn, run_ids[run_id])

@@ -8,7 +8,6 @@ individual measurements.
 """
 from __future__ import annotations
 
-import json
 from datetime import date, datetime
 from typing import Any, Iterable, Sequence
 
@@ -16,7 +15,7 @@ import pandas as pd
 from sqlalchemy import Connection, func, or_, select
 
 from db import models
-from db.columns import ALL_COLUMNS, result_select
+from db.columns import ALL_COLUMNS, canonical_json, result_select
 from db.engine import make_engine
 from db.schema import require_current
 from db.timeparse import parse_since
@@ -25,9 +24,6 @@ RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
 _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
 _JSON_COLUMNS = ("params", "throttle_reasons")
 
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def _connect(url: str):  # type: ignore[no-untyped-def]

@@ -231,6 +231,9 @@ class ResultStore:
 
         def body(conn: Connection) -> None:
             pk = self._run_pk_in(conn, run_id)
+            # shards finishing at the same moment must see each other's state (PostgreSQL row lock;
+            # SQLite writers are serialised by BEGIN IMMEDIATE already)
+            conn.execute(select(models.Run.id).where(models.Run.id == pk).with_for_update())
             if shard is None:
                 conn.execute(update(models.Run).where(models.Run.id == pk).values(status=status, finished_at=now))
                 return

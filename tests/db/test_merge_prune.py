@@ -6,8 +6,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
-from sqlalchemy import func, select
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from db import models, query

@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 from contextlib import nullcontext
-from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
