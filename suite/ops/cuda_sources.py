@@ -35,13 +35,18 @@ class CType:
     acc: str  # arithmetic / accumulation type of the stream kernels
     vec2: str | None  # packed pair type for the FMA probe (half2, bfloat162), None for scalar code
     splat2: str | None  # float -> packed pair
+    load: str = ""  # storage -> acc conversion (an intrinsic, so no implicit conversion is needed)
+    store: str = ""  # acc -> storage conversion (round to nearest)
 
 
 CTYPES = {
     "float64": CType("float64", "double", "double", None, None),
     "float32": CType("float32", "float", "float", None, None),
-    "float16": CType("float16", "__half", "float", "__half2", "__float2half2_rn"),
-    "bfloat16": CType("bfloat16", "__nv_bfloat16", "float", "__nv_bfloat162", "__float2bfloat162_rn"),
+    "float16": CType("float16", "__half", "float", "__half2", "__float2half2_rn", "__half2float", "__float2half_rn"),
+    "bfloat16": CType(
+        "bfloat16", "__nv_bfloat16", "float", "__nv_bfloat162", "__float2bfloat162_rn", "__bfloat162float",
+        "__float2bfloat16_rn",
+    ),
 }
 
 # ------------------------------------------------------------------ BabelStream kernels
@@ -58,19 +63,19 @@ extern "C" __global__ void stream_copy_${NAME}(const ${T}* __restrict__ a, ${T}*
 extern "C" __global__ void stream_scale_${NAME}(const ${T}* __restrict__ c, ${T}* __restrict__ b, long long n, ${ACC} q) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        b[i] = (${T})(q * (${ACC})c[i]);
+        b[i] = ${STORE}(q * ${LOAD}(c[i]));
 }
 
 extern "C" __global__ void stream_add_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b, ${T}* __restrict__ c, long long n) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        c[i] = (${T})((${ACC})a[i] + (${ACC})b[i]);
+        c[i] = ${STORE}(${LOAD}(a[i]) + ${LOAD}(b[i]));
 }
 
 extern "C" __global__ void stream_triad_${NAME}(const ${T}* __restrict__ b, const ${T}* __restrict__ c, ${T}* __restrict__ a, long long n, ${ACC} q) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        a[i] = (${T})((${ACC})b[i] + q * (${ACC})c[i]);
+        a[i] = ${STORE}(${LOAD}(b[i]) + q * ${LOAD}(c[i]));
 }
 
 // blockDim.x must be ${DOT_THREADS}; partial[blockIdx.x] receives the block's sum.
@@ -79,7 +84,7 @@ extern "C" __global__ void stream_dot_${NAME}(const ${T}* __restrict__ a, const 
     const long long stride = (long long)gridDim.x * blockDim.x;
     ${ACC} sum = 0;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        sum += (${ACC})a[i] * (${ACC})b[i];
+        sum += ${LOAD}(a[i]) * ${LOAD}(b[i]);
     tile[threadIdx.x] = sum;
     for (int offset = blockDim.x / 2; offset > 0; offset /= 2) {
         __syncthreads();
@@ -110,7 +115,9 @@ STREAM_DTYPES = ("float64", "float32", "float16")  # dtypes CuPy has arrays for
 def stream_source(dtype: str) -> str:
     """All stream kernels for one dtype; names end in `_<dtype>`."""
     ct = CTYPES[dtype]
-    body = STREAM_TEMPLATE.substitute(NAME=dtype, T=ct.ctype, ACC=ct.acc, DOT_THREADS=DOT_THREADS)
+    body = STREAM_TEMPLATE.substitute(
+        NAME=dtype, T=ct.ctype, ACC=ct.acc, LOAD=ct.load, STORE=ct.store, DOT_THREADS=DOT_THREADS
+    )
     return HEADERS[dtype] + body
 
 
@@ -196,7 +203,7 @@ LAUNCH_TEMPLATE = Template(
     """
 extern "C" __global__ void ${NAME}(const ${T}* __restrict__ x, ${T}* __restrict__ y, long long n) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = (${T})((${ACC})x[i] + (${ACC})1);
+    if (i < n) y[i] = ${STORE}(${LOAD}(x[i]) + (${ACC})1);
 }
 """
 )
@@ -208,7 +215,9 @@ def launch_kernel_name(dtype: str) -> str:
 
 def launch_source(dtype: str) -> str:
     ct = CTYPES[dtype]
-    return HEADERS[dtype] + LAUNCH_TEMPLATE.substitute(NAME=launch_kernel_name(dtype), T=ct.ctype, ACC=ct.acc)
+    return HEADERS[dtype] + LAUNCH_TEMPLATE.substitute(
+        NAME=launch_kernel_name(dtype), T=ct.ctype, ACC=ct.acc, LOAD=ct.load, STORE=ct.store
+    )
 
 
 def all_instantiations(fma_ks: tuple[int, ...] = (1, 2, 8, 64, 256, 1024)) -> dict[str, str]:

@@ -14,6 +14,10 @@ import pytest
 from suite.ops import cuda_sources
 
 NVCC = shutil.which("nvcc")
+NO_IMPLICIT_16BIT = (
+    "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_OPERATORS__",
+)
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
 
 
@@ -28,7 +32,8 @@ def test_all_kernel_instantiations_compile_to_ptx(tmp_path):
     cu.write_text(unit)
     ptx = tmp_path / "rooflab_kernels.ptx"
     done = subprocess.run(
-        [NVCC, "-arch=sm_90", "--ptx", "-std=c++17", str(cu), "-o", str(ptx)],
+        # the no-conversion macros prove that 16-bit values are converted only by intrinsics
+        [NVCC, "-arch=sm_90", "--ptx", "-std=c++17", *NO_IMPLICIT_16BIT, str(cu), "-o", str(ptx)],
         capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-4000:]
