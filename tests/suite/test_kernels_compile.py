@@ -87,3 +87,33 @@ def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
     # nvcc may also unroll the grid-stride loop (copies of the whole chain), never shorten the chain
     count = ptx.read_text().count("fma.rn.f32")
     assert count >= 16 and count % 16 == 0, count
+
+
+def test_cupy_elementwise_bodies_compile_for_float_and_double(tmp_path):
+    """The ElementwiseKernel bodies of the pointwise ops, wrapped the way CuPy wraps them (one
+    element per thread, inputs const, outputs by reference), compile for float and double."""
+    from suite.ops.registry import all_ops
+
+    pieces = []
+    for op in all_ops().values():
+        spec = getattr(op, "cupy_kernel", None)
+        if not spec or "cupy" not in op.backends:
+            continue
+        in_params, out_params, body = spec
+        for ctype in ("float", "double"):
+            ins = [p.split()[1] for p in in_params.split(",")]
+            outs = [p.split()[1] for p in out_params.split(",")]
+            args = ", ".join([f"const T* {n}_" for n in ins] + [f"T* {n}_" for n in outs] + ["long long n"])
+            loads = " ".join(f"const T {n} = {n}_[i];" for n in ins)
+            refs = " ".join(f"T& {n} = {n}_[i];" for n in outs)
+            pieces.append(
+                f"namespace {op.name}_{ctype} {{ typedef {ctype} T;\n"
+                f"__global__ void k({args}) {{ const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n"
+                f"if (i >= n) return; {loads} {refs}\n{body.format(C=ctype)}; }} }}\n"
+            )
+    assert len(pieces) >= 12  # copy, scale, add, triad, gelu, cos_cos in two types
+    cu = tmp_path / "elementwise.cu"
+    cu.write_text("\n".join(pieces))
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(cu.with_suffix(".ptx"))],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
