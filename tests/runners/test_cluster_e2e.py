@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,3 +200,53 @@ def test_node_clock_skew_does_not_reorder_history(url):
     assert verdict.status == "regression" and verdict.latest.run_id == "n7"
     assert previous_medians(url, current_run_id="n7").medians_ms[case.case_key] == pytest.approx(2.5, rel=0.02)
     assert previous_medians(url, current_run_id="n6").medians_ms[case.case_key] == pytest.approx(2.0, rel=0.02)
+
+
+TINY_SPEC = """name: tiny
+defaults:
+  cache: [hot]
+  timing: {warmup_ms: 0, warmup_calls: 1, min_samples: 3, min_time_ms: 0, max_time_ms: 5}
+benchmarks:
+  - name: copies
+    op: copy
+    params:
+      n: [1024, 4096, 16384]
+"""
+
+
+def test_slurm_scripts_run_a_night_here(tmp_path):
+    """The generated array script (tasks 0 and 1, as Slurm would start them) and then the finalising
+    script, with the real rooflab: every flag they pass is one `rooflab run` and `nightly` accept."""
+    from db.query import results
+    from runners import slurm
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    spec = write_spec(tmp_path, TINY_SPEC, "tiny")
+    wrapper = tmp_path / "bin dir" / "rooflab"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/bash\nexec {sys.executable} -m runners "$@"\n')
+    wrapper.chmod(0o755)
+    url = sqlite_url(tmp_path)
+    job = slurm.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=1, out_dir=tmp_path / "out",
+                         rooflab=str(wrapper), db_url=slurm.check_db_url(url), run_id="tiny-night")
+    array, finalize, _ = slurm.write_scripts(job, tmp_path / "tiny.sbatch")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("ROOFLAB_DB", None)
+    tasks = [subprocess.Popen([bash, str(array)], cwd=REPO, env=dict(env, SLURM_ARRAY_TASK_ID=str(i)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    for task in tasks:
+        code, out, err = finish(task)
+        assert code == 0, err + out
+    assert sorted(results(url, run_id="tiny-night")["case_key"]) == sorted(
+        f"copy.v1:eager:float32:hot:launch:n={n}" for n in (1024, 4096, 16384))
+    done = subprocess.run([bash, str(finalize)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((job.out_dir / "report" / "summary.json").read_text())
+    assert summary["run_id"] == "tiny-night" and summary["run_status"] == "complete"
+    assert summary["shards"] == {"expected": 2, "finished": ["0/2", "1/2"], "unfinished": [], "missing": [],
+                                 "complete": True}
+    assert summary["cases_missing"] == [] and summary["counts"]["ok"] == 3
+    assert (job.out_dir / "report" / "index.html").is_file()
+
