@@ -350,7 +350,11 @@ class ResultStore:
         return added
 
     def measured_case_keys(self, run_id: str, device_uuid: str | None = None) -> set[str]:
-        """The case keys this run already has a result for (on `device_uuid` when given)."""
+        """The case keys this run already has a result for.
+
+        `device_uuid` limits them to one device: its UUID, or its fingerprint when it has none
+        (the value `device_key()` gives).
+        """
         query = (
             select(models.Case.case_key)
             .join(models.Measurement, models.Measurement.case_id == models.Case.id)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -35,6 +36,9 @@ def test_there_are_at_least_two_revisions_and_a_new_database_is_created_at_head(
     ResultStore(any_url).close()
     state = read_state(any_url)
     assert (state.kind, state.revision) == ("current", head_revision())
+    shown = runner.invoke(app, ["db", "current", "--db", any_url, "--json"])
+    assert shown.exit_code == 0
+    assert json.loads(shown.output) | {"db": None} == {"db": None, "state": "current", "revision": "0002", "head": "0002"}
 
 
 def test_head_migration_creates_exactly_the_models(any_url: str) -> None:
