@@ -79,6 +79,11 @@ class _Base:
         if already_measured:
             self.note(f"{lane}: {already_measured} case(s) already measured in this run; {pending} to go")
 
+    def cases_dropped(self, lane: str, dropped: int, pending: int) -> None:
+        """Cases another process stored meanwhile (the same shard running twice): not measured here."""
+        self.total -= dropped
+        self.note(f"{lane}: {dropped} case(s) were stored meanwhile by another process; {pending} to go")
+
     def case_started(self, lane: str, case: Case) -> None:
         return None
 
@@ -171,6 +176,10 @@ class RichProgress(_Base):
         super().lane_ready(lane, device_name, pending, already_measured)
         self.bar.update(self.task, total=self.total)
         self.console.print(f"{escape(lane)}: {escape(device_name)}, {pending} case(s)", highlight=False)
+
+    def cases_dropped(self, lane: str, dropped: int, pending: int) -> None:
+        super().cases_dropped(lane, dropped, pending)
+        self.bar.update(self.task, total=self.total)
 
     def case_started(self, lane: str, case: Case) -> None:
         self.current[lane] = case.describe()

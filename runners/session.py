@@ -349,7 +349,8 @@ def _summary(
 
     counts = {status: 0 for status in STATUSES}
     for r in result.results:
-        counts[r.record.status] += 1
+        if r.stored:  # a result another process stored first is that process's to count
+            counts[r.record.status] += 1
     ok = [r for r in result.results if r.record.status == "ok" and r.record.median_ms is not None]
     ok.sort(key=lambda r: r.record.median_ms or 0.0, reverse=True)
     slowest = tuple(

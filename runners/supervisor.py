@@ -36,6 +36,9 @@ CASE_BUDGET_FACTOR = 3.0
 # A worker that fails to start this many times in a row is given up on (its device is broken).
 MAX_START_FAILURES = 2
 POLL_S = 0.25
+# How often a lane re-reads which cases the run already holds (another process may be running
+# the same shard: a requeued Slurm job whose first instance is still alive).
+REFRESH_MEASURED_S = 30.0
 
 
 def default_case_timeout_s(settings: TimingSettings, backend: str) -> float:
@@ -66,6 +69,7 @@ class Store(Protocol):
 
 class Progress(Protocol):
     def lane_ready(self, lane: str, device_name: str, pending: int, already_measured: int) -> None: ...
+    def cases_dropped(self, lane: str, dropped: int, pending: int) -> None: ...
     def case_started(self, lane: str, case: Case) -> None: ...
     def case_done(self, lane: str, case: Case, record: MeasurementRecord, elapsed_s: float) -> None: ...
     def note(self, text: str) -> None: ...
@@ -182,6 +186,8 @@ class _Lane:
     ready: WorkerReady | None = None
     device_uuid: str | None = None
     already_measured: int = 0
+    device_key: str | None = None  # the store's key of this device (UUID, or fingerprint on a CPU)
+    refreshed_at: float = 0.0  # when the run's stored case keys were last read
     start_failures: int = 0
     error: str | None = None
     results: list[CaseResult] = field(default_factory=list)
@@ -336,6 +342,8 @@ class Supervisor:
             return
         if lane.state == "idle":
             assert lane.pending is not None and lane.worker is not None
+            if lane.pending and time.monotonic() - lane.refreshed_at > REFRESH_MEASURED_S:
+                self._drop_measured(lane)
             if not lane.pending:
                 self._finish_lane(lane)
                 return
@@ -352,6 +360,18 @@ class Supervisor:
                 lane.worker.send(("case", CaseRequest(case, self.seed, self.timing_overrides)))
             except (BrokenPipeError, OSError):
                 self._worker_died(lane)
+
+    def _drop_measured(self, lane: _Lane) -> None:
+        """Forget pending cases that another process (the same shard started twice) has stored since."""
+        assert lane.pending is not None
+        done = self.store.measured_case_keys(self.run_id, lane.device_key)
+        lane.refreshed_at = time.monotonic()
+        kept = [case for case in lane.pending if case.case_key not in done]
+        dropped = len(lane.pending) - len(kept)
+        if dropped:
+            lane.pending = deque(kept)
+            lane.already_measured += dropped
+            self.progress.cases_dropped(lane.torch_device, dropped, len(kept))
 
     def _finish_lane(self, lane: _Lane) -> None:
         if lane.worker is not None:
@@ -384,7 +404,9 @@ class Supervisor:
             lane.device_uuid = environment_device_uuid(ready.environment)
             self.store.add_environment(self.run_id, ready.environment)
             key = device_key(lane.device_uuid, ready.environment.device_fingerprint)
+            lane.device_key = key
             done = self.store.measured_case_keys(self.run_id, key)
+            lane.refreshed_at = time.monotonic()
             pending = [case for case in lane.cases if case.case_key not in done]
             lane.already_measured = len(lane.cases) - len(pending)
             lane.pending = deque(pending)
@@ -462,6 +484,8 @@ class Supervisor:
             work_model=self.work_model,
         )
         stored = self.store.add_measurement(record)
+        if not stored:
+            self.progress.note(f"{lane.torch_device}: {case.describe()} was stored meanwhile by another process; kept that one")
         result = CaseResult(lane.torch_device, case, record, elapsed_s, stored)
         lane.results.append(result)
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)

@@ -32,9 +32,13 @@ class Recorder:
         self.started: list[str] = []
         self.done: list[tuple[str, str]] = []
         self.notes: list[str] = []
+        self.dropped: list[tuple[int, int]] = []
 
     def lane_ready(self, lane: str, device_name: str, pending: int, already_measured: int) -> None:
         self.ready.append((lane, pending, already_measured))
+
+    def cases_dropped(self, lane: str, dropped: int, pending: int) -> None:
+        self.dropped.append((dropped, pending))
 
     def case_started(self, lane: str, case: Case) -> None:
         self.started.append(case.case_key)
@@ -120,6 +124,47 @@ def test_second_pass_over_a_run_measures_nothing_again(db_url: str) -> None:
     assert progress.started == [cases[1].case_key]
     df = results(db_url, run_id="twice")
     assert sorted(df["case_key"]) == sorted(c.case_key for c in cases)
+
+
+def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    import runners.supervisor as supervisor
+
+    monkeypatch.setattr(supervisor, "REFRESH_MEASURED_S", 0.0)
+    cases = [planted("planted_scale", n) for n in (128, 256, 512)]
+    store = new_run(db_url, "twin")
+
+    class TwinStore:
+        """The real store; right after the first result, a twin process stores the last case."""
+
+        def __init__(self) -> None:
+            self.twin_done = False
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(store, name)
+
+        def add_measurement(self, m):  # type: ignore[no-untyped-def]
+            added = store.add_measurement(m)
+            if not self.twin_done:
+                self.twin_done = True
+                twin = ResultStore(db_url)
+                last = cases[-1]
+                case = dataclasses.replace(m.case, case_key=last.case_key, params=dict(last.params))
+                assert twin.add_measurement(dataclasses.replace(m, case=case))
+                twin.close()
+            return added
+
+    progress = Recorder()
+    result = Supervisor(
+        store=TwinStore(), run_id="twin", torch_devices=["cpu"], cases=cases, progress=progress, handle_signals=False
+    ).run()
+    store.close()
+    assert result.status == "complete"
+    assert progress.dropped == [(1, 1)]
+    assert progress.started == [cases[0].case_key, cases[1].case_key]
+    frame = results(db_url, run_id="twin")
+    assert len(frame) == 3 and frame["case_key"].is_unique
 
 
 def test_exit_descriptions() -> None:
