@@ -241,12 +241,12 @@ def run_suite(
     torch_devices = resolve_devices(device, devices)
     device_kind = torch_devices[0].split(":")[0]
 
+    if resume is not None and not _database_exists(db_url):
+        raise UserInputError(f"--resume {resume}: there is no database at {redact(db_url)}")
     if spec_path is not None:
         spec = load_spec(spec_path)
     else:
         assert resume is not None
-        if not _database_exists(db_url):
-            raise UserInputError(f"--resume {resume}: there is no database at {redact(db_url)}")
         probe = ResultStore(db_url)
         try:
             stored_run = probe.get_run(resume)

@@ -368,6 +368,10 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
     assert not db.exists()
     code, out = invoke("--db", f"sqlite:///{db}")
     assert code == 2 and "--resume" in out
+    spec = write(tmp_path, "ok.yaml", "name: ok\nbenchmarks:\n  - name: c\n    op: copy\n    params: {n: 1024}\n")
+    code, out = invoke(str(spec), "--resume", "nope", "--db", f"sqlite:///{db}")
+    assert code == 2 and "no database" in out
+    assert not db.exists()
 
 
 # ---------------------------------------------------------------- pieces of the session
