@@ -331,7 +331,8 @@ def _select_shard(cases: list[Case], shard: str, *, db_url: str, suite: str, run
     index, count = parse_shard(shard)
     basis = CostBasis()
     if _database_exists(db_url):
-        basis = previous_medians(db_url, suite=suite, current_run_id=run_id)
+        # all-or-nothing: shards reading different databases must still compute the same split
+        basis = previous_medians(db_url, suite=suite, current_run_id=run_id).covering(cases)
     cost: Callable[[Case], float] = basis.cost_s if basis.medians_ms else estimate_cost_s
     return select_shard(cases, index, count, cost)
 
