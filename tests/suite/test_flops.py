@@ -60,7 +60,9 @@ def test_flops_and_bytes_match_hand_computed_values(op_name, params, dtype, flop
 
 
 def test_every_op_has_a_hand_computed_case():
-    assert {name for name, *_ in CASES} == set(all_ops())
+    # ops that plugins registered in this test process (other tests plant faulty ones) are not ours
+    builtin = {name for name, op in all_ops().items() if type(op).__module__.startswith("suite.ops.")}
+    assert {name for name, *_ in CASES} == builtin
 
 
 def test_defaults_fill_missing_params():
