@@ -100,7 +100,15 @@ def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, An
 
 def _size(url: str) -> str:
     if not url.startswith("sqlite:///"):
-        return "n/a (PostgreSQL)"
+        from sqlalchemy import text
+
+        from db.engine import make_engine
+
+        engine = make_engine(url, write=False)
+        with engine.connect() as conn:
+            size = conn.execute(text("SELECT pg_database_size(current_database())")).scalar_one()
+        engine.dispose()
+        return f"{size / 2**20:,.1f} MiB"
     path = Path(url.removeprefix("sqlite:///"))
     total = sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
     return f"{total / 2**20:,.1f} MiB"
