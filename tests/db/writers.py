@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 
 from db.store import ResultStore
 from tests.db.factories import make_case, make_env, make_measurement, make_run
@@ -28,7 +29,7 @@ def shard_writer(url: str, run_seed: int, index: int, count: int, per_shard: int
 
 
 def endless_writer(url: str, run_seed: int, n_cases: int) -> None:
-    """Write `n_cases` measurements as fast as possible (the test kills it part way)."""
+    """Write `n_cases` measurements, 2 ms of "measuring" apart (the test kills it part way)."""
     run = make_run("killed", rng=random.Random(run_seed))
     env = make_env(3)
     rng = random.Random()
@@ -37,4 +38,5 @@ def endless_writer(url: str, run_seed: int, n_cases: int) -> None:
         store.add_environment(run.run_id, env)
         sys.stdout.flush()
         for i in range(n_cases):
+            time.sleep(0.002)
             store.add_measurement(make_measurement(run, make_case(i), env, rng=rng, n_samples=200))
