@@ -27,6 +27,7 @@ BUILTIN_MODULES = (
 _ops: dict[str, Op] = {}
 _loaded = False
 _loading = False
+_plugins_loaded: set[str] = set()
 _lock = threading.RLock()
 
 
@@ -53,22 +54,29 @@ def plugin_modules() -> list[str]:
 
 
 def _ensure_loaded() -> None:
+    """Import the built-in op modules once, and every plugin module named in ROOFLAB_PLUGINS that
+    has not been imported yet (the variable is read on each access, so a plugin named after the
+    first access is still loaded)."""
     global _loaded, _loading
-    if _loaded:
+    if _loaded and all(module in _plugins_loaded for module in plugin_modules()):
         return
     with _lock:
-        if _loaded or _loading:
+        if _loading:
             return
         _loading = True
         try:
-            for module in BUILTIN_MODULES:
-                importlib.import_module(module)
+            if not _loaded:
+                for module in BUILTIN_MODULES:
+                    importlib.import_module(module)
+                _loaded = True
             for module in plugin_modules():
+                if module in _plugins_loaded:
+                    continue
                 try:
                     importlib.import_module(module)
                 except Exception as exc:  # name the variable and the module, keep the cause
                     raise ImportError(f"{PLUGINS_ENV}: cannot import plugin module {module!r}: {exc}") from exc
-            _loaded = True
+                _plugins_loaded.add(module)
         finally:
             _loading = False
 

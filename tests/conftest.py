@@ -1,0 +1,25 @@
+"""Fixtures shared by every test package."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_op_registry():
+    """Ops that a test registers (planted faults loaded through ROOFLAB_PLUGINS) do not leak into
+    later tests: the registry is restored, and the modules that registered them are forgotten so
+    that a later test naming the same plugin imports (and registers) them afresh."""
+    from suite.ops import registry
+
+    saved = dict(registry._ops)
+    saved_plugins = set(registry._plugins_loaded)
+    yield
+    added = {name: op for name, op in registry._ops.items() if name not in saved}
+    registry._ops.clear()
+    registry._ops.update(saved)
+    for op in added.values():
+        sys.modules.pop(type(op).__module__, None)
+    registry._plugins_loaded.clear()
+    registry._plugins_loaded.update(saved_plugins)
