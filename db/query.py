@@ -30,6 +30,16 @@ def _connect(url: str):  # type: ignore[no-untyped-def]
     return make_engine(require_current(url), write=False)
 
 
+def _fetch_all(url: str, query: Any) -> list[Any]:
+    """All rows of one read-only query, on an engine opened and disposed for it."""
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            return list(conn.execute(query).all())
+    finally:
+        engine.dispose()
+
+
 def run_orders(conn: Connection) -> dict[str, int]:
     """run_id -> 1-based order by (started_at, run_id)."""
     rows = conn.execute(select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id))
@@ -110,12 +120,7 @@ def runs(url: str) -> pd.DataFrame:
         n_measurements.label("n_measurements"), n_ok.label("n_ok"),
         n_shards.label("n_shards"), n_shards_finished.label("n_shards_finished"),
     ).order_by(r.started_at, r.run_id)
-    engine = _connect(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(query).all()
-    finally:
-        engine.dispose()
+    rows = _fetch_all(url, query)
     columns = ["run_id", "suite", "status", "started_at", "finished_at", "host", "git_commit", "git_dirty",
                "spec_hash", "command_line", "rooflab_version", "n_measurements", "n_ok", "n_shards",
                "n_shards_finished"]
@@ -136,12 +141,7 @@ def environments(url: str) -> pd.DataFrame:
         e.memory_bytes, e.driver_version, e.cuda_version, e.torch_version, e.identity, e.first_seen_at,
         n_runs.label("n_runs"),
     ).order_by(e.first_seen_at, e.device_fingerprint)
-    engine = _connect(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(query).all()
-    finally:
-        engine.dispose()
+    rows = _fetch_all(url, query)
     columns = ["device_fingerprint", "device_name", "device_kind", "compute_capability", "sm_count", "l2_bytes",
                "memory_bytes", "driver_version", "cuda_version", "torch_version", "identity", "first_seen_at",
                "n_runs"]
