@@ -13,6 +13,7 @@ def _isolated_op_registry():
     that a later test naming the same plugin imports (and registers) them afresh."""
     from suite.ops import registry
 
+    registry.all_ops()  # the built-in ops are loaded before the snapshot, never counted as added
     saved = dict(registry._ops)
     saved_plugins = set(registry._plugins_loaded)
     yield
@@ -20,6 +21,7 @@ def _isolated_op_registry():
     registry._ops.clear()
     registry._ops.update(saved)
     for op in added.values():
-        sys.modules.pop(type(op).__module__, None)
+        if type(op).__module__ not in registry.BUILTIN_MODULES:
+            sys.modules.pop(type(op).__module__, None)
     registry._plugins_loaded.clear()
     registry._plugins_loaded.update(saved_plugins)
