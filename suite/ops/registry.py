@@ -94,3 +94,8 @@ def all_ops() -> dict[str, Op]:
     """Every registered op by name, sorted by name."""
     _ensure_loaded()
     return {name: _ops[name] for name in sorted(_ops)}
+
+
+def builtin_ops() -> dict[str, Op]:
+    """The ops rooflab itself defines (those registered by plugins or users left out)."""
+    return {name: op for name, op in all_ops().items() if type(op).__module__ in BUILTIN_MODULES}
