@@ -12,6 +12,7 @@ the worker has prepared real inputs before the fault hits:
     planted_allocate  the call asks a GPU for twice its memory      -> failed (a real CUDA OOM)
     planted_hang   the call never returns                            -> crashed (timed out)
     planted_huge   needs 2**60 bytes; prepare must never be reached -> skipped
+    planted_uncapturable  prepared with graph_safe=False             -> skipped in graph mode
 """
 from __future__ import annotations
 
@@ -144,8 +145,19 @@ class PlantedHuge(_Planted):
         raise AssertionError("planted_huge must be skipped before prepare")
 
 
+class PlantedUncapturable(_Planted):
+    """Correct, but declares that its call cannot be captured in a CUDA graph."""
+
+    name = "planted_uncapturable"
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        prepared = super().prepare(case, device, seed)
+        prepared.graph_safe = False
+        return prepared
+
+
 for _op in (
     PlantedScale, PlantedRaise, PlantedOom, PlantedExit, PlantedSegv, PlantedWrong, PlantedAllocate, PlantedHang,
-    PlantedHuge,
+    PlantedHuge, PlantedUncapturable,
 ):
     register(_op)

@@ -124,3 +124,17 @@ def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: py
     assert out.status == "crashed"
     assert out.error == "device context lost: RuntimeError: planted failure in the timed call"
     assert out.worker_unusable
+
+
+def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runners.worker as worker
+
+    # a CUDA device whose tensors live on the host: the case gets as far as prepare, which is where
+    # an op says that its call cannot be captured (graph_safe=False)
+    gpu = DeviceInfo(kind="cuda", name="fake gpu", torch_device="cpu", memory_bytes=8 * 1024**3, l2_bytes=1024**2)
+    monkeypatch.setattr(worker, "_available_memory_bytes", lambda device: None)
+    out = run(planted("planted_uncapturable", timing_mode="graph"), device=gpu)
+    assert out.status == "skipped", out.error
+    assert out.error is not None and "cannot be captured in a CUDA graph" in out.error
+    assert out.stats is None and out.samples_ms == ()
+    assert run(planted("planted_uncapturable")).status == "ok"  # launch mode measures it
