@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, Text, cast, select
 
 from db import models
 
@@ -79,8 +79,15 @@ def canonical_json(value: Any) -> str:
     return json.dumps(list(value) if isinstance(value, tuple) else value, sort_keys=True, separators=(",", ":"))
 
 
-def result_select() -> Select:
-    """One row per measurement with ALL_COLUMNS (plus `_run_pk` for ordering)."""
+JSON_COLUMNS: tuple[str, ...] = ("params", "throttle_reasons")
+
+
+def result_select(columns: Sequence[str] | None = None, *, json_as_text: bool = False) -> Select:
+    """One row per measurement with ALL_COLUMNS, or only `columns` (names of ALL_COLUMNS, in that order).
+
+    `json_as_text` selects the JSON columns (params, throttle_reasons) as their stored text instead
+    of decoded objects, so that a reader can decode each distinct value once.
+    """
     r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
     sources = {
         "run_id": r.run_id, "started_at": r.started_at, "host": r.host, "device_name": e.device_name,
@@ -93,9 +100,19 @@ def result_select() -> Select:
         "spec_hash": r.spec_hash, "git_dirty": r.git_dirty, "command_line": r.command_line,
         "rooflab_version": r.rooflab_version,
     }
-    columns = [sources[name].label(name) if name in sources else getattr(m, name).label(name) for name in ALL_COLUMNS]
+    names = ALL_COLUMNS if columns is None else tuple(columns)
+    unknown = [name for name in names if name not in COLUMN_KINDS]
+    if unknown:
+        raise ValueError(f"unknown result column(s): {', '.join(unknown)}")
+
+    def column(name: str) -> Any:
+        source = sources[name] if name in sources else getattr(m, name)
+        if json_as_text and name in JSON_COLUMNS:
+            source = cast(source, Text)
+        return source.label(name)
+
     return (
-        select(*columns)
+        select(*[column(name) for name in names])
         .select_from(m)
         .join(r, r.id == m.run_id)
         .join(c, c.id == m.case_id)

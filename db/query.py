@@ -8,6 +8,7 @@ individual measurements.
 """
 from __future__ import annotations
 
+import json
 from datetime import date, datetime
 from typing import Any, Iterable, Sequence
 
@@ -17,6 +18,7 @@ from sqlalchemy import Connection, func, or_, select
 from db import models
 from db.columns import ALL_COLUMNS, canonical_json, result_select
 from db.engine import make_engine
+from db.errors import DatabaseInputError
 from db.schema import require_current
 from db.timeparse import parse_since
 
@@ -54,13 +56,17 @@ def results(
     device: str | None = None,
     status: str | Sequence[str] | None = None,
     case_key: str | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per measurement: DESIGN's export columns first, then the extra columns and `run_order`.
 
     `device` matches a fingerprint, a device name or a device UUID; `since` keeps runs started
-    at or after that date (UTC); `status` and `run_id` take one value or several.
+    at or after that date (UTC); `status` and `run_id` take one value or several. `columns` (names
+    of RESULT_COLUMNS) reads only those columns, in that order, with the same values and types as
+    the full frame has in them: much less to read and convert when a report needs a few columns.
     """
-    query = result_select()
+    names = result_columns(columns)
+    query = result_select([n for n in _fetched(names)], json_as_text=True)
     if run_id is not None:
         query = query.where(models.Run.run_id.in_(_as_list(run_id)))
     if since is not None:
@@ -80,23 +86,72 @@ def results(
     engine = _connect(url)
     try:
         with engine.connect() as conn:
-            orders = run_orders(conn)
+            orders = run_orders(conn) if "run_order" in names else {}
             rows = conn.execute(query).all()
     finally:
         engine.dispose()
-    return results_frame(rows, orders)
+    return _frame(rows, names, orders, json_text=True)
+
+
+def result_columns(columns: Sequence[str] | None) -> tuple[str, ...]:
+    """RESULT_COLUMNS, or the requested subset (validated, duplicates dropped, order kept)."""
+    if columns is None:
+        return RESULT_COLUMNS
+    if isinstance(columns, str):
+        columns = [columns]
+    names = tuple(dict.fromkeys(columns))
+    unknown = [n for n in names if n not in RESULT_COLUMNS]
+    if unknown:
+        raise DatabaseInputError(f"unknown result column(s): {', '.join(unknown)}; known: {', '.join(RESULT_COLUMNS)}")
+    if not names:
+        raise DatabaseInputError("columns: name at least one result column")
+    return names
+
+
+def _fetched(names: Sequence[str]) -> list[str]:
+    """The database columns to select for `names` (`run_order` is derived from `run_id`)."""
+    fetched = [n for n in names if n != "run_order"]
+    if "run_order" in names and "run_id" not in fetched:
+        fetched.append("run_id")
+    return fetched
 
 
 def results_frame(rows: Iterable[Any], orders: dict[str, int]) -> pd.DataFrame:
-    frame = pd.DataFrame([tuple(row) for row in rows], columns=list(ALL_COLUMNS))
+    """The results frame of rows holding ALL_COLUMNS (JSON columns decoded)."""
+    return _frame(rows, RESULT_COLUMNS, orders, json_text=False)
+
+
+def _frame(rows: Iterable[Any], names: Sequence[str], orders: dict[str, int], *, json_text: bool) -> pd.DataFrame:
+    fetched = _fetched(names)
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=fetched)
     for name in _JSON_COLUMNS:
-        frame[name] = [canonical_json(v) for v in frame[name]]
+        if name in frame.columns:
+            frame[name] = _canonical_text(frame[name]) if json_text else [canonical_json(v) for v in frame[name]]
     for name in _DATETIME_COLUMNS:
-        frame[name] = pd.to_datetime(frame[name], utc=True)
+        if name in frame.columns:
+            frame[name] = pd.to_datetime(frame[name], utc=True)
     for name in ("throttled", "git_dirty"):
-        frame[name] = frame[name].astype(bool)
-    frame["run_order"] = frame["run_id"].map(orders).astype("int64")
-    return frame
+        if name in frame.columns:
+            frame[name] = frame[name].astype(bool)
+    if "run_order" in names:
+        frame["run_order"] = frame["run_id"].map(orders).astype("int64")
+    return frame[list(names)] if list(frame.columns) != list(names) else frame
+
+
+def _canonical_text(values: pd.Series) -> list[str]:
+    """canonical_json of each stored JSON text (a driver may hand back decoded objects instead);
+    each distinct text is decoded once."""
+    seen: dict[str, str] = {}
+    out = []
+    for value in values:
+        if isinstance(value, str):
+            text = seen.get(value)
+            if text is None:
+                text = seen[value] = canonical_json(json.loads(value))
+            out.append(text)
+        else:
+            out.append(canonical_json(value))
+    return out
 
 
 def case_history(url: str, case_key: str, device_fingerprint: str | None = None) -> pd.DataFrame:

@@ -5,6 +5,7 @@ import random
 from dataclasses import replace
 from datetime import timedelta
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -56,6 +57,45 @@ def test_history_is_ordered_by_run_not_by_insertion_or_measured_at(any_url: str)
     assert set(envs["n_runs"]) == {6}
     runs = query.runs(any_url)
     assert list(runs["run_id"]) == [f"n{d}" for d in range(6)] and list(runs["n_measurements"]) == [2] * 6
+
+
+def _varied_history(url: str) -> None:
+    """Three runs (stored out of order) x two devices x four cases, some failed, some throttled."""
+    rng = random.Random(5)
+    envs = (make_env(0), make_env(1, name="NVIDIA A100"))
+    with ResultStore(url) as store:
+        for day in (2, 0, 1):
+            run = replace(make_run(f"v{day}", rng=rng), started_at=T0 + timedelta(days=day))
+            store.start_run(run)
+            for env in envs:
+                store.add_environment(run.run_id, env)
+                for i in range(4):
+                    status = "failed" if (i, day) == (3, 1) else "ok"
+                    store.add_measurement(make_measurement(run, make_case(i), env, rng=rng, status=status))
+
+
+@pytest.mark.parametrize("columns", [
+    ["run_order"],
+    ["params", "throttle_reasons", "measured_at", "started_at", "finished_at", "throttled", "git_dirty"],
+    ["median_ms", "case_key", "run_order", "device_fingerprint", "status", "error"],
+    list(reversed(query.RESULT_COLUMNS)),
+])
+def test_a_column_subset_equals_those_columns_of_the_full_frame(any_url: str, columns: list[str]) -> None:
+    _varied_history(any_url)
+    full = query.results(any_url)
+    assert len(full) == 24 and full["throttled"].any() and (full["status"] == "failed").any()
+    pd.testing.assert_frame_equal(query.results(any_url, columns=columns), full[columns], check_exact=True)
+    for kw in ({"run_id": "v1"}, {"device": "NVIDIA A100"}, {"status": "ok"}, {"case_key": make_case(2).case_key}):
+        pd.testing.assert_frame_equal(query.results(any_url, columns=columns, **kw),
+                                      query.results(any_url, **kw)[columns], check_exact=True)
+
+
+def test_unknown_result_columns_are_refused(sqlite_url: str) -> None:
+    _varied_history(sqlite_url)
+    with pytest.raises(DatabaseInputError, match="unknown result column.*median"):
+        query.results(sqlite_url, columns=["case_key", "median"])
+    with pytest.raises(DatabaseInputError, match="at least one"):
+        query.results(sqlite_url, columns=[])
 
 
 def test_reading_a_database_that_does_not_exist_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
