@@ -366,6 +366,20 @@ def test_sdpa_backend_unavailable_on_the_cpu_is_skipped_with_torchs_reason():
     assert att.skip_reason(make_case(att, "float32", kernel="sdpa_math"), CPU) is None
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_naive_attention_with_16_bit_scores_passes_its_check_at_realistic_sizes(dtype, causal):
+    """naive rounds the scores to 16 bits (a head_dim 128 product before scaling): the check allows
+    for that rounding, and still catches an output that is a few percent off."""
+    att = get_op("attention")
+    for seed in (1, 2, 3):
+        case = make_case(att, dtype, kernel="naive", causal=causal, head_dim=128, seq_q=256, seq_k=256)
+        prepared = att.prepare(case, CPU, seed=seed)
+        output = prepared.fn()
+        assert prepared.check(output) is None
+        assert prepared.check(as_torch(output) * 1.08) is not None
+
+
 def test_cases_that_do_not_fit_are_skipped_before_allocation():
     mm = get_op("matmul")
     tiny = DeviceInfo("cpu", "tiny", "cpu", memory_bytes=1 << 20, l2_bytes=1 << 16)
