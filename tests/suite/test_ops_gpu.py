@@ -31,7 +31,12 @@ def gpu_case(name: str, backend: str, dtype: str, timing_mode: str = "launch", *
     return Case(name, op.version, op.family, backend, dtype, "cold", timing_mode, small_params(op, **extra))
 
 
-def run_and_check(case: Case, device: DeviceInfo) -> None:
+def run_and_check(case: Case, device: DeviceInfo, *, sampled: bool = False) -> None:
+    """Run the case twice and check both outputs, then check planted faults. `sampled`: the case is
+    larger than what its check compares (matmul: CHECK_ROWS rows; attention: CHECK_ROWS query rows
+    of CHECK_PAIRS heads), so a fault in one element may lie outside the sample by design; only the
+    fault spread over every element must then be caught (the CPU tests check one-element faults at
+    sizes the check covers in full)."""
     op = get_op(case.op)
     reason = op.skip_reason(case, device)
     if reason:
@@ -44,6 +49,8 @@ def run_and_check(case: Case, device: DeviceInfo) -> None:
     torch.cuda.synchronize()
     assert prepared.check(output) is None
     for label, wrong in planted_outputs(as_torch(output), case.dtype if not case.dtype.startswith("float8") else "bfloat16").items():
+        if sampled and label == "one element":
+            continue
         assert prepared.check(wrong), f"planted fault ({label}) not caught"
 
 
@@ -81,7 +88,7 @@ def test_attention_kernels_on_cuda(kernel, dtype, causal, head_dim):
         assert reason is None, reason  # these backends exist on every Ampere or newer GPU
     if kernel == "sdpa_flash" and dtype == "float32":
         assert reason and reason.startswith("sdpa_flash cannot run")
-    run_and_check(case, device)
+    run_and_check(case, device, sampled=True)  # 256 query rows, 32 of them checked
 
 
 @needs_cuda
@@ -97,7 +104,7 @@ def test_tensor_core_dtypes(dtype):
     if dtype == "float8_e4m3fn" and device.compute_capability < (8, 9):
         assert "8.9" in get_op("matmul").skip_reason(case, device)
         return
-    run_and_check(case, device)
+    run_and_check(case, device, sampled=True)  # 256 rows of C, 64 of them checked
 
 
 @needs_cuda
