@@ -13,7 +13,7 @@ from datetime import date, datetime
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection, case, func, or_, select
 
 from db import models
 from db.columns import ALL_COLUMNS, canonical_json, result_select
@@ -30,6 +30,10 @@ _JSON_COLUMNS = ("params", "throttle_reasons")
 
 def _connect(url: str):  # type: ignore[no-untyped-def]
     return make_engine(require_current(url), write=False)
+
+
+def _fetch_all_scalars(url: str, query: Any) -> list[Any]:
+    return [row[0] for row in _fetch_all(url, query)]
 
 
 def _fetch_all(url: str, query: Any) -> list[Any]:
@@ -55,13 +59,13 @@ def results(
     since: str | date | datetime | None = None,
     device: str | None = None,
     status: str | Sequence[str] | None = None,
-    case_key: str | None = None,
+    case_key: str | Sequence[str] | None = None,
     columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per measurement: DESIGN's export columns first, then the extra columns and `run_order`.
 
     `device` matches a fingerprint, a device name or a device UUID; `since` keeps runs started
-    at or after that date (UTC); `status` and `run_id` take one value or several. `columns` (names
+    at or after that date (UTC); `status`, `run_id` and `case_key` take one value or several. `columns` (names
     of RESULT_COLUMNS) reads only those columns, in that order, with the same values and types as
     the full frame has in them: much less to read and convert when a report needs a few columns.
     """
@@ -82,7 +86,7 @@ def results(
     if status is not None:
         query = query.where(models.Measurement.status.in_(_as_list(status)))
     if case_key is not None:
-        query = query.where(models.Case.case_key == case_key)
+        query = query.where(models.Case.case_key.in_(_as_list(case_key)))
     engine = _connect(url)
     try:
         with engine.connect() as conn:
@@ -160,6 +164,54 @@ def case_history(url: str, case_key: str, device_fingerprint: str | None = None)
     if device_fingerprint is not None:
         frame = frame[frame["device_fingerprint"] == device_fingerprint]
     return frame.sort_values(["run_order", "device_fingerprint", "device_uuid"], kind="stable").reset_index(drop=True)
+
+
+def run_ids(url: str) -> list[str]:
+    """Every run_id, in run order (by started_at, then run_id)."""
+    return list(_fetch_all_scalars(url, select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id)))
+
+
+def series_summary(url: str) -> pd.DataFrame:
+    """One row per series (case_key x device_fingerprint) that has any result: `n_ok_runs`, the runs
+    in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
+    runs in run order (None without one). One pass over the measurements, no row per result."""
+    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
+    ok = (m.status == "ok") & (m.median_ms > 0)
+    query = (
+        select(c.case_key, e.device_fingerprint,
+               func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
+               func.min(case((ok, r.started_at))).label("first_ok_start"))
+        .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
+        .group_by(c.case_key, e.device_fingerprint)
+        .order_by(c.case_key, e.device_fingerprint)
+    )
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(query).all()
+            run_starts = conn.execute(select(r.run_id, r.started_at).order_by(r.started_at, r.run_id)).all()
+            by_start: dict[Any, list[str]] = {}
+            for run_id_, started in run_starts:
+                by_start.setdefault(started, []).append(run_id_)
+            # runs that started at the same instant: the earliest of them in run order that holds an ok result
+            tied = sorted({row[3] for row in rows if row[3] is not None and len(by_start[row[3]]) > 1})
+            ok_in_tied: set[tuple[str, str, str]] = set()
+            for started in tied:
+                ok_in_tied |= {tuple(x) for x in conn.execute(
+                    select(c.case_key, e.device_fingerprint, r.run_id).distinct()
+                    .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
+                    .join(e, e.id == m.environment_id).where(ok, r.started_at == started))}
+    finally:
+        engine.dispose()
+    out = []
+    for key, fingerprint, n_ok, started in rows:
+        first = None
+        if started is not None:
+            candidates = by_start[started]
+            first = candidates[0] if len(candidates) == 1 else next(
+                run for run in candidates if (key, fingerprint, run) in ok_in_tied)
+        out.append((key, fingerprint, int(n_ok), first))
+    return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "n_ok_runs", "first_ok_run"])
 
 
 def runs(url: str) -> pd.DataFrame:

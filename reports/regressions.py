@@ -20,7 +20,7 @@ Method (research/results-db.md §8):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -79,9 +79,12 @@ class SeriesVerdict:
     latest: Flag | None
     previous: Flag | None
     baseline: Baseline | None
-    points: tuple[Point, ...]  # the whole series, all segments (for trend plots)
+    points: tuple[Point, ...]  # the whole series, all segments (for trend plots); see n_points
     segment_start_run: str | None  # first run of the newest segment
     note: str = ""
+    # points in the whole series when `points` holds only its newest ones (detect_in_database, for a
+    # series it did not flag); None: `points` is the whole series
+    n_points: int | None = None
 
     @property
     def alert(self) -> bool:
@@ -102,7 +105,7 @@ class SeriesVerdict:
             "baseline_spread_ms": self.baseline.spread_ms if self.baseline else None,
             "baseline_n": self.baseline.n if self.baseline else 0,
             "segment_start_run": self.segment_start_run,
-            "n_points": len(self.points),
+            "n_points": len(self.points) if self.n_points is None else self.n_points,
             "note": self.note,
         }
 
@@ -257,6 +260,84 @@ def detect(df: pd.DataFrame, window: int = 20, z_threshold: float = 4.0, min_cha
         ))
         start = end
     return verdicts
+
+
+# The columns of the results frame that `detect` reads.
+DETECT_COLUMNS = ("case_key", "device_fingerprint", "device_name", "run_id", "run_order", "median_ms", "status",
+                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms") + ENV_COLUMNS
+HISTORY_SLACK_RUNS = 10
+REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
+
+
+def history_runs(window: int) -> int:
+    """How many of the newest runs `detect_in_database` reads first: the newest two points, the
+    shifted tail `judge` may set aside (up to window // 2), the window itself and some slack."""
+    return window + max(1, window // 2) + 2 + HISTORY_SLACK_RUNS
+
+
+def window_suffices(points: list[Point] | tuple[Point, ...], window: int) -> bool:
+    """True when `judge` on these newest points of a longer series reaches the same verdict as on
+    the whole series: the newest segment starts inside them, or they hold `window` good points of
+    that segment before the newest two and the largest shifted tail (everything `judge` looks at)."""
+    if not points:
+        return False
+    seg = [p for p in points if p.segment == points[-1].segment]
+    if len(seg) < len(points):
+        return True
+    cut = len(seg) - 2 - max(1, window // 2)
+    return cut > 0 and sum(p.good for p in seg[:cut]) >= window
+
+
+def detect_in_database(url: str, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05,
+                       *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
+    """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history.
+
+    Reads the newest `history_runs(window)` runs (a few columns), judges every series on them, and
+    reads the whole history again only of the series that it flags (so their trend plots show it
+    all), of those for which those runs do not hold everything `judge` looks at
+    (`window_suffices`) and of those without an ok result in them. A series is one case on one
+    device fingerprint, and the environment versions come from the fingerprint's environments
+    row, so in a database a series never changes segment: its newest segment starts at its first
+    ok run. Verdicts, their `as_dict()` and their order equal those of `detect` on the whole
+    history; only an unflagged series' `points` hold its newest points (`n_points` counts all).
+    """
+    from db import query
+
+    run_ids = query.run_ids(url)
+    if not run_ids:
+        return []
+    recent = run_ids[-history_runs(window):]
+    tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
+    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change, "min_baseline": min_baseline}
+    if len(recent) == len(run_ids):
+        return detect(tail, **kw)
+    summary = query.series_summary(url)
+    totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
+    by_key = {(v.case_key, v.device_fingerprint): v for v in detect(tail, **kw)}
+    again: set[tuple[str, str]] = set()
+    for key, (n_total, first_run) in totals.items():
+        v = by_key.get(key)
+        if v is None:
+            again.add(key)  # no result at all in the newest runs
+        elif len(v.points) == n_total and v.status not in ("regression", "suspect", "improvement"):
+            continue  # the whole series was read
+        elif v.status in ("regression", "suspect", "improvement") or not window_suffices(v.points, window):
+            again.add(key)
+        else:
+            one_segment = all(p.segment == v.points[-1].segment for p in v.points)
+            by_key[key] = replace(v, n_points=n_total,
+                                  segment_start_run=first_run if one_segment else v.segment_start_run)
+    if again:
+        keys = sorted({k for k, _ in again})
+        if len(again) > REFETCH_ALL_ABOVE:
+            history = query.results(url, columns=DETECT_COLUMNS)
+        else:
+            history = pd.concat([query.results(url, case_key=keys[i:i + 200], columns=DETECT_COLUMNS)
+                                 for i in range(0, len(keys), 200)], ignore_index=True)
+        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str), history["device_fingerprint"].astype(str))]
+        for v in detect(history[mask], **kw):
+            by_key[(v.case_key, v.device_fingerprint)] = v
+    return [by_key[key] for key in sorted(by_key)]
 
 
 def should_fail(verdicts: list[SeriesVerdict], fail_on: str) -> bool:

@@ -191,7 +191,8 @@ def regressions_cmd(
     show_all: bool = typer.Option(False, "--all", help="List every series, not only flagged ones."),
 ) -> None:
     """Newest result of every series against a robust baseline; exit 1 when --fail-on matches."""
-    from reports.regressions import detect, should_fail
+    from reports.load import load_verdicts
+    from reports.regressions import should_fail
 
     if fail_on not in FAIL_ON:
         fail(f"--fail-on: {escape(fail_on)!r} is not allowed; allowed: {', '.join(FAIL_ON)}")
@@ -201,8 +202,8 @@ def regressions_cmd(
         fail("--threshold: must be > 0")
     if not 0 <= min_change < 10:
         fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
-    df = _load(db)
-    verdicts = detect(df, window=window, z_threshold=threshold, min_change=min_change)
+    url = db_url(db)
+    verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
     failing = should_fail(verdicts, fail_on)
     counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
     if as_json:

@@ -1,0 +1,146 @@
+"""detect_in_database (the newest runs first, whole histories only where needed) against `detect` on
+every result, and db.query.series_summary against the results frame, on a synthetic database."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from db import query
+from reports.load import load_verdicts
+from reports.regressions import detect, detect_in_database, history_runs
+from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
+from tests.reports.synth import row, write_db
+
+RUNS = 60
+
+
+def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str = "fp-h100",
+            device_name: str = "NVIDIA H100 80GB HBM3", device_uuid: str = "GPU-0", **per_run) -> None:
+    """A series of case stream_triad(n) on one fingerprint: run order -> median (None: failed)."""
+    for order, value in values.items():
+        extra = {k: v(order) for k, v in per_run.items()}
+        rows.append(row(op="stream_triad", family="probe", params={"n": n}, median_ms=1.0 if value is None else value,
+                        flops=2 * n, nbytes=12 * n, run_id=f"run-{order:04d}", run_order=order,
+                        fingerprint=fingerprint, device_name=device_name,
+                        status="failed" if value is None else "ok", **extra))
+        rows[-1]["device_uuid"] = device_uuid
+
+
+def _noise(seed: int, level: float = 1.0, rel: float = 0.01) -> list[float]:
+    return list(level * (1 + rel * np.random.default_rng(seed).standard_normal(RUNS)))
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request, tmp_path_factory) -> Iterator[str]:
+    """The synthetic history in SQLite, and in PostgreSQL (skipped without a server)."""
+    rows = _rows()
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('regdb') / 'history.db'}"
+        write_db(url, rows)
+        yield url
+        return
+    if postgres_server_url() is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with fresh_postgres_url() as url:
+        write_db(url, rows)
+        yield url
+
+
+def _rows() -> list[dict]:
+    rows: list[dict] = []
+    orders = range(1, RUNS + 1)
+    _series(rows, dict(zip(orders, _noise(1))), n=1)  # stable: ok
+    step = _noise(2)
+    step[-2:] = [v * 1.2 for v in step[-2:]]
+    _series(rows, dict(zip(orders, step)), n=2)  # regression
+    spike = _noise(3)
+    spike[-1] *= 1.3
+    _series(rows, dict(zip(orders, spike)), n=3)  # suspect
+    faster = _noise(4)
+    faster[-2:] = [v * 0.7 for v in faster[-2:]]
+    _series(rows, dict(zip(orders, faster)), n=4)  # improvement, on two devices
+    _series(rows, dict(zip(orders, faster)), n=4, fingerprint="fp-a100", device_name="NVIDIA A100-SXM4-80GB",
+            device_uuid="GPU-A100")
+    _series(rows, {o: v for o, v in zip(orders, _noise(5)) if o % 7 == 0}, n=5)  # weekly: few points per run window
+    _series(rows, dict(zip(orders, _noise(6))), n=6,  # recent points throttled: too few good points in the window
+            throttled=lambda o: RUNS - 40 < o < RUNS - 1)
+    _series(rows, dict(zip(orders, _noise(7))), n=7,  # some noisy points and some failed runs
+            rel_ci_halfwidth=lambda o: 0.2 if o % 5 == 0 else 0.005)
+    for r in rows[-RUNS:]:
+        if int(r["run_id"][4:]) % 9 == 0:
+            r.update(status="failed", median_ms=None, error="boom")
+    _series(rows, dict(zip(range(1, 16), _noise(8))), n=8)  # only in old runs
+    _series(rows, {o: None for o in range(1, 12)}, n=9)  # never ok, old runs only
+    _series(rows, {o: None for o in range(RUNS - 5, RUNS + 1)}, n=10)  # never ok, recent runs
+    _series(rows, {o: (None if o == 3 else v) for o, v in zip(range(3, RUNS + 1), _noise(11))}, n=11)  # starts at a tie
+    _series(rows, dict(zip(range(3, RUNS + 1), _noise(13))), n=13)  # ok in both tied runs
+    two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
+    for r, v in zip(two_gpus, _noise(12)):
+        r.update(device_uuid="GPU-1", median_ms=v)
+    rows += two_gpus
+    for r in rows:  # run-0004 starts at the same instant as run-0003
+        if r["run_id"] == "run-0004":
+            r["started_at"] = r["measured_at"] = r["started_at"].replace(day=r["started_at"].day - 1)
+    return rows
+
+
+def _same(url: str, **kw) -> list:
+    full = detect(query.results(url), **kw)
+    windowed = detect_in_database(url, **kw)
+    assert [v.as_dict() for v in windowed] == [v.as_dict() for v in full]
+    for a, b in zip(windowed, full):
+        assert (a.status, a.latest, a.previous, a.baseline, a.note) == (b.status, b.latest, b.previous, b.baseline, b.note)
+        if a.status in ("regression", "suspect", "improvement") or a.n_points is None:
+            assert a.points == b.points
+        else:
+            assert a.points == b.points[-len(a.points):] and a.n_points == len(b.points)
+    return windowed
+
+
+@pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02},
+                                {"window": 3}, {"window": 30}])
+def test_windowed_verdicts_equal_those_on_every_result(url, kw):
+    verdicts = _same(url, **kw)
+    window = kw.get("window", 20)
+    if history_runs(window) < RUNS:  # the newest runs alone were read for some series
+        assert any(v.n_points is not None for v in verdicts)
+    statuses = Counter(v.status for v in verdicts)
+    if window >= 6:
+        assert {"regression", "suspect", "improvement", "ok", "insufficient_data"} <= set(statuses), statuses
+
+
+def test_the_planted_series_get_their_verdicts(url):
+    by_n = {(v.case_key.split("n=")[-1], v.device_fingerprint): v for v in load_verdicts(url)}
+    assert by_n[("2", "fp-h100")].status == "regression"
+    assert by_n[("3", "fp-h100")].status == "suspect"
+    assert by_n[("4", "fp-a100")].status == by_n[("4", "fp-h100")].status == "improvement"
+    assert by_n[("1", "fp-h100")].status == "ok" and by_n[("1", "fp-h100")].n_points == RUNS
+    assert by_n[("11", "fp-h100")].segment_start_run == "run-0004"
+    assert by_n[("13", "fp-h100")].segment_start_run == "run-0003"
+    assert by_n[("9", "fp-h100")].status == by_n[("10", "fp-h100")].status == "insufficient_data"
+
+
+def test_series_summary_counts_the_ok_runs_of_every_series(url):
+    frame = query.results(url)
+    ok = frame[(frame["status"] == "ok") & (frame["median_ms"] > 0)]
+    summary = query.series_summary(url).set_index(["case_key", "device_fingerprint"])
+    keys = set(zip(frame["case_key"], frame["device_fingerprint"]))
+    assert set(summary.index) == keys
+    for key in keys:
+        runs = ok[(ok["case_key"] == key[0]) & (ok["device_fingerprint"] == key[1])].sort_values("run_order")
+        assert summary.loc[key, "n_ok_runs"] == runs["run_id"].nunique()
+        first = summary.loc[key, "first_ok_run"]
+        assert first == runs["run_id"].iloc[0] if len(runs) else pd.isna(first)
+    assert query.run_ids(url) == list(frame.drop_duplicates("run_id").sort_values("run_order")["run_id"])
+
+
+def test_results_take_several_case_keys(url):
+    frame = query.results(url)
+    keys = sorted(frame["case_key"].unique())[:3]
+    several = query.results(url, case_key=keys)
+    assert len(several) == frame["case_key"].isin(keys).sum()
+    assert set(several["case_key"]) == set(keys)
