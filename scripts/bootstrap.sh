@@ -24,10 +24,25 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
   fi
 fi
-"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q --upgrade pip 2>/dev/null || echo "bootstrap: could not upgrade pip (offline?); going on"
 if [ -z "$(has_torch "$venv/bin/python")" ]; then
   echo "bootstrap: installing torch==2.13.0"
   "$venv/bin/python" -m pip install -q torch==2.13.0
 fi
-"$venv/bin/python" -m pip install -q -e '.[dev]'
+if ! "$venv/bin/python" -m pip install -q -e '.[dev]'; then
+  # Offline machines (a GPU node with no package index) may already carry every dependency, e.g.
+  # from wheels installed on PYTHONPATH: then put the checkout on the venv's path and add the
+  # `rooflab` command by hand instead of failing.
+  if PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -c \
+      'import sqlalchemy, alembic, pydantic, typer, rich, pandas, seaborn, jinja2, yaml, pytest, runners.cli' 2>/dev/null; then
+    echo "bootstrap: pip install failed; every dependency is importable, using the checkout in place"
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$PWD" > "$site/rooflab-checkout.pth"
+    printf '#!/usr/bin/env bash\nexec "%s/bin/python" -m runners "$@"\n' "$(cd "$venv" && pwd)" > "$venv/bin/rooflab"
+    chmod +x "$venv/bin/rooflab"
+  else
+    echo "bootstrap: pip install -e '.[dev]' failed and the dependencies are not all importable" >&2
+    exit 1
+  fi
+fi
 echo "bootstrap: $("$venv/bin/python" -c 'import torch; print("torch", torch.__version__)')"
