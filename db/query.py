@@ -214,6 +214,16 @@ def series_summary(url: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "n_ok_runs", "first_ok_run"])
 
 
+def result_devices(url: str) -> pd.DataFrame:
+    """device_name, device_fingerprint and device_kind of every environment that has a result."""
+    e, m = models.Environment, models.Measurement
+    query = (select(e.device_name, e.device_fingerprint, e.device_kind)
+             .where(select(m.id).where(m.environment_id == e.id).exists())
+             .order_by(e.device_name, e.device_fingerprint))
+    return pd.DataFrame([tuple(row) for row in _fetch_all(url, query)],
+                        columns=["device_name", "device_fingerprint", "device_kind"])
+
+
 def runs(url: str) -> pd.DataFrame:
     """One row per run, in run order, with counts of its measurements and shards."""
     r, m, s = models.Run, models.Measurement, models.RunShard

@@ -97,8 +97,11 @@ def _write_svg(out: Path, name: str, svg: str) -> str:
     return f"figures/{name}"
 
 
-def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "") -> Path:
-    """Write the site for the results frame `df` into `out_dir`; returns the path of index.html."""
+def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", verdicts: list | None = None) -> Path:
+    """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
+
+    `verdicts`: the regression verdicts of `df`'s history when already computed (e.g. by
+    reports.regressions.detect_in_database); by default `detect(df)`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -136,7 +139,8 @@ def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "") ->
     has_compare = len(names) >= 2
     if has_compare:
         pages["compare.html"] = _compare_page(env, out, ceilings_by_device)
-    verdicts = detect(df) if not df.empty else []
+    if verdicts is None:
+        verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
     pages["index.html"] = env.get_template("index.html").render(
         title="rooflab report", source=source, runs=_runs_table(df), devices=devices, has_compare=has_compare,
@@ -189,6 +193,7 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 def write_report(db_url: str, out_dir: str | Path) -> Path:
     """Read every result from the database at `db_url` and write the site; returns index.html."""
     from db.urls import redact
-    from reports.load import load_results
+    from reports.load import REPORT_COLUMNS, load_results, load_verdicts
 
-    return render_report(load_results(db_url), out_dir, source=redact(db_url))
+    return render_report(load_results(db_url, REPORT_COLUMNS), out_dir, source=redact(db_url),
+                         verdicts=load_verdicts(db_url))

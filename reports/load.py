@@ -6,6 +6,17 @@ from typing import Sequence
 import pandas as pd
 
 
+# The columns of the results frame that the roofline, the diagnosis, the comparison, the report
+# (and `detect`) read: everything else stays in the database.
+REPORT_COLUMNS: tuple[str, ...] = (
+    "run_id", "started_at", "host", "device_name", "device_kind", "device_fingerprint", "suite", "case_key", "op",
+    "family", "backend", "dtype", "params", "cache", "status", "median_ms", "flops", "bytes", "intensity", "tflops",
+    "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
+    "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
+    "compute_capability", "run_order",
+)
+
+
 def _empty(url: str) -> bool:
     from db.schema import read_state
 
@@ -31,3 +42,17 @@ def load_verdicts(url: str, window: int = 20, z_threshold: float = 4.0, min_chan
     if _empty(url):
         return []
     return detect_in_database(url, window=window, z_threshold=z_threshold, min_change=min_change)
+
+
+def load_device_results(url: str, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
+    """(device name, its results) as reports.frames.select_device picks them from every result,
+    reading only that device's rows: the device is resolved against the devices that have results."""
+    from db.query import result_devices, results
+    from reports.frames import select_device
+
+    if _empty(url):
+        return select_device(pd.DataFrame(), device)
+    name, chosen = select_device(result_devices(url), device)
+    rows = results(url, device=name, columns=columns)
+    keep = (rows["device_name"] == name) & rows["device_fingerprint"].isin(set(chosen["device_fingerprint"]))
+    return name, rows[keep]

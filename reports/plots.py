@@ -25,7 +25,12 @@ from reports.regressions import SeriesVerdict  # noqa: E402
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
                  "float8_e4m3fn": "P", "float8_e5m2": "X", "int8": "*", "int32": "h"}
-_RC = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100}
+_RC = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100, "savefig.dpi": 150}
+# Above this many points a chart draws its markers (and the lines through them) as one embedded
+# bitmap layer instead of one SVG element each: a year of nightlies is millions of points, which
+# as vector markers make a file of hundreds of MB that a browser cannot open. Axes, roofs, labels
+# and legends stay vector.
+RASTERIZE_ABOVE = 5000
 
 
 def plain(text: object) -> str:
@@ -58,12 +63,13 @@ def _family_colors(families) -> dict[str, tuple]:
 def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
     """Scatter coloured by family, marked by dtype; cold filled, hot hollow."""
     colors = _family_colors(rows["family"].astype(str))
+    raster = len(rows) > RASTERIZE_ABOVE
     for (family, dtype, cache), g in rows.groupby(["family", "dtype", "cache"], sort=True):
         color = colors[str(family)]
         marker = DTYPE_MARKERS.get(str(dtype), "o")
         face = color if cache == "cold" else "none"
         ax.scatter(g[x], g[y], marker=marker, s=36, facecolors=face, edgecolors=[color], linewidths=1.2,
-                   label=plain(f"{family} {dtype} {cache}"), zorder=3)
+                   label=plain(f"{family} {dtype} {cache}"), zorder=3, rasterized=raster)
 
 
 def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
@@ -126,7 +132,8 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
         knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
         for dtype, g in knee.groupby("dtype") if not knee.empty else ():
             g = g.sort_values("x")
-            ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, label=plain(f"fma_intensity knee {dtype}"))
+            ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, label=plain(f"fma_intensity knee {dtype}"),
+                    rasterized=len(g) > RASTERIZE_ABOVE)
         if not pts.empty:
             _points(ax, pts, "x", "y")
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -150,12 +157,14 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
             sel = sel.assign(gbps_=sel["bytes"].astype(float) / (sel["median_ms"].astype(float) * 1e-3) / 1e9)
             ops = sorted(sel["op"].astype(str).unique())
             colors = dict(zip(ops, sns.color_palette("tab10", len(ops))))
+            raster = len(sel) > RASTERIZE_ABOVE
             for (op, cache), g in sel.groupby(["op", "cache"], sort=True):
                 g = g.sort_values("bytes")
                 c = colors[str(op)]
-                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == "cold" else ":", color=c, lw=1.0)
+                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == "cold" else ":", color=c, lw=1.0,
+                        rasterized=raster)
                 ax.scatter(g["bytes"].astype(float), g["gbps_"], color=c, facecolors=c if cache == "cold" else "none",
-                           edgecolors=[c], s=28, label=plain(f"{op} {cache}"), zorder=3)
+                           edgecolors=[c], s=28, label=plain(f"{op} {cache}"), zorder=3, rasterized=raster)
         else:
             ax.text(0.5, 0.5, "no zero-FLOP or stream measurements", transform=ax.transAxes, ha="center")
         if l2_bytes:

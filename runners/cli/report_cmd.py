@@ -38,10 +38,10 @@ def _pct(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
 
 
-def _load(db: Optional[str]):
+def _load(db: Optional[str], columns=None):  # type: ignore[no-untyped-def]
     from reports.load import load_results
 
-    return _guard(lambda: load_results(db_url(db)))
+    return _guard(lambda: load_results(db_url(db), columns=columns))
 
 
 def _out_dir(out: Optional[Path]) -> Optional[Path]:
@@ -62,11 +62,11 @@ def roofline_cmd(
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from reports import plots
     from reports.ceilings import compute_ceilings
-    from reports.frames import select_device
     from reports.html import slug
+    from reports.load import load_device_results
 
-    df = _load(db)
-    name, rows = _guard(lambda: select_device(df, device))
+    url = db_url(db)
+    name, rows = _guard(lambda: load_device_results(url, device))
     dc = compute_ceilings(rows, name)
     figures = []
     folder = _out_dir(out)
@@ -142,8 +142,9 @@ def compare_cmd(
     """Per-case speedup of the candidate over the baseline beside the speedup the roofs predict."""
     from reports import compare as c
     from reports import plots
+    from reports.load import REPORT_COLUMNS
 
-    df = _load(db)
+    df = _load(db, REPORT_COLUMNS)
     base = _guard(lambda: c.resolve_side(df, baseline, option="--baseline"))
     cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
     cmp = c.compare(base, cand)
@@ -234,12 +235,14 @@ def report_cmd(
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from reports.html import render_report
+    from reports.load import REPORT_COLUMNS, load_verdicts
     from db.urls import redact
 
     url = db_url(db)
-    df = _load(db)
+    df = _load(db, REPORT_COLUMNS)
+    verdicts = _guard(lambda: load_verdicts(url))
     folder = _out_dir(out)
-    index = render_report(df, folder, source=_guard(lambda: redact(url)))
+    index = render_report(df, folder, source=_guard(lambda: redact(url)), verdicts=verdicts)
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 
