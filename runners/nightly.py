@@ -192,14 +192,19 @@ def series_of_run(history: Any, run_id: str) -> Any:
 def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, min_change: float
                   ) -> tuple[dict[str, tuple[dict[str, Any], ...]], int, int, dict[str, int]]:
     """(verdict rows by status, series checked, series without enough history, counts by status)."""
-    from db.query import results
+    from db.query import results, run_ids
     from db.records import STATUSES
-    from reports.regressions import detect
+    from reports.regressions import DETECT_COLUMNS, detect, detect_in_database
 
-    history = results(db_url)
-    this_run = history[history["run_id"] == run_id]
+    this_run = results(db_url, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
     counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
-    verdicts = detect(series_of_run(history, run_id), window=window, z_threshold=z_threshold, min_change=min_change)
+    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change}
+    if not this_run.empty and run_ids(db_url)[-1] == run_id:
+        # the newest run: its series up to it are their whole histories, judged from the newest runs
+        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str)))
+        verdicts = [v for v in detect_in_database(db_url, **kw) if (v.case_key, v.device_fingerprint) in keys]
+    else:
+        verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), **kw)
     # only series whose newest point is this run are judged on tonight's figures
     judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
     by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": []}

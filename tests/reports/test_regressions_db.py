@@ -144,3 +144,21 @@ def test_results_take_several_case_keys(url):
     several = query.results(url, case_key=keys)
     assert len(several) == frame["case_key"].isin(keys).sum()
     assert set(several["case_key"]) == set(keys)
+
+
+@pytest.mark.parametrize("which", [-1, -3])
+def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which):
+    from runners.nightly import check_history, series_of_run
+
+    run_id = query.run_ids(url)[which]
+    verdicts = detect(series_of_run(query.results(url), run_id), window=8)
+    judged = [v.as_dict() for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
+    by_kind, checked, insufficient, counts = check_history(url, run_id, window=8, z_threshold=4.0, min_change=0.05)
+    assert checked == len(verdicts) and insufficient == sum(v.status == "insufficient_data" for v in verdicts)
+    key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731
+    assert sorted((d for rows in by_kind.values() for d in rows), key=key) == sorted(
+        (d for d in judged if d["status"] in ("regression", "suspect", "improvement")), key=key)
+    if which == -1:
+        assert by_kind["regression"] and by_kind["improvement"]
+    frame = query.results(url, run_id=run_id)
+    assert counts["ok"] == int((frame["status"] == "ok").sum()) and sum(counts.values()) == len(frame)
