@@ -70,17 +70,28 @@ def _runs_table(df: pd.DataFrame) -> list[dict]:
     if df.empty:
         return []
     order = "run_order" if "run_order" in df.columns else "started_at"
+    groups = df.groupby("run_id", sort=False)
+    firsts = groups[[c for c in ("started_at", "host", "suite", "git_commit") if c in df.columns]].first()
+    devices = groups["device_name"].agg(lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique())))
+    ok = (df["status"] == "ok").groupby(df["run_id"], sort=False).sum()
+    failed = df["status"].isin(["failed", "crashed", "incorrect"]).groupby(df["run_id"], sort=False).sum()
+    sizes, orders = groups.size(), groups[order].min()
     out = []
-    for run_id, g in df.groupby("run_id", sort=False):
+    for run_id in sizes.index:
         out.append({
-            "run_id": run_id, "started_at": first_value(g, "started_at"), "host": first_value(g, "host"),
-            "suite": first_value(g, "suite"), "git_commit": first_value(g, "git_commit"),
-            "devices": ", ".join(sorted(str(d) for d in g["device_name"].dropna().unique())),
-            "results": len(g), "ok": int((g["status"] == "ok").sum()),
-            "failed": int(g["status"].isin(["failed", "crashed", "incorrect"]).sum()),
-            "_order": g[order].min(),
+            "run_id": run_id, **{c: _first(firsts, run_id, c) for c in ("started_at", "host", "suite", "git_commit")},
+            "devices": devices[run_id], "results": int(sizes[run_id]), "ok": int(ok[run_id]), "failed": int(failed[run_id]),
+            "_order": orders[run_id],
         })
     return [{k: v for k, v in r.items() if k != "_order"} for r in sorted(out, key=lambda r: (str(r["_order"]), str(r["run_id"])), reverse=True)]
+
+
+def _first(firsts: pd.DataFrame, run_id: Any, column: str) -> Any:
+    """The run's first non-null value of `column` (None when it has none), as first_value gives it."""
+    if column not in firsts.columns:
+        return None
+    value = firsts.at[run_id, column]
+    return None if _missing(value) else value
 
 
 def _environments(rows: pd.DataFrame) -> list[dict]:

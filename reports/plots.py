@@ -56,7 +56,8 @@ def _svg(fig: plt.Figure) -> str:
 
 
 def _family_colors(families) -> dict[str, tuple]:
-    names = [f for f in FAMILY_ORDER if f in set(families)] + sorted(set(families) - set(FAMILY_ORDER))
+    present = set(families)
+    names = [f for f in FAMILY_ORDER if f in present] + sorted(present - set(FAMILY_ORDER))
     return dict(zip(names, sns.color_palette("tab10", max(len(names), 1))))
 
 
