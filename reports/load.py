@@ -16,6 +16,12 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "compute_capability", "run_order",
 )
 
+# What `rooflab roofline` reads: the ceilings (reports.ceilings) and the two charts (reports.plots).
+ROOFLINE_COLUMNS: tuple[str, ...] = (
+    "run_id", "device_name", "device_fingerprint", "case_key", "op", "family", "dtype", "cache", "status",
+    "median_ms", "flops", "bytes", "tflops", "gbps", "timing_mode", "throttled", "l2_bytes",
+)
+
 
 def _empty(url: str) -> bool:
     from db.schema import read_state

@@ -63,10 +63,10 @@ def roofline_cmd(
     from reports import plots
     from reports.ceilings import compute_ceilings
     from reports.html import slug
-    from reports.load import load_device_results
+    from reports.load import ROOFLINE_COLUMNS, load_device_results
 
     url = db_url(db)
-    name, rows = _guard(lambda: load_device_results(url, device))
+    name, rows = _guard(lambda: load_device_results(url, device, ROOFLINE_COLUMNS))
     dc = compute_ceilings(rows, name)
     figures = []
     folder = _out_dir(out)

@@ -11,7 +11,9 @@ from db import query
 from reports.errors import ReportInputError
 from reports.frames import select_device
 from reports.html import render_report
-from reports.load import REPORT_COLUMNS, load_device_results, load_results, load_verdicts
+from reports import plots
+from reports.ceilings import compute_ceilings
+from reports.load import REPORT_COLUMNS, ROOFLINE_COLUMNS, load_device_results, load_results, load_verdicts
 from tests.reports.synth import device_rows, history, noisy, write_db
 
 
@@ -40,6 +42,10 @@ def test_one_device_read_alone_equals_its_selection_from_every_result(url, devic
     pd.testing.assert_frame_equal(got.reset_index(drop=True), rows[list(REPORT_COLUMNS)].reset_index(drop=True))
     _, all_columns = load_device_results(url, device, columns=None)
     pd.testing.assert_frame_equal(all_columns.reset_index(drop=True), rows.reset_index(drop=True))
+    _, roof = load_device_results(url, device, columns=ROOFLINE_COLUMNS)
+    assert compute_ceilings(roof, name) == compute_ceilings(rows, name)
+    assert plots.roofline_svg(roof, compute_ceilings(roof, name)) == plots.roofline_svg(rows, compute_ceilings(rows, name))
+    assert plots.bandwidth_svg(roof, 50 << 20, name) == plots.bandwidth_svg(rows, 50 << 20, name)
 
 
 @pytest.mark.parametrize("device", ["nvidia", "B200"])
