@@ -25,6 +25,7 @@ from db.timeparse import parse_since
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
 _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
 _JSON_COLUMNS = ("params", "throttle_reasons")
+_PARTITION_ROWS = 20_000
 
 
 
@@ -91,7 +92,9 @@ def results(
     try:
         with engine.connect() as conn:
             orders = run_orders(conn) if "run_order" in names else {}
-            rows = conn.execute(query).all()
+            rows: list[tuple] = []
+            for part in conn.execute(query).partitions(_PARTITION_ROWS):  # the Row objects of one part at a time
+                rows.extend(tuple(row) for row in part)
     finally:
         engine.dispose()
     return _frame(rows, names, orders, json_text=True)
