@@ -76,10 +76,9 @@ class PointwiseOp(TorchOp):
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return (self.n_inputs + 1 + self.eager_temporaries) * int(self.p(params)["n"]) * esize(dtype)
 
-    # the pure function (compiled backend), its eager form, and the float64 reference
-    @staticmethod
-    def function(*xs: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    # the pure function (compiled backend; each op defines it as a staticmethod), its eager form,
+    # and the float64 reference
+    function: ClassVar[Callable[..., torch.Tensor]]
 
     def eager(self, xs: tuple[torch.Tensor, ...], out: torch.Tensor) -> Callable[[], torch.Tensor]:
         fn = self.function

@@ -21,6 +21,7 @@ the CPU path).
 from __future__ import annotations
 
 import functools
+from abc import abstractmethod
 from typing import Any, Callable, ClassVar
 
 import torch
@@ -81,14 +82,22 @@ class StreamOp(TorchOp):
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return 3 * int(self.p(params)["n"]) * esize(dtype)
 
+
+
+class ThreeArrayStream(StreamOp):
+    """copy, scale, add, triad: three arrays a, b, c, one of them written (BabelStream's layout)."""
+
+    @abstractmethod
     def eager(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> Callable[[], torch.Tensor]:
-        raise NotImplementedError
+        """The torch form of one call."""
 
+    @abstractmethod
     def reference(self, a64: torch.Tensor, b64: torch.Tensor, c64: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The written array, in float64, from float64 copies of the inputs."""
 
+    @abstractmethod
     def cupy_launch(self, cp: Any, kernel: Any, grid: int, a: Any, b: Any, c: Any, n: Any, dtype: str) -> Any:
-        raise NotImplementedError
+        """One launch of the RawKernel; returns the written array."""
 
     def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
         n = int(self.p(case.params)["n"])
@@ -124,7 +133,7 @@ class StreamOp(TorchOp):
         return Prepared(fn=fn, check=check)
 
 
-class StreamCopy(StreamOp):
+class StreamCopy(ThreeArrayStream):
     """c = a. FLOPs 0; bytes 2·n·s."""
 
     name = "stream_copy"
@@ -143,7 +152,7 @@ class StreamCopy(StreamOp):
         return c
 
 
-class StreamScale(StreamOp):
+class StreamScale(ThreeArrayStream):
     """b = q·c (q = 0.4). FLOPs n; bytes 2·n·s."""
 
     name = "stream_scale"
@@ -162,7 +171,7 @@ class StreamScale(StreamOp):
         return b
 
 
-class StreamAdd(StreamOp):
+class StreamAdd(ThreeArrayStream):
     """c = a + b. FLOPs n; bytes 3·n·s."""
 
     name = "stream_add"
@@ -181,7 +190,7 @@ class StreamAdd(StreamOp):
         return c
 
 
-class StreamTriad(StreamOp):
+class StreamTriad(ThreeArrayStream):
     """a = b + q·c (q = 0.4). FLOPs 2·n; bytes 3·n·s."""
 
     name = "stream_triad"

@@ -16,7 +16,7 @@ The float64 reference is computed from the same inputs on the device, a block of
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -81,9 +81,8 @@ class RowOp(TorchOp):
         rows, cols = int(p["rows"]), int(p["cols"])
         return self.bytes(params, dtype) + rows * cols * 4
 
-    @staticmethod
-    def function(x: torch.Tensor, *weights: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+    # the op on x and its weight vectors (each op defines it as a staticmethod)
+    function: ClassVar[Callable[..., torch.Tensor]]
 
     def reference(self, x64: torch.Tensor, *weights64: torch.Tensor) -> torch.Tensor:
         return self.function(x64, *weights64)
