@@ -28,6 +28,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "launches_per_sample", "flush_bytes", "sm_clock_start_mhz", "sm_clock_end_mhz", "sm_clock_max_mhz",
     "throttle_reasons", "throttled", "l2_bytes", "memory_bytes", "sm_count", "compute_capability",
     "finished_at", "run_status", "spec_hash", "git_dirty", "command_line", "rooflab_version",
+    "sync_method", "flush_method", "power_w", "energy_j", "quality", "quality_reasons", "cpu_threads",
 )
 
 ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
@@ -70,6 +71,9 @@ COLUMN_KINDS: dict[str, ColumnKind] = {
     "run_status": ColumnKind("str", False, "complete"), "spec_hash": ColumnKind("str", False, ""),
     "git_dirty": ColumnKind("bool", False, False), "command_line": ColumnKind("str", False, ""),
     "rooflab_version": ColumnKind("str", False, ""),
+    "sync_method": ColumnKind("str"), "flush_method": ColumnKind("str"), "power_w": ColumnKind("float"),
+    "energy_j": ColumnKind("float"), "quality": ColumnKind("str"), "quality_reasons": ColumnKind("list", False, ()),
+    "cpu_threads": ColumnKind("int"),
 }
 assert set(COLUMN_KINDS) == set(ALL_COLUMNS)
 
@@ -79,7 +83,7 @@ def canonical_json(value: Any) -> str:
     return json.dumps(list(value) if isinstance(value, tuple) else value, sort_keys=True, separators=(",", ":"))
 
 
-JSON_COLUMNS: tuple[str, ...] = ("params", "throttle_reasons")
+JSON_COLUMNS: tuple[str, ...] = ("params", "throttle_reasons", "quality_reasons")
 
 
 def result_select(columns: Sequence[str] | None = None, *, json_as_text: bool = False) -> Select:

@@ -319,7 +319,8 @@ def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
                 "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms", "std_ms", "n_samples", "rel_ci_halfwidth",
                 "stop_reason", "first_call_ms", "warmup_calls", "launches_per_sample", "flush_bytes", "flops",
                 "bytes", "intensity", "tflops", "gbps", "sm_clock_start_mhz", "sm_clock_end_mhz",
-                "sm_clock_max_mhz", "throttle_reasons", "throttled",
+                "sm_clock_max_mhz", "throttle_reasons", "throttled", "sync_method", "flush_method", "power_w",
+                "energy_j", "quality", "quality_reasons", "cpu_threads",
             )
         }
         columns["device_key"] = key

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text
-from sqlalchemy import UniqueConstraint
+from sqlalchemy import UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from db.types import BigIntKey, UTCDateTime
@@ -171,6 +171,14 @@ class Measurement(Base):
     sm_clock_max_mhz: Mapped[float | None]
     throttle_reasons: Mapped[list[str]]
     throttled: Mapped[bool]
+    # revision 0003: how the sample was taken, the board's power, and how far it can be trusted
+    sync_method: Mapped[str | None] = mapped_column(String(32))
+    flush_method: Mapped[str | None] = mapped_column(String(32))
+    power_w: Mapped[float | None]
+    energy_j: Mapped[float | None]
+    quality: Mapped[str | None] = mapped_column(String(16))
+    quality_reasons: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
+    cpu_threads: Mapped[int | None]
 
 
 # A case's history on one device, in run order (revision 0002).

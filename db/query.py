@@ -24,7 +24,7 @@ from db.timeparse import parse_since
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
 _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
-_JSON_COLUMNS = ("params", "throttle_reasons")
+_JSON_COLUMNS = ("params", "throttle_reasons", "quality_reasons")
 _PARTITION_ROWS = 20_000
 
 

@@ -103,6 +103,13 @@ class MeasurementRecord:
     sm_clock_max_mhz: float | None = None
     throttle_reasons: tuple[str, ...] = ()
     throttled: bool = False  # clock below 75 % of max, or thermal/power throttling seen
+    sync_method: str | None = None  # what held the stream while a batch was enqueued
+    flush_method: str | None = None  # how the cache was cleaned before a cold sample
+    power_w: float | None = None  # average board power while the case ran
+    energy_j: float | None = None  # energy per call
+    quality: str | None = None  # "good" | "noisy" | "contended" (None: not judged)
+    quality_reasons: tuple[str, ...] = ()  # what made it noisy or contended
+    cpu_threads: int | None = None  # intra-op threads of a CPU case
     samples_ms: tuple[float, ...] = field(default=(), repr=False)
 
     @property

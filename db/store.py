@@ -109,6 +109,13 @@ def measurement_row(m: MeasurementRecord) -> dict[str, Any]:
         "sm_clock_max_mhz": m.sm_clock_max_mhz,
         "throttle_reasons": list(m.throttle_reasons),
         "throttled": bool(m.throttled),
+        "sync_method": m.sync_method,
+        "flush_method": m.flush_method,
+        "power_w": m.power_w,
+        "energy_j": m.energy_j,
+        "quality": m.quality,
+        "quality_reasons": list(m.quality_reasons),
+        "cpu_threads": m.cpu_threads,
     }
 
 

@@ -562,6 +562,13 @@ def build_record(
         sm_clock_max_mhz=outcome.sm_clock_max_mhz,
         throttle_reasons=tuple(outcome.throttle_reasons),
         throttled=outcome.throttled,
+        sync_method=outcome.sync_method if ok else None,
+        flush_method=outcome.flush_method if ok else None,
+        power_w=outcome.power_w,
+        energy_j=outcome.energy_j,
+        quality=outcome.quality if ok else None,
+        quality_reasons=tuple(outcome.quality_reasons) if ok else (),
+        cpu_threads=outcome.cpu_threads,
         samples_ms=tuple(outcome.samples_ms) if ok else (),
     )
 

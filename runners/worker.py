@@ -66,6 +66,13 @@ class CaseOutcome:
     sm_clock_max_mhz: float | None = None
     throttle_reasons: tuple[str, ...] = ()
     throttled: bool = False
+    sync_method: str | None = None  # what held the stream while a batch was enqueued
+    flush_method: str | None = None  # how the cache was cleaned before a cold sample
+    power_w: float | None = None  # average board power while the case ran
+    energy_j: float | None = None  # energy per call
+    quality: str | None = None  # "good" | "noisy" | "contended"
+    quality_reasons: tuple[str, ...] = ()
+    cpu_threads: int | None = None  # intra-op threads of a CPU case
     worker_unusable: bool = False  # the device context is broken: the worker exits after this case
 
 
