@@ -104,8 +104,11 @@ step_env() {
   fi
   nvidia-smi > "$OUT/env/nvidia-smi.txt"
   nvidia-smi -q > "$OUT/env/nvidia-smi-q.txt"
-  nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu,clocks_throttle_reasons.active --format=csv \
-    | tee "$OUT/env/nvidia-smi-query.csv"
+  local fields=name,pci.bus_id,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,power.draw,power.limit,temperature.gpu
+  # the throttle-reason field has had two names; the query fails as a whole on an unknown one
+  nvidia-smi --query-gpu=$fields,clocks_event_reasons.active --format=csv > "$OUT/env/nvidia-smi-query.csv" 2>/dev/null \
+    || nvidia-smi --query-gpu=$fields --format=csv > "$OUT/env/nvidia-smi-query.csv"
+  cat "$OUT/env/nvidia-smi-query.csv"
 }
 step_devices() { rooflab devices --json > "$OUT/env/devices.json" && cat "$OUT/env/devices.json"; }
 step_versions() {
@@ -192,7 +195,7 @@ step_known() {
 }
 step_ceilings() {
   [ -f "$OUT/rooflab.db" ] || skip "no results database (neither quick nor roofline ran)"
-  rooflab roofline --device "$KIND" --db "$DB" --json --out "$OUT/report" > "$OUT/ceilings.json"; local rc=$?
+  rooflab roofline --device "$KIND" --db "$DB" --json --out "$OUT/ceilings" > "$OUT/ceilings.json"; local rc=$?
   cat "$OUT/ceilings.json"; return $rc
 }
 step_export() {
@@ -276,7 +279,12 @@ pack
 echo
 echo "==================== steps (total $(( $(date +%s) - start_s ))s of ${budget_s}s)"
 column -t -s $'\t' "$steps_tsv" 2>/dev/null || cat "$steps_tsv"
-for f in known-figures.md nightly-projection.md; do
-  [ -f "$OUT/$f" ] && { echo; echo "==================== $f"; sed -n '/^| figure\|^| benchmark\|projected\|sample wall/p' "$OUT/$f" | head -n 40; }
-done
+if [ -f "$OUT/known-figures.md" ]; then  # its first table: rooflab against this run and the published figures
+  echo; echo "==================== known-figures.md"
+  awk '/^\| figure \| unit/ {on = 1} on && /^$/ {exit} on' "$OUT/known-figures.md"
+fi
+if [ -f "$OUT/nightly-projection.md" ]; then
+  echo; echo "==================== nightly-projection.md"
+  grep '^- ' "$OUT/nightly-projection.md"; grep '^|' "$OUT/nightly-projection.md" | head -n 12
+fi
 [ "$failures" -eq 0 ] && exit 0 || exit 1
