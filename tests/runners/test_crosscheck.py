@@ -17,8 +17,8 @@ from suite.device import DeviceInfo
 
 runner = CliRunner()
 
-# CPU cases of 5-30 ms each on this 2-core machine: long enough that a timer's resolution and
-# Python overhead do not matter, short enough for three rounds of both timers in about 20 s.
+# CPU cases of 30-150 ms each on this loaded 2-core machine: long enough that a timer's resolution,
+# Python overhead and single lost time slices do not matter; three rounds of both take about 45 s.
 # Hot, because the torch peer cannot flush: like is compared with like.
 AGREE_SPEC = """
 name: crosscheck_agree
@@ -44,14 +44,15 @@ benchmarks:
     params: {rows: 8192, cols: 1024}
 """
 
-# The agreement band of the geometric-mean ratio rooflab / torch over the cases above. Measured
-# on this machine (2 cores shared by several busy processes, load average 4-8): single runs gave
-# geometric means of 0.73-1.01, single cases 0.28-1.11 (a two-thread matmul whose threads are
-# preempted: torch's block means hold every stall, rooflab's median of single calls does not).
-# On an idle machine the figures are within a few per cent of 1. The band [0.5, 1.6] holds under
-# that load and still fails on a factor-of-two error (e.g. a peer that times two calls per call,
-# or a ratio inverted for one case in four).
-GEOMEAN_BAND = (0.5, 1.6)
+# The agreement band of the geometric-mean ratio rooflab / torch over the four cases above.
+# Measured on this machine (2 cores shared by several busy processes, load average 7-11): single
+# runs gave geometric means of 0.78 and 0.93, single cases 0.67-0.98. Under load rooflab's figure
+# is the lower one: torch's block means hold every time slice lost to other processes, the median
+# of rooflab's single calls holds the typical call. Cases of 30-150 ms are used because shorter
+# ones (a few ms) swing by 3x between rounds here, as whole time slices fall in or out of a call.
+# The band [0.6, 1.5] holds under that load and still fails on a factor-of-two error in one
+# direction for every case (a ratio inverted, a peer timing two calls per call).
+GEOMEAN_BAND = (0.6, 1.5)
 
 PLANTED_SPEC = """
 name: crosscheck_planted
@@ -78,7 +79,7 @@ def _spec(tmp_path: Path, text: str, name: str) -> str:
 
 def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=db, device="cpu", peers="torch", rounds=3,
+    report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=db, device="cpu", peers="all", rounds=3,
                             command_line="test")
     ok = [c for c in report.checks if c.status == "ok"]
     assert len(ok) == 4 and {c.peer for c in ok} == {"torch"}
@@ -142,7 +143,8 @@ def test_torch_peer_runs_with_the_worker_thread_count() -> None:
         (["--peers", "torch,timeit"], "unknown peer 'timeit'"),
         (["--rounds", "0"], "--rounds 0"),
         (["--device", "cuda:7"], "unknown device"),
-        (["-f", "op=nosuchop"], "matches the filters"),
+        (["-f", "op=nosuchop"], "unknown op"),
+        (["-f", "op=add", "-f", "n=3"], "matches the filters"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path, argv: list[str], message: str) -> None:
@@ -155,11 +157,11 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path, argv: l
 
 def test_json_and_out_file_hold_the_same_report(tmp_path: Path) -> None:
     out = tmp_path / "cc.json"
-    result = runner.invoke(app, ["crosscheck", "quick", "--device", "cpu", "--peers", "torch", "--rounds", "1",
+    result = runner.invoke(app, ["crosscheck", "quick", "--device", "cpu", "--peers", "all", "--rounds", "1",
                                  "-f", "op=launch", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--json", "--out", str(out)])
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
     assert shown == json.loads(out.read_text())
-    (check,) = shown["checks"]
-    assert check["case_key"].startswith("launch.") and check["status"] == "ok" and check["ratio"] > 0
+    (check,) = [c for c in shown["checks"] if c["peer"] == "torch"]
+    assert len(shown["checks"]) == 4 and check["case_key"].startswith("launch.") and check["status"] == "ok" and check["ratio"] > 0
     assert shown["peers"]["do_bench"]["available"] is False
