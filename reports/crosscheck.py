@@ -7,7 +7,6 @@ only the newest cross-check run of each device is shown.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd

@@ -9,7 +9,6 @@ Invalid input (spec, filters, device, peers, rounds) is refused before the datab
 from __future__ import annotations
 
 import contextlib
-import math
 import secrets
 import shlex
 import socket
@@ -21,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
 from runners.cli.common import UserInputError
-from runners.crosscheck.peer import Peer, PeerName, PeerTiming
+from runners.crosscheck.peer import Peer, PeerTiming
 from runners.crosscheck.peers import parse_peers, peers_for
 from runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst
 from suite.case import Case
