@@ -14,6 +14,7 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "run_shards": ("run_id", "shard"),
     "run_environments": ("run_id", "environment_id", "device_key"),
     "measurements": ("run_id", "case_id", "cache", "timing_mode", "device_key"),
+    "crosschecks": ("run_id", "case_id", "cache", "timing_mode", "device_key", "peer"),
 }
 
 

@@ -195,3 +195,42 @@ class Sample(Base):
     )
     count: Mapped[int]
     values_f64le: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class CrossCheck(Base):
+    """One case timed by rooflab and by one peer timer in the same process (revision 0004).
+
+    `ratio` = rooflab_median_ms / peer_median_ms; spreads are relative; the per-round medians of
+    both timers are kept. A peer that could not run leaves status skipped or failed with `error`."""
+
+    __tablename__ = "crosschecks"
+    __table_args__ = (
+        UniqueConstraint(
+            "run_id", "case_id", "cache", "timing_mode", "device_key", "peer", name="uq_crosschecks_run_case_peer"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    device_key: Mapped[str] = mapped_column(String(128))
+    cache: Mapped[str] = mapped_column(String(16))
+    timing_mode: Mapped[str] = mapped_column(String(16))
+    peer: Mapped[str] = mapped_column(String(32))
+    peer_version: Mapped[str | None] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    peer_cache: Mapped[str | None] = mapped_column(String(16))
+    peer_clock: Mapped[str | None] = mapped_column(String(32))
+    rounds: Mapped[int]
+    rooflab_median_ms: Mapped[float | None]
+    rooflab_spread: Mapped[float | None]
+    peer_median_ms: Mapped[float | None]
+    peer_spread: Mapped[float | None]
+    ratio: Mapped[float | None]
+    disagrees: Mapped[bool]
+    likely_reason: Mapped[str | None] = mapped_column(String(32))
+    rooflab_rounds_ms: Mapped[list[float]] = mapped_column(JSON)
+    peer_rounds_ms: Mapped[list[float]] = mapped_column(JSON)
+    measured_at: Mapped[datetime]

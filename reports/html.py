@@ -108,11 +108,13 @@ def _write_svg(out: Path, name: str, svg: str) -> str:
     return f"figures/{name}"
 
 
-def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", verdicts: list | None = None) -> Path:
+def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", verdicts: list | None = None,
+                  crosschecks: pd.DataFrame | None = None) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
     `verdicts`: the regression verdicts of `df`'s history when already computed (e.g. by
-    reports.regressions.detect_in_database); by default `detect(df)`."""
+    reports.regressions.detect_in_database); by default `detect(df)`. `crosschecks`: the
+    cross-check rows (db.crosscheck.crosscheck_frame); when there are any, crosscheck.html."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -153,9 +155,14 @@ def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", ve
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
+    has_crosscheck = crosschecks is not None and not crosschecks.empty
+    if has_crosscheck:
+        from reports.crosscheck import crosscheck_page
+
+        pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
     pages["index.html"] = env.get_template("index.html").render(
         title="rooflab report", source=source, runs=_runs_table(df), devices=devices, has_compare=has_compare,
-        empty=df.empty, n_results=len(df),
+        empty=df.empty, n_results=len(df), has_crosscheck=has_crosscheck,
         alerts={s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement")},
     )
     for name, html in pages.items():
@@ -204,7 +211,7 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 def write_report(db_url: str, out_dir: str | Path) -> Path:
     """Read every result from the database at `db_url` and write the site; returns index.html."""
     from db.urls import redact
-    from reports.load import REPORT_COLUMNS, load_results, load_verdicts
+    from reports.load import REPORT_COLUMNS, load_crosschecks, load_results, load_verdicts
 
     return render_report(load_results(db_url, REPORT_COLUMNS), out_dir, source=redact(db_url),
-                         verdicts=load_verdicts(db_url))
+                         verdicts=load_verdicts(db_url), crosschecks=load_crosschecks(db_url))

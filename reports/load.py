@@ -50,6 +50,15 @@ def load_verdicts(url: str, window: int = 20, z_threshold: float = 4.0, min_chan
     return detect_in_database(url, window=window, z_threshold=z_threshold, min_change=min_change)
 
 
+def load_crosschecks(url: str) -> pd.DataFrame:
+    """Every cross-check row (db.crosscheck.crosscheck_frame); an empty frame when there is no database yet."""
+    from db.crosscheck import crosscheck_frame
+
+    if _empty(url):
+        return pd.DataFrame()
+    return crosscheck_frame(url)
+
+
 def load_device_results(url: str, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
     """(device name, its results) as reports.frames.select_device picks them from every result,
     reading only that device's rows: the device is resolved against the devices that have results."""

@@ -182,51 +182,79 @@ def _context_usable(device: DeviceInfo) -> bool:
         return False
 
 
-def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
-    """Skip checks, prepare, first call + correctness check, then timing; never raises."""
-    from runners.clocks import ClockMonitor
-    from runners.timing import measure
+@dataclass
+class ReadyCase:
+    """A case prepared on its device, its first call checked against the reference: ready to time."""
+
+    prepared: Any  # suite.ops.base.Prepared
+    settings: Any  # suite.timing.TimingSettings: the case's settings with the overrides applied
+    first_call_ms: float
+
+
+def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> ReadyCase | CaseOutcome:
+    """Skip checks, prepare, first call + correctness check: everything `run_case` does before it
+    times. A skipped or incorrect case comes back as its CaseOutcome; exceptions propagate."""
     from suite.ops.registry import get_op
 
     case = request.case
     key = case.case_key
-    started = time.perf_counter()
-    prepared = None
+    op = get_op(case.op)
+    reason = generic_skip_reason(op, case, device)
+    if reason:
+        return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
+    settings = case.timing.override(dict(request.timing_overrides))
+    prepared = op.prepare(case, device, case_seed(request.seed, key))
+    if case.timing_mode == "graph" and not prepared.graph_safe:
+        # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
+        # not support is skipped, as an unsupported dtype or backend is
+        reason = f"{op.name} with the {case.backend} backend cannot be captured in a CUDA graph (timing mode graph)"
+        return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
+    _synchronize(device, prepared.sync)
+    t0 = time.perf_counter_ns()
+    output = prepared.fn()
+    _synchronize(device, prepared.sync)
+    first_call_ms = (time.perf_counter_ns() - t0) / 1e6
+    problem = prepared.check(output)
     output = None
+    if problem:
+        return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
+    return ReadyCase(prepared, settings, first_call_ms)
+
+
+def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
+    """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher)."""
+    from runners.timing import measure
+
+    prepared = ready.prepared
+    return measure(
+        prepared.fn,
+        device=device,
+        settings=ready.settings,
+        cache=case.cache,
+        timing_mode=case.timing_mode,
+        sync=prepared.sync,
+        graph_safe=prepared.graph_safe,
+        flusher=_flusher(device) if case.cache == "cold" else None,
+    )
+
+
+def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
+    """Skip checks, prepare, first call + correctness check, then timing; never raises."""
+    from runners.clocks import ClockMonitor
+
+    case = request.case
+    key = case.case_key
+    started = time.perf_counter()
+    ready = None
     try:
-        op = get_op(case.op)
-        reason = generic_skip_reason(op, case, device)
-        if reason:
-            return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
-        settings = case.timing.override(dict(request.timing_overrides))
-        prepared = op.prepare(case, device, case_seed(request.seed, key))
-        if case.timing_mode == "graph" and not prepared.graph_safe:
-            # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
-            # not support is skipped, as an unsupported dtype or backend is
-            reason = f"{op.name} with the {case.backend} backend cannot be captured in a CUDA graph (timing mode graph)"
-            return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
-        _synchronize(device, prepared.sync)
-        t0 = time.perf_counter_ns()
-        output = prepared.fn()
-        _synchronize(device, prepared.sync)
-        first_call_ms = (time.perf_counter_ns() - t0) / 1e6
-        problem = prepared.check(output)
-        output = None
-        if problem:
-            return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
+        ready = ready_case(request, device, started)
+        if isinstance(ready, CaseOutcome):
+            return ready
+        first_call_ms = ready.first_call_ms
         monitor = ClockMonitor(device)
         monitor.start()
         try:
-            result = measure(
-                prepared.fn,
-                device=device,
-                settings=settings,
-                cache=case.cache,
-                timing_mode=case.timing_mode,
-                sync=prepared.sync,
-                graph_safe=prepared.graph_safe,
-                flusher=_flusher(device) if case.cache == "cold" else None,
-            )
+            result = time_ready(ready, case, device)
         finally:
             clocks = monitor.stop()
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
@@ -253,8 +281,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         message = describe_exception(exc)
         # leaving this block drops the traceback, and with it the frames that hold the inputs
     finally:
-        prepared = None
-        output = None
+        ready = None
         _release_quietly(device)
     if _context_usable(device):
         return CaseOutcome(key, "failed", message, time.perf_counter() - started)

@@ -235,14 +235,15 @@ def report_cmd(
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from reports.html import render_report
-    from reports.load import REPORT_COLUMNS, load_verdicts
+    from reports.load import REPORT_COLUMNS, load_crosschecks, load_verdicts
     from db.urls import redact
 
     url = db_url(db)
     df = _load(db, REPORT_COLUMNS)
     verdicts = _guard(lambda: load_verdicts(url))
+    crosschecks = _guard(lambda: load_crosschecks(url))
     folder = _out_dir(out)
-    index = render_report(df, folder, source=_guard(lambda: redact(url)), verdicts=verdicts)
+    index = render_report(df, folder, source=_guard(lambda: redact(url)), verdicts=verdicts, crosschecks=crosschecks)
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 

@@ -1,0 +1,100 @@
+"""The cross-check page of the report: per device, the ratio table and a plot of the ratio
+rooflab / peer against the kernel's duration (where timers disagree is small kernels).
+
+Reads nothing itself: `crosscheck_page` takes the frame `db.crosscheck.crosscheck_frame` gives;
+only the newest cross-check run of each device is shown.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import pandas as pd
+
+from reports import plots
+
+REASON_TEXT = {
+    "cold_vs_hot": "cold against hot",
+    "mean_vs_median": "peer averages calls; rooflab's calls are skewed",
+    "host_time": "host time inside the peer's number",
+    "launch_overhead": "launch overhead (short kernel, stream not held)",
+}
+PEER_MARKERS = {"torch": "o", "do_bench": "s", "nvbench": "^", "cupyx": "D"}
+
+
+def newest_per_device(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each device's newest cross-check run (by measured_at)."""
+    if frame.empty:
+        return frame
+    last = frame.groupby(["device_name", "run_id"], sort=False)["measured_at"].max().reset_index()
+    newest = last.sort_values("measured_at").groupby("device_name").tail(1)
+    keep = set(zip(newest["device_name"], newest["run_id"]))
+    return frame[[(d, r) in keep for d, r in zip(frame["device_name"], frame["run_id"])]]
+
+
+def ratio_svg(rows: pd.DataFrame, device: str) -> str:
+    """Ratio (log) against rooflab's median (log), one marker per peer, disagreements filled red."""
+    import matplotlib.ticker as mticker
+
+    ok = rows[(rows["status"] == "ok") & rows["ratio"].notna()]
+    with plots._figure(8.0, 4.5) as (fig, ax):
+        for peer, group in ok.groupby("peer", sort=True):
+            marker = PEER_MARKERS.get(str(peer), "o")
+            agree = group[~group["disagrees"].astype(bool)]
+            differ = group[group["disagrees"].astype(bool)]
+            ax.scatter(agree["rooflab_median_ms"], agree["ratio"], marker=marker, facecolors="none",
+                       edgecolors="tab:blue", label=f"{plots.plain(peer)} agrees")
+            if not differ.empty:
+                ax.scatter(differ["rooflab_median_ms"], differ["ratio"], marker=marker, color="tab:red",
+                           label=f"{plots.plain(peer)} disagrees")
+        ax.axhline(1.0, color="grey", linewidth=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(mticker.ScalarFormatter())
+        ax.set_xlabel("rooflab median per call (ms)")
+        ax.set_ylabel("ratio rooflab / peer")
+        ax.set_title(plots.plain(f"cross-check on {device}"))
+        if not ok.empty:
+            ax.legend(loc="best", fontsize="small")
+        return plots._svg(fig)
+
+
+def _geomean(values: pd.Series) -> float | None:
+    v = [float(x) for x in values if x is not None and float(x) > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
+def summary(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    ok = rows[(rows["status"] == "ok") & rows["ratio"].notna()]
+    out = []
+    for (peer, family), group in ok.groupby(["peer", "family"], sort=True):
+        worst = group.loc[group["ratio"].map(lambda r: abs(math.log(r))).idxmax()]
+        out.append({"peer": peer, "family": family, "cases": len(group), "disagreements": int(group["disagrees"].sum()),
+                    "ratio_geomean": _geomean(group["ratio"]), "worst_ratio": float(worst["ratio"]),
+                    "worst_case_key": worst["case_key"]})
+    return out
+
+
+def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.DataFrame, slug: Callable[[str], str]) -> str:
+    """The HTML of crosscheck.html; `write_svg(name, svg)` stores a figure and returns its path."""
+    shown = newest_per_device(frame)
+    sections = []
+    for device, rows in shown.groupby("device_name", sort=True):
+        rows = rows.sort_values(["family", "case_key", "peer"])
+        skipped = rows[rows["status"] == "skipped"].drop_duplicates("peer")
+        records = []
+        for r in rows[rows["status"] != "skipped"].itertuples(index=False):
+            records.append({
+                "case_key": r.case_key, "peer": r.peer, "status": r.status, "error": r.error,
+                "mode": f"{r.peer_cache or ''} {r.peer_clock or ''}".strip(), "cache": r.cache,
+                "rooflab_median_ms": r.rooflab_median_ms, "rooflab_spread": r.rooflab_spread,
+                "peer_median_ms": r.peer_median_ms, "peer_spread": r.peer_spread, "ratio": r.ratio,
+                "disagrees": bool(r.disagrees), "reason": REASON_TEXT.get(r.likely_reason or "", r.likely_reason),
+            })
+        sections.append({
+            "device": device, "run_id": rows["run_id"].iloc[0], "rows": records, "summary": summary(rows),
+            "skipped": [{"peer": s.peer, "error": s.error} for s in skipped.itertuples(index=False)],
+            "versions": sorted({f"{p} {v}" for p, v in zip(rows["peer"], rows["peer_version"]) if v}),
+            "svg": write_svg(f"crosscheck-{slug(str(device))}.svg", ratio_svg(rows, str(device))),
+        })
+    return env.get_template("crosscheck.html").render(title="rooflab: cross-check", sections=sections)

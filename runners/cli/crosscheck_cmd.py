@@ -1,0 +1,76 @@
+"""`rooflab crosscheck SPEC`: every case timed by rooflab and by the peers' timers, in one process."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+
+from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+
+CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one process.
+
+Each case is prepared exactly as `rooflab run` prepares it; the same callable then goes to
+rooflab's engine and to each available peer (torch, do_bench, nvbench, cupyx), A B C A B C over
+--rounds rounds. Reported per case and peer: both medians, the spreads, ratio = rooflab / peer,
+and a mark where they disagree by more than either spread, with the likely reason when known.
+Results are stored in the database (table crosschecks) and shown in `rooflab report`.
+"""
+
+
+def crosscheck_command(
+    spec: str = typer.Argument(..., help="Spec file or shipped spec name (e.g. quick)."),
+    filter_: List[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
+    device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
+    peers: str = typer.Option("all", "--peers", help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
+    rounds: int = typer.Option(3, "--rounds", help="Rounds of rooflab then every peer, per case (1 to 50)."),
+    seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+    db: Optional[str] = DbOption,
+    json_output: bool = JsonOption,
+) -> None:
+    from runners.crosscheck.render import render
+    from runners.crosscheck.session import run_crosscheck
+
+    if out is not None and not out.parent.exists():
+        err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: directory {escape(str(out.parent))} does not exist",
+                          soft_wrap=True, highlight=False)
+        raise typer.Exit(2)
+    if seed < 0:
+        err_console.print(f"[bold red]error:[/] --seed {seed}: must be >= 0", highlight=False)
+        raise typer.Exit(2)
+
+    def progress(case, results) -> None:  # type: ignore[no-untyped-def]
+        if json_output:
+            return
+        parts = []
+        for r in results:
+            if r.status == "ok":
+                mark = " DISAGREE" if r.disagrees else ""
+                parts.append(f"{r.peer} {r.ratio:.3f}{mark}")
+            elif r.status != "skipped" or r.error and "importable" not in r.error and "needs a CUDA" not in r.error:
+                parts.append(f"{r.peer} {r.status}")
+        err_console.print(f"{escape(case.case_key)}: {escape(', '.join(parts))}", highlight=False, soft_wrap=True)
+
+    try:
+        report = run_crosscheck(spec, db_url=db_url(db), filters=filter_, device=device, peers=peers, rounds=rounds,
+                                seed=seed, on_check=progress)
+    except user_error_types() as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted; the cases finished so far are stored", highlight=False)
+        raise typer.Exit(130) from None
+    data = report.to_dict()
+    if out is not None:
+        out.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    if json_output:
+        print_json(data)
+    else:
+        render(data, console)
+
+
+def register(app: typer.Typer, db_app: typer.Typer) -> None:
+    app.command("crosscheck", help=CROSSCHECK_HELP)(crosscheck_command)

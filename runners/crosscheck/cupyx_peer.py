@@ -1,0 +1,53 @@
+"""The `cupyx` peer: `cupyx.profiler.benchmark(func, n_repeat=..., n_warmup=10, max_duration=...)`.
+
+Its number is the GPU time per call (`gpu_times`, seconds, shape (devices, repeats)): an event
+pair recorded on CuPy's current stream around each call, with no flush (a hot number) and no
+blocking kernel (a call shorter than its launch also holds the wait for the host). rooflab's ops
+run on torch's current stream, so the benchmark runs with that stream as CuPy's current one.
+"""
+from __future__ import annotations
+
+import statistics
+from typing import ClassVar
+
+from runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from suite.case import Case
+from suite.device import DeviceInfo
+
+N_WARMUP = 10  # cupyx's default
+N_REPEAT = 10_000  # cupyx's default; max_duration ends it earlier for slow calls
+MAX_DURATION_S = 1.0
+
+
+class CupyxPeer:
+    name: ClassVar[PeerName] = PeerName.CUPYX
+
+    def version(self) -> str | None:
+        from suite.ops.common import cupy_module
+
+        cupy = cupy_module()
+        return str(cupy.__version__) if cupy is not None else None
+
+    def unavailable_reason(self, device: DeviceInfo) -> str | None:
+        if not device.is_cuda:
+            return "cupyx.profiler.benchmark reports GPU times: it needs a CUDA device"
+        try:
+            import cupyx.profiler  # noqa: F401
+        except Exception as exc:  # noqa: BLE001
+            return f"cupy is not importable: {exc}"
+        return None
+
+    def cache_for(self, case: Case) -> CacheMode:
+        return CacheMode.HOT
+
+    def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
+        import cupy
+        import torch
+        from cupyx.profiler import benchmark
+
+        index = torch.device(device.torch_device).index or 0
+        handle = torch.cuda.current_stream(torch.device(device.torch_device)).cuda_stream
+        with cupy.cuda.Device(index), cupy.cuda.ExternalStream(handle):
+            result = benchmark(fn, n_repeat=N_REPEAT, n_warmup=N_WARMUP, max_duration=MAX_DURATION_S, devices=(index,))
+        samples = tuple(float(t) * 1e3 for t in result.gpu_times[0])
+        return PeerTiming(float(statistics.median(samples)), samples, CacheMode.HOT, PeerClock.DEVICE_EVENTS_PER_CALL)

@@ -1,0 +1,75 @@
+"""What every peer timer implements, and the figure it hands back.
+
+A peer times a callable that rooflab prepared; it never prepares anything itself. It says before
+timing whether it can run here (`unavailable_reason`), which cache mode its number will be for a
+case (`cache_for`: some peers can only run hot, one always flushes), and what its number is
+(`clock`: whose clock, per call or averaged over a block, host or device time).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
+
+from suite.case import Case
+from suite.device import DeviceInfo
+
+
+class PeerName(StrEnum):
+    TORCH = "torch"
+    DO_BENCH = "do_bench"
+    NVBENCH = "nvbench"
+    CUPYX = "cupyx"
+
+
+class CacheMode(StrEnum):
+    COLD = "cold"  # the cache is flushed before each timed call
+    HOT = "hot"  # repeated calls on a warm cache
+
+
+class PeerClock(StrEnum):
+    """What a peer's number is; the likely reasons of a disagreement depend on it."""
+
+    HOST_BLOCK_MEAN = "host_block_mean"  # host wall time of a block of calls (synchronised) / calls
+    DEVICE_EVENTS_PER_CALL = "device_events_per_call"  # an event pair around each call, no blocking kernel
+    DEVICE_BLOCKED = "device_blocked"  # events while the stream is held behind a blocking kernel (nvbench cold)
+    DEVICE_BATCH_MEAN = "device_batch_mean"  # events around a batch of launches / launches (nvbench hot)
+
+
+@dataclass(frozen=True)
+class PeerTiming:
+    """One peer's figure for one case in one round."""
+
+    median_ms: float  # the peer's own central figure per call (ms)
+    samples_ms: tuple[float, ...]  # what the peer handed back per call or per block (ms); may be empty
+    cache: CacheMode  # the cache mode this figure is
+    clock: PeerClock
+
+
+Call = Callable[[], Any]
+
+
+@runtime_checkable
+class Peer(Protocol):
+    name: ClassVar[PeerName]
+
+    def version(self) -> str | None:
+        """The peer package's version, or None when it is not importable."""
+
+    def unavailable_reason(self, device: DeviceInfo) -> str | None:
+        """Why this peer cannot time on `device` (not importable, not meaningful there), or None."""
+
+    def cache_for(self, case: Case) -> CacheMode:
+        """The cache mode this peer's number will be for `case` (as close to the case's as it allows)."""
+
+    def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
+        """Time `fn` (already warmed up once and checked by rooflab); `sync` is the op's extra sync."""
+
+
+def package_version(distribution: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(distribution)
+    except Exception:  # noqa: BLE001 - not installed
+        return None

@@ -1,0 +1,58 @@
+"""The cross-check as Rich tables: one row per case and peer, then the summary per peer and family."""
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from runners.crosscheck.verdict import REASON_TEXT, Reason
+
+
+def _ms(value: float | None) -> str:
+    return "" if value is None else f"{value:.4g}"
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f} %"
+
+
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.3f}"
+
+
+def render(report: dict[str, Any], console: Console) -> None:
+    """Print `CrossCheckReport.to_dict()` output."""
+    console.print(
+        f"cross-check {escape(report['run_id'])}: {escape(report['suite'])} on {escape(report['device_name'])} "
+        f"({report['device']}), {report['rounds']} rounds", highlight=False,
+    )
+    for name, peer in report["peers"].items():
+        state = "runs" if peer["available"] else f"skipped: {peer['reason']}"
+        console.print(f"  peer {name} {peer['version'] or ''}: {escape(state)}", highlight=False)
+    table = Table(title="per case (ratio = rooflab / peer)", show_lines=False)
+    for column in ("case", "peer", "peer mode", "rooflab ms", "spread", "peer ms", "peer spread", "ratio", "verdict"):
+        table.add_column(column, justify="right" if column not in ("case", "peer", "peer mode", "verdict") else "left")
+    for c in report["checks"]:
+        if c["status"] != "ok":
+            if c["status"] == "skipped" and not report["peers"].get(c["peer"], {}).get("available", True):
+                continue  # said once above
+            table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "", f"{c['status']}: {escape(c['error'] or '')}")
+            continue
+        verdict = "agree"
+        if c["disagrees"]:
+            reason = c["likely_reason"]
+            verdict = "[bold red]DISAGREE[/]" + (f" ({escape(REASON_TEXT[Reason(reason)])})" if reason else " (reason unknown)")
+        table.add_row(
+            escape(c["case_key"]), c["peer"], f"{c['peer_cache']}, {c['peer_clock']}", _ms(c["rooflab_median_ms"]),
+            _pct(c["rooflab_spread"]), _ms(c["peer_median_ms"]), _pct(c["peer_spread"]), _ratio(c["ratio"]), verdict,
+        )
+    console.print(table)
+    summary = Table(title="per peer and family")
+    for column in ("peer", "family", "cases", "disagree", "ratio geomean", "worst ratio", "worst case"):
+        summary.add_column(column, justify="right" if column in ("cases", "disagree", "ratio geomean", "worst ratio") else "left")
+    for s in report["summaries"]:
+        summary.add_row(s["peer"], s["family"], str(s["cases"]), str(s["disagreements"]), _ratio(s["ratio_geomean"]),
+                        _ratio(s["worst_ratio"]), escape(s["worst_case_key"] or ""))
+    console.print(summary)

@@ -1,0 +1,49 @@
+"""The cross-check page: written when the database holds cross-checks, one section per device."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from db.crosscheck import FRAME_COLUMNS
+from reports.html import render_report
+
+
+def _row(device: str, run_id: str, key: str, peer: str, ratio: float | None, *, disagrees: bool = False,
+         reason: str | None = None, status: str = "ok", age_h: int = 0) -> dict:
+    rooflab = 0.01 + 10 * (hash(key) % 100) / 100
+    return {c: None for c in FRAME_COLUMNS} | {
+        "run_id": run_id, "device_name": device, "device_kind": "cpu", "device_fingerprint": "fp-" + device,
+        "case_key": key, "op": key.split(".")[0], "family": "pointwise", "backend": "eager", "dtype": "float32",
+        "cache": "hot", "timing_mode": "launch", "peer": peer, "peer_version": "2.13", "status": status,
+        "error": None if status == "ok" else "needs a CUDA device", "peer_cache": "hot", "peer_clock": "host_block_mean",
+        "rounds": 3, "rooflab_median_ms": rooflab if ratio else None, "rooflab_spread": 0.02,
+        "peer_median_ms": rooflab / ratio if ratio else None, "peer_spread": 0.03, "ratio": ratio,
+        "disagrees": disagrees, "likely_reason": reason,
+        "measured_at": datetime(2026, 1, 1, tzinfo=timezone.utc) - timedelta(hours=age_h),
+    }
+
+
+def test_crosscheck_page_per_device_newest_run(tmp_path: Path) -> None:
+    frame = pd.DataFrame([
+        _row("CPU A", "cc-new", "add.v1:n=1", "torch", 1.02),
+        _row("CPU A", "cc-new", "copy.v1:n=1", "torch", 0.31, disagrees=True, reason="mean_vs_median"),
+        _row("CPU A", "cc-new", "copy.v1:n=1", "do_bench", None, status="skipped"),
+        _row("CPU A", "cc-old", "add.v1:n=1", "torch", 7.77, age_h=48),
+        _row("GPU B", "cc-gpu", "add.v1:n=1", "nvbench", 0.99),
+    ])
+    index = render_report(pd.DataFrame(), tmp_path / "site", crosschecks=frame)
+    assert 'href="crosscheck.html"' in index.read_text()
+    page = (tmp_path / "site" / "crosscheck.html").read_text()
+    assert page.count("<h2>") == 2 and "CPU A" in page and "GPU B" in page
+    assert "cc-new" in page and "7.77" not in page  # only the newest run of a device
+    assert "disagree</strong>: peer averages calls" in page and "do_bench skipped (needs a CUDA device)" in page
+    svgs = sorted((tmp_path / "site" / "figures").glob("crosscheck-*.svg"))
+    assert len(svgs) == 2 and all(s.read_text().lstrip().startswith("<?xml") for s in svgs)
+
+
+def test_no_crosscheck_no_page(tmp_path: Path) -> None:
+    index = render_report(pd.DataFrame(), tmp_path / "site", crosschecks=pd.DataFrame())
+    assert "crosscheck.html" not in index.read_text()
+    assert not (tmp_path / "site" / "crosscheck.html").exists()
