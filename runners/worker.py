@@ -43,6 +43,7 @@ class CaseRequest:
     case: Case
     seed: int  # base seed of the run; the case's own seed is derived from it and the case key
     timing_overrides: Mapping[str, Any] = field(default_factory=dict)  # CLI overrides, non-None only
+    cpu_threads: int | None = None  # intra-op threads of a CPU case; None: one per physical core
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,9 @@ def _context_usable(device: DeviceInfo) -> bool:
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check, then timing; never raises."""
     from runners.clocks import ClockMonitor
+    from runners.contention import ContentionMonitor
     from runners.timing import measure
+    from suite.quality import judge, noise_reasons
     from suite.ops.registry import get_op
 
     case = request.case
@@ -199,6 +202,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         if reason:
             return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
         settings = case.timing.override(dict(request.timing_overrides))
+        cpu_threads = _apply_cpu_threads(device, request.cpu_threads)
         prepared = op.prepare(case, device, case_seed(request.seed, key))
         if case.timing_mode == "graph" and not prepared.graph_safe:
             # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
@@ -216,6 +220,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
         monitor = ClockMonitor(device)
         monitor.start()
+        contention = ContentionMonitor.for_device(device).start()
         try:
             result = measure(
                 prepared.fn,
@@ -229,7 +234,9 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             )
         finally:
             clocks = monitor.stop()
+            seen = contention.stop()
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
+        quality, quality_reasons = judge(noise_reasons(result.stats.rel_ci_halfwidth, result.stop_reason), seen.reasons)
         return CaseOutcome(
             key,
             "ok",
@@ -248,6 +255,9 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             sm_clock_max_mhz=clocks.sm_clock_max_mhz,
             throttle_reasons=tuple(clocks.throttle_reasons),
             throttled=bool(clocks.throttled),
+            quality=str(quality),
+            quality_reasons=quality_reasons,
+            cpu_threads=cpu_threads,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
@@ -263,6 +273,21 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     return CaseOutcome(
         key, "crashed", f"device context lost: {message}", time.perf_counter() - started, worker_unusable=True
     )
+
+
+def _apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
+    """Set torch's intra-op threads for a CPU case (`wanted`, else one per physical core) and
+    return the count; None on a GPU, where the host threads are not what is measured."""
+    if device.is_cuda:
+        return None
+    import torch
+
+    from runners.cpuinfo import default_cpu_threads
+
+    threads = wanted or default_cpu_threads()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
 
 
 _FLUSHERS: dict[str, Any] = {}
