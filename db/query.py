@@ -252,6 +252,35 @@ def runs(url: str) -> pd.DataFrame:
     return frame
 
 
+def result_counts(url: str) -> pd.DataFrame:
+    """How many results each run has, per device, op and status: one grouped query, so that a
+    report can choose which runs to read (and list every run) without reading the results.
+
+    Columns: run_id, run_order, started_at, host, suite, git_commit, device_name, device_fingerprint,
+    op, family, status, n."""
+    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
+    keys = (r.run_id, e.device_name, e.device_fingerprint, c.op, c.family, m.status)
+    query = (select(*keys, func.count().label("n")).select_from(m)
+             .join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
+             .group_by(*keys))
+    engine = _connect(url)
+    try:
+        with engine.connect() as conn:
+            orders = run_orders(conn)
+            meta = {row[0]: tuple(row[1:]) for row in conn.execute(
+                select(r.run_id, r.started_at, r.host, r.suite, r.git_commit))}
+            rows = conn.execute(query).all()
+    finally:
+        engine.dispose()
+    names = ["run_id", "device_name", "device_fingerprint", "op", "family", "status", "n"]
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=names)
+    frame.insert(1, "run_order", frame["run_id"].map(orders).astype("int64"))
+    for i, name in enumerate(("started_at", "host", "suite", "git_commit")):
+        frame.insert(2 + i, name, frame["run_id"].map(lambda run, i=i: meta[run][i]))
+    frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
+    return frame.sort_values(["run_order", "device_name", "op", "status"], kind="stable").reset_index(drop=True)
+
+
 def environments(url: str) -> pd.DataFrame:
     """One row per device fingerprint, with its identity (JSON) and how many runs used it."""
     e, re_ = models.Environment, models.RunEnvironment

@@ -6,7 +6,13 @@
 - vector compute: best tflops of fma_intensity, per dtype
 - matrix compute: best tflops of the gemm family, per dtype
 - launch floor:   median of the `launch` op's medians, per timing mode
-Only ok, unthrottled results count. The L2 size is the one the device reported (l2_bytes), else the
+Only trustworthy results count: ok, unthrottled and of good quality (reports.frames.trustworthy;
+noisy and contended results never set a ceiling). A measured roof is the best trustworthy
+evidence: when a trustworthy op's own figure beats the probe's ceiling it is held against (its
+GB/s, from the minimum byte count, above the bandwidth ceiling, where it is the kind of case that
+may set that ceiling: cold and at least 4x L2 for HBM, hot and within the L2 for L2; its TFLOP/s
+above the compute ceiling), the ceiling becomes that op's figure and keeps the probe's figure as `probe_value`.
+Datasheet roofs are never raised. The L2 size is the one the device reported (l2_bytes), else the
 datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
 Each ceiling keeps the case and run it came from and, when the device is in the datasheet table,
 its ratio to the datasheet figure.
@@ -17,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports.frames import first_value, usable
+from reports.frames import first_value, trustworthy
 from reports.gpu_specs import Figure, GpuSpec, match_device
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
@@ -27,6 +33,10 @@ HBM_MIN_L2_MULTIPLE = 4
 TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
 MATRIX_FAMILIES = ("gemm", "attention")
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+READ_ONLY_OPS = ("sum", "amax", "stream_dot")  # held against the read-only HBM roof
+# what sets a ceiling: the probes and the GEMM family (see the module doc)
+ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch")
+ROOF_FAMILIES = ("gemm",)
 
 KINDS = ("hbm_rw", "hbm_ro", "l2", "vector", "matrix", "launch")
 UNITS = {"hbm_rw": "GB/s", "hbm_ro": "GB/s", "l2": "GB/s", "vector": "TFLOP/s", "matrix": "TFLOP/s", "launch": "ms"}
@@ -44,6 +54,12 @@ class Ceiling:
     timing_mode: str | None = None  # launch floor
     datasheet: float | None = None
     datasheet_source: str | None = None
+    probe_value: float | None = None  # the probe's figure when a trustworthy op beat it (see the module doc)
+    probe_case_key: str | None = None
+
+    @property
+    def raised(self) -> bool:
+        return self.probe_value is not None
 
     @property
     def unit(self) -> str:
@@ -71,6 +87,8 @@ class Ceiling:
             "datasheet": self.datasheet,
             "datasheet_source": self.datasheet_source,
             "ratio": self.ratio,
+            "probe_value": self.probe_value,
+            "probe_case_key": self.probe_case_key,
         }
 
 
@@ -149,7 +167,7 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
     """Ceilings of one device from its results (`df` holds that device's rows only)."""
     spec = match_device(device_name)
     l2 = device_l2_bytes(df, spec)
-    rows = usable(df)
+    rows = trustworthy(df)
     out: list[Ceiling] = []
     if rows.empty:
         return DeviceCeilings(device_name, spec, l2, ())
@@ -178,7 +196,53 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
         floor = float(medians.median())
         nearest = sub.loc[(medians - floor).abs().idxmin()]
         out.append(_ceiling(nearest, "launch", floor, spec, timing_mode=str(mode)))
-    return DeviceCeilings(device_name, spec, l2, tuple(out))
+    return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
+
+
+def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
+    """Whether `row` is the kind of result that may set a `kind` ceiling: an HBM figure only from a
+    cold case of at least 4x L2, an L2 figure only from a hot case that fits in the L2 (as for the
+    probes); a compute figure from any case."""
+    nbytes = float(row["bytes"] or 0)
+    if kind in ("hbm_rw", "hbm_ro"):
+        return row["cache"] == "cold" and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
+    if kind == "l2":
+        return row["cache"] == "hot" and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
+    return True
+
+
+def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
+    """`dc` with every measured ceiling that a trustworthy row of `rows` beats replaced by that
+    row's figure (the best such row per ceiling); see the module doc."""
+    bw = [c.value for c in dc.ceilings if c.kind in ("hbm_rw", "hbm_ro", "l2")]
+    fl = [c.value for c in dc.ceilings if c.kind in ("vector", "matrix")]
+    if rows.empty or not (bw or fl):
+        return dc
+    median_s = pd.to_numeric(rows["median_ms"], errors="coerce") * 1e-3
+    gbps = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0) / median_s / 1e9
+    tflops = pd.to_numeric(rows["flops"], errors="coerce").fillna(0) / median_s / 1e12
+    beyond = ((gbps > min(bw)) if bw else False) | ((tflops > min(fl)) if fl else False)
+    candidates = rows[beyond & (rows["op"] != "launch")]
+    best: dict[int, tuple[float, pd.Series]] = {}
+    index = {id(c): i for i, c in enumerate(dc.ceilings)}
+    for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index]):
+        held = [(_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
+                                   read_only=r["op"] in READ_ONLY_OPS), g)]
+        held.append((_compute_choice(dc, str(r["dtype"]), matrix=uses_matrix_units(str(r["family"]), str(r["dtype"]))), t))
+        for ceiling, figure in held:
+            if isinstance(ceiling, Ceiling) and figure > ceiling.value and _qualifies(dc, ceiling.kind, r):
+                i = index[id(ceiling)]
+                if i not in best or figure > best[i][0]:
+                    best[i] = (float(figure), r)
+    if not best:
+        return dc
+    ceilings = list(dc.ceilings)
+    for i, (figure, r) in best.items():
+        c = ceilings[i]
+        ceilings[i] = Ceiling(kind=c.kind, value=figure, case_key=str(r["case_key"]), run_id=str(r["run_id"]),
+                              dtype=c.dtype, timing_mode=c.timing_mode, datasheet=c.datasheet,
+                              datasheet_source=c.datasheet_source, probe_value=c.value, probe_case_key=c.case_key)
+    return DeviceCeilings(dc.device_name, dc.spec, dc.l2_bytes, tuple(ceilings))
 
 
 # --- the roofs a case is held against (measured first, else datasheet) ---
@@ -202,6 +266,12 @@ def uses_matrix_units(family: str, dtype: str) -> bool:
 
 def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None:
     """Compute roof in TFLOP/s for `dtype`, matrix or vector units; measured first, else datasheet."""
+    choice = _compute_choice(dc, dtype, matrix=matrix)
+    return Roof(choice.value, "measured", choice.case_key) if isinstance(choice, Ceiling) else choice
+
+
+def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling | Roof | None:
+    """The measured ceiling a compute roof is, or the datasheet roof when that comes first."""
     vector_dtype = "float32" if dtype == "tf32" else dtype
     order = [("matrix", dtype), ("vector", vector_dtype)] if matrix else [("vector", vector_dtype)]
     if vector_dtype in HALF_DTYPES and not matrix:
@@ -211,7 +281,7 @@ def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None
     for kind, dt in order:
         c = dc.get(kind, dtype=dt)
         if c is not None:
-            return Roof(c.value, "measured", c.case_key)
+            return c
         if dc.spec is not None:
             fig = dc.spec.peak_tflops(dt, matrix=kind == "matrix")
             if fig is not None:
@@ -221,13 +291,21 @@ def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None
 
 def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = False) -> Roof | None:
     """Bandwidth roof in GB/s: L2 for hot cases (falling back to HBM), HBM otherwise."""
+    c = _bandwidth_choice(dc, hot=hot, read_only=read_only)
+    if c is not None:
+        return Roof(c.value, "measured", c.case_key)
+    if dc.spec is not None:
+        return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}")
+    return None
+
+
+def _bandwidth_choice(dc: DeviceCeilings, *, hot: bool, read_only: bool) -> Ceiling | None:
+    """The measured ceiling a bandwidth roof is (None: the datasheet's, or none)."""
     kinds = (["l2"] if hot else []) + (["hbm_ro", "hbm_rw"] if read_only else ["hbm_rw", "hbm_ro"])
     for kind in kinds:
         c = dc.get(kind)
         if c is not None:
-            return Roof(c.value, "measured", c.case_key)
-    if dc.spec is not None:
-        return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}")
+            return c
     return None
 
 

@@ -5,7 +5,10 @@ is, for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measu
 tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; and
 the bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise (read-only HBM
 for ops that only read: sum, amax, stream_dot). Measured ceilings are used first, datasheet figures
-when a ceiling was not measured. efficiency = roofline_ms / median_ms.
+when a ceiling was not measured. efficiency = roofline_ms / median_ms. An efficiency above 100 %
+is never reported: it means the roof is suspect (a datasheet figure that a result beats, or a
+noisy or contended result held against a measured roof), so `efficiency` is left empty and
+`roof_suspect` is set. Every row carries its quality (reports.frames.quality_of).
 
 wall = overhead when the measured time is within OVERHEAD_FACTOR of the launch floor of its timing
 mode, or the roofline time is below that floor; else compute or bandwidth, whichever term of the
@@ -17,11 +20,18 @@ import math
 
 import pandas as pd
 
-from reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, l2_resident, launch_floor_ms, uses_matrix_units
-from reports.frames import params_of, usable
+from reports.ceilings import (
+    READ_ONLY_OPS,
+    DeviceCeilings,
+    bandwidth_roof,
+    compute_roof,
+    l2_resident,
+    launch_floor_ms,
+    uses_matrix_units,
+)
+from reports.frames import params_of, quality_of, usable
 
 OVERHEAD_FACTOR = 2.0
-READ_ONLY_OPS = ("sum", "amax", "stream_dot")
 WALLS = ("compute", "bandwidth", "overhead")
 
 DIAGNOSIS_COLUMNS = [
@@ -29,7 +39,9 @@ DIAGNOSIS_COLUMNS = [
     "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
     "compute_ms", "memory_ms", "roofline_ms", "efficiency", "wall", "launch_floor_ms",
     "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
+    "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason",
 ]
+SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
 
 
 def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
@@ -46,7 +58,9 @@ def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
 def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
     """One row per case (its newest usable result) with roofline time, efficiency and wall."""
     out = []
-    for _, r in latest_per_case(df).iterrows():
+    latest = latest_per_case(df)
+    latest = latest.assign(_quality=quality_of(latest)) if not latest.empty else latest
+    for _, r in latest.iterrows():
         median_ms = float(r["median_ms"])
         flops = float(r["flops"] or 0)
         nbytes = float(r["bytes"] or 0)
@@ -60,6 +74,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
         floor = launch_floor_ms(dc, str(r["timing_mode"]))
         wall = _wall(median_ms, roofline_ms, compute_ms, memory_ms, floor)
         efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
+        suspect = efficiency > SUSPECT_ABOVE
         out.append({
             "case_key": r["case_key"], "op": r["op"], "family": family, "backend": r["backend"],
             "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
@@ -67,11 +82,13 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "intensity": flops / nbytes if nbytes else math.nan,
             "tflops": flops / (median_ms * 1e-3) / 1e12, "gbps": nbytes / (median_ms * 1e-3) / 1e9,
             "compute_ms": compute_ms, "memory_ms": memory_ms, "roofline_ms": roofline_ms,
-            "efficiency": efficiency, "wall": wall, "launch_floor_ms": floor,
+            "efficiency": math.nan if suspect else efficiency, "wall": wall, "launch_floor_ms": floor,
             "compute_roof_tflops": croof.value if croof else math.nan,
             "compute_roof_origin": croof.origin if croof else None,
             "bandwidth_roof_gbps": broof.value if broof else math.nan,
             "bandwidth_roof_origin": broof.origin if broof else None,
+            "roof_suspect": bool(suspect), "quality": r["_quality"],
+            "rel_ci_halfwidth": r.get("rel_ci_halfwidth"), "stop_reason": r.get("stop_reason"),
         })
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
 

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from reports.errors import ReportInputError
+from suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS, Quality
 
 
 def usable(df: pd.DataFrame) -> pd.DataFrame:
@@ -17,6 +18,28 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
     if "throttled" in df.columns:
         mask &= ~df["throttled"].fillna(False).astype(bool)
     return df[mask]
+
+
+def quality_of(df: pd.DataFrame) -> pd.Series:
+    """Each row's quality: the stored one ('good', 'noisy', 'contended'); for a result stored before
+    quality was recorded, judged here by suite.quality's noise rule from its CI and stop reason
+    (contention cannot be judged after the fact)."""
+    stored = df["quality"] if "quality" in df.columns else pd.Series(None, index=df.index, dtype=object)
+    derived = pd.Series(str(Quality.GOOD), index=df.index, dtype=object)
+    if "stop_reason" in df.columns:
+        rel = pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") if "rel_ci_halfwidth" in df.columns else pd.Series(float("nan"), index=df.index)
+        wide = rel.isna() | (rel > NOISY_REL_CI)
+        derived = derived.where(~(df["stop_reason"].isin(UNCONVERGED_STOPS) & wide), str(Quality.NOISY))
+    return stored.astype(object).where(stored.notna(), derived)
+
+
+def trustworthy(df: pd.DataFrame) -> pd.DataFrame:
+    """Usable rows (see `usable`) whose quality is good: the only ones that may set a ceiling or
+    enter a baseline."""
+    rows = usable(df)
+    if rows.empty:
+        return rows
+    return rows[quality_of(rows) == str(Quality.GOOD)]
 
 
 def params_of(value: Any) -> dict[str, Any]:

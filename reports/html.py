@@ -19,6 +19,7 @@ from reports.ceilings import compute_ceilings
 from reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from reports.frames import device_names, first_value
 from reports.regressions import detect
+from reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
@@ -33,8 +34,24 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["num"] = _num
+    env.filters["fromjson"] = _json_list
     env.filters["pct"] = lambda v: "" if _missing(v) else f"{100 * float(v):.1f} %"
     return env
+
+
+def _json_list(v: Any) -> list:
+    """A list column (quality_reasons) as a list: stored as JSON text, or already a list."""
+    import json
+
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    if isinstance(v, str) and v:
+        try:
+            parsed = json.loads(v)
+        except json.JSONDecodeError:
+            return [v]
+        return parsed if isinstance(parsed, list) else [str(parsed)]
+    return []
 
 
 def _missing(v: Any) -> bool:
@@ -66,24 +83,27 @@ def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
     return [{c: (None if _missing(v) else v) for c, v in zip(cols, row)} for row in df[cols].itertuples(index=False)]
 
 
-def _runs_table(df: pd.DataFrame) -> list[dict]:
-    if df.empty:
+def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dict]:
+    """One row per run, newest first, from the counts frame (reports.runsel.counts_of or
+    db.query.result_counts); `shown`: the runs the device pages show."""
+    if counts.empty:
         return []
-    order = "run_order" if "run_order" in df.columns else "started_at"
-    groups = df.groupby("run_id", sort=False)
-    firsts = groups[[c for c in ("started_at", "host", "suite", "git_commit") if c in df.columns]].first()
-    devices = groups["device_name"].agg(lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique())))
-    ok = (df["status"] == "ok").groupby(df["run_id"], sort=False).sum()
-    failed = df["status"].isin(["failed", "crashed", "incorrect"]).groupby(df["run_id"], sort=False).sum()
-    sizes, orders = groups.size(), groups[order].min()
+    n = counts["n"].astype(int)
+    groups = counts.groupby("run_id", sort=False)
+    firsts = groups[["run_order", "started_at", "host", "suite", "git_commit"]].first()
+    devices = groups["device_name"].agg(lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
+    total = n.groupby(counts["run_id"], sort=False).sum()
+    ok = n.where(counts["status"] == "ok", 0).groupby(counts["run_id"], sort=False).sum()
+    failed = n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0).groupby(counts["run_id"], sort=False).sum()
     out = []
-    for run_id in sizes.index:
+    for run_id in total.index:
         out.append({
             "run_id": run_id, **{c: _first(firsts, run_id, c) for c in ("started_at", "host", "suite", "git_commit")},
-            "devices": devices[run_id], "results": int(sizes[run_id]), "ok": int(ok[run_id]), "failed": int(failed[run_id]),
-            "_order": orders[run_id],
+            "devices": devices[run_id], "results": int(total[run_id]), "ok": int(ok[run_id]), "failed": int(failed[run_id]),
+            "shown": bool(shown and run_id in shown), "_order": firsts.at[run_id, "run_order"],
         })
-    return [{k: v for k, v in r.items() if k != "_order"} for r in sorted(out, key=lambda r: (str(r["_order"]), str(r["run_id"])), reverse=True)]
+    out.sort(key=lambda r: (float(r["_order"]) if not _missing(r["_order"]) else 0.0, str(r["run_id"])), reverse=True)
+    return [{k: v for k, v in r.items() if k != "_order"} for r in out]
 
 
 def _first(firsts: pd.DataFrame, run_id: Any, column: str) -> Any:
@@ -108,45 +128,65 @@ def _write_svg(out: Path, name: str, svg: str) -> str:
     return f"figures/{name}"
 
 
-def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", verdicts: list | None = None,
-                  crosschecks: pd.DataFrame | None = None) -> Path:
+def render_report(
+    df: pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    source: str = "",
+    verdicts: list | None = None,
+    runs: list[str] | None = None,
+    since: object = None,
+    counts: pd.DataFrame | None = None,
+    crosschecks: pd.DataFrame | None = None,
+) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
-    `verdicts`: the regression verdicts of `df`'s history when already computed (e.g. by
-    reports.regressions.detect_in_database); by default `detect(df)`. `crosschecks`: the
-    cross-check rows (db.crosscheck.crosscheck_frame); when there are any, crosscheck.html."""
+    Each device page shows the newest run of that device, or the `runs` / the runs `since` a date
+    (reports.runsel). `counts`: db.query.result_counts of the database when `df` holds only the
+    runs the pages need (write_report); by default computed from `df`. `verdicts`: the regression
+    verdicts of the history when already computed (reports.regressions.detect_in_database); by
+    default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
+    when there are any, crosscheck.html."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
-    names = device_names(df)
+    if counts is None:
+        counts = counts_of(df)
+    plans = choose_runs(counts, runs=runs, since=since)
+    names = [n for n in device_names(df) if n in plans]
     pages: dict[str, str] = {}
     devices: list[dict] = []
     ceilings_by_device = {}
     for name in names:
-        rows = df[df["device_name"] == name]
-        dc = compute_ceilings(rows, name)
+        plan = plans[name]
+        rows, roof_rows = rows_for(df[df["device_name"] == name], plan)
+        dc = compute_ceilings(roof_rows, name)
         ceilings_by_device[name] = (rows, dc)
         s = slug(name)
         diag = diagnose(rows, dc)
         walls = diag["wall"].value_counts().to_dict() if not diag.empty else {}
+        is_cpu = first_value(rows, "device_kind") == "cpu"
         ctx = {
-            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes,
-            "ceilings": [c.as_dict() for c in dc.ceilings],
+            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes, "is_cpu": is_cpu,
+            "ceilings": [c.as_dict() for c in dc.ceilings], "plan": plan, "run_info": _run_info(counts, plan),
             "environments": _environments(rows),
-            "roofline_svg": _write_svg(out, f"roofline-{s}.svg", plots.roofline_svg(rows, dc)),
+            "roofline_svg": plots.roofline_svg(rows, dc, inline=True),
             "bandwidth_svg": _write_svg(out, f"bandwidth-{s}.svg", plots.bandwidth_svg(rows, dc.l2_bytes, name)),
             "walls": walls, "n_cases": len(diag),
+            "quality_counts": diag["quality"].value_counts().to_dict() if not diag.empty else {},
             "left": _records(most_left_on_table(diag, limit=25), ["case_key", "wall", "median_ms", "roofline_ms",
                                                                   "efficiency", "left_ms", "tflops", "gbps",
-                                                                  "compute_roof_origin", "bandwidth_roof_origin"]),
+                                                                  "compute_roof_origin", "bandwidth_roof_origin",
+                                                                  "quality", "roof_suspect"]),
             "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
                                   ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
-                                   "intensity", "tflops", "gbps"]),
+                                   "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id"]),
+            "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
-                        "environments": ctx["environments"],
+                        "environments": ctx["environments"], "runs": ", ".join(plan.shown),
                         "fingerprints": sorted(str(f) for f in rows["device_fingerprint"].dropna().unique()),
                         "results": len(rows), "ok": int((rows["status"] == "ok").sum())})
     has_compare = len(names) >= 2
@@ -160,14 +200,23 @@ def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", ve
         from reports.crosscheck import crosscheck_page
 
         pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
+    shown = {r for p in plans.values() for r in p.shown}
     pages["index.html"] = env.get_template("index.html").render(
-        title="rooflab report", source=source, runs=_runs_table(df), devices=devices, has_compare=has_compare,
-        empty=df.empty, n_results=len(df), has_crosscheck=has_crosscheck,
+        title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices, has_compare=has_compare,
+        empty=df.empty, n_results=int(counts["n"].sum()) if not counts.empty else 0, has_crosscheck=has_crosscheck,
         alerts={s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement")},
     )
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
     return out / "index.html"
+
+
+def _run_info(counts: pd.DataFrame, plan: DeviceRuns) -> dict[str, dict]:
+    """run id -> started_at, host, suite of the runs a device page names."""
+    wanted = set(plan.shown) | set(plan.roof_runs)
+    sub = counts[counts["run_id"].isin(wanted)].drop_duplicates("run_id")
+    return {str(r["run_id"]): {"started_at": r["started_at"], "host": r["host"], "suite": r["suite"]}
+            for _, r in sub.iterrows()}
 
 
 def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
@@ -208,10 +257,12 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
                                                        n_series=len(verdicts), max_plots=MAX_TREND_PLOTS)
 
 
-def write_report(db_url: str, out_dir: str | Path) -> Path:
-    """Read every result from the database at `db_url` and write the site; returns index.html."""
+def write_report(db_url: str, out_dir: str | Path, *, runs: list[str] | None = None, since: object = None) -> Path:
+    """Write the site for the database at `db_url`; returns index.html. Reads the run counts, then
+    only the runs the device pages show (and their roof runs), and the regression verdicts."""
     from db.urls import redact
-    from reports.load import REPORT_COLUMNS, load_crosschecks, load_results, load_verdicts
+    from reports.load import load_crosschecks, load_report_results, load_verdicts
 
-    return render_report(load_results(db_url, REPORT_COLUMNS), out_dir, source=redact(db_url),
-                         verdicts=load_verdicts(db_url), crosschecks=load_crosschecks(db_url))
+    df, counts = load_report_results(db_url, runs=runs, since=since)
+    return render_report(df, out_dir, source=redact(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
+                         counts=counts, crosschecks=load_crosschecks(db_url))

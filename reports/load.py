@@ -13,13 +13,14 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "family", "backend", "dtype", "params", "cache", "status", "median_ms", "flops", "bytes", "intensity", "tflops",
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
-    "compute_capability", "run_order",
+    "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
 )
 
 # What `rooflab roofline` reads: the ceilings (reports.ceilings) and the two charts (reports.plots).
 ROOFLINE_COLUMNS: tuple[str, ...] = (
     "run_id", "device_name", "device_fingerprint", "case_key", "op", "family", "dtype", "cache", "status",
-    "median_ms", "flops", "bytes", "tflops", "gbps", "timing_mode", "throttled", "l2_bytes",
+    "median_ms", "flops", "bytes", "tflops", "gbps", "timing_mode", "throttled", "l2_bytes", "quality",
+    "rel_ci_halfwidth", "stop_reason", "device_kind", "run_order", "started_at",
 )
 
 
@@ -37,6 +38,22 @@ def load_results(url: str, columns: Sequence[str] | None = None) -> pd.DataFrame
     if _empty(url):
         return pd.DataFrame()
     return results(url, columns=columns)
+
+
+def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: object = None,
+                        columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(results of the runs the report's device pages need, db.query.result_counts): the runs are
+    chosen from the counts (reports.runsel) before any result is read."""
+    from db.query import result_counts, results
+    from reports.runsel import choose_runs, needed_runs
+
+    if _empty(url):
+        return pd.DataFrame(), pd.DataFrame()
+    counts = result_counts(url)
+    wanted = needed_runs(choose_runs(counts, runs=runs, since=since))
+    if not wanted:
+        return pd.DataFrame(), counts
+    return results(url, run_id=wanted, columns=columns), counts
 
 
 def load_verdicts(url: str, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05) -> list:

@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from reports.ceilings import DeviceCeilings  # noqa: E402
-from reports.frames import usable  # noqa: E402
+from reports.frames import quality_of, usable  # noqa: E402
 from reports.regressions import SeriesVerdict  # noqa: E402
 
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
@@ -73,24 +73,69 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
                    label=plain(f"{family} {dtype} {cache}"), zorder=3, rasterized=raster)
 
 
-def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
-    """Log-log roofline: intensity (FLOP/byte) against achieved TFLOP/s.
+# --- the roofline chart ---
 
-    Measured roofs solid, datasheet roofs dashed, the fma_intensity sweep as the measured knee
-    (a line per dtype), every ok measurement with FLOPs and bytes as a point (throttled ones too;
-    they never set a ceiling), except the `launch` probe, which sets the launch floor instead.
-    """
+POINT_COLUMNS = ("point", "case_key", "run_id", "quality", "median_ms", "p10_ms", "p90_ms", "rel_ci_halfwidth",
+                 "n_samples", "stop_reason", "intensity", "tflops", "cpu_threads", "quality_reasons")
+UNTRUSTED_MARK = dict(marker="x", s=14, color="black", linewidths=0.9, zorder=4)
+
+
+def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
+    """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
+    every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
+    quality (reports.frames.quality_of)."""
     ok = rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
-    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy() if not ok.empty else ok
-    with _figure() as (fig, ax):
+    if ok.empty:
+        return pd.DataFrame(columns=list(POINT_COLUMNS) + ["x", "y", "family", "dtype", "cache", "op"])
+    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
+    pts = pts.sort_values([c for c in ("family", "op", "case_key", "run_id") if c in pts.columns], kind="stable")
+    pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
+    pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
+    pts["intensity"], pts["tflops"] = pts["x"], pts["y"]
+    pts["quality"] = quality_of(pts)
+    pts["point"] = range(1, len(pts) + 1)
+    for col in POINT_COLUMNS:
+        if col not in pts.columns:
+            pts[col] = None
+    return pts.reset_index(drop=True)
+
+
+def _point_title(r: pd.Series) -> str:
+    ci = r.get("rel_ci_halfwidth")
+    ci_text = f" +/- {100 * float(ci):.1f} %" if ci is not None and ci == ci else ""
+    lines = [str(r["case_key"]), f"run {r['run_id']}",
+             f"{float(r['median_ms']):.4g} ms{ci_text} (CI95 of the median), stopped: {r.get('stop_reason') or '?'}",
+             f"{float(r['x']):.3g} FLOP/byte, {float(r['y']):.4g} TFLOP/s"]
+    if r["quality"] != "good":
+        lines.append(f"{r['quality']}: never sets a roof")
+    return "\n".join(lines)
+
+
+def _bandwidth_label(kind: str, llc: bool) -> str:
+    return {"hbm_rw": "DRAM" if llc else "HBM", "hbm_ro": "DRAM read" if llc else "HBM read",
+            "l2": "LLC" if llc else "L2"}[kind]
+
+
+def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False) -> str:
+    """Log-log roofline: intensity (FLOP/byte) against achieved TFLOP/s.
+
+    Measured roofs solid, datasheet roofs dashed, every roof labelled on the chart (a raised roof
+    says so); the fma_intensity sweep as the measured knee (a line per dtype); every point of
+    `roofline_points` drawn coloured by family, marked by dtype, filled cold and hollow hot, with a
+    black x over noisy and contended ones. Below RASTERIZE_ABOVE points each point carries a
+    `<title>` (hover) and links to `#pt-N`, its row in the page's point table. A CPU's last-level
+    cache is called LLC and its memory DRAM. `inline`: without the XML prologue, to embed in HTML.
+    """
+    pts = roofline_points(rows)
+    llc = "device_kind" in rows.columns and not rows.empty and str(rows["device_kind"].dropna().iloc[0] if rows["device_kind"].notna().any() else "") == "cpu"
+    titles: dict[str, list[tuple[int, str]]] = {}
+    with _figure(9.0, 6.0) as (fig, ax):
         ax.set_xscale("log")
         ax.set_yscale("log")
         xs = [1 / 64, 4096.0]
         if not pts.empty:
-            pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
-            pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
             xs = [min(xs[0], pts["x"].min() / 2), max(xs[1], pts["x"].max() * 2)]
         grid = np.logspace(math.log10(xs[0]), math.log10(xs[1]), 200)
         compute = [c for c in dc.ceilings if c.kind in ("vector", "matrix")]
@@ -102,9 +147,13 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
             top = 1.0
         for c in dc.ceilings:
             if c.kind in ("hbm_rw", "hbm_ro", "l2"):
-                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6,
-                        color={"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind],
-                        label=f"measured {c.kind} {c.value:.4g} GB/s", zorder=2)
+                color = {"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind]
+                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=color, zorder=2)
+                x0 = grid[3] if c.kind != "hbm_ro" else grid[12]
+                raised = " (raised by a result)" if c.raised else ""
+                ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}", (x0, x0 * c.value / 1e3),
+                            fontsize=8, color=color, rotation=0, ha="left", va="bottom",
+                            xytext=(0, 3), textcoords="offset points")
         hbm = dc.get("hbm_rw") or dc.get("hbm_ro")
         shades = {kind: iter(sns.color_palette("Reds_d" if kind == "matrix" else "Blues_d",
                                                max(1, sum(c.kind == kind for c in compute))))
@@ -112,9 +161,10 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
         for c in compute:
             start = c.value * 1e3 / hbm.value if hbm else xs[0]
             color = next(shades[c.kind])
-            ax.hlines(c.value, start, xs[1], colors=[color], lw=1.4,
-                      label=plain(f"measured {c.kind} {c.dtype} {c.value:.3g} TFLOP/s"), zorder=2)
-            ax.annotate(plain(f"{c.kind} {c.dtype}"), (start, c.value), fontsize=6, ha="left", va="bottom", color=color)
+            ax.hlines(c.value, start, xs[1], colors=[color], lw=1.4, zorder=2)
+            raised = " (raised by a result)" if c.raised else ""
+            ax.annotate(plain(f"{c.kind} {c.dtype} {c.value:.3g} TFLOP/s{raised}"), (xs[1], c.value), fontsize=8,
+                        ha="right", va="bottom", color=color)
         if dc.spec is not None:
             bw = dc.spec.memory_gbps.value
             dtypes = set(pts["dtype"]) if not pts.empty else set()
@@ -125,26 +175,95 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings) -> str:
                     if fig_ is not None:
                         peaks[f"{'matrix' if matrix else 'vector'} {dtype}"] = fig_.value
             dtop = max(list(peaks.values()) + [top])
-            ax.plot(grid, np.minimum(grid * bw / 1e3, dtop), "--", color="black", lw=1.0, alpha=0.7,
-                    label=f"datasheet HBM {bw:,.0f} GB/s ({dc.spec.key})")
+            ax.plot(grid, np.minimum(grid * bw / 1e3, dtop), "--", color="black", lw=1.0, alpha=0.7)
+            ax.annotate(f"datasheet HBM {bw:,.0f} GB/s", (grid[40], grid[40] * bw / 1e3), fontsize=7, color="gray",
+                        ha="left", va="top", xytext=(4, -2), textcoords="offset points")
             for label, value in peaks.items():
                 ax.hlines(value, value * 1e3 / bw, xs[1], linestyles="dashed", colors="gray", lw=0.9)
-                ax.annotate(f"datasheet {label}", (xs[1], value), fontsize=7, ha="right", va="bottom", color="gray")
+                ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top", color="gray")
         knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
         for dtype, g in knee.groupby("dtype") if not knee.empty else ():
             g = g.sort_values("x")
-            ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, label=plain(f"fma_intensity knee {dtype}"),
-                    rasterized=len(g) > RASTERIZE_ABOVE)
+            ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, rasterized=len(g) > RASTERIZE_ABOVE)
+        handles: list = []
         if not pts.empty:
-            _points(ax, pts, "x", "y")
+            raster = len(pts) > RASTERIZE_ABOVE
+            colors = _family_colors(pts["family"].astype(str))
+            for k, ((family, dtype, cache), g) in enumerate(pts.groupby(["family", "dtype", "cache"], sort=True)):
+                color = colors[str(family)]
+                gid = f"rl-points-{k}"
+                ax.scatter(g["x"], g["y"], marker=DTYPE_MARKERS.get(str(dtype), "o"), s=36,
+                           facecolors=color if cache == "cold" else "none", edgecolors=[color], linewidths=1.2,
+                           zorder=3, rasterized=raster, gid=gid)
+                if not raster:
+                    titles[gid] = [(int(r["point"]), _point_title(r)) for _, r in g.iterrows()]
+            bad = pts[pts["quality"] != "good"]
+            if not bad.empty:
+                ax.scatter(bad["x"], bad["y"], rasterized=raster, **UNTRUSTED_MARK)
+            from matplotlib.lines import Line2D
+
+            for family, color in colors.items():
+                handles.append(Line2D([], [], ls="", marker="o", color=color, label=plain(family)))
+            for dtype in sorted(pts["dtype"].astype(str).unique()):
+                handles.append(Line2D([], [], ls="", marker=DTYPE_MARKERS.get(dtype, "o"), color="gray",
+                                      markerfacecolor="none", label=plain(dtype)))
+            handles.append(Line2D([], [], ls="", marker="o", color="gray", label="filled: cold cache"))
+            handles.append(Line2D([], [], ls="", marker="o", color="gray", markerfacecolor="none", label="hollow: hot cache"))
+            if not bad.empty:
+                handles.append(Line2D([], [], ls="", marker="x", color="black", label="noisy or contended"))
+            if not knee.empty:
+                handles.append(Line2D([], [], color="tab:purple", label="fma_intensity knee"))
+        from matplotlib.lines import Line2D
+
+        if dc.ceilings:
+            handles.append(Line2D([], [], color="black", label="measured roof"))
+        if dc.spec is not None:
+            handles.append(Line2D([], [], color="black", ls="--", alpha=0.7, label=f"datasheet ({dc.spec.key})"))
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("achieved TFLOP/s")
-        ax.set_title(f"Roofline: {plain(dc.device_name)} (filled = cold L2, hollow = hot)", fontsize=10)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.set_title(f"Roofline: {plain(dc.device_name)}", fontsize=10)
+        if handles:
+            ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         if pts.empty and not dc.ceilings:
             ax.text(0.5, 0.5, "no measurements", transform=ax.transAxes, ha="center")
-        return _svg(fig)
+        svg = _svg(fig)
+    svg = add_point_titles(svg, titles)
+    return _inline(svg) if inline else svg
+
+
+def _inline(svg: str) -> str:
+    """The SVG element alone, for an HTML page: no XML prologue, metadata or namespace URLs (the
+    HTML parser knows svg and xlink:href by itself)."""
+    import re
+
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.DOTALL)
+    return re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg, count=2)
+
+
+def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
+    """Give each marker of the scatter groups `titles` names (gid -> [(point number, text)] in
+    drawing order) a <title> and a link to `#pt-N`; a group whose marker count differs is left alone."""
+    import html
+    import re
+
+    for gid, entries in titles.items():
+        start = svg.find(f'<g id="{gid}"')
+        if start < 0:
+            continue
+        end = svg.find("</g>", start)
+        block = svg[start:end]
+        uses = list(re.finditer(r"<use [^>]*?/>", block))
+        if len(uses) != len(entries):
+            continue
+        parts, last = [], 0
+        for m, (number, text) in zip(uses, entries):
+            parts.append(block[last:m.start()])
+            parts.append(f'<a href="#pt-{number}">{m.group(0)[:-2]}><title>{html.escape(text)}</title></use></a>')
+            last = m.end()
+        parts.append(block[last:])
+        svg = svg[:start] + "".join(parts) + svg[end:]
+    return svg
 
 
 def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:

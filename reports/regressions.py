@@ -8,8 +8,9 @@ Method (research/results-db.md §8):
 - Baseline: the last `window` good points of the segment before the two newest points (and before
   up to window // 2 points just before those that are already beyond half the thresholds in one
   direction, so a step that began a few runs ago does not pull the baseline along). Good
-  means status ok, not throttled and not noisy (rel_ci_halfwidth above NOISY_REL_CI, or sampling
-  stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR). Center = median; spread =
+  means status ok, not throttled and not noisy: the stored quality is good where it was recorded
+  (noisy and contended results stay out); for older results, rel_ci_halfwidth above NOISY_REL_CI,
+  or sampling stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR, is noisy. Center = median; spread =
   1.4826 * MAD, floored at SPREAD_FLOOR_REL * center so a zero-MAD series does not explode.
 - A point is flagged when |robust z| > z_threshold and |relative change| > min_change.
 - regression: the two newest points are both flagged slower (and both are good); suspect: only
@@ -145,6 +146,8 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
     if "stop_reason" in df.columns and "iqr_ms" in df.columns:
         noisy |= (df["stop_reason"] == "max_time") & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
+    if "quality" in df.columns:  # the quality the worker judged (noisy or contended), where it was recorded
+        noisy = noisy.where(df["quality"].isna(), df["quality"] != "good")
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
@@ -264,7 +267,7 @@ def detect(df: pd.DataFrame, window: int = 20, z_threshold: float = 4.0, min_cha
 
 # The columns of the results frame that `detect` reads.
 DETECT_COLUMNS = ("case_key", "device_fingerprint", "device_name", "run_id", "run_order", "median_ms", "status",
-                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms") + ENV_COLUMNS
+                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality") + ENV_COLUMNS
 HISTORY_SLACK_RUNS = 10
 REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
 

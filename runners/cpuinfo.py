@@ -103,3 +103,15 @@ def memory_total_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         return 0
+
+
+def default_cpu_threads(sysfs_root: str | Path = SYSFS_CPU) -> int:
+    """Threads a CPU case runs with unless told otherwise: one per physical core, no more than the
+    CPUs this process may run on (its affinity); SMT siblings share a core's arithmetic units and
+    only add contention to a benchmark."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count() or 1
+    cores = physical_cores(sysfs_root) or allowed
+    return max(1, min(cores, allowed))

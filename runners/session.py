@@ -213,6 +213,7 @@ def run_suite(
     progress: Any = None,
     command_line: str | None = None,
     handle_signals: bool = True,
+    cpu_threads: int | None = None,
 ) -> RunSummary:
     """Validate, create (or join, or resume) the run, measure, and mark it finished."""
     from db.store import ResultStore
@@ -225,6 +226,8 @@ def run_suite(
     overrides = validate_timing_overrides(timing_overrides)
     if seed < 0:
         raise UserInputError(f"--seed {seed}: must be >= 0")
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads or cpu_threads < 1):
+        raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
     if case_timeout_s is not None and not case_timeout_s > 0:
         raise UserInputError(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
     if run_id is not None and resume is not None and run_id != resume:
@@ -289,6 +292,7 @@ def run_suite(
             case_timeout_s=case_timeout_s,
             shard=shard,
             handle_signals=handle_signals,
+            cpu_threads=cpu_threads,
         )
         reporter.start(len(cases) * len(torch_devices), torch_devices)
         try:

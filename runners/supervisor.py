@@ -210,8 +210,10 @@ class Supervisor:
         shard: str | None = None,
         work_model: Callable[[Case], tuple[int, int]] | None = None,
         handle_signals: bool = True,
+        cpu_threads: int | None = None,
     ) -> None:
         self.store = store
+        self.cpu_threads = cpu_threads
         self.run_id = run_id
         self.shard = shard
         self.seed = seed
@@ -357,7 +359,7 @@ class Supervisor:
             lane.state = "busy"
             self.progress.case_started(lane.torch_device, case)
             try:
-                lane.worker.send(("case", CaseRequest(case, self.seed, self.timing_overrides)))
+                lane.worker.send(("case", CaseRequest(case, self.seed, self.timing_overrides, self.cpu_threads)))
             except (BrokenPipeError, OSError):
                 self._worker_died(lane)
 

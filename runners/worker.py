@@ -43,6 +43,7 @@ class CaseRequest:
     case: Case
     seed: int  # base seed of the run; the case's own seed is derived from it and the case key
     timing_overrides: Mapping[str, Any] = field(default_factory=dict)  # CLI overrides, non-None only
+    cpu_threads: int | None = None  # intra-op threads of a CPU case; None: one per physical core
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,7 @@ class ReadyCase:
     prepared: Any  # suite.ops.base.Prepared
     settings: Any  # suite.timing.TimingSettings: the case's settings with the overrides applied
     first_call_ms: float
+    cpu_threads: int | None = None  # intra-op threads set for a CPU case
 
 
 def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> ReadyCase | CaseOutcome:
@@ -203,6 +205,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> Read
     if reason:
         return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
     settings = case.timing.override(dict(request.timing_overrides))
+    cpu_threads = _apply_cpu_threads(device, request.cpu_threads)
     prepared = op.prepare(case, device, case_seed(request.seed, key))
     if case.timing_mode == "graph" and not prepared.graph_safe:
         # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
@@ -218,7 +221,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> Read
     output = None
     if problem:
         return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
-    return ReadyCase(prepared, settings, first_call_ms)
+    return ReadyCase(prepared, settings, first_call_ms, cpu_threads)
 
 
 def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
@@ -241,6 +244,8 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check, then timing; never raises."""
     from runners.clocks import ClockMonitor
+    from runners.contention import ContentionMonitor
+    from suite.quality import judge, noise_reasons
 
     case = request.case
     key = case.case_key
@@ -253,11 +258,14 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         first_call_ms = ready.first_call_ms
         monitor = ClockMonitor(device)
         monitor.start()
+        contention = ContentionMonitor.for_device(device).start()
         try:
             result = time_ready(ready, case, device)
         finally:
             clocks = monitor.stop()
+            seen = contention.stop()
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
+        quality, quality_reasons = judge(noise_reasons(result.stats.rel_ci_halfwidth, result.stop_reason), seen.reasons)
         return CaseOutcome(
             key,
             "ok",
@@ -276,6 +284,9 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             sm_clock_max_mhz=clocks.sm_clock_max_mhz,
             throttle_reasons=tuple(clocks.throttle_reasons),
             throttled=bool(clocks.throttled),
+            quality=str(quality),
+            quality_reasons=quality_reasons,
+            cpu_threads=ready.cpu_threads,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
@@ -290,6 +301,21 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     return CaseOutcome(
         key, "crashed", f"device context lost: {message}", time.perf_counter() - started, worker_unusable=True
     )
+
+
+def _apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
+    """Set torch's intra-op threads for a CPU case (`wanted`, else one per physical core) and
+    return the count; None on a GPU, where the host threads are not what is measured."""
+    if device.is_cuda:
+        return None
+    import torch
+
+    from runners.cpuinfo import default_cpu_threads
+
+    threads = wanted or default_cpu_threads()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
 
 
 _FLUSHERS: dict[str, Any] = {}

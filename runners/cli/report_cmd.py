@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, List, Optional, TypeVar
 
 import typer
 from rich.markup import escape
@@ -58,16 +58,24 @@ def roofline_cmd(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
     out: Optional[Path] = typer.Option(None, "--out", help="Write the roofline and bandwidth charts (SVG) here."),
+    run: List[str] = typer.Option([], "--run", help="Show this run (repeatable); default: the device's newest run."),
+    since: Optional[str] = typer.Option(None, "--since", help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from reports import plots
     from reports.ceilings import compute_ceilings
     from reports.html import slug
     from reports.load import ROOFLINE_COLUMNS, load_device_results
+    from reports.runsel import choose_runs, counts_of, rows_for
 
     url = db_url(db)
     name, rows = _guard(lambda: load_device_results(url, device, ROOFLINE_COLUMNS))
-    dc = compute_ceilings(rows, name)
+    plan = _guard(lambda: choose_runs(counts_of(rows), runs=run or None, since=since)).get(name)
+    if plan is None:
+        fail(f"--run/--since: no results of {escape(name)} in the chosen runs")
+    rows, roof_rows = rows_for(rows, plan)
+    dc = compute_ceilings(roof_rows, name)
+    llc = bool((rows.get("device_kind") == "cpu").any()) if "device_kind" in rows.columns else False
     figures = []
     folder = _out_dir(out)
     if folder is not None:
@@ -76,19 +84,38 @@ def roofline_cmd(
             path.write_text(svg, encoding="utf-8")
             figures.append(str(path))
     if as_json:
-        print_json({**dc.as_dict(), "figures": figures})
+        print_json({**dc.as_dict(), "shown_runs": list(plan.shown), "roof_runs": list(plan.roof_runs), "figures": figures})
         return
-    table = Table(title=f"Ceilings of {escape(name)} (datasheet: {escape(dc.spec.key) if dc.spec else 'none'})")
-    for col in ("ceiling", "dtype / timing", "measured", "unit", "datasheet", "ratio"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("case", overflow="fold", ratio=3)
-    table.add_column("run", overflow="fold", ratio=1)
-    for c in dc.ceilings:
-        table.add_row(c.kind, escape(c.dtype or c.timing_mode or ""), _fmt(c.value), c.unit, _fmt(c.datasheet),
-                      _pct(c.ratio), escape(c.case_key), escape(c.run_id))
+    title = f"Ceilings of {escape(name)}\n(datasheet: {escape(dc.spec.key) if dc.spec else 'none'})"
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("ceiling", no_wrap=True)
+    table.add_column("measured", justify="right", no_wrap=True)
+    table.add_column("datasheet", justify="right", no_wrap=True)
+    table.add_column("ratio", justify="right", no_wrap=True)
+    sources = []
+    for i, c in enumerate(dc.ceilings, start=1):
+        kind = "LLC" if llc and c.kind == "l2" else c.kind
+        label = f"{kind} {c.dtype or c.timing_mode or ''}".strip()
+        table.add_row(str(i), escape(label), f"{_fmt(c.value)} {c.unit}" + (" *" if c.raised else ""),
+                      _fmt(c.datasheet), _pct(c.ratio))
+        line = f"[{i}] {c.case_key}  (run {c.run_id})"
+        if c.raised:
+            line += f"\n    * raised: this result beat the probe's {_fmt(c.probe_value)} {c.unit} ({c.probe_case_key})"
+        sources.append(line)
     console.print(table)
+    shown = ", ".join(plan.shown)
+    console.print(f"runs shown: {escape(shown)}" + ("" if plan.chosen_by != "newest" else " (the newest; --run or --since to choose)"),
+                  highlight=False, overflow="fold")
+    if plan.roofs_elsewhere:
+        console.print(f"roofs from run {escape(', '.join(plan.roof_runs))} (the newest with probe results)", highlight=False,
+                      overflow="fold")
+    if sources:
+        console.print("where each ceiling comes from:", highlight=False)
+        for line in sources:
+            console.print(escape(line), highlight=False, overflow="fold")
     if not dc.ceilings:
-        console.print("no probe results for this device yet (run suite/specs/roofline.yaml)")
+        console.print("no trustworthy probe results for this device yet (run suite/specs/roofline.yaml)")
     for path in figures:
         console.print(f"wrote {escape(path)}", highlight=False)
 
@@ -232,18 +259,23 @@ def regressions_cmd(
 def report_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for the static HTML site (index.html)."),
     db: Optional[str] = DbOption,
+    run: List[str] = typer.Option([], "--run", help="Device pages show this run (repeatable); default: each device's newest run."),
+    since: Optional[str] = typer.Option(None, "--since", help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from reports.html import render_report
-    from reports.load import REPORT_COLUMNS, load_crosschecks, load_verdicts
+    from reports.load import load_crosschecks, load_report_results, load_verdicts
     from db.urls import redact
 
+    if run and since:
+        fail("give either --run or --since, not both")
     url = db_url(db)
-    df = _load(db, REPORT_COLUMNS)
+    df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
     verdicts = _guard(lambda: load_verdicts(url))
     crosschecks = _guard(lambda: load_crosschecks(url))
     folder = _out_dir(out)
-    index = render_report(df, folder, source=_guard(lambda: redact(url)), verdicts=verdicts, crosschecks=crosschecks)
+    index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=verdicts, runs=run or None,
+                                         since=since, counts=counts, crosschecks=crosschecks))
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 

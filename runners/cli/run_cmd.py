@@ -42,6 +42,9 @@ def run_command(
     case_timeout_s: Optional[float] = typer.Option(
         None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
     ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Threads of a CPU case (torch intra-op); default: one per physical core. Recorded with each result."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,
 ) -> None:
@@ -71,6 +74,7 @@ def run_command(
             seed=seed,
             case_timeout_s=case_timeout_s,
             json_output=json_output,
+            cpu_threads=threads,
         )
     except user_error_types() as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)

@@ -29,9 +29,10 @@ def _cases(scale_bw: float, scale_compute: float, **kw) -> list[dict]:
 def _two_devices():
     a_kw = dict(device_name=A100, fingerprint="fp-a100", run_id="run-a", l2_bytes=40 << 20)
     b_kw = dict(device_name=H100, fingerprint="fp-h100", run_id="run-b")
-    a = device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, launch_ms=0.006, **a_kw) + _cases(1.0, 1.0, **a_kw)
+    # the workload on each device stays below its probes (a faster one would raise the roof)
+    a = device_rows(hbm_gbps=2400.0, fp32_tflops=40.0, bf16_tflops=270.0, launch_ms=0.006, **a_kw) + _cases(1.0, 1.0, **a_kw)
     a.append(gemm(8192, 8192, 8192, 260.0, dtype="float16", op="matmul_bias_gelu", **a_kw))
-    b = device_rows(hbm_gbps=2700.0, bf16_tflops=810.0, launch_ms=0.006, **b_kw) + _cases(1.5, 3.0, **b_kw)
+    b = device_rows(hbm_gbps=3600.0, bf16_tflops=810.0, launch_ms=0.006, **b_kw) + _cases(1.5, 3.0, **b_kw)
     return frame(a + b)
 
 
@@ -45,7 +46,7 @@ def test_two_devices_compare_at_their_known_ratio():
     for key in work[:3]:
         assert cmp.loc[key, "speedup"] == pytest.approx(1.5)
         assert cmp.loc[key, "wall"] == "bandwidth"
-        assert cmp.loc[key, "predicted_speedup"] == pytest.approx(1.5)  # 2700 / 1800 measured HBM
+        assert cmp.loc[key, "predicted_speedup"] == pytest.approx(1.5)  # 3600 / 2400 measured HBM
     g = cmp.loc[work[3]]
     assert g["speedup"] == pytest.approx(3.0) and g["wall"] == "compute"
     assert g["predicted_speedup"] == pytest.approx(3.0)  # 810 / 270 measured bf16 matrix

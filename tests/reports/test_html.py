@@ -56,7 +56,17 @@ def test_report_pages_are_written_and_escaped(site):
     reg = (site / "regressions.html").read_text()
     assert "status-regression" in reg and "stream_triad.v1" in reg
     dev = next(site.glob("device-nvidia-h100*.html")).read_text()
-    assert "Ceilings against the datasheet" in dev and "eager vs compiled" in dev
+    # the H100 page shows its newest run only, and says so
+    assert "Ceilings against the datasheet" in dev and "Showing the newest run on this device" in dev
+    assert '<span class="key">run-0036</span>' in dev and "28 other run(s)" in dev
+    assert "<title>" in dev and 'href="#pt-1"' in dev and 'id="pt-1"' in dev  # hoverable points, linked to the table
+    assert "eager vs compiled" not in dev  # run-1's workload is not shown by default
+
+
+def test_a_chosen_run_is_shown_instead(tmp_path):
+    index = render_report(_site_frame(), tmp_path / "site", runs=["run-1"])
+    dev = next(index.parent.glob("device-nvidia-h100*.html")).read_text()
+    assert "Showing the chosen run(s)" in dev and "eager vs compiled" in dev
 
 
 def test_empty_database_says_there_is_nothing_yet(tmp_path):

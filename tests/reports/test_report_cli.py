@@ -15,7 +15,7 @@ runner = CliRunner()
 def db(tmp_path_factory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'results.db'}"
     a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100", l2_bytes=40 << 20)
-    rows = device_rows(hbm_gbps=3000.0, bf16_tflops=700.0) + device_rows(hbm_gbps=1500.0, bf16_tflops=250.0, **a100)
+    rows = device_rows(hbm_gbps=3000.0, bf16_tflops=700.0) + device_rows(hbm_gbps=1500.0, fp32_tflops=25.0, bf16_tflops=250.0, **a100)
     for i, r in enumerate(rows):
         r["run_order"] = 40 + i // 11
     rows += history(noisy(22, 1.0, 0.02, 5) + [1.25, 1.24])
@@ -28,14 +28,18 @@ def _run(*args: str):
 
 
 def test_roofline_json_and_chart(db, tmp_path):
-    res = _run("roofline", "--device", "H100", "--db", db, "--json", "--out", str(tmp_path))
+    newest = json.loads(_run("roofline", "--device", "H100", "--db", db, "--json").stdout)
+    assert newest["shown_runs"] == ["run-0024"]  # by default the device's newest run (a nightly history run)
+    res = _run("roofline", "--device", "H100", "--db", db, "--json", "--out", str(tmp_path), "--run", "run-1")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
+    assert data["shown_runs"] == ["run-1"]
     kinds = {c["kind"]: c for c in data["ceilings"]}
     assert kinds["hbm_rw"]["value"] == pytest.approx(3000.0) and kinds["hbm_rw"]["ratio"] == pytest.approx(3000 / 3350)
     assert data["datasheet"] == "H100 SXM"
     assert len(data["figures"]) == 2 and all(p.endswith(".svg") for p in data["figures"])
     table = _run("roofline", "--device", "A100", "--db", db)
+    assert all(len(line) <= 80 for line in table.stdout.splitlines()), table.stdout
     assert table.exit_code == 0 and "hbm_rw" in table.stdout and "1500" in table.stdout
 
 

@@ -138,3 +138,31 @@ def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pyt
     assert out.error is not None and "cannot be captured in a CUDA graph" in out.error
     assert out.stats is None and out.samples_ms == ()
     assert run(planted("planted_uncapturable")).status == "ok"  # launch mode measures it
+
+
+def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import os
+
+    import runners.contention as contention
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"{4 * (os.cpu_count() or 1) + 0.5:.2f} 1.00 1.00 9/400 1\n")
+    monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
+    out = run(planted("planted_scale"))
+    assert out.status == "ok", out.error
+    assert out.quality == "contended"
+    assert any(r.startswith("load average") for r in out.quality_reasons)
+
+
+def test_a_quiet_case_has_a_quality_and_its_threads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import runners.contention as contention
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("0.00 0.00 0.00 1/100 1\n")
+    monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(contention, "PROC_STAT", str(tmp_path / "no-stat"))
+    out = run_case(CaseRequest(planted("planted_scale"), seed=7, cpu_threads=1), CPU)
+    assert out.status == "ok", out.error
+    assert out.cpu_threads == 1
+    assert out.quality in ("good", "noisy")  # noisy only when this machine's timing did not converge
+    assert (out.quality == "noisy") == bool(out.quality_reasons)
