@@ -255,7 +255,7 @@ def nightly(
     devices: str | None = None,
     skip_run: bool = False,
     quiet: bool = True,
-    window: int = 20,
+    window: int = 30,
     z_threshold: float = 4.0,
     min_change: float = 0.05,
     run_options: Mapping[str, Any] | None = None,

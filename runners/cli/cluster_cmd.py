@@ -128,7 +128,7 @@ def nightly_command(
     skip_run: bool = typer.Option(False, "--skip-run", help="Measure nothing: judge and report the run (--run-id, "
                                   "default the suite's latest run)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show a progress line per case."),
-    window: int = typer.Option(20, "--window", help="Baseline: at most this many earlier good runs."),
+    window: int = typer.Option(30, "--window", help="Baseline: at most this many earlier good runs."),
     z_threshold: float = typer.Option(4.0, "--threshold", "--z-threshold", help="Flag when the robust z-score is above this."),
     min_change: float = typer.Option(0.05, "--min-change", help="... and the relative change above this."),
     json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),

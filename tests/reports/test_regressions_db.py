@@ -15,7 +15,7 @@ from reports.regressions import detect, detect_in_database, history_runs
 from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
 from tests.reports.synth import row, write_db
 
-RUNS = 60
+RUNS = 90
 
 
 def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str = "fp-h100",
