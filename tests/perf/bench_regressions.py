@@ -11,8 +11,8 @@ history_pass for change points and drift). It prints one markdown table:
 - change point: share with a slower change point within 3 nights of the planted night (steps,
   drifts: anywhere in the drift), or with any slower change point (series without a change);
 - drift: share with the drift flag;
-- within 3 nights: replayed night by night from the planted night, share flagged (gate regression
-  or suspect, a slower change point, or drift) by its third night; nights: median nights from the
+- within 3 nights: replayed night by night from the planted night, share flagged (gate regression,
+  a slower change point, or drift; a one-night suspect does not count) by its third night; nights: median nights from the
   planted night to the first flag (1 = on that night), over the series flagged within 10 nights
   (drifts: from the first night of the ramp, within 30 nights);
 - false alarms over 30 nights (series without a slower change): share flagged (regression, slower
@@ -47,8 +47,9 @@ def _flags(values: np.ndarray) -> tuple[str, bool, bool, list[int]]:
 
 
 def _alarm(values: np.ndarray) -> bool:
+    """What fails `--fail-on drift`, or shows a slower change point (a one-night `suspect` does not count)."""
     status, drift, slower, _ = _flags(values)
-    return status in ("regression", "suspect") or drift or slower
+    return status == "regression" or drift or slower
 
 
 def _first_flag(values: np.ndarray, start: int, horizon: int) -> int | None:
