@@ -244,15 +244,18 @@ def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
 
 
 def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str:
-    flagged = [v for v in verdicts if v.status in ("regression", "suspect", "improvement")]
-    flagged.sort(key=lambda v: (("regression", "suspect", "improvement").index(v.status), -abs(v.latest.rel_change)))
+    order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+    flagged = [v for v in verdicts if v.flagged]
+    flagged.sort(key=lambda v: (order.index(v.status), v.drift is None,
+                                -abs(v.latest.rel_change) if v.latest is not None else 0.0, v.case_key))
     items = []
     for i, v in enumerate(flagged):
         d = v.as_dict()
         if i < MAX_TREND_PLOTS:
             d["svg"] = _write_svg(out, f"trend-{slug(v.case_key + v.device_fingerprint)}.svg", plots.trend_svg(v))
         items.append(d)
-    counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
+    counts = {s: sum(v.status == s for v in verdicts) for s in order}
+    counts["drift"] = sum(v.drift is not None for v in verdicts)
     return env.get_template("regressions.html").render(title="rooflab: regressions", items=items, counts=counts,
                                                        n_series=len(verdicts), max_plots=MAX_TREND_PLOTS)
 

@@ -56,7 +56,7 @@ def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: o
     return results(url, run_id=wanted, columns=columns), counts
 
 
-def load_verdicts(url: str, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05) -> list:
+def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_change: float = 0.05) -> list:
     """The regression verdict of every series in the database at `url`, as `detect` gives them on
     every result, read from the newest runs (reports.regressions.detect_in_database); [] when
     nothing has been stored there yet."""

@@ -323,34 +323,63 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
         return _svg(fig)
 
 
+def _run_axis(points) -> tuple[list, str]:  # type: ignore[no-untyped-def]
+    """x positions of a series' points: their run dates when every point has one, else run order."""
+    if points and all(p.started_at for p in points):
+        return list(pd.to_datetime([p.started_at for p in points], utc=True).tz_localize(None)), "run date (UTC)"
+    return list(range(len(points))), "run (in run order)"
+
+
 def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
-    """Per-run medians of one series, baseline band, excluded points hollow, segments separated."""
+    """Per-run medians of one series over its run dates: baseline band, excluded points hollow,
+    segments separated, change points and a drift window marked, the first bad run named."""
     with _figure(8.0, 3.2) as (fig, ax):
         pts = verdict.points
-        x = list(range(len(pts)))
+        x, xlabel = _run_axis(pts)
+        at = {p.run_id: x[i] for i, p in enumerate(pts)}
         y = [p.median_ms for p in pts]
         ax.plot(x, y, "-", color="lightgray", lw=0.8)
-        good = [(i, p.median_ms) for i, p in enumerate(pts) if p.good]
-        bad = [(i, p.median_ms) for i, p in enumerate(pts) if not p.good]
+        good = [(x[i], p.median_ms) for i, p in enumerate(pts) if p.good]
+        bad = [(x[i], p.median_ms) for i, p in enumerate(pts) if not p.good]
         if good:
             ax.scatter(*zip(*good), color="tab:blue", s=18, label="good", zorder=3)
         if bad:
             ax.scatter(*zip(*bad), facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
+        env_label = "environment change"
         for i in range(1, len(pts)):
             if pts[i].segment != pts[i - 1].segment:
-                ax.axvline(i - 0.5, color="tab:green", ls="--", lw=1.0, label="environment change")
+                ax.axvline(x[i], color="tab:green", ls="--", lw=1.0, label=env_label)
+                env_label = "_"
         if verdict.baseline is not None:
             b = verdict.baseline
             ax.axhline(b.center_ms, color="black", lw=0.8, label="baseline median")
             ax.axhspan(b.center_ms - z_threshold * b.spread_ms, b.center_ms + z_threshold * b.spread_ms,
-                       color="tab:blue", alpha=0.08, label=f"+/- {z_threshold:g} robust sd")
+                       color="tab:blue", alpha=0.08, label=f"+/- {z_threshold:g} baseline sd")
+        if verdict.drift is not None and verdict.drift.first_run in at:
+            ax.axvspan(at[verdict.drift.first_run], x[-1], color="tab:purple", alpha=0.10,
+                       label=f"drift window ({100 * verdict.drift.rel_change:+.1f} %)")
+        labels = {"slower": "change point, slower", "faster": "change point, faster"}
+        for c in verdict.change_points:
+            if c.run_id in at:
+                slower = c.direction == "slower"
+                ax.axvline(at[c.run_id], color="tab:red" if slower else "tab:green", ls="-." if slower else ":", lw=1.2,
+                           label=labels.pop(c.direction, "_"))
         flagged = [f for f in (verdict.previous, verdict.latest) if f is not None and f.flagged]
+        flag_label = "newest runs, flagged"
         for f in flagged:
-            i = next(j for j, p in enumerate(pts) if p.run_id == f.run_id)
-            ax.scatter([i], [f.median_ms], color="tab:red", s=50, marker="D", zorder=4)
-        ax.set_xlabel("run (in run order)")
+            if f.run_id in at:
+                ax.scatter([at[f.run_id]], [f.median_ms], color="tab:red", s=50, marker="D", zorder=4, label=flag_label)
+                flag_label = "_"
+        if verdict.first_bad is not None and verdict.first_bad.run_id in at:
+            fb = verdict.first_bad
+            ax.scatter([at[fb.run_id]], [fb.median_ms], facecolors="none", edgecolors="black", s=110, marker="o",
+                       linewidths=1.4, zorder=5, label=plain(f"first bad run {fb.run_id} ({fb.git_commit or 'no commit'})"))
+        if xlabel.startswith("run date"):
+            fig.autofmt_xdate()
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("median ms")
-        ax.set_title(plain(f"{verdict.status}: {verdict.case_key} on {verdict.device_name}"), fontsize=8)
+        ax.set_title(plain(f"{verdict.status}{' + drift' if verdict.drift else ''}: {verdict.case_key} on {verdict.device_name}"),
+                     fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         return _svg(fig)

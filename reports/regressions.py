@@ -1,6 +1,6 @@
-"""Nightly regression detection: a robust lookback test with a persistence rule.
+"""Nightly regression detection: a pooled two-night gate, and change points and drift over the history.
 
-Method (research/results-db.md §8):
+The gate (research/results-db.md §8, extended):
 - A series is one case_key on one device_fingerprint. Its points are per-run medians (the median
   of the result medians a run has for it, e.g. several GPUs of one node), ordered by run_order.
 - A change of driver_version, cuda_version or torch_version starts a new segment; only the
@@ -10,13 +10,26 @@ Method (research/results-db.md §8):
   direction, so a step that began a few runs ago does not pull the baseline along). Good
   means status ok, not throttled and not noisy: the stored quality is good where it was recorded
   (noisy and contended results stay out); for older results, rel_ci_halfwidth above NOISY_REL_CI,
-  or sampling stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR, is noisy. Center = median; spread =
-  1.4826 * MAD, floored at SPREAD_FLOOR_REL * center so a zero-MAD series does not explode.
+  or sampling stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR, is noisy. Center =
+  median; spread = the larger of 1.4826 * MAD and IQR / 1.349, floored at SPREAD_FLOOR_REL *
+  center: the MAD collapses onto one band of a two-band (bimodal) baseline, the IQR of a 50/50 one
+  does not. The baseline also keeps its REPEATED-th highest value: the top of the range it has
+  shown repeatedly.
 - A point is flagged when |robust z| > z_threshold and |relative change| > min_change.
-- regression: the two newest points are both flagged slower (and both are good); suspect: only
-  the newest is, or one of the two is throttled or noisy;
+- regression: the two newest points, both good, judged together: their mean is flagged slower
+  (z against spread / sqrt(2), widened for the baseline's own uncertainty), and each of them alone
+  is slower by more than CONFIRM_Z spreads and min_change / 2, and lies above the top of the range
+  the baseline has shown repeatedly. So one slow night followed by a normal one is never a
+  regression, and neither is a return to a band the baseline keeps visiting.
+- suspect: the newest point alone is flagged slower (but the pair is not a regression), or both
+  newest are slower but one of them is throttled or noisy;
   improvement: the newest is flagged faster (confirmed when the one before is too).
 - Fewer than MIN_BASELINE good points in the segment: insufficient_data.
+
+Over the history (reports.changepoints), on the newest CHANGE_HISTORY good points of the newest
+segment: e-divisive change points (each with its run, commit, size and p-value; those smaller than
+min_change / 2 are not reported) and a drift flag (a significant slow rise of at least min_change
+over the newest DRIFT_WINDOW points that a single step does not explain better).
 """
 from __future__ import annotations
 
@@ -26,13 +39,25 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from reports import changepoints as cp
+
 MAD_SCALE = 1.4826
+IQR_SCALE = 1.349  # IQR of a standard normal
+TRIM = 4.0  # the spread is the standard deviation of the values within TRIM robust spreads of the median
 SPREAD_FLOOR_REL = 0.005  # 0.5 % of the baseline median
 MIN_BASELINE = 5
+WINDOW = 30  # baseline: the last WINDOW good points
+CONFIRM_Z = 2.5  # each of the two newest points of a regression, in baseline spreads
+CONFIRM_Z_APART = 3.5  # the same, when the two newest points lie further apart than APART_Z * sqrt(2) spreads
+APART_Z = 2.5
+RANGE_MARGIN = 0.5  # a regression lies this many spreads above the top of the range shown repeatedly
+REPEATED = 2  # a regression lies above the REPEATED-th highest value of the baseline
+CHANGE_HISTORY = 60  # good points of the newest segment the change-point and drift pass reads
 NOISY_REL_CI = 0.05
 NOISY_MAX_TIME_IQR = 0.10
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 STATUSES = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+FAIL_ON = ("regression", "drift", "suspect", "never")
 
 
 @dataclass(frozen=True)
@@ -45,18 +70,21 @@ class Point:
     good: bool  # may enter a baseline
     excluded_because: str | None  # throttled / noisy / not ok
     segment: int
+    started_at: str | None = None  # ISO time of the run's start
+    git_commit: str | None = None
 
 
 @dataclass(frozen=True)
 class Baseline:
     center_ms: float
-    spread_ms: float  # 1.4826 * MAD, floored
+    spread_ms: float  # max(1.4826 * MAD, IQR / 1.349), floored
     n: int
+    high_ms: float = math.inf  # the REPEATED-th highest value: the top of the range shown repeatedly
 
 
 @dataclass(frozen=True)
 class Flag:
-    """The test of one point against the baseline."""
+    """The test of one point (or of the mean of the two newest) against the baseline."""
 
     run_id: str
     median_ms: float
@@ -69,6 +97,53 @@ class Flag:
         if not self.flagged:
             return None
         return "slower" if self.rel_change > 0 else "faster"
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The gate's judgement of the newest points of one series."""
+
+    status: str  # one of STATUSES
+    latest: Flag | None
+    previous: Flag | None
+    pooled: Flag | None  # the mean of the two newest points
+    baseline: Baseline | None
+    note: str
+    first_bad: Point | None = None  # first run of the slow stretch that ends at the newest (alerts only)
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change point of a series, at the first run of its new level."""
+
+    run_id: str
+    run_order: int
+    started_at: str | None
+    git_commit: str | None
+    before_ms: float  # mean of the segment before
+    after_ms: float  # mean of the segment after
+    rel_change: float  # > 0 is slower
+    p_value: float
+    direction: str  # slower | faster
+
+    def as_dict(self) -> dict:
+        return {"run_id": self.run_id, "run_order": self.run_order, "started_at": self.started_at,
+                "git_commit": self.git_commit, "before_ms": self.before_ms, "after_ms": self.after_ms,
+                "rel_change": self.rel_change, "p_value": self.p_value, "direction": self.direction}
+
+
+@dataclass(frozen=True)
+class DriftFlag:
+    """A slow rise over the newest points (a trend that no single change point explains)."""
+
+    first_run: str  # first run of the window the trend was fitted on
+    n_points: int
+    rel_change: float
+    p_value: float
+
+    def as_dict(self) -> dict:
+        return {"first_run": self.first_run, "n_points": self.n_points, "rel_change": self.rel_change,
+                "p_value": self.p_value}
 
 
 @dataclass(frozen=True)
@@ -86,10 +161,19 @@ class SeriesVerdict:
     # points in the whole series when `points` holds only its newest ones (detect_in_database, for a
     # series it did not flag); None: `points` is the whole series
     n_points: int | None = None
+    pooled: Flag | None = None
+    change_points: tuple[Change, ...] = ()
+    drift: DriftFlag | None = None
+    first_bad: Point | None = None
 
     @property
     def alert(self) -> bool:
         return self.status in ("regression", "suspect")
+
+    @property
+    def flagged(self) -> bool:
+        """Shown in reports: an alert, an improvement or a drift."""
+        return self.status in ("regression", "suspect", "improvement") or self.drift is not None
 
     def as_dict(self) -> dict:
         return {
@@ -102,21 +186,37 @@ class SeriesVerdict:
             "z": self.latest.z if self.latest else None,
             "rel_change": self.latest.rel_change if self.latest else None,
             "previous_flagged": self.previous.direction if self.previous else None,
+            "pooled_ms": self.pooled.median_ms if self.pooled else None,
+            "pooled_z": self.pooled.z if self.pooled else None,
+            "pooled_rel_change": self.pooled.rel_change if self.pooled else None,
             "baseline_ms": self.baseline.center_ms if self.baseline else None,
             "baseline_spread_ms": self.baseline.spread_ms if self.baseline else None,
             "baseline_n": self.baseline.n if self.baseline else 0,
             "segment_start_run": self.segment_start_run,
             "n_points": len(self.points) if self.n_points is None else self.n_points,
+            "first_bad_run": self.first_bad.run_id if self.first_bad else None,
+            "first_bad_commit": self.first_bad.git_commit if self.first_bad else None,
+            "first_bad_started_at": self.first_bad.started_at if self.first_bad else None,
+            "change_points": [c.as_dict() for c in self.change_points],
+            "drift": self.drift is not None,
+            "drift_detail": self.drift.as_dict() if self.drift else None,
             "note": self.note,
         }
 
 
 def robust_baseline(values: list[float]) -> Baseline:
-    """Median and floored, scaled MAD of the values."""
-    v = np.asarray(values, dtype=float)
-    center = float(np.median(v))
+    """Median; the standard deviation of the values within TRIM robust spreads of it (the robust
+    spread: the larger of the scaled MAD and the scaled IQR), floored; and the top of the range
+    the values show repeatedly."""
+    v = np.sort(np.asarray(values, dtype=float))
+    q1, center, q3 = (float(q) for q in np.percentile(v, [25, 50, 75]))
     mad = float(np.median(np.abs(v - center)))
-    return Baseline(center, max(MAD_SCALE * mad, SPREAD_FLOOR_REL * abs(center)), len(values))
+    robust = max(MAD_SCALE * mad, float(q3 - q1) / IQR_SCALE)
+    kept = v[np.abs(v - center) <= TRIM * robust] if robust > 0 else v[v == center]
+    sd = float(np.std(kept, ddof=1)) if len(kept) >= 2 else 0.0
+    spread = max(sd, SPREAD_FLOOR_REL * abs(center))
+    high = float(v[-REPEATED]) if len(v) >= REPEATED else math.inf
+    return Baseline(center, spread, len(values), high)
 
 
 def check_point(point: Point, base: Baseline, z_threshold: float, min_change: float) -> Flag:
@@ -124,6 +224,17 @@ def check_point(point: Point, base: Baseline, z_threshold: float, min_change: fl
     z = diff / base.spread_ms if base.spread_ms > 0 else (math.inf if diff else 0.0)
     rel = diff / base.center_ms if base.center_ms else math.inf
     return Flag(point.run_id, point.median_ms, z, rel, abs(z) > z_threshold and abs(rel) > min_change)
+
+
+def check_pair(latest: Point, previous: Point, base: Baseline, z_threshold: float, min_change: float) -> Flag:
+    """The mean of the two newest points against the baseline: its spread is spread / sqrt(2),
+    widened by the uncertainty of the baseline median (about 1.25 spread / sqrt(n))."""
+    mean = (latest.median_ms + previous.median_ms) / 2.0
+    diff = mean - base.center_ms
+    scale = base.spread_ms * math.sqrt(0.5 + (math.pi / 2) / base.n)
+    z = diff / scale if scale > 0 else (math.inf if diff else 0.0)
+    rel = diff / base.center_ms if base.center_ms else math.inf
+    return Flag(latest.run_id, mean, z, rel, abs(z) > z_threshold and abs(rel) > min_change)
 
 
 def run_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -158,12 +269,16 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order, "ok_median": median.where(ok),
         "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
+        "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
+                       else pd.Series(pd.NaT, index=df.index, dtype="datetime64[ns, UTC]")),
+        "git_commit": df["git_commit"].astype(object) if "git_commit" in df.columns else None,
     })
     agg = d.groupby(["case_key", "device_fingerprint", "run_id"], sort=False).agg(
         order=("order", "min"), median_ms=("ok_median", "median"), not_ok=("not_ok", "any"),
         throttled=("throttled", "any"), noisy=("noisy", "any"), env=("env", "first"),
-        device_name=("device_name", "first"),
+        device_name=("device_name", "first"), started_at=("started_at", "min"), git_commit=("git_commit", "first"),
     ).reset_index()
+    agg["started_at"] = agg["started_at"].dt.strftime("%Y-%m-%dT%H:%M:%S%z").astype(object)
     return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
 
 
@@ -180,8 +295,11 @@ def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
         if not median == median:  # NaN: no ok result in this run
             continue
         why = "not ok" if r["not_ok"] else "throttled" if r["throttled"] else "noisy" if r["noisy"] else None
+        started, commit = r.get("started_at"), r.get("git_commit")
         points.append(Point(run_id=r["run_id"], run_order=int(r["order"]), median_ms=float(median),
-                            good=why is None, excluded_because=why, segment=segment))
+                            good=why is None, excluded_because=why, segment=segment,
+                            started_at=started if isinstance(started, str) else None,
+                            git_commit=None if commit is None or commit != commit else str(commit)))
     return points
 
 
@@ -203,11 +321,22 @@ def _shifted_tail(history: list[Point], window: int, z_threshold: float, min_cha
     return tail
 
 
-def judge(points: list[Point], *, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05,
-          min_baseline: int = MIN_BASELINE) -> tuple[str, Flag | None, Flag | None, Baseline | None, str]:
-    """(status, latest flag, previous flag, baseline, note) for one series' points."""
+def _first_bad(seg: list[Point], base: Baseline, z_threshold: float, min_change: float) -> Point | None:
+    """The first point of the run of newest points that are all slower than the baseline by more
+    than half the thresholds (the run that the alert is about)."""
+    first = None
+    for p in reversed(seg):
+        if check_point(p, base, z_threshold / 2, min_change / 2).direction != "slower":
+            break
+        first = p
+    return first
+
+
+def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
+          min_baseline: int = MIN_BASELINE) -> Gate:
+    """The gate's judgement of one series' points (see the module docstring)."""
     if not points:
-        return "insufficient_data", None, None, None, "no ok result"
+        return Gate("insufficient_data", None, None, None, None, "no ok result")
     seg = [p for p in points if p.segment == points[-1].segment]
     latest = seg[-1]
     previous = seg[-2] if len(seg) >= 2 else None
@@ -216,28 +345,64 @@ def judge(points: list[Point], *, window: int = 20, z_threshold: float = 4.0, mi
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
-        return "insufficient_data", None, None, None, note or f"{len(good)} good points before the newest two"
+        return Gate("insufficient_data", None, None, None, None, note or f"{len(good)} good points before the newest two")
     base = robust_baseline(good)
     last_flag = check_point(latest, base, z_threshold, min_change)
     prev_flag = check_point(previous, base, z_threshold, min_change) if previous is not None else None
+    pooled = check_pair(latest, previous, base, z_threshold, min_change) if previous is not None else None
     note = f"newest result {latest.excluded_because}" if latest.excluded_because else ""
-    if last_flag.direction == "slower":
-        if prev_flag is not None and prev_flag.direction == "slower":
+
+    def alert(status: str, why: str) -> Gate:
+        return Gate(status, last_flag, prev_flag, pooled, base, why, _first_bad(seg, base, z_threshold, min_change))
+
+    if pooled is not None and pooled.direction == "slower" and previous is not None:
+        both = [(latest, last_flag), (previous, prev_flag)]
+        apart = abs(latest.median_ms - previous.median_ms) > APART_Z * math.sqrt(2) * base.spread_ms
+        least_z = CONFIRM_Z_APART if apart else CONFIRM_Z
+        confirmed = all(f.z > least_z and f.rel_change > min_change / 2 for _, f in both)
+        above_range = all(p.median_ms > base.high_ms + RANGE_MARGIN * base.spread_ms for p, _ in both)
+        if confirmed and above_range:
             if latest.good and previous.good:
-                return "regression", last_flag, prev_flag, base, note
+                return alert("regression", note)
             why = latest.excluded_because or previous.excluded_because
-            return "suspect", last_flag, prev_flag, base, f"both newest results slower, but one is {why}"
-        return "suspect", last_flag, prev_flag, base, note
+            return alert("suspect", f"both newest results slower, but one is {why}")
+        if confirmed:
+            note = (note + "; " if note else "") + "both newest results lie within the range the baseline has shown repeatedly"
+    if last_flag.direction == "slower":
+        return alert("suspect", note)
     if last_flag.direction == "faster":
         confirmed = prev_flag is not None and prev_flag.direction == "faster"
-        return "improvement", last_flag, prev_flag, base, (note + "; " if note else "") + (
-            "confirmed by the previous run" if confirmed else "newest run only")
+        return Gate("improvement", last_flag, prev_flag, pooled, base, (note + "; " if note else "") + (
+            "confirmed by the previous run" if confirmed else "newest run only"))
     if prev_flag is not None and prev_flag.flagged:
         note = (note + "; " if note else "") + f"previous run was flagged {prev_flag.direction}, newest is back"
-    return "ok", last_flag, prev_flag, base, note
+    return Gate("ok", last_flag, prev_flag, pooled, base, note)
 
 
-def detect(df: pd.DataFrame, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05,
+def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float = 0.05,
+                 history: int = CHANGE_HISTORY) -> tuple[tuple[Change, ...], DriftFlag | None]:
+    """Change points and drift over the newest `history` good points of the newest segment."""
+    if not points:
+        return (), None
+    good = [p for p in points if p.segment == points[-1].segment and p.good][-history:]
+    values = np.array([p.median_ms for p in good])
+    changes = tuple(
+        Change(good[c.index].run_id, good[c.index].run_order, good[c.index].started_at, good[c.index].git_commit,
+               c.mean_before, c.mean_after, c.rel_change, c.p_value, str(c.direction))
+        for c in cp.change_points(values, min_rel_change=min_change / 2))
+    found = cp.drift(values, min_change=min_change)
+    flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value)
+    return changes, flag
+
+
+def _drift_start(changes: tuple[Change, ...], drift: DriftFlag, points: list[Point]) -> Point | None:
+    """The first bad point of a drift: its newest slower change point, else the start of its window."""
+    slower = [c.run_id for c in changes if c.direction == "slower"]
+    wanted = slower[-1] if slower else drift.first_run
+    return next((p for p in points if p.run_id == wanted), None)
+
+
+def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
            *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
     """A verdict for every series (case_key x device_fingerprint) in the results frame."""
     if df.empty:
@@ -253,13 +418,17 @@ def detect(df: pd.DataFrame, window: int = 20, z_threshold: float = 4.0, min_cha
             end += 1
         series = records[start:end]
         points = series_points(series)
-        status, last, prev, base, note = judge(points, window=window, z_threshold=z_threshold,
-                                               min_change=min_change, min_baseline=min_baseline)
+        gate = judge(points, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
+        changes, drift = history_pass(points, min_change=min_change)
+        first_bad = gate.first_bad
+        if first_bad is None and drift is not None:
+            first_bad = _drift_start(changes, drift, points)
         seg_start = next((p.run_id for p in points if p.segment == points[-1].segment), None) if points else None
         verdicts.append(SeriesVerdict(
             case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(series[0]["device_name"]),
-            status=status, latest=last, previous=prev, baseline=base, points=tuple(points),
-            segment_start_run=seg_start, note=note,
+            status=gate.status, latest=gate.latest, previous=gate.previous, baseline=gate.baseline,
+            points=tuple(points), segment_start_run=seg_start, note=gate.note, pooled=gate.pooled,
+            change_points=changes, drift=drift, first_bad=first_bad,
         ))
         start = end
     return verdicts
@@ -267,31 +436,34 @@ def detect(df: pd.DataFrame, window: int = 20, z_threshold: float = 4.0, min_cha
 
 # The columns of the results frame that `detect` reads.
 DETECT_COLUMNS = ("case_key", "device_fingerprint", "device_name", "run_id", "run_order", "median_ms", "status",
-                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality") + ENV_COLUMNS
+                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality", "started_at",
+                  "git_commit") + ENV_COLUMNS
 HISTORY_SLACK_RUNS = 10
 REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
 
 
 def history_runs(window: int) -> int:
     """How many of the newest runs `detect_in_database` reads first: the newest two points, the
-    shifted tail `judge` may set aside (up to window // 2), the window itself and some slack."""
-    return window + max(1, window // 2) + 2 + HISTORY_SLACK_RUNS
+    shifted tail `judge` may set aside (up to window // 2) and the window itself, or the
+    CHANGE_HISTORY points of the change-point pass when more; and some slack."""
+    return max(window + max(1, window // 2) + 2, CHANGE_HISTORY) + HISTORY_SLACK_RUNS
 
 
 def window_suffices(points: list[Point] | tuple[Point, ...], window: int) -> bool:
-    """True when `judge` on these newest points of a longer series reaches the same verdict as on
-    the whole series: the newest segment starts inside them, or they hold `window` good points of
-    that segment before the newest two and the largest shifted tail (everything `judge` looks at)."""
+    """True when `judge` and `history_pass` on these newest points of a longer series reach the same
+    verdict as on the whole series: the newest segment starts inside them, or they hold `window`
+    good points of that segment before the newest two and the largest shifted tail (everything
+    `judge` looks at) and CHANGE_HISTORY good points (everything `history_pass` looks at)."""
     if not points:
         return False
     seg = [p for p in points if p.segment == points[-1].segment]
     if len(seg) < len(points):
         return True
     cut = len(seg) - 2 - max(1, window // 2)
-    return cut > 0 and sum(p.good for p in seg[:cut]) >= window
+    return cut > 0 and sum(p.good for p in seg[:cut]) >= window and sum(p.good for p in seg) >= CHANGE_HISTORY
 
 
-def detect_in_database(url: str, window: int = 20, z_threshold: float = 4.0, min_change: float = 0.05,
+def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
                        *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
     """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history.
 
@@ -322,9 +494,9 @@ def detect_in_database(url: str, window: int = 20, z_threshold: float = 4.0, min
         v = by_key.get(key)
         if v is None:
             again.add(key)  # no result at all in the newest runs
-        elif len(v.points) == n_total and v.status not in ("regression", "suspect", "improvement"):
+        elif len(v.points) == n_total and not v.flagged:
             continue  # the whole series was read
-        elif v.status in ("regression", "suspect", "improvement") or not window_suffices(v.points, window):
+        elif v.flagged or not window_suffices(v.points, window):
             again.add(key)
         else:
             one_segment = all(p.segment == v.points[-1].segment for p in v.points)
@@ -344,8 +516,9 @@ def detect_in_database(url: str, window: int = 20, z_threshold: float = 4.0, min
 
 
 def should_fail(verdicts: list[SeriesVerdict], fail_on: str) -> bool:
-    """True when a verdict matches --fail-on (regression | suspect | never)."""
+    """True when a verdict matches --fail-on: regression; drift (a regression or a drift); suspect
+    (a regression, a suspect or a drift: anything that may be slower); never."""
     if fail_on == "never":
         return False
-    wanted = ("regression",) if fail_on == "regression" else ("regression", "suspect")
-    return any(v.status in wanted for v in verdicts)
+    wanted = {"regression": ("regression",), "drift": ("regression",), "suspect": ("regression", "suspect")}[fail_on]
+    return any(v.status in wanted or (fail_on != "regression" and v.drift is not None) for v in verdicts)

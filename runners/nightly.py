@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from runners.cli.common import UserInputError
 
-FAIL_ON = ("regression", "suspect", "never")
+FAIL_ON = ("regression", "drift", "suspect", "never")
 EXIT_OK = 0
 EXIT_ALERT = 1
 EXIT_INTERRUPTED = 130
@@ -58,7 +58,8 @@ class NightlySummary:
     def alert(self) -> bool:
         if self.fail_on == "never":
             return False
-        kinds = ("regression",) if self.fail_on == "regression" else ("regression", "suspect")
+        kinds = {"regression": ("regression",), "drift": ("regression", "drift"),
+                 "suspect": ("regression", "suspect", "drift")}[self.fail_on]
         return any(self.verdicts.get(kind) for kind in kinds)
 
     @property
@@ -86,6 +87,7 @@ class NightlySummary:
             "regressions": [dict(v) for v in self.verdicts.get("regression", ())],
             "suspects": [dict(v) for v in self.verdicts.get("suspect", ())],
             "improvements": [dict(v) for v in self.verdicts.get("improvement", ())],
+            "drifts": [dict(v) for v in self.verdicts.get("drift", ())],
             "cases_expected": self.cases_expected,
             "cases_missing": list(self.cases_missing),
             "series_checked": self.series_checked,
@@ -124,7 +126,10 @@ class NightlySummary:
             f"history: {self.series_checked} series checked, {n_reg} regressions, {n_sus} suspects, "
             f"{n_imp} improvements, {self.insufficient_data} without enough history"
         )
-        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("improvement", "improved")):
+        n_drift = len(self.verdicts.get("drift", ()))
+        if n_drift:
+            lines[-1] += f", {n_drift} drifting"
+        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"), ("improvement", "improved")):
             rows = self.verdicts.get(kind, ())
             for row in rows[:SHOWN_PER_KIND]:
                 lines.append(
@@ -207,10 +212,12 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
         verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), **kw)
     # only series whose newest point is this run are judged on tonight's figures
     judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
-    by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": []}
+    by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": [], "drift": []}
     for verdict in judged:
         if verdict.status in by_kind:
             by_kind[verdict.status].append(verdict.as_dict())
+        if verdict.drift is not None:
+            by_kind["drift"].append(verdict.as_dict())
     for rows in by_kind.values():
         rows.sort(key=lambda r: (-abs(r["rel_change"] or 0.0), r["case_key"], r["device_fingerprint"]))
     insufficient = sum(1 for v in verdicts if v.status == "insufficient_data")
@@ -255,7 +262,7 @@ def nightly(
     devices: str | None = None,
     skip_run: bool = False,
     quiet: bool = True,
-    window: int = 20,
+    window: int = 30,
     z_threshold: float = 4.0,
     min_change: float = 0.05,
     run_options: Mapping[str, Any] | None = None,

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from runners.cli.common import DbOption, db_url, err_console, fail, print_json, user_error_types
 
-FAIL_ON = ("regression", "suspect", "never")
+FAIL_ON = ("regression", "drift", "suspect", "never")
 
 
 def _venv_rooflab(venv: Path | None) -> str:
@@ -50,7 +50,7 @@ def slurm_command(
         None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
         "the .finalize.sbatch and .submit.sh scripts go beside it."
     ),
-    fail_on: str = typer.Option("regression", "--fail-on", help="When the finalising job fails: regression|suspect|never."),
+    fail_on: str = typer.Option("regression", "--fail-on", help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
     from runners import slurm
@@ -117,7 +117,7 @@ def nightly_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name."),
     db: str | None = DbOption,
     out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
-    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression | suspect (or regression) | never."),
+    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression | drift (or regression) | suspect (or regression or drift) | never."),
     run_id: str | None = typer.Option(
         None, "--run-id", help="Run id (shards of one night share it); default: derived from the spec name and the date."
     ),
@@ -128,7 +128,7 @@ def nightly_command(
     skip_run: bool = typer.Option(False, "--skip-run", help="Measure nothing: judge and report the run (--run-id, "
                                   "default the suite's latest run)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show a progress line per case."),
-    window: int = typer.Option(20, "--window", help="Baseline: at most this many earlier good runs."),
+    window: int = typer.Option(30, "--window", help="Baseline: at most this many earlier good runs."),
     z_threshold: float = typer.Option(4.0, "--threshold", "--z-threshold", help="Flag when the robust z-score is above this."),
     min_change: float = typer.Option(0.05, "--min-change", help="... and the relative change above this."),
     json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),

@@ -12,7 +12,6 @@ from rich.table import Table
 from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json
 
 T = TypeVar("T")
-FAIL_ON = ("regression", "suspect", "never")
 
 
 def _guard(action: Callable[[], T]) -> T:
@@ -212,15 +211,17 @@ def _rows(frame) -> list[dict]:
 def regressions_cmd(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
-    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression, suspect (or regression), never."),
-    window: int = typer.Option(20, "--window", help="Baseline: the last N good results."),
+    fail_on: str = typer.Option("regression", "--fail-on",
+                                help="Exit 1 on: regression; drift (or regression); suspect (or regression or drift); never."),
+    window: int = typer.Option(30, "--window", help="Baseline: the last N good results."),
     threshold: float = typer.Option(4.0, "--threshold", help="Robust z-score above which a result is flagged."),
     min_change: float = typer.Option(0.05, "--min-change", help="Minimum relative change to flag (0.05 = 5 %)."),
     show_all: bool = typer.Option(False, "--all", help="List every series, not only flagged ones."),
 ) -> None:
-    """Newest result of every series against a robust baseline; exit 1 when --fail-on matches."""
+    """Newest two results of every series against a robust baseline, and change points and drift
+    over its history; exit 1 when --fail-on matches."""
     from reports.load import load_verdicts
-    from reports.regressions import should_fail
+    from reports.regressions import FAIL_ON, should_fail
 
     if fail_on not in FAIL_ON:
         fail(f"--fail-on: {escape(fail_on)!r} is not allowed; allowed: {', '.join(FAIL_ON)}")
@@ -234,20 +235,26 @@ def regressions_cmd(
     verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
     failing = should_fail(verdicts, fail_on)
     counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
+    counts["drift"] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
-                    "series": [v.as_dict() for v in verdicts if show_all or v.status in ("regression", "suspect", "improvement")]})
+                    "series": [v.as_dict() for v in verdicts if show_all or v.flagged]})
     else:
-        shown = [v for v in verdicts if show_all or v.status in ("regression", "suspect", "improvement")]
+        shown = [v for v in verdicts if show_all or v.flagged]
         order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
         shown.sort(key=lambda v: (order.index(v.status), v.case_key))
         t = Table(title=f"{len(verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-        for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "note"):
+        for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "first bad run", "history",
+                    "note"):
             t.add_column(col, overflow="fold")
         for v in shown:
             d = v.as_dict()
+            first_bad = f"{d['first_bad_run']} ({d['first_bad_commit'] or 'no commit'})" if d["first_bad_run"] else ""
+            history = [f"{c.direction} {100 * c.rel_change:+.1f} % at {c.run_id}" for c in v.change_points]
+            if v.drift is not None:
+                history.append(f"drift {100 * v.drift.rel_change:+.1f} % over {v.drift.n_points} runs")
             t.add_row(v.status, escape(v.case_key), escape(v.device_name), _fmt(d["latest_ms"]), _fmt(d["baseline_ms"]),
-                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(v.note))
+                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)), escape(v.note))
         console.print(t)
         if not verdicts:
             console.print("no results yet: nothing to check")

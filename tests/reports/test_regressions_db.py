@@ -15,7 +15,7 @@ from reports.regressions import detect, detect_in_database, history_runs
 from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
 from tests.reports.synth import row, write_db
 
-RUNS = 60
+RUNS = 90
 
 
 def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str = "fp-h100",
@@ -156,7 +156,7 @@ def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which)
     by_kind, checked, insufficient, counts = check_history(url, run_id, window=8, z_threshold=4.0, min_change=0.05)
     assert checked == len(verdicts) and insufficient == sum(v.status == "insufficient_data" for v in verdicts)
     key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731
-    assert sorted((d for rows in by_kind.values() for d in rows), key=key) == sorted(
+    assert sorted((d for kind, rows in by_kind.items() if kind != "drift" for d in rows), key=key) == sorted(
         (d for d in judged if d["status"] in ("regression", "suspect", "improvement")), key=key)
     if which == -1:
         assert by_kind["regression"] and by_kind["improvement"]

@@ -82,7 +82,7 @@ def test_regressions_fail_on(db):
     assert _run("regressions", "--db", db, "--fail-on", "never").exit_code == 0
     assert _run("regressions", "--db", db, "--min-change", "0.5").exit_code == 0
     bad = _run("regressions", "--db", db, "--fail-on", "sometimes")
-    assert bad.exit_code == 2 and "regression, suspect, never" in bad.output
+    assert bad.exit_code == 2 and "regression, drift, suspect, never" in bad.output
 
 
 def test_report_on_database_and_on_missing_database(db, tmp_path):
