@@ -9,7 +9,7 @@ Method (research/results-db.md §8):
   up to window // 2 points just before those that are already beyond half the thresholds in one
   direction, so a step that began a few runs ago does not pull the baseline along). Good
   means status ok, not throttled and not noisy (rel_ci_halfwidth above NOISY_REL_CI, or sampling
-  stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR). Center = median; spread =
+  stopped at max_time or noise_settled with IQR/median above NOISY_MAX_TIME_IQR). Center = median; spread =
   1.4826 * MAD, floored at SPREAD_FLOOR_REL * center so a zero-MAD series does not explode.
 - A point is flagged when |robust z| > z_threshold and |relative change| > min_change.
 - regression: the two newest points are both flagged slower (and both are good); suspect: only
@@ -30,6 +30,9 @@ SPREAD_FLOOR_REL = 0.005  # 0.5 % of the baseline median
 MIN_BASELINE = 5
 NOISY_REL_CI = 0.05
 NOISY_MAX_TIME_IQR = 0.10
+# stop reasons of a case that never reached its target precision: it ran out of time, or its noise
+# estimate settled above the target (an inherently noisy case)
+UNCONVERGED_STOPS = ("max_time", "noise_settled")
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 STATUSES = ("regression", "suspect", "improvement", "ok", "insufficient_data")
 
@@ -144,7 +147,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     if "rel_ci_halfwidth" in df.columns:
         noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
     if "stop_reason" in df.columns and "iqr_ms" in df.columns:
-        noisy |= (df["stop_reason"] == "max_time") & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
+        noisy |= df["stop_reason"].isin(UNCONVERGED_STOPS) & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
