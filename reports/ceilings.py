@@ -5,7 +5,10 @@
 - L2:             best gbps of hot stream_* whose bytes <= L2
 - vector compute: best tflops of fma_intensity, per dtype
 - matrix compute: best tflops of the gemm family, per dtype
-- launch floor:   median of the `launch` op's medians, per timing mode
+- launch floor:   median of the `launch` op's medians, per timing mode: what a user pays per launch
+                  (host time per launch of back-to-back launches from Python; per launch of a graph
+                  replay in graph mode). Version 1 of the op timed a kernel's duration instead, so
+                  only results of version LAUNCH_FLOOR_MIN_VERSION and later count
 Only ok, unthrottled results count. The L2 size is the one the device reported (l2_bytes), else the
 datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
 Each ceiling keeps the case and run it came from and, when the device is in the datasheet table,
@@ -27,6 +30,7 @@ HBM_MIN_L2_MULTIPLE = 4
 TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
 MATRIX_FAMILIES = ("gemm", "attention")
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
 
 KINDS = ("hbm_rw", "hbm_ro", "l2", "vector", "matrix", "launch")
 UNITS = {"hbm_rw": "GB/s", "hbm_ro": "GB/s", "l2": "GB/s", "vector": "TFLOP/s", "matrix": "TFLOP/s", "launch": "ms"}
@@ -172,6 +176,8 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
             if best is not None and best["tflops"] > 0:
                 out.append(_ceiling(best, kind, best["tflops"], spec, dtype=str(dtype)))
     launch = rows[rows["op"] == "launch"]
+    if "op_version" in launch.columns:
+        launch = launch[pd.to_numeric(launch["op_version"], errors="coerce").fillna(1) >= LAUNCH_FLOOR_MIN_VERSION]
     for mode in sorted(launch["timing_mode"].dropna().unique()) if not launch.empty else ():
         sub = launch[launch["timing_mode"] == mode]
         medians = pd.to_numeric(sub["median_ms"], errors="coerce")

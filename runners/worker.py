@@ -226,6 +226,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
                 sync=prepared.sync,
                 graph_safe=prepared.graph_safe,
                 flusher=_flusher(device) if case.cache == "cold" else None,
+                sample_kind=op.sample_kind,
             )
         finally:
             clocks = monitor.stop()
@@ -248,6 +249,8 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             sm_clock_max_mhz=clocks.sm_clock_max_mhz,
             throttle_reasons=tuple(clocks.throttle_reasons),
             throttled=bool(clocks.throttled),
+            sync_method=result.sync_method,
+            flush_method=result.flush_method,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
