@@ -13,13 +13,14 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "family", "backend", "dtype", "params", "cache", "status", "median_ms", "flops", "bytes", "intensity", "tflops",
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
-    "compute_capability", "run_order",
+    "compute_capability", "run_order", "op_version",
 )
 
 # What `rooflab roofline` reads: the ceilings (reports.ceilings) and the two charts (reports.plots).
 ROOFLINE_COLUMNS: tuple[str, ...] = (
     "run_id", "device_name", "device_fingerprint", "case_key", "op", "family", "dtype", "cache", "status",
     "median_ms", "flops", "bytes", "tflops", "gbps", "timing_mode", "throttled", "l2_bytes",
+    "op_version",  # the launch floor counts only the op version that times host time per launch
 )
 
 

@@ -140,14 +140,16 @@ class CudaEventSource:
         held = True
         for first in range(0, k, MAX_SAMPLES_PER_HOLD):
             hold.hold(stream)
-            for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD], ends[first : first + MAX_SAMPLES_PER_HOLD]):
-                if flusher is not None:
-                    flusher.flush()
-                start.record(stream)
-                out = fn()
-                end.record(stream)
-                del out
-            held = hold.release() and held
+            try:
+                for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD], ends[first : first + MAX_SAMPLES_PER_HOLD]):
+                    if flusher is not None:
+                        flusher.flush()
+                    start.record(stream)
+                    out = fn()
+                    end.record(stream)
+                    del out
+            finally:  # a call that raises must not leave the stream held
+                held = hold.release() and held
         self.synchronize()
         if hold.timed_out():
             raise StreamHoldFailed(

@@ -363,3 +363,18 @@ def test_launch_probe_in_graph_mode_is_per_launch_replay_time(cuda: FakeCuda) ->
                 timing_mode="graph", sample_kind=SampleKind.HOST_PER_LAUNCH)
     assert r.launches_per_sample == 50 and r.clock == "perf_counter" and r.sync_method == "host_sync"
     assert cuda.log.count("replay50") >= r.stats.n_samples
+
+
+def test_a_call_that_raises_while_held_still_releases_the_hold(cuda: FakeCuda) -> None:
+    calls = {"n": 0}
+
+    def flaky() -> None:
+        calls["n"] += 1
+        if calls["n"] > SETTINGS.warmup_calls + 3:  # fails inside the first held chunk
+            raise RuntimeError("boom")
+        cuda.launch("fn", 0.002)
+
+    hold = FakeBlockingHold(cuda)
+    with pytest.raises(RuntimeError, match="boom"):
+        measure(flaky, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch", stream_hold=hold)
+    assert hold.item is not None and hold.item.released_ms is not None
