@@ -11,7 +11,9 @@ from typing import Any, Mapping
 
 STATUSES = ("ok", "incorrect", "failed", "crashed", "skipped")
 RUN_STATUSES = ("running", "complete", "interrupted", "failed")
-STOP_REASONS = ("converged", "max_time", "max_samples")
+# why sampling stopped (runners.stopping.StopReason): the CI reached the target precision, the CI is
+# no wider than the clock's resolution, the noise estimate settled, or a bound was hit
+STOP_REASONS = ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,10 @@
 - L2:             best gbps of hot stream_* whose bytes <= L2
 - vector compute: best tflops of fma_intensity, per dtype
 - matrix compute: best tflops of the gemm family, per dtype
-- launch floor:   median of the `launch` op's medians, per timing mode
+- launch floor:   median of the `launch` op's medians, per timing mode: what a user pays per launch
+                  (host time per launch of back-to-back launches from Python; per launch of a graph
+                  replay in graph mode). Version 1 of the op timed a kernel's duration instead, so
+                  only results of version LAUNCH_FLOOR_MIN_VERSION and later count
 Only trustworthy results count: ok, unthrottled and of good quality (reports.frames.trustworthy;
 noisy and contended results never set a ceiling). A measured roof is the best trustworthy
 evidence: when a trustworthy op's own figure beats the probe's ceiling it is held against (its
@@ -37,6 +40,7 @@ READ_ONLY_OPS = ("sum", "amax", "stream_dot")  # held against the read-only HBM 
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
 ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch")
 ROOF_FAMILIES = ("gemm",)
+LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
 
 KINDS = ("hbm_rw", "hbm_ro", "l2", "vector", "matrix", "launch")
 UNITS = {"hbm_rw": "GB/s", "hbm_ro": "GB/s", "l2": "GB/s", "vector": "TFLOP/s", "matrix": "TFLOP/s", "launch": "ms"}
@@ -190,6 +194,8 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
             if best is not None and best["tflops"] > 0:
                 out.append(_ceiling(best, kind, best["tflops"], spec, dtype=str(dtype)))
     launch = rows[rows["op"] == "launch"]
+    if "op_version" in launch.columns:
+        launch = launch[pd.to_numeric(launch["op_version"], errors="coerce").fillna(1) >= LAUNCH_FLOOR_MIN_VERSION]
     for mode in sorted(launch["timing_mode"].dropna().unique()) if not launch.empty else ():
         sub = launch[launch["timing_mode"] == mode]
         medians = pd.to_numeric(sub["median_ms"], errors="coerce")

@@ -12,7 +12,9 @@ noisy or contended result held against a measured roof), so `efficiency` is left
 
 wall = overhead when the measured time is within OVERHEAD_FACTOR of the launch floor of its timing
 mode, or the roofline time is below that floor; else compute or bandwidth, whichever term of the
-roofline time is larger.
+roofline time is larger. The floor is what a user pays per launch (host time per launch from Python
+in launch mode, per launch of a graph replay in graph mode) and a case's median is its device time:
+a kernel that runs in about the time its launch costs is bound by launching, not by the GPU.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ The gate (research/results-db.md §8, extended):
   direction, so a step that began a few runs ago does not pull the baseline along). Good
   means status ok, not throttled and not noisy: the stored quality is good where it was recorded
   (noisy and contended results stay out); for older results, rel_ci_halfwidth above NOISY_REL_CI,
-  or sampling stopped at max_time with IQR/median above NOISY_MAX_TIME_IQR, is noisy. Center =
+  or sampling stopped at max_time or noise_settled with IQR/median above NOISY_MAX_TIME_IQR, is noisy. Center =
   median; spread = the larger of 1.4826 * MAD and IQR / 1.349, floored at SPREAD_FLOOR_REL *
   center: the MAD collapses onto one band of a two-band (bimodal) baseline, the IQR of a 50/50 one
   does not. The baseline also keeps its REPEATED-th highest value: the top of the range it has
@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from reports import changepoints as cp
+from suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
 
 MAD_SCALE = 1.4826
 IQR_SCALE = 1.349  # IQR of a standard normal
@@ -53,7 +54,6 @@ APART_Z = 2.5
 RANGE_MARGIN = 0.5  # a regression lies this many spreads above the top of the range shown repeatedly
 REPEATED = 2  # a regression lies above the REPEATED-th highest value of the baseline
 CHANGE_HISTORY = 60  # good points of the newest segment the change-point and drift pass reads
-NOISY_REL_CI = 0.05
 NOISY_MAX_TIME_IQR = 0.10
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 STATUSES = ("regression", "suspect", "improvement", "ok", "insufficient_data")
@@ -256,7 +256,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     if "rel_ci_halfwidth" in df.columns:
         noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
     if "stop_reason" in df.columns and "iqr_ms" in df.columns:
-        noisy |= (df["stop_reason"] == "max_time") & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
+        noisy |= df["stop_reason"].isin(UNCONVERGED_STOPS) & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
     if "quality" in df.columns:  # the quality the worker judged (noisy or contended), where it was recorded
         noisy = noisy.where(df["quality"].isna(), df["quality"] != "good")
     env = pd.Series("", index=df.index)

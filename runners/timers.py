@@ -3,10 +3,13 @@
 A source times one unit of work per sample and knows how to run one untimed unit (warmup):
 - `PerfCounterSource`: host wall time (`time.perf_counter_ns`) around one call (CPU devices);
 - `CudaEventSource`: a CUDA event pair per sample on the current stream (GPU devices). A batch of
-  samples is enqueued (flush -> start event -> fn -> end event, in that order on one stream) and
-  synchronised once at its end; then the elapsed times are read.
+  samples is enqueued (flush -> start event -> fn -> end event, in that order on one stream) in
+  chunks of at most MAX_SAMPLES_PER_HOLD samples, each chunk behind a stream hold
+  (`runners.stream_hold`) released once the chunk is enqueued, so a sample is device time only;
+  the batch is synchronised once at its end, then the elapsed times are read. Without a hold
+  (`host_sync`) the device is synchronised after every sample instead.
 
-In cold mode the flusher writes its buffer before each sample, outside the timed region: on the
+In cold mode the flusher sweeps its buffer before each sample, outside the timed region: on the
 host before the first clock read, on the GPU before the start event in stream order.
 """
 from __future__ import annotations
@@ -15,18 +18,28 @@ import time
 from typing import Any, Callable
 
 from runners.flush import Flusher
+from runners.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod
 
 Sync = Callable[[], None]
+
+CUDA_EVENT_RESOLUTION_MS = 0.0005  # cudaEventElapsedTime resolves about 0.5 us
+HOLD_RETAKES = 3  # a batch whose hold ended too early is taken again at most this many times
+
+
+def perf_counter_resolution_ms() -> float:
+    return time.get_clock_info("perf_counter").resolution * 1e3
 
 
 class PerfCounterSource:
     clock = "perf_counter"
+    sync_method = SyncMethod.NONE.value
 
     def __init__(self, fn: Callable[[], Any], *, flusher: Flusher | None, sync: Sync | None) -> None:
         self._fn = fn
         self._flusher = flusher
         self._sync = sync
         self.launches_per_sample = 1
+        self.resolution_ms = perf_counter_resolution_ms()
 
     def call(self) -> None:
         """One untimed unit: flush (cold) then the call, completed."""
@@ -59,7 +72,8 @@ class CudaEventSource:
     Assumption: everything `fn` launches runs on torch's current stream (a CuPy op must wrap that
     stream, e.g. with `cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)`); work on
     another stream is not inside the event pair. `sync`, when given, is called with the device
-    synchronisation at the end of each batch and of each warmup unit.
+    synchronisation at the end of each batch and of each warmup unit. `hold` keeps the stream
+    from starting a chunk before it is enqueued (None: `host_sync`, a synchronisation per sample).
     """
 
     clock = "cuda_events"
@@ -72,6 +86,7 @@ class CudaEventSource:
         flusher: Flusher | None,
         sync: Sync | None,
         launches_per_sample: int = 1,
+        hold: StreamHold | None = None,
     ) -> None:
         import torch
 
@@ -80,7 +95,17 @@ class CudaEventSource:
         self._fn = fn
         self._flusher = flusher
         self._sync = sync
+        self._hold = hold
         self.launches_per_sample = launches_per_sample
+        self.resolution_ms = CUDA_EVENT_RESOLUTION_MS / launches_per_sample
+
+    @property
+    def sync_method(self) -> str:
+        return self._hold.method if self._hold is not None else SyncMethod.HOST_SYNC.value
+
+    def without_hold(self) -> None:
+        """Sample with a synchronisation per sample from now on (the hold cannot cover this call)."""
+        self._hold = None
 
     def synchronize(self) -> None:
         if self._sync is not None:
@@ -95,6 +120,46 @@ class CudaEventSource:
         self.synchronize()
 
     def take_batch(self, k: int) -> list[float]:
+        if self._hold is None:
+            return self._take_synced(k)
+        for _ in range(HOLD_RETAKES):
+            samples = self._take_held(k, self._hold)
+            if samples is not None:
+                return samples
+        raise StreamHoldFailed(
+            f"the {self._hold.method} hold ended before a chunk was enqueued in {HOLD_RETAKES} tries"
+        )
+
+    def _take_held(self, k: int, hold: StreamHold) -> list[float] | None:
+        """k samples behind holds, or None when a hold ended before its chunk was enqueued."""
+        torch = self._torch
+        stream = torch.cuda.current_stream(self._device)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
+        fn, flusher = self._fn, self._flusher
+        held = True
+        for first in range(0, k, MAX_SAMPLES_PER_HOLD):
+            hold.hold(stream)
+            try:
+                for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD], ends[first : first + MAX_SAMPLES_PER_HOLD]):
+                    if flusher is not None:
+                        flusher.flush()
+                    start.record(stream)
+                    out = fn()
+                    end.record(stream)
+                    del out
+            finally:  # a call that raises must not leave the stream held
+                held = hold.release() and held
+        self.synchronize()
+        if hold.timed_out():
+            raise StreamHoldFailed(
+                f"the {hold.method} hold timed out: the timed call seems to wait for the device on the host"
+            )
+        if not held:
+            return None
+        return self._elapsed(starts, ends)
+
+    def _take_synced(self, k: int) -> list[float]:
         torch = self._torch
         stream = torch.cuda.current_stream(self._device)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
@@ -107,7 +172,10 @@ class CudaEventSource:
             out = fn()
             end.record(stream)
             del out
-        self.synchronize()
+            self.synchronize()
+        return self._elapsed(starts, ends)
+
+    def _elapsed(self, starts: list[Any], ends: list[Any]) -> list[float]:
         per = float(self.launches_per_sample)
         return [start.elapsed_time(end) / per for start, end in zip(starts, ends)]
 
@@ -122,3 +190,57 @@ class CudaEventSource:
         del out
         self.synchronize()
         return start.elapsed_time(end)
+
+
+class HostLaunchSource:
+    """Host wall time per launch of back-to-back launches, one synchronisation at the end.
+
+    A sample: synchronise (untimed, so the queue starts empty), read the clock, call `call`
+    `calls_per_sample` times without waiting, synchronise once, read the clock; divided by the
+    launches (`calls_per_sample` x `launches_per_call`). This is what a user pays per launch from
+    Python (`launch` op); with `call` a graph replay of N launches it is the per-launch replay time.
+    The final synchronisation's own latency is spread over the launches of the sample.
+    """
+
+    clock = "perf_counter"
+    sync_method = SyncMethod.HOST_SYNC.value
+
+    def __init__(
+        self,
+        call: Callable[[], Any],
+        *,
+        synchronize: Sync,
+        calls_per_sample: int,
+        launches_per_call: int = 1,
+        clock_ns: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        if calls_per_sample < 1 or launches_per_call < 1:
+            raise ValueError("calls_per_sample and launches_per_call must be >= 1")
+        self._clock_ns = clock_ns
+        self._call = call
+        self._synchronize = synchronize
+        self._calls = calls_per_sample
+        self.launches_per_sample = calls_per_sample * launches_per_call
+        self.resolution_ms = perf_counter_resolution_ms() / self.launches_per_sample
+
+    def call(self) -> None:
+        """One untimed unit: one sample's launches, completed."""
+        for _ in range(self._calls):
+            out = self._call()
+            del out
+        self._synchronize()
+
+    def take_batch(self, k: int) -> list[float]:
+        call, synchronize, calls, clock = self._call, self._synchronize, self._calls, self._clock_ns
+        per = float(self.launches_per_sample)
+        samples = []
+        for _ in range(k):
+            synchronize()
+            t0 = clock()
+            for _ in range(calls):
+                out = call()
+                del out
+            synchronize()
+            t1 = clock()
+            samples.append((t1 - t0) / 1e6 / per)
+        return samples

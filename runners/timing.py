@@ -7,7 +7,14 @@
    each unit run exactly as a sample is (flush included in cold mode) and completed;
 3. sampling in batches under the adaptive stopping rule (`runners.stopping`); each sample is one
    call (`launch` mode) or one replay of a CUDA graph of N launches divided by N (`graph` mode);
-   in `cold` mode the cache is flushed before each sample, outside the timed region.
+   in `cold` mode the cache is flushed before each sample, outside the timed region (`cold` with
+   `graph` is refused: see `suite.case.mode_conflict`).
+On a GPU a sample is device time: the stream is held (`runners.stream_hold`) while a chunk of
+samples is enqueued; when the hold cannot cover the timed call (it waits for the device on the
+host), sampling starts again with a synchronisation per sample (`host_sync`). The method is
+returned as `sync_method`.
+An op whose `sample_kind` is `host_per_launch` (the `launch` op) is timed instead on the host, per
+launch of back-to-back launches with one synchronisation at the end (`timers.HostLaunchSource`).
 Raw samples are returned with their statistics.
 """
 from __future__ import annotations
@@ -18,15 +25,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from runners import graphs
-from runners.flush import Flusher, make_flusher
+from runners.flush import Flusher, FlushMethod, make_flusher
 from runners.stats import SampleStats
 from runners.stopping import sample_until_stable
-from runners.timers import CudaEventSource, PerfCounterSource
-from suite.case import CACHE_MODES, TIMING_MODES
+from runners.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
+from runners.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
+from suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
 from suite.device import DeviceInfo
-from suite.timing import TimingSettings
+from suite.timing import SampleKind, TimingSettings
 
 GRAPH_ESTIMATE_CALLS = 5  # eager launches timed to size a graph
+HOST_LAUNCHES_PER_SAMPLE = 100  # back-to-back eager launches per host-timed sample
 
 
 class GraphModeUnavailable(RuntimeError):
@@ -37,15 +46,17 @@ class GraphModeUnavailable(RuntimeError):
 class TimingResult:
     samples_ms: tuple[float, ...]  # per launch: graph replay times are divided by launches_per_sample
     stats: SampleStats
-    stop_reason: str  # "converged" | "max_time" | "max_samples"
+    stop_reason: str  # runners.stopping.StopReason
     first_call_ms: float  # host wall time of the first call, synchronised (compile, autotune, ...)
     warmup_calls: int  # discarded units (calls in launch mode, graph replays in graph mode)
     warmup_ms: float  # host wall time of the warmup
     clock: str  # "perf_counter" | "cuda_events"
+    sync_method: str  # runners.stream_hold.SyncMethod: what kept host time out of the samples
+    flush_method: str  # runners.flush.FlushMethod ("none" in hot mode)
     timing_mode: str  # "launch" | "graph"
     cache: str  # "cold" | "hot"
     launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
-    flush_bytes: int  # bytes written before each sample (0 in hot mode)
+    flush_bytes: int  # bytes swept before each sample (0 in hot mode)
     sampling_ms: float  # host wall time of the sampling phase (flushes and overheads included)
 
 
@@ -59,12 +70,19 @@ def measure(
     sync: Callable[[], None] | None = None,
     graph_safe: bool = True,
     flusher: Flusher | None = None,
+    stream_hold: StreamHold | None = None,
+    sample_kind: str = SampleKind.DEVICE_TIME,
 ) -> TimingResult:
-    """Time `fn` on `device`; see the module doc. `flusher` replaces the default one (cold mode)."""
+    """Time `fn` on `device`; see the module doc. `flusher` replaces the default one (cold mode),
+    `stream_hold` the default hold (GPU, device-time samples)."""
     if cache not in CACHE_MODES:
         raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
     if timing_mode not in TIMING_MODES:
         raise ValueError(f"timing_mode must be one of {TIMING_MODES}, got {timing_mode!r}")
+    conflict = mode_conflict(cache, timing_mode)
+    if conflict:
+        raise ValueError(conflict)
+    kind = SampleKind(sample_kind)
     if timing_mode == "graph":
         if not device.is_cuda:
             raise GraphModeUnavailable(f"graph timing needs a CUDA device, not {device.torch_device}")
@@ -73,22 +91,36 @@ def measure(
     with _on_device(device):
         used_flusher = (flusher or make_flusher(device)) if cache == "cold" else None
         first_call_ms = _first_call_ms(fn, device, sync)
-        if not device.is_cuda:
-            source: Any = PerfCounterSource(fn, flusher=used_flusher, sync=sync)
-        elif timing_mode == "launch":
-            source = CudaEventSource(fn, torch_device=device.torch_device, flusher=used_flusher, sync=sync)
+        if kind is SampleKind.HOST_PER_LAUNCH:
+            source: Any = _host_launch_source(fn, device, settings, timing_mode, sync)
+            used_flusher = None  # back-to-back launches: nothing is flushed between them
+        elif not device.is_cuda:
+            source = PerfCounterSource(fn, flusher=used_flusher, sync=sync)
         else:
-            source = _graph_source(fn, device, settings, used_flusher, sync)
+            hold = stream_hold if stream_hold is not None else stream_hold_for(device.torch_device)
+            if timing_mode == "launch":
+                source = CudaEventSource(
+                    fn, torch_device=device.torch_device, flusher=used_flusher, sync=sync, hold=hold
+                )
+            else:
+                source = _graph_source(fn, device, settings, used_flusher, sync, hold)
         warmup_calls, warmup_ms = warm_up(source.call, settings)
-        outcome = sample_until_stable(source.take_batch, settings)
+        try:
+            outcome = sample_until_stable(source.take_batch, settings, resolution_ms=source.resolution_ms)
+        except StreamHoldFailed:
+            # the hold cannot cover this call: start sampling again, synchronised per sample
+            source.without_hold()
+            outcome = sample_until_stable(source.take_batch, settings, resolution_ms=source.resolution_ms)
     return TimingResult(
         samples_ms=outcome.samples_ms,
         stats=outcome.stats,
-        stop_reason=outcome.stop_reason,
+        stop_reason=outcome.stop_reason.value,
         first_call_ms=first_call_ms,
         warmup_calls=warmup_calls,
         warmup_ms=warmup_ms,
         clock=source.clock,
+        sync_method=source.sync_method,
+        flush_method=used_flusher.flush_method if used_flusher is not None else FlushMethod.NONE.value,
         timing_mode=timing_mode,
         cache=cache,
         launches_per_sample=source.launches_per_sample,
@@ -133,39 +165,63 @@ def _synchronizer(device: DeviceInfo, sync: Callable[[], None] | None) -> Callab
     return synchronize
 
 
+def _sized_graph(
+    fn: Callable[[], Any], device: DeviceInfo, settings: TimingSettings, sync: Callable[[], None] | None
+) -> tuple[Any, int]:
+    """A CUDA graph of N launches of `fn` and N (see runners.graphs for how N is chosen)."""
+    eager = CudaEventSource(fn, torch_device=device.torch_device, flusher=None, sync=sync)
+    graphs.warm_on_side_stream(fn, device.torch_device)
+    if settings.graph_launches > 0:
+        launches = settings.graph_launches
+        return graphs.capture(fn, launches, device.torch_device), launches
+    estimate_ms = sorted(eager.time_once_ms() for _ in range(GRAPH_ESTIMATE_CALLS))[GRAPH_ESTIMATE_CALLS // 2]
+    launches = graphs.launches_for(estimate_ms)
+    graph = graphs.capture(fn, launches, device.torch_device)
+    replay = CudaEventSource(graph.replay, torch_device=device.torch_device, flusher=None, sync=sync)
+    replay.call()  # the first replay uploads the graph
+    replay_ms = replay.time_once_ms()
+    if replay_ms < graphs.TARGET_REPLAY_MS / 2 and launches < graphs.MAX_GRAPH_LAUNCHES:
+        better = graphs.launches_for(replay_ms / launches)
+        if better > launches:
+            del graph, replay
+            launches = better
+            graph = graphs.capture(fn, launches, device.torch_device)
+    return graph, launches
+
+
 def _graph_source(
     fn: Callable[[], Any],
     device: DeviceInfo,
     settings: TimingSettings,
     flusher: Flusher | None,
     sync: Callable[[], None] | None,
+    hold: StreamHold | None,
 ) -> CudaEventSource:
     """Capture N launches of `fn` and wrap the graph's replay as the timed unit."""
-    eager = CudaEventSource(fn, torch_device=device.torch_device, flusher=None, sync=sync)
-    graphs.warm_on_side_stream(fn, device.torch_device)
-    if settings.graph_launches > 0:
-        launches = settings.graph_launches
-        graph = graphs.capture(fn, launches, device.torch_device)
-    else:
-        estimate_ms = sorted(eager.time_once_ms() for _ in range(GRAPH_ESTIMATE_CALLS))[GRAPH_ESTIMATE_CALLS // 2]
-        launches = graphs.launches_for(estimate_ms)
-        graph = graphs.capture(fn, launches, device.torch_device)
-        replay = CudaEventSource(graph.replay, torch_device=device.torch_device, flusher=None, sync=sync)
-        replay.call()  # the first replay uploads the graph
-        replay_ms = replay.time_once_ms()
-        if replay_ms < graphs.TARGET_REPLAY_MS / 2 and launches < graphs.MAX_GRAPH_LAUNCHES:
-            better = graphs.launches_for(replay_ms / launches)
-            if better > launches:
-                del graph, replay
-                launches = better
-                graph = graphs.capture(fn, launches, device.torch_device)
+    graph, launches = _sized_graph(fn, device, settings, sync)
     return CudaEventSource(
         graph.replay,
         torch_device=device.torch_device,
         flusher=flusher,
         sync=sync,
         launches_per_sample=launches,
+        hold=hold,
     )
+
+
+def _host_launch_source(
+    fn: Callable[[], Any],
+    device: DeviceInfo,
+    settings: TimingSettings,
+    timing_mode: str,
+    sync: Callable[[], None] | None,
+) -> HostLaunchSource:
+    """Host time per launch: HOST_LAUNCHES_PER_SAMPLE eager calls, or one replay of a graph of N."""
+    synchronize = _synchronizer(device, sync)
+    if timing_mode == "graph":
+        graph, launches = _sized_graph(fn, device, settings, sync)
+        return HostLaunchSource(graph.replay, synchronize=synchronize, calls_per_sample=1, launches_per_call=launches)
+    return HostLaunchSource(fn, synchronize=synchronize, calls_per_sample=HOST_LAUNCHES_PER_SAMPLE)
 
 
 @contextlib.contextmanager

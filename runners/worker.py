@@ -191,6 +191,7 @@ class ReadyCase:
     settings: Any  # suite.timing.TimingSettings: the case's settings with the overrides applied
     first_call_ms: float
     cpu_threads: int | None = None  # intra-op threads set for a CPU case
+    sample_kind: Any = None  # suite.timing.SampleKind: what one sample of the op is
 
 
 def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> ReadyCase | CaseOutcome:
@@ -221,7 +222,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> Read
     output = None
     if problem:
         return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
-    return ReadyCase(prepared, settings, first_call_ms, cpu_threads)
+    return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind)
 
 
 def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
@@ -238,6 +239,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
         sync=prepared.sync,
         graph_safe=prepared.graph_safe,
         flusher=_flusher(device) if case.cache == "cold" else None,
+        sample_kind=ready.sample_kind,
     )
 
 
@@ -287,6 +289,8 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             quality=str(quality),
             quality_reasons=quality_reasons,
             cpu_threads=ready.cpu_threads,
+            sync_method=result.sync_method,
+            flush_method=result.flush_method,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)

@@ -32,6 +32,19 @@ CACHE_MODES = ("cold", "hot")
 #        their count, which removes the CPU launch overhead (CUDA only).
 TIMING_MODES = ("launch", "graph")
 
+
+def mode_conflict(cache: str, timing_mode: str) -> str | None:
+    """Why a cache mode cannot go with a timing mode, or None. One rule: a graph replays N launches
+    with no flush between them, so only the first of them would be cold; and a cold launch sample
+    is device time already (the stream is held while it is enqueued), so a graph has nothing to add."""
+    if cache == "cold" and timing_mode == "graph":
+        return (
+            "cache mode cold cannot be timed in graph mode: a graph replays its launches back to back "
+            "with no flush between them, so only the first would be cold; use cache hot with graph, "
+            "or timing mode launch with cold (its samples are device time too)"
+        )
+    return None
+
 ParamValue = int | float | bool | str
 
 

@@ -1,6 +1,7 @@
 """Result quality: whether a measurement may be trusted, judged from its own samples and its machine.
 
-- `noisy`: sampling stopped without converging (at `max_time` or `max_samples`) and the 95 % CI
+- `noisy`: sampling stopped without converging (at `max_time` or `max_samples`, or because the
+  noise estimate settled above the target: `noise_settled`) and the 95 % CI
   half-width of the median stayed above NOISY_REL_CI of the median (or there were too few samples
   for a CI at all);
 - `contended`: something else was seen competing for the machine while the case ran (see
@@ -18,7 +19,9 @@ from enum import StrEnum
 from typing import Sequence
 
 NOISY_REL_CI = 0.05  # CI95 half-width / median above which an unconverged result is noisy
-UNCONVERGED_STOPS = ("max_time", "max_samples")
+# stop reasons of a case that never reached its target precision: it ran out of time or samples, or
+# its noise estimate settled above the target (an inherently noisy case)
+UNCONVERGED_STOPS = ("max_time", "max_samples", "noise_settled")
 
 
 class Quality(StrEnum):

@@ -62,7 +62,7 @@ from typing import Any, Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from suite import sweep
-from suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue
+from suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue, mode_conflict
 from suite.errors import SpecError
 from suite.filters import apply_filters
 from suite.ops.base import Op, ParamSpec
@@ -549,17 +549,16 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
     dtypes = _check_names(
         spec, _choose(i, "dtypes", bench.dtypes, d.dtypes, DEFAULT_DTYPES), "dtype", op.dtypes, DTYPES, op_name
     )
-    cache = _check_names(
-        spec, _choose(i, "cache", bench.cache, d.cache, DEFAULT_CACHE), "cache mode", CACHE_MODES, CACHE_MODES, op_name
-    )
-    modes = _check_names(
-        spec,
-        _choose(i, "timing_modes", bench.timing_modes, d.timing_modes, DEFAULT_TIMING_MODES),
-        "timing mode",
-        op.timing_modes,
-        TIMING_MODES,
-        op_name,
-    )
+    cache_chosen = _choose(i, "cache", bench.cache, d.cache, DEFAULT_CACHE)
+    cache = _check_names(spec, cache_chosen, "cache mode", op.cache_modes, CACHE_MODES, op_name)
+    modes_chosen = _choose(i, "timing_modes", bench.timing_modes, d.timing_modes, DEFAULT_TIMING_MODES)
+    modes = _check_names(spec, modes_chosen, "timing mode", op.timing_modes, TIMING_MODES, op_name)
+    for c in cache:
+        for m in modes:
+            conflict = mode_conflict(c, m)
+            if conflict:
+                at = cache_chosen[1] if cache_chosen[2] else modes_chosen[1]
+                raise SpecError(f"{spec.where(at)}: {conflict} (benchmark {bench.name!r}: cache {list(cache)}, timing_modes {list(modes)})")
     devices: tuple[str, ...] | None = None
     if bench.devices is not None or d.devices is not None:
         chosen = _choose(i, "devices", bench.devices, d.devices, ())

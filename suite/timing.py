@@ -5,7 +5,15 @@ Defaults here; a spec's benchmark may override any of them, and the CLI override
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from typing import Any, Mapping
+
+
+class SampleKind(StrEnum):
+    """What one sample of an op measures (an op's `sample_kind`)."""
+
+    DEVICE_TIME = "device_time"  # GPU time of one launch (event pair), host time on a CPU
+    HOST_PER_LAUNCH = "host_per_launch"  # host wall time per launch of back-to-back launches, one sync at the end
 
 
 @dataclass(frozen=True)

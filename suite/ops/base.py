@@ -11,8 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from suite.case import Case, ParamValue
+from suite.case import CACHE_MODES, Case, ParamValue
 from suite.device import DeviceInfo
+from suite.timing import SampleKind
 
 Params = Mapping[str, ParamValue]
 
@@ -46,6 +47,8 @@ class Op(ABC):
     backends: ClassVar[tuple[str, ...]]
     dtypes: ClassVar[tuple[str, ...]]
     timing_modes: ClassVar[tuple[str, ...]] = ("launch", "graph")
+    cache_modes: ClassVar[tuple[str, ...]] = CACHE_MODES
+    sample_kind: ClassVar[SampleKind] = SampleKind.DEVICE_TIME  # what one sample measures
 
     @abstractmethod
     def flops(self, params: Params, dtype: str) -> int:

@@ -1,8 +1,11 @@
 """Launch overhead: the smallest useful kernel, y = x + 1 on n (default 1) elements.
 
-In timing mode `launch` a sample is one launch from Python (the launch floor a user sees); in
-`graph` mode the runner replays a CUDA graph of back-to-back launches, which leaves the GPU-side
-cost of one kernel. FLOPs n; bytes 2·n·s.
+This op measures what a user pays per launch, not a kernel's duration (`sample_kind`
+host_per_launch): a sample is the host's wall time of back-to-back launches with one device
+synchronisation at the end, divided by the launches. In timing mode `launch` they are eager calls
+from Python (the launch floor a user sees); in `graph` mode they are the launches of one replay of
+a CUDA graph (the per-launch cost of graph replay). Nothing is flushed between back-to-back
+launches, so the op runs in cache mode hot only. FLOPs n; bytes 2·n·s.
 
 Backends: eager (torch.add into a preallocated output) and cupy (a RawKernel of one block).
 """
@@ -19,6 +22,7 @@ from suite.ops.base import ParamSpec, Params, Prepared
 from suite.ops.common import TorchOp, as_torch, compare, cupy_module, esize, generator, randn
 from suite.ops.pointwise import cupy_stream
 from suite.ops.registry import register
+from suite.timing import SampleKind
 
 MAX_N = 1 << 16
 
@@ -32,6 +36,9 @@ class Launch(TorchOp):
     backends = ("eager", "cupy")
     dtypes = ("float32", "float16", "float64")
     timing_modes = ("launch", "graph")
+    cache_modes = ("hot",)
+    sample_kind = SampleKind.HOST_PER_LAUNCH
+    version = 2  # v1 reported a kernel's event time, v2 the host time per launch
 
     def flops(self, params: Params, dtype: str) -> int:
         return int(self.p(params)["n"])

@@ -19,7 +19,8 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         device_name: str = H100, fingerprint: str = "fp-h100", run_id: str = "run-1", run_order: int = 1,
         status: str = "ok", throttled: bool = False, l2_bytes: int = H100_L2, host: str = "node1",
         driver_version: str = "550.54", cuda_version: str = "12.4", torch_version: str = "2.11.0",
-        rel_ci_halfwidth: float = 0.005, stop_reason: str = "converged", iqr_ms: float | None = None) -> dict:
+        rel_ci_halfwidth: float = 0.005, stop_reason: str = "converged", iqr_ms: float | None = None,
+        op_version: int = 1) -> dict:
     params = dict(params or {})
     ok = status == "ok"
     t = median_ms * 1e-3
@@ -27,7 +28,7 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
     return {
         "run_id": run_id, "started_at": started, "host": host, "device_name": device_name, "device_kind": "cuda",
         "device_fingerprint": fingerprint, "suite": "synthetic",
-        "case_key": make_case_key(op, 1, backend, dtype, cache, timing_mode, params),
+        "case_key": make_case_key(op, op_version, backend, dtype, cache, timing_mode, params),
         "op": op, "family": family, "backend": backend, "dtype": dtype, "params": json.dumps(params, sort_keys=True),
         "cache": cache, "status": status, "median_ms": median_ms if ok else None,
         "p10_ms": median_ms * 0.98 if ok else None, "p90_ms": median_ms * 1.02 if ok else None,
@@ -37,7 +38,7 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         "torch_version": torch_version, "cuda_version": cuda_version, "driver_version": driver_version,
         "git_commit": "abc123", "error": None if ok else "boom", "timing_mode": timing_mode,
         "stop_reason": stop_reason if ok else None, "throttled": throttled, "device_uuid": "GPU-0",
-        "op_version": 1, "mean_ms": median_ms, "min_ms": median_ms * 0.97, "max_ms": median_ms * 1.05,
+        "op_version": op_version, "mean_ms": median_ms, "min_ms": median_ms * 0.97, "max_ms": median_ms * 1.05,
         "iqr_ms": iqr_ms if iqr_ms is not None else median_ms * 0.02, "std_ms": median_ms * 0.015,
         "rel_ci_halfwidth": rel_ci_halfwidth, "first_call_ms": median_ms * 10, "measured_at": started,
         "l2_bytes": l2_bytes, "memory_bytes": 80 * 10**9, "sm_count": 132, "compute_capability": "9.0",
@@ -66,9 +67,10 @@ def gemm(m: int, n: int, k: int, tflops: float, *, dtype: str = "bfloat16", op: 
                median_ms=flops / (tflops * 1e12) * 1e3, flops=flops, nbytes=nbytes, **kw)
 
 
-def launch(median_ms: float, *, timing_mode: str = "launch", **kw) -> dict:
+def launch(median_ms: float, *, timing_mode: str = "launch", op_version: int = 2, **kw) -> dict:
+    """A `launch` result: host time per launch (version 2 of the op)."""
     return row(op="launch", family="overhead", dtype="float32", params={}, median_ms=median_ms, flops=0, nbytes=0,
-               timing_mode=timing_mode, **kw)
+               cache="hot", timing_mode=timing_mode, op_version=op_version, **kw)
 
 
 def device_rows(*, hbm_gbps: float = 3000.0, l2_gbps: float = 9000.0, fp32_tflops: float = 50.0,
@@ -140,7 +142,7 @@ def write_db(url: str, rows: list[dict]) -> None:
             params = json.loads(r["params"])
             store.add_measurement(MeasurementRecord(
                 run_id=r["run_id"],
-                case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=1, family=r["family"],
+                case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=r.get("op_version", 1), family=r["family"],
                                 backend=r["backend"], dtype=r["dtype"], params=params),
                 device_fingerprint=r["device_fingerprint"], cache=r["cache"], timing_mode=r["timing_mode"],
                 status=r["status"], measured_at=r["measured_at"], device_uuid=r["device_uuid"],

@@ -162,3 +162,10 @@ def test_hot_cases_larger_than_the_l2_are_held_against_hbm():
     df = frame(rows + [big_hot])
     d = diagnose(df, compute_ceilings(df, H100)).set_index("case_key").loc[big_hot["case_key"]]
     assert d["bandwidth_roof_gbps"] == pytest.approx(3000.0) and d["efficiency"] == pytest.approx(0.5)
+
+
+def test_launch_floor_ignores_version_1_results_that_timed_the_kernel() -> None:
+    # v1 of the launch op reported a kernel's event time (2 us); v2 the host time per launch (6 us)
+    old = [launch(0.002, op_version=1, run_id=f"old-{i}") for i in range(3)]
+    dc, _ = _dc(old + [launch(0.006)])
+    assert dc.get("launch", timing_mode="launch").value == pytest.approx(0.006)

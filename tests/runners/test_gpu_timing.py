@@ -61,12 +61,13 @@ def test_cuda_flush_buffer_is_sized_from_the_device_l2(gpu) -> None:
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flusher = CudaFlusher(device)
     assert flusher.flush_bytes >= 2 * l2
-    assert flusher._buf.numel() * flusher._buf.element_size() == flusher.flush_bytes
+    assert flusher._words.numel() * flusher._words.element_size() == flusher.flush_bytes
+    before = flusher._words.clone()
     flusher.flush()
     torch.cuda.synchronize()
-    assert torch.all(flusher._words == flusher._value).item()
+    assert torch.equal(flusher._words, before)  # a read-only sweep
     r = measure(lambda: None, device=device, settings=QUICK, cache="cold", timing_mode="launch")
-    assert r.flush_bytes >= 2 * l2 and r.clock == "cuda_events"
+    assert r.flush_bytes >= 2 * l2 and r.clock == "cuda_events" and r.flush_method == "read_sweep"
 
 
 def test_events_agree_with_an_independent_timer_on_a_long_gemm(gpu) -> None:
@@ -119,12 +120,78 @@ def test_graph_mode_removes_launch_overhead_of_a_tiny_kernel(gpu) -> None:
     assert graph.stats.median_ms < launch.stats.median_ms
 
 
-def test_graph_launches_setting_is_obeyed_and_cold_graph_flushes(gpu) -> None:
+def test_graph_launches_setting_is_obeyed_and_cold_graph_is_refused(gpu) -> None:
     _, device = gpu
     x = torch.randn(1 << 20, device="cuda")
-    r = measure(lambda: x.mul_(1.0), device=device, settings=QUICK.override({"graph_launches": 7}), cache="cold", timing_mode="graph")
-    assert r.launches_per_sample == 7 and r.flush_bytes >= 2 * device.l2_bytes
+    r = measure(lambda: x.mul_(1.0), device=device, settings=QUICK.override({"graph_launches": 7}), cache="hot", timing_mode="graph")
+    assert r.launches_per_sample == 7 and r.flush_bytes == 0
     assert len(r.samples_ms) == r.stats.n_samples
+    with pytest.raises(ValueError, match="graph mode"):
+        measure(lambda: x.mul_(1.0), device=device, settings=QUICK, cache="cold", timing_mode="graph")
+
+
+def test_held_samples_hot_is_not_slower_than_cold_for_small_kernels(gpu) -> None:
+    # before the hold, a hot sample of a small kernel held the host's dispatch and could read
+    # slower than the cold one (whose flush kept the GPU busy while the host dispatched)
+    _, device = gpu
+    x = torch.randn(1 << 16, device="cuda")
+    y = torch.empty_like(x)
+    for fn in (lambda: torch.add(x, 1.0, out=y), lambda: torch.nn.functional.gelu(x, approximate="tanh")):
+        hot = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch")
+        cold = measure(fn, device=device, settings=QUICK, cache="cold", timing_mode="launch")
+        assert hot.sync_method in ("blocking_kernel", "sleep_kernel") and cold.sync_method == hot.sync_method
+        assert hot.stats.median_ms <= cold.stats.median_ms * 1.02
+        assert hot.stats.median_ms < 0.015  # device time of a 256 KiB elementwise kernel, no dispatch
+
+
+def test_each_hold_is_device_time_without_dispatch(gpu) -> None:
+    from runners.stream_hold import SleepKernelHold, make_stream_hold
+
+    _, device = gpu
+    x = torch.randn(256, device="cuda")
+
+    def slow_dispatch() -> None:
+        import time
+
+        t = time.perf_counter()
+        while time.perf_counter() - t < 100e-6:  # 100 us of host work before the launch
+            pass
+        x.add_(1.0)
+
+    for hold in (make_stream_hold("cuda:0"), SleepKernelHold("cuda:0")):
+        r = measure(slow_dispatch, device=device, settings=QUICK, cache="hot", timing_mode="launch", stream_hold=hold)
+        assert r.sync_method == hold.method
+        assert r.stats.median_ms < 0.05  # not the 0.1 ms of dispatch
+
+
+def test_blocking_kernel_times_out_on_a_call_that_synchronises(gpu) -> None:
+    cp = pytest.importorskip("cupy")
+    from runners.stream_hold import BlockingKernelHold
+
+    _, device = gpu
+    x = torch.randn(256, device="cuda")
+
+    def syncs() -> None:
+        x.add_(1.0)
+        torch.cuda.synchronize()  # would wait on the held stream forever
+
+    hold = BlockingKernelHold("cuda:0", cp, timeout_s=0.2)
+    r = measure(syncs, device=device, settings=QUICK, cache="hot", timing_mode="launch", stream_hold=hold)
+    assert r.sync_method == "host_sync"
+
+
+def test_launch_floor_is_host_time_per_launch_in_a_plausible_range(gpu) -> None:
+    from suite.timing import SampleKind
+
+    _, device = gpu
+    x = torch.randn(1, device="cuda")
+    y = torch.empty_like(x)
+    fn = lambda: torch.add(x, 1, out=y)  # noqa: E731
+    eager = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch", sample_kind=SampleKind.HOST_PER_LAUNCH)
+    graph = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="graph", sample_kind=SampleKind.HOST_PER_LAUNCH)
+    assert eager.clock == "perf_counter" and eager.sync_method == "host_sync"
+    assert 0.001 <= eager.stats.median_ms <= 0.05  # 1-50 us per launch from Python
+    assert 0.0003 <= graph.stats.median_ms < eager.stats.median_ms  # a graph node is cheaper than a dispatch
 
 
 def test_clock_monitor_reads_the_sm_clock(gpu) -> None:

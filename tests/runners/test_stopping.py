@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runners.stopping import next_batch_size, sample_until_stable
+from runners.stopping import NOISE_MIN_HISTORY, NoiseTracker, StopReason, next_batch_size, sample_until_stable
 from suite.timing import TimingSettings
 
 
@@ -27,8 +27,27 @@ class SyntheticTimer:
         return out
 
 
-def run(timer: SyntheticTimer, settings: TimingSettings):
-    return sample_until_stable(timer.take_batch, settings, clock_s=timer.clock_s)
+class DriftingDraw:
+    """`draw()` scaled by 1 + per_sample x (samples drawn so far): a clock that keeps drifting, so
+    neither the median nor the noise estimate ever settles."""
+
+    def __init__(self, draw, per_sample: float) -> None:
+        self.draw = draw
+        self.per_sample = per_sample
+        self.i = 0
+
+    def __call__(self) -> float:
+        self.i += 1
+        return self.draw() * (1.0 + self.per_sample * self.i)
+
+
+def quantised(draw, step_ms: float):
+    """`draw()` rounded to the nearest multiple of `step_ms` (a clock that ticks in steps)."""
+    return lambda: round(draw() / step_ms) * step_ms
+
+
+def run(timer: SyntheticTimer, settings: TimingSettings, resolution_ms: float = 0.0):
+    return sample_until_stable(timer.take_batch, settings, resolution_ms=resolution_ms, clock_s=timer.clock_s)
 
 
 def test_converges_on_a_low_noise_timer() -> None:
@@ -56,7 +75,8 @@ def test_hits_max_time_on_a_heavy_tailed_timer() -> None:
 
 def test_max_time_overshoot_is_about_one_sample_on_a_noisy_timer() -> None:
     rng = np.random.default_rng(5)
-    timer = SyntheticTimer(lambda: rng.lognormal(0.0, 0.5))
+    draw = DriftingDraw(lambda: rng.lognormal(0.0, 0.5), per_sample=0.002)
+    timer = SyntheticTimer(draw)
     settings = TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=400, target_precision=1e-6, max_samples=10**6)
     out = run(timer, settings)
     assert out.stop_reason == "max_time"
@@ -102,11 +122,11 @@ def test_min_time_respected_even_when_converged_earlier() -> None:
 
 def test_ci_is_checked_once_per_batch_with_geometric_growth() -> None:
     rng = np.random.default_rng(4)
-    timer = SyntheticTimer(lambda: rng.normal(1.0, 0.3))
-    out = run(timer, TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=10**6, max_samples=5000, target_precision=1e-9))
+    timer = SyntheticTimer(DriftingDraw(lambda: rng.normal(1.0, 0.01), per_sample=0.002))
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=10**6, max_samples=1000, target_precision=1e-9))
     assert out.stop_reason == "max_samples"
     assert out.batches == len(timer.batch_sizes)
-    assert out.batches < 40  # ~log_{1.25}(500) checks, not one per sample
+    assert out.batches < 40  # ~log_{1.25}(100) checks, not one per sample
     assert all(b >= a for a, b in zip(timer.batch_sizes[1:-1], timer.batch_sizes[2:-1]))
 
 
@@ -121,3 +141,72 @@ def test_next_batch_size_bounds() -> None:
 def test_source_returning_wrong_count_is_an_error() -> None:
     with pytest.raises(RuntimeError, match="expected 10"):
         sample_until_stable(lambda k: [1.0], TimingSettings(min_samples=10))
+
+
+EVENT_STEP_MS = 0.0005  # CUDA events tick in steps of about 0.5 us
+DEFAULTS = TimingSettings()  # min 10 samples, 50 ms, 0.5 % target, 3 s budget
+
+
+def test_quantised_timer_between_two_steps_ends_at_the_clock_resolution() -> None:
+    # a 3.25 us kernel with 0.1 us of jitter: every sample reads 3.0 or 3.5 us, about half each, so
+    # the median's CI spans one step (7.7 % of the median) forever and 0.5 % is never reached
+    rng = np.random.default_rng(11)
+    timer = SyntheticTimer(quantised(lambda: rng.normal(0.00325, 0.0001), EVENT_STEP_MS), overhead_ms=0.01)
+    out = run(timer, DEFAULTS, resolution_ms=EVENT_STEP_MS)
+    assert out.stop_reason == "clock_resolution"
+    assert out.stats.ci_high_ms - out.stats.ci_low_ms == pytest.approx(EVENT_STEP_MS)
+    assert out.stats.rel_ci_halfwidth > DEFAULTS.target_precision
+    assert out.elapsed_ms < 2 * DEFAULTS.min_time_ms  # the first check past min_time, not max_time
+
+
+def test_quantised_timer_without_a_known_resolution_ends_when_the_noise_settles() -> None:
+    rng = np.random.default_rng(12)
+    timer = SyntheticTimer(quantised(lambda: rng.normal(0.00325, 0.0001), EVENT_STEP_MS), overhead_ms=0.01)
+    out = run(timer, DEFAULTS)
+    assert out.stop_reason == "noise_settled"
+    assert out.elapsed_ms < DEFAULTS.max_time_ms / 2
+
+
+def test_stationary_noisy_timer_ends_when_the_noise_settles() -> None:
+    rng = np.random.default_rng(13)
+    timer = SyntheticTimer(lambda: rng.lognormal(0.0, 0.3))  # 30 % noise: 0.5 % needs ~10^4 samples
+    settings = TimingSettings(min_samples=10, min_time_ms=50, max_time_ms=30_000, target_precision=0.005, max_samples=10**6)
+    out = run(timer, settings, resolution_ms=EVENT_STEP_MS)
+    assert out.stop_reason == "noise_settled"
+    assert out.stats.n_samples > NOISE_MIN_HISTORY
+    assert out.stats.median_ms == pytest.approx(1.0, rel=0.1)
+    assert out.elapsed_ms < settings.max_time_ms / 4
+
+
+def test_drifting_timer_is_never_called_converged_or_settled() -> None:
+    rng = np.random.default_rng(14)
+    # a 30 us kernel (60 clock steps) that slows by 0.1 % per sample: the median keeps moving and
+    # the noise estimate keeps growing, so no exit but max_time may fire
+    draw = DriftingDraw(quantised(lambda: rng.normal(0.030, 0.0003), EVENT_STEP_MS), per_sample=0.001)
+    timer = SyntheticTimer(draw, overhead_ms=0.01)
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=10, max_time_ms=60, max_samples=10**6), resolution_ms=EVENT_STEP_MS)
+    assert out.stop_reason == "max_time"
+    assert out.stats.n_samples > 2 * NOISE_MIN_HISTORY  # the settled check had its chances
+
+
+def test_resolution_exit_needs_min_samples_and_min_time() -> None:
+    timer = SyntheticTimer(quantised(lambda: 0.00325 + 1e-5 * np.random.default_rng(0).standard_normal(), EVENT_STEP_MS))
+    out = run(timer, TimingSettings(min_samples=30, min_time_ms=100, max_time_ms=10**5), resolution_ms=EVENT_STEP_MS)
+    assert out.stats.n_samples >= 30 and out.elapsed_ms >= 100
+
+
+def test_noise_tracker_matches_numpy_and_settles_only_past_its_history() -> None:
+    rng = np.random.default_rng(15)
+    x = rng.normal(1.0, 0.1, 200)
+    tracker = NoiseTracker()
+    tracker.add(x[:NOISE_MIN_HISTORY])
+    assert tracker.estimates[-1] == pytest.approx(x[:NOISE_MIN_HISTORY].std(ddof=1) / x[:NOISE_MIN_HISTORY].mean())
+    assert len(tracker.estimates) == NOISE_MIN_HISTORY - 1 and not tracker.settled()
+    tracker.add(x[NOISE_MIN_HISTORY:])
+    assert tracker.estimates[-1] == pytest.approx(x.std(ddof=1) / x.mean())
+
+
+def test_stop_reasons_are_the_ones_the_database_lists() -> None:
+    from db.records import STOP_REASONS
+
+    assert set(STOP_REASONS) == {r.value for r in StopReason}

@@ -42,6 +42,7 @@ class SpyFlusher:
         self.log = log
         self.sleep_ms = sleep_ms
         self.flush_bytes = flush_bytes
+        self.flush_method = "read_sweep"
 
     def flush(self) -> None:
         self.log.append("flush")

@@ -47,8 +47,25 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
     assert out.stats["n_samples"] == len(out.samples_ms) >= FAST.min_samples
     assert min(out.samples_ms) <= out.stats["median_ms"] <= max(out.samples_ms)
     assert out.first_call_ms is not None and out.first_call_ms > 0
-    assert out.stop_reason in ("converged", "max_time", "max_samples")
+    assert out.stop_reason in ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
     assert (out.flush_bytes > 0) == (cache == "cold")
+    assert out.sync_method == "none"  # host time on a CPU: nothing to hold
+    assert out.flush_method == ("read_sweep" if cache == "cold" else "none")
+
+
+def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
+    from runners.timing import HOST_LAUNCHES_PER_SAMPLE
+    from suite.ops.registry import get_op
+
+    op = get_op("launch")
+    case = Case(op="launch", op_version=op.version, family="overhead", backend="eager", dtype="float32",
+                cache="hot", timing_mode="launch", params={"n": 1}, timing=FAST)
+    out = run(case)
+    assert out.status == "ok", out.error
+    assert out.clock == "perf_counter" and out.sync_method == "host_sync"
+    assert out.launches_per_sample == HOST_LAUNCHES_PER_SAMPLE
+    assert out.flush_bytes == 0 and out.flush_method == "none"
+    assert 0 < out.stats["median_ms"] < 1.0  # a torch.add on one element: micro-, not milliseconds
 
 
 def test_cli_overrides_reach_the_timing_engine() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.case import BACKENDS, DTYPES, FAMILIES, TIMING_MODES, Case
+from suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case
 from suite.device import DeviceInfo
 from suite.ops import registry
 from suite.ops.base import Op, ParamSpec, Prepared
@@ -125,8 +125,9 @@ def test_get_op_unknown_name_lists_known_names():
 @pytest.mark.parametrize("name", sorted(set().union(*PLAN_OPS.values())))
 def test_op_declares_a_valid_interface(name):
     op = get_op(name)
-    assert op.name == name and op.version == 1
+    assert op.name == name and op.version == (2 if name == "launch" else 1)  # launch v2: host time per launch
     assert op.family in FAMILIES
+    assert op.cache_modes and set(op.cache_modes) <= set(CACHE_MODES)
     assert op.backends and set(op.backends) <= set(BACKENDS)
     assert op.dtypes and set(op.dtypes) <= set(DTYPES)
     assert set(op.timing_modes) <= set(TIMING_MODES)

@@ -25,6 +25,8 @@ CASES = {
     "unknown_cache": (HEAD + "    op: copy\n    cache: [cold, warm]\n    params: {n: 4}\n", ["line 5", "benchmarks[0].cache[1]", "unknown cache mode 'warm'", "allowed: cold, hot"]),
     "unknown_timing_mode": (HEAD + "    op: copy\n    timing_modes: [launch, replay]\n    params: {n: 4}\n", ["line 5", "benchmarks[0].timing_modes[1]", "unknown timing mode 'replay'", "allowed: launch, graph"]),
     "unsupported_timing_mode": (HEAD + "    op: matmul\n    timing_modes: [graph]\n    params: {m=n=k: 4}\n", ["benchmarks[0].timing_modes[0]", "does not support timing mode 'graph'", "allowed: launch"]),
+    "cold_graph": (HEAD + "    op: copy\n    cache: [cold, hot]\n    timing_modes: [launch, graph]\n    params: {n: 4}\n", ["line 5", "benchmarks[0].cache", "cache mode cold cannot be timed in graph mode", "use cache hot with graph"]),
+    "cold_graph_by_default": (HEAD + "    op: copy\n    timing_modes: [graph]\n    params: {n: 4}\n", ["line 5", "benchmarks[0].timing_modes", "cache mode cold cannot be timed in graph mode"]),
     "bad_default_dtype": ("name: bad\ndefaults:\n  dtypes: [float128]\nbenchmarks:\n  - {name: a, op: copy, params: {n: 4}}\n", ["line 3", "defaults.dtypes[0]", "unknown dtype 'float128'", "allowed:"]),
     "unknown_device": (HEAD + "    op: copy\n    devices: [gpu]\n    params: {n: 4}\n", ["line 5", "benchmarks[0].devices[0]", "unknown device kind 'gpu'", "allowed: cpu, cuda"]),
     "unknown_param": (HEAD + "    op: copy\n    params:\n      n: 4\n      size: 3\n", ["line 7", "benchmarks[0].params.size", "unknown parameter 'size'", "allowed: n (required)"]),
