@@ -139,7 +139,7 @@ def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", ve
                                                                   "compute_roof_origin", "bandwidth_roof_origin"]),
             "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
                                   ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
-                                   "intensity", "tflops", "gbps"]),
+                                   "intensity", "tflops", "gbps", "power_w", "note"]),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)

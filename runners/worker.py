@@ -184,7 +184,7 @@ def _context_usable(device: DeviceInfo) -> bool:
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check, then timing; never raises."""
-    from runners.clocks import ClockMonitor
+    from runners.clocks import ClockMonitor, energy_per_call_j
     from runners.timing import measure
     from suite.ops.registry import get_op
 
@@ -248,6 +248,8 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             sm_clock_max_mhz=clocks.sm_clock_max_mhz,
             throttle_reasons=tuple(clocks.throttle_reasons),
             throttled=bool(clocks.throttled),
+            power_w=clocks.power_w,
+            energy_j=energy_per_call_j(clocks.power_w, result.stats.median_ms),
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
