@@ -74,7 +74,14 @@ class CaseOutcome:
     quality_reasons: tuple[str, ...] = ()
     cpu_threads: int | None = None  # intra-op threads of a CPU case
     worker_unusable: bool = False  # the device context is broken: the worker exits after this case
+    # host wall time of the case's phases in the worker, ms (PHASES; not stored, for overhead studies)
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+    check_cached: bool = False  # the check verdict came from an earlier case with the same inputs' shape
 
+
+# prepare: inputs and callable; first_call: the worker's timed first call; check: float64 check;
+# timing_first_call: the timing engine's own first call (the one before its warmup); warmup; sampling
+PHASES = ("prepare", "first_call", "check", "timing_first_call", "warmup", "sampling")
 
 STATS_FIELDS = (
     "median_ms",
@@ -107,12 +114,16 @@ def format_bytes(n: float) -> str:
 
 
 def _available_memory_bytes(device: DeviceInfo) -> int | None:
-    """Free memory on the device now (CUDA: the driver's free count; CPU: MemAvailable), or None."""
+    """Free memory on the device now, or None. CUDA: the driver's free count plus what torch's
+    caching allocator holds without using it (the worker does not empty that cache after every
+    case); CPU: MemAvailable."""
     if device.is_cuda:
         import torch
 
-        free, _total = torch.cuda.mem_get_info(torch.device(device.torch_device))
-        return int(free)
+        dev = torch.device(device.torch_device)
+        free, _total = torch.cuda.mem_get_info(dev)
+        cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+        return int(free) + max(0, int(cached))
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -160,6 +171,10 @@ def _synchronize(device: DeviceInfo, extra_sync: Any) -> None:
 
 
 def _release(device: DeviceInfo) -> None:
+    """Collect garbage and return torch's cached blocks to the driver: after a case that raised
+    (an out-of-memory error leaves cached blocks, and a traceback can hold inputs in a cycle).
+    After a case that ended normally its tensors are freed by reference counting and the cached
+    blocks serve the next case, so this is not done."""
     gc.collect()
     if device.is_cuda:
         import torch
@@ -182,8 +197,24 @@ def _context_usable(device: DeviceInfo) -> bool:
         return False
 
 
+# check verdicts of this worker, by check_key: None (correct) or the message
+_CHECK_VERDICTS: dict[str, str | None] = {}
+
+
+def check_key(case: Case) -> str:
+    """What decides a check's verdict: the op, backend, dtype and params, not the cache or timing
+    mode (the cases of one shape in cold/hot and launch/graph run the same code on inputs of the
+    same shape and distribution)."""
+    from suite.case import canonical_params
+
+    return f"{case.op}.v{case.op_version}:{case.backend}:{case.dtype}:{canonical_params(case.params)}"
+
+
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
-    """Skip checks, prepare, first call + correctness check, then timing; never raises."""
+    """Skip checks, prepare, first call + correctness check, then timing; never raises.
+
+    The float64 check runs once per check_key in a worker: a later case with the same key (another
+    cache or timing mode) makes and times its first call but takes the verdict of the first."""
     from runners.clocks import ClockMonitor, energy_per_call_j
     from runners.timing import measure
     from suite.ops.registry import get_op
@@ -193,12 +224,23 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     started = time.perf_counter()
     prepared = None
     output = None
+    phases: dict[str, float] = {}
+    mark = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[name] = (now - mark) * 1e3
+        mark = now
+
+    raised = False
     try:
         op = get_op(case.op)
         reason = generic_skip_reason(op, case, device)
         if reason:
             return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
         settings = case.timing.override(dict(request.timing_overrides))
+        mark = time.perf_counter()
         prepared = op.prepare(case, device, case_seed(request.seed, key))
         if case.timing_mode == "graph" and not prepared.graph_safe:
             # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
@@ -206,14 +248,25 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             reason = f"{op.name} with the {case.backend} backend cannot be captured in a CUDA graph (timing mode graph)"
             return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
         _synchronize(device, prepared.sync)
+        lap("prepare")
         t0 = time.perf_counter_ns()
         output = prepared.fn()
         _synchronize(device, prepared.sync)
         first_call_ms = (time.perf_counter_ns() - t0) / 1e6
-        problem = prepared.check(output)
+        lap("first_call")
+        verdict_key = check_key(case)
+        check_cached = verdict_key in _CHECK_VERDICTS
+        if check_cached:
+            problem = _CHECK_VERDICTS[verdict_key]
+        else:
+            problem = _CHECK_VERDICTS[verdict_key] = prepared.check(output)
         output = None
+        lap("check")
         if problem:
-            return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
+            return CaseOutcome(
+                key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms,
+                phases_ms=dict(phases), check_cached=check_cached,
+            )
         monitor = ClockMonitor(device)
         monitor.start()
         try:
@@ -229,6 +282,11 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             )
         finally:
             clocks = monitor.stop()
+        lap("measure")
+        measure_ms = phases.pop("measure")
+        phases["warmup"] = float(result.warmup_ms)
+        phases["sampling"] = float(result.sampling_ms)
+        phases["timing_first_call"] = max(0.0, measure_ms - result.warmup_ms - result.sampling_ms)
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
         return CaseOutcome(
             key,
@@ -250,13 +308,17 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             throttled=bool(clocks.throttled),
             power_w=clocks.power_w,
             energy_j=energy_per_call_j(clocks.power_w, result.stats.median_ms),
+            phases_ms=dict(phases),
+            check_cached=check_cached,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
+        raised = True
         # leaving this block drops the traceback, and with it the frames that hold the inputs
     finally:
         prepared = None
         output = None
+    if raised:
         _release_quietly(device)
     if _context_usable(device):
         return CaseOutcome(key, "failed", message, time.perf_counter() - started)
