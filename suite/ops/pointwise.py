@@ -52,8 +52,17 @@ def cupy_stream(cp: Any) -> Any:
     handle = torch.cuda.current_stream().cuda_stream
     stream = _external_streams.get(handle)
     if stream is None:
-        stream = _external_streams[handle] = cp.cuda.ExternalStream(handle)
+        stream = _external_streams[handle] = external_stream(cp, handle)
     return stream
+
+
+def external_stream(cp: Any, handle: int) -> Any:
+    """A CuPy stream object over an existing CUDA stream: `cupy.cuda.Stream.from_external`
+    (CuPy 14, which deprecates ExternalStream), else `cupy.cuda.ExternalStream` (older CuPy)."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(handle)
+    return cp.cuda.ExternalStream(handle)
 
 
 class PointwiseOp(TorchOp):
