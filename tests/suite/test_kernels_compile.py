@@ -135,3 +135,16 @@ def test_stream_kernels_load_and_store_16_bytes_at_a_time(tmp_path, dtype):
         assert re.search(r"ld\.global(\.nc)?" + VECTOR_16_BYTES, body), f"{name}: no 16-byte load"
         if kind != "dot":
             assert re.search(r"st\.global" + VECTOR_16_BYTES, body), f"{name}: no 16-byte store"
+
+
+@pytest.mark.parametrize("dtype, instruction", [("float16", "fma.rn.f16x2"), ("bfloat16", "fma.rn.bf16x2")])
+def test_fma_chain_16_bit_ptx_has_k_packed_fmas(tmp_path, dtype, instruction):
+    cu = tmp_path / "fma.cu"
+    cu.write_text(cuda_sources.fma_source(dtype, 16))
+    ptx = tmp_path / "fma.ptx"
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = ptx.read_text()
+    count = text.count(instruction + " ")
+    assert count >= 16 and count % 16 == 0, count
+    assert text.count(instruction.replace("x2", "") + " ") >= 16  # the scalar chain of an odd n's last element
