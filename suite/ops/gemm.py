@@ -3,8 +3,11 @@
 The float8 GEMM takes `fast_accum` (torch._scaled_mm's use_fast_accum; false by default): both
 variants are separate cases. Every op here with a compiled backend takes `compile_mode` (default,
 max-autotune-no-cudagraphs). Default Inductor keeps the GEMM of matmul_bias_gelu in cuBLAS (an
-extern addmm/mm call) and fuses bias add and gelu into one Triton kernel after it;
-max-autotune-no-cudagraphs also benchmarks Triton GEMM templates with the epilogue fused in.
+extern call) on a GPU: for float32/tf32 it unfuses addmm into mm + one Triton kernel that adds the
+bias and applies gelu; for float16/bfloat16 (torch's keep_addmm_fused_for_half_dtypes) the bias
+stays in cuBLAS's addmm and gelu is a Triton kernel of its own. Either way the GEMM output makes
+one extra round trip through memory. max-autotune-no-cudagraphs also benchmarks Triton GEMM
+templates, which can take gelu into the GEMM's epilogue.
 
 matmul C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]: FLOPs 2·m·n·k·batch; bytes
 (m·k + k·n + m·n)·s·batch (DESIGN.md). For float8_e4m3fn, A and B are 1-byte operands with
