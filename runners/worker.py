@@ -80,7 +80,8 @@ class CaseOutcome:
 
 
 # prepare: inputs and callable; first_call: the worker's timed first call; check: float64 check;
-# timing_first_call: the timing engine's own first call (the one before its warmup); warmup; sampling
+# timing_first_call: the timing engine's own first call before its warmup, with its set-up (CUDA graph
+# capture in graph mode); warmup; sampling
 PHASES = ("prepare", "first_call", "check", "timing_first_call", "warmup", "sampling")
 
 STATS_FIELDS = (
