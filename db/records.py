@@ -104,7 +104,7 @@ class MeasurementRecord:
     sm_clock_end_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     throttle_reasons: tuple[str, ...] = ()
-    throttled: bool = False  # clock below 75 % of max, or thermal/power throttling seen
+    throttled: bool = False  # clock below 75 % of max while busy, or thermal/hardware slowdown seen
     sync_method: str | None = None  # what held the stream while a batch was enqueued
     flush_method: str | None = None  # how the cache was cleaned before a cold sample
     power_w: float | None = None  # average board power while the case ran

@@ -15,9 +15,15 @@ mode, or the roofline time is below that floor; else compute or bandwidth, which
 roofline time is larger. The floor is what a user pays per launch (host time per launch from Python
 in launch mode, per launch of a graph replay in graph mode) and a case's median is its device time:
 a kernel that runs in about the time its launch costs is bound by launching, not by the GPU.
+
+power: `power_w` is the board's average power while the case ran; `at_power_cap` is True when NVML
+reported the software power cap (`sw_power_cap` among the throttle reasons). Such a case is not
+throttled (its clock stayed above the floor, else it would not be usable): its note reads
+"at power cap", which says that more FLOP/s at this clock would need more power, not more work.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -41,9 +47,23 @@ DIAGNOSIS_COLUMNS = [
     "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
     "compute_ms", "memory_ms", "roofline_ms", "efficiency", "wall", "launch_floor_ms",
     "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
-    "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason",
+    "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note",
 ]
 SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
+POWER_CAP_REASON = "sw_power_cap"
+AT_POWER_CAP = "at power cap"
+
+
+def at_power_cap(throttle_reasons: object) -> bool:
+    """True when the stored reasons (a list, or its JSON text) include the software power cap."""
+    if throttle_reasons is None or (isinstance(throttle_reasons, float) and math.isnan(throttle_reasons)):
+        return False
+    if isinstance(throttle_reasons, str):
+        try:
+            throttle_reasons = json.loads(throttle_reasons)
+        except ValueError:
+            return POWER_CAP_REASON in throttle_reasons
+    return POWER_CAP_REASON in list(throttle_reasons)
 
 
 def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
@@ -75,6 +95,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
         roofline_ms = max(terms) if terms else math.nan
         floor = launch_floor_ms(dc, str(r["timing_mode"]))
         wall = _wall(median_ms, roofline_ms, compute_ms, memory_ms, floor)
+        capped = at_power_cap(r.get("throttle_reasons"))
         efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
         suspect = efficiency > SUSPECT_ABOVE
         out.append({
@@ -91,8 +112,18 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "bandwidth_roof_origin": broof.origin if broof else None,
             "roof_suspect": bool(suspect), "quality": r["_quality"],
             "rel_ci_halfwidth": r.get("rel_ci_halfwidth"), "stop_reason": r.get("stop_reason"),
+            "power_w": _float_or_nan(r.get("power_w")),
+            "at_power_cap": capped,
+            "note": AT_POWER_CAP if capped else "",
         })
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
+
+
+def _float_or_nan(value: object) -> float:
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float, floor: float | None) -> str | None:

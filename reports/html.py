@@ -180,7 +180,7 @@ def render_report(
                                                                   "quality", "roof_suspect"]),
             "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
                                   ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
-                                   "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id"]),
+                                   "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id", "power_w", "note"]),
             "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
         }

@@ -78,7 +78,7 @@ def resolve_op_params(op_name: str, shape: dict, dtype: str):
     if unknown:
         raise ReportInputError(
             f"--shape: op {op_name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(op.params)}")
-    params = op.resolved_params(shape)
+    params = op.with_defaults(shape)
     missing = [name for name in op.params if name not in params]
     if missing:
         raise ReportInputError(f"--shape: op {op_name!r} needs {', '.join(missing)} (parameters: {', '.join(op.params)})")

@@ -1,17 +1,27 @@
-"""SM clock and throttle reasons around a case, from NVML.
+"""SM clock, clock-event reasons and board energy around a case, from NVML.
 
-`ClockMonitor(device).start()` reads the SM clock and the clock-event (throttle) reasons, then a
-background thread reads them again every `poll_interval_s` until `.stop()`, which reads them a last
-time and returns a `ClockReport`. A case is `throttled` when a reading taken while the GPU was busy
-showed an SM clock below 75 % of the maximum SM clock, or when thermal or power throttling was
-reported at any reading. Readings flagged `gpu_idle` do not count toward the lowest clock (an idle
-GPU lowers its clock between cases; that is not a slowdown of the work).
+`ClockMonitor(device).start()` reads the SM clock, the clock-event (throttle) reasons and the
+board's total-energy counter, then a background thread reads clock and reasons again every
+`poll_interval_s` until `.stop()`, which reads everything a last time and returns a `ClockReport`.
 
-On a CPU, or without NVML, the report has None clocks, no reasons and `throttled` False.
+A case is `throttled` when its work ran slower than the clock it is labelled with: a reading taken
+while the GPU was busy showed an SM clock below 75 % of the maximum SM clock (the rule nvbench
+applies to its samples), or a thermal or hardware slowdown was reported (`SLOWDOWN_MASK`). The
+software power cap (`sw_power_cap`) is not throttling by itself: large GEMMs and attention run at
+the power limit routinely with clocks near the maximum, and flagging them would drop the very
+results the matrix ceiling comes from. It is kept as a reason and as `at_power_cap`; when the
+power cap does pull the clock down, the clock floor flags the case. Readings flagged `gpu_idle`
+do not count toward the lowest clock (an idle GPU lowers its clock between cases).
+
+`power_w` is the energy counter's difference over the monitored time (NVML reports total energy
+in mJ since the driver loaded); None when the counter is unavailable or did not advance.
+
+On a CPU, or without NVML, the report has None clocks and power, no reasons and `throttled` False.
 """
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -33,7 +43,10 @@ REASON_BITS: dict[int, str] = {
     0x100: "display_clock_setting",
 }
 GPU_IDLE = 0x1
-THROTTLING_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # power cap, HW slowdown, thermal, power brake
+SW_POWER_CAP = 0x4
+# reasons that mean the work ran slower than the clock it asked for: hardware slowdown, software
+# and hardware thermal slowdown, power brake. sw_power_cap is information only (module doc).
+SLOWDOWN_MASK = 0x8 | 0x20 | 0x40 | 0x80
 
 
 class ClockSource(Protocol):
@@ -42,6 +55,10 @@ class ClockSource(Protocol):
     def sm_clock_max_mhz(self) -> float: ...
 
     def event_reasons(self) -> int: ...
+
+
+class EnergySource(Protocol):
+    def total_energy_mj(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -57,18 +74,45 @@ class ClockReport:
     sm_clock_max_mhz: float | None
     sm_clock_min_busy_mhz: float | None  # lowest clock read while the GPU was not idle
     throttle_reasons: tuple[str, ...]  # every reason seen except gpu_idle, in bit order
-    throttled: bool
+    throttled: bool  # clock below the floor while busy, or a slowdown reason (SLOWDOWN_MASK)
     readings: int
+    at_power_cap: bool = False  # sw_power_cap was reported at some reading
+    power_w: float | None = None  # average board power over the monitored time
 
 
 NO_REPORT = ClockReport(None, None, None, None, (), False, 0)
+
+
+@dataclass(frozen=True)
+class EnergyReading:
+    energy_mj: float  # NVML total energy since driver load
+    at_s: float  # time.perf_counter() of the reading
+
+
+def average_power_w(start: EnergyReading | None, end: EnergyReading | None) -> float | None:
+    """Mean power between two energy-counter readings; None when the counter is missing, did not
+    advance (it updates on its own period, tens of ms on current boards) or went backwards."""
+    if start is None or end is None:
+        return None
+    seconds = end.at_s - start.at_s
+    joules = (end.energy_mj - start.energy_mj) / 1e3
+    if seconds <= 0 or joules <= 0:
+        return None
+    return joules / seconds
+
+
+def energy_per_call_j(power_w: float | None, median_ms: float | None) -> float | None:
+    """Energy of one call: the average board power while the case ran times the median call time."""
+    if power_w is None or median_ms is None or not median_ms > 0:
+        return None
+    return power_w * median_ms / 1e3
 
 
 def reason_names(mask: int) -> tuple[str, ...]:
     return tuple(name for bit, name in REASON_BITS.items() if mask & bit)
 
 
-def classify(readings: list[ClockReading], max_mhz: float | None) -> ClockReport:
+def classify(readings: list[ClockReading], max_mhz: float | None, power_w: float | None = None) -> ClockReport:
     """The report for `readings` (first = start, last = end) against the maximum SM clock."""
     if not readings:
         return NO_REPORT
@@ -84,8 +128,10 @@ def classify(readings: list[ClockReading], max_mhz: float | None) -> ClockReport
         sm_clock_max_mhz=max_mhz,
         sm_clock_min_busy_mhz=min_busy,
         throttle_reasons=reason_names(seen & ~GPU_IDLE),
-        throttled=bool(slow or seen & THROTTLING_MASK),
+        throttled=bool(slow or seen & SLOWDOWN_MASK),
         readings=len(readings),
+        at_power_cap=bool(seen & SW_POWER_CAP),
+        power_w=power_w,
     )
 
 
@@ -120,6 +166,10 @@ class NvmlClockSource:
     def event_reasons(self) -> int:
         return int(self._reasons_fn(self._handle))
 
+    def total_energy_mj(self) -> float:
+        """nvmlDeviceGetTotalEnergyConsumption: mJ since the driver loaded (Volta and newer)."""
+        return float(self._lib.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+
 
 class ClockMonitor:
     """Watches the SM clock of `device` between `.start()` and `.stop()`."""
@@ -138,6 +188,7 @@ class ClockMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._max_mhz: float | None = None
+        self._energy_start: EnergyReading | None = None
 
     def start(self) -> "ClockMonitor":
         if self._source is None:
@@ -148,6 +199,7 @@ class ClockMonitor:
             self._max_mhz = self._source.sm_clock_max_mhz()
         except Exception:
             self._max_mhz = None
+        self._energy_start = self._read_energy()
         self._read()
         self._thread = threading.Thread(target=self._poll, name="rooflab-clock-monitor", daemon=True)
         self._thread.start()
@@ -160,9 +212,19 @@ class ClockMonitor:
         self._thread.join()
         self._thread = None
         self._read()
+        power_w = average_power_w(self._energy_start, self._read_energy())
         with self._lock:
             readings = list(self._readings)
-        return classify(readings, self._max_mhz)
+        return classify(readings, self._max_mhz, power_w)
+
+    def _read_energy(self) -> EnergyReading | None:
+        read = getattr(self._source, "total_energy_mj", None)
+        if read is None:
+            return None
+        try:
+            return EnergyReading(float(read()), time.perf_counter())
+        except Exception:  # NVML_ERROR_NOT_SUPPORTED on boards without the counter
+            return None
 
     def _read(self) -> bool:
         try:

@@ -8,10 +8,12 @@ to OUT/summary.json for bots.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from runners.cli.common import UserInputError
 
@@ -249,6 +251,26 @@ def latest_run_of(db_url: str, suite: str) -> str | None:
     return None if frame.empty else str(frame.sort_values("run_order")["run_id"].iloc[-1])
 
 
+INDUCTOR_CACHE_DIR = "inductor-cache"  # under --out: Inductor's and Triton's compiled code, kept between nights
+
+
+@contextlib.contextmanager
+def inductor_cache(out_dir: Path) -> Iterator[Path | None]:
+    """Point TORCHINDUCTOR_CACHE_DIR at OUT/inductor-cache while the workers run (they inherit the
+    environment), so that compiled cases reuse the graphs, kernels and autotuning of earlier nights
+    and of the other modes of the same case tonight. A TORCHINDUCTOR_CACHE_DIR already set wins."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        yield None
+        return
+    path = out_dir / INDUCTOR_CACHE_DIR
+    path.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path.resolve())
+    try:
+        yield path
+    finally:
+        os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+
+
 def nightly(
     spec_path: str,
     *,
@@ -300,10 +322,11 @@ def nightly(
     else:
         from runners.session import run_suite
 
-        summary = run_suite(
-            spec_path, db_url=db_url, filters=tuple(filters), device=device, devices=devices, shard=shard,
-            run_id=run_id, quiet=quiet, **dict(run_options or {}),
-        )
+        with inductor_cache(out_dir):
+            summary = run_suite(
+                spec_path, db_url=db_url, filters=tuple(filters), device=device, devices=devices, shard=shard,
+                run_id=run_id, quiet=quiet, **dict(run_options or {}),
+            )
         run_id = summary.run_id
         invocation = summary.to_dict()
 

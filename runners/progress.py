@@ -61,6 +61,10 @@ def describe_result(record: MeasurementRecord) -> str:
         parts.append(f"{record.tflops:.3g} TFLOP/s")
     if record.throttled:
         parts.append("THROTTLED")
+    elif "sw_power_cap" in record.throttle_reasons:
+        parts.append("at power cap")
+    if record.power_w is not None:
+        parts.append(f"{record.power_w:.0f} W")
     return "  ".join(parts)
 
 

@@ -75,7 +75,15 @@ class CaseOutcome:
     quality_reasons: tuple[str, ...] = ()
     cpu_threads: int | None = None  # intra-op threads of a CPU case
     worker_unusable: bool = False  # the device context is broken: the worker exits after this case
+    # host wall time of the case's phases in the worker, ms (PHASES; not stored, for overhead studies)
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+    check_cached: bool = False  # the check verdict came from an earlier case with the same inputs' shape
 
+
+# prepare: inputs and callable; first_call: the worker's timed first call; check: float64 check;
+# timing_first_call: the timing engine's own first call before its warmup, with its set-up (CUDA graph
+# capture in graph mode); warmup; sampling
+PHASES = ("prepare", "first_call", "check", "timing_first_call", "warmup", "sampling")
 
 STATS_FIELDS = (
     "median_ms",
@@ -108,12 +116,16 @@ def format_bytes(n: float) -> str:
 
 
 def _available_memory_bytes(device: DeviceInfo) -> int | None:
-    """Free memory on the device now (CUDA: the driver's free count; CPU: MemAvailable), or None."""
+    """Free memory on the device now, or None. CUDA: the driver's free count plus what torch's
+    caching allocator holds without using it (the worker does not empty that cache after every
+    case); CPU: MemAvailable."""
     if device.is_cuda:
         import torch
 
-        free, _total = torch.cuda.mem_get_info(torch.device(device.torch_device))
-        return int(free)
+        dev = torch.device(device.torch_device)
+        free, _total = torch.cuda.mem_get_info(dev)
+        cached = torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)
+        return int(free) + max(0, int(cached))
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -161,6 +173,10 @@ def _synchronize(device: DeviceInfo, extra_sync: Any) -> None:
 
 
 def _release(device: DeviceInfo) -> None:
+    """Collect garbage and return torch's cached blocks to the driver: after a case that raised
+    (an out-of-memory error leaves cached blocks, and a traceback can hold inputs in a cycle).
+    After a case that ended normally its tensors are freed by reference counting and the cached
+    blocks serve the next case, so this is not done."""
     gc.collect()
     if device.is_cuda:
         import torch
@@ -183,6 +199,35 @@ def _context_usable(device: DeviceInfo) -> bool:
         return False
 
 
+# check verdicts of this worker, by check_key: None (correct) or the message
+_CHECK_VERDICTS: dict[str, str | None] = {}
+
+
+def check_key(case: Case) -> str:
+    """What decides a check's verdict: the op, backend, dtype and params, not the cache or timing
+    mode (the cases of one shape in cold/hot and launch/graph run the same code on inputs of the
+    same shape and distribution)."""
+    from suite.case import canonical_params
+
+    return f"{case.op}.v{case.op_version}:{case.backend}:{case.dtype}:{canonical_params(case.params)}"
+
+
+class _Laps:
+    """Host wall time of a case's phases in the worker (PHASES), ms."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def restart(self) -> None:
+        self._mark = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phases[name] = (now - self._mark) * 1e3
+        self._mark = now
+
+
 @dataclass
 class ReadyCase:
     """A case prepared on its device, its first call checked against the reference: ready to time."""
@@ -192,13 +237,18 @@ class ReadyCase:
     first_call_ms: float
     cpu_threads: int | None = None  # intra-op threads set for a CPU case
     sample_kind: Any = None  # suite.timing.SampleKind: what one sample of the op is
+    check_cached: bool = False  # the check verdict came from an earlier case with the same check_key
 
 
-def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> ReadyCase | CaseOutcome:
+def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _Laps | None = None) -> ReadyCase | CaseOutcome:
     """Skip checks, prepare, first call + correctness check: everything `run_case` does before it
-    times. A skipped or incorrect case comes back as its CaseOutcome; exceptions propagate."""
+    times. A skipped or incorrect case comes back as its CaseOutcome; exceptions propagate.
+
+    The float64 check runs once per check_key in a worker: a later case with the same key (another
+    cache or timing mode) makes and times its first call but takes the verdict of the first."""
     from suite.ops.registry import get_op
 
+    laps = laps if laps is not None else _Laps()
     case = request.case
     key = case.case_key
     op = get_op(case.op)
@@ -207,6 +257,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> Read
         return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
     settings = case.timing.override(dict(request.timing_overrides))
     cpu_threads = _apply_cpu_threads(device, request.cpu_threads)
+    laps.restart()
     prepared = op.prepare(case, device, case_seed(request.seed, key))
     if case.timing_mode == "graph" and not prepared.graph_safe:
         # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
@@ -214,15 +265,26 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float) -> Read
         reason = f"{op.name} with the {case.backend} backend cannot be captured in a CUDA graph (timing mode graph)"
         return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
     _synchronize(device, prepared.sync)
+    laps.lap("prepare")
     t0 = time.perf_counter_ns()
     output = prepared.fn()
     _synchronize(device, prepared.sync)
     first_call_ms = (time.perf_counter_ns() - t0) / 1e6
-    problem = prepared.check(output)
+    laps.lap("first_call")
+    verdict_key = check_key(case)
+    check_cached = verdict_key in _CHECK_VERDICTS
+    if check_cached:
+        problem = _CHECK_VERDICTS[verdict_key]
+    else:
+        problem = _CHECK_VERDICTS[verdict_key] = prepared.check(output)
     output = None
+    laps.lap("check")
     if problem:
-        return CaseOutcome(key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms)
-    return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind)
+        return CaseOutcome(
+            key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms,
+            phases_ms=dict(laps.phases), check_cached=check_cached,
+        )
+    return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind, check_cached)
 
 
 def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
@@ -244,20 +306,21 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
 
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
-    """Skip checks, prepare, first call + correctness check, then timing; never raises."""
-    from runners.clocks import ClockMonitor
+    """Skip checks, prepare, first call + correctness check (ready_case), then timing; never raises."""
+    from runners.clocks import ClockMonitor, energy_per_call_j
     from runners.contention import ContentionMonitor
     from suite.quality import judge, noise_reasons
 
     case = request.case
     key = case.case_key
     started = time.perf_counter()
+    laps = _Laps()
     ready = None
+    raised = False
     try:
-        ready = ready_case(request, device, started)
+        ready = ready_case(request, device, started, laps)
         if isinstance(ready, CaseOutcome):
             return ready
-        first_call_ms = ready.first_call_ms
         monitor = ClockMonitor(device)
         monitor.start()
         contention = ContentionMonitor.for_device(device).start()
@@ -266,6 +329,12 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         finally:
             clocks = monitor.stop()
             seen = contention.stop()
+        laps.lap("measure")
+        phases = laps.phases
+        measure_ms = phases.pop("measure")
+        phases["warmup"] = float(result.warmup_ms)
+        phases["sampling"] = float(result.sampling_ms)
+        phases["timing_first_call"] = max(0.0, measure_ms - result.warmup_ms - result.sampling_ms)
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
         quality, quality_reasons = judge(noise_reasons(result.stats.rel_ci_halfwidth, result.stop_reason), seen.reasons)
         return CaseOutcome(
@@ -277,7 +346,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             samples_ms=tuple(float(x) for x in result.samples_ms),
             stats=stats,
             stop_reason=result.stop_reason,
-            first_call_ms=first_call_ms,
+            first_call_ms=ready.first_call_ms,
             warmup_calls=int(result.warmup_calls),
             launches_per_sample=int(result.launches_per_sample),
             flush_bytes=int(result.flush_bytes),
@@ -291,12 +360,18 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             cpu_threads=ready.cpu_threads,
             sync_method=result.sync_method,
             flush_method=result.flush_method,
+            power_w=clocks.power_w,
+            energy_j=energy_per_call_j(clocks.power_w, result.stats.median_ms),
+            phases_ms=dict(phases),
+            check_cached=ready.check_cached,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
+        raised = True
         # leaving this block drops the traceback, and with it the frames that hold the inputs
     finally:
         ready = None
+    if raised:
         _release_quietly(device)
     if _context_usable(device):
         return CaseOutcome(key, "failed", message, time.perf_counter() - started)

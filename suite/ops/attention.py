@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from suite.case import Case
 from suite.device import DeviceInfo
 from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import TorchOp, as_torch, compare, esize, fresh_compile, generator, randn, sample_indices
+from suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare, esize, fresh_compile, generator, randn, sample_indices
 from suite.ops.registry import register
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive")
@@ -131,6 +131,7 @@ class Attention(TorchOp):
         "head_dim": ParamSpec(int, 64, "head dimension"),
         "causal": ParamSpec(bool, False, "causal mask (top-left aligned)", positive=False),
         "kernel": ParamSpec(str, "sdpa_math", "implementation", choices=KERNELS, positive=False),
+        "compile_mode": COMPILE_MODE_PARAM,
     }
     backends = ("eager", "compiled")
     dtypes = ("float32", "float16", "bfloat16")
@@ -151,9 +152,15 @@ class Attention(TorchOp):
         p = self.p(params)
         b, h, sq, sk = int(p["batch"]), int(p["heads"]), int(p["seq_q"]), int(p["seq_k"])
         io = self.bytes(params, dtype)
-        if p["kernel"] in ("naive", "sdpa_math"):
+        if p["kernel"] == "naive":
             # scores, scaled/masked scores and probabilities: three [b, h, sq, sk] tensors (+ a mask)
             return io + 3 * b * h * sq * sk * esize(dtype) + sq * sk
+        if p["kernel"] == "sdpa_math":
+            # torch's math backend computes 16-bit inputs in float32: float32 copies of Q, K, V and
+            # O, then scores and probabilities as float32 [b, h, sq, sk] tensors (three counted, as
+            # for naive); causal adds a boolean mask and its float32 additive form [sq, sk]
+            upcast = io // esize(dtype) * 4 if esize(dtype) < 4 else 0
+            return io + upcast + 3 * b * h * sq * sk * 4 + sq * sk * 5
         return io + b * h * sq * 4  # fused kernels keep per-row statistics (logsumexp) in float32
 
     def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
@@ -178,7 +185,7 @@ class Attention(TorchOp):
         k = randn((b, h, sk, d), case.dtype, device, gen)
         v = randn((b, h, sk, d), case.dtype, device, gen)
         if kernel == "naive":
-            impl = fresh_compile(_naive) if case.backend == "compiled" else _naive
+            impl = fresh_compile(_naive, str(p["compile_mode"])) if case.backend == "compiled" else _naive
             fn = lambda: impl(q, k, v, causal)  # noqa: E731
         else:
             backend = _backend(kernel)

@@ -27,6 +27,9 @@ class ParamSpec:
     help: str = ""
     choices: tuple[ParamValue, ...] | None = None  # allowed values, when the set is closed
     positive: bool = True  # numbers must be > 0 (sizes)
+    # False for an option added after results were stored: at its default it is left out of the
+    # case's params (and so of its case_key), which keeps the keys of existing cases unchanged
+    in_key_at_default: bool = True
 
 
 @dataclass
@@ -71,7 +74,17 @@ class Op(ABC):
         """Allocate seeded random inputs on `device` and return the timed callable and its check."""
 
     def resolved_params(self, params: Params) -> dict[str, ParamValue]:
-        """`params` with defaults filled in, in name order."""
+        """`params` as a case holds them: defaults filled in, in name order; an option whose
+        ParamSpec has `in_key_at_default` False is left out while it is at its default."""
+        out = {name: spec.default for name, spec in self.params.items() if spec.default is not None}
+        out.update(params)
+        for name, spec in self.params.items():
+            if not spec.in_key_at_default and out.get(name) == spec.default:
+                out.pop(name, None)
+        return dict(sorted(out.items()))
+
+    def with_defaults(self, params: Params) -> dict[str, ParamValue]:
+        """`params` with every default filled in (what the op reads)."""
         out = {name: spec.default for name, spec in self.params.items() if spec.default is not None}
         out.update(params)
         return dict(sorted(out.items()))

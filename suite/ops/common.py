@@ -13,7 +13,7 @@ import torch
 from suite.case import Case
 from suite.device import DeviceInfo
 from suite.dtypes import element_size, tolerance, torch_dtype
-from suite.ops.base import Op, Params
+from suite.ops.base import Op, ParamSpec, Params
 
 CUDA_ONLY_DTYPES = ("tf32", "float8_e4m3fn", "float8_e5m2")
 # Elements compared per chunk, so that the float64 reference never needs much more memory than
@@ -87,18 +87,44 @@ def compiled_skip_reason(kind: str) -> str | None:
     return None
 
 
-def fresh_compile(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """torch.compile of a private copy of `fn` with static shapes.
+COMPILE_MODES = ("default", "max-autotune-no-cudagraphs")
+# the option every op with a compiled backend takes; left out of case keys at its default
+COMPILE_MODE_PARAM = ParamSpec(
+    str,
+    "default",
+    "torch.compile mode of the compiled backend: default (Inductor's fusions, library GEMMs) or "
+    "max-autotune-no-cudagraphs (also autotunes Triton GEMM templates against cuBLAS, no CUDA graphs)",
+    choices=COMPILE_MODES,
+    positive=False,
+    in_key_at_default=False,
+)
+
+
+def compile_mode_skip_reason(case: Case, params: Params) -> str | None:
+    """A compile_mode other than default asked of a backend that does not compile."""
+    mode = params.get("compile_mode", "default")
+    if case.backend != "compiled" and mode != "default":
+        return f"compile_mode {mode} applies to the compiled backend only (this case's backend is {case.backend})"
+    return None
+
+
+def fresh_compile(fn: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
+    """torch.compile of a private copy of `fn` with static shapes, in compile mode `mode`.
 
     Dynamo caches compiled code on the function's code object; compiling a copy keeps every
     prepared case on its own cache entry (no recompilation limit, no switch to dynamic shapes
     when a sweep calls the same function with another size). Compilation happens at the first
-    call, so its cost lands in the runner's first-call time.
+    call, so its cost lands in the runner's first-call time. Inductor's FX graph cache (on by
+    default; TORCHINDUCTOR_CACHE_DIR, which the nightly keeps under its output directory) serves
+    the copy's graph when the same graph at the same shapes was compiled before: in this run by
+    another cache or timing mode of the case, or on an earlier night.
     """
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile_mode {mode!r}: allowed: {', '.join(COMPILE_MODES)}")
     code = fn.__code__.replace()
     copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
-    return torch.compile(copy, dynamic=False)
+    return torch.compile(copy, dynamic=False, mode=None if mode == "default" else mode)
 
 
 def fits_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
@@ -145,6 +171,9 @@ class TorchOp(Op):
             reason = compiled_skip_reason(device.kind)
             if reason:
                 return reason
+        reason = compile_mode_skip_reason(case, self.p(case.params))
+        if reason:
+            return reason
         reason = self.extra_skip_reason(case, device)
         if reason:
             return reason
@@ -158,7 +187,7 @@ class TorchOp(Op):
 
     def p(self, params: Params) -> dict[str, Any]:
         """Params with defaults filled in."""
-        return self.resolved_params(params)
+        return self.with_defaults(params)
 
 
 def esize(dtype: str) -> int:

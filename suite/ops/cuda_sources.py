@@ -1,90 +1,198 @@
 """CUDA C++ sources of the suite's CuPy RawKernels, as plain templates.
 
 Each source is instantiated by string substitution (string.Template: ${T}, ${K}, ...) so that a
-CPU-only test can compile every instantiation with `nvcc --ptx` and catch errors before a GPU
-run. Kernels are `extern "C"` with names that spell their instantiation, grid-stride loops, and
-write every result so that nothing can be optimised away.
+CPU-only test can compile every instantiation, with NVRTC as CuPy does at run time and with
+`nvcc --ptx`, before a GPU run. Kernels are `extern "C"` with names that spell their
+instantiation, grid-stride loops, and write every result so that nothing can be optimised away.
+
+No source includes a header. NVRTC under CUDA 13 need not find `cuda_fp16.h` / `cuda_bf16.h`
+(CuPy no longer ships them, and `cuda_fp16.hpp` needs `<nv/target>` from CCCL), so 16-bit values
+are kept as their raw bits (`unsigned short`, pairs as `unsigned int`) and converted or computed
+with the PTX instructions the CUDA headers themselves use: `cvt.f32.f16`, `cvt.rn.f16.f32`,
+`cvt.rn.bf16.f32`, `fma.rn.f16x2`, `fma.rn.bf16x2` (bfloat16 to float is exact: the bits shifted
+up by 16). The bfloat16 instructions need sm_80 or newer, the float16 ones sm_53.
+
+The stream kernels move 16 bytes per access (`uint4`: 2 doubles, 4 floats or 8 halves per load
+and store), the width that lets a kernel reach HBM peak with few loads in flight per thread; the
+last n mod (16 / element size) elements, or every element when a pointer is not 16-byte aligned,
+go through a scalar loop.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from string import Template
 
-# Each source includes only the header its type needs, so a missing cuda_bf16.h (NVRTC finds the
-# 16-bit headers through CuPy's or the toolkit's include path) can only affect bfloat16 kernels.
-HEADERS = {
-    "float64": "",
-    "float32": "",
-    "float16": "#include <cuda_fp16.h>\n",
-    "bfloat16": "#include <cuda_bf16.h>\n",
-}
-ALL_HEADERS = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
-
-
-def strip_includes(source: str) -> str:
-    """`source` without its #include lines (to join several sources into one unit)."""
-    return "\n".join(line for line in source.splitlines() if not line.startswith("#include"))
-
 
 @dataclass(frozen=True)
 class CType:
-    """How a suite dtype is spelled in CUDA C++."""
+    """How a suite dtype is spelled in CUDA C++ (without headers)."""
 
     dtype: str
-    ctype: str  # storage type
+    ctype: str  # storage type: the raw bits for 16-bit types
     acc: str  # arithmetic / accumulation type of the stream kernels
-    vec2: str | None  # packed pair type for the FMA probe (half2, bfloat162), None for scalar code
-    splat2: str | None  # float -> packed pair
-    load: str = ""  # storage -> acc conversion (an intrinsic, so no implicit conversion is needed)
-    store: str = ""  # acc -> storage conversion (round to nearest)
+    vec2: str | None  # packed pair storage for the FMA probe (two 16-bit values), None for scalar code
+    ptx: str | None  # PTX type of the 16-bit arithmetic ("f16", "bf16"), None for float/double
+    load: str  # body of `acc load(elem x)`: storage -> acc, exact
+    store: str  # body of `elem store(acc x)`: acc -> storage, round to nearest even
 
 
 CTYPES = {
-    "float64": CType("float64", "double", "double", None, None),
-    "float32": CType("float32", "float", "float", None, None),
-    "float16": CType("float16", "__half", "float", "__half2", "__float2half2_rn", "__half2float", "__float2half_rn"),
+    "float64": CType("float64", "double", "double", None, None, "return x;", "return x;"),
+    "float32": CType("float32", "float", "float", None, None, "return x;", "return x;"),
+    "float16": CType(
+        "float16", "unsigned short", "float", "unsigned int", "f16",
+        'float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f;',
+        'unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h;',
+    ),
     "bfloat16": CType(
-        "bfloat16", "__nv_bfloat16", "float", "__nv_bfloat162", "__float2bfloat162_rn", "__bfloat162float",
-        "__float2bfloat16_rn",
+        "bfloat16", "unsigned short", "float", "unsigned int", "bf16",
+        "return __uint_as_float(((unsigned int)x) << 16);",
+        'unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h;',
     ),
 }
+VECTOR_BYTES = 16  # bytes per vector access of the stream kernels (uint4)
+
+
+def vector_elements(dtype: str) -> int:
+    """Elements of `dtype` in one 16-byte access."""
+    size = {"double": 8, "float": 4, "unsigned short": 2}[CTYPES[dtype].ctype]
+    return VECTOR_BYTES // size
+
+
+# helpers of one instantiation, in a namespace of its own so that several sources join in one unit
+HELPERS_TEMPLATE = Template(
+    """
+namespace rl_${NAME} {
+typedef ${T} elem;
+typedef ${ACC} acc;
+const int V = ${V};  // elements per 16-byte access
+union pack { uint4 u; elem e[${V}]; };
+__device__ __forceinline__ acc load(elem x) { ${LOAD} }
+__device__ __forceinline__ elem store(acc x) { ${STORE} }
+__device__ __forceinline__ bool aligned16(const void* p) { return (((unsigned long long)p) & 15ull) == 0; }
+}
+"""
+)
+
+
+def helpers(name: str, dtype: str) -> str:
+    ct = CTYPES[dtype]
+    return HELPERS_TEMPLATE.substitute(
+        NAME=name, T=ct.ctype, ACC=ct.acc, V=vector_elements(dtype), LOAD=ct.load, STORE=ct.store
+    )
+
 
 # ------------------------------------------------------------------ BabelStream kernels
 # copy c = a; scale b = q*c; add c = a + b; triad a = b + q*c; dot sum(a*b) (block partial sums,
-# then one block adds the partials).
+# then one block adds the partials). Each: a vector loop over the n / V whole 16-byte groups when
+# every pointer is 16-byte aligned, then a scalar loop over the rest.
 
 STREAM_TEMPLATE = Template(
     """
 extern "C" __global__ void stream_copy_${NAME}(const ${T}* __restrict__ a, ${T}* __restrict__ c, long long n) {
+    using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) c[i] = a[i];
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long done = 0;
+    if (aligned16(a) && aligned16(c)) {
+        const long long groups = n / V;
+        const uint4* __restrict__ av = reinterpret_cast<const uint4*>(a);
+        uint4* __restrict__ cv = reinterpret_cast<uint4*>(c);
+        for (long long i = first; i < groups; i += stride) cv[i] = av[i];
+        done = groups * V;
+    }
+    for (long long i = done + first; i < n; i += stride) c[i] = a[i];
 }
 
 extern "C" __global__ void stream_scale_${NAME}(const ${T}* __restrict__ c, ${T}* __restrict__ b, long long n, ${ACC} q) {
+    using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        b[i] = ${STORE}(q * ${LOAD}(c[i]));
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long done = 0;
+    if (aligned16(c) && aligned16(b)) {
+        const long long groups = n / V;
+        const uint4* __restrict__ cv = reinterpret_cast<const uint4*>(c);
+        uint4* __restrict__ bv = reinterpret_cast<uint4*>(b);
+        for (long long i = first; i < groups; i += stride) {
+            pack x, y;
+            x.u = cv[i];
+#pragma unroll
+            for (int j = 0; j < V; ++j) y.e[j] = store(q * load(x.e[j]));
+            bv[i] = y.u;
+        }
+        done = groups * V;
+    }
+    for (long long i = done + first; i < n; i += stride) b[i] = store(q * load(c[i]));
 }
 
 extern "C" __global__ void stream_add_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b, ${T}* __restrict__ c, long long n) {
+    using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        c[i] = ${STORE}(${LOAD}(a[i]) + ${LOAD}(b[i]));
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long done = 0;
+    if (aligned16(a) && aligned16(b) && aligned16(c)) {
+        const long long groups = n / V;
+        const uint4* __restrict__ av = reinterpret_cast<const uint4*>(a);
+        const uint4* __restrict__ bv = reinterpret_cast<const uint4*>(b);
+        uint4* __restrict__ cv = reinterpret_cast<uint4*>(c);
+        for (long long i = first; i < groups; i += stride) {
+            pack x, y, z;
+            x.u = av[i];
+            y.u = bv[i];
+#pragma unroll
+            for (int j = 0; j < V; ++j) z.e[j] = store(load(x.e[j]) + load(y.e[j]));
+            cv[i] = z.u;
+        }
+        done = groups * V;
+    }
+    for (long long i = done + first; i < n; i += stride) c[i] = store(load(a[i]) + load(b[i]));
 }
 
 extern "C" __global__ void stream_triad_${NAME}(const ${T}* __restrict__ b, const ${T}* __restrict__ c, ${T}* __restrict__ a, long long n, ${ACC} q) {
+    using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        a[i] = ${STORE}(${LOAD}(b[i]) + q * ${LOAD}(c[i]));
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long done = 0;
+    if (aligned16(a) && aligned16(b) && aligned16(c)) {
+        const long long groups = n / V;
+        const uint4* __restrict__ bv = reinterpret_cast<const uint4*>(b);
+        const uint4* __restrict__ cv = reinterpret_cast<const uint4*>(c);
+        uint4* __restrict__ av = reinterpret_cast<uint4*>(a);
+        for (long long i = first; i < groups; i += stride) {
+            pack x, y, z;
+            x.u = bv[i];
+            y.u = cv[i];
+#pragma unroll
+            for (int j = 0; j < V; ++j) z.e[j] = store(load(x.e[j]) + q * load(y.e[j]));
+            av[i] = z.u;
+        }
+        done = groups * V;
+    }
+    for (long long i = done + first; i < n; i += stride) a[i] = store(load(b[i]) + q * load(c[i]));
 }
 
 // blockDim.x must be ${DOT_THREADS}; partial[blockIdx.x] receives the block's sum.
 extern "C" __global__ void stream_dot_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b, ${ACC}* __restrict__ partial, long long n) {
+    using namespace rl_${NAME};
     __shared__ ${ACC} tile[${DOT_THREADS}];
     const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     ${ACC} sum = 0;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        sum += ${LOAD}(a[i]) * ${LOAD}(b[i]);
+    long long done = 0;
+    if (aligned16(a) && aligned16(b)) {
+        const long long groups = n / V;
+        const uint4* __restrict__ av = reinterpret_cast<const uint4*>(a);
+        const uint4* __restrict__ bv = reinterpret_cast<const uint4*>(b);
+        for (long long i = first; i < groups; i += stride) {
+            pack x, y;
+            x.u = av[i];
+            y.u = bv[i];
+#pragma unroll
+            for (int j = 0; j < V; ++j) sum += load(x.e[j]) * load(y.e[j]);
+        }
+        done = groups * V;
+    }
+    for (long long i = done + first; i < n; i += stride) sum += load(a[i]) * load(b[i]);
     tile[threadIdx.x] = sum;
     for (int offset = blockDim.x / 2; offset > 0; offset /= 2) {
         __syncthreads();
@@ -115,10 +223,8 @@ STREAM_DTYPES = ("float64", "float32", "float16")  # dtypes CuPy has arrays for
 def stream_source(dtype: str) -> str:
     """All stream kernels for one dtype; names end in `_<dtype>`."""
     ct = CTYPES[dtype]
-    body = STREAM_TEMPLATE.substitute(
-        NAME=dtype, T=ct.ctype, ACC=ct.acc, LOAD=ct.load, STORE=ct.store, DOT_THREADS=DOT_THREADS
-    )
-    return HEADERS[dtype] + body
+    body = STREAM_TEMPLATE.substitute(NAME=dtype, T=ct.ctype, ACC=ct.acc, DOT_THREADS=DOT_THREADS)
+    return helpers(dtype, dtype) + body
 
 
 def stream_kernel_name(kind: str, dtype: str) -> str:
@@ -145,12 +251,33 @@ extern "C" __global__ void ${NAME}(const ${T}* __restrict__ x, ${T}* __restrict_
 """
 )
 
-# 16-bit types: two lanes per thread with packed FMAs (__hfma2), as mixbench does with half2;
-# the last element of an odd n is done by one thread with the scalar __hfma.
+# 16-bit types: two lanes per thread with packed FMAs (fma.rn.f16x2 / fma.rn.bf16x2 on the raw
+# bits, as __hfma2 does), as mixbench does with half2; the last element of an odd n is done by one
+# thread with the scalar fma.rn.f16 / fma.rn.bf16.
 FMA_PAIR_TEMPLATE = Template(
     """
+namespace rl_${NAME} {
+__device__ __forceinline__ unsigned int fma2(unsigned int a, unsigned int b, unsigned int c) {
+    unsigned int d;
+    asm("fma.rn.${PTX}x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ unsigned short fma1(unsigned short a, unsigned short b, unsigned short c) {
+    unsigned short d;
+    asm("fma.rn.${PTX} %0, %1, %2, %3;" : "=h"(d) : "h"(a), "h"(b), "h"(c));
+    return d;
+}
+__device__ __forceinline__ unsigned short from_float(float x) {
+    unsigned short h;
+    asm("cvt.rn.${PTX}.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+}
+
 extern "C" __global__ void ${NAME}(const ${T}* __restrict__ x, ${T}* __restrict__ y, long long n, float alpha_in) {
-    const ${T2} alpha = ${SPLAT2}(alpha_in);
+    using namespace rl_${NAME};
+    const unsigned short a1 = from_float(alpha_in);
+    const ${T2} alpha = ((${T2})a1 << 16) | a1;
     const ${T2}* __restrict__ x2 = reinterpret_cast<const ${T2}*>(x);
     ${T2}* __restrict__ y2 = reinterpret_cast<${T2}*>(y);
     const long long pairs = n / 2;
@@ -160,15 +287,14 @@ extern "C" __global__ void ${NAME}(const ${T}* __restrict__ x, ${T}* __restrict_
         const ${T2} xi = x2[i];
         ${T2} b = xi;
 #pragma unroll
-        for (int j = 0; j < ${K}; ++j) b = __hfma2(b, alpha, xi);
+        for (int j = 0; j < ${K}; ++j) b = fma2(b, alpha, xi);
         y2[i] = b;
     }
     if ((n & 1) && first == 0) {
-        const ${T} a1 = alpha.x;
         const ${T} xi = x[n - 1];
         ${T} b = xi;
 #pragma unroll
-        for (int j = 0; j < ${K}; ++j) b = __hfma(b, a1, xi);
+        for (int j = 0; j < ${K}; ++j) b = fma1(b, a1, xi);
         y[n - 1] = b;
     }
 }
@@ -192,8 +318,8 @@ def fma_source(dtype: str, k: int) -> str:
         fma = "fma" if dtype == "float64" else "fmaf"
         body = FMA_SCALAR_TEMPLATE.substitute(NAME=name, T=ct.ctype, K=int(k), FMA=fma)
     else:
-        body = FMA_PAIR_TEMPLATE.substitute(NAME=name, T=ct.ctype, T2=ct.vec2, SPLAT2=ct.splat2, K=int(k))
-    return HEADERS[dtype] + body
+        body = FMA_PAIR_TEMPLATE.substitute(NAME=name, T=ct.ctype, T2=ct.vec2, PTX=ct.ptx, K=int(k))
+    return body
 
 
 # ------------------------------------------------------------------ launch overhead
@@ -202,8 +328,9 @@ def fma_source(dtype: str, k: int) -> str:
 LAUNCH_TEMPLATE = Template(
     """
 extern "C" __global__ void ${NAME}(const ${T}* __restrict__ x, ${T}* __restrict__ y, long long n) {
+    using namespace rl_${NAME};
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = ${STORE}(${LOAD}(x[i]) + (${ACC})1);
+    if (i < n) y[i] = store(load(x[i]) + (${ACC})1);
 }
 """
 )
@@ -215,9 +342,8 @@ def launch_kernel_name(dtype: str) -> str:
 
 def launch_source(dtype: str) -> str:
     ct = CTYPES[dtype]
-    return HEADERS[dtype] + LAUNCH_TEMPLATE.substitute(
-        NAME=launch_kernel_name(dtype), T=ct.ctype, ACC=ct.acc, LOAD=ct.load, STORE=ct.store
-    )
+    name = launch_kernel_name(dtype)
+    return helpers(name, dtype) + LAUNCH_TEMPLATE.substitute(NAME=name, T=ct.ctype, ACC=ct.acc)
 
 
 def all_instantiations(fma_ks: tuple[int, ...] = (1, 2, 8, 64, 256, 1024)) -> dict[str, str]:

@@ -1,5 +1,14 @@
 """GEMM ops: matmul (optionally batched, float8 through torch._scaled_mm) and matmul + bias + gelu.
 
+The float8 GEMM takes `fast_accum` (torch._scaled_mm's use_fast_accum; false by default): both
+variants are separate cases. Every op here with a compiled backend takes `compile_mode` (default,
+max-autotune-no-cudagraphs). Default Inductor keeps the GEMM of matmul_bias_gelu in cuBLAS (an
+extern call) on a GPU: for float32/tf32 it unfuses addmm into mm + one Triton kernel that adds the
+bias and applies gelu; for float16/bfloat16 (torch's keep_addmm_fused_for_half_dtypes) the bias
+stays in cuBLAS's addmm and gelu is a Triton kernel of its own. Either way the GEMM output makes
+one extra round trip through memory. max-autotune-no-cudagraphs also benchmarks Triton GEMM
+templates, which can take gelu into the GEMM's epilogue.
+
 matmul C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]: FLOPs 2·m·n·k·batch; bytes
 (m·k + k·n + m·n)·s·batch (DESIGN.md). For float8_e4m3fn, A and B are 1-byte operands with
 per-tensor float32 scales and C is written in bfloat16, so bytes are (m·k + k·n)·1 + m·n·2 (each
@@ -21,6 +30,7 @@ from suite.case import Case
 from suite.device import DeviceInfo
 from suite.ops.base import ParamSpec, Params, Prepared
 from suite.ops.common import (
+    COMPILE_MODE_PARAM,
     TorchOp,
     as_torch,
     compare,
@@ -38,6 +48,10 @@ CHECK_ROWS = 64
 CHECK_BATCHES = 4
 FP8_DTYPES = ("float8_e4m3fn",)
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
+# use_fast_accum lets the tensor core keep its partial sums in its own accumulator, which holds
+# about 14 mantissa bits on Hopper, instead of promoting them to float32 every few k-blocks; the
+# check widens its bound by that accumulator's roundoff over a random walk of k terms
+FAST_ACCUM_ROUNDOFF = 2.0**-13
 
 
 @contextlib.contextmanager
@@ -77,15 +91,23 @@ def _check_rows(
     dtype: str,
     k: int,
     seed: int,
+    accumulator_roundoff: float = 0.0,
 ) -> str | None:
-    """Compare sampled rows of out[batch, m, n] with float64 references (see module docstring)."""
+    """Compare sampled rows of out[batch, m, n] with float64 references (see module docstring).
+    `accumulator_roundoff` > 0 adds 8·u·√k times the rows' RMS to the bound (a low-precision
+    accumulator: float8 fast_accum)."""
     batch, m = out.shape[0], out.shape[1]
     for bi in sample_indices(batch, CHECK_BATCHES, seed).tolist():
         rows = sample_indices(m, CHECK_ROWS, seed + bi).to(out.device)
         ref = a64(bi, rows) @ b64(bi)
         if epilogue is not None:
             ref = epilogue(ref)
-        message = compare(out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}")
+        extra = None
+        if accumulator_roundoff > 0:
+            extra = ref.square().mean().sqrt() * (8.0 * accumulator_roundoff * k**0.5)
+        message = compare(
+            out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}", extra_atol=extra
+        )
         if message:
             return message + f" (checked {rows.numel()} sampled rows)"
     return None
@@ -101,6 +123,15 @@ class Matmul(TorchOp):
         "n": ParamSpec(int, 512, "columns of B and C"),
         "k": ParamSpec(int, 512, "columns of A, rows of B"),
         "batch": ParamSpec(int, 1, "independent GEMMs (torch.matmul on 3-D tensors)"),
+        "fast_accum": ParamSpec(
+            bool,
+            False,
+            "float8 only: torch._scaled_mm use_fast_accum (accumulate in the tensor core's reduced-precision "
+            "accumulator without periodic promotion to float32: faster, less accurate)",
+            positive=False,
+            in_key_at_default=False,
+        ),
+        "compile_mode": COMPILE_MODE_PARAM,
     }
     backends = ("eager", "compiled", "cupy")
     dtypes = ("float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fn")
@@ -128,6 +159,8 @@ class Matmul(TorchOp):
 
     def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
         p = self.p(case.params)
+        if bool(p["fast_accum"]) and case.dtype not in FP8_DTYPES:
+            return f"fast_accum applies to float8 GEMMs only (dtype is {case.dtype})"
         if case.dtype in FP8_DTYPES:
             if case.backend != "eager":
                 return "float8 matmul (torch._scaled_mm) runs with the eager backend only"
@@ -154,7 +187,7 @@ class Matmul(TorchOp):
         m, n, k, batch = int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"])
         gen = generator(device, seed)
         if case.dtype in FP8_DTYPES:
-            return self._prepare_fp8(case, device, gen, m, n, k, seed)
+            return self._prepare_fp8(case, device, gen, m, n, k, seed, bool(p["fast_accum"]))
         a = randn((batch, m, k), case.dtype, device, gen)
         b = randn((batch, k, n), case.dtype, device, gen)
         if batch == 1:  # plain 2-D GEMM: torch.mm path, no batch dimension
@@ -167,7 +200,7 @@ class Matmul(TorchOp):
             else:
                 fn = _with_precision(case.dtype, lambda: torch.matmul(a, b, out=out))
         elif case.backend == "compiled":
-            compiled = fresh_compile(_matmul)
+            compiled = fresh_compile(_matmul, str(p["compile_mode"]))
             fn = _with_precision(case.dtype, (lambda: compiled(a2, b2)) if batch == 1 else (lambda: compiled(a, b)))
         elif case.backend == "cupy":
             cp = cupy_module()
@@ -200,7 +233,9 @@ class Matmul(TorchOp):
 
         return Prepared(fn=fn, check=check, graph_safe=graph_safe)
 
-    def _prepare_fp8(self, case: Case, device: DeviceInfo, gen: torch.Generator, m: int, n: int, k: int, seed: int) -> Prepared:
+    def _prepare_fp8(
+        self, case: Case, device: DeviceInfo, gen: torch.Generator, m: int, n: int, k: int, seed: int, fast_accum: bool
+    ) -> Prepared:
         fp8 = getattr(torch, case.dtype)
         a32 = randn((m, k), "float32", device, gen)
         bt32 = randn((n, k), "float32", device, gen)  # B stored column-major: B = bt.t()
@@ -211,7 +246,9 @@ class Matmul(TorchOp):
         del a32, bt32
 
         def fn() -> torch.Tensor:
-            return torch._scaled_mm(a8, b8, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16)
+            return torch._scaled_mm(
+                a8, b8, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast_accum
+            )
 
         sa, sb = float(scale_a), float(scale_b)
 
@@ -229,6 +266,7 @@ class Matmul(TorchOp):
                 case.dtype,
                 k,
                 seed,
+                FAST_ACCUM_ROUNDOFF if fast_accum else 0.0,
             )
 
         return Prepared(fn=fn, check=check)
@@ -251,6 +289,7 @@ class MatmulBiasGelu(TorchOp):
         "m": ParamSpec(int, 512, "rows of A and Y"),
         "n": ParamSpec(int, 512, "columns of B and Y, length of bias"),
         "k": ParamSpec(int, 512, "columns of A, rows of B"),
+        "compile_mode": COMPILE_MODE_PARAM,
     }
     backends = ("eager", "compiled")
     dtypes = ("float32", "tf32", "float16", "bfloat16")
@@ -285,7 +324,7 @@ class MatmulBiasGelu(TorchOp):
         b = randn((k, n), case.dtype, device, gen)
         bias = randn(n, case.dtype, device, gen)
         if case.backend == "compiled":
-            compiled = fresh_compile(_matmul_bias_gelu)
+            compiled = fresh_compile(_matmul_bias_gelu, str(p["compile_mode"]))
             fn = _with_precision(case.dtype, lambda: compiled(a, b, bias))
         else:
             fn = _with_precision(case.dtype, lambda: _matmul_bias_gelu(a, b, bias))

@@ -21,6 +21,8 @@ from suite.case import Case
 from suite.device import DeviceInfo
 from suite.ops.base import ParamSpec, Params, Prepared
 from suite.ops.common import (
+    CHECK_CHUNK_ELEMENTS,
+    COMPILE_MODE_PARAM,
     TorchOp,
     as_torch,
     compare,
@@ -34,7 +36,7 @@ from suite.ops.common import (
 from suite.ops.registry import register
 
 Q = 0.4  # the scalar of scale and triad (BabelStream's startScalar)
-N_PARAM = {"n": ParamSpec(int, 1 << 20, "elements per array")}
+N_PARAM = {"n": ParamSpec(int, 1 << 20, "elements per array"), "compile_mode": COMPILE_MODE_PARAM}
 
 
 def _ctype(dtype: str) -> str:
@@ -50,8 +52,17 @@ def cupy_stream(cp: Any) -> Any:
     handle = torch.cuda.current_stream().cuda_stream
     stream = _external_streams.get(handle)
     if stream is None:
-        stream = _external_streams[handle] = cp.cuda.ExternalStream(handle)
+        stream = _external_streams[handle] = external_stream(cp, handle)
     return stream
+
+
+def external_stream(cp: Any, handle: int) -> Any:
+    """A CuPy stream object over an existing CUDA stream: `cupy.cuda.Stream.from_external`
+    (CuPy 14, which deprecates ExternalStream), else `cupy.cuda.ExternalStream` (older CuPy)."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None:
+        return from_external(handle)
+    return cp.cuda.ExternalStream(handle)
 
 
 class PointwiseOp(TorchOp):
@@ -95,7 +106,7 @@ class PointwiseOp(TorchOp):
         if case.backend == "eager":
             fn = self.eager(xs, out)
         elif case.backend == "compiled":
-            compiled = fresh_compile(self.function)
+            compiled = fresh_compile(self.function, str(self.p(case.params)["compile_mode"]))
             fn = lambda: compiled(*xs)  # noqa: E731
         elif case.backend == "cupy":
             fn = self._cupy_fn(xs, out, case.dtype)
@@ -259,7 +270,8 @@ class BiasGeluDropoutResidual(TorchOp):
     and the keep test are not counted). Bytes (3·n + hidden)·s: x, residual and out once, the
     bias once. The check accepts each element either as dropped (out = residual) or as kept
     (out = residual + gelu(x + bias)/(1 - p)), and the dropped fraction must be within 6 standard
-    deviations of p."""
+    deviations of p. It works through CHECK_CHUNK_ELEMENTS elements at a time, and its float64
+    temporaries for one chunk are part of the memory estimate."""
 
     name = "bias_gelu_dropout_residual"
     family = "pointwise"
@@ -267,6 +279,7 @@ class BiasGeluDropoutResidual(TorchOp):
         "n": ParamSpec(int, 1 << 20, "elements of x (a multiple of hidden)"),
         "hidden": ParamSpec(int, 1024, "length of the bias (the last dimension)"),
         "p": ParamSpec(float, 0.1, "dropout probability, in (0, 1)"),
+        "compile_mode": COMPILE_MODE_PARAM,
     }
     backends = ("eager", "compiled")
     dtypes = ("float32", "float16", "bfloat16")
@@ -280,9 +293,23 @@ class BiasGeluDropoutResidual(TorchOp):
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)
-        n = int(p["n"])
+        n, hidden = int(p["n"]), int(p["hidden"])
         # x, residual, out, bias, and eager temporaries: x + bias, gelu, dropout (+ a byte mask)
-        return (6 * n + int(p["hidden"])) * esize(dtype) + n
+        case_bytes = (6 * n + hidden) * esize(dtype) + n
+        return case_bytes + self.check_bytes(n, hidden)
+
+    @staticmethod
+    def check_rows(n: int, hidden: int) -> int:
+        """Rows of x the check takes at once: CHECK_CHUNK_ELEMENTS elements, at least one row."""
+        return max(1, min(n // hidden, CHECK_CHUNK_ELEMENTS // hidden))
+
+    @classmethod
+    def check_bytes(cls, n: int, hidden: int) -> int:
+        """Peak float64 temporaries of the check for one chunk of rows: CHECK_FLOAT64_ARRAYS arrays
+        of the chunk (residual, x + bias, erf, kept, out, both errors, the matched reference, and
+        compare()'s copies, error and limit) plus the boolean masks."""
+        chunk = cls.check_rows(n, hidden) * hidden
+        return chunk * (CHECK_FLOAT64_ARRAYS * 8 + 3)
 
     def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
         p = self.p(case.params)
@@ -300,36 +327,56 @@ class BiasGeluDropoutResidual(TorchOp):
         bias = randn(hidden, case.dtype, device, gen)
         residual = randn((n // hidden, hidden), case.dtype, device, gen)
         if case.backend == "compiled":
-            compiled = fresh_compile(_bias_gelu_dropout_residual)
+            compiled = fresh_compile(_bias_gelu_dropout_residual, str(p["compile_mode"]))
             fn = lambda: compiled(x, bias, residual, prob)  # noqa: E731
         else:
             fn = lambda: _bias_gelu_dropout_residual(x, bias, residual, prob)  # noqa: E731
+
+        rows_per_chunk = self.check_rows(n, hidden)
 
         def check(output: Any) -> str | None:
             out = as_torch(output)
             if tuple(out.shape) != tuple(x.shape):
                 return f"output has shape {tuple(out.shape)}, expected {tuple(x.shape)}"
-            res64 = residual.double()
-            kept64 = res64 + Gelu().reference(x.double() + bias.double()) / (1.0 - prob)
-            err_drop = (out.double() - res64).abs()
-            err_keep = (out.double() - kept64).abs()
-            dropped = err_drop <= err_keep
-            ref = torch.where(dropped, res64, kept64)
-            message = compare(out, ref, case.dtype, what="output (each element matched to dropped or kept)")
-            if message:
-                return message
+            clear_total = dropped_total = 0
+            for start in range(0, x.shape[0], rows_per_chunk):
+                rows = slice(start, min(x.shape[0], start + rows_per_chunk))
+                message, clear, dropped = _check_dropout_chunk(out[rows], x[rows], bias, residual[rows], prob, case.dtype)
+                if message:
+                    return message if rows_per_chunk >= x.shape[0] else f"{message} (rows {start}..{rows.stop - 1})"
+                clear_total += clear
+                dropped_total += dropped
             # elements where dropping and keeping give clearly different values decide the rate
-            gap = (kept64 - res64).abs()
-            clear = gap > 0.05 * float(res64.square().mean().sqrt())
-            m = int(clear.sum())
+            m, d = clear_total, dropped_total
             if m >= 100:
-                d = int((dropped & clear).sum())
                 sigma = math.sqrt(m * prob * (1.0 - prob))
                 if abs(d - m * prob) > 6.0 * sigma + 1.0:
                     return f"dropped fraction {d / m:.4f} of {m} elements is not consistent with p = {prob}"
             return None
 
         return Prepared(fn=fn, check=check)
+
+
+CHECK_FLOAT64_ARRAYS = 12  # float64 arrays of one chunk alive at once in the dropout check (at most)
+
+
+def _check_dropout_chunk(
+    out: torch.Tensor, x: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, prob: float, dtype: str
+) -> tuple[str | None, int, int]:
+    """Check one chunk of rows of bias_gelu_dropout_residual: each element matched to dropped
+    (out = residual) or kept (out = residual + gelu(x + bias)/(1 - p)); (message, elements where
+    the two differ clearly, of which dropped)."""
+    res64 = residual.double()
+    kept64 = res64 + Gelu().reference(x.double() + bias.double()) / (1.0 - prob)
+    out64 = out.double()
+    dropped = (out64 - res64).abs() <= (out64 - kept64).abs()
+    ref = torch.where(dropped, res64, kept64)
+    message = compare(out, ref, dtype, what="output (each element matched to dropped or kept)")
+    if message:
+        return message, 0, 0
+    # "clearly" is relative to the chunk's RMS (standard normal draws: 1 up to sampling noise)
+    clear = (kept64 - res64).abs() > 0.05 * float(res64.square().mean().sqrt())
+    return None, int(clear.sum()), int((dropped & clear).sum())
 
 
 POINTWISE_OPS = (Copy, Scale, Add, Triad, Gelu, CosCos, BiasGeluDropoutResidual)

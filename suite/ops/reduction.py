@@ -24,13 +24,14 @@ import torch.nn.functional as F
 from suite.case import Case
 from suite.device import DeviceInfo
 from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import TorchOp, as_torch, compare_chunked, esize, fresh_compile, generator, randn
+from suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare_chunked, esize, fresh_compile, generator, randn
 from suite.ops.registry import register
 
 EPS = 1e-5
 ROWS_COLS = {
     "rows": ParamSpec(int, 1024, "independent rows"),
     "cols": ParamSpec(int, 1024, "elements reduced per row"),
+    "compile_mode": COMPILE_MODE_PARAM,
 }
 
 
@@ -93,7 +94,7 @@ class RowOp(TorchOp):
         gen = generator(device, seed)
         x = randn((rows, cols), case.dtype, device, gen)
         weights = tuple(randn(cols, case.dtype, device, gen) for _ in range(self.weight_vectors))
-        fn_impl = fresh_compile(self.function) if case.backend == "compiled" else self.function
+        fn_impl = fresh_compile(self.function, str(p["compile_mode"])) if case.backend == "compiled" else self.function
         fn = lambda: fn_impl(x, *weights)  # noqa: E731
         accumulation = 1 if self.exact else cols
         weights64 = tuple(w.double() for w in weights)

@@ -69,10 +69,68 @@ def test_low_clock_while_idle_does_not_count() -> None:
     assert rep.throttle_reasons == ()  # gpu_idle is not reported as a reason
 
 
-@pytest.mark.parametrize("bit, name", [(POWER, "sw_power_cap"), (HW_SLOW, "hw_slowdown"), (SW_THERMAL, "sw_thermal_slowdown"), (HW_THERMAL, "hw_thermal_slowdown"), (BRAKE, "hw_power_brake_slowdown")])
-def test_thermal_and_power_reasons_flag_a_case_even_at_full_clock(bit: int, name: str) -> None:
+@pytest.mark.parametrize("bit, name", [(HW_SLOW, "hw_slowdown"), (SW_THERMAL, "sw_thermal_slowdown"), (HW_THERMAL, "hw_thermal_slowdown"), (BRAKE, "hw_power_brake_slowdown")])
+def test_thermal_and_hardware_slowdown_flag_a_case_even_at_full_clock(bit: int, name: str) -> None:
     rep = classify(readings((1980, 0), (1980, bit), (1980, 0)), 1980.0)
     assert rep.throttled and rep.throttle_reasons == (name,)
+    assert not rep.at_power_cap
+
+
+def test_large_gemm_at_power_cap_with_clock_near_max_is_not_throttled() -> None:
+    # an H100 bf16 GEMM: the board sits at its power limit the whole case, the SM clock stays
+    # within a few % of the maximum; the work ran at the clock it is labelled with
+    gemm = readings((1980, 0), (1935, POWER), (1905, POWER), (1920, POWER), (1980, POWER))
+    rep = classify(gemm, 1980.0)
+    assert not rep.throttled
+    assert rep.at_power_cap and rep.throttle_reasons == ("sw_power_cap",)  # kept as information
+    assert rep.sm_clock_min_busy_mhz == 1905
+
+
+def test_clock_at_60_percent_is_throttled_whatever_the_reason() -> None:
+    at_cap = classify(readings((1980, 0), (0.6 * 1980, POWER), (1980, 0)), 1980.0)
+    assert at_cap.throttled and at_cap.at_power_cap  # the power cap pulled the clock down
+    no_reason = classify(readings((1980, 0), (0.6 * 1980, 0)), 1980.0)
+    assert no_reason.throttled and not no_reason.at_power_cap
+
+
+def test_average_power_and_energy_per_call_from_the_energy_counter() -> None:
+    from runners.clocks import EnergyReading, average_power_w, energy_per_call_j
+
+    # 350 J over 0.5 s = 700 W; a 2 ms call at 700 W uses 1.4 J
+    power = average_power_w(EnergyReading(1_000_000.0, 10.0), EnergyReading(1_350_000.0, 10.5))
+    assert power == pytest.approx(700.0)
+    assert energy_per_call_j(power, 2.0) == pytest.approx(1.4)
+    # a counter that did not advance (it updates on its own period), or went backwards: unknown
+    assert average_power_w(EnergyReading(5.0, 1.0), EnergyReading(5.0, 1.2)) is None
+    assert average_power_w(EnergyReading(9.0, 1.0), EnergyReading(5.0, 1.2)) is None
+    assert average_power_w(None, EnergyReading(5.0, 1.2)) is None
+    assert energy_per_call_j(None, 2.0) is None and energy_per_call_j(700.0, None) is None
+
+
+class EnergyFakeSource(FakeSource):
+    """A board drawing `watts`: the energy counter advances with perf_counter."""
+
+    def __init__(self, script: list[tuple[float, int]], watts: float) -> None:
+        super().__init__(script)
+        self.watts = watts
+        self.t0 = time.perf_counter()
+
+    def total_energy_mj(self) -> float:
+        return 5e6 + (time.perf_counter() - self.t0) * self.watts * 1e3
+
+
+def test_monitor_reports_average_power_and_power_cap() -> None:
+    src = EnergyFakeSource([(1980, POWER)] * 3 + [(1950, POWER)], watts=690.0)
+    mon = ClockMonitor(GPU, source=src, poll_interval_s=0.002).start()
+    time.sleep(0.05)
+    rep = mon.stop()
+    assert rep.power_w == pytest.approx(690.0, rel=1e-3)
+    assert rep.at_power_cap and not rep.throttled
+
+
+def test_monitor_without_an_energy_counter_reports_no_power() -> None:
+    rep = ClockMonitor(GPU, source=FakeSource([(1980, 0)]), poll_interval_s=0.002).start().stop()
+    assert rep.power_w is None and rep.readings >= 2
 
 
 def test_informational_reasons_are_reported_but_do_not_flag() -> None:
@@ -143,6 +201,10 @@ class OldNvml:
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: str) -> int:
         return SW_THERMAL
 
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        assert handle == "h0"
+        return 123_456_789  # mJ
+
 
 class NewNvml(OldNvml):
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: str) -> int:
@@ -157,6 +219,7 @@ def test_nvml_source_uses_whichever_reasons_api_exists(monkeypatch: pytest.Monke
     monkeypatch.setattr(nvml, "nvml", lambda: lib)
     src = NvmlClockSource("h0")
     assert (src.sm_clock_mhz(), src.sm_clock_max_mhz()) == (1410.0, 1980.0)
+    assert src.total_energy_mj() == 123_456_789.0
     rep = ClockMonitor(GPU, source=src, poll_interval_s=0.001).start().stop()
     assert rep.throttle_reasons == reasons
     assert rep.throttled is throttled  # 1410 < 0.75 * 1980 = 1485 flags both

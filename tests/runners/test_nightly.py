@@ -194,3 +194,31 @@ def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tm
                                       str(tmp_path / "o"), "--skip-run", "--run-id", "r1"])
     assert result.exit_code == 2 and "no rooflab database" in result.output
     assert not target.exists() and not (tmp_path / "o").exists()
+
+
+def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch, tmp_path, spec):
+    """The compile cache lives under --out (kept between nights) while the run is made."""
+    from runners import nightly as nightly_module
+    from runners import session
+
+    seen: list[str | None] = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_suite(*args, **kwargs):
+        import os
+
+        seen.append(os.environ.get("TORCHINDUCTOR_CACHE_DIR"))
+        raise Stop
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setattr(session, "run_suite", fake_run_suite)
+    out = tmp_path / "out"
+    with pytest.raises(Stop):
+        nightly(str(spec), db_url=sqlite_url(tmp_path / "db.sqlite"), out_dir=out)
+    assert seen == [str((out / nightly_module.INDUCTOR_CACHE_DIR).resolve())]
+    assert (out / "inductor-cache").is_dir()
+    import os
+
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # restored after the run

@@ -1,7 +1,8 @@
 """Every CuPy RawKernel source of the suite compiles with nvcc for sm_90 (compile only, no GPU).
 
 All instantiations go into one translation unit (their names are distinct), so one nvcc run
-checks them all; the PTX must then contain every kernel entry point.
+checks them all; the PTX must then contain every kernel entry point. NVRTC, which CuPy uses at
+run time, is tested in test_kernels_nvrtc.py.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ NO_IMPLICIT_16BIT = (
     "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_HALF_OPERATORS__",
     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_OPERATORS__",
 )
+VECTOR_16_BYTES = r"\.(v4\.[ubf]32|v2\.[ubf]64)\s"  # a 16-byte vector access in PTX
 pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not on the PATH")
 
 
@@ -27,7 +29,7 @@ def _kernel_names(source: str) -> list[str]:
 
 def test_all_kernel_instantiations_compile_to_ptx(tmp_path):
     sources = cuda_sources.all_instantiations()
-    unit = cuda_sources.ALL_HEADERS + "\n".join(cuda_sources.strip_includes(src) for src in sources.values())
+    unit = "\n".join(sources.values())
     cu = tmp_path / "rooflab_kernels.cu"
     cu.write_text(unit)
     ptx = tmp_path / "rooflab_kernels.ptx"
@@ -64,7 +66,7 @@ def test_fma_chain_length_is_unrolled_into_the_kernel():
 
 
 @pytest.mark.parametrize("dtype", cuda_sources.FMA_DTYPES)
-def test_each_source_compiles_on_its_own_with_only_its_headers(tmp_path, dtype):
+def test_each_source_compiles_on_its_own_without_headers(tmp_path, dtype):
     for label, source in (("fma", cuda_sources.fma_source(dtype, 4)),
                           ("stream", cuda_sources.stream_source(dtype) if dtype in cuda_sources.STREAM_DTYPES else "")):
         if not source:
@@ -74,8 +76,7 @@ def test_each_source_compiles_on_its_own_with_only_its_headers(tmp_path, dtype):
         done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(cu.with_suffix(".ptx"))],
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
-    if dtype in ("float32", "float64"):
-        assert "#include" not in cuda_sources.fma_source(dtype, 4)
+        assert "#include" not in source
 
 
 def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
@@ -117,3 +118,33 @@ def test_cupy_elementwise_bodies_compile_for_float_and_double(tmp_path):
     done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(cu.with_suffix(".ptx"))],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("dtype", cuda_sources.STREAM_DTYPES)
+def test_stream_kernels_load_and_store_16_bytes_at_a_time(tmp_path, dtype):
+    cu = tmp_path / f"stream_{dtype}.cu"
+    cu.write_text(cuda_sources.stream_source(dtype))
+    ptx = tmp_path / f"stream_{dtype}.ptx"
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = ptx.read_text()
+    for kind in ("copy", "scale", "add", "triad", "dot"):
+        name = cuda_sources.stream_kernel_name(kind, dtype)
+        body = text[text.index(f".entry {name}("):]
+        body = body[: body.index("\n}\n")]
+        assert re.search(r"ld\.global(\.nc)?" + VECTOR_16_BYTES, body), f"{name}: no 16-byte load"
+        if kind != "dot":
+            assert re.search(r"st\.global" + VECTOR_16_BYTES, body), f"{name}: no 16-byte store"
+
+
+@pytest.mark.parametrize("dtype, instruction", [("float16", "fma.rn.f16x2"), ("bfloat16", "fma.rn.bf16x2")])
+def test_fma_chain_16_bit_ptx_has_k_packed_fmas(tmp_path, dtype, instruction):
+    cu = tmp_path / "fma.cu"
+    cu.write_text(cuda_sources.fma_source(dtype, 16))
+    ptx = tmp_path / "fma.ptx"
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = ptx.read_text()
+    count = text.count(instruction + " ")
+    assert count >= 16 and count % 16 == 0, count
+    assert text.count(instruction.replace("x2", "") + " ") >= 16  # the scalar chain of an odd n's last element
