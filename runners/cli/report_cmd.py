@@ -9,7 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json
+from runners.cli.common import (
+    DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
+)
 
 T = TypeVar("T")
 FAIL_ON = ("regression", "suspect", "never")
@@ -45,12 +47,7 @@ def _load(db: Optional[str], columns=None):  # type: ignore[no-untyped-def]
 
 
 def _out_dir(out: Optional[Path]) -> Optional[Path]:
-    if out is None:
-        return None
-    if out.exists() and not out.is_dir():
-        fail(f"--out: {escape(str(out))} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return None if out is None else output_dir(out)
 
 
 def roofline_cmd(
@@ -66,6 +63,7 @@ def roofline_cmd(
     from reports.load import ROOFLINE_COLUMNS, load_device_results
 
     url = db_url(db)
+    require_database(url)
     name, rows = _guard(lambda: load_device_results(url, device, ROOFLINE_COLUMNS))
     dc = compute_ceilings(rows, name)
     figures = []
@@ -144,6 +142,7 @@ def compare_cmd(
     from reports import plots
     from reports.load import REPORT_COLUMNS
 
+    require_database(db_url(db))
     df = _load(db, REPORT_COLUMNS)
     base = _guard(lambda: c.resolve_side(df, baseline, option="--baseline"))
     cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
@@ -204,6 +203,7 @@ def regressions_cmd(
     if not 0 <= min_change < 10:
         fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
     url = db_url(db)
+    require_database(url)
     verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
     failing = should_fail(verdicts, fail_on)
     counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
@@ -239,6 +239,7 @@ def report_cmd(
     from db.urls import redact
 
     url = db_url(db)
+    require_database(url)
     df = _load(db, REPORT_COLUMNS)
     verdicts = _guard(lambda: load_verdicts(url))
     folder = _out_dir(out)
