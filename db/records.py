@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import Any, Mapping
 
 STATUSES = ("ok", "incorrect", "failed", "crashed", "skipped")
-RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+# complete: every case of the run's spec has a result on every device of the run; partial: the run
+# finished what it was asked, but filters left cases of its spec without a result
+RUN_STATUSES = ("running", "complete", "partial", "interrupted", "failed")
 STOP_REASONS = ("converged", "max_time", "max_samples")
 
 

@@ -35,7 +35,7 @@ class RunSummary:
 
     run_id: str
     suite: str
-    status: str  # complete | interrupted | failed
+    status: str  # complete | partial (filters left cases of the spec out) | interrupted | failed
     db_url: str  # password redacted
     shard: str | None
     devices: tuple[LaneReport, ...]
@@ -243,10 +243,8 @@ def run_suite(
 
     if resume is not None and not _database_exists(db_url):
         raise UserInputError(f"--resume {resume}: there is no database at {redact(db_url)}")
-    if spec_path is not None:
-        spec = load_spec(spec_path)
-    else:
-        assert resume is not None
+    stored_run = None
+    if resume is not None:
         probe = ResultStore(db_url)
         try:
             stored_run = probe.get_run(resume)
@@ -254,6 +252,12 @@ def run_suite(
             probe.close()
         if stored_run is None:
             raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
+    if spec_path is not None:
+        spec = load_spec(spec_path)
+        if stored_run is not None:
+            check_resume_spec(stored_run, spec)
+    else:
+        assert stored_run is not None
         spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
 
     expanded = expand(spec, device_kind)
@@ -301,10 +305,47 @@ def run_suite(
             raise
         finally:
             reporter.close()
-        store.finish_run(effective_run_id, result.status, shard=shard)
+        status = result.status
+        if status == "complete" and not covers_spec(store, effective_run_id, expanded, cases, result.lanes, shard):
+            status = "partial"
+        store.finish_run(effective_run_id, status, shard=shard)
     finally:
         store.close()
-    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started)
+    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started,
+                    status=status)
+
+
+def check_resume_spec(stored_run: Any, spec: Any) -> None:
+    """A run holds the cases of one spec: resuming it with another spec (another text) is refused."""
+    if stored_run.spec_hash == spec.sha256:
+        return
+    same_name = stored_run.suite == spec.name
+    given = f"{spec.path} (spec {spec.name!r}, sha256 {spec.sha256[:12]})"
+    theirs = f"spec {stored_run.suite!r} (sha256 {stored_run.spec_hash[:12]})"
+    what = "another version of that spec" if same_name else "another spec"
+    raise UserInputError(
+        f"--resume {stored_run.run_id}: the run was made from {theirs}, but {given} is {what}; "
+        f"resume without SPEC to measure the run's own spec, or start a new run"
+    )
+
+
+def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], selected: Sequence[Case],
+                lanes: Sequence[LaneReport], shard: str | None) -> bool:
+    """Whether every case of the spec (for this device kind) now has a result on every device of
+    this invocation. A shard answers for its own part: it covers the spec when no filter left a case
+    out (the run is complete once every shard is)."""
+    from db.store import device_key
+
+    if shard is not None:
+        return len(selected) == len(expanded)
+    wanted = {case.case_key for case in expanded}
+    for lane in lanes:
+        if lane.device_fingerprint is None:
+            return False
+        held = store.measured_case_keys(run_id, device_key(lane.device_uuid, lane.device_fingerprint))
+        if not wanted <= held:
+            return False
+    return True
 
 
 def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, command_line: str | None) -> Any:
@@ -345,6 +386,7 @@ def _summary(
     shard: str | None,
     selected: int,
     elapsed_s: float,
+    status: str | None = None,
 ) -> RunSummary:
     from db.records import STATUSES
 
@@ -368,7 +410,7 @@ def _summary(
     return RunSummary(
         run_id=run_id,
         suite=suite,
-        status=result.status,
+        status=status or result.status,
         db_url=db_url,
         shard=shard,
         devices=result.lanes,

@@ -107,7 +107,8 @@ NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML re
 
 Prints a short plain-text summary (counts by status, shards, regressions, suspects, improvements,
 where the report is) and writes OUT/summary.json for bots. Exit code: 1 when a regression is
-found (per --fail-on), the run failed or the report could not be written; 0 on a clean history;
+found (per --fail-on), the run failed, cases of the spec have no result in the run (missing
+coverage) or the report could not be written; 0 on a clean, complete night;
 2 on invalid input; 130 when interrupted. `--skip-run` only judges and reports an existing run
 (the last step of a sharded night, e.g. the Slurm finalising job).
 """
