@@ -13,6 +13,7 @@ import shlex
 import socket
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -213,6 +214,8 @@ def run_suite(
     progress: Any = None,
     command_line: str | None = None,
     handle_signals: bool = True,
+    lock: bool = True,
+    lock_wait_s: float = 0.0,
 ) -> RunSummary:
     """Validate, create (or join, or resume) the run, measure, and mark it finished."""
     from db.store import ResultStore
@@ -227,6 +230,8 @@ def run_suite(
         raise UserInputError(f"--seed {seed}: must be >= 0")
     if case_timeout_s is not None and not case_timeout_s > 0:
         raise UserInputError(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
+    if not (math.isfinite(lock_wait_s) and lock_wait_s >= 0):
+        raise UserInputError(f"--lock-wait-s {lock_wait_s}: must be a number of seconds >= 0")
     if run_id is not None and resume is not None and run_id != resume:
         raise UserInputError("give either --run-id or --resume, not both")
     if spec_path is None and resume is None:
@@ -267,11 +272,35 @@ def run_suite(
     if not cases:
         raise UserInputError(f"no case of {spec.name} on {device_kind} matches the filters {' '.join(filters)}")
     check_merged_settings(cases, overrides)
+    filtered = cases  # before the shard's part is taken
     effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)
     if shard is not None:
         cases = _select_shard(cases, shard, db_url=db_url, suite=spec.name, run_id=effective_run_id)
 
     reporter = progress or make_progress(quiet=quiet, json_output=json_output)
+    with ExitStack() as locks:
+        if lock:
+            from runners.devlock import device_locks
+
+            command = command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
+            locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
+                                             wait_s=lock_wait_s, note=reporter.note))
+        status, result = _measure(
+            db_url, resume, spec, effective_run_id, command_line, shard, torch_devices, cases, expanded, filtered,
+            reporter, seed, overrides, case_timeout_s, handle_signals,
+        )
+    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started,
+                    status=status)
+
+
+def _measure(db_url: str, resume: str | None, spec: Any, effective_run_id: str, command_line: str | None,
+             shard: str | None, torch_devices: list[str], cases: list[Case], expanded: list[Case],
+             filtered: list[Case], reporter: Any, seed: int, overrides: Mapping[str, Any],
+             case_timeout_s: float | None, handle_signals: bool) -> tuple[str, SupervisorResult]:
+    """Create (or join) the run in the database, measure, and mark it finished: (status, result)."""
+    from db.store import ResultStore
+    from db.urls import redact
+
     store = ResultStore(db_url)
     try:
         existing = store.get_run(effective_run_id)
@@ -306,13 +335,12 @@ def run_suite(
         finally:
             reporter.close()
         status = result.status
-        if status == "complete" and not covers_spec(store, effective_run_id, expanded, cases, result.lanes, shard):
+        if status == "complete" and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
             status = "partial"
         store.finish_run(effective_run_id, status, shard=shard)
     finally:
         store.close()
-    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started,
-                    status=status)
+    return status, result
 
 
 def check_resume_spec(stored_run: Any, spec: Any) -> None:
@@ -329,7 +357,7 @@ def check_resume_spec(stored_run: Any, spec: Any) -> None:
     )
 
 
-def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], selected: Sequence[Case],
+def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Sequence[Case],
                 lanes: Sequence[LaneReport], shard: str | None) -> bool:
     """Whether every case of the spec (for this device kind) now has a result on every device of
     this invocation. A shard answers for its own part: it covers the spec when no filter left a case
@@ -337,7 +365,7 @@ def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], selected: Seq
     from db.store import device_key
 
     if shard is not None:
-        return len(selected) == len(expanded)
+        return len(filtered) == len(expanded)
     wanted = {case.case_key for case in expanded}
     for lane in lanes:
         if lane.device_fingerprint is None:

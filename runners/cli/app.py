@@ -15,8 +15,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: flags without a `<bool>` type column, values with theirs
 )
-db_app = typer.Typer(help="Maintain the results database (upgrade, merge, prune).", no_args_is_help=True)
+db_app = typer.Typer(
+    help="Maintain the results database (upgrade, merge, prune).", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(db_app, name="db")
 
 for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd):

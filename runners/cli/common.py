@@ -20,6 +20,11 @@ DbOption = typer.Option(
     None, "--db", envvar="ROOFLAB_DB", help="SQLAlchemy URL of the results database [default: sqlite:///results.db]"
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+FilterOption = typer.Option(
+    [], "--filter", "-f",
+    help="Keep cases with KEY=VALUE (op, dtype, cache, n, ...); repeatable: a repeated key means OR "
+    "(-f op=copy -f op=triad keeps both ops), different keys mean AND.",
+)
 
 
 class UserInputError(Exception):
