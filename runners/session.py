@@ -155,7 +155,12 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
         text = devices.strip().lower()
         if text == "all":
             gpus = [d for d in available if d.startswith("cuda")]
-            return gpus or ["cpu"]
+            if not gpus:
+                raise UserInputError(
+                    "--devices all: this machine has no CUDA GPU that torch can see; "
+                    "use --device cpu to measure the CPU"
+                )
+            return gpus
         parts = [p for p in (x.strip() for x in text.split(",")) if p]
         if not parts:
             raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")

@@ -22,6 +22,31 @@ db_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 
+def rooflab_version() -> str:
+    """This rooflab's version as installed (pip/uv metadata), or a note that it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rooflab")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"rooflab {rooflab_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print rooflab's version and exit."
+    ),
+) -> None:
+    """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
+
+
 for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd):
     module.register(app, db_app)
 

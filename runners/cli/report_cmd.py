@@ -106,6 +106,10 @@ def predict_cmd(
     if cache not in ("cold", "hot"):
         fail(f"--cache: {escape(cache)!r} is not allowed; allowed: cold, hot")
     df = _load(db)
+    candidates = ambiguous_device(device, df)
+    if candidates:
+        fail(f"--device {escape(device)!r} is ambiguous: it matches {escape(', '.join(candidates))}; "
+             f"give one of them, e.g. --device {escape(repr(candidates[0]))}")
     pred = _guard(lambda: predict(op, parse_shape(shape), dtype, device, df, cache=cache))
     if as_json:
         print_json(pred.as_dict())
@@ -128,6 +132,28 @@ def predict_cmd(
     for k, v in rows:
         table.add_row(k, escape(str(v)))
     console.print(table)
+
+
+def ambiguous_device(device: str, df) -> list[str]:  # type: ignore[no-untyped-def]
+    """The devices `device` could mean when it names more than one (in the database, else in the
+    datasheet table), else []. An exact name or key is never ambiguous; a datasheet entry matches
+    when every word typed is a word of its key ("A100" matches four entries, "H100 PCIe" one)."""
+    from reports.frames import device_names
+    from reports.gpu_specs import SPECS
+
+    text = " ".join(device.strip().lower().replace("_", " ").split())
+    names = device_names(df) if df is not None and not df.empty else []
+    if any(n.lower() == text for n in names):
+        return []
+    in_database = [n for n in names if text in n.lower()]
+    if in_database:
+        return in_database if len(in_database) > 1 else []
+    keys = [spec.key for spec in SPECS]
+    if any(k.lower() == text for k in keys):
+        return []
+    words = set(text.split())
+    in_datasheet = [k for k in keys if words and words <= set(k.lower().split())]
+    return in_datasheet if len(in_datasheet) > 1 else []
 
 
 def compare_cmd(
