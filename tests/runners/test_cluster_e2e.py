@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
@@ -55,8 +56,10 @@ def write_spec(tmp_path: Path, text: str, name: str) -> Path:
 
 
 def rooflab(*args: str, **popen) -> subprocess.Popen:
+    """A rooflab process standing for one node: its device locks are its own, as a node's are."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)
+    env["ROOFLAB_LOCK_DIR"] = tempfile.mkdtemp(prefix="node-locks-", dir=env.get("ROOFLAB_LOCK_DIR"))
     return subprocess.Popen([sys.executable, "-m", "runners", *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
