@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
 import sys
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -69,12 +70,12 @@ def json_value(value: Any) -> Any:
 
 
 @contextmanager
-def _text_output(out: Path | None) -> Iterator[IO[str]]:
+def _text_output(out: Path | None, gzipped: bool) -> Iterator[IO[str]]:
     if out is None:
         yield sys.stdout
         sys.stdout.flush()
         return
-    if out.name.endswith(".gz"):
+    if gzipped:
         with gzip.open(out, "wt", encoding="utf-8", newline="") as handle:
             yield handle
     else:
@@ -82,21 +83,85 @@ def _text_output(out: Path | None) -> Iterator[IO[str]]:
             yield handle
 
 
+def check_out(out: Path, fmt: str) -> bool:
+    """Refuse an output name `rooflab import` would not read back as `fmt`, or a folder that cannot
+    be written; returns whether the name asks for gzip."""
+    from db.importer import detect_format
+
+    allowed = f".{fmt} or .{fmt}.gz"
+    try:
+        named, gzipped = detect_format(out)
+    except DatabaseInputError:
+        raise DatabaseInputError(
+            f"--out {out}: with --format {fmt} the name must end in {allowed} (the names `rooflab import` reads)"
+        ) from None
+    if named != fmt:
+        raise DatabaseInputError(f"--out {out}: the name says {named} but --format is {fmt}; end it in {allowed}")
+    folder = out.parent
+    if not folder.exists():
+        raise DatabaseInputError(f"--out {out}: directory {folder} does not exist")
+    if not folder.is_dir():
+        raise DatabaseInputError(f"--out {out}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DatabaseInputError(f"--out {out}: directory {folder} is not writable")
+    if out.is_dir():
+        raise DatabaseInputError(f"--out {out}: is a directory")
+    return gzipped
+
+
+def check_run(url: str, run_id: str) -> None:
+    """Refuse a `--run` the database does not hold, naming the newest runs it does."""
+    from sqlalchemy import select
+
+    engine = make_engine(require_current(url), write=False)
+    try:
+        with engine.connect() as conn:
+            if conn.scalar(select(models.Run.id).where(models.Run.run_id == run_id)) is not None:
+                return
+            newest = list(conn.scalars(select(models.Run.run_id).order_by(models.Run.started_at.desc()).limit(5)))
+    finally:
+        engine.dispose()
+    shown = ", ".join(newest) if newest else "none"
+    raise DatabaseInputError(f"--run {run_id}: no such run in the database; newest runs: {shown}")
+
+
 def export(url: str, fmt: str, out: Path | None = None, *, run_id: str | None = None,
            since: str | date | datetime | None = None) -> int:
-    """Write the results to `out` (stdout when None, csv/jsonl only); returns the number of rows."""
+    """Write the results to `out` (stdout when None, csv/jsonl only); returns the number of rows.
+
+    Everything is checked before a byte is written: the format, the output name (its suffix must
+    be the format's, `.gz` compresses), the folder, the database and the run. A file is written
+    under a temporary name and renamed when complete, so a failure leaves no half-written file.
+    """
     if fmt not in FORMATS:
         raise DatabaseInputError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     if fmt == "parquet" and out is None:
         raise DatabaseInputError("--format parquet needs --out FILE (Parquet is not written to stdout)")
-    if out is not None and not out.parent.exists():
-        raise DatabaseInputError(f"--out {out}: directory {out.parent} does not exist")
+    gzipped = check_out(out, fmt) if out is not None else False
     since_value = parse_since(since) if since is not None else None
+    require_current(url)
+    if run_id is not None:
+        check_run(url, run_id)
     chunks = iter_records(url, run_id=run_id, since=since_value)
-    if fmt == "parquet":
-        return _write_parquet(chunks, out)  # type: ignore[arg-type]
+    if out is None:
+        return _write_text(chunks, fmt, None, False)
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        if fmt == "parquet":
+            count = _write_parquet(chunks, partial, gzipped)
+        else:
+            count = _write_text(chunks, fmt, partial, gzipped)
+        partial.replace(out)
+    except OSError as exc:
+        raise DatabaseInputError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
+
+
+def _write_text(chunks: Iterator[list[dict[str, Any]]], fmt: str, out: Path | None, gzipped: bool) -> int:
     count = 0
-    with _text_output(out) as handle:
+    with _text_output(out, gzipped) as handle:
         if fmt == "csv":
             writer = csv.writer(handle, lineterminator="\n")
             writer.writerow(ALL_COLUMNS)
@@ -124,14 +189,25 @@ def parquet_schema():  # type: ignore[no-untyped-def]
     return pa.schema([pa.field(name, types[COLUMN_KINDS[name].kind]) for name in ALL_COLUMNS])
 
 
-def _write_parquet(chunks: Iterator[list[dict[str, Any]]], out: Path) -> int:
+def _write_parquet(chunks: Iterator[list[dict[str, Any]]], out: Path, gzipped: bool = False) -> int:
+    """Parquet (zstd inside); with `gzipped` the whole file is also gzip-compressed, as
+    `rooflab import` reads a `.parquet.gz`."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = parquet_schema()
     json_columns = [name for name in ALL_COLUMNS if COLUMN_KINDS[name].kind in ("object", "list")]
+    if not gzipped:
+        return _parquet_chunks(chunks, out, schema, json_columns)
+    with pa.CompressedOutputStream(str(out), "gzip") as sink:
+        return _parquet_chunks(chunks, sink, schema, json_columns)
+
+
+def _parquet_chunks(chunks: Iterator[list[dict[str, Any]]], sink: Any, schema: Any, json_columns: list[str]) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     count = 0
-    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+    with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
         wrote = False
         for chunk in chunks:
             columns = {name: [record[name] for record in chunk] for name in ALL_COLUMNS}
@@ -146,5 +222,4 @@ def _write_parquet(chunks: Iterator[list[dict[str, Any]]], out: Path) -> int:
     return count
 
 
-
-__all__ = ["FORMATS", "export", "iter_records", "csv_value", "canonical_json", "parquet_schema"]
+__all__ = ["FORMATS", "export", "check_out", "check_run", "iter_records", "csv_value", "canonical_json", "parquet_schema"]

@@ -25,6 +25,7 @@ class PruneResult:
     bytes: int  # blob bytes removed
     dry_run: bool
     vacuumed: bool
+    run_ids: tuple[str, ...] = ()  # the runs concerned, oldest first
 
 
 def prune_samples(url: str, older_than: timedelta, *, dry_run: bool = False, vacuum: bool = False,
@@ -43,15 +44,21 @@ def prune_samples(url: str, older_than: timedelta, *, dry_run: bool = False, vac
         .join(r, r.id == m.run_id)
         .where(r.started_at < cutoff)
     )
+    run_names = (
+        select(r.run_id)
+        .where(r.started_at < cutoff, r.id.in_(select(m.run_id).join(s, s.measurement_id == m.id)))
+        .order_by(r.started_at, r.run_id)
+    )
     try:
-        def body() -> tuple[int, int, int, int]:
+        def body() -> tuple[int, int, int, int, tuple[str, ...]]:
             with engine.begin() as conn:
                 runs, rows, values, nbytes = conn.execute(summary).one()
+                run_ids = tuple(conn.scalars(run_names)) if rows else ()
                 if not dry_run and rows:
                     conn.execute(delete(s).where(s.measurement_id.in_(old_ids)))
-                return int(runs), int(rows), int(values), int(nbytes)
+                return int(runs), int(rows), int(values), int(nbytes), run_ids
 
-        runs, rows, values, nbytes = retry_locked(body)
+        runs, rows, values, nbytes, run_ids = retry_locked(body)
         vacuumed = False
         if vacuum and not dry_run and parsed.get_backend_name() == "sqlite":
             raw = engine.raw_connection()
@@ -62,4 +69,4 @@ def prune_samples(url: str, older_than: timedelta, *, dry_run: bool = False, vac
                 raw.close()
     finally:
         engine.dispose()
-    return PruneResult(cutoff, runs, rows, values, nbytes, dry_run, vacuumed)
+    return PruneResult(cutoff, runs, rows, values, nbytes, dry_run, vacuumed, run_ids)

@@ -10,7 +10,9 @@ from datetime import datetime
 from typing import Any, Mapping
 
 STATUSES = ("ok", "incorrect", "failed", "crashed", "skipped")
-RUN_STATUSES = ("running", "complete", "interrupted", "failed")
+# complete: every case of the run's spec has a result on every device of the run; partial: the run
+# finished what it was asked, but filters left cases of its spec without a result
+RUN_STATUSES = ("running", "complete", "partial", "interrupted", "failed")
 # why sampling stopped (runners.stopping.StopReason): the CI reached the target precision, the CI is
 # no wider than the clock's resolution, the noise estimate settled, or a bound was hit
 STOP_REASONS = ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")

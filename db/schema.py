@@ -5,6 +5,7 @@ migrations are found next to this module, in the installed package as in the rep
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
 
 from db.engine import make_engine, retry_locked
 from db.errors import DatabaseInputError, SchemaVersionError
@@ -131,16 +133,33 @@ def open_for_writing(url: str | URL) -> Engine:
     state = read_state(parsed)
     refuse(state, parsed)
     path = sqlite_path(parsed)
-    if path is not None and not path.parent.exists():
-        raise DatabaseInputError(f"cannot create {redact(parsed)}: directory {path.parent} does not exist")
+    if path is not None:
+        check_sqlite_writable(path, parsed)
     engine = make_engine(parsed, write=True)
     if state.kind == "empty":
         try:
             retry_locked(lambda: _create(engine, parsed))
+        except OperationalError as exc:
+            engine.dispose()
+            raise DatabaseInputError(f"cannot write {redact(parsed)}: {_first_line(exc)}") from None
         except BaseException:
             engine.dispose()
             raise
     return engine
+
+
+def check_sqlite_writable(path: Path, url: URL) -> None:
+    """A SQLite file can be written (or created) only in an existing folder this process may write:
+    SQLite adds its -wal and -shm files beside the database."""
+    folder = path.parent
+    if not folder.exists():
+        raise DatabaseInputError(f"cannot create {redact(url)}: directory {folder} does not exist")
+    if not folder.is_dir():
+        raise DatabaseInputError(f"cannot create {redact(url)}: {folder} is not a directory")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DatabaseInputError(f"cannot write {redact(url)}: directory {folder} is not writable")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise DatabaseInputError(f"cannot write {redact(url)}: the file is read-only")
 
 
 def _create(engine: Engine, url: URL) -> None:

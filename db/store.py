@@ -26,7 +26,7 @@ from db.urls import normalize_url, redact
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
-_STATUS_RANK = {"complete": 0, "interrupted": 1, "failed": 2}
+_STATUS_RANK = {"complete": 0, "partial": 1, "interrupted": 2, "failed": 3}
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,7 @@ class ResultStore:
         """Mark a run (or one shard of it) finished with a RUN_STATUSES status.
 
         A sharded run is finished when all N of its shards are; its status is then the worst of
-        theirs (complete < interrupted < failed).
+        theirs (complete < partial < interrupted < failed).
         """
         if status not in RUN_STATUSES:
             raise DatabaseInputError(f"invalid run status {status!r}; allowed: {', '.join(RUN_STATUSES)}")

@@ -6,18 +6,29 @@ from datetime import date, datetime, timedelta, timezone
 
 from db.errors import DatabaseInputError
 
-_DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION = re.compile(r"^\s*(\d+)\s*([a-z]+)\s*$")
+# Each unit says what it is: `m` could be minutes or months, so it is not one of them.
+DURATION_UNITS = {
+    "s": timedelta(seconds=1), "min": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1),
+    "w": timedelta(weeks=1), "mo": timedelta(days=30), "y": timedelta(days=365),
+}
+_ALLOWED = "s, min, h, d, w, mo (30 days) or y (365 days)"
 
 
 def parse_duration(text: str, *, option: str = "duration") -> timedelta:
-    """`90d`, `12h`, `2w`, `30m`, `45s` -> timedelta; anything else raises DatabaseInputError."""
-    match = _DURATION.match(text or "")
-    if not match or int(match.group(1)) <= 0:
+    """`90d`, `12h`, `2w`, `30min`, `6mo`, `1y`, `45s` -> timedelta; anything else (`1m` too: minutes or
+    months?) raises DatabaseInputError naming the units allowed."""
+    match = _DURATION.match((text or "").lower())
+    if match and match.group(2) == "m":
         raise DatabaseInputError(
-            f"{option} {text!r}: expected a positive whole number with a unit s, m, h, d or w (e.g. 90d)"
+            f"{option} {text!r}: 'm' is ambiguous; write {match.group(1)}min for minutes or {match.group(1)}mo for "
+            f"months (30 days); units: {_ALLOWED}"
         )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    if not match or match.group(2) not in DURATION_UNITS or int(match.group(1)) <= 0:
+        raise DatabaseInputError(
+            f"{option} {text!r}: expected a positive whole number with a unit {_ALLOWED} (e.g. 90d, 6mo)"
+        )
+    return int(match.group(1)) * DURATION_UNITS[match.group(2)]
 
 
 def parse_since(value: str | date | datetime | None, *, option: str = "--since") -> datetime | None:

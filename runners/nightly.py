@@ -2,8 +2,8 @@
 
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
-where the report is, and the exit code (1 when a verdict matches `fail_on` or the run failed,
-130 when interrupted, else 0). `text()` is the plain summary for a CI log; `to_dict()` is written
+where the report is, and the exit code (1 when a verdict matches `fail_on`, the run failed or
+cases of the spec have no result in the run, 130 when interrupted, else 0). `text()` is the plain summary for a CI log; `to_dict()` is written
 to OUT/summary.json for bots.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ShardState:
 class NightlySummary:
     run_id: str
     suite: str
-    run_status: str | None  # running | complete | interrupted | failed (None: no such run)
+    run_status: str | None  # running | complete | partial | interrupted | failed (None: no such run)
     db_url: str  # redacted
     counts: Mapping[str, int]  # results of the run by status (all shards)
     shards: ShardState
@@ -65,10 +65,20 @@ class NightlySummary:
         return any(self.verdicts.get(kind) for kind in kinds)
 
     @property
+    def other_shards_pending(self) -> bool:
+        """This process ran one shard and others have not finished: their cases are not missing yet."""
+        return bool(self.invocation and self.invocation.get("shard")) and not self.shards.complete
+
+    @property
+    def coverage_failed(self) -> bool:
+        """Cases of the spec without a result in the run (a run judged on part of its spec)."""
+        return bool(self.cases_missing) and not self.other_shards_pending
+
+    @property
     def exit_code(self) -> int:
         if self.invocation is not None and self.invocation.get("status") == "interrupted":
             return EXIT_INTERRUPTED
-        if self.alert or self.run_status == "failed" or self.report_error is not None:
+        if self.alert or self.run_status == "failed" or self.report_error is not None or self.coverage_failed:
             return EXIT_ALERT
         return EXIT_OK
 
@@ -92,6 +102,7 @@ class NightlySummary:
             "drifts": [dict(v) for v in self.verdicts.get("drift", ())],
             "cases_expected": self.cases_expected,
             "cases_missing": list(self.cases_missing),
+            "coverage_failed": self.coverage_failed,
             "series_checked": self.series_checked,
             "insufficient_data": self.insufficient_data,
             "fail_on": self.fail_on,
@@ -122,6 +133,10 @@ class NightlySummary:
                 shown = ", ".join(self.cases_missing[:3])
                 more = f" and {len(self.cases_missing) - 3} more" if len(self.cases_missing) > 3 else ""
                 line += f"; missing {shown}{more}"
+                if self.coverage_failed:
+                    line += " (FAILS the night)"
+                else:
+                    line += " (other shards still running)"
             lines.append(line)
         n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in ("regression", "suspect", "improvement"))
         lines.append(

@@ -13,6 +13,7 @@ import shlex
 import socket
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -35,7 +36,7 @@ class RunSummary:
 
     run_id: str
     suite: str
-    status: str  # complete | interrupted | failed
+    status: str  # complete | partial (filters left cases of the spec out) | interrupted | failed
     db_url: str  # password redacted
     shard: str | None
     devices: tuple[LaneReport, ...]
@@ -154,7 +155,12 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
         text = devices.strip().lower()
         if text == "all":
             gpus = [d for d in available if d.startswith("cuda")]
-            return gpus or ["cpu"]
+            if not gpus:
+                raise UserInputError(
+                    "--devices all: this machine has no CUDA GPU that torch can see; "
+                    "use --device cpu to measure the CPU"
+                )
+            return gpus
         parts = [p for p in (x.strip() for x in text.split(",")) if p]
         if not parts:
             raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")
@@ -214,6 +220,8 @@ def run_suite(
     command_line: str | None = None,
     handle_signals: bool = True,
     cpu_threads: int | None = None,
+    lock: bool = True,
+    lock_wait_s: float = 0.0,
 ) -> RunSummary:
     """Validate, create (or join, or resume) the run, measure, and mark it finished."""
     from db.store import ResultStore
@@ -230,6 +238,8 @@ def run_suite(
         raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
     if case_timeout_s is not None and not case_timeout_s > 0:
         raise UserInputError(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
+    if not (math.isfinite(lock_wait_s) and lock_wait_s >= 0):
+        raise UserInputError(f"--lock-wait-s {lock_wait_s}: must be a number of seconds >= 0")
     if run_id is not None and resume is not None and run_id != resume:
         raise UserInputError("give either --run-id or --resume, not both")
     if spec_path is None and resume is None:
@@ -246,10 +256,8 @@ def run_suite(
 
     if resume is not None and not _database_exists(db_url):
         raise UserInputError(f"--resume {resume}: there is no database at {redact(db_url)}")
-    if spec_path is not None:
-        spec = load_spec(spec_path)
-    else:
-        assert resume is not None
+    stored_run = None
+    if resume is not None:
         probe = ResultStore(db_url)
         try:
             stored_run = probe.get_run(resume)
@@ -257,6 +265,12 @@ def run_suite(
             probe.close()
         if stored_run is None:
             raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
+    if spec_path is not None:
+        spec = load_spec(spec_path)
+        if stored_run is not None:
+            check_resume_spec(stored_run, spec)
+    else:
+        assert stored_run is not None
         spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
 
     expanded = expand(spec, device_kind)
@@ -266,11 +280,35 @@ def run_suite(
     if not cases:
         raise UserInputError(f"no case of {spec.name} on {device_kind} matches the filters {' '.join(filters)}")
     check_merged_settings(cases, overrides)
+    filtered = cases  # before the shard's part is taken
     effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)
     if shard is not None:
         cases = _select_shard(cases, shard, db_url=db_url, suite=spec.name, run_id=effective_run_id)
 
     reporter = progress or make_progress(quiet=quiet, json_output=json_output)
+    with ExitStack() as locks:
+        if lock:
+            from runners.devlock import device_locks
+
+            command = command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
+            locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
+                                             wait_s=lock_wait_s, note=reporter.note))
+        status, result = _measure(
+            db_url, resume, spec, effective_run_id, command_line, shard, torch_devices, cases, expanded, filtered,
+            reporter, seed, overrides, case_timeout_s, handle_signals,
+        )
+    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started,
+                    status=status)
+
+
+def _measure(db_url: str, resume: str | None, spec: Any, effective_run_id: str, command_line: str | None,
+             shard: str | None, torch_devices: list[str], cases: list[Case], expanded: list[Case],
+             filtered: list[Case], reporter: Any, seed: int, overrides: Mapping[str, Any],
+             case_timeout_s: float | None, handle_signals: bool) -> tuple[str, SupervisorResult]:
+    """Create (or join) the run in the database, measure, and mark it finished: (status, result)."""
+    from db.store import ResultStore
+    from db.urls import redact
+
     store = ResultStore(db_url)
     try:
         existing = store.get_run(effective_run_id)
@@ -305,10 +343,46 @@ def run_suite(
             raise
         finally:
             reporter.close()
-        store.finish_run(effective_run_id, result.status, shard=shard)
+        status = result.status
+        if status == "complete" and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
+            status = "partial"
+        store.finish_run(effective_run_id, status, shard=shard)
     finally:
         store.close()
-    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started)
+    return status, result
+
+
+def check_resume_spec(stored_run: Any, spec: Any) -> None:
+    """A run holds the cases of one spec: resuming it with another spec (another text) is refused."""
+    if stored_run.spec_hash == spec.sha256:
+        return
+    same_name = stored_run.suite == spec.name
+    given = f"{spec.path} (spec {spec.name!r}, sha256 {spec.sha256[:12]})"
+    theirs = f"spec {stored_run.suite!r} (sha256 {stored_run.spec_hash[:12]})"
+    what = "another version of that spec" if same_name else "another spec"
+    raise UserInputError(
+        f"--resume {stored_run.run_id}: the run was made from {theirs}, but {given} is {what}; "
+        f"resume without SPEC to measure the run's own spec, or start a new run"
+    )
+
+
+def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Sequence[Case],
+                lanes: Sequence[LaneReport], shard: str | None) -> bool:
+    """Whether every case of the spec (for this device kind) now has a result on every device of
+    this invocation. A shard answers for its own part: it covers the spec when no filter left a case
+    out (the run is complete once every shard is)."""
+    from db.store import device_key
+
+    if shard is not None:
+        return len(filtered) == len(expanded)
+    wanted = {case.case_key for case in expanded}
+    for lane in lanes:
+        if lane.device_fingerprint is None:
+            return False
+        held = store.measured_case_keys(run_id, device_key(lane.device_uuid, lane.device_fingerprint))
+        if not wanted <= held:
+            return False
+    return True
 
 
 def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, command_line: str | None) -> Any:
@@ -349,6 +423,7 @@ def _summary(
     shard: str | None,
     selected: int,
     elapsed_s: float,
+    status: str | None = None,
 ) -> RunSummary:
     from db.records import STATUSES
 
@@ -372,7 +447,7 @@ def _summary(
     return RunSummary(
         run_id=run_id,
         suite=suite,
-        status=result.status,
+        status=status or result.status,
         db_url=db_url,
         shard=shard,
         devices=result.lanes,

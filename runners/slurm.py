@@ -252,7 +252,7 @@ fi
 {_environment(job, with_out=False)}
 
 # Slurm lists the GPUs it gave the job in CUDA_VISIBLE_DEVICES; fewer than asked for is worth a
-# line in the log (with none visible, `--devices all` falls back to the CPU).
+# line in the log (with none visible, `--devices all` refuses to run: exit code 2).
 IFS=, read -r -a GPUS <<< "${{CUDA_VISIBLE_DEVICES:-}}"
 if (( ${{#GPUS[@]}} != {job.gpus_per_node} )); then
     echo "rooflab: warning: {job.gpus_per_node} GPUs requested, CUDA_VISIBLE_DEVICES lists ${{#GPUS[@]}} (${{CUDA_VISIBLE_DEVICES:-unset}})" >&2

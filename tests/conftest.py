@@ -25,3 +25,10 @@ def _isolated_op_registry():
             sys.modules.pop(type(op).__module__, None)
     registry._plugins_loaded.clear()
     registry._plugins_loaded.update(saved_plugins)
+
+
+@pytest.fixture(autouse=True)
+def _private_device_locks(tmp_path_factory, monkeypatch):
+    """Runs started by a test take their device locks in a folder of their own: a run elsewhere on
+    the host (another checkout's tests, a benchmark) must not make a test wait or refuse."""
+    monkeypatch.setenv("ROOFLAB_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))

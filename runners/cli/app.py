@@ -15,9 +15,37 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: flags without a `<bool>` type column, values with theirs
 )
-db_app = typer.Typer(help="Maintain the results database (upgrade, merge, prune).", no_args_is_help=True)
+db_app = typer.Typer(
+    help="Maintain the results database (upgrade, merge, prune).", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(db_app, name="db")
+
+def rooflab_version() -> str:
+    """This rooflab's version as installed (pip/uv metadata), or a note that it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rooflab")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"rooflab {rooflab_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print rooflab's version and exit."
+    ),
+) -> None:
+    """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
+
 
 for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd):
     module.register(app, db_app)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from runners.cli.common import DbOption, db_url, err_console, fail, print_json, user_error_types
+from runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
 
 FAIL_ON = ("regression", "drift", "suspect", "never")
 
@@ -107,7 +107,8 @@ NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML re
 
 Prints a short plain-text summary (counts by status, shards, regressions, suspects, improvements,
 where the report is) and writes OUT/summary.json for bots. Exit code: 1 when a regression is
-found (per --fail-on), the run failed or the report could not be written; 0 on a clean history;
+found (per --fail-on), the run failed, cases of the spec have no result in the run (missing
+coverage) or the report could not be written; 0 on a clean, complete night;
 2 on invalid input; 130 when interrupted. `--skip-run` only judges and reports an existing run
 (the last step of a sharded night, e.g. the Slurm finalising job).
 """
@@ -122,7 +123,7 @@ def nightly_command(
         None, "--run-id", help="Run id (shards of one night share it); default: derived from the spec name and the date."
     ),
     shard: str | None = typer.Option(None, "--shard", help="I/N: run only shard I (0-based) of N."),
-    filter_: list[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE; repeatable."),
+    filter_: list[str] = FilterOption,
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda:N."),
     devices: str | None = typer.Option(None, "--devices", help="all, or a list such as 0,1: one worker per GPU."),
     skip_run: bool = typer.Option(False, "--skip-run", help="Measure nothing: judge and report the run (--run-id, "
@@ -132,7 +133,12 @@ def nightly_command(
     z_threshold: float = typer.Option(4.0, "--threshold", "--z-threshold", help="Flag when the robust z-score is above this."),
     min_change: float = typer.Option(0.05, "--min-change", help="... and the relative change above this."),
     json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),
+    no_lock: bool = typer.Option(False, "--no-lock", help="Measure even if another run holds the device's lock."),
+    lock_wait_s: float = typer.Option(
+        0.0, "--lock-wait-s", help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
+    ),
 ) -> None:
+    from runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
     from runners.nightly import nightly
 
     try:
@@ -140,7 +146,11 @@ def nightly_command(
             spec, db_url=db_url(db), out_dir=out, fail_on=fail_on, run_id=run_id, shard=shard, filters=filter_,
             device=device, devices=devices, skip_run=skip_run, quiet=not verbose, window=window,
             z_threshold=z_threshold, min_change=min_change,
+            run_options={"lock": not no_lock, "lock_wait_s": lock_wait_s},
         )
+    except DeviceBusyError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_DEVICE_BUSY) from None
     except user_error_types() as exc:
         fail(escape(str(exc)))
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -19,6 +20,11 @@ DbOption = typer.Option(
     None, "--db", envvar="ROOFLAB_DB", help="SQLAlchemy URL of the results database [default: sqlite:///results.db]"
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+FilterOption = typer.Option(
+    [], "--filter", "-f",
+    help="Keep cases with KEY=VALUE (op, dtype, cache, n, ...); repeatable: a repeated key means OR "
+    "(-f op=copy -f op=triad keeps both ops), different keys mean AND.",
+)
 
 
 class UserInputError(Exception):
@@ -35,6 +41,41 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(EXIT_BAD_INPUT)
 
 
+def require_database(url: str) -> None:
+    """For commands that only read: a SQLite file that is not there is an error, and is not created
+    (an empty database would only report "no results")."""
+    from rich.markup import escape
+
+    from db.errors import DatabaseInputError
+    from db.urls import normalize_url, redact, sqlite_path
+
+    try:
+        path = sqlite_path(normalize_url(url))
+    except DatabaseInputError as exc:
+        fail(escape(str(exc)))
+    if path is not None and not path.is_file():
+        fail(
+            f"no database at {escape(redact(url))}: {escape(str(path))} does not exist "
+            "(give --db or ROOFLAB_DB; `rooflab run` creates one)"
+        )
+
+
+def output_dir(out: Path, option: str = "--out") -> Path:
+    """Create the folder `out` (and its parents) for written files; one clear message and exit
+    code 2 when it cannot be (a parent that is a file, a read-only or missing place)."""
+    from rich.markup import escape
+
+    if out.exists() and not out.is_dir():
+        fail(f"{option}: {escape(str(out))} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"{option}: cannot create the directory {escape(str(out))}: {escape(exc.strerror or str(exc))}")
+    if not os.access(out, os.W_OK | os.X_OK):
+        fail(f"{option}: the directory {escape(str(out))} is not writable")
+    return out
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -44,5 +85,6 @@ def user_error_types() -> tuple[type[BaseException], ...]:
     from db.errors import DatabaseInputError
     from reports.errors import ReportInputError
     from suite.errors import SpecError
+    from suite.ops.registry import PluginImportError
 
-    return (UserInputError, SpecError, DatabaseInputError, ReportInputError)
+    return (UserInputError, SpecError, DatabaseInputError, ReportInputError, PluginImportError)

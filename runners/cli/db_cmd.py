@@ -1,13 +1,14 @@
 """CLI: `export`, `import`, and the `db` group (`upgrade`, `current`, `merge`, `prune`)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Callable, List, Optional, TypeVar
 
 import typer
 from rich.markup import escape
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json
+from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json, require_database
 
 T = TypeVar("T")
 
@@ -115,32 +116,71 @@ def merge_cmd(
     console.print(f"target: {escape(redact(url))}", highlight=False, soft_wrap=True)
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a question on stdin."""
+    return sys.stdin.isatty()
+
+
 def prune_cmd(
-    samples_older_than: str = typer.Option(..., "--samples-older-than", help="Age by run start, e.g. 90d, 12w, 36h."),
+    samples_older_than: str = typer.Option(
+        ..., "--samples-older-than",
+        help="Age by run start: a whole number with a unit s, min, h, d, w, mo (30 days) or y (365 days), "
+        "e.g. 90d, 12w, 6mo. `m` is refused (minutes or months?).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be removed."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Remove without asking (needed when stdin is not a terminal)."),
     vacuum: bool = typer.Option(False, "--vacuum", help="SQLite: shrink the file afterwards."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
-    """Remove raw samples of old runs; summaries (median, percentiles, ...) are kept."""
+    """Remove raw samples of old runs; summaries (median, percentiles, ...) are kept.
+
+    Shows what would go first, then asks (or goes on with --yes).
+    """
+    from datetime import datetime, timezone
+
     from db.prune import prune_samples
     from db.timeparse import parse_duration
 
     url = db_url(db)
     age = _guard(lambda: parse_duration(samples_older_than, option="--samples-older-than"))
-    result = _guard(lambda: prune_samples(url, age, dry_run=dry_run, vacuum=vacuum))
+    require_database(url)
+    now = datetime.now(timezone.utc)
+    plan = _guard(lambda: prune_samples(url, age, dry_run=True, now=now))
+    if dry_run or plan.measurements == 0:
+        _print_prune(plan, as_json)
+        return
+    if not yes:
+        if not _interactive():
+            _print_prune(plan, as_json=False, to=err_console)
+            fail("stdin is not a terminal, so nobody can confirm: add --yes to remove these samples "
+                 "(or --dry-run to only see what would go); nothing was removed")
+        _print_prune(plan, as_json=False)
+        if not typer.confirm("Remove them?", default=False):
+            err_console.print("nothing removed", highlight=False)
+            raise typer.Exit(1)
+    result = _guard(lambda: prune_samples(url, age, vacuum=vacuum, now=now))
+    _print_prune(result, as_json)
+
+
+def _print_prune(result, as_json: bool, to=None) -> None:  # type: ignore[no-untyped-def]
     if as_json:
         print_json({"cutoff": result.cutoff.isoformat(), "runs": result.runs, "measurements": result.measurements,
                     "sample_values": result.sample_values, "bytes": result.bytes, "dry_run": result.dry_run,
-                    "vacuumed": result.vacuumed})
+                    "vacuumed": result.vacuumed, "run_ids": list(result.run_ids)})
         return
-    verb = "would remove" if dry_run else "removed"
-    console.print(
+    out = to or console
+    verb = "would remove" if result.dry_run else "removed"
+    out.print(
         f"{verb} raw samples of {result.measurements} measurements ({result.sample_values} values, "
         f"{result.bytes / 1e6:.1f} MB) from {result.runs} runs started before {result.cutoff:%Y-%m-%d %H:%M} UTC; "
         "summaries kept" + ("; file vacuumed" if result.vacuumed else ""),
         highlight=False, soft_wrap=True,
     )
+    if result.dry_run and result.run_ids:
+        shown = ", ".join(result.run_ids[:10])
+        more = f" and {len(result.run_ids) - 10} more" if len(result.run_ids) > 10 else ""
+        out.print(f"runs: {escape(shown)}{more}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

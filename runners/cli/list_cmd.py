@@ -84,7 +84,8 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
     def list_command(
         spec: str = typer.Argument(..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline)."),
         filters: list[str] = typer.Option(
-            [], "--filter", "-f", help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeat to narrow."
+            [], "--filter", "-f", help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeatable: "
+            "a repeated key means OR (-f op=copy -f op=triad keeps both), different keys mean AND."
         ),
         device_kind: DeviceKind | None = typer.Option(
             None, "--device-kind", help="Keep only the benchmarks that run on this kind of device [default: all]."

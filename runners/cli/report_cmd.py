@@ -9,7 +9,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json
+from runners.cli.common import (
+    DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
+)
 
 T = TypeVar("T")
 
@@ -44,12 +46,7 @@ def _load(db: Optional[str], columns=None):  # type: ignore[no-untyped-def]
 
 
 def _out_dir(out: Optional[Path]) -> Optional[Path]:
-    if out is None:
-        return None
-    if out.exists() and not out.is_dir():
-        fail(f"--out: {escape(str(out))} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    return None if out is None else output_dir(out)
 
 
 def roofline_cmd(
@@ -68,6 +65,7 @@ def roofline_cmd(
     from reports.runsel import choose_runs, counts_of, rows_for
 
     url = db_url(db)
+    require_database(url)
     name, rows = _guard(lambda: load_device_results(url, device, ROOFLINE_COLUMNS))
     plan = _guard(lambda: choose_runs(counts_of(rows), runs=run or None, since=since)).get(name)
     if plan is None:
@@ -134,6 +132,10 @@ def predict_cmd(
     if cache not in ("cold", "hot"):
         fail(f"--cache: {escape(cache)!r} is not allowed; allowed: cold, hot")
     df = _load(db)
+    candidates = ambiguous_device(device, df)
+    if candidates:
+        fail(f"--device {escape(device)!r} is ambiguous: it matches {escape(', '.join(candidates))}; "
+             f"give one of them, e.g. --device {escape(repr(candidates[0]))}")
     pred = _guard(lambda: predict(op, parse_shape(shape), dtype, device, df, cache=cache))
     if as_json:
         print_json(pred.as_dict())
@@ -158,6 +160,28 @@ def predict_cmd(
     console.print(table)
 
 
+def ambiguous_device(device: str, df) -> list[str]:  # type: ignore[no-untyped-def]
+    """The devices `device` could mean when it names more than one (in the database, else in the
+    datasheet table), else []. An exact name or key is never ambiguous; a datasheet entry matches
+    when every word typed is a word of its key ("A100" matches four entries, "H100 PCIe" one)."""
+    from reports.frames import device_names
+    from reports.gpu_specs import SPECS
+
+    text = " ".join(device.strip().lower().replace("_", " ").split())
+    names = device_names(df) if df is not None and not df.empty else []
+    if any(n.lower() == text for n in names):
+        return []
+    in_database = [n for n in names if text in n.lower()]
+    if in_database:
+        return in_database if len(in_database) > 1 else []
+    keys = [spec.key for spec in SPECS]
+    if any(k.lower() == text for k in keys):
+        return []
+    words = set(text.split())
+    in_datasheet = [k for k in keys if words and words <= set(k.lower().split())]
+    return in_datasheet if len(in_datasheet) > 1 else []
+
+
 def compare_cmd(
     baseline: str = typer.Option(..., "--baseline", help="Device (name or fingerprint) or run id."),
     candidate: str = typer.Option(..., "--candidate", help="Device (name or fingerprint) or run id."),
@@ -170,6 +194,7 @@ def compare_cmd(
     from reports import plots
     from reports.load import REPORT_COLUMNS
 
+    require_database(db_url(db))
     df = _load(db, REPORT_COLUMNS)
     base = _guard(lambda: c.resolve_side(df, baseline, option="--baseline"))
     cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
@@ -232,6 +257,7 @@ def regressions_cmd(
     if not 0 <= min_change < 10:
         fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
     url = db_url(db)
+    require_database(url)
     verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
     failing = should_fail(verdicts, fail_on)
     counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
@@ -277,6 +303,7 @@ def report_cmd(
     if run and since:
         fail("give either --run or --since, not both")
     url = db_url(db)
+    require_database(url)
     df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
     verdicts = _guard(lambda: load_verdicts(url))
     crosschecks = _guard(lambda: load_crosschecks(url))

@@ -6,20 +6,33 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+from runners.cli.common import (
+    DbOption, FilterOption, JsonOption, console, db_url, err_console, print_json, user_error_types,
+)
+from suite.timing import TimingSettings
+
+_ENGINE = TimingSettings()
+
+
+def _default(name: str) -> str:
+    """What a timing override falls back to: the benchmark's own setting, else the engine's."""
+    return f"the spec's, else {getattr(_ENGINE, name):g}"
 
 RUN_HELP = """Measure the cases of SPEC (a YAML file, or a shipped spec name such as quick) into the database.
 
 Each case runs in a worker process: an exception marks it failed, a worker that dies marks it
 crashed, and the sweep goes on. Ctrl-C finishes the case in flight and marks the run interrupted
-(exit code 130); `--resume RUN_ID` measures what is left.
+(exit code 130); `--resume RUN_ID` measures what is left (with the run's own spec only).
+
+A run holds a lock on each device it measures: a second run on a busy device refuses (exit code
+75) unless it is told to wait (--lock-wait-s) or to ignore the lock (--no-lock).
 """
 
 
 def run_command(
     spec: Optional[str] = typer.Argument(None, help="Spec file or shipped spec name; optional with --resume."),
     db: Optional[str] = DbOption,
-    filter_: List[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
+    filter_: List[str] = FilterOption,
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
     devices: Optional[str] = typer.Option(
         None, "--devices", help="all, or a list such as 0,1: one worker per GPU, each measuring every case."
@@ -28,16 +41,19 @@ def run_command(
     run_id: Optional[str] = typer.Option(
         None, "--run-id", help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), else SPEC-<UTC time>-<random>."
     ),
-    resume: Optional[str] = typer.Option(None, "--resume", help="Measure only the cases of RUN_ID that have no result."),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", help="Measure only the cases of RUN_ID that have no result (a SPEC given must be the run's)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
-    warmup_ms: Optional[float] = typer.Option(None, "--warmup-ms", help="Warmup lasts at least this long (ms)."),
-    warmup_calls: Optional[int] = typer.Option(None, "--warmup-calls", help="... and at least this many calls."),
-    min_samples: Optional[int] = typer.Option(None, "--min-samples", help="Samples at least this many."),
-    max_samples: Optional[int] = typer.Option(None, "--max-samples", help="Samples at most this many."),
-    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", help="Samples at least this long (ms)."),
-    max_time_ms: Optional[float] = typer.Option(None, "--max-time-ms", help="Gives up converging after this long (ms)."),
+    warmup_ms: Optional[float] = typer.Option(None, "--warmup-ms", show_default=_default("warmup_ms"), help="Warmup lasts at least this long (ms)."),
+    warmup_calls: Optional[int] = typer.Option(None, "--warmup-calls", show_default=_default("warmup_calls"), help="... and at least this many calls."),
+    min_samples: Optional[int] = typer.Option(None, "--min-samples", show_default=_default("min_samples"), help="Samples at least this many."),
+    max_samples: Optional[int] = typer.Option(None, "--max-samples", show_default=_default("max_samples"), help="Samples at most this many."),
+    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", show_default=_default("min_time_ms"), help="Samples at least this long (ms)."),
+    max_time_ms: Optional[float] = typer.Option(None, "--max-time-ms", show_default=_default("max_time_ms"), help="Gives up converging after this long (ms)."),
     target_precision: Optional[float] = typer.Option(
-        None, "--target-precision", help="Stop when the median's 95 % CI half-width / median is below this (0, 1)."
+        None, "--target-precision", show_default=_default("target_precision"),
+        help="Stop when the median's 95 % CI half-width / median is below this (0, 1).",
     ),
     case_timeout_s: Optional[float] = typer.Option(
         None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
@@ -45,9 +61,16 @@ def run_command(
     threads: Optional[int] = typer.Option(
         None, "--threads", help="Threads of a CPU case (torch intra-op); default: one per physical core. Recorded with each result."
     ),
+    no_lock: bool = typer.Option(
+        False, "--no-lock", help="Measure even if another run holds the device's lock (their timings will disturb each other)."
+    ),
+    lock_wait_s: float = typer.Option(
+        0.0, "--lock-wait-s", help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,
 ) -> None:
+    from runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
     from runners.session import run_suite
 
     overrides = {
@@ -75,7 +98,12 @@ def run_command(
             case_timeout_s=case_timeout_s,
             json_output=json_output,
             cpu_threads=threads,
+            lock=not no_lock,
+            lock_wait_s=lock_wait_s,
         )
+    except DeviceBusyError as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
+        raise typer.Exit(EXIT_DEVICE_BUSY) from None
     except user_error_types() as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None

@@ -31,6 +31,10 @@ _plugins_loaded: set[str] = set()
 _lock = threading.RLock()
 
 
+class PluginImportError(ImportError):
+    """A module named in ROOFLAB_PLUGINS does not import (the CLI prints it and exits with code 2)."""
+
+
 def register(op: Op | type[Op], *, replace: bool = False) -> Op:
     """Add an op (an instance, or a class that is instantiated without arguments) and return it.
 
@@ -75,7 +79,10 @@ def _ensure_loaded() -> None:
                 try:
                     importlib.import_module(module)
                 except Exception as exc:  # name the variable and the module, keep the cause
-                    raise ImportError(f"{PLUGINS_ENV}: cannot import plugin module {module!r}: {exc}") from exc
+                    raise PluginImportError(
+                        f"{PLUGINS_ENV}: cannot import plugin module {module!r}: {exc}"
+                        " (set ROOFLAB_PLUGINS to importable module names, comma-separated, or unset it)"
+                    ) from exc
                 _plugins_loaded.add(module)
         finally:
             _loading = False

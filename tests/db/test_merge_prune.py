@@ -6,6 +6,7 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
@@ -114,9 +115,76 @@ def test_prune_removes_old_samples_and_keeps_summaries(any_url: str) -> None:
 
 def test_prune_cli_validates_the_duration(sqlite_url: str) -> None:
     ResultStore(sqlite_url).close()
-    for bad in ("90", "90 days", "-5d", "0d", "d", "1y"):
+    for bad in ("90", "90 days", "-5d", "0d", "d", "1m", "3x"):
         result = runner.invoke(app, ["db", "prune", "--samples-older-than", bad, "--db", sqlite_url])
         assert result.exit_code == 2, (bad, result.output)
         assert "--samples-older-than" in result.output
     ok = runner.invoke(app, ["db", "prune", "--samples-older-than", "12w", "--dry-run", "--db", sqlite_url])
     assert ok.exit_code == 0 and "would remove raw samples of 0 measurements" in ok.output
+
+
+def _runs_aged(url: str, ages_days: dict[str, float]) -> None:
+    rng = random.Random()
+    now = datetime.now(timezone.utc)
+    env = make_env(0)
+    with ResultStore(url) as store:
+        for run_id, age in ages_days.items():
+            run = make_run(run_id, rng=rng)
+            run = type(run)(**{**run.__dict__, "started_at": now - timedelta(days=age)})
+            store.start_run(run)
+            store.add_environment(run_id, env)
+            for i in range(3):
+                store.add_measurement(make_measurement(run, make_case(i), env, rng=rng, n_samples=10))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("45s", timedelta(seconds=45)), ("30min", timedelta(minutes=30)), ("36h", timedelta(hours=36)),
+     ("90d", timedelta(days=90)), ("12w", timedelta(weeks=12)), ("1mo", timedelta(days=30)),
+     ("6MO", timedelta(days=180)), ("1y", timedelta(days=365))],
+)
+def test_durations_have_unambiguous_units(text: str, expected: timedelta) -> None:
+    from db.timeparse import parse_duration
+
+    assert parse_duration(text) == expected
+
+
+def test_prune_refuses_m_and_names_the_alternatives(sqlite_url: str) -> None:
+    _runs_aged(sqlite_url, {"old": 45, "new": 0.0001})
+    result = runner.invoke(app, ["db", "prune", "--samples-older-than", "1m", "--yes", "--db", sqlite_url])
+    assert result.exit_code == 2, result.output
+    assert "ambiguous" in result.output and "1min" in result.output and "1mo" in result.output
+    assert len(_samples(sqlite_url)) == 6  # nothing removed
+
+
+def test_prune_shows_what_would_go_and_asks(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners.cli import db_cmd
+
+    _runs_aged(sqlite_url, {"old-a": 400, "old-b": 40, "recent": 2})
+    # stdin not a terminal and no --yes: refused, the plan shown, nothing removed
+    refused = runner.invoke(app, ["db", "prune", "--samples-older-than", "1mo", "--db", sqlite_url])
+    assert refused.exit_code == 2, refused.output
+    assert "--yes" in refused.output and "would remove raw samples of 6 measurements" in refused.output
+    assert len(_samples(sqlite_url)) == 9
+    # at a terminal: the plan, the runs, a question; "n" keeps everything
+    monkeypatch.setattr(db_cmd, "_interactive", lambda: True)
+    declined = runner.invoke(app, ["db", "prune", "--samples-older-than", "1mo", "--db", sqlite_url], input="n\n")
+    assert declined.exit_code == 1, declined.output
+    assert "runs: old-a, old-b" in declined.output and "Remove them?" in declined.output
+    assert "nothing removed" in declined.output and len(_samples(sqlite_url)) == 9
+    accepted = runner.invoke(app, ["db", "prune", "--samples-older-than", "1mo", "--db", sqlite_url], input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert "removed raw samples of 6 measurements" in accepted.output
+    assert {run_id for run_id, _, _ in _samples(sqlite_url)} == {"recent"}
+    # --yes does not ask
+    monkeypatch.setattr(db_cmd, "_interactive", lambda: False)
+    yes = runner.invoke(app, ["db", "prune", "--samples-older-than", "1d", "--yes", "--db", sqlite_url])
+    assert yes.exit_code == 0 and "removed raw samples of 3 measurements" in yes.output, yes.output
+    assert _samples(sqlite_url) == {}
+
+
+def test_prune_of_a_database_that_is_not_there_creates_none(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.db"
+    result = runner.invoke(app, ["db", "prune", "--samples-older-than", "90d", "--yes", "--db", str(missing)])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    assert not missing.exists()

@@ -89,9 +89,14 @@ def test_report_on_database_and_on_missing_database(db, tmp_path):
     res = _run("report", "--out", str(tmp_path / "site"), "--db", db)
     assert res.exit_code == 0, res.output
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "compare.html").is_file()
-    empty = _run("report", "--out", str(tmp_path / "empty"), "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    missing = _run("report", "--out", str(tmp_path / "missing"), "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
+    assert not (tmp_path / "none.db").exists() and not (tmp_path / "missing").exists()
+    from db.store import ResultStore
+
+    ResultStore(f"sqlite:///{tmp_path / 'empty.db'}").close()  # a database with nothing stored yet
+    empty = _run("report", "--out", str(tmp_path / "empty"), "--db", f"sqlite:///{tmp_path / 'empty.db'}")
     assert empty.exit_code == 0, empty.output
     assert "nothing here yet" in (tmp_path / "empty" / "index.html").read_text()
-    assert not (tmp_path / "none.db").exists()
-    reg = _run("regressions", "--db", f"sqlite:///{tmp_path / 'none.db'}")
+    reg = _run("regressions", "--db", f"sqlite:///{tmp_path / 'empty.db'}")
     assert reg.exit_code == 0 and "no results yet" in reg.stdout

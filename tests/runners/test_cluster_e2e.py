@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from datetime import timedelta
@@ -55,8 +56,10 @@ def write_spec(tmp_path: Path, text: str, name: str) -> Path:
 
 
 def rooflab(*args: str, **popen) -> subprocess.Popen:
+    """A rooflab process standing for one node: its device locks are its own, as a node's are."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)
+    env["ROOFLAB_LOCK_DIR"] = tempfile.mkdtemp(prefix="node-locks-", dir=env.get("ROOFLAB_LOCK_DIR"))
     return subprocess.Popen([sys.executable, "-m", "runners", *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
@@ -226,7 +229,13 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     spec = write_spec(tmp_path, TINY_SPEC, "tiny")
     wrapper = tmp_path / "bin dir" / "rooflab"
     wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/bash\nexec {sys.executable} -m runners "$@"\n')
+    # no GPU here, and `--devices all` refuses to run without one: the wrapper hands the real
+    # rooflab `--device cpu` in its place and every other flag as the script wrote it
+    wrapper.write_text(
+        "#!/bin/bash\nargs=()\nwhile (( $# )); do\n"
+        '  if [[ $1 == --devices ]]; then args+=(--device cpu); shift 2; else args+=("$1"); shift; fi\n'
+        f'done\nexec {sys.executable} -m runners "${{args[@]}}"\n'
+    )
     wrapper.chmod(0o755)
     url = sqlite_url(tmp_path)
     job = slurm.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=1, out_dir=tmp_path / "out",
@@ -234,8 +243,10 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     array, finalize, _ = slurm.write_scripts(job, tmp_path / "tiny.sbatch")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)
-    tasks = [subprocess.Popen([bash, str(array)], cwd=REPO, env=dict(env, SLURM_ARRAY_TASK_ID=str(i)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    # two array tasks stand for two nodes: each has its own device locks
+    tasks = [subprocess.Popen([bash, str(array)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=dict(env, SLURM_ARRAY_TASK_ID=str(i), ROOFLAB_LOCK_DIR=str(tmp_path / f"node{i}-locks")))
+             for i in range(2)]
     for task in tasks:
         code, out, err = finish(task)
         assert code == 0, err + out

@@ -134,7 +134,8 @@ def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
     assert summary.cases_missing == tuple(sorted(c.case_key for c in CASES[1:]))
     assert "coverage: 1/3 cases of the spec have a result; missing " in text
     assert "another version of the spec" in text  # the planted run's spec text is not this file
-    assert summary.run_status == "running" and summary.exit_code == 0
+    assert summary.run_status == "running" and summary.exit_code == 1  # 2 of 3 cases have no result
+    assert "(FAILS the night)" in text and summary.to_dict()["coverage_failed"] is True
 
 
 @pytest.mark.parametrize(

@@ -377,13 +377,15 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- pieces of the session
 
 
-def test_devices_all_means_the_cpu_without_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from runners import environment
+    from runners.cli.common import UserInputError
     from runners.session import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     monkeypatch.setattr(environment, "best_device", lambda: "cpu")
-    assert resolve_devices("auto", "all") == ["cpu"]
+    with pytest.raises(UserInputError, match="--devices all: this machine has no CUDA GPU"):
+        resolve_devices("auto", "all")
     assert resolve_devices("auto", None) == ["cpu"]
     monkeypatch.setattr(environment, "list_devices", lambda: ["cuda:0", "cuda:1", "cpu"])
     assert resolve_devices("auto", "all") == ["cuda:0", "cuda:1"]

@@ -1,0 +1,79 @@
+"""What a user reads first: --version, --help, and refusals of devices that are ambiguous or absent."""
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+
+import pytest
+from typer.testing import CliRunner
+
+from runners.cli.app import app
+from suite.timing import TimingSettings
+
+runner = CliRunner()
+
+
+def test_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"rooflab {version('rooflab')}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["nightly", "--help"], ["db", "prune", "--help"],
+                                  ["list", "--help"], ["export", "--help"], ["report", "--help"]])
+def test_help_shows_flags_without_type_noise(argv: list[str]) -> None:
+    result = runner.invoke(app, argv, env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output and "Traceback" not in result.output
+    assert re.search(r"^\s+--help\s+Show this message", result.output, re.MULTILINE)
+
+
+def test_run_help_shows_the_defaults_and_what_a_repeated_filter_means() -> None:
+    text = " ".join(runner.invoke(app, ["run", "--help"], env={"COLUMNS": "100"}).output.split())
+    engine = TimingSettings()
+    for flag, name in (("--warmup-ms", "warmup_ms"), ("--warmup-calls", "warmup_calls"),
+                       ("--min-samples", "min_samples"), ("--max-samples", "max_samples"),
+                       ("--min-time-ms", "min_time_ms"), ("--max-time-ms", "max_time_ms"),
+                       ("--target-precision", "target_precision")):
+        shown = re.search(re.escape(flag) + r" <\w+> .*?\[default: \(the spec's, else ([0-9.]+)\)\]", text)
+        assert shown is not None, flag
+        assert float(shown.group(1)) == getattr(engine, name), flag
+    assert "a repeated key means OR" in text
+    assert "--no-lock" in text and "--lock-wait-s" in text
+    assert "a repeated key means OR" in " ".join(runner.invoke(app, ["list", "--help"]).output.split())
+
+
+@pytest.mark.parametrize("typed, candidates", [
+    ("A100", ["A100 SXM 80GB", "A100 SXM 40GB", "A100 PCIe 80GB", "A100 PCIe 40GB"]),
+    ("h100", ["H100 SXM", "H100 PCIe"]),
+    ("A100 80GB", ["A100 SXM 80GB", "A100 PCIe 80GB"]),
+])
+def test_predict_refuses_an_ambiguous_device_and_lists_the_candidates(typed: str, candidates: list[str], tmp_path) -> None:
+    result = runner.invoke(app, ["predict", "copy", "--dtype", "float32", "--shape", "n=4096", "--device", typed,
+                                 "--db", str(tmp_path / "none.db")])
+    assert result.exit_code == 2, result.output
+    assert "is ambiguous" in result.output and all(c in result.output for c in candidates), result.output
+    assert not (tmp_path / "none.db").exists()
+
+
+@pytest.mark.parametrize("typed, chosen", [("H100 PCIe", "H100 PCIe"), ("L4", "L4"), ("a100 pcie 40gb", "A100 PCIe 40GB")])
+def test_predict_takes_a_device_that_names_one_entry(typed: str, chosen: str, tmp_path) -> None:
+    import json
+
+    result = runner.invoke(app, ["predict", "copy", "--dtype", "float32", "--shape", "n=4096", "--device", typed,
+                                 "--db", str(tmp_path / "none.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["device"] == chosen
+
+
+def test_devices_all_on_a_machine_without_gpus_says_so(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runners import environment
+
+    monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
+    spec = tmp_path / "ok.yaml"
+    spec.write_text("name: ok\nbenchmarks:\n  - name: c\n    op: copy\n    params: {n: 1024}\n")
+    db = tmp_path / "r.db"
+    result = runner.invoke(app, ["run", str(spec), "--devices", "all", "--db", str(db), "-q"])
+    assert result.exit_code == 2, result.output
+    assert "--devices all: this machine has no CUDA GPU" in result.output and "--device cpu" in result.output
+    assert not db.exists()
