@@ -295,7 +295,7 @@ def run_suite(
                                              wait_s=lock_wait_s, note=reporter.note))
         status, result = _measure(
             db_url, resume, spec, effective_run_id, command_line, shard, torch_devices, cases, expanded, filtered,
-            reporter, seed, overrides, case_timeout_s, handle_signals,
+            reporter, seed, overrides, case_timeout_s, handle_signals, cpu_threads,
         )
     return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started,
                     status=status)
@@ -304,7 +304,8 @@ def run_suite(
 def _measure(db_url: str, resume: str | None, spec: Any, effective_run_id: str, command_line: str | None,
              shard: str | None, torch_devices: list[str], cases: list[Case], expanded: list[Case],
              filtered: list[Case], reporter: Any, seed: int, overrides: Mapping[str, Any],
-             case_timeout_s: float | None, handle_signals: bool) -> tuple[str, SupervisorResult]:
+             case_timeout_s: float | None, handle_signals: bool,
+             cpu_threads: int | None) -> tuple[str, SupervisorResult]:
     """Create (or join) the run in the database, measure, and mark it finished: (status, result)."""
     from db.store import ResultStore
     from db.urls import redact
