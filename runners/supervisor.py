@@ -563,6 +563,7 @@ def build_record(
         throttle_reasons=tuple(outcome.throttle_reasons),
         throttled=outcome.throttled,
         samples_ms=tuple(outcome.samples_ms) if ok else (),
+        layer_profile=outcome.layer_profile if ok else None,
     )
 
 

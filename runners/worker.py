@@ -67,6 +67,7 @@ class CaseOutcome:
     throttle_reasons: tuple[str, ...] = ()
     throttled: bool = False
     worker_unusable: bool = False  # the device context is broken: the worker exits after this case
+    layer_profile: Any = None  # db.records.LayerProfileRecord of an op made of parts (runners.attribution)
 
 
 STATS_FIELDS = (
@@ -177,6 +178,7 @@ def _context_usable(device: DeviceInfo) -> bool:
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check, then timing; never raises."""
+    from runners.attribution import attribute
     from runners.clocks import ClockMonitor
     from runners.timing import measure
     from suite.ops.registry import get_op
@@ -223,10 +225,11 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         finally:
             clocks = monitor.stop()
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
+        layer_profile, attribution_error = attribute(prepared, device)
         return CaseOutcome(
             key,
             "ok",
-            None,
+            attribution_error,
             time.perf_counter() - started,
             clock=result.clock,
             samples_ms=tuple(float(x) for x in result.samples_ms),
@@ -241,6 +244,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             sm_clock_max_mhz=clocks.sm_clock_max_mhz,
             throttle_reasons=tuple(clocks.throttle_reasons),
             throttled=bool(clocks.throttled),
+            layer_profile=layer_profile,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
