@@ -27,9 +27,9 @@ from typing import Any, Iterable, Sequence
 
 from db.records import LayerPartRecord, LayerProfileRecord
 from suite.device import DeviceInfo
+from suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
 from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
 
-PARTS_SUM_TOLERANCE = 0.02  # |sum(parts) + unattributed + gap - whole| / whole at most 2 %
 CUDA_CLOCK = "cuda_kernels"
 CPU_CLOCK = "cpu_ops"
 
@@ -108,7 +108,7 @@ def split(
         for op in (e for e in events if e.kind == "op" and e.parent is not None):
             if op.parent == BLOCK_RANGE:
                 per_part[None].append((op.start_us, op.end_us))
-            elif (name := _part_of(op.parent)) in per_part:
+            elif (name := _part_of(op.parent)) is not None and name in per_part:
                 per_part[name].append((op.start_us, op.end_us))
         measured = [iv for ivs in per_part.values() for iv in ivs]
         whole_us = block.duration_us

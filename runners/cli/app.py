@@ -6,7 +6,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from runners.cli import cluster_cmd, db_cmd, devices_cmd, list_cmd, report_cmd, run_cmd
+from runners.cli import breakdown_cmd, cluster_cmd, db_cmd, devices_cmd, list_cmd, report_cmd, run_cmd
 from runners.cli.common import EXIT_BAD_INPUT, err_console, user_error_types
 
 app = typer.Typer(
@@ -19,7 +19,7 @@ app = typer.Typer(
 db_app = typer.Typer(help="Maintain the results database (upgrade, merge, prune).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd):
+for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, breakdown_cmd):
     module.register(app, db_app)
 
 

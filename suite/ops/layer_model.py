@@ -49,6 +49,8 @@ ACTIVATIONS = ("gelu", "swiglu")
 PASSES = ("forward", "forward_backward")
 SWIGLU_FLOPS_PER_ELEMENT = 5  # silu = x·sigmoid(x): sigmoid 3 (exp, add, divide) + multiply 1; times up: 1
 BACKWARD_PART = "backward"
+# attribution: |sum(parts) + unattributed + gap - whole| / whole may be at most this
+PARTS_SUM_TOLERANCE = 0.02
 
 
 class PartKind(StrEnum):
