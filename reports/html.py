@@ -15,6 +15,7 @@ import pandas as pd
 
 from reports import compare as cmp_mod
 from reports import plots
+from reports.breakdown_section import LayerProfiles, section as breakdown_section
 from reports.ceilings import compute_ceilings
 from reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from reports.frames import device_names, first_value
@@ -108,11 +109,13 @@ def _write_svg(out: Path, name: str, svg: str) -> str:
     return f"figures/{name}"
 
 
-def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", verdicts: list | None = None) -> Path:
+def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", verdicts: list | None = None,
+                  layer_profiles: LayerProfiles | None = None) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
     `verdicts`: the regression verdicts of `df`'s history when already computed (e.g. by
-    reports.regressions.detect_in_database); by default `detect(df)`."""
+    reports.regressions.detect_in_database); by default `detect(df)`. `layer_profiles`: the profiled
+    blocks (reports.breakdown_section.load_layer_profiles), for the breakdown section."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -141,6 +144,7 @@ def render_report(df: pd.DataFrame, out_dir: str | Path, *, source: str = "", ve
                                   ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
                                    "intensity", "tflops", "gbps"]),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
+            "breakdown": breakdown_section(layer_profiles, rows, dc),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
@@ -204,7 +208,8 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 def write_report(db_url: str, out_dir: str | Path) -> Path:
     """Read every result from the database at `db_url` and write the site; returns index.html."""
     from db.urls import redact
+    from reports.breakdown_section import load_layer_profiles
     from reports.load import REPORT_COLUMNS, load_results, load_verdicts
 
     return render_report(load_results(db_url, REPORT_COLUMNS), out_dir, source=redact(db_url),
-                         verdicts=load_verdicts(db_url))
+                         verdicts=load_verdicts(db_url), layer_profiles=load_layer_profiles(db_url))

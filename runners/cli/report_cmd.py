@@ -234,6 +234,7 @@ def report_cmd(
     db: Optional[str] = DbOption,
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
+    from reports.breakdown_section import load_layer_profiles
     from reports.html import render_report
     from reports.load import REPORT_COLUMNS, load_verdicts
     from db.urls import redact
@@ -242,7 +243,8 @@ def report_cmd(
     df = _load(db, REPORT_COLUMNS)
     verdicts = _guard(lambda: load_verdicts(url))
     folder = _out_dir(out)
-    index = render_report(df, folder, source=_guard(lambda: redact(url)), verdicts=verdicts)
+    layer = _guard(lambda: load_layer_profiles(url))
+    index = render_report(df, folder, source=_guard(lambda: redact(url)), verdicts=verdicts, layer_profiles=layer)
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 
