@@ -238,12 +238,14 @@ class TransformerBlock(TorchOp):
                 y.backward(grad_y)
             return y.detach(), x.grad
 
+        timed_mark, profiled_mark = self.marks(case, device)
+
         def fn() -> Any:
-            return call(_no_range)
+            return call(timed_mark)
 
         def profiled() -> Any:
             with torch.profiler.record_function(BLOCK_RANGE):
-                return call(_part_range)
+                return call(profiled_mark)
 
         check = self._check(x, w, grad_y, s, config, case.dtype, seed)
         return Prepared(
@@ -253,6 +255,11 @@ class TransformerBlock(TorchOp):
             profiled=profiled if case.backend == "eager" else None,
             part_models=block_parts(p, case.dtype) if case.backend == "eager" else (),
         )
+
+    def marks(self, case: Case, device: DeviceInfo) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
+        """(mark of the timed call, mark of the profiled call): what is entered around each part;
+        nothing when timed, a named profiler range when profiled. A subclass may add work to a part."""
+        return _no_range, _part_range
 
     @staticmethod
     def _check(x: torch.Tensor, w: Weights, grad_y: torch.Tensor | None, s: Any, config: dict, dtype: str,
