@@ -52,6 +52,7 @@ class PartRow:
     roofline_ms: float
     efficiency: float
     wall: str | None
+    events: int = 0  # kernels (GPU) or top-level operators (CPU) in the part
 
 
 @dataclass(frozen=True)
@@ -169,6 +170,7 @@ def _part_row(part: pd.Series, whole_ms: float, dtype: str, dc: DeviceCeilings, 
         roofline_ms=roofline_ms,
         efficiency=roofline_ms / time_ms if time_ms > 0 and roofline_ms == roofline_ms else math.nan,
         wall=_wall(time_ms, roofline_ms, compute_ms, memory_ms, floor) if time_ms > 0 else None,
+        events=int(part["events"]),
     )
 
 
