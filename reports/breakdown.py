@@ -243,14 +243,15 @@ def label(b: Breakdown) -> str:
 
 
 def stacked_bars_svg(items: list[Breakdown], *, width: int = 760) -> str:
-    """Two horizontal bars per block, each the profiled whole: split by part, and by wall."""
+    """Two horizontal bars per block, each the profiled whole: split by part, and by wall (an
+    inline SVG element for an HTML page: no namespace declaration, which HTML does not need)."""
     from xml.sax.saxutils import escape
 
     bar_h, gap, left = 16, 10, 10
     rows_h = 3 * bar_h + gap
     height = max(1, len(items)) * rows_h + 40
     usable_w = width - 2 * left
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    out = [f'<svg width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11" role="img">']
     for i, b in enumerate(items):
         y = i * rows_h + 4
