@@ -40,7 +40,8 @@ class Interval:
 
     kind: "range" (a user range: BLOCK_RANGE or a part), "op" (a CPU operator or runtime call) or
     "kernel" (device work). `parent` is the name of the enclosing range or op (CPU events);
-    `link` is, for a kernel, the id of the CPU event that launched it."""
+    `link` is, for a kernel, the id of the CPU event that launched it, and for a CPU event the
+    profiler's linked correlation id (0 for an operator, the operator's id for a runtime call)."""
 
     name: str
     kind: str
@@ -88,10 +89,11 @@ def split(
     per_part: dict[str | None, list[tuple[float, float]]] = {n: [] for n in names}
     per_part[None] = []  # inside the block, outside every part
     if clock == CUDA_CLOCK:
+        # a kernel's link is the correlation id of the operator that launched it; operators are
+        # preferred over runtime calls (link 0 against a link of their own), whose ids may collide
         launchers: dict[int, list[Interval]] = {}
-        for e in events:
-            if e.kind == "op":
-                launchers.setdefault(e.id, []).append(e)
+        for e in sorted((e for e in events if e.kind == "op"), key=lambda e: e.link != 0):
+            launchers.setdefault(e.id, []).append(e)
         part_ranges = [(n, ranges[PART_RANGE_PREFIX + n]) for n in names]
         for k in (e for e in events if e.kind == "kernel"):
             inside = [op for op in launchers.get(k.link, ()) if block.start_us <= op.start_us <= block.end_us]
@@ -150,8 +152,9 @@ def _intervals(prof: Any, device: DeviceInfo) -> list[Interval]:
                 out.append(Interval(e.name, "range", start, end, int(e.id)))
             elif not e.is_user_annotation and not e.is_async:
                 parent = e.cpu_parent.name if e.cpu_parent is not None else None
-                out.append(Interval(e.name, "op", start, end, int(e.id), parent))
-        elif device.is_cuda and e.device_type == DeviceType.CUDA and not e.is_user_annotation:
+                out.append(Interval(e.name, "op", start, end, int(e.id), parent, int(e.linked_correlation_id)))
+        elif (device.is_cuda and e.device_type == DeviceType.CUDA and not e.is_user_annotation
+              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):  # device-side copies of the ranges
             out.append(Interval(e.name, "kernel", start, end, int(e.id), None, int(e.linked_correlation_id)))
     return out
 

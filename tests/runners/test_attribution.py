@@ -37,6 +37,8 @@ def test_union_of_intervals() -> None:
 def test_gpu_split_assigns_kernels_through_their_launching_op_and_adds_up() -> None:
     events = [
         _range(BLOCK_RANGE, 0, 100), _range(PART_RANGE_PREFIX + "a", 1, 40), _range(PART_RANGE_PREFIX + "b", 41, 90),
+        # a runtime call whose correlation id happens to equal gelu's operator id: not a launcher
+        Interval("cudaLaunchKernel", "op", 96, 97, id=7, link=123),
         Interval("aten::gelu", "op", 2, 5, id=7), Interval("aten::mm", "op", 42, 45, id=8),
         Interval("aten::view", "op", 95, 96, id=9),  # inside the block, outside both parts
         Interval("aten::add", "op", 150, 151, id=10),  # after the block: not this call's
