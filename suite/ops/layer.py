@@ -182,14 +182,12 @@ class TransformerBlock(TorchOp):
         return block_bytes(self.p(params), dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
+        """Every tensor the parts move (the byte model, re-reads included: an over-estimate of
+        what is alive at once, weights and saved activations of the backward among them), plus
+        sdpa_math's float32 scores and probabilities [batch, heads, seq, seq]."""
         s = block_shape(self.p(params))
-        t, h = s.tokens, s.hidden
-        weights = (4 * h * h + h * s.up_width + s.ffn * h + 4 * h) * esize(dtype)
-        # activations kept for the backward (or freed at once): x, n1, qkv, a, o, h1, n2, u, g, dn, y
-        acts = (9 * t * h + 3 * t * h + t * s.up_width + t * s.ffn) * esize(dtype)
-        scores = 0 if s.seq <= 0 else s.batch * s.heads * s.seq * s.seq * 4  # sdpa_math's score matrix, float32
-        factor = 3 if s.pass_ == "forward_backward" else 1  # gradients of weights and activations
-        return factor * (weights + acts) + 2 * scores
+        scores = s.batch * s.heads * s.seq * s.seq * 4
+        return self.bytes(params, dtype) + 2 * scores
 
     def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
         p = self.p(case.params)
