@@ -135,6 +135,10 @@ class Breakdown:
         return out
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: NaN (a figure without its roof) becomes None."""
+        return _no_nan(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "case_key": self.case_key, "run_id": self.run_id, "dtype": self.dtype, "params": self.params,
             "clock": self.clock, "median_ms": self.median_ms, "whole_ms": self.whole_ms, "host_ms": self.host_ms,
@@ -151,6 +155,16 @@ class Breakdown:
             "estimated_speedup": self.estimated_speedup, "compiled_ms": self.compiled_ms,
             "compiled_speedup": self.compiled_speedup,
         }
+
+
+def _no_nan(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return value
 
 
 def _part_row(part: pd.Series, whole_ms: float, dtype: str, dc: DeviceCeilings, floor: float | None) -> PartRow:

@@ -143,7 +143,7 @@ def test_rooflab_breakdown_prints_json_and_refuses_an_unknown_device(planted_db:
     ok = subprocess.run(base + ["--device", "cpu", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=300)
     assert ok.returncode == 0, ok.stderr
-    data = json.loads(ok.stdout)
+    data = json.loads(ok.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))  # no NaN
     assert len(data["blocks"]) == 2
     for block in data["blocks"]:
         assert [p["name"] for p in block["parts"]][:3] == ["norm1", "qkv", "attention"]
