@@ -40,7 +40,7 @@ from suite.dtypes import torch_dtype
 from suite.ops.attention import KERNELS as ATTENTION_KERNELS
 from suite.ops.attention import _backend, _probe
 from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, ParamSpec, Params, Prepared
-from suite.ops.common import TorchOp, as_torch, compare, esize, fresh_compile, generator, randn, sample_indices
+from suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
 from suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
 from suite.ops.registry import register
 
