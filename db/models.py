@@ -234,3 +234,38 @@ class CrossCheck(Base):
     rooflab_rounds_ms: Mapped[list[float]] = mapped_column(JSON)
     peer_rounds_ms: Mapped[list[float]] = mapped_column(JSON)
     measured_at: Mapped[datetime]
+
+
+class LayerProfile(Base):
+    """The profiled execution of a measured block (revision 0005): its whole and what no part
+    accounts for; sum(parts) + unattributed_ms + gap_ms - overlap_ms = whole_ms."""
+
+    __tablename__ = "layer_profiles"
+
+    measurement_id: Mapped[int] = mapped_column(
+        BigIntKey, ForeignKey("measurements.id", ondelete="CASCADE"), primary_key=True
+    )
+    clock: Mapped[str] = mapped_column(String(32))
+    whole_ms: Mapped[float]
+    gap_ms: Mapped[float]
+    unattributed_ms: Mapped[float]
+    overlap_ms: Mapped[float]
+    host_ms: Mapped[float]
+    events: Mapped[int]
+
+
+class LayerPart(Base):
+    """One part of a profiled block (revision 0005), with the op library's model of its work."""
+
+    __tablename__ = "layer_parts"
+    __table_args__ = (UniqueConstraint("measurement_id", "position", name="uq_layer_parts_position"),)
+
+    id: Mapped[int] = mapped_column(BigIntKey, primary_key=True)
+    measurement_id: Mapped[int] = mapped_column(BigIntKey, ForeignKey("measurements.id", ondelete="CASCADE"))
+    position: Mapped[int]
+    name: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    time_ms: Mapped[float]
+    flops: Mapped[int] = mapped_column(BigInteger)
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    events: Mapped[int]

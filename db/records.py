@@ -68,6 +68,36 @@ class CaseRecord:
 
 
 @dataclass(frozen=True)
+class LayerPartRecord:
+    """One part of a block (a transformer layer's norm, projection, attention, ...) as one
+    profiled execution measured it, with the op library's work model of the part."""
+
+    position: int  # order in which the part runs
+    name: str
+    kind: str  # matmul | attention | memory | backward
+    time_ms: float  # device kernel time (GPU) or top-level CPU operator time (CPU) inside its range
+    flops: int
+    bytes: int
+    events: int  # kernels (GPU) or operators (CPU) counted
+
+
+@dataclass(frozen=True)
+class LayerProfileRecord:
+    """One profiled execution of a block, split into its parts (runners.attribution).
+
+    sum(parts' time_ms) + unattributed_ms + gap_ms - overlap_ms = whole_ms."""
+
+    clock: str  # "cuda_kernels" or "cpu_ops"
+    whole_ms: float  # first kernel start to last kernel end (GPU), or the block's range (CPU)
+    gap_ms: float  # inside the whole, covered by no kernel / operator
+    unattributed_ms: float  # kernels / operators inside the whole but outside every part's range
+    overlap_ms: float  # time counted twice because kernels / operators ran concurrently
+    host_ms: float  # host wall time of the profiled call, profiler included
+    events: int
+    parts: tuple[LayerPartRecord, ...] = ()
+
+
+@dataclass(frozen=True)
 class MeasurementRecord:
     """One case measured (or not) in one run on one device."""
 
@@ -115,6 +145,7 @@ class MeasurementRecord:
     quality_reasons: tuple[str, ...] = ()  # what made it noisy or contended
     cpu_threads: int | None = None  # intra-op threads of a CPU case
     samples_ms: tuple[float, ...] = field(default=(), repr=False)
+    layer_profile: LayerProfileRecord | None = None  # ops made of parts (status ok only)
 
     @property
     def intensity(self) -> float | None:

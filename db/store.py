@@ -19,7 +19,7 @@ from db import models
 from db.dialect import insert_ignore
 from db.engine import retry_locked
 from db.errors import DatabaseInputError
-from db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, MeasurementRecord, RunRecord
+from db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
 from db.samples import pack
 from db.schema import open_for_writing
 from db.urls import normalize_url, redact
@@ -349,6 +349,8 @@ class ResultStore:
                         measurement_id=new_id, count=len(m.samples_ms), values_f64le=blob
                     )
                 )
+            if m.layer_profile is not None:
+                add_layer_profile(conn, new_id, m.layer_profile)
             return True, env_pk, case_pk
 
         added, env_pk, case_pk = self._transaction(body)
@@ -372,6 +374,22 @@ class ResultStore:
             query = query.where(models.Measurement.device_key == device_uuid)
         with self.engine.connect() as conn:
             return set(conn.scalars(query))
+
+
+def add_layer_profile(conn: Connection, measurement_pk: int, profile: LayerProfileRecord) -> None:
+    """The profiled execution of a block and its parts, linked to their measurement."""
+    fields = {name: getattr(profile, name) for name in (
+        "clock", "whole_ms", "gap_ms", "unattributed_ms", "overlap_ms", "host_ms", "events")}
+    conn.execute(models.LayerProfile.__table__.insert().values(measurement_id=measurement_pk, **fields))
+    if profile.parts:
+        conn.execute(
+            models.LayerPart.__table__.insert(),
+            [
+                {"measurement_id": measurement_pk, "position": p.position, "name": p.name, "kind": p.kind,
+                 "time_ms": p.time_ms, "flops": p.flops, "bytes": p.bytes, "events": p.events}
+                for p in profile.parts
+            ],
+        )
 
 
 def aggregate_shards(conn: Connection, run_pk: int) -> None:

@@ -34,7 +34,7 @@ STREAM_RO_OPS = ("stream_dot",)
 STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
 HBM_MIN_L2_MULTIPLE = 4
 TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
-MATRIX_FAMILIES = ("gemm", "attention")
+MATRIX_FAMILIES = ("gemm", "attention", "layer")  # a layer's FLOPs are nearly all matmul FLOPs
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 READ_ONLY_OPS = ("sum", "amax", "stream_dot")  # held against the read-only HBM roof
 # what sets a ceiling: the probes and the GEMM family (see the module doc)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from reports import compare as cmp_mod
 from reports import plots
+from reports.breakdown_section import LayerProfiles, section as breakdown_section
 from reports.ceilings import compute_ceilings
 from reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from reports.frames import device_names, first_value
@@ -138,6 +139,7 @@ def render_report(
     since: object = None,
     counts: pd.DataFrame | None = None,
     crosschecks: pd.DataFrame | None = None,
+    layer_profiles: LayerProfiles | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -146,7 +148,8 @@ def render_report(
     runs the pages need (write_report); by default computed from `df`. `verdicts`: the regression
     verdicts of the history when already computed (reports.regressions.detect_in_database); by
     default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
-    when there are any, crosscheck.html."""
+    when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
+    (reports.breakdown_section.load_layer_profiles), for the breakdown section."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -183,6 +186,7 @@ def render_report(
                                    "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id", "power_w", "note"]),
             "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
+            "breakdown": breakdown_section(layer_profiles, rows, dc),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
@@ -264,8 +268,10 @@ def write_report(db_url: str, out_dir: str | Path, *, runs: list[str] | None = N
     """Write the site for the database at `db_url`; returns index.html. Reads the run counts, then
     only the runs the device pages show (and their roof runs), and the regression verdicts."""
     from db.urls import redact
+    from reports.breakdown_section import load_layer_profiles
     from reports.load import load_crosschecks, load_report_results, load_verdicts
 
     df, counts = load_report_results(db_url, runs=runs, since=since)
     return render_report(df, out_dir, source=redact(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
-                         counts=counts, crosschecks=load_crosschecks(db_url))
+                         counts=counts, crosschecks=load_crosschecks(db_url),
+                         layer_profiles=load_layer_profiles(db_url))

@@ -572,6 +572,7 @@ def build_record(
         quality_reasons=tuple(outcome.quality_reasons) if ok else (),
         cpu_threads=outcome.cpu_threads,
         samples_ms=tuple(outcome.samples_ms) if ok else (),
+        layer_profile=outcome.layer_profile if ok else None,
     )
 
 

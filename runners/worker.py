@@ -78,6 +78,7 @@ class CaseOutcome:
     # host wall time of the case's phases in the worker, ms (PHASES; not stored, for overhead studies)
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     check_cached: bool = False  # the check verdict came from an earlier case with the same inputs' shape
+    layer_profile: Any = None  # db.records.LayerProfileRecord of an op made of parts (runners.attribution)
 
 
 # prepare: inputs and callable; first_call: the worker's timed first call; check: float64 check;
@@ -307,6 +308,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check (ready_case), then timing; never raises."""
+    from runners.attribution import attribute
     from runners.clocks import ClockMonitor, energy_per_call_j
     from runners.contention import ContentionMonitor
     from suite.quality import judge, noise_reasons
@@ -337,10 +339,11 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         phases["timing_first_call"] = max(0.0, measure_ms - result.warmup_ms - result.sampling_ms)
         stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
         quality, quality_reasons = judge(noise_reasons(result.stats.rel_ci_halfwidth, result.stop_reason), seen.reasons)
+        layer_profile, attribution_error = attribute(ready.prepared, device)
         return CaseOutcome(
             key,
             "ok",
-            None,
+            attribution_error,
             time.perf_counter() - started,
             clock=result.clock,
             samples_ms=tuple(float(x) for x in result.samples_ms),
@@ -364,6 +367,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             energy_j=energy_per_call_j(clocks.power_w, result.stats.median_ms),
             phases_ms=dict(phases),
             check_cached=ready.check_cached,
+            layer_profile=layer_profile,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from suite.timing import TimingSettings
 
-FAMILIES = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
+FAMILIES = ("pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe")
 BACKENDS = ("eager", "compiled", "cupy")
 # dtypes as torch spells them, plus `tf32`: float32 GEMM on tensor cores.
 DTYPES = (

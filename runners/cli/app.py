@@ -6,7 +6,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from runners.cli import cluster_cmd, crosscheck_cmd, db_cmd, devices_cmd, list_cmd, report_cmd, run_cmd
+from runners.cli import breakdown_cmd, cluster_cmd, crosscheck_cmd, db_cmd, devices_cmd, list_cmd, report_cmd, run_cmd
 from runners.cli.common import EXIT_BAD_INPUT, err_console, user_error_types
 
 app = typer.Typer(
@@ -47,7 +47,7 @@ def _options(
     """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
 
 
-for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd):
+for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd):
     module.register(app, db_app)
 
 

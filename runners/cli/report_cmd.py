@@ -296,6 +296,7 @@ def report_cmd(
     since: Optional[str] = typer.Option(None, "--since", help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
+    from reports.breakdown_section import load_layer_profiles
     from reports.html import render_report
     from reports.load import load_crosschecks, load_report_results, load_verdicts
     from db.urls import redact
@@ -308,8 +309,9 @@ def report_cmd(
     verdicts = _guard(lambda: load_verdicts(url))
     crosschecks = _guard(lambda: load_crosschecks(url))
     folder = _out_dir(out)
+    layer = _guard(lambda: load_layer_profiles(url))
     index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=verdicts, runs=run or None,
-                                         since=since, counts=counts, crosschecks=crosschecks))
+                                         since=since, counts=counts, crosschecks=crosschecks, layer_profiles=layer))
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 

@@ -17,6 +17,11 @@ from suite.timing import SampleKind
 
 Params = Mapping[str, ParamValue]
 
+# Names of the torch.profiler ranges (record_function) that a `Prepared.profiled` call opens: one
+# around the whole call, one around each part, named by the prefix and the part's name.
+BLOCK_RANGE = "rooflab.block"
+PART_RANGE_PREFIX = "rooflab.part:"
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -40,6 +45,11 @@ class Prepared:
     check: Callable[[Any], str | None]  # output of fn -> None if correct, else what is wrong
     graph_safe: bool = True  # may be captured in a CUDA graph
     sync: Callable[[], None] | None = None  # extra synchronisation (e.g. CuPy's stream); None = torch's
+    # ops made of parts (the transformer block): `fn` with a profiler range around the call and
+    # each part (BLOCK_RANGE, PART_RANGE_PREFIX + name), and the parts' work models
+    # (suite.ops.layer_model.PartModel) in the order they run; None / () for other ops
+    profiled: Callable[[], Any] | None = None
+    part_models: tuple[Any, ...] = ()
 
 
 class Op(ABC):

@@ -20,6 +20,7 @@ BUILTIN_MODULES = (
     "suite.ops.reduction",
     "suite.ops.gemm",
     "suite.ops.attention",
+    "suite.ops.layer",
     "suite.ops.overhead",
     "suite.ops.probes",
 )

@@ -38,7 +38,8 @@ def test_there_are_at_least_two_revisions_and_a_new_database_is_created_at_head(
     assert (state.kind, state.revision) == ("current", head_revision())
     shown = runner.invoke(app, ["db", "current", "--db", any_url, "--json"])
     assert shown.exit_code == 0
-    assert json.loads(shown.output) | {"db": None} == {"db": None, "state": "current", "revision": head_revision(), "head": head_revision()}
+    head = head_revision()
+    assert json.loads(shown.output) | {"db": None} == {"db": None, "state": "current", "revision": head, "head": head}
 
 
 def test_head_migration_creates_exactly_the_models(any_url: str) -> None:

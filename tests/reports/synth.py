@@ -155,3 +155,42 @@ def write_db(url: str, rows: list[dict]) -> None:
                 samples_ms=tuple([r["median_ms"]] * 5) if ok else ()))
         for run_id in started:
             store.finish_run(run_id, "complete")
+
+
+GPT2_BLOCK = {"batch": 8, "seq": 1024, "hidden": 768, "heads": 12, "norm": "layernorm", "activation": "gelu",
+              "kernel": "sdpa_flash"}
+
+
+def layer_block(*, matrix_tflops: float, hbm_gbps: float, gap_ms: float, compiled_speedup: float,
+                measurement_id: int = 1, **kw) -> tuple[list[dict], pd.DataFrame, pd.DataFrame]:
+    """A profiled GPT-2-small block whose parts run at known fractions of the roofs: matmuls and
+    attention at 70 % of `matrix_tflops`, memory-bound parts at 40 % of `hbm_gbps`, plus `gap_ms`
+    between kernels. Returns (results rows: eager and compiled, profiles frame, parts frame)."""
+    from suite.ops.layer_model import block_parts
+    from suite.ops.registry import get_op
+
+    dtype = "bfloat16"
+    params = get_op("transformer_block").resolved_params(GPT2_BLOCK)
+    parts = []
+    for i, p in enumerate(block_parts(params, dtype)):
+        if p.kind in ("matmul", "attention"):
+            ms = p.flops / (0.7 * matrix_tflops * 1e12) * 1e3
+        else:
+            ms = p.bytes / (0.4 * hbm_gbps * 1e9) * 1e3
+        parts.append({"measurement_id": measurement_id, "position": i, "name": p.name, "kind": str(p.kind),
+                      "time_ms": ms, "flops": p.flops, "bytes": p.bytes, "events": 1})
+    whole = sum(p["time_ms"] for p in parts) + gap_ms
+    flops, nbytes = sum(p["flops"] for p in parts), sum(p["bytes"] for p in parts)
+    eager = row(op="transformer_block", family="layer", dtype=dtype, params=params, median_ms=whole, flops=flops,
+                nbytes=nbytes, **kw)
+    compiled = row(op="transformer_block", family="layer", dtype=dtype, params=params, backend="compiled",
+                   median_ms=whole / compiled_speedup, flops=flops, nbytes=nbytes, **kw)
+    profile = {
+        "measurement_id": measurement_id, "run_id": eager["run_id"], "run_order": eager["run_order"],
+        "measured_at": eager["measured_at"], "device_name": eager["device_name"],
+        "device_fingerprint": eager["device_fingerprint"], "case_key": eager["case_key"], "op": "transformer_block",
+        "backend": "eager", "dtype": dtype, "params": params, "cache": "cold", "timing_mode": "launch", "status": "ok",
+        "median_ms": whole, "flops": flops, "bytes": nbytes, "clock": "cuda_kernels", "whole_ms": whole,
+        "gap_ms": gap_ms, "unattributed_ms": 0.0, "overlap_ms": 0.0, "host_ms": whole * 1.3, "events": len(parts),
+    }
+    return [eager, compiled], pd.DataFrame([profile]), pd.DataFrame(parts)

@@ -9,15 +9,19 @@ import pandas as pd
 import pytest
 
 from reports.html import render_report
-from tests.reports.synth import device_rows, frame, gemm, history, noisy, row
+from tests.reports.synth import device_rows, frame, gemm, history, layer_block, noisy, row
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 EVIL = "<script>alert('x')</script>"
 
 
+BLOCK_ROWS, BLOCK_PROFILES, BLOCK_PARTS = layer_block(matrix_tflops=700.0, hbm_gbps=3000.0, gap_ms=0.05,
+                                                     compiled_speedup=1.25)
+
+
 def _site_frame() -> pd.DataFrame:
     a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100", l2_bytes=40 << 20)
-    rows = device_rows() + device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, **a100)
+    rows = device_rows() + device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, **a100) + BLOCK_ROWS
     n = 1 << 24
     for kw in ({}, a100):
         rows.append(row(op="cos_cos", family="pointwise", params={"n": n}, flops=2 * n, nbytes=8 * n, median_ms=0.2, **kw))
@@ -34,7 +38,8 @@ def _site_frame() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    return render_report(_site_frame(), tmp_path_factory.mktemp("report") / "site").parent
+    return render_report(_site_frame(), tmp_path_factory.mktemp("report") / "site",
+                         layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS)).parent
 
 
 def test_report_pages_are_written_and_escaped(site):
@@ -61,6 +66,12 @@ def test_report_pages_are_written_and_escaped(site):
     assert '<span class="key">run-0036</span>' in dev and "28 other run(s)" in dev
     assert "<title>" in dev and 'href="#pt-1"' in dev and 'id="pt-1"' in dev  # hoverable points, linked to the table
     assert "eager vs compiled" not in dev  # run-1's workload is not shown by default
+    # the layer breakdown: inline SVG bars, the parts' table, MFU and the fusion estimate
+    section = dev[dev.index("Where a block"):]
+    assert section.count("<svg") == 1 and "<rect" in section and "mlp_down" in section
+    assert "of the measured matrix ceiling" in section and "measured eager/compiled speedup 1.25" in section
+    other = next(site.glob("device-nvidia-a100*.html")).read_text()
+    assert "No profiled blocks" in other
 
 
 def test_a_chosen_run_is_shown_instead(tmp_path):

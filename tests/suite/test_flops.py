@@ -41,6 +41,12 @@ CASES = [
     ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": False, "kernel": "sdpa_math"},
      "float32", 4800, 3840),
     ("launch", {"n": 3}, "float32", 3, 24),
+    # transformer block T=2 tokens, H=4, F=8, 2 heads: norms 2·4TH, qkv 2·T·H·3H, causal attention
+    # 4·b·h·s²·d/2, out 2·T·H², residuals 2·TH, up 2·T·H·F, gelu 5·T·F, down 2·T·F·H; bytes: norms
+    # 2·(2TH + H), qkv (TH + 3H² + 3TH), attention (4TH) + head merge copy (2TH), out (2TH + H²),
+    # residuals 2·3TH, up (TH + HF + TF), gelu 2TF, down (TF + FH + TH); all ·4
+    ("transformer_block", {"batch": 1, "seq": 2, "hidden": 4, "heads": 2, "mlp_ratio": 2.0}, "float32",
+     64 + 192 + 32 + 64 + 16 + 128 + 80 + 128, (40 + 80 + 48 + 32 + 48 + 56 + 32 + 56) * 4),
     # probes: BabelStream weights 2, 2, 3, 3, 2
     ("stream_copy", {"n": 10}, "float64", 0, 160),
     ("stream_scale", {"n": 10}, "float64", 10, 160),

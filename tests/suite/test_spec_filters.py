@@ -85,7 +85,7 @@ def test_filter_matching_nothing_is_empty(cases) -> None:
         ("cache=warm", "cache 'warm' (an unknown cache); allowed: cold, hot"),
         ("timing_mode=replay", "allowed: launch, graph"),
         ("backend=triton", "allowed: eager, compiled, cupy"),
-        ("family=gemms", "allowed: pointwise, reduction, gemm, attention, overhead, probe"),
+        ("family=gemms", "allowed: pointwise, reduction, gemm, attention, layer, overhead, probe"),
     ],
 )
 def test_bad_filters(cases, text: str, fragment: str) -> None:

@@ -42,7 +42,7 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
         cases = expand(spec, kind, ops=ops)
         assert len(cases) <= most
         families = {c.family for c in cases}
-        assert families == {"pointwise", "reduction", "gemm", "attention", "overhead", "probe"}
+        assert families == {"pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe"}
         probes = {c.op for c in cases if c.family == "probe"}
         assert probes == {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "fma_intensity"}
         assert any(c.cache == "hot" for c in cases)

@@ -1,0 +1,192 @@
+"""Attribution: one profiled execution of an op made of parts, split into its parts.
+
+After a case made of parts (a Prepared with `profiled` and `part_models`, e.g. transformer_block)
+has been timed, the worker runs `profiled()` once under torch.profiler. That call opens a range
+around the whole call (BLOCK_RANGE) and one around each part (PART_RANGE_PREFIX + name).
+
+- On a GPU a part's time is the sum of the durations of the device kernels (and memcpy/memset)
+  launched while its range was open (a kernel is tied to the CPU op that launched it through the
+  profiler's correlation id; the autograd thread's launches during the backward range count for
+  the backward part). The whole is the span from the first kernel's start to the last kernel's end.
+- On a CPU a part's time is the sum of the CPU times of the top-level operators inside its range
+  (an operator whose parent is one of the ranges; nested operators are inside their parent's
+  time). The whole is the BLOCK_RANGE's own duration.
+
+What no part accounts for is split into `gap_ms` (the whole less the union of the measured
+intervals: launch latency and host work between kernels on a GPU, Python between operators on a
+CPU), `unattributed_ms` (work inside the whole but outside every part range: reshapes between
+parts) and `overlap_ms` (work that ran concurrently, counted twice by the parts). The parts add up:
+sum(parts) + unattributed + gap - overlap = whole exactly, so `sum_error` = overlap / whole is the
+figure held to PARTS_SUM_TOLERANCE.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from db.records import LayerPartRecord, LayerProfileRecord
+from suite.device import DeviceInfo
+from suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
+from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
+
+CUDA_CLOCK = "cuda_kernels"
+CPU_CLOCK = "cpu_ops"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One profiled event reduced to what the split needs (times in microseconds).
+
+    kind: "range" (a user range: BLOCK_RANGE or a part), "op" (a CPU operator or runtime call) or
+    "kernel" (device work). `parent` is the name of the enclosing range or op (CPU events);
+    `link` is, for a kernel, the id of the CPU event that launched it, and for a CPU event the
+    profiler's linked correlation id (0 for an operator, the operator's id for a runtime call)."""
+
+    name: str
+    kind: str
+    start_us: float
+    end_us: float
+    id: int = 0
+    parent: str | None = None
+    link: int = 0
+
+    @property
+    def duration_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+def union_us(intervals: Iterable[tuple[float, float]]) -> float:
+    """Length of the union of [start, end) intervals."""
+    total, end_so_far = 0.0, None
+    for start, end in sorted(intervals):
+        if end_so_far is None or start >= end_so_far:
+            total += end - start
+            end_so_far = end
+        elif end > end_so_far:
+            total += end - end_so_far
+            end_so_far = end
+    return total
+
+
+def _part_of(name: str) -> str | None:
+    return name[len(PART_RANGE_PREFIX):] if name.startswith(PART_RANGE_PREFIX) else None
+
+
+def split(
+    events: Sequence[Interval], part_models: Sequence[Any], *, clock: str, host_ms: float
+) -> LayerProfileRecord:
+    """The profile record of one profiled call from its events; ValueError when the events do not
+    hold the block's range or a part's range."""
+    ranges = {e.name: e for e in events if e.kind == "range"}
+    block = ranges.get(BLOCK_RANGE)
+    if block is None:
+        raise ValueError(f"the profile has no {BLOCK_RANGE!r} range")
+    names = [p.name for p in part_models]
+    missing = [n for n in names if PART_RANGE_PREFIX + n not in ranges]
+    if missing:
+        raise ValueError(f"the profile has no range for part(s) {', '.join(missing)}")
+    per_part: dict[str | None, list[tuple[float, float]]] = {n: [] for n in names}
+    per_part[None] = []  # inside the block, outside every part
+    if clock == CUDA_CLOCK:
+        # a kernel's link is the correlation id of the operator that launched it; operators are
+        # preferred over runtime calls (link 0 against a link of their own), whose ids may collide
+        launchers: dict[int, list[Interval]] = {}
+        for e in sorted((e for e in events if e.kind == "op"), key=lambda e: e.link != 0):
+            launchers.setdefault(e.id, []).append(e)
+        part_ranges = [(n, ranges[PART_RANGE_PREFIX + n]) for n in names]
+        for k in (e for e in events if e.kind == "kernel"):
+            inside = [op for op in launchers.get(k.link, ()) if block.start_us <= op.start_us <= block.end_us]
+            if not inside:
+                continue  # not launched by this call
+            t = inside[0].start_us
+            owner = next((n for n, r in part_ranges if r.start_us <= t <= r.end_us), None)
+            per_part[owner].append((k.start_us, k.end_us))
+        measured = [iv for ivs in per_part.values() for iv in ivs]
+        if not measured:
+            raise ValueError("no device kernel was launched inside the block's range")
+        whole_us = max(e for _, e in measured) - min(s for s, _ in measured)
+    else:
+        for op in (e for e in events if e.kind == "op" and e.parent is not None):
+            if op.parent == BLOCK_RANGE:
+                per_part[None].append((op.start_us, op.end_us))
+            elif (name := _part_of(op.parent)) is not None and name in per_part:
+                per_part[name].append((op.start_us, op.end_us))
+        measured = [iv for ivs in per_part.values() for iv in ivs]
+        whole_us = block.duration_us
+    covered_us = union_us(measured)
+    summed_us = sum(e - s for s, e in measured)
+    parts = tuple(
+        LayerPartRecord(
+            position=i,
+            name=p.name,
+            kind=str(p.kind),
+            time_ms=sum(e - s for s, e in per_part[p.name]) / 1e3,
+            flops=int(p.flops),
+            bytes=int(p.bytes),
+            events=len(per_part[p.name]),
+        )
+        for i, p in enumerate(part_models)
+    )
+    return LayerProfileRecord(
+        clock=clock,
+        whole_ms=whole_us / 1e3,
+        gap_ms=max(0.0, whole_us - covered_us) / 1e3,
+        unattributed_ms=sum(e - s for s, e in per_part[None]) / 1e3,
+        overlap_ms=(summed_us - covered_us) / 1e3,
+        host_ms=host_ms,
+        events=len(measured),
+        parts=parts,
+    )
+
+
+def _intervals(prof: Any, device: DeviceInfo) -> list[Interval]:
+    """The profiler's events as Intervals (torch.profiler's FunctionEvent list)."""
+    from torch.autograd import DeviceType
+
+    out = []
+    for e in prof.events():
+        start, end = float(e.time_range.start), float(e.time_range.end)
+        if e.device_type == DeviceType.CPU:
+            if e.is_user_annotation and (e.name == BLOCK_RANGE or e.name.startswith(PART_RANGE_PREFIX)):
+                out.append(Interval(e.name, "range", start, end, int(e.id)))
+            elif not e.is_user_annotation and not e.is_async:
+                parent = e.cpu_parent.name if e.cpu_parent is not None else None
+                out.append(Interval(e.name, "op", start, end, int(e.id), parent, int(e.linked_correlation_id)))
+        elif (device.is_cuda and e.device_type == DeviceType.CUDA and not e.is_user_annotation
+              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):  # device-side copies of the ranges
+            out.append(Interval(e.name, "kernel", start, end, int(e.id), None, int(e.linked_correlation_id)))
+    return out
+
+
+def profile_parts(profiled: Any, part_models: Sequence[Any], device: DeviceInfo) -> LayerProfileRecord:
+    """Run `profiled()` once under torch.profiler and split it into `part_models`."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.is_cuda else [])
+    with profile(activities=activities) as prof:
+        if device.is_cuda:
+            torch.cuda.synchronize(torch.device(device.torch_device))
+        t0 = time.perf_counter_ns()
+        output = profiled()
+        if device.is_cuda:
+            torch.cuda.synchronize(torch.device(device.torch_device))
+        host_ms = (time.perf_counter_ns() - t0) / 1e6
+    del output
+    clock = CUDA_CLOCK if device.is_cuda else CPU_CLOCK
+    return split(_intervals(prof, device), part_models, clock=clock, host_ms=host_ms)
+
+
+def attribute(prepared: Any, device: DeviceInfo) -> tuple[LayerProfileRecord | None, str | None]:
+    """(profile, None) for a prepared case made of parts, (None, None) for any other case, and
+    (None, why) when profiling failed (the timing stands; the reason is kept with it)."""
+    profiled = getattr(prepared, "profiled", None)
+    models = tuple(getattr(prepared, "part_models", ()) or ())
+    if profiled is None or not models:
+        return None, None
+    try:
+        return profile_parts(profiled, models, device), None
+    except Exception as exc:  # noqa: BLE001 - an attribution failure must not lose the timing
+        text = str(exc).strip().splitlines()
+        return None, f"attribution failed: {type(exc).__name__}: {text[0] if text else ''}"

@@ -1,0 +1,153 @@
+"""Attribution: the split of one profiled execution into parts (synthetic GPU events and a real
+CPU profile), and a planted slow part found end to end (run -> database -> breakdown)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports.breakdown import breakdowns, split_profiles
+from reports.ceilings import Ceiling, DeviceCeilings
+from runners.attribution import CPU_CLOCK, CUDA_CLOCK, Interval, profile_parts, split, union_us
+from suite.case import Case
+from suite.device import DeviceInfo
+from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
+from suite.ops.layer_model import PARTS_SUM_TOLERANCE, PartKind, PartModel
+from suite.ops.registry import get_op
+
+REPO = Path(__file__).resolve().parents[2]
+CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
+MODELS = (PartModel("a", PartKind.MEMORY, 10, 100), PartModel("b", PartKind.MATMUL, 1000, 100))
+
+
+def _range(name: str, start: float, end: float) -> Interval:
+    return Interval(name, "range", start, end)
+
+
+def test_union_of_intervals() -> None:
+    assert union_us([(0, 2), (1, 3), (5, 6)]) == 4
+    assert union_us([(0, 10), (2, 3)]) == 10
+    assert union_us([]) == 0
+
+
+def test_gpu_split_assigns_kernels_through_their_launching_op_and_adds_up() -> None:
+    events = [
+        _range(BLOCK_RANGE, 0, 100), _range(PART_RANGE_PREFIX + "a", 1, 40), _range(PART_RANGE_PREFIX + "b", 41, 90),
+        # a runtime call whose correlation id happens to equal gelu's operator id: not a launcher
+        Interval("cudaLaunchKernel", "op", 96, 97, id=7, link=123),
+        Interval("aten::gelu", "op", 2, 5, id=7), Interval("aten::mm", "op", 42, 45, id=8),
+        Interval("aten::view", "op", 95, 96, id=9),  # inside the block, outside both parts
+        Interval("aten::add", "op", 150, 151, id=10),  # after the block: not this call's
+        Interval("gelu_kernel", "kernel", 10, 30, link=7),
+        Interval("gemm_kernel", "kernel", 45, 95, link=8),
+        Interval("copy_kernel", "kernel", 100, 104, link=9),
+        Interval("other_kernel", "kernel", 200, 210, link=10),
+    ]
+    p = split(events, MODELS, clock=CUDA_CLOCK, host_ms=1.0)
+    assert [(x.name, x.time_ms, x.events) for x in p.parts] == [("a", 0.020, 1), ("b", 0.050, 1)]
+    assert p.whole_ms == pytest.approx(0.094)  # 10 .. 104
+    assert p.unattributed_ms == pytest.approx(0.004)
+    assert p.gap_ms == pytest.approx(0.020)  # 30 .. 45 and 95 .. 100 idle
+    assert p.overlap_ms == pytest.approx(0.0)
+    total = sum(x.time_ms for x in p.parts) + p.unattributed_ms + p.gap_ms - p.overlap_ms
+    assert total == pytest.approx(p.whole_ms)
+    # concurrent kernels are counted twice by the parts: the overlap says by how much
+    events.append(Interval("gemm2", "kernel", 50, 70, link=8))
+    q = split(events, MODELS, clock=CUDA_CLOCK, host_ms=1.0)
+    assert q.overlap_ms == pytest.approx(0.020)
+
+
+def test_split_refuses_a_profile_without_the_parts_ranges() -> None:
+    with pytest.raises(ValueError, match="part"):
+        split([_range(BLOCK_RANGE, 0, 10), _range(PART_RANGE_PREFIX + "a", 0, 5)], MODELS, clock=CPU_CLOCK,
+              host_ms=0.0)
+    with pytest.raises(ValueError, match=BLOCK_RANGE):
+        split([], MODELS, clock=CPU_CLOCK, host_ms=0.0)
+
+
+@pytest.mark.parametrize("extra", [{}, {"pass": "forward_backward", "activation": "swiglu"}])
+def test_a_real_cpu_profile_of_the_block_adds_up(extra: dict) -> None:
+    op = get_op("transformer_block")
+    case = Case("transformer_block", 1, "layer", "eager", "float32", "cold", "launch",
+                {"batch": 1, "seq": 64, "hidden": 128, "heads": 4, **extra})
+    prepared = op.prepare(case, CPU, seed=3)
+    prepared.fn()
+    p = profile_parts(prepared.profiled, prepared.part_models, CPU)
+    assert [x.name for x in p.parts] == [m.name for m in prepared.part_models]
+    assert all(x.events >= 1 and x.time_ms > 0 for x in p.parts)
+    assert p.clock == CPU_CLOCK and p.overlap_ms == pytest.approx(0.0, abs=1e-9)
+    summed = sum(x.time_ms for x in p.parts) + p.unattributed_ms + p.gap_ms
+    assert abs(summed - p.whole_ms) / p.whole_ms <= PARTS_SUM_TOLERANCE
+    assert 0 < p.whole_ms <= p.host_ms
+    # the parts are the top-level operators: one matmul in each projection's range
+    by_name = {x.name: x for x in p.parts}
+    assert by_name["qkv"].events == 1 and by_name["mlp_down"].events == 1
+
+
+def _hand_ceilings(name: str) -> DeviceCeilings:
+    """Roofs set by hand so that the wall of each part is known: ridge at 10 FLOP/byte (the
+    block's matmuls lie above it, the activation far below)."""
+    return DeviceCeilings(name, None, 0, (
+        Ceiling("matrix", 0.2, "hand", "hand", dtype="float32"),
+        Ceiling("vector", 0.2, "hand", "hand", dtype="float32"),
+        Ceiling("hbm_rw", 20.0, "hand", "hand"),
+    ))
+
+
+@pytest.fixture(scope="module")
+def planted_db(tmp_path_factory) -> str:
+    folder = tmp_path_factory.mktemp("planted_layer")
+    spec = folder / "planted.yaml"
+    spec.write_text(
+        "name: planted_layer\n"
+        "defaults: {timing: {warmup_ms: 5, min_samples: 3, min_time_ms: 20, max_time_ms: 200}}\n"
+        "benchmarks:\n"
+        "  - name: slow\n"
+        "    op: transformer_block_slow_part\n"
+        "    devices: [cpu]\n"
+        "    params: {batch: 1, seq: 64, hidden: 128, heads: 4}\n"
+        "    zip: [{slow_part: [activation, qkv], slow_repeats: [300, 300]}]\n"
+    )
+    url = f"sqlite:///{folder / 'r.db'}"
+    env = {**os.environ, "ROOFLAB_PLUGINS": "tests.runners.planted_layer", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "runners", "run", str(spec), "--db", url], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return url
+
+
+@pytest.mark.parametrize(("part", "wall"), [("activation", "bandwidth"), ("qkv", "compute")])
+def test_a_planted_slow_part_is_the_largest_share_with_the_right_wall(planted_db: str, part: str, wall: str) -> None:
+    from db.layer_query import layer_profiles
+    from reports.load import load_device_results
+
+    name, rows = load_device_results(planted_db, "cpu")
+    profiles, parts = layer_profiles(planted_db)
+    profiles = split_profiles(profiles, rows)
+    mine = profiles[profiles["params"].map(lambda p: p["slow_part"] == part)]
+    (b,) = breakdowns(mine, parts, rows, _hand_ceilings(name))
+    largest = max(b.parts, key=lambda p: p.time_ms)
+    assert largest.name == part, [(p.name, p.time_ms) for p in b.parts]
+    assert largest.share > 0.4 and largest.wall == wall
+    assert largest.events == 1 + b.params["slow_repeats"]  # the part's own op and the planted repetitions
+    assert b.sums_ok
+
+
+def test_rooflab_breakdown_prints_json_and_refuses_an_unknown_device(planted_db: str) -> None:
+    env = {**os.environ, "ROOFLAB_PLUGINS": "tests.runners.planted_layer", "PYTHONPATH": str(REPO)}
+    base = [sys.executable, "-m", "runners", "breakdown", "--db", planted_db]
+    ok = subprocess.run(base + ["--device", "cpu", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
+                        timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    data = json.loads(ok.stdout, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))  # no NaN
+    assert len(data["blocks"]) == 2
+    for block in data["blocks"]:
+        assert [p["name"] for p in block["parts"]][:3] == ["norm1", "qkv", "attention"]
+        assert block["sums_ok"] and block["sum_tolerance"] == PARTS_SUM_TOLERANCE
+    bad = subprocess.run(base + ["--device", "no-such-device"], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
