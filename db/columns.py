@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from sqlalchemy import Select, Text, cast, select
 
-from db import models
+from rooflab.db import models
 
 # DESIGN.md, "Export/import format": these columns, in this order, come first.
 EXPORT_COLUMNS: tuple[str, ...] = (

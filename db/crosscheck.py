@@ -12,12 +12,12 @@ from typing import Any, Sequence
 import pandas as pd
 from sqlalchemy import Connection, select
 
-from db import models
-from db.dialect import insert_ignore
-from db.engine import make_engine, retry_locked
-from db.errors import DatabaseInputError
-from db.schema import require_current
-from db.store import ResultStore, device_key, require_aware, upsert_case
+from rooflab.db import models
+from rooflab.db.dialect import insert_ignore
+from rooflab.db.engine import make_engine, retry_locked
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.schema import require_current
+from rooflab.db.store import ResultStore, device_key, require_aware, upsert_case
 
 CHECK_STATUSES = ("ok", "skipped", "failed", "incorrect")
 

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
-from db.urls import normalize_url
+from rooflab.db.urls import normalize_url
 
 BUSY_TIMEOUT_MS = 30_000
 LOCK_RETRIES = 8

@@ -17,12 +17,12 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-from db import models
-from db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select
-from db.engine import make_engine
-from db.errors import DatabaseInputError
-from db.schema import require_current
-from db.timeparse import parse_since
+from rooflab.db import models
+from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select
+from rooflab.db.engine import make_engine
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.schema import require_current
+from rooflab.db.timeparse import parse_since
 
 FORMATS = ("csv", "jsonl", "parquet")
 CHUNK_ROWS = 20_000
@@ -86,7 +86,7 @@ def _text_output(out: Path | None, gzipped: bool) -> Iterator[IO[str]]:
 def check_out(out: Path, fmt: str) -> bool:
     """Refuse an output name `rooflab import` would not read back as `fmt`, or a folder that cannot
     be written; returns whether the name asks for gzip."""
-    from db.importer import detect_format
+    from rooflab.db.importer import detect_format
 
     allowed = f".{fmt} or .{fmt}.gz"
     try:

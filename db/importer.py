@@ -18,13 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
-from db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
-from db.engine import retry_locked
-from db.errors import DatabaseInputError
-from db.load import Batch, LoadCounts, load
-from db.records import RUN_STATUSES, STATUSES
-from db.schema import open_for_writing
-from db.store import device_key, parse_shard
+from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
+from rooflab.db.engine import retry_locked
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.load import Batch, LoadCounts, load
+from rooflab.db.records import RUN_STATUSES, STATUSES
+from rooflab.db.schema import open_for_writing
+from rooflab.db.store import device_key, parse_shard
 
 _ENUMS = {"status": STATUSES, "run_status": RUN_STATUSES}
 _RUN_FIELDS = ("started_at", "host", "suite", "git_commit", "finished_at", "run_status", "spec_hash",

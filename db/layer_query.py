@@ -6,9 +6,9 @@ import json
 import pandas as pd
 from sqlalchemy import select
 
-from db import models
-from db.engine import make_engine
-from db.schema import require_current
+from rooflab.db import models
+from rooflab.db.engine import make_engine
+from rooflab.db.schema import require_current
 
 PROFILE_COLUMNS: tuple[str, ...] = (
     "measurement_id", "run_id", "run_order", "measured_at", "device_name", "device_fingerprint", "case_key", "op",

@@ -11,8 +11,8 @@ from typing import Any, Iterable, Iterator, TypeVar
 
 from sqlalchemy import Connection, select, update
 
-from db import models
-from db.dialect import insert_ignore
+from rooflab.db import models
+from rooflab.db.dialect import insert_ignore
 
 CHUNK = 2000
 T = TypeVar("T")
@@ -69,7 +69,7 @@ def _insert_missing(conn: Connection, table: Any, key_column: Any, rows: dict[st
 
 def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -> None:
     """Shards and runs that the target still sees running but the batch saw finish take the batch's state."""
-    from db.store import aggregate_shards
+    from rooflab.db.store import aggregate_shards
 
     shard_t, run_t = models.RunShard.__table__, models.Run.__table__
     if batch.shards:

@@ -12,12 +12,12 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from db import models
-from db.engine import make_engine, retry_locked
-from db.errors import DatabaseInputError
-from db.load import Batch, LoadCounts, load
-from db.schema import open_for_writing, require_current
-from db.urls import normalize_url, redact, sqlite_path
+from rooflab.db import models
+from rooflab.db.engine import make_engine, retry_locked
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.load import Batch, LoadCounts, load
+from rooflab.db.schema import open_for_writing, require_current
+from rooflab.db.urls import normalize_url, redact, sqlite_path
 
 _RUN_COLUMNS = ("run_id", "suite", "spec_text", "spec_hash", "started_at", "finished_at", "status", "host",
                 "git_commit", "git_dirty", "command_line", "rooflab_version")

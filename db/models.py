@@ -14,7 +14,7 @@ from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Inte
 from sqlalchemy import UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from db.types import BigIntKey, UTCDateTime
+from rooflab.db.types import BigIntKey, UTCDateTime
 
 
 NAMING_CONVENTION = {

@@ -10,10 +10,10 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import delete, func, select
 
-from db import models
-from db.engine import retry_locked
-from db.schema import open_for_writing
-from db.urls import normalize_url
+from rooflab.db import models
+from rooflab.db.engine import retry_locked
+from rooflab.db.schema import open_for_writing
+from rooflab.db.urls import normalize_url
 
 
 @dataclass(frozen=True)

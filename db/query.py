@@ -15,12 +15,12 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 from sqlalchemy import Connection, case, func, or_, select
 
-from db import models
-from db.columns import ALL_COLUMNS, canonical_json, result_select
-from db.engine import make_engine
-from db.errors import DatabaseInputError
-from db.schema import require_current
-from db.timeparse import parse_since
+from rooflab.db import models
+from rooflab.db.columns import ALL_COLUMNS, canonical_json, result_select
+from rooflab.db.engine import make_engine
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.schema import require_current
+from rooflab.db.timeparse import parse_since
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
 _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")

@@ -16,9 +16,9 @@ from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
-from db.engine import make_engine, retry_locked
-from db.errors import DatabaseInputError, SchemaVersionError
-from db.urls import normalize_url, redact, sqlite_path
+from rooflab.db.engine import make_engine, retry_locked
+from rooflab.db.errors import DatabaseInputError, SchemaVersionError
+from rooflab.db.urls import normalize_url, redact, sqlite_path
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 OWN_TABLES = frozenset({"environments", "runs", "run_environments", "cases", "measurements", "samples"})

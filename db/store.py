@@ -15,14 +15,14 @@ from typing import Any, Callable, TypeVar
 
 from sqlalchemy import Connection, select, update
 
-from db import models
-from db.dialect import insert_ignore
-from db.engine import retry_locked
-from db.errors import DatabaseInputError
-from db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
-from db.samples import pack
-from db.schema import open_for_writing
-from db.urls import normalize_url, redact
+from rooflab.db import models
+from rooflab.db.dialect import insert_ignore
+from rooflab.db.engine import retry_locked
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.db.samples import pack
+from rooflab.db.schema import open_for_writing
+from rooflab.db.urls import normalize_url, redact
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^(\d+)/(\d+)$")

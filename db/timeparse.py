@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta, timezone
 
-from db.errors import DatabaseInputError
+from rooflab.db.errors import DatabaseInputError
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([a-z]+)\s*$")
 # Each unit says what it is: `m` could be minutes or months, so it is not one of them.

@@ -25,10 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-from reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
-from reports.diagnosis import _wall, latest_per_case
-from reports.frames import params_of
-from suite.ops.layer_model import PARTS_SUM_TOLERANCE
+from rooflab.reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
+from rooflab.reports.diagnosis import _wall, latest_per_case
+from rooflab.reports.frames import params_of
+from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
 
 MATRIX_KINDS = ("matmul", "attention", "backward")
 PART_COLOURS = {
@@ -189,8 +189,8 @@ def _part_row(part: pd.Series, whole_ms: float, dtype: str, dc: DeviceCeilings, 
 
 
 def _chains(params: dict[str, Any], dtype: str, dc: DeviceCeilings) -> tuple[tuple[ChainEstimate, ...], float | None]:
-    from suite.ops.layer_model import forward_parts, fusion_chains
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.layer_model import forward_parts, fusion_chains
+    from rooflab.suite.ops.registry import get_op
 
     roof = bandwidth_roof(dc)
     resolved = get_op("transformer_block").resolved_params(params)
@@ -306,9 +306,9 @@ def split_profiles(profiles: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 
 def device_breakdowns(url: str, device: str) -> tuple[str, list[Breakdown]]:
     """(device name, breakdowns) of one device in the database at `url`."""
-    from db.layer_query import layer_profiles
-    from reports.ceilings import compute_ceilings
-    from reports.load import REPORT_COLUMNS, load_device_results
+    from rooflab.db.layer_query import layer_profiles
+    from rooflab.reports.ceilings import compute_ceilings
+    from rooflab.reports.load import REPORT_COLUMNS, load_device_results
 
     name, rows = load_device_results(url, device, REPORT_COLUMNS)
     profiles, parts = layer_profiles(url)

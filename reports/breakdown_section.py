@@ -5,16 +5,16 @@ from __future__ import annotations
 import pandas as pd
 from markupsafe import Markup
 
-from reports.breakdown import breakdowns, label, split_profiles, stacked_bars_svg
-from reports.ceilings import DeviceCeilings
+from rooflab.reports.breakdown import breakdowns, label, split_profiles, stacked_bars_svg
+from rooflab.reports.ceilings import DeviceCeilings
 
 LayerProfiles = tuple[pd.DataFrame, pd.DataFrame]  # (profiles, parts) as db.layer_query gives them
 
 
 def load_layer_profiles(url: str) -> LayerProfiles:
     """(profiles, parts) of the database at `url`; empty frames when nothing is stored yet."""
-    from db.layer_query import layer_profiles
-    from db.schema import read_state
+    from rooflab.db.layer_query import layer_profiles
+    from rooflab.db.schema import read_state
 
     if read_state(url).kind == "empty":
         return pd.DataFrame(), pd.DataFrame()

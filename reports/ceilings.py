@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports.frames import first_value, trustworthy
-from reports.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.reports.frames import first_value, trustworthy
+from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)

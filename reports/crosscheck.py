@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from reports import plots
+from rooflab.reports import plots
 
 REASON_TEXT = {
     "cold_vs_hot": "cold against hot",

@@ -28,7 +28,7 @@ import math
 
 import pandas as pd
 
-from reports.ceilings import (
+from rooflab.reports.ceilings import (
     READ_ONLY_OPS,
     DeviceCeilings,
     bandwidth_roof,
@@ -37,7 +37,7 @@ from reports.ceilings import (
     launch_floor_ms,
     uses_matrix_units,
 )
-from reports.frames import params_of, quality_of, usable
+from rooflab.reports.frames import params_of, quality_of, usable
 
 OVERHEAD_FACTOR = 2.0
 WALLS = ("compute", "bandwidth", "overhead")

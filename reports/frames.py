@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from reports.errors import ReportInputError
-from suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS, Quality
+from rooflab.reports.errors import ReportInputError
+from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS, Quality
 
 
 def usable(df: pd.DataFrame) -> pd.DataFrame:

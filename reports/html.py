@@ -13,14 +13,14 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from reports import compare as cmp_mod
-from reports import plots
-from reports.breakdown_section import LayerProfiles, section as breakdown_section
-from reports.ceilings import compute_ceilings
-from reports.diagnosis import diagnose, fusion_gains, most_left_on_table
-from reports.frames import device_names, first_value
-from reports.regressions import detect
-from reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
+from rooflab.reports import compare as cmp_mod
+from rooflab.reports import plots
+from rooflab.reports.breakdown_section import LayerProfiles, section as breakdown_section
+from rooflab.reports.ceilings import compute_ceilings
+from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
+from rooflab.reports.frames import device_names, first_value
+from rooflab.reports.regressions import detect
+from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
@@ -201,7 +201,7 @@ def render_report(
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
-        from reports.crosscheck import crosscheck_page
+        from rooflab.reports.crosscheck import crosscheck_page
 
         pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
     shown = {r for p in plans.values() for r in p.shown}
@@ -267,9 +267,9 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 def write_report(db_url: str, out_dir: str | Path, *, runs: list[str] | None = None, since: object = None) -> Path:
     """Write the site for the database at `db_url`; returns index.html. Reads the run counts, then
     only the runs the device pages show (and their roof runs), and the regression verdicts."""
-    from db.urls import redact
-    from reports.breakdown_section import load_layer_profiles
-    from reports.load import load_crosschecks, load_report_results, load_verdicts
+    from rooflab.db.urls import redact
+    from rooflab.reports.breakdown_section import load_layer_profiles
+    from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
 
     df, counts = load_report_results(db_url, runs=runs, since=since)
     return render_report(df, out_dir, source=redact(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,

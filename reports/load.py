@@ -27,7 +27,7 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
 
 
 def _empty(url: str) -> bool:
-    from db.schema import read_state
+    from rooflab.db.schema import read_state
 
     return read_state(url).kind == "empty"
 
@@ -35,7 +35,7 @@ def _empty(url: str) -> bool:
 def load_results(url: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every result in the database at `url` (only `columns` of db.query.RESULT_COLUMNS when
     given); an empty frame when nothing has been stored there yet."""
-    from db.query import results
+    from rooflab.db.query import results
 
     if _empty(url):
         return pd.DataFrame()
@@ -46,8 +46,8 @@ def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: o
                         columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(results of the runs the report's device pages need, db.query.result_counts): the runs are
     chosen from the counts (reports.runsel) before any result is read."""
-    from db.query import result_counts, results
-    from reports.runsel import choose_runs, needed_runs
+    from rooflab.db.query import result_counts, results
+    from rooflab.reports.runsel import choose_runs, needed_runs
 
     if _empty(url):
         return pd.DataFrame(), pd.DataFrame()
@@ -62,7 +62,7 @@ def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_chan
     """The regression verdict of every series in the database at `url`, as `detect` gives them on
     every result, read from the newest runs (reports.regressions.detect_in_database); [] when
     nothing has been stored there yet."""
-    from reports.regressions import detect_in_database
+    from rooflab.reports.regressions import detect_in_database
 
     if _empty(url):
         return []
@@ -71,7 +71,7 @@ def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_chan
 
 def load_crosschecks(url: str) -> pd.DataFrame:
     """Every cross-check row (db.crosscheck.crosscheck_frame); an empty frame when there is no database yet."""
-    from db.crosscheck import crosscheck_frame
+    from rooflab.db.crosscheck import crosscheck_frame
 
     if _empty(url):
         return pd.DataFrame()
@@ -81,8 +81,8 @@ def load_crosschecks(url: str) -> pd.DataFrame:
 def load_device_results(url: str, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
     """(device name, its results) as reports.frames.select_device picks them from every result,
     reading only that device's rows: the device is resolved against the devices that have results."""
-    from db.query import result_devices, results
-    from reports.frames import select_device
+    from rooflab.db.query import result_devices, results
+    from rooflab.reports.frames import select_device
 
     if _empty(url):
         return select_device(pd.DataFrame(), device)

@@ -18,9 +18,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from reports.ceilings import DeviceCeilings  # noqa: E402
-from reports.frames import quality_of, usable  # noqa: E402
-from reports.regressions import SeriesVerdict  # noqa: E402
+from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
+from rooflab.reports.frames import quality_of, usable  # noqa: E402
+from rooflab.reports.regressions import SeriesVerdict  # noqa: E402
 
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",

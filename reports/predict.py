@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from reports.ceilings import (DeviceCeilings, Roof, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
+from rooflab.reports.ceilings import (DeviceCeilings, Roof, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
                               launch_floor_ms, uses_matrix_units)
-from reports.errors import ReportInputError
-from reports.frames import device_names, select_device
-from reports.gpu_specs import SPECS, match_device
+from rooflab.reports.errors import ReportInputError
+from rooflab.reports.frames import device_names, select_device
+from rooflab.reports.gpu_specs import SPECS, match_device
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def parse_shape(text: str) -> dict[str, int | float | bool | str]:
 
 def resolve_op_params(op_name: str, shape: dict, dtype: str):
     """(op, resolved params) after checking the op, parameter names, required ones and the dtype."""
-    from suite.ops.registry import all_ops, get_op
+    from rooflab.suite.ops.registry import all_ops, get_op
 
     try:
         op = get_op(op_name)

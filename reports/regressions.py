@@ -39,8 +39,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from reports import changepoints as cp
-from suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
+from rooflab.reports import changepoints as cp
+from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
 
 MAD_SCALE = 1.4826
 IQR_SCALE = 1.349  # IQR of a standard normal
@@ -476,7 +476,7 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0,
     ok run. Verdicts, their `as_dict()` and their order equal those of `detect` on the whole
     history; only an unflagged series' `points` hold its newest points (`n_points` counts all).
     """
-    from db import query
+    from rooflab.db import query
 
     run_ids = query.run_ids(url)
     if not run_ids:

@@ -20,8 +20,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from reports.ceilings import ROOF_FAMILIES, ROOF_OPS
-from reports.errors import ReportInputError
+from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS
+from rooflab.reports.errors import ReportInputError
 
 COUNT_KEYS = ["run_id", "run_order", "started_at", "host", "suite", "git_commit", "device_name",
               "device_fingerprint", "op", "family", "status"]
@@ -41,7 +41,7 @@ class DeviceRuns:
 
 
 def counts_of(df: pd.DataFrame) -> pd.DataFrame:
-    """db.query.result_counts' frame computed from a results frame (what tests and notebooks have)."""
+    """rooflab.db.query.result_counts' frame computed from a results frame (what tests and notebooks have)."""
     if df.empty:
         return pd.DataFrame(columns=COUNT_KEYS + ["n"])
     frame = df.copy()
@@ -76,7 +76,7 @@ def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None, sinc
         pick = counts["run_id"].isin(list(runs))
         chosen_by = "run"
     elif since is not None:
-        from db.timeparse import parse_since
+        from rooflab.db.timeparse import parse_since
 
         start = parse_since(since)
         pick = pd.to_datetime(counts["started_at"], utc=True) >= start

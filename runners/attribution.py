@@ -25,10 +25,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from db.records import LayerPartRecord, LayerProfileRecord
-from suite.device import DeviceInfo
-from suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
-from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
+from rooflab.db.records import LayerPartRecord, LayerProfileRecord
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
+from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
 
 CUDA_CLOCK = "cuda_kernels"
 CPU_CLOCK = "cpu_ops"

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from suite.device import DeviceInfo
+from rooflab.suite.device import DeviceInfo
 
 CLOCK_FLOOR_FRACTION = 0.75
 DEFAULT_POLL_INTERVAL_S = 0.05
@@ -139,7 +139,7 @@ class NvmlClockSource:
     """Clock and reasons of one GPU through pynvml."""
 
     def __init__(self, handle: object) -> None:
-        from runners import nvml
+        from rooflab.runners import nvml
 
         self._lib = nvml.nvml()
         self._handle = handle
@@ -152,7 +152,7 @@ class NvmlClockSource:
     def for_device(cls, device: DeviceInfo) -> "NvmlClockSource | None":
         if not device.is_cuda:
             return None
-        from runners import nvml
+        from rooflab.runners import nvml
 
         handle = nvml.handle_for(device.torch_device)
         return cls(handle) if handle is not None else None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from suite.device import DeviceInfo
+from rooflab.suite.device import DeviceInfo
 
 LOAD_PER_CPU = 1.0  # 1-min load average above this many runnable threads per logical CPU: contended
 STEAL_FRACTION = 0.02  # CPU steal above 2 % of the CPU time while the case ran: contended
@@ -71,7 +71,7 @@ class NvmlProcessSource:
     """PIDs of the compute processes NVML sees on one GPU."""
 
     def __init__(self, handle: object) -> None:
-        from runners import nvml
+        from rooflab.runners import nvml
 
         lib = nvml.nvml()
         self._fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or getattr(
@@ -83,7 +83,7 @@ class NvmlProcessSource:
     def for_device(cls, device: DeviceInfo) -> "NvmlProcessSource | None":
         if not device.is_cuda:
             return None
-        from runners import nvml
+        from rooflab.runners import nvml
 
         if nvml.nvml() is None:
             return None

@@ -19,10 +19,10 @@ import socket
 import sys
 from typing import Any, Mapping
 
-from db.records import EnvironmentRecord
-from runners import cpuinfo
-from runners.gitinfo import git_state
-from suite.device import DeviceInfo
+from rooflab.db.records import EnvironmentRecord
+from rooflab.runners import cpuinfo
+from rooflab.runners.gitinfo import git_state
+from rooflab.suite.device import DeviceInfo
 
 __all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields"]
 
@@ -130,7 +130,7 @@ def _cupy_version() -> str | None:
 def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
     import torch
 
-    from runners import gpuinfo
+    from rooflab.runners import gpuinfo
 
     if not torch.cuda.is_available():
         raise ValueError(f"{device} asked for, but torch sees no CUDA GPU (torch {torch.__version__})")

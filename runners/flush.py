@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from suite.device import DeviceInfo
+from rooflab.suite.device import DeviceInfo
 
 FLUSH_FACTOR = 2
 _ALIGN = 4096

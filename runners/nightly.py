@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from runners.cli.common import UserInputError
+from rooflab.runners.cli.common import UserInputError
 
 FAIL_ON = ("regression", "drift", "suspect", "never")
 EXIT_OK = 0
@@ -182,7 +182,7 @@ def check_out_dir(out_dir: Path) -> Path:
 
 
 def shard_state(db_url: str, run_id: str) -> ShardState:
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     store = ResultStore(db_url)
     try:
@@ -214,9 +214,9 @@ def series_of_run(history: Any, run_id: str) -> Any:
 def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, min_change: float
                   ) -> tuple[dict[str, tuple[dict[str, Any], ...]], int, int, dict[str, int]]:
     """(verdict rows by status, series checked, series without enough history, counts by status)."""
-    from db.query import results, run_ids
-    from db.records import STATUSES
-    from reports.regressions import DETECT_COLUMNS, detect, detect_in_database
+    from rooflab.db.query import results, run_ids
+    from rooflab.db.records import STATUSES
+    from rooflab.reports.regressions import DETECT_COLUMNS, detect, detect_in_database
 
     this_run = results(db_url, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
     counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
@@ -246,8 +246,8 @@ def coverage(db_url: str, run_id: str, spec: Any, filters: Sequence[str]) -> tup
 
     Shards that never ran, or shards that disagreed on the partition, show up here.
     """
-    from db.query import results
-    from suite.spec import apply_filters, expand
+    from rooflab.db.query import results
+    from rooflab.suite.spec import apply_filters, expand
 
     frame = results(db_url, run_id=run_id)
     kinds = sorted(set(frame["device_kind"].dropna().astype(str))) or [None]
@@ -259,7 +259,7 @@ def coverage(db_url: str, run_id: str, spec: Any, filters: Sequence[str]) -> tup
 
 
 def latest_run_of(db_url: str, suite: str) -> str | None:
-    from db.query import runs
+    from rooflab.db.query import runs
 
     frame = runs(db_url)
     frame = frame[frame["suite"] == suite]
@@ -305,9 +305,9 @@ def nightly(
     run_options: Mapping[str, Any] | None = None,
 ) -> NightlySummary:
     """Run (unless `skip_run`), judge the history, write the report and OUT/summary.json."""
-    from db.urls import redact
-    from runners.shards import parse_shard
-    from suite.spec import load_spec
+    from rooflab.db.urls import redact
+    from rooflab.runners.shards import parse_shard
+    from rooflab.suite.spec import load_spec
 
     if fail_on not in FAIL_ON:
         raise UserInputError(f"--fail-on {fail_on!r}: allowed: {', '.join(FAIL_ON)}")
@@ -327,7 +327,7 @@ def nightly(
 
     invocation: dict[str, Any] | None = None
     if skip_run:
-        from db.schema import require_current
+        from rooflab.db.schema import require_current
 
         require_current(db_url)  # a database that is not there is an input error, and stays not there
         if run_id is None:
@@ -335,7 +335,7 @@ def nightly(
             if run_id is None:
                 raise UserInputError(f"--skip-run: the database {redact(db_url)} has no run of {spec.name}")
     else:
-        from runners.session import run_suite
+        from rooflab.runners.session import run_suite
 
         with inductor_cache(out_dir):
             summary = run_suite(
@@ -345,7 +345,7 @@ def nightly(
         run_id = summary.run_id
         invocation = summary.to_dict()
 
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     store = ResultStore(db_url)
     try:
@@ -370,7 +370,7 @@ def nightly(
     report_error: str | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        from reports.html import write_report
+        from rooflab.reports.html import write_report
 
         report = str(write_report(db_url, out_dir))
     except Exception as exc:  # noqa: BLE001 - a broken report must not hide tonight's verdicts

@@ -22,8 +22,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from db.records import MeasurementRecord
-from suite.case import Case
+from rooflab.db.records import MeasurementRecord
+from rooflab.suite.case import Case
 
 STATUS_STYLES = {
     "ok": "green",

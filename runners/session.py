@@ -19,10 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from runners.cli.common import UserInputError
-from runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
-from suite.case import Case
-from suite.timing import TimingSettings
+from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
+from rooflab.suite.case import Case
+from rooflab.suite.timing import TimingSettings
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -146,7 +146,7 @@ def _normalize_device(text: str, available: Sequence[str]) -> str:
 
 def resolve_devices(device: str | None, devices: str | None) -> list[str]:
     """The torch devices to run on, one worker each; UserInputError for a device not present."""
-    from runners.environment import best_device, list_devices
+    from rooflab.runners.environment import best_device, list_devices
 
     available = list(dict.fromkeys(["cpu", *list_devices()]))
     if devices is not None and device not in (None, "auto"):
@@ -183,7 +183,7 @@ def derive_run_id(suite: str, *, sharded: bool, now: datetime | None = None) -> 
 
 
 def _database_exists(db_url: str) -> bool:
-    from db.urls import normalize_url, sqlite_path
+    from rooflab.db.urls import normalize_url, sqlite_path
 
     path = sqlite_path(normalize_url(db_url))
     return path is None or path.exists()
@@ -224,11 +224,11 @@ def run_suite(
     lock_wait_s: float = 0.0,
 ) -> RunSummary:
     """Validate, create (or join, or resume) the run, measure, and mark it finished."""
-    from db.store import ResultStore
-    from db.urls import redact
-    from runners.progress import make_progress
-    from runners.shards import parse_shard
-    from suite.spec import apply_filters, expand, load_spec, parse_spec
+    from rooflab.db.store import ResultStore
+    from rooflab.db.urls import redact
+    from rooflab.runners.progress import make_progress
+    from rooflab.runners.shards import parse_shard
+    from rooflab.suite.spec import apply_filters, expand, load_spec, parse_spec
 
     started = time.monotonic()
     overrides = validate_timing_overrides(timing_overrides)
@@ -288,7 +288,7 @@ def run_suite(
     reporter = progress or make_progress(quiet=quiet, json_output=json_output)
     with ExitStack() as locks:
         if lock:
-            from runners.devlock import device_locks
+            from rooflab.runners.devlock import device_locks
 
             command = command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
             locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
@@ -307,15 +307,15 @@ def _measure(db_url: str, resume: str | None, spec: Any, effective_run_id: str, 
              case_timeout_s: float | None, handle_signals: bool,
              cpu_threads: int | None) -> tuple[str, SupervisorResult]:
     """Create (or join) the run in the database, measure, and mark it finished: (status, result)."""
-    from db.store import ResultStore
-    from db.urls import redact
+    from rooflab.db.store import ResultStore
+    from rooflab.db.urls import redact
 
     store = ResultStore(db_url)
     try:
         existing = store.get_run(effective_run_id)
         if resume is not None and existing is None:
             raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
-        from runners.environment import git_state
+        from rooflab.runners.environment import git_state
 
         commit, dirty = git_state()
         run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
@@ -372,7 +372,7 @@ def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Seq
     """Whether every case of the spec (for this device kind) now has a result on every device of
     this invocation. A shard answers for its own part: it covers the spec when no filter left a case
     out (the run is complete once every shard is)."""
-    from db.store import device_key
+    from rooflab.db.store import device_key
 
     if shard is not None:
         return len(filtered) == len(expanded)
@@ -387,7 +387,7 @@ def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Seq
 
 
 def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, command_line: str | None) -> Any:
-    from db.records import RunRecord
+    from rooflab.db.records import RunRecord
 
     return RunRecord(
         run_id=run_id,
@@ -405,7 +405,7 @@ def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, com
 
 def _select_shard(cases: list[Case], shard: str, *, db_url: str, suite: str, run_id: str) -> list[Case]:
     """This shard's part, balanced by the previous run's medians when the database has them."""
-    from runners.shards import CostBasis, estimate_cost_s, parse_shard, previous_medians, select_shard
+    from rooflab.runners.shards import CostBasis, estimate_cost_s, parse_shard, previous_medians, select_shard
 
     index, count = parse_shard(shard)
     basis = CostBasis()
@@ -426,7 +426,7 @@ def _summary(
     elapsed_s: float,
     status: str | None = None,
 ) -> RunSummary:
-    from db.records import STATUSES
+    from rooflab.db.records import STATUSES
 
     counts = {status: 0 for status in STATUSES}
     for r in result.results:

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from suite.case import Case
-from suite.errors import SpecError
-from suite.timing import TimingSettings
+from rooflab.suite.case import Case
+from rooflab.suite.errors import SpecError
+from rooflab.suite.timing import TimingSettings
 
 # Nominal rates of the cost model. They only decide how cases are spread over shards (relative
 # costs), never a reported figure; they are of the order of a current data-centre GPU.
@@ -116,7 +116,7 @@ def model_call_s(case: Case) -> tuple[float, int]:
 
     An op the registry does not know costs the call overhead only.
     """
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.registry import get_op
 
     try:
         op = get_op(case.op)
@@ -189,8 +189,8 @@ def previous_medians(
     GPUs of one run give the median of their medians. No earlier result: an empty basis (the op
     model is used).
     """
-    from db.query import results, runs
-    from db.schema import read_state
+    from rooflab.db.query import results, runs
+    from rooflab.db.schema import read_state
 
     # "empty": nothing stored yet; "foreign": tables without a version, seen while another shard is
     # creating the schema (and refused by the store right after, if it really is foreign)

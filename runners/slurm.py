@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from suite.errors import SpecError
+from rooflab.suite.errors import SpecError
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,+-]*$")  # partition, account
@@ -87,8 +87,8 @@ def check_db_url(url: str) -> str:
 
     A relative SQLite path becomes absolute (jobs start in other directories).
     """
-    from db.errors import DatabaseInputError
-    from db.urls import normalize_url
+    from rooflab.db.errors import DatabaseInputError
+    from rooflab.db.urls import normalize_url
 
     if _CONTROL_RE.search(url):
         raise SlurmArgumentError("--db: the URL contains control characters")

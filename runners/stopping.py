@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Callable, Sequence
 
-from runners.stats import SampleStats, summarize
-from suite.timing import TimingSettings
+from rooflab.runners.stats import SampleStats, summarize
+from rooflab.suite.timing import TimingSettings
 
 GROWTH_FRACTION = 0.25  # each later batch adds ~this fraction of the samples taken so far
 NOISE_HISTORY = 512  # noise estimates kept (one per sample, the newest)

@@ -20,11 +20,11 @@ from datetime import datetime, timezone
 from multiprocessing.connection import wait
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from db.records import CaseRecord, MeasurementRecord
-from db.store import device_key, environment_device_uuid
-from runners.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
-from suite.case import Case
-from suite.timing import TimingSettings
+from rooflab.db.records import CaseRecord, MeasurementRecord
+from rooflab.db.store import device_key, environment_device_uuid
+from rooflab.runners.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
+from rooflab.suite.case import Case
+from rooflab.suite.timing import TimingSettings
 
 # A fresh worker imports torch, captures the environment and initialises the device.
 WORKER_START_TIMEOUT_S = 300.0
@@ -108,7 +108,7 @@ class SupervisorResult:
 # Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
 # instead of importing torch again. Importing them does not initialise CUDA, so every worker still
 # initialises its own CUDA context, as a spawned one would.
-WORKER_PRELOAD = ("torch", "numpy", "runners.worker", "runners.timing", "runners.clocks", "runners.environment")
+WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.worker", "rooflab.runners.timing", "rooflab.runners.clocks", "rooflab.runners.environment")
 
 
 def worker_context() -> Any:
@@ -495,7 +495,7 @@ class Supervisor:
 
 def _op_work_model(case: Case) -> tuple[int, int]:
     """(flops, bytes) of one call, from the op's pure functions."""
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.registry import get_op
 
     op = get_op(case.op)
     params = op.resolved_params(case.params)

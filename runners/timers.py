@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from runners.flush import Flusher
-from runners.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod
+from rooflab.runners.flush import Flusher
+from rooflab.runners.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod
 
 Sync = Callable[[], None]
 

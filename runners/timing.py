@@ -24,15 +24,15 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from runners import graphs
-from runners.flush import Flusher, FlushMethod, make_flusher
-from runners.stats import SampleStats
-from runners.stopping import sample_until_stable
-from runners.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
-from runners.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
-from suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
-from suite.device import DeviceInfo
-from suite.timing import SampleKind, TimingSettings
+from rooflab.runners import graphs
+from rooflab.runners.flush import Flusher, FlushMethod, make_flusher
+from rooflab.runners.stats import SampleStats
+from rooflab.runners.stopping import sample_until_stable
+from rooflab.runners.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
+from rooflab.runners.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
+from rooflab.suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.timing import SampleKind, TimingSettings
 
 GRAPH_ESTIMATE_CALLS = 5  # eager launches timed to size a graph
 HOST_LAUNCHES_PER_SAMPLE = 100  # back-to-back eager launches per host-timed sample

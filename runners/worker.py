@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from suite.case import Case
-from suite.device import DeviceInfo
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
 
 GIB = 1024**3
 
@@ -208,7 +208,7 @@ def check_key(case: Case) -> str:
     """What decides a check's verdict: the op, backend, dtype and params, not the cache or timing
     mode (the cases of one shape in cold/hot and launch/graph run the same code on inputs of the
     same shape and distribution)."""
-    from suite.case import canonical_params
+    from rooflab.suite.case import canonical_params
 
     return f"{case.op}.v{case.op_version}:{case.backend}:{case.dtype}:{canonical_params(case.params)}"
 
@@ -247,7 +247,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _
 
     The float64 check runs once per check_key in a worker: a later case with the same key (another
     cache or timing mode) makes and times its first call but takes the verdict of the first."""
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.registry import get_op
 
     laps = laps if laps is not None else _Laps()
     case = request.case
@@ -290,7 +290,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _
 
 def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
     """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher)."""
-    from runners.timing import measure
+    from rooflab.runners.timing import measure
 
     prepared = ready.prepared
     return measure(
@@ -308,10 +308,10 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check (ready_case), then timing; never raises."""
-    from runners.attribution import attribute
-    from runners.clocks import ClockMonitor, energy_per_call_j
-    from runners.contention import ContentionMonitor
-    from suite.quality import judge, noise_reasons
+    from rooflab.runners.attribution import attribute
+    from rooflab.runners.clocks import ClockMonitor, energy_per_call_j
+    from rooflab.runners.contention import ContentionMonitor
+    from rooflab.suite.quality import judge, noise_reasons
 
     case = request.case
     key = case.case_key
@@ -393,7 +393,7 @@ def _apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
         return None
     import torch
 
-    from runners.cpuinfo import default_cpu_threads
+    from rooflab.runners.cpuinfo import default_cpu_threads
 
     threads = wanted or default_cpu_threads()
     if torch.get_num_threads() != threads:
@@ -408,7 +408,7 @@ def _flusher(device: DeviceInfo) -> Any:
     """One flush buffer per worker and device, reused by every cold case."""
     flusher = _FLUSHERS.get(device.torch_device)
     if flusher is None:
-        from runners.flush import make_flusher
+        from rooflab.runners.flush import make_flusher
 
         flusher = _FLUSHERS[device.torch_device] = make_flusher(device)
     return flusher
@@ -464,11 +464,11 @@ def worker_main(
         os.environ.update(environ)
     threading.Thread(target=_watch_supervisor, args=(supervisor_pid,), daemon=True, name="supervisor-watch").start()
     try:
-        from runners.environment import capture
+        from rooflab.runners.environment import capture
 
         _pin(torch_device)
         environment, device = capture(torch_device)
-        from suite.ops.registry import all_ops
+        from rooflab.suite.ops.registry import all_ops
 
         all_ops()  # load the ops (and ROOFLAB_PLUGINS) before the first case
     except Exception as exc:  # noqa: BLE001 - reported to the supervisor, which gives up on this device

@@ -34,11 +34,11 @@ if ! "$venv/bin/python" -m pip install -q -e '.[dev]'; then
   # from wheels installed on PYTHONPATH: then put the checkout on the venv's path and add the
   # `rooflab` command by hand instead of failing.
   if PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -c \
-      'import sqlalchemy, alembic, pydantic, typer, rich, pandas, seaborn, jinja2, yaml, pytest, runners.cli' 2>/dev/null; then
+      'import sqlalchemy, alembic, pydantic, typer, rich, pandas, seaborn, jinja2, yaml, pytest, rooflab.runners.cli' 2>/dev/null; then
     echo "bootstrap: pip install failed; every dependency is importable, using the checkout in place"
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$PWD" > "$site/rooflab-checkout.pth"
-    printf '#!/usr/bin/env bash\nexec "%s/bin/python" -m runners "$@"\n' "$(cd "$venv" && pwd)" > "$venv/bin/rooflab"
+    printf '#!/usr/bin/env bash\nexec "%s/bin/python" -m rooflab "$@"\n' "$(cd "$venv" && pwd)" > "$venv/bin/rooflab"
     chmod +x "$venv/bin/rooflab"
   else
     echo "bootstrap: pip install -e '.[dev]' failed and the dependencies are not all importable" >&2

@@ -93,7 +93,7 @@ deadline_s=$((start_s + budget_s))
 # Each prints to its log; a non-zero exit marks it failed. Exit code 3 with a first line
 # "SKIP: reason" marks it skipped.
 skip() { echo "SKIP: $*"; exit 3; }
-rooflab() { "$PY" -m runners "$@"; }
+rooflab() { "$PY" -m rooflab "$@"; }
 export -f skip rooflab
 
 step_env() {

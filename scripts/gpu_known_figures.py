@@ -428,7 +428,7 @@ def _verdict(rooflab: float | None, refs: Iterable[float | None]) -> str:
 
 def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, profile: Profile) -> list[Row]:
     """The comparison table: one row per figure measured here (and per published one)."""
-    from reports.ceilings import compute_ceilings
+    from rooflab.reports.ceilings import compute_ceilings
 
     by_key = {m.key: m for m in measured}
     dc = compute_ceilings(rows, device_name or "") if rows is not None and not rows.empty else None
@@ -467,7 +467,7 @@ def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, pr
 
 def load_rows(db_url: str, device: str) -> tuple[str | None, Any]:
     """(device name, its results) from the database; (None, None) when it holds none of that kind."""
-    from reports.load import REPORT_COLUMNS, load_device_results
+    from rooflab.reports.load import REPORT_COLUMNS, load_device_results
 
     try:
         return load_device_results(db_url, device, REPORT_COLUMNS)

@@ -80,7 +80,7 @@ def project(spec_counts: Mapping[str, int], sample: Sequence[tuple[str, float]],
 
 def spec_benchmarks(spec: str, device_kind: str) -> dict[str, str]:
     """case_key -> benchmark name, the first benchmark that yields the key."""
-    from suite.spec import expand, load_spec
+    from rooflab.suite.spec import expand, load_spec
 
     out: dict[str, str] = {}
     for case in expand(load_spec(spec), device_kind):
@@ -89,7 +89,7 @@ def spec_benchmarks(spec: str, device_kind: str) -> dict[str, str]:
 
 
 def from_database(db_url: str, spec: str, device_kind: str, shards: int | None) -> Projection:
-    from db.query import results, runs
+    from rooflab.db.query import results, runs
 
     owner = spec_benchmarks(spec, device_kind)
     counts: dict[str, int] = defaultdict(int)

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from suite.timing import TimingSettings
+from rooflab.suite.timing import TimingSettings
 
 FAMILIES = ("pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe")
 BACKENDS = ("eager", "compiled", "cupy")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-from suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case, ParamValue
-from suite.errors import SpecError
-from suite.ops.base import Op
+from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case, ParamValue
+from rooflab.suite.errors import SpecError
+from rooflab.suite.ops.base import Op
 
 CASE_KEYS = ("op", "family", "backend", "dtype", "cache", "timing_mode", "benchmark", "tag")
 
@@ -95,7 +95,7 @@ def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str
     if not filters:
         return list(cases)
     if ops is None:
-        from suite.ops.registry import all_ops
+        from rooflab.suite.ops.registry import all_ops
 
         ops = all_ops()
     names = {name for case in cases for name in case.params}

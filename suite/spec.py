@@ -61,13 +61,13 @@ from typing import Any, Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from suite import sweep
-from suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue, mode_conflict
-from suite.errors import SpecError
-from suite.filters import apply_filters
-from suite.ops.base import Op, ParamSpec
-from suite.timing import TimingSettings
-from suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
+from rooflab.suite import sweep
+from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue, mode_conflict
+from rooflab.suite.errors import SpecError
+from rooflab.suite.filters import apply_filters
+from rooflab.suite.ops.base import Op, ParamSpec
+from rooflab.suite.timing import TimingSettings
+from rooflab.suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
 
 __all__ = [
     "Benchmark",
@@ -334,7 +334,7 @@ def parse_spec(text: str, path: str | Path = "<spec>", *, ops: Mapping[str, Op] 
 def _ops_or_registry(ops: Mapping[str, Op] | None) -> Mapping[str, Op]:
     if ops is not None:
         return ops
-    from suite.ops.registry import all_ops
+    from rooflab.suite.ops.registry import all_ops
 
     return all_ops()
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from suite.case import ParamValue
+from rooflab.suite.case import ParamValue
 
 RANGE_FORMS = "{start, stop, step} (arithmetic), {start, stop, factor} (geometric) or {pow2: [lo, hi]}"
 MAX_POW2_EXPONENT = 62

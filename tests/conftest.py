@@ -11,7 +11,7 @@ def _isolated_op_registry():
     """Ops that a test registers (planted faults loaded through ROOFLAB_PLUGINS) do not leak into
     later tests: the registry is restored, and the modules that registered them are forgotten so
     that a later test naming the same plugin imports (and registers) them afresh."""
-    from suite.ops import registry
+    from rooflab.suite.ops import registry
 
     registry.all_ops()  # the built-in ops are loaded before the snapshot, never counted as added
     saved = dict(registry._ops)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from db.models import Base
+from rooflab.db.models import Base
 
 config = context.config
 
@@ -23,7 +23,7 @@ connection = config.attributes.get("connection")
 if connection is not None:
     _run(connection)
 else:
-    from db.engine import make_engine
+    from rooflab.db.engine import make_engine
 
     engine = make_engine(config.get_main_option("sqlalchemy.url") or "", write=True)
     with engine.begin() as conn:

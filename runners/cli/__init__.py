@@ -1,4 +1,4 @@
 """The `rooflab` command line: the one place that wires suite, runners, db and reports together."""
-from runners.cli.app import app, main
+from rooflab.runners.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -7,8 +7,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, print_json
-from runners.cli.report_cmd import _fmt, _guard, _pct
+from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, print_json
+from rooflab.runners.cli.report_cmd import _fmt, _guard, _pct
 
 
 def breakdown_cmd(
@@ -19,7 +19,7 @@ def breakdown_cmd(
     """Each profiled transformer block of a device: its parts' time, FLOP/s, GB/s, wall and
     efficiency, the time no part accounts for, MFU, and the fusion estimate against the
     measured eager/compiled speedup."""
-    from reports.breakdown import device_breakdowns, label
+    from rooflab.reports.breakdown import device_breakdowns, label
 
     name, items = _guard(lambda: device_breakdowns(db_url(db), device))
     if as_json:

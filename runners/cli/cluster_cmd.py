@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
+from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
 
 FAIL_ON = ("regression", "drift", "suspect", "never")
 
@@ -53,8 +53,8 @@ def slurm_command(
     fail_on: str = typer.Option("regression", "--fail-on", help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
-    from runners import slurm
-    from suite.spec import expand, load_spec
+    from rooflab.runners import slurm
+    from rooflab.suite.spec import expand, load_spec
 
     errors = user_error_types()
     try:
@@ -138,8 +138,8 @@ def nightly_command(
         0.0, "--lock-wait-s", help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
     ),
 ) -> None:
-    from runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from runners.nightly import nightly
+    from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
+    from rooflab.runners.nightly import nightly
 
     try:
         summary = nightly(

@@ -46,8 +46,8 @@ def require_database(url: str) -> None:
     (an empty database would only report "no results")."""
     from rich.markup import escape
 
-    from db.errors import DatabaseInputError
-    from db.urls import normalize_url, redact, sqlite_path
+    from rooflab.db.errors import DatabaseInputError
+    from rooflab.db.urls import normalize_url, redact, sqlite_path
 
     try:
         path = sqlite_path(normalize_url(url))
@@ -82,9 +82,9 @@ def print_json(obj: Any) -> None:
 
 def user_error_types() -> tuple[type[BaseException], ...]:
     """Each package's exception for invalid input; `main` turns them into exit code 2."""
-    from db.errors import DatabaseInputError
-    from reports.errors import ReportInputError
-    from suite.errors import SpecError
-    from suite.ops.registry import PluginImportError
+    from rooflab.db.errors import DatabaseInputError
+    from rooflab.reports.errors import ReportInputError
+    from rooflab.suite.errors import SpecError
+    from rooflab.suite.ops.registry import PluginImportError
 
     return (UserInputError, SpecError, DatabaseInputError, ReportInputError, PluginImportError)

@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
 
 CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one process.
 
@@ -31,8 +31,8 @@ def crosscheck_command(
     db: Optional[str] = DbOption,
     json_output: bool = JsonOption,
 ) -> None:
-    from runners.crosscheck.render import render
-    from runners.crosscheck.session import run_crosscheck
+    from rooflab.runners.crosscheck.render import render
+    from rooflab.runners.crosscheck.session import run_crosscheck
 
     if out is not None and not out.parent.exists():
         err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: directory {escape(str(out.parent))} does not exist",

@@ -8,14 +8,14 @@ from typing import Callable, List, Optional, TypeVar
 import typer
 from rich.markup import escape
 
-from runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json, require_database
+from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json, require_database
 
 T = TypeVar("T")
 
 
 def _guard(action: Callable[[], T]) -> T:
     """Run `action`; invalid input (DatabaseInputError) becomes one message and exit code 2."""
-    from db.errors import DatabaseInputError
+    from rooflab.db.errors import DatabaseInputError
 
     try:
         return action()
@@ -31,7 +31,7 @@ def export_cmd(
     db: Optional[str] = DbOption,
 ) -> None:
     """Export results, DESIGN.md's columns first (one row per measurement)."""
-    from db.export import export
+    from rooflab.db.export import export
 
     url = db_url(db)
     count = _guard(lambda: export(url, fmt.lower(), out, run_id=run, since=since))
@@ -45,8 +45,8 @@ def import_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Import an export file (validated in full first; importing twice adds nothing)."""
-    from db.importer import import_file
-    from db.urls import redact
+    from rooflab.db.importer import import_file
+    from rooflab.db.urls import redact
 
     url = db_url(db)
     result = _guard(lambda: import_file(url, file))
@@ -65,8 +65,8 @@ def import_cmd(
 
 def upgrade_cmd(db: Optional[str] = DbOption) -> None:
     """Upgrade the database schema to this rooflab's revision (creates a new database)."""
-    from db.schema import upgrade
-    from db.urls import redact
+    from rooflab.db.schema import upgrade
+    from rooflab.db.urls import redact
 
     url = db_url(db)
     before, after = _guard(lambda: upgrade(url))
@@ -78,8 +78,8 @@ def upgrade_cmd(db: Optional[str] = DbOption) -> None:
 
 def current_cmd(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
     """Show the database's schema revision and this rooflab's."""
-    from db.schema import head_revision, read_state
-    from db.urls import redact
+    from rooflab.db.schema import head_revision, read_state
+    from rooflab.db.urls import redact
 
     url = db_url(db)
     state = _guard(lambda: read_state(url))
@@ -98,8 +98,8 @@ def merge_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Merge node-local result databases (with raw samples) into the target; idempotent."""
-    from db.merge import merge
-    from db.urls import redact
+    from rooflab.db.merge import merge
+    from rooflab.db.urls import redact
 
     url = db_url(db)
     results = _guard(lambda: merge(url, sources))
@@ -139,8 +139,8 @@ def prune_cmd(
     """
     from datetime import datetime, timezone
 
-    from db.prune import prune_samples
-    from db.timeparse import parse_duration
+    from rooflab.db.prune import prune_samples
+    from rooflab.db.timeparse import parse_duration
 
     url = db_url(db)
     age = _guard(lambda: parse_duration(samples_older_than, option="--samples-older-than"))

@@ -6,7 +6,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from runners.cli.common import JsonOption, console, print_json
+from rooflab.runners.cli.common import JsonOption, console, print_json
 
 
 def _fmt_bytes(value: Any) -> str:
@@ -30,7 +30,7 @@ def _fmt(key: str, value: Any) -> str:
 
 def describe_devices() -> list[dict[str, Any]]:
     """One JSON-ready entry per device present, in `list_devices()` order."""
-    from runners.environment import best_device, capture, list_devices
+    from rooflab.runners.environment import best_device, capture, list_devices
 
     default = best_device()
     out = []

@@ -7,9 +7,9 @@ from typing import Any, Mapping
 import typer
 from rich.markup import escape
 
-from runners.cli.common import JsonOption, console, fail, print_json
-from suite.case import Case
-from suite.errors import SpecError
+from rooflab.runners.cli.common import JsonOption, console, fail, print_json
+from rooflab.suite.case import Case
+from rooflab.suite.errors import SpecError
 
 
 class DeviceKind(str, Enum):
@@ -68,11 +68,11 @@ def list_cases(
     spec_path: str, *, filters: list[str], device_kind: str | None, ops: Mapping[str, Any] | None = None
 ) -> tuple[Any, list[dict[str, Any]]]:
     """Load, expand and filter a spec (with the registry's ops unless `ops` is given); SpecError on bad input."""
-    from suite.spec import apply_filters, expand, load_spec
+    from rooflab.suite.spec import apply_filters, expand, load_spec
 
     spec = load_spec(spec_path, ops=ops)  # a malformed file is rejected before the ops are loaded
     if ops is None:
-        from suite.ops.registry import all_ops
+        from rooflab.suite.ops.registry import all_ops
 
         ops = all_ops()
     cases = apply_filters(expand(spec, device_kind, ops=ops), filters, ops=ops)

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from runners.cli.common import (
+from rooflab.runners.cli.common import (
     DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
 )
 
@@ -18,8 +18,8 @@ T = TypeVar("T")
 
 def _guard(action: Callable[[], T]) -> T:
     """Run `action`; invalid input (ReportInputError, DatabaseInputError) becomes exit code 2."""
-    from db.errors import DatabaseInputError
-    from reports.errors import ReportInputError
+    from rooflab.db.errors import DatabaseInputError
+    from rooflab.reports.errors import ReportInputError
 
     try:
         return action()
@@ -40,7 +40,7 @@ def _pct(value: Any) -> str:
 
 
 def _load(db: Optional[str], columns=None):  # type: ignore[no-untyped-def]
-    from reports.load import load_results
+    from rooflab.reports.load import load_results
 
     return _guard(lambda: load_results(db_url(db), columns=columns))
 
@@ -58,11 +58,11 @@ def roofline_cmd(
     since: Optional[str] = typer.Option(None, "--since", help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
-    from reports import plots
-    from reports.ceilings import compute_ceilings
-    from reports.html import slug
-    from reports.load import ROOFLINE_COLUMNS, load_device_results
-    from reports.runsel import choose_runs, counts_of, rows_for
+    from rooflab.reports import plots
+    from rooflab.reports.ceilings import compute_ceilings
+    from rooflab.reports.html import slug
+    from rooflab.reports.load import ROOFLINE_COLUMNS, load_device_results
+    from rooflab.reports.runsel import choose_runs, counts_of, rows_for
 
     url = db_url(db)
     require_database(url)
@@ -127,7 +127,7 @@ def predict_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
-    from reports.predict import parse_shape, predict
+    from rooflab.reports.predict import parse_shape, predict
 
     if cache not in ("cold", "hot"):
         fail(f"--cache: {escape(cache)!r} is not allowed; allowed: cold, hot")
@@ -164,8 +164,8 @@ def ambiguous_device(device: str, df) -> list[str]:  # type: ignore[no-untyped-d
     """The devices `device` could mean when it names more than one (in the database, else in the
     datasheet table), else []. An exact name or key is never ambiguous; a datasheet entry matches
     when every word typed is a word of its key ("A100" matches four entries, "H100 PCIe" one)."""
-    from reports.frames import device_names
-    from reports.gpu_specs import SPECS
+    from rooflab.reports.frames import device_names
+    from rooflab.reports.gpu_specs import SPECS
 
     text = " ".join(device.strip().lower().replace("_", " ").split())
     names = device_names(df) if df is not None and not df.empty else []
@@ -190,9 +190,9 @@ def compare_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the speedup-against-intensity chart (SVG) here."),
 ) -> None:
     """Per-case speedup of the candidate over the baseline beside the speedup the roofs predict."""
-    from reports import compare as c
-    from reports import plots
-    from reports.load import REPORT_COLUMNS
+    from rooflab.reports import compare as c
+    from rooflab.reports import plots
+    from rooflab.reports.load import REPORT_COLUMNS
 
     require_database(db_url(db))
     df = _load(db, REPORT_COLUMNS)
@@ -245,8 +245,8 @@ def regressions_cmd(
 ) -> None:
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
-    from reports.load import load_verdicts
-    from reports.regressions import FAIL_ON, should_fail
+    from rooflab.reports.load import load_verdicts
+    from rooflab.reports.regressions import FAIL_ON, should_fail
 
     if fail_on not in FAIL_ON:
         fail(f"--fail-on: {escape(fail_on)!r} is not allowed; allowed: {', '.join(FAIL_ON)}")
@@ -296,10 +296,10 @@ def report_cmd(
     since: Optional[str] = typer.Option(None, "--since", help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
-    from reports.breakdown_section import load_layer_profiles
-    from reports.html import render_report
-    from reports.load import load_crosschecks, load_report_results, load_verdicts
-    from db.urls import redact
+    from rooflab.reports.breakdown_section import load_layer_profiles
+    from rooflab.reports.html import render_report
+    from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
+    from rooflab.db.urls import redact
 
     if run and since:
         fail("give either --run or --since, not both")

@@ -6,10 +6,10 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from runners.cli.common import (
+from rooflab.runners.cli.common import (
     DbOption, FilterOption, JsonOption, console, db_url, err_console, print_json, user_error_types,
 )
-from suite.timing import TimingSettings
+from rooflab.suite.timing import TimingSettings
 
 _ENGINE = TimingSettings()
 
@@ -70,8 +70,8 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,
 ) -> None:
-    from runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from runners.session import run_suite
+    from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
+    from rooflab.runners.session import run_suite
 
     overrides = {
         "warmup_ms": warmup_ms,
@@ -113,7 +113,7 @@ def run_command(
     if json_output:
         print_json(summary.to_dict())
     else:
-        from runners.progress import render_summary
+        from rooflab.runners.progress import render_summary
 
         render_summary(summary.to_dict(), console)
     raise typer.Exit(summary.exit_code)

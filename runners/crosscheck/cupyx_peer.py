@@ -10,9 +10,9 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
-from runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
-from suite.case import Case
-from suite.device import DeviceInfo
+from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
 
 N_WARMUP = 10  # cupyx's default
 N_REPEAT = 10_000  # cupyx's default; max_duration ends it earlier for slow calls
@@ -23,7 +23,7 @@ class CupyxPeer:
     name: ClassVar[PeerName] = PeerName.CUPYX
 
     def version(self) -> str | None:
-        from suite.ops.common import cupy_module
+        from rooflab.suite.ops.common import cupy_module
 
         cupy = cupy_module()
         return str(cupy.__version__) if cupy is not None else None

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
-from suite.case import Case
-from suite.device import DeviceInfo
+from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
 
 BENCHMARK_NAME = "rooflab_crosscheck"
 TIMEOUT_S = 15.0  # nvbench's default per measurement

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
-from suite.case import Case
-from suite.device import DeviceInfo
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
 
 
 class PeerName(StrEnum):

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from runners.cli.common import UserInputError
-from runners.crosscheck.cupyx_peer import CupyxPeer
-from runners.crosscheck.do_bench_peer import DoBenchPeer
-from runners.crosscheck.nvbench_peer import NvbenchPeer
-from runners.crosscheck.peer import Peer, PeerName
-from runners.crosscheck.torch_peer import TorchTimerPeer
+from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.crosscheck.cupyx_peer import CupyxPeer
+from rooflab.runners.crosscheck.do_bench_peer import DoBenchPeer
+from rooflab.runners.crosscheck.nvbench_peer import NvbenchPeer
+from rooflab.runners.crosscheck.peer import Peer, PeerName
+from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer
 
 ALL_PEERS: tuple[PeerName, ...] = tuple(PeerName)
 

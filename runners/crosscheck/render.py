@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from runners.crosscheck.verdict import REASON_TEXT, Reason
+from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason
 
 
 def _ms(value: float | None) -> str:

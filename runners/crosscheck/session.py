@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
-from runners.cli.common import UserInputError
-from runners.crosscheck.peer import Peer, PeerTiming
-from runners.crosscheck.peers import parse_peers, peers_for
-from runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst
-from suite.case import Case
+from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.crosscheck.peer import Peer, PeerTiming
+from rooflab.runners.crosscheck.peers import parse_peers, peers_for
+from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst
+from rooflab.suite.case import Case
 
 MAX_ROUNDS = 50
 
@@ -106,13 +106,13 @@ def validate_rounds(rounds: int) -> int:
 
 
 def resolve_device(device: str | None) -> str:
-    from runners.session import resolve_devices
+    from rooflab.runners.session import resolve_devices
 
     return resolve_devices(device, None)[0]
 
 
 def select_cases(spec_path: str, filters: Sequence[str], device_kind: str) -> tuple[Any, list[Case]]:
-    from suite.spec import apply_filters, expand, load_spec
+    from rooflab.suite.spec import apply_filters, expand, load_spec
 
     spec = load_spec(spec_path)
     expanded = expand(spec, device_kind)
@@ -167,7 +167,7 @@ def check_case(
     timing_overrides: dict[str, Any] | None = None,
 ) -> list[PeerCheck]:
     """Prepare `case` as a worker does, time it `rounds` times with rooflab then each peer, judge."""
-    from runners.worker import CaseOutcome, CaseRequest, _release_quietly, describe_exception, ready_case, time_ready
+    from rooflab.runners.worker import CaseOutcome, CaseRequest, _release_quietly, describe_exception, ready_case, time_ready
 
     versions = {p.name: p.version() for p in peers}
 
@@ -270,12 +270,12 @@ def run_crosscheck(
     """Validate, then measure every case and store each row as soon as its case is done.
 
     `peer_objects` replaces the peers named by `peers` (tests use it to plant a peer)."""
-    from db.crosscheck import CrossCheckRecord, add_crosscheck
-    from db.records import RunRecord
-    from db.store import ResultStore, environment_device_uuid
-    from runners.environment import capture, git_state
-    from runners.session import _rooflab_version
-    from suite.ops.registry import all_ops
+    from rooflab.db.crosscheck import CrossCheckRecord, add_crosscheck
+    from rooflab.db.records import RunRecord
+    from rooflab.db.store import ResultStore, environment_device_uuid
+    from rooflab.runners.environment import capture, git_state
+    from rooflab.runners.session import _rooflab_version
+    from rooflab.suite.ops.registry import all_ops
 
     started = time.monotonic()
     rounds = validate_rounds(rounds)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
-from suite.case import Case
-from suite.device import DeviceInfo
+from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
 
 MIN_RUN_TIME_S = 0.2  # blocked_autorange's own default
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Iterable, Sequence
 
-from runners.crosscheck.peer import CacheMode, PeerClock
-from runners.stats import summarize
+from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
+from rooflab.runners.stats import summarize
 
 # Below this duration a kernel is about as short as its launch from Python (a few to tens of µs),
 # so a timer whose event pair is not held behind a blocking kernel measures launches, not kernels.

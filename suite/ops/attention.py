@@ -28,11 +28,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare, esize, fresh_compile, generator, randn, sample_indices
-from suite.ops.registry import register
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare, esize, fresh_compile, generator, randn, sample_indices
+from rooflab.suite.ops.registry import register
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive")
 CHECK_PAIRS = 4

@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from suite.case import CACHE_MODES, Case, ParamValue
-from suite.device import DeviceInfo
-from suite.timing import SampleKind
+from rooflab.suite.case import CACHE_MODES, Case, ParamValue
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.timing import SampleKind
 
 Params = Mapping[str, ParamValue]
 

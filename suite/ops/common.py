@@ -10,10 +10,10 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.dtypes import element_size, tolerance, torch_dtype
-from suite.ops.base import Op, ParamSpec, Params
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
+from rooflab.suite.ops.base import Op, ParamSpec, Params
 
 CUDA_ONLY_DTYPES = ("tf32", "float8_e4m3fn", "float8_e5m2")
 # Elements compared per chunk, so that the float64 reference never needs much more memory than

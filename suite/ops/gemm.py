@@ -26,10 +26,10 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import (
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
     TorchOp,
     as_torch,
@@ -41,8 +41,8 @@ from suite.ops.common import (
     randn,
     sample_indices,
 )
-from suite.ops.pointwise import Gelu, cupy_stream
-from suite.ops.registry import register
+from rooflab.suite.ops.pointwise import Gelu, cupy_stream
+from rooflab.suite.ops.registry import register
 
 CHECK_ROWS = 64
 CHECK_BATCHES = 4

@@ -34,15 +34,15 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.dtypes import torch_dtype
-from suite.ops.attention import KERNELS as ATTENTION_KERNELS
-from suite.ops.attention import _backend, _probe
-from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, ParamSpec, Params, Prepared
-from suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
-from suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
-from suite.ops.registry import register
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.dtypes import torch_dtype
+from rooflab.suite.ops.attention import KERNELS as ATTENTION_KERNELS
+from rooflab.suite.ops.attention import _backend, _probe
+from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
+from rooflab.suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
+from rooflab.suite.ops.registry import register
 
 KERNELS = tuple(k for k in ATTENTION_KERNELS if k != "naive")
 CHECK_BATCHES = 2

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Mapping
 
-from suite.dtypes import element_size
+from rooflab.suite.dtypes import element_size
 
 NORMS = ("rmsnorm", "layernorm")
 ACTIVATIONS = ("gelu", "swiglu")
@@ -113,7 +113,7 @@ class PartModel:
 
 
 def _op_model(op_name: str, params: Mapping[str, Any], dtype: str) -> tuple[int, int]:
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.registry import get_op
 
     op = get_op(op_name)
     resolved = op.resolved_params(params)

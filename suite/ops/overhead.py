@@ -15,14 +15,14 @@ from typing import Any
 
 import torch
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops import cuda_sources
-from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import TorchOp, as_torch, compare, cupy_module, esize, generator, randn
-from suite.ops.pointwise import cupy_stream
-from suite.ops.registry import register
-from suite.timing import SampleKind
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops import cuda_sources
+from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import TorchOp, as_torch, compare, cupy_module, esize, generator, randn
+from rooflab.suite.ops.pointwise import cupy_stream
+from rooflab.suite.ops.registry import register
+from rooflab.suite.timing import SampleKind
 
 MAX_N = 1 << 16
 

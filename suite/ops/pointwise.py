@@ -17,10 +17,10 @@ from typing import Any, Callable, ClassVar
 import torch
 import torch.nn.functional as F
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import (
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import (
     CHECK_CHUNK_ELEMENTS,
     COMPILE_MODE_PARAM,
     TorchOp,
@@ -33,7 +33,7 @@ from suite.ops.common import (
     generator,
     randn,
 )
-from suite.ops.registry import register
+from rooflab.suite.ops.registry import register
 
 Q = 0.4  # the scalar of scale and triad (BabelStream's startScalar)
 N_PARAM = {"n": ParamSpec(int, 1 << 20, "elements per array"), "compile_mode": COMPILE_MODE_PARAM}

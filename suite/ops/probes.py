@@ -26,11 +26,11 @@ from typing import Any, Callable, ClassVar
 
 import torch
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops import cuda_sources
-from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import (
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops import cuda_sources
+from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import (
     TorchOp,
     as_torch,
     compare,
@@ -42,8 +42,8 @@ from suite.ops.common import (
     generator,
     randn,
 )
-from suite.ops.pointwise import Q, cupy_stream
-from suite.ops.registry import register
+from rooflab.suite.ops.pointwise import Q, cupy_stream
+from rooflab.suite.ops.registry import register
 
 ALPHA = 0.5
 MAX_FMA_K = 4096
@@ -262,7 +262,7 @@ class StreamDot(StreamOp):
 def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: str, n: int) -> str | None:
     """A dot product's error scales with Σ|a·b| (its condition), not with |Σ a·b|, so the scale
     given to the tolerance is sqrt(Σ (a·b)²), the RMS-like size of the terms' random walk."""
-    from suite.dtypes import tolerance
+    from rooflab.suite.dtypes import tolerance
 
     if not bool(torch.isfinite(got)):
         return f"dot result is not finite: {float(got)}"

@@ -21,11 +21,11 @@ from typing import Any, Callable, ClassVar
 import torch
 import torch.nn.functional as F
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import ParamSpec, Params, Prepared
-from suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare_chunked, esize, fresh_compile, generator, randn
-from suite.ops.registry import register
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare_chunked, esize, fresh_compile, generator, randn
+from rooflab.suite.ops.registry import register
 
 EPS = 1e-5
 ROWS_COLS = {

@@ -12,17 +12,17 @@ import importlib
 import os
 import threading
 
-from suite.ops.base import Op
+from rooflab.suite.ops.base import Op
 
 PLUGINS_ENV = "ROOFLAB_PLUGINS"
 BUILTIN_MODULES = (
-    "suite.ops.pointwise",
-    "suite.ops.reduction",
-    "suite.ops.gemm",
-    "suite.ops.attention",
-    "suite.ops.layer",
-    "suite.ops.overhead",
-    "suite.ops.probes",
+    "rooflab.suite.ops.pointwise",
+    "rooflab.suite.ops.reduction",
+    "rooflab.suite.ops.gemm",
+    "rooflab.suite.ops.attention",
+    "rooflab.suite.ops.layer",
+    "rooflab.suite.ops.overhead",
+    "rooflab.suite.ops.probes",
 )
 
 _ops: dict[str, Op] = {}

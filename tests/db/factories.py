@@ -6,7 +6,7 @@ import random
 import statistics
 from datetime import datetime, timedelta, timezone
 
-from db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
+from rooflab.db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
 
 T0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
 

@@ -27,7 +27,7 @@ def fresh_postgres_url() -> Iterator[str]:
     """Create an empty database with a random name, yield its URL, drop it afterwards."""
     from sqlalchemy import create_engine, text
 
-    from db.urls import normalize_url
+    from rooflab.db.urls import normalize_url
 
     server = postgres_server_url()
     if server is None:

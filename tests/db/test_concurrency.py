@@ -10,10 +10,10 @@ import time
 
 from sqlalchemy import func, select
 
-from db import models, query
-from db.engine import make_engine
-from db.samples import unpack
-from db.store import ResultStore
+from rooflab.db import models, query
+from rooflab.db.engine import make_engine
+from rooflab.db.samples import unpack
+from rooflab.db.store import ResultStore
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 from tests.db.writers import endless_writer, shard_writer
 

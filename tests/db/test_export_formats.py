@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from db import query
-from runners.cli.app import app
+from rooflab.db import query
+from rooflab.runners.cli.app import app
 from tests.db.test_export_import import populate
 
 runner = CliRunner()

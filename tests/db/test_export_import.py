@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from db import query
-from db.columns import ALL_COLUMNS, EXPORT_COLUMNS
-from db.store import ResultStore
-from runners.cli.app import app
+from rooflab.db import query
+from rooflab.db.columns import ALL_COLUMNS, EXPORT_COLUMNS
+from rooflab.db.store import ResultStore
+from rooflab.runners.cli.app import app
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 runner = CliRunner()

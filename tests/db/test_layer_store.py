@@ -7,10 +7,10 @@ import random
 
 from sqlalchemy import create_engine, text
 
-from db.layer_query import layer_profiles
-from db.records import LayerPartRecord, LayerProfileRecord
-from db.store import ResultStore
-from db.urls import normalize_url
+from rooflab.db.layer_query import layer_profiles
+from rooflab.db.records import LayerPartRecord, LayerProfileRecord
+from rooflab.db.store import ResultStore
+from rooflab.db.urls import normalize_url
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 

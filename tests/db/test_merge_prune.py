@@ -10,12 +10,12 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from db import models, query
-from db.engine import make_engine
-from db.prune import prune_samples
-from db.samples import unpack
-from db.store import ResultStore
-from runners.cli.app import app
+from rooflab.db import models, query
+from rooflab.db.engine import make_engine
+from rooflab.db.prune import prune_samples
+from rooflab.db.samples import unpack
+from rooflab.db.store import ResultStore
+from rooflab.runners.cli.app import app
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 runner = CliRunner()
@@ -144,7 +144,7 @@ def _runs_aged(url: str, ages_days: dict[str, float]) -> None:
      ("6MO", timedelta(days=180)), ("1y", timedelta(days=365))],
 )
 def test_durations_have_unambiguous_units(text: str, expected: timedelta) -> None:
-    from db.timeparse import parse_duration
+    from rooflab.db.timeparse import parse_duration
 
     assert parse_duration(text) == expected
 
@@ -158,7 +158,7 @@ def test_prune_refuses_m_and_names_the_alternatives(sqlite_url: str) -> None:
 
 
 def test_prune_shows_what_would_go_and_asks(sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners.cli import db_cmd
+    from rooflab.runners.cli import db_cmd
 
     _runs_aged(sqlite_url, {"old-a": 400, "old-b": 40, "recent": 2})
     # stdin not a terminal and no --yes: refused, the plan shown, nothing removed

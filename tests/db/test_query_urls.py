@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from db import query
-from db.columns import EXPORT_COLUMNS
-from db.errors import DatabaseInputError
-from db.store import ResultStore
-from db.urls import normalize_url, redact
-from runners.cli.app import app
+from rooflab.db import query
+from rooflab.db.columns import EXPORT_COLUMNS
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.store import ResultStore
+from rooflab.db.urls import normalize_url, redact
+from rooflab.runners.cli.app import app
 from tests.db.factories import T0, make_case, make_env, make_measurement, make_run
 
 runner = CliRunner()

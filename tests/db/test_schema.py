@@ -14,13 +14,13 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
-from db import query
-from db.errors import SchemaVersionError
-from db.models import Base
-from db.schema import alembic_config, head_revision, read_state, revisions
-from db.store import ResultStore
-from db.urls import normalize_url
-from runners.cli.app import app
+from rooflab.db import query
+from rooflab.db.errors import SchemaVersionError
+from rooflab.db.models import Base
+from rooflab.db.schema import alembic_config, head_revision, read_state, revisions
+from rooflab.db.store import ResultStore
+from rooflab.db.urls import normalize_url
+from rooflab.runners.cli.app import app
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 runner = CliRunner()

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from sqlalchemy import select
 
-from db import models, query
-from db.engine import make_engine
-from db.errors import DatabaseInputError
-from db.samples import unpack
-from db.store import ResultStore
+from rooflab.db import models, query
+from rooflab.db.engine import make_engine
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.samples import unpack
+from rooflab.db.store import ResultStore
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 

@@ -5,7 +5,7 @@ import random
 import sys
 import time
 
-from db.store import ResultStore
+from rooflab.db.store import ResultStore
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 

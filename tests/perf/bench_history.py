@@ -60,8 +60,8 @@ def _environments(gpus: int) -> list[dict[str, Any]]:
 
 
 def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, Any]], samples: int, rng: random.Random):  # type: ignore[no-untyped-def]
-    from db.load import Batch
-    from db.samples import pack
+    from rooflab.db.load import Batch
+    from rooflab.db.samples import pack
 
     started = T0 + timedelta(days=night, seconds=rng.randint(0, 600))
     run_id = f"nightly-{started:%Y%m%d}"
@@ -102,7 +102,7 @@ def _size(url: str) -> str:
     if not url.startswith("sqlite:///"):
         from sqlalchemy import text
 
-        from db.engine import make_engine
+        from rooflab.db.engine import make_engine
 
         engine = make_engine(url, write=False)
         with engine.connect() as conn:
@@ -115,13 +115,13 @@ def _size(url: str) -> str:
 
 
 def run_benchmark(url: str, args: argparse.Namespace, workdir: Path) -> None:
-    from db import query
-    from db.export import export
-    from db.importer import import_file
-    from db.load import load
-    from db.prune import prune_samples
-    from db.schema import open_for_writing
-    from db.store import ResultStore
+    from rooflab.db import query
+    from rooflab.db.export import export
+    from rooflab.db.importer import import_file
+    from rooflab.db.load import load
+    from rooflab.db.prune import prune_samples
+    from rooflab.db.schema import open_for_writing
+    from rooflab.db.store import ResultStore
     from tests.db.factories import make_case, make_env, make_measurement, make_run
 
     rng = random.Random(args.seed)

@@ -51,13 +51,13 @@ def _sampled_ms(outcome: Any) -> float:
 
 def main() -> int:
     args = _parse()
-    from db.records import RunRecord
-    from db.store import ResultStore
-    from runners.environment import capture
-    from runners.supervisor import _op_work_model, build_record
-    from runners.worker import CaseRequest, run_case
-    from suite.ops.registry import all_ops
-    from suite.spec import apply_filters, expand, load_spec
+    from rooflab.db.records import RunRecord
+    from rooflab.db.store import ResultStore
+    from rooflab.runners.environment import capture
+    from rooflab.runners.supervisor import _op_work_model, build_record
+    from rooflab.runners.worker import CaseRequest, run_case
+    from rooflab.suite.ops.registry import all_ops
+    from rooflab.suite.spec import apply_filters, expand, load_spec
 
     spec = load_spec(args.spec)
     cases = expand(spec, "cpu")

@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from reports.regressions import Point, history_pass, judge
+from rooflab.reports.regressions import Point, history_pass, judge
 from tests.reports import gen_series as g
 
 Make = Callable[[int], g.Series]

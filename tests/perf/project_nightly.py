@@ -71,9 +71,9 @@ def host_fixed_ms_from(path: Path) -> float:
 
 
 def project(spec_name: str, host_fixed_ms: float, check_cache: bool) -> tuple[list[dict], dict]:
-    from reports.predict import predict
-    from suite.ops.registry import get_op
-    from suite.spec import expand, load_spec
+    from rooflab.reports.predict import predict
+    from rooflab.suite.ops.registry import get_op
+    from rooflab.suite.spec import expand, load_spec
 
     spec = load_spec(spec_name)
     cases = expand(spec, "cuda")

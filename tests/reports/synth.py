@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 
-from suite.case import make_case_key
+from rooflab.suite.case import make_case_key
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_L2 = 50 * 1024 * 1024
@@ -118,8 +118,8 @@ def noisy(n: int, level: float, rel_noise: float, seed: int) -> list[float]:
 
 def write_db(url: str, rows: list[dict]) -> None:
     """Store synthetic rows through db.store.ResultStore (one run per run_id, one environment per fingerprint)."""
-    from db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
-    from db.store import ResultStore
+    from rooflab.db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
+    from rooflab.db.store import ResultStore
 
     with ResultStore(url) as store:
         started: set[str] = set()
@@ -166,8 +166,8 @@ def layer_block(*, matrix_tflops: float, hbm_gbps: float, gap_ms: float, compile
     """A profiled GPT-2-small block whose parts run at known fractions of the roofs: matmuls and
     attention at 70 % of `matrix_tflops`, memory-bound parts at 40 % of `hbm_gbps`, plus `gap_ms`
     between kernels. Returns (results rows: eager and compiled, profiles frame, parts frame)."""
-    from suite.ops.layer_model import block_parts
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.layer_model import block_parts
+    from rooflab.suite.ops.registry import get_op
 
     dtype = "bfloat16"
     params = get_op("transformer_block").resolved_params(GPT2_BLOCK)

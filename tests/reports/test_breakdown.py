@@ -1,11 +1,11 @@
-"""reports.breakdown against a synthetic block whose parts run at known fractions of known roofs."""
+"""rooflab.reports.breakdown against a synthetic block whose parts run at known fractions of known roofs."""
 from __future__ import annotations
 
 import pytest
 
-from reports.breakdown import breakdowns
-from reports.ceilings import compute_ceilings
-from reports.gpu_specs import match_device
+from rooflab.reports.breakdown import breakdowns
+from rooflab.reports.ceilings import compute_ceilings
+from rooflab.reports.gpu_specs import match_device
 from tests.reports.synth import H100, device_rows, frame, layer_block
 
 

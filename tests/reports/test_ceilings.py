@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from reports.ceilings import bandwidth_roof, compute_ceilings, compute_roof
-from reports.diagnosis import diagnose, fusion_gains, most_left_on_table, unfused_bytes
-from reports.frames import select_device
-from reports.errors import ReportInputError
+from rooflab.reports.ceilings import bandwidth_roof, compute_ceilings, compute_roof
+from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table, unfused_bytes
+from rooflab.reports.frames import select_device
+from rooflab.reports.errors import ReportInputError
 from tests.reports.synth import H100, H100_L2, device_rows, frame, gemm, launch, row, stream
 
 

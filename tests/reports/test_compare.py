@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from reports.compare import compare, geomean, most_deviating, resolve_side, summary
-from reports.errors import ReportInputError
+from rooflab.reports.compare import compare, geomean, most_deviating, resolve_side, summary
+from rooflab.reports.errors import ReportInputError
 from tests.reports.synth import device_rows, frame, gemm, row
 
 A100 = "NVIDIA A100-SXM4-80GB"

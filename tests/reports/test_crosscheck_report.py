@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from db.crosscheck import FRAME_COLUMNS
-from reports.html import render_report
+from rooflab.db.crosscheck import FRAME_COLUMNS
+from rooflab.reports.html import render_report
 
 
 def _row(device: str, run_id: str, key: str, peer: str, ratio: float | None, *, disagrees: bool = False,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.gpu_specs import SPECS, match_device
+from rooflab.reports.gpu_specs import SPECS, match_device
 
 REQUIRED = ["A100 SXM 80GB", "A100 PCIe 80GB", "H100 SXM", "H100 PCIe", "H200", "B200", "L40S", "L4", "A10",
             "V100 SXM2", "MI300X"]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reports.html import render_report
+from rooflab.reports.html import render_report
 from tests.reports.synth import device_rows, frame, gemm, history, layer_block, noisy, row
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)

@@ -1,4 +1,4 @@
-"""reports.load reads only what a report needs; what it returns equals the same selection made on
+"""rooflab.reports.load reads only what a report needs; what it returns equals the same selection made on
 every result (db.query.results)."""
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import filecmp
 import pandas as pd
 import pytest
 
-from db import query
-from reports.errors import ReportInputError
-from reports.frames import select_device
-from reports.html import render_report
-from reports import plots
-from reports.ceilings import compute_ceilings
-from reports.load import REPORT_COLUMNS, ROOFLINE_COLUMNS, load_device_results, load_results, load_verdicts
+from rooflab.db import query
+from rooflab.reports.errors import ReportInputError
+from rooflab.reports.frames import select_device
+from rooflab.reports.html import render_report
+from rooflab.reports import plots
+from rooflab.reports.ceilings import compute_ceilings
+from rooflab.reports.load import REPORT_COLUMNS, ROOFLINE_COLUMNS, load_device_results, load_results, load_verdicts
 from tests.reports.synth import device_rows, history, noisy, write_db
 
 

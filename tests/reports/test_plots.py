@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reports import plots
-from reports.ceilings import compute_ceilings
+from rooflab.reports import plots
+from rooflab.reports.ceilings import compute_ceilings
 from tests.reports.synth import H100, device_rows, frame, row
 
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from reports.ceilings import compute_ceilings, compute_roof
-from reports.diagnosis import AT_POWER_CAP, at_power_cap, diagnose
+from rooflab.reports.ceilings import compute_ceilings, compute_roof
+from rooflab.reports.diagnosis import AT_POWER_CAP, at_power_cap, diagnose
 from tests.reports.synth import H100, device_rows, frame, gemm
 
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from reports.errors import ReportInputError
-from reports.predict import parse_shape, predict
+from rooflab.reports.errors import ReportInputError
+from rooflab.reports.predict import parse_shape, predict
 from tests.reports.synth import H100, device_rows, frame
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.regressions import detect, robust_baseline, should_fail
+from rooflab.reports.regressions import detect, robust_baseline, should_fail
 from tests.reports.synth import frame, history, noisy
 
 
@@ -166,7 +166,7 @@ def test_step_that_began_a_few_runs_ago_is_still_a_regression():
 
 def test_detection_rates_over_many_seeds():
     """10 % step at 1 % noise: always found; noise only at 2 %: (almost) never flagged."""
-    from reports.regressions import Point, judge
+    from rooflab.reports.regressions import Point, judge
 
     rng = np.random.default_rng(25)
     pts = lambda vals: [Point(f"r{i}", i, float(x), True, None, 0) for i, x in enumerate(vals)]  # noqa: E731

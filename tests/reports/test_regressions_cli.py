@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from runners.cli.app import app
+from rooflab.runners.cli.app import app
 from tests.reports import gen_series as g
 from tests.reports.synth import history, write_db
 

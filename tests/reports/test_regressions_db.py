@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from db import query
-from reports.load import load_verdicts
-from reports.regressions import detect, detect_in_database, history_runs
+from rooflab.db import query
+from rooflab.reports.load import load_verdicts
+from rooflab.reports.regressions import detect, detect_in_database, history_runs
 from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
 from tests.reports.synth import row, write_db
 
@@ -148,7 +148,7 @@ def test_results_take_several_case_keys(url):
 
 @pytest.mark.parametrize("which", [-1, -3])
 def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which):
-    from runners.nightly import check_history, series_of_run
+    from rooflab.runners.nightly import check_history, series_of_run
 
     run_id = query.run_ids(url)[which]
     verdicts = detect(series_of_run(query.results(url), run_id), window=8)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.html import render_report
+from rooflab.reports.html import render_report
 from tests.reports import gen_series as g
 from tests.reports.synth import frame, history
 

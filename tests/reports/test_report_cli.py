@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from runners.cli.app import app
+from rooflab.runners.cli.app import app
 from tests.reports.synth import device_rows, history, noisy, write_db
 
 runner = CliRunner()
@@ -92,7 +92,7 @@ def test_report_on_database_and_on_missing_database(db, tmp_path):
     missing = _run("report", "--out", str(tmp_path / "missing"), "--db", f"sqlite:///{tmp_path / 'none.db'}")
     assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "missing").exists()
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     ResultStore(f"sqlite:///{tmp_path / 'empty.db'}").close()  # a database with nothing stored yet
     empty = _run("report", "--out", str(tmp_path / "empty"), "--db", f"sqlite:///{tmp_path / 'empty.db'}")

@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.ceilings import compute_ceilings
-from reports.diagnosis import diagnose
-from reports.frames import quality_of
-from reports.html import render_report
-from reports.runsel import choose_runs, counts_of
-from runners.stats import summarize
-from suite.quality import noise_reasons
+from rooflab.reports.ceilings import compute_ceilings
+from rooflab.reports.diagnosis import diagnose
+from rooflab.reports.frames import quality_of
+from rooflab.reports.html import render_report
+from rooflab.reports.runsel import choose_runs, counts_of
+from rooflab.runners.stats import summarize
+from rooflab.suite.quality import noise_reasons
 from tests.reports.synth import H100, device_rows, frame, row, stream
 
 

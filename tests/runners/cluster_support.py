@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pytest
 
-from db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
+from rooflab.db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
 
 
 def sqlite_url(tmp_path: Path) -> str:
@@ -98,7 +98,7 @@ def write_history(url: str, *, cases: Sequence[CaseRecord], medians_by_run: Sequ
                   start: datetime, seed: int, prefix: str = "night", suite: str = "nightly",
                   device: Device = H100) -> list[str]:
     """One complete run per entry of `medians_by_run` (case_key -> median_ms), a day apart."""
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     rng = np.random.default_rng(seed)
     run_ids = []

@@ -14,12 +14,12 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.nn.functional as F
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import ParamSpec
-from suite.ops.layer import TransformerBlock
-from suite.ops.layer_model import block_shape
-from suite.ops.registry import register
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import ParamSpec
+from rooflab.suite.ops.layer import TransformerBlock
+from rooflab.suite.ops.layer_model import block_shape
+from rooflab.suite.ops.registry import register
 
 SLOWABLE = ("activation", "qkv")
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import Op, ParamSpec, Params, Prepared
-from suite.ops.registry import register
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import Op, ParamSpec, Params, Prepared
+from rooflab.suite.ops.registry import register
 
 
 class _Planted(Op):

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from reports.breakdown import breakdowns, split_profiles
-from reports.ceilings import Ceiling, DeviceCeilings
-from runners.attribution import CPU_CLOCK, CUDA_CLOCK, Interval, profile_parts, split, union_us
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
-from suite.ops.layer_model import PARTS_SUM_TOLERANCE, PartKind, PartModel
-from suite.ops.registry import get_op
+from rooflab.reports.breakdown import breakdowns, split_profiles
+from rooflab.reports.ceilings import Ceiling, DeviceCeilings
+from rooflab.runners.attribution import CPU_CLOCK, CUDA_CLOCK, Interval, profile_parts, split, union_us
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
+from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE, PartKind, PartModel
+from rooflab.suite.ops.registry import get_op
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
@@ -114,7 +114,7 @@ def planted_db(tmp_path_factory) -> str:
     )
     url = f"sqlite:///{folder / 'r.db'}"
     env = {**os.environ, "ROOFLAB_PLUGINS": "tests.runners.planted_layer", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "runners", "run", str(spec), "--db", url], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "rooflab", "run", str(spec), "--db", url], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return url
@@ -122,8 +122,8 @@ def planted_db(tmp_path_factory) -> str:
 
 @pytest.mark.parametrize(("part", "wall"), [("activation", "bandwidth"), ("qkv", "compute")])
 def test_a_planted_slow_part_is_the_largest_share_with_the_right_wall(planted_db: str, part: str, wall: str) -> None:
-    from db.layer_query import layer_profiles
-    from reports.load import load_device_results
+    from rooflab.db.layer_query import layer_profiles
+    from rooflab.reports.load import load_device_results
 
     name, rows = load_device_results(planted_db, "cpu")
     profiles, parts = layer_profiles(planted_db)
@@ -139,7 +139,7 @@ def test_a_planted_slow_part_is_the_largest_share_with_the_right_wall(planted_db
 
 def test_rooflab_breakdown_prints_json_and_refuses_an_unknown_device(planted_db: str) -> None:
     env = {**os.environ, "ROOFLAB_PLUGINS": "tests.runners.planted_layer", "PYTHONPATH": str(REPO)}
-    base = [sys.executable, "-m", "runners", "breakdown", "--db", planted_db]
+    base = [sys.executable, "-m", "rooflab", "breakdown", "--db", planted_db]
     ok = subprocess.run(base + ["--device", "cpu", "--json"], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=300)
     assert ok.returncode == 0, ok.stderr

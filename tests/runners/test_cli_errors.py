@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runners.cli.app import app
+from rooflab.runners.cli.app import app
 from tests.db.test_export_import import populate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,10 +18,10 @@ IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def rooflab(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m runners ...` as a user runs it (through `main`, with its exit-code handling)."""
+    """`python -m rooflab ...` as a user runs it (through `main`, with its exit-code handling)."""
     base = {k: v for k, v in os.environ.items() if k not in ("ROOFLAB_DB", "ROOFLAB_PLUGINS")}
     return subprocess.run(
-        [sys.executable, "-m", "runners", *args], cwd=REPO, env={**base, **(env or {})},
+        [sys.executable, "-m", "rooflab", *args], cwd=REPO, env={**base, **(env or {})},
         capture_output=True, text=True, timeout=120,
     )
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from runners.clocks import (
+from rooflab.runners.clocks import (
     REASON_BITS,
     ClockMonitor,
     ClockReading,
@@ -14,7 +14,7 @@ from runners.clocks import (
     classify,
     reason_names,
 )
-from suite.device import DeviceInfo
+from rooflab.suite.device import DeviceInfo
 
 GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=50 << 20, compute_capability=(9, 0))
 CPU = DeviceInfo(kind="cpu", name="cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=32 << 20)
@@ -94,7 +94,7 @@ def test_clock_at_60_percent_is_throttled_whatever_the_reason() -> None:
 
 
 def test_average_power_and_energy_per_call_from_the_energy_counter() -> None:
-    from runners.clocks import EnergyReading, average_power_w, energy_per_call_j
+    from rooflab.runners.clocks import EnergyReading, average_power_w, energy_per_call_j
 
     # 350 J over 0.5 s = 700 W; a 2 ms call at 700 W uses 1.4 J
     power = average_power_w(EnergyReading(1_000_000.0, 10.0), EnergyReading(1_350_000.0, 10.5))
@@ -213,8 +213,8 @@ class NewNvml(OldNvml):
 
 @pytest.mark.parametrize("lib, reasons, throttled", [(OldNvml(), ("sw_thermal_slowdown",), True), (NewNvml(), ("applications_clocks_setting",), True)])
 def test_nvml_source_uses_whichever_reasons_api_exists(monkeypatch: pytest.MonkeyPatch, lib, reasons, throttled) -> None:
-    from runners import nvml
-    from runners.clocks import NvmlClockSource
+    from rooflab.runners import nvml
+    from rooflab.runners.clocks import NvmlClockSource
 
     monkeypatch.setattr(nvml, "nvml", lambda: lib)
     src = NvmlClockSource("h0")

@@ -1,7 +1,7 @@
 """A simulated night on the CPU: shard processes into one SQLite file and one PostgreSQL database,
 a shard killed with SIGKILL and started again, and `rooflab nightly` on a planted regression.
 
-Every rooflab here is a real process (`python -m runners ...`), as on a cluster node.
+Every rooflab here is a real process (`python -m rooflab ...`), as on a cluster node.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def rooflab(*args: str, **popen) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)
     env["ROOFLAB_LOCK_DIR"] = tempfile.mkdtemp(prefix="node-locks-", dir=env.get("ROOFLAB_LOCK_DIR"))
-    return subprocess.Popen([sys.executable, "-m", "runners", *args], cwd=REPO, env=env, text=True,
+    return subprocess.Popen([sys.executable, "-m", "rooflab", *args], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
 
 
@@ -70,7 +70,7 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]
 
 
 def run_row(url: str, run_id: str):
-    from db.query import runs
+    from rooflab.db.query import runs
 
     frame = runs(url)
     return frame[frame["run_id"] == run_id].iloc[0]
@@ -79,7 +79,7 @@ def run_row(url: str, run_id: str):
 def count_results(engine, run_id: str, shard: str) -> int:
     from sqlalchemy import func, select
 
-    from db import models
+    from rooflab.db import models
 
     query = (
         select(func.count())
@@ -97,7 +97,7 @@ def count_results(engine, run_id: str, shard: str) -> int:
 def kill_after_first_result(url: str, run_id: str, shard: str, proc: subprocess.Popen, timeout_s: float = 180) -> int:
     """SIGKILL the shard's whole process group (shard and workers, as when a node is lost) as soon
     as it has stored a result; returns how many it had stored."""
-    from db.engine import make_engine
+    from rooflab.db.engine import make_engine
 
     engine = None
     deadline = time.monotonic() + timeout_s
@@ -121,9 +121,9 @@ def kill_after_first_result(url: str, run_id: str, shard: str, proc: subprocess.
 
 def test_a_night_of_shards_with_one_killed_and_resumed(url, tmp_path):
     """Three shard processes write one run; shard 2/3 is killed midway and resumed with --resume."""
-    from db.query import results
-    from runners.shards import estimate_cost_s, select_shard
-    from suite.spec import expand, load_spec
+    from rooflab.db.query import results
+    from rooflab.runners.shards import estimate_cost_s, select_shard
+    from rooflab.suite.spec import expand, load_spec
 
     spec = write_spec(tmp_path, NIGHT_SPEC, "night")
     cases = expand(load_spec(spec), "cpu")
@@ -173,10 +173,10 @@ def test_a_night_of_shards_with_one_killed_and_resumed(url, tmp_path):
 def test_node_clock_skew_does_not_reorder_history(url):
     """A node whose clock is days behind writes tonight's results 'before' last night's: history,
     the cost basis and the regression check still follow the runs' order."""
-    from db.query import case_history
-    from db.store import ResultStore
-    from reports.regressions import detect
-    from runners.shards import previous_medians
+    from rooflab.db.query import case_history
+    from rooflab.db.store import ResultStore
+    from rooflab.reports.regressions import detect
+    from rooflab.runners.shards import previous_medians
     from tests.runners.cluster_support import H100, T0, case_record, measurement
 
     case = case_record("copy", 1 << 22)
@@ -220,8 +220,8 @@ benchmarks:
 def test_slurm_scripts_run_a_night_here(tmp_path):
     """The generated array script (tasks 0 and 1, as Slurm would start them) and then the finalising
     script, with the real rooflab: every flag they pass is one `rooflab run` and `nightly` accept."""
-    from db.query import results
-    from runners import slurm
+    from rooflab.db.query import results
+    from rooflab.runners import slurm
 
     bash = shutil.which("bash")
     if bash is None:
@@ -234,7 +234,7 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     wrapper.write_text(
         "#!/bin/bash\nargs=()\nwhile (( $# )); do\n"
         '  if [[ $1 == --devices ]]; then args+=(--device cpu); shift 2; else args+=("$1"); shift; fi\n'
-        f'done\nexec {sys.executable} -m runners "${{args[@]}}"\n'
+        f'done\nexec {sys.executable} -m rooflab "${{args[@]}}"\n'
     )
     wrapper.chmod(0o755)
     url = sqlite_url(tmp_path)

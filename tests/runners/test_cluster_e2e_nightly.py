@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from db.records import CaseRecord, MeasurementRecord
-from suite.case import make_case_key
+from rooflab.db.records import CaseRecord, MeasurementRecord
+from rooflab.suite.case import make_case_key
 from tests.runners.cluster_support import run_record, sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def case(sleep_ms: float) -> CaseRecord:
 
 @pytest.fixture(scope="module")
 def cpu_environment():
-    from runners.environment import capture
+    from rooflab.runners.environment import capture
 
     env, _ = capture("cpu")
     return env
@@ -53,7 +53,7 @@ def cpu_environment():
 
 def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
     """One run per night, ending yesterday, of both cases at the given medians (ms)."""
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     rng = np.random.default_rng(31)
     now = datetime.now(timezone.utc)
@@ -81,7 +81,7 @@ def nightly_process(spec: Path, url: str, out: Path) -> subprocess.CompletedProc
     env = dict(os.environ, PYTHONPATH=str(REPO), ROOFLAB_PLUGINS=PLUGIN)
     env.pop("ROOFLAB_DB", None)
     return subprocess.run(
-        [sys.executable, "-m", "runners", "nightly", str(spec), "--db", url, "--out", str(out), "--device", "cpu"],
+        [sys.executable, "-m", "rooflab", "nightly", str(spec), "--db", url, "--out", str(out), "--device", "cpu"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
 

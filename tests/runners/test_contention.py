@@ -5,14 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from runners.contention import (
+from rooflab.runners.contention import (
     ContentionMonitor,
     ContentionReport,
     other_processes,
     read_cpu_times,
     read_loadavg_1min,
 )
-from suite.quality import NOISY_REL_CI, Quality, judge, noise_reasons
+from rooflab.suite.quality import NOISY_REL_CI, Quality, judge, noise_reasons
 
 STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n"
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from db.crosscheck import crosscheck_frame
-from runners.cli.app import app
-from runners.crosscheck.peer import CacheMode, PeerClock
-from runners.crosscheck.session import run_crosscheck
-from runners.crosscheck.torch_peer import TorchTimerPeer, worker_thread_count
-from suite.case import Case
-from suite.device import DeviceInfo
+from rooflab.db.crosscheck import crosscheck_frame
+from rooflab.runners.cli.app import app
+from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
+from rooflab.runners.crosscheck.session import run_crosscheck
+from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer, worker_thread_count
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
 
 runner = CliRunner()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runners.crosscheck.peers import make_peer
-from runners.crosscheck.peer import PeerName
-from runners.crosscheck.session import run_crosscheck
+from rooflab.runners.crosscheck.peers import make_peer
+from rooflab.runners.crosscheck.peer import PeerName
+from rooflab.runners.crosscheck.session import run_crosscheck
 
 pytestmark = pytest.mark.gpu
 
@@ -41,7 +41,7 @@ def _needs(peer: PeerName) -> None:
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from runners.environment import capture
+    from rooflab.runners.environment import capture
 
     _env, device = capture("cuda:0")
     reason = make_peer(peer).unavailable_reason(device)

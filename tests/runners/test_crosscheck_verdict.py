@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from runners.cli.common import UserInputError
-from runners.crosscheck.peer import CacheMode, Peer, PeerClock, PeerName
-from runners.crosscheck.peers import make_peer, parse_peers
-from runners.crosscheck.session import PeerCheck, summarize_checks
-from runners.crosscheck.verdict import (
+from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.crosscheck.peer import CacheMode, Peer, PeerClock, PeerName
+from rooflab.runners.crosscheck.peers import make_peer, parse_peers
+from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
+from rooflab.runners.crosscheck.verdict import (
     LAUNCH_SCALE_MS, Reason, TimerSummary, agreement, disagrees, geometric_mean, likely_reason, summarize_timer, worst,
 )
 

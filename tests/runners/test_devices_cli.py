@@ -6,8 +6,8 @@ import json
 import typer
 from typer.testing import CliRunner
 
-from runners.cli import devices_cmd
-from runners.environment import best_device, capture
+from rooflab.runners.cli import devices_cmd
+from rooflab.runners.environment import best_device, capture
 
 
 def app() -> typer.Typer:

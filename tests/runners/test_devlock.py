@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from db.query import results
-from runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError, device_locks, lock_dir, lock_name
+from rooflab.db.query import results
+from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError, device_locks, lock_dir, lock_name
 from tests.runners.test_run_cli import PLANTED_SPEC, REPO, Rooflab, child_env, write
 
 HOLD = """\
 import sys, time
-from runners.devlock import device_locks
+from rooflab.runners.devlock import device_locks
 with device_locks(["cpu"], run_id="holder-run", command="rooflab run holder"):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -94,7 +94,7 @@ def test_lock_names_follow_the_physical_device(monkeypatch: pytest.MonkeyPatch) 
     assert lock_name("cpu") == "cpu"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5f7e0a1b-aaaa,3")
     assert lock_name("cuda:0") == "gpu-5f7e0a1b-aaaa"
-    from runners import devlock
+    from rooflab.runners import devlock
 
     monkeypatch.setattr(devlock, "_nvml_uuid", lambda ordinal: None)
     assert lock_name("cuda:1") == "cuda-3"  # the host's GPU 3, whatever torch calls it
@@ -112,7 +112,7 @@ def test_two_runs_on_one_device_refuse_wait_and_override(tmp_path: Path) -> None
     first.wait_for("[ 1/60]", timeout_s=240)  # the lock is taken before anything is measured
 
     def run(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "runners", "run", str(quick), "--device", "cpu", *args],
+        return subprocess.Popen([sys.executable, "-m", "rooflab", "run", str(quick), "--device", "cpu", *args],
                                 cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     busy = run("--db", str(tmp_path / "busy.db"), "-q")

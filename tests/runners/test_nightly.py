@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from runners.cli.app import app
-from runners.nightly import nightly
+from rooflab.runners.cli.app import app
+from rooflab.runners.nightly import nightly
 from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
 
 CASES = [case_record("copy", n) for n in (1 << 20, 1 << 22, 1 << 24)]
@@ -114,7 +114,7 @@ def test_clean_history_passes(url, history, tmp_path, spec):
 
 
 def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     url = sqlite_url(tmp_path)
     rng = np.random.default_rng(11)
@@ -173,7 +173,7 @@ def test_skip_run_without_any_run_of_the_suite_exits_2(url, tmp_path, spec):
 
 
 def test_text_summary_lists_at_most_ten_per_kind(tmp_path, spec):
-    from runners.nightly import NightlySummary, ShardState
+    from rooflab.runners.nightly import NightlySummary, ShardState
 
     rows = tuple(
         {"case_key": f"copy.v1:eager:float32:cold:launch:n={i}", "device_name": "H100", "device_fingerprint": "f",
@@ -199,8 +199,8 @@ def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tm
 
 def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch, tmp_path, spec):
     """The compile cache lives under --out (kept between nights) while the run is made."""
-    from runners import nightly as nightly_module
-    from runners import session
+    from rooflab.runners import nightly as nightly_module
+    from rooflab.runners import session
 
     seen: list[str | None] = []
 
@@ -217,7 +217,7 @@ def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch, tmp
     monkeypatch.setattr(session, "run_suite", fake_run_suite)
     out = tmp_path / "out"
     with pytest.raises(Stop):
-        nightly(str(spec), db_url=sqlite_url(tmp_path / "db.sqlite"), out_dir=out)
+        nightly(str(spec), db_url=sqlite_url(tmp_path / "rooflab.db.sqlite"), out_dir=out)
     assert seen == [str((out / nightly_module.INDUCTOR_CACHE_DIR).resolve())]
     assert (out / "inductor-cache").is_dir()
     import os

@@ -16,9 +16,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from db.query import results, runs
-from runners.cli.app import app
-from runners.session import run_suite
+from rooflab.db.query import results, runs
+from rooflab.runners.cli.app import app
+from rooflab.runners.session import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.runners.planted_ops"
@@ -78,11 +78,11 @@ def child_env() -> dict[str, str]:
 
 
 class Rooflab:
-    """`python -m runners run ...` in a child process, its output read line by line."""
+    """`python -m rooflab run ...` in a child process, its output read line by line."""
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runners", "run", *args],
+            [sys.executable, "-m", "rooflab", "run", *args],
             cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         self.lines: list[str] = []
@@ -121,7 +121,7 @@ def run_cli(*args: str, timeout_s: float = 120.0, threads: int | None = None) ->
     if threads is not None:
         env["OMP_NUM_THREADS"] = str(threads)
     return subprocess.run(
-        [sys.executable, "-m", "runners", "run", *args],
+        [sys.executable, "-m", "rooflab", "run", *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s,
     )
 
@@ -243,9 +243,9 @@ def test_shards_cover_the_spec_once_and_a_restarted_shard_measures_nothing(
 
 
 def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) -> None:
-    from runners.environment import capture
-    from suite.ops.registry import get_op
-    from suite.spec import expand, load_spec
+    from rooflab.runners.environment import capture
+    from rooflab.suite.ops.registry import get_op
+    from rooflab.suite.spec import expand, load_spec
 
     spec_path = write(tmp_path, "e2e.yaml", REAL_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
@@ -279,7 +279,7 @@ def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) 
 
 def independent_median_ms(case, device) -> float:  # type: ignore[no-untyped-def]
     """The op's own timed callable, timed with perf_counter around each call (no rooflab timing code)."""
-    from suite.ops.registry import get_op
+    from rooflab.suite.ops.registry import get_op
 
     prepared = get_op(case.op).prepare(case, device, 1234)
     for _ in range(5):
@@ -378,9 +378,9 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 
 
 def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runners import environment
-    from runners.cli.common import UserInputError
-    from runners.session import resolve_devices
+    from rooflab.runners import environment
+    from rooflab.runners.cli.common import UserInputError
+    from rooflab.runners.session import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     monkeypatch.setattr(environment, "best_device", lambda: "cpu")
@@ -396,7 +396,7 @@ def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
     from datetime import datetime, timezone
 
-    from runners.session import derive_run_id
+    from rooflab.runners.session import derive_run_id
 
     night = datetime(2026, 11, 21, 23, 59, tzinfo=timezone.utc)
     assert derive_run_id("nightly", sharded=True, now=night) == "nightly-20261121"
@@ -406,8 +406,8 @@ def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
 
 
 def test_timing_overrides_are_checked_and_typed() -> None:
-    from runners.cli.common import UserInputError
-    from runners.session import validate_timing_overrides
+    from rooflab.runners.cli.common import UserInputError
+    from rooflab.runners.session import validate_timing_overrides
 
     assert validate_timing_overrides({"min_samples": 20.0, "max_time_ms": 50, "warmup_ms": None}) == {
         "min_samples": 20,
@@ -427,9 +427,9 @@ def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixtu
 
     from rich.console import Console
 
-    from db.records import CaseRecord, MeasurementRecord
-    from runners.progress import LogProgress, render_summary
-    from suite.case import Case
+    from rooflab.db.records import CaseRecord, MeasurementRecord
+    from rooflab.runners.progress import LogProgress, render_summary
+    from rooflab.suite.case import Case
 
     case = Case("copy", 1, "pointwise", "eager", "float32", "cold", "launch", {"n": 1 << 20})
     record = MeasurementRecord(

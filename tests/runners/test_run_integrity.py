@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from db.query import results, runs
-from runners.cli.app import app
-from runners.session import run_suite
+from rooflab.db.query import results, runs
+from rooflab.runners.cli.app import app
+from rooflab.runners.session import run_suite
 from tests.runners.test_run_cli import PLANTED_SPEC, PLUGIN, run_status, write
 
 OTHER_SPEC = """\

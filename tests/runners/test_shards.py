@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from runners import shards
-from runners.shards import (
+from rooflab.runners import shards
+from rooflab.runners.shards import (
     CostBasis,
     ShardError,
     estimate_cost_s,
@@ -23,9 +23,9 @@ from runners.shards import (
     select_shard,
     shard_loads_s,
 )
-from suite.case import Case
-from suite.errors import SpecError
-from suite.timing import TimingSettings
+from rooflab.suite.case import Case
+from rooflab.suite.errors import SpecError
+from rooflab.suite.timing import TimingSettings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -105,7 +105,7 @@ _CHILD = """
 import json, sys
 sys.path.insert(0, {repo!r})
 from tests.runners.test_shards import make_cases, hashed_cost
-from runners.shards import select_shard
+from rooflab.runners.shards import select_shard
 cases = make_cases(250, seed=11)
 cases.reverse()
 print(json.dumps([[c.case_key for c in select_shard(cases, i, 5, hashed_cost)] for i in range(5)]))
@@ -207,7 +207,7 @@ class _FakeOp:
 
 @pytest.fixture()
 def fake_registry(monkeypatch):
-    module = types.ModuleType("suite.ops.registry")
+    module = types.ModuleType("rooflab.suite.ops.registry")
 
     def get_op(name):
         if name != "fake":
@@ -215,7 +215,7 @@ def fake_registry(monkeypatch):
         return _FakeOp()
 
     module.get_op = get_op
-    monkeypatch.setitem(sys.modules, "suite.ops.registry", module)
+    monkeypatch.setitem(sys.modules, "rooflab.suite.ops.registry", module)
     return module
 
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from runners.shards import CostBasis, estimate_cost_s, previous_medians, select_shard
-from suite.case import Case
+from rooflab.runners.shards import CostBasis, estimate_cost_s, previous_medians, select_shard
+from rooflab.suite.case import Case
 from tests.runners.cluster_support import (
     H100,
     T0,
@@ -33,7 +33,7 @@ CASES = [case_record("copy", 1 << k) for k in (20, 22, 24)]
 
 
 def test_empty_database_gives_an_empty_basis(url):
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     ResultStore(url).close()
     assert previous_medians(url) == CostBasis()
@@ -69,7 +69,7 @@ def test_suite_and_device_filters(url):
 
 
 def test_several_gpus_of_one_run_give_the_median_of_their_medians(url):
-    from db.store import ResultStore
+    from rooflab.db.store import ResultStore
 
     rng = np.random.default_rng(5)
     case = CASES[1]

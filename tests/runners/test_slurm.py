@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from runners import slurm
-from runners.slurm import SlurmArgumentError, SlurmJob
-from suite.errors import SpecError
+from rooflab.runners import slurm
+from rooflab.runners.slurm import SlurmArgumentError, SlurmJob
+from rooflab.suite.errors import SpecError
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash is not installed")
@@ -370,7 +370,7 @@ benchmarks:
 def _cli(*args: str):
     from typer.testing import CliRunner
 
-    from runners.cli.app import app
+    from rooflab.runners.cli.app import app
 
     return CliRunner().invoke(app, ["slurm", *args])
 

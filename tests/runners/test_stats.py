@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from runners.stats import median_ci_ranks, summarize
+from rooflab.runners.stats import median_ci_ranks, summarize
 
 
 def test_known_answer_eight_samples() -> None:

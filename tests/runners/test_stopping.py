@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runners.stopping import NOISE_MIN_HISTORY, NoiseTracker, StopReason, next_batch_size, sample_until_stable
-from suite.timing import TimingSettings
+from rooflab.runners.stopping import NOISE_MIN_HISTORY, NoiseTracker, StopReason, next_batch_size, sample_until_stable
+from rooflab.suite.timing import TimingSettings
 
 
 class SyntheticTimer:
@@ -207,6 +207,6 @@ def test_noise_tracker_matches_numpy_and_settles_only_past_its_history() -> None
 
 
 def test_stop_reasons_are_the_ones_the_database_lists() -> None:
-    from db.records import STOP_REASONS
+    from rooflab.db.records import STOP_REASONS
 
     assert set(STOP_REASONS) == {r.value for r in StopReason}

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from db.query import results
-from db.records import RunRecord
-from db.store import ResultStore
-from runners.supervisor import Supervisor, default_case_timeout_s, describe_exit
-from suite.case import Case
-from suite.timing import TimingSettings
+from rooflab.db.query import results
+from rooflab.db.records import RunRecord
+from rooflab.db.store import ResultStore
+from rooflab.runners.supervisor import Supervisor, default_case_timeout_s, describe_exit
+from rooflab.suite.case import Case
+from rooflab.suite.timing import TimingSettings
 
 PLUGIN = "tests.runners.planted_ops"
 FAST = TimingSettings(warmup_ms=1.0, warmup_calls=2, min_samples=5, max_samples=200, min_time_ms=2.0, max_time_ms=50.0)
@@ -129,7 +129,7 @@ def test_second_pass_over_a_run_measures_nothing_again(db_url: str) -> None:
 def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    import runners.supervisor as supervisor
+    import rooflab.runners.supervisor as supervisor
 
     monkeypatch.setattr(supervisor, "REFRESH_MEASURED_S", 0.0)
     cases = [planted("planted_scale", n) for n in (128, 256, 512)]

@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from db.query import environments, results  # noqa: E402
-from runners.session import run_suite  # noqa: E402
+from rooflab.db.query import environments, results  # noqa: E402
+from rooflab.runners.session import run_suite  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

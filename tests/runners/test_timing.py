@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from runners.stats import summarize
-from runners.timing import GraphModeUnavailable, measure
-from suite.device import DeviceInfo
-from suite.timing import TimingSettings
+from rooflab.runners.stats import summarize
+from rooflab.runners.timing import GraphModeUnavailable, measure
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.timing import TimingSettings
 
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=512 * 1024)
 FAST = TimingSettings(warmup_ms=5, warmup_calls=3, min_samples=10, min_time_ms=20, max_time_ms=400, target_precision=0.01)

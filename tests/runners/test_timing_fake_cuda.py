@@ -15,12 +15,12 @@ import types
 import pytest
 import torch as real_torch
 
-from runners import graphs
-from runners.stream_hold import SleepKernelHold, StreamHoldFailed
-from runners.timers import HostLaunchSource
-from runners.timing import measure
-from suite.device import DeviceInfo
-from suite.timing import SampleKind, TimingSettings
+from rooflab.runners import graphs
+from rooflab.runners.stream_hold import SleepKernelHold, StreamHoldFailed
+from rooflab.runners.timers import HostLaunchSource
+from rooflab.runners.timing import measure
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.timing import SampleKind, TimingSettings
 
 GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=1 << 20, compute_capability=(9, 0))
 SETTINGS = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=10, min_time_ms=0, max_time_ms=2000, target_precision=0.01)

@@ -6,11 +6,11 @@ import pickle
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from runners.worker import CaseOutcome, CaseRequest, case_seed, generic_skip_reason, run_case
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.registry import get_op
-from suite.timing import TimingSettings
+from rooflab.runners.worker import CaseOutcome, CaseRequest, case_seed, generic_skip_reason, run_case
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.registry import get_op
+from rooflab.suite.timing import TimingSettings
 
 FAST = TimingSettings(warmup_ms=1.0, warmup_calls=2, min_samples=5, max_samples=200, min_time_ms=2.0, max_time_ms=50.0)
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 * 1024**3, l2_bytes=1024**2)
@@ -54,8 +54,8 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
 
 
 def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
-    from runners.timing import HOST_LAUNCHES_PER_SAMPLE
-    from suite.ops.registry import get_op
+    from rooflab.runners.timing import HOST_LAUNCHES_PER_SAMPLE
+    from rooflab.suite.ops.registry import get_op
 
     op = get_op("launch")
     case = Case(op="launch", op_version=op.version, family="overhead", backend="eager", dtype="float32",
@@ -134,7 +134,7 @@ def test_case_seed_depends_on_seed_and_key_only() -> None:
 
 
 def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    import runners.worker as worker
+    import rooflab.runners.worker as worker
 
     monkeypatch.setattr(worker, "_context_usable", lambda device: False)  # as after an illegal memory access
     out = run(planted("planted_raise"))
@@ -144,7 +144,7 @@ def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: py
 
 
 def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import runners.worker as worker
+    import rooflab.runners.worker as worker
 
     # a CUDA device whose tensors live on the host: the case gets as far as prepare, which is where
     # an op says that its call cannot be captured (graph_safe=False)
@@ -160,7 +160,7 @@ def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pyt
 def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import os
 
-    import runners.contention as contention
+    import rooflab.runners.contention as contention
 
     loadavg = tmp_path / "loadavg"
     loadavg.write_text(f"{4 * (os.cpu_count() or 1) + 0.5:.2f} 1.00 1.00 9/400 1\n")
@@ -172,7 +172,7 @@ def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_quiet_case_has_a_quality_and_its_threads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import runners.contention as contention
+    import rooflab.runners.contention as contention
 
     loadavg = tmp_path / "loadavg"
     loadavg.write_text("0.00 0.00 0.00 1/100 1\n")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from runners import worker
-from runners.worker import PHASES, CaseRequest, check_key, run_case
-from suite.ops.registry import get_op
+from rooflab.runners import worker
+from rooflab.runners.worker import PHASES, CaseRequest, check_key, run_case
+from rooflab.suite.ops.registry import get_op
 from tests.runners.test_worker import CPU, planted
 
 
@@ -97,7 +97,7 @@ def test_phases_are_reported_and_add_up_to_no_more_than_the_case() -> None:
 def test_free_memory_counts_the_allocators_unused_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from suite.device import DeviceInfo
+    from rooflab.suite.device import DeviceInfo
 
     gpu = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=80 << 30, l2_bytes=50 << 20)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda dev: (10 << 30, 80 << 30))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from suite.ops.pointwise import external_stream
+from rooflab.suite.ops.pointwise import external_stream
 
 
 def fake_cupy(with_from_external: bool) -> tuple[types.SimpleNamespace, list[tuple[str, int]]]:

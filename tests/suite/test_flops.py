@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite.ops.registry import builtin_ops, get_op
+from rooflab.suite.ops.registry import builtin_ops, get_op
 
 # (op, params, dtype, flops, bytes), each worked out by hand
 CASES = [

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from suite.ops import cuda_sources
+from rooflab.suite.ops import cuda_sources
 
 NVCC = shutil.which("nvcc")
 NO_IMPLICIT_16BIT = (
@@ -93,7 +93,7 @@ def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
 def test_cupy_elementwise_bodies_compile_for_float_and_double(tmp_path):
     """The ElementwiseKernel bodies of the pointwise ops, wrapped the way CuPy wraps them (one
     element per thread, inputs const, outputs by reference), compile for float and double."""
-    from suite.ops.registry import all_ops
+    from rooflab.suite.ops.registry import all_ops
 
     pieces = []
     for op in all_ops().values():

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from suite.ops import cuda_sources
+from rooflab.suite.ops import cuda_sources
 
 nvrtc = pytest.importorskip(
     "cuda.bindings.nvrtc", reason="NVRTC Python bindings not installed (pip install -e '.[dev]': cuda-bindings, nvidia-cuda-nvrtc)"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops import common
-from suite.ops.registry import get_op
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops import common
+from rooflab.suite.ops.registry import get_op
 
 CPU = DeviceInfo(kind="cpu", name="cpu", torch_device="cpu", memory_bytes=1 << 36, l2_bytes=32 << 20)
 GPU = DeviceInfo(kind="cuda", name="H100", torch_device="cuda:0", memory_bytes=80 << 30, l2_bytes=50 << 20,
@@ -83,7 +83,7 @@ def test_fresh_compile_passes_the_mode_to_torch_compile(monkeypatch: pytest.Monk
 
 def test_compiled_case_prepares_with_its_compile_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     modes: list[str] = []
-    from suite.ops import gemm
+    from rooflab.suite.ops import gemm
 
     monkeypatch.setattr(gemm, "fresh_compile", lambda fn, mode="default": modes.append(mode) or fn)
     c = case("matmul_bias_gelu", backend="compiled", m=32, n=32, k=32, compile_mode="max-autotune-no-cudagraphs")
@@ -105,10 +105,10 @@ def test_dropout_check_memory_is_bounded_and_in_the_estimate(tmp_path: Path) -> 
     script = textwrap.dedent("""
         import json, resource, sys
         import torch
-        from suite.case import Case
-        from suite.device import DeviceInfo
-        from suite.ops import pointwise
-        from suite.ops.registry import get_op
+        from rooflab.suite.case import Case
+        from rooflab.suite.device import DeviceInfo
+        from rooflab.suite.ops import pointwise
+        from rooflab.suite.ops.registry import get_op
         pointwise.CHECK_CHUNK_ELEMENTS = 1 << 20
         cpu = DeviceInfo(kind="cpu", name="cpu", torch_device="cpu", memory_bytes=1 << 36, l2_bytes=32 << 20)
         op = get_op("bias_gelu_dropout_residual")

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case
-from suite.device import DeviceInfo
-from suite.ops import registry
-from suite.ops.base import Op, ParamSpec, Prepared
-from suite.ops.common import as_torch, cupy_module
-from suite.ops.registry import all_ops, get_op, register
+from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops import registry
+from rooflab.suite.ops.base import Op, ParamSpec, Prepared
+from rooflab.suite.ops.common import as_torch, cupy_module
+from rooflab.suite.ops.registry import all_ops, get_op, register
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
@@ -163,8 +163,8 @@ def test_register_rejects_non_ops():
 
 PLUGIN = textwrap.dedent(
     '''
-    from suite.ops.pointwise import Copy
-    from suite.ops.registry import register
+    from rooflab.suite.ops.pointwise import Copy
+    from rooflab.suite.ops.registry import register
 
     class PlantedWrongCopy(Copy):
         """Copies, then adds 1 to the first element: a wrong op the check must catch."""
@@ -191,9 +191,9 @@ def test_plugins_named_in_the_environment_load_in_a_fresh_process(tmp_path):
     (tmp_path / "rooflab_test_plugin.py").write_text(PLUGIN)
     script = textwrap.dedent(
         """
-        from suite.case import Case
-        from suite.device import DeviceInfo
-        from suite.ops.registry import get_op, all_ops
+        from rooflab.suite.case import Case
+        from rooflab.suite.device import DeviceInfo
+        from rooflab.suite.ops.registry import get_op, all_ops
         op = get_op("planted_wrong_copy")
         assert "copy" in all_ops()
         dev = DeviceInfo("cpu", "cpu", "cpu", 1 << 30, 1 << 20)
@@ -261,7 +261,7 @@ def test_dropout_op_differs_across_seeds_and_keeps_residual_where_dropped():
     assert not torch.equal(out_a, out_b)
     assert a.check(out_a) is None
     # rebuild the inputs (same seed, same draw order) to plant a "dropout" that drops nothing
-    from suite.ops.common import generator, randn
+    from rooflab.suite.ops.common import generator, randn
 
     gen = generator(CPU, 5)
     x = randn((4096 // 64, 64), "float32", CPU, gen)
@@ -275,7 +275,7 @@ def test_dropout_op_differs_across_seeds_and_keeps_residual_where_dropped():
 
 
 def test_fma_probe_reference_is_the_closed_form_of_the_chain():
-    from suite.ops.probes import ALPHA, _fma_chain, fma_chain_factor
+    from rooflab.suite.ops.probes import ALPHA, _fma_chain, fma_chain_factor
 
     x = torch.randn(100, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     for k in (1, 2, 7, 64):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite.ops.common import compiled_skip_reason, fresh_compile
-from suite.ops.registry import get_op
+from rooflab.suite.ops.common import compiled_skip_reason, fresh_compile
+from rooflab.suite.ops.registry import get_op
 from tests.suite.test_ops import CPU, make_case, planted_outputs
 
 pytestmark = pytest.mark.skipif(compiled_skip_reason("cpu") is not None, reason=str(compiled_skip_reason("cpu")))

@@ -1,12 +1,12 @@
-"""suite.dtypes: element sizes, torch dtypes, and the tolerance policy of checks."""
+"""rooflab.suite.dtypes: element sizes, torch dtypes, and the tolerance policy of checks."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from suite.case import DTYPES
-from suite.dtypes import element_size, tolerance, torch_dtype
-from suite.ops.common import compare
+from rooflab.suite.case import DTYPES
+from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
+from rooflab.suite.ops.common import compare
 
 
 def test_element_sizes():
@@ -57,7 +57,7 @@ def test_compare_accepts_rounding_and_rejects_one_percent_in_float32():
 
 
 def test_chunked_comparison_bounds_the_reference_and_names_the_rows(monkeypatch):
-    from suite.ops import common
+    from rooflab.suite.ops import common
 
     monkeypatch.setattr(common, "CHECK_CHUNK_ELEMENTS", 64)
     x = torch.randn(100, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(1))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.common import as_torch, cupy_module
-from suite.ops.registry import all_ops, get_op
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.common import as_torch, cupy_module
+from rooflab.suite.ops.registry import all_ops, get_op
 from tests.suite.test_ops import planted_outputs, small_params
 
 pytestmark = pytest.mark.gpu

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from suite.errors import SpecError
-from suite.spec import load_spec
-from suite.timing import TimingSettings
+from rooflab.suite.errors import SpecError
+from rooflab.suite.spec import load_spec
+from rooflab.suite.timing import TimingSettings
 from tests.suite.test_spec_fakes import FAKE_OPS
 
 HEAD = "name: bad\nbenchmarks:\n  - name: a\n"
@@ -100,7 +100,7 @@ def test_missing_file_names_the_shipped_specs(tmp_path: Path) -> None:
 
 
 def test_timing_override_fields_match_timing_settings() -> None:
-    from suite.spec import TimingOverrides
+    from rooflab.suite.spec import TimingOverrides
 
     assert tuple(TimingOverrides.model_fields) == TimingSettings.names()
 

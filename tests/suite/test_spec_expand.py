@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.spec import expand, load_spec, parse_spec
-from suite.timing import TimingSettings
+from rooflab.suite.spec import expand, load_spec, parse_spec
+from rooflab.suite.timing import TimingSettings
 from tests.suite.test_spec_fakes import FAKE_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,7 +223,7 @@ def test_case_key_is_stable_across_processes(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["gpu", "rocm"])
 def test_unknown_device_kind_for_expand(tmp_path: Path, kind: str) -> None:
-    from suite.errors import SpecError
+    from rooflab.suite.errors import SpecError
 
     spec = spec_of("name: x\nbenchmarks:\n  - {name: a, op: copy, params: {n: 8}}\n", tmp_path)
     with pytest.raises(SpecError, match="allowed: cpu, cuda"):
@@ -231,7 +231,7 @@ def test_unknown_device_kind_for_expand(tmp_path: Path, kind: str) -> None:
 
 
 def test_each_op_of_a_benchmark_is_validated(tmp_path: Path) -> None:
-    from suite.errors import SpecError
+    from rooflab.suite.errors import SpecError
 
     text = "name: multi\nbenchmarks:\n  - name: two\n    op: [copy, matmul]\n    params: {n: [64, 128]}\n"
     with pytest.raises(SpecError, match=r"line 5, benchmarks\[0\]\.params: missing required parameters m, k of op 'matmul'"):
@@ -256,9 +256,9 @@ def test_several_ops_expand_in_list_order(tmp_path: Path) -> None:
 
 
 def test_the_documented_example_is_a_valid_spec() -> None:
-    import suite.spec
+    import rooflab.suite.spec
 
-    doc = suite.spec.__doc__
+    doc = rooflab.suite.spec.__doc__
     example = doc.split("A spec file::\n", 1)[1].split("\n\n", 1)[0]
     spec = parse_spec(textwrap.dedent(example), "docstring", ops=FAKE_OPS)
     cases = expand(spec, ops=FAKE_OPS)

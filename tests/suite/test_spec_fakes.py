@@ -8,9 +8,9 @@ import json
 import sys
 from typing import ClassVar
 
-from suite.case import Case
-from suite.device import DeviceInfo
-from suite.ops.base import Op, ParamSpec, Params, Prepared
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import Op, ParamSpec, Params, Prepared
 
 
 class _FakeOp(Op):
@@ -81,7 +81,7 @@ FAKE_OPS: dict[str, Op] = {op.name: op for op in (FakeCopy(), FakeMatmul(), Fake
 
 def main() -> None:
     """Print the case keys of the spec at argv[1], expanded with the fake ops, as JSON."""
-    from suite.spec import expand, load_spec
+    from rooflab.suite.spec import expand, load_spec
 
     spec = load_spec(sys.argv[1], ops=FAKE_OPS)
     print(json.dumps([c.case_key for c in expand(spec, ops=FAKE_OPS)]))

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from suite.errors import SpecError
-from suite.spec import apply_filters, expand, parse_spec
+from rooflab.suite.errors import SpecError
+from rooflab.suite.spec import apply_filters, expand, parse_spec
 from tests.suite.test_spec_fakes import FAKE_OPS
 
 SPEC = """

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from runners.cli.app import app
+from rooflab.runners.cli.app import app
 from tests.suite.test_spec_fakes import FAKE_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +33,7 @@ benchmarks:
 
 @pytest.fixture
 def fake_registry(monkeypatch: pytest.MonkeyPatch) -> None:
-    import suite.ops.registry as registry
+    import rooflab.suite.ops.registry as registry
 
     monkeypatch.setattr(registry, "all_ops", lambda: dict(FAKE_OPS))
 
@@ -111,7 +111,7 @@ def test_console_script_exits_2_without_traceback(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="300")
     env.pop("ROOFLAB_DB", None)
     script = Path(sys.executable).parent / "rooflab"  # the installed console script, where there is one
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "runners"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "rooflab"]
     proc = subprocess.run(
         [*command, "list", str(path)],
         cwd=tmp_path,
@@ -133,8 +133,8 @@ def test_bad_device_kind_exits_2(tmp_path: Path, fake_registry: None) -> None:
 
 
 def test_list_shipped_spec_with_the_real_ops() -> None:
-    from suite.ops.registry import all_ops
-    from suite.spec import expand, load_spec
+    from rooflab.suite.ops.registry import all_ops
+    from rooflab.suite.spec import expand, load_spec
 
     result = CliRunner().invoke(app, ["list", "quick", "--json", "--device-kind", "cpu", "--filter", "family=probe"])
     assert result.exit_code == 0, result.output

@@ -5,8 +5,8 @@ from collections import Counter
 
 import pytest
 
-from suite.ops.registry import all_ops, builtin_ops
-from suite.spec import SPECS_DIR, expand, load_spec
+from rooflab.suite.ops.registry import all_ops, builtin_ops
+from rooflab.suite.spec import SPECS_DIR, expand, load_spec
 
 SHIPPED = ("quick", "nightly", "roofline")
 MIB = 1 << 20

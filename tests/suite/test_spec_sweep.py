@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from suite import sweep
-from suite.sweep import SweepError, expand_values
+from rooflab.suite import sweep
+from rooflab.suite.sweep import SweepError, expand_values
 
 
 def test_scalar_and_list_and_mixed_list() -> None:
