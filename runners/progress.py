@@ -65,6 +65,8 @@ def describe_result(record: MeasurementRecord) -> str:
         parts.append("at power cap")
     if record.power_w is not None:
         parts.append(f"{record.power_w:.0f} W")
+    if record.quality and record.quality != "good":
+        parts.append(f"{record.quality.upper()}: {'; '.join(record.quality_reasons)}")
     return "  ".join(parts)
 
 
