@@ -85,3 +85,12 @@ def test_roofs_come_from_the_newest_probe_run_when_the_shown_run_has_none():
                    run_id="run-nightly", run_order=2)]
     plan = choose_runs(counts_of(frame(probes + nightly)))[H100]
     assert plan.shown == ("run-nightly",) and plan.roof_runs == ("run-probes",) and plan.roofs_elsewhere
+
+
+def test_a_page_whose_probes_were_all_contended_says_why_it_has_no_roof(tmp_path):
+    rows = device_rows(hbm_gbps=3000.0, device_name="AMD EPYC", fingerprint="fp-cpu")
+    for r in rows:
+        r.update(quality="contended", quality_reasons='["load average 5.00 above 2 logical CPUs"]')
+    page = next((render_report(frame(rows), tmp_path / "site")).parent.glob("device-amd-epyc*.html")).read_text()
+    assert "No trustworthy probe result in the shown run(s)" in page and "No probe results yet" not in page
+    assert "no wall can be named without a roof" in page and "walls: ." not in page
