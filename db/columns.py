@@ -86,14 +86,11 @@ def canonical_json(value: Any) -> str:
 JSON_COLUMNS: tuple[str, ...] = ("params", "throttle_reasons", "quality_reasons")
 
 
-def result_select(columns: Sequence[str] | None = None, *, json_as_text: bool = False) -> Select:
-    """One row per measurement with ALL_COLUMNS, or only `columns` (names of ALL_COLUMNS, in that order).
-
-    `json_as_text` selects the JSON columns (params, throttle_reasons) as their stored text instead
-    of decoded objects, so that a reader can decode each distinct value once.
-    """
-    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    sources = {
+def column_sources() -> dict[str, Any]:
+    """The columns of the results row that come from the runs, cases and environments tables
+    (name -> mapped attribute); every other column is the measurement's own."""
+    r, c, e = models.Run, models.Case, models.Environment
+    return {
         "run_id": r.run_id, "started_at": r.started_at, "host": r.host, "device_name": e.device_name,
         "device_kind": e.device_kind, "device_fingerprint": e.device_fingerprint, "suite": r.suite,
         "case_key": c.case_key, "op": c.op, "family": c.family, "backend": c.backend, "dtype": c.dtype,
@@ -104,6 +101,16 @@ def result_select(columns: Sequence[str] | None = None, *, json_as_text: bool = 
         "spec_hash": r.spec_hash, "git_dirty": r.git_dirty, "command_line": r.command_line,
         "rooflab_version": r.rooflab_version,
     }
+
+
+def result_select(columns: Sequence[str] | None = None, *, json_as_text: bool = False) -> Select:
+    """One row per measurement with ALL_COLUMNS, or only `columns` (names of ALL_COLUMNS, in that order).
+
+    `json_as_text` selects the JSON columns (params, throttle_reasons) as their stored text instead
+    of decoded objects, so that a reader can decode each distinct value once.
+    """
+    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
+    sources = column_sources()
     names = ALL_COLUMNS if columns is None else tuple(columns)
     unknown = [name for name in names if name not in COLUMN_KINDS]
     if unknown:

@@ -13,10 +13,10 @@ from datetime import date, datetime
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
-from sqlalchemy import Connection, case, func, or_, select
+from sqlalchemy import Connection, Text, case, cast, func, or_, select
 
 from rooflab.db import models
-from rooflab.db.columns import ALL_COLUMNS, canonical_json, result_select
+from rooflab.db.columns import ALL_COLUMNS, canonical_json, column_sources, result_select
 from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.schema import require_current
@@ -71,7 +71,12 @@ def results(
     the full frame has in them: much less to read and convert when a report needs a few columns.
     """
     names = result_columns(columns)
-    query = result_select([n for n in _fetched(names)], json_as_text=True)
+    fetched = _fetched(names)
+    sources = column_sources()
+    own = [n for n in fetched if n not in sources]  # the measurement's own columns
+    m = models.Measurement
+    keys = (m.run_id.label("_run_pk"), m.case_id.label("_case_pk"), m.environment_id.label("_environment_pk"))
+    query = result_select(own, json_as_text=True).add_columns(*keys)
     if run_id is not None:
         query = query.where(models.Run.run_id.in_(_as_list(run_id)))
     if since is not None:
@@ -95,9 +100,37 @@ def results(
             rows: list[tuple] = []
             for part in conn.execute(query).partitions(_PARTITION_ROWS):  # the Row objects of one part at a time
                 rows.extend(tuple(row) for row in part)
+            columns = _columns(rows, len(own) + len(keys))
+            values = dict(zip(own, columns))
+            for table, pks in zip((models.Run, models.Case, models.Environment), columns[len(own):]):
+                values.update(_dimension_columns(conn, table, [n for n in fetched if n in sources
+                                                               and sources[n].class_ is table], pks))
     finally:
         engine.dispose()
-    return _frame(rows, names, orders, json_text=True)
+    return _frame_from_columns({n: values[n] for n in fetched}, len(rows), names, orders)
+
+
+def _columns(rows: list[tuple], width: int) -> list[list]:
+    """The rows as `width` column lists."""
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(col) for col in zip(*rows)]
+
+
+def _dimension_columns(conn: Connection, table: Any, names: list[str], pks: list[int]) -> dict[str, list]:
+    """The columns `names` of a run, case or environment row for each of the primary keys `pks`:
+    each row of that table is read once (a results frame repeats a run's columns on every
+    measurement of it)."""
+    if not names:
+        return {}
+    sources = column_sources()
+    wanted = sorted(set(pks))
+    selected = [cast(sources[n], Text) if n in _JSON_COLUMNS else sources[n] for n in names]
+    lookup: dict[int, tuple] = {}
+    for i in range(0, len(wanted), 5_000):
+        for row in conn.execute(select(table.id, *selected).where(table.id.in_(wanted[i:i + 5_000]))):
+            lookup[row[0]] = tuple(row[1:])
+    return {name: [lookup[pk][j] for pk in pks] for j, name in enumerate(names)}
 
 
 def result_columns(columns: Sequence[str] | None) -> tuple[str, ...]:
@@ -123,6 +156,12 @@ def _fetched(names: Sequence[str]) -> list[str]:
     return fetched
 
 
+def _frame_from_columns(values: dict[str, list], n_rows: int, names: Sequence[str], orders: dict[str, int]) -> pd.DataFrame:
+    """The results frame of column lists as `_frame` makes it of rows (JSON columns as stored text)."""
+    frame = pd.DataFrame(values, columns=list(values)) if n_rows else pd.DataFrame([], columns=list(values))
+    return _finish(frame, names, orders, json_text=True)
+
+
 def results_frame(rows: Iterable[Any], orders: dict[str, int]) -> pd.DataFrame:
     """The results frame of rows holding ALL_COLUMNS (JSON columns decoded)."""
     return _frame(rows, RESULT_COLUMNS, orders, json_text=False)
@@ -131,6 +170,10 @@ def results_frame(rows: Iterable[Any], orders: dict[str, int]) -> pd.DataFrame:
 def _frame(rows: Iterable[Any], names: Sequence[str], orders: dict[str, int], *, json_text: bool) -> pd.DataFrame:
     fetched = _fetched(names)
     frame = pd.DataFrame([tuple(row) for row in rows], columns=fetched)
+    return _finish(frame, names, orders, json_text=json_text)
+
+
+def _finish(frame: pd.DataFrame, names: Sequence[str], orders: dict[str, int], *, json_text: bool) -> pd.DataFrame:
     for name in _JSON_COLUMNS:
         if name in frame.columns:
             frame[name] = _canonical_text(frame[name]) if json_text else [canonical_json(v) for v in frame[name]]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 import numpy as np
 
@@ -212,6 +213,43 @@ def _stats(x: np.ndarray, cuts: list[int], i: int, settle: int) -> ChangePoint:
     hi = cuts[i + 1] if i + 1 < len(cuts) else len(x)
     a, b = x[lo:cuts[i]], x[cuts[i]:hi]
     return ChangePoint(cuts[i], float(a.mean()), float(b.mean()), _corrected_p(x, lo, cuts[i], hi, settle), len(a), len(b))
+
+
+@lru_cache(maxsize=None)
+def _critical_t(n: int, max_p: float, settle: int) -> float:
+    """The |t| at which a split of n points passes `_corrected_p` <= max_p (bisection on t_sf)."""
+    target = max_p / (2.0 * max(1, n - 2 * settle + 1))
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, n - 2) > target:
+        hi *= 2.0
+    for _ in range(80):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if t_sf(mid, n - 2) > target else (lo, mid)
+    return lo
+
+
+def may_change(values: np.ndarray | list[float], *, max_p: float = MAX_P, settle: int = SETTLE) -> bool:
+    """False only where `change_points` certainly finds none: no split of the whole series that
+    leaves `settle` points on each side passes the significance test (its t statistic, from prefix
+    sums, is below the critical one by more than rounding could explain). The first split the
+    segmentation makes is one of those, so without it there is none. A cheap gate in front of the
+    e-divisive pass, which most series of a nightly history do not need."""
+    x = np.asarray(values, dtype=float)
+    settle = max(2, settle)
+    n = len(x)
+    if n < 2 * settle:
+        return False  # energy_curve has no split: change_points returns ()
+    y = x - x.mean()
+    c1, c2 = np.cumsum(y), np.cumsum(y * y)
+    tau = np.arange(settle, n - settle + 1)
+    na, nb = tau.astype(float), (n - tau).astype(float)
+    sa = c1[tau - 1]
+    sb = c1[-1] - sa
+    ss = (c2[tau - 1] - sa * sa / na) + ((c2[-1] - c2[tau - 1]) - sb * sb / nb)
+    if not c2[-1] > 0 or np.min(ss) <= 1e-9 * c2[-1]:
+        return True  # (nearly) constant sides: leave it to the exact test
+    t = np.abs(sb / nb - sa / na) / np.sqrt(ss / (n - 2) * (1.0 / na + 1.0 / nb))
+    return bool(np.max(t) >= 0.99 * _critical_t(n, max_p, settle))
 
 
 def change_points(values: np.ndarray | list[float], *, max_p: float = MAX_P, min_rel_change: float = 0.0,

@@ -204,16 +204,27 @@ class SeriesVerdict:
         }
 
 
+def _quantile(v: list[float], q: float) -> float:
+    """np.percentile's default (linear) quantile of the sorted list `v`, to the last bit."""
+    index = (len(v) - 1) * q
+    lo = math.floor(index)
+    hi = min(lo + 1, len(v) - 1)
+    a, b, t = v[lo], v[hi], index - lo
+    diff = b - a
+    return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
 def robust_baseline(values: list[float]) -> Baseline:
     """Median; the standard deviation of the values within TRIM robust spreads of it (the robust
     spread: the larger of the scaled MAD and the scaled IQR), floored; and the top of the range
-    the values show repeatedly."""
-    v = np.sort(np.asarray(values, dtype=float))
-    q1, center, q3 = (float(q) for q in np.percentile(v, [25, 50, 75]))
-    mad = float(np.median(np.abs(v - center)))
+    the values show repeatedly. (Plain Python on short lists: the same figures as numpy's
+    percentile and median, without their per-call cost.)"""
+    v = sorted(float(x) for x in values)
+    q1, center, q3 = _quantile(v, 0.25), _quantile(v, 0.5), _quantile(v, 0.75)
+    mad = _quantile(sorted(abs(x - center) for x in v), 0.5)
     robust = max(MAD_SCALE * mad, float(q3 - q1) / IQR_SCALE)
-    kept = v[np.abs(v - center) <= TRIM * robust] if robust > 0 else v[v == center]
-    sd = float(np.std(kept, ddof=1)) if len(kept) >= 2 else 0.0
+    kept = [x for x in v if abs(x - center) <= TRIM * robust] if robust > 0 else [x for x in v if x == center]
+    sd = float(np.std(np.array(kept), ddof=1)) if len(kept) >= 2 else 0.0
     spread = max(sd, SPREAD_FLOOR_REL * abs(center))
     high = float(v[-REPEATED]) if len(v) >= REPEATED else math.inf
     return Baseline(center, spread, len(values), high)
@@ -273,30 +284,49 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
                        else pd.Series(pd.NaT, index=df.index, dtype="datetime64[ns, UTC]")),
         "git_commit": df["git_commit"].astype(object) if "git_commit" in df.columns else None,
     })
-    agg = d.groupby(["case_key", "device_fingerprint", "run_id"], sort=False).agg(
+    keys = ["case_key", "device_fingerprint", "run_id"]
+    several = d.duplicated(keys, keep=False)  # e.g. several GPUs of one fingerprint in a run
+    agg = d[several].groupby(keys, sort=False).agg(
         order=("order", "min"), median_ms=("ok_median", "median"), not_ok=("not_ok", "any"),
         throttled=("throttled", "any"), noisy=("noisy", "any"), env=("env", "first"),
         device_name=("device_name", "first"), started_at=("started_at", "min"), git_commit=("git_commit", "first"),
     ).reset_index()
+    if not several.all():  # a key with one row is its own aggregate
+        single = d[~several].rename(columns={"ok_median": "median_ms"})[list(agg.columns)]
+        agg = single if agg.empty else pd.concat([agg, single], ignore_index=True)
     agg["started_at"] = agg["started_at"].dt.strftime("%Y-%m-%dT%H:%M:%S%z").astype(object)
     return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
 
 
+POINT_FIELDS = ("run_id", "order", "median_ms", "not_ok", "throttled", "noisy", "env", "started_at", "git_commit")
+
+
 def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
     """Points of one series (its rows of `run_points`), each with its environment segment."""
-    records = runs.to_dict("records") if isinstance(runs, pd.DataFrame) else runs
+    if isinstance(runs, pd.DataFrame):
+        columns = {f: (runs[f].tolist() if f in runs.columns else [None] * len(runs)) for f in POINT_FIELDS}
+    else:
+        columns = {f: [r.get(f) for r in runs] for f in POINT_FIELDS}
+    return _points(columns, 0, len(columns["run_id"]))
+
+
+def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
+    """series_points of rows start:end of `run_points` given as column lists (POINT_FIELDS)."""
     points: list[Point] = []
     segment, last_env = 0, None
-    for r in records:
-        if last_env is not None and r["env"] != last_env:
+    run_ids, orders, medians, envs = c["run_id"], c["order"], c["median_ms"], c["env"]
+    not_ok, throttled, noisy, starts, commits = c["not_ok"], c["throttled"], c["noisy"], c["started_at"], c["git_commit"]
+    for i in range(start, end):
+        env = envs[i]
+        if last_env is not None and env != last_env:
             segment += 1
-        last_env = r["env"]
-        median = r["median_ms"]
+        last_env = env
+        median = medians[i]
         if not median == median:  # NaN: no ok result in this run
             continue
-        why = "not ok" if r["not_ok"] else "throttled" if r["throttled"] else "noisy" if r["noisy"] else None
-        started, commit = r.get("started_at"), r.get("git_commit")
-        points.append(Point(run_id=r["run_id"], run_order=int(r["order"]), median_ms=float(median),
+        why = "not ok" if not_ok[i] else "throttled" if throttled[i] else "noisy" if noisy[i] else None
+        started, commit = starts[i], commits[i]
+        points.append(Point(run_id=run_ids[i], run_order=int(orders[i]), median_ms=float(median),
                             good=why is None, excluded_because=why, segment=segment,
                             started_at=started if isinstance(started, str) else None,
                             git_commit=None if commit is None or commit != commit else str(commit)))
@@ -389,7 +419,7 @@ def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float =
     changes = tuple(
         Change(good[c.index].run_id, good[c.index].run_order, good[c.index].started_at, good[c.index].git_commit,
                c.mean_before, c.mean_after, c.rel_change, c.p_value, str(c.direction))
-        for c in cp.change_points(values, min_rel_change=min_change / 2))
+        for c in (cp.change_points(values, min_rel_change=min_change / 2) if cp.may_change(values) else ()))
     found = cp.drift(values, min_change=min_change)
     flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value)
     return changes, flag
@@ -409,15 +439,15 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min
         return []
     verdicts = []
     agg = run_points(df)
-    records = agg.to_dict("records")
-    keys = list(zip(agg["case_key"], agg["device_fingerprint"]))
+    columns = {f: agg[f].tolist() for f in POINT_FIELDS}
+    names = agg["device_name"].tolist()
+    keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist()))
     start = 0
-    while start < len(records):
+    while start < len(keys):
         end = start
-        while end < len(records) and keys[end] == keys[start]:
+        while end < len(keys) and keys[end] == keys[start]:
             end += 1
-        series = records[start:end]
-        points = series_points(series)
+        points = _points(columns, start, end)
         gate = judge(points, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
         changes, drift = history_pass(points, min_change=min_change)
         first_bad = gate.first_bad
@@ -425,7 +455,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min
             first_bad = _drift_start(changes, drift, points)
         seg_start = next((p.run_id for p in points if p.segment == points[-1].segment), None) if points else None
         verdicts.append(SeriesVerdict(
-            case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(series[0]["device_name"]),
+            case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(names[start]),
             status=gate.status, latest=gate.latest, previous=gate.previous, baseline=gate.baseline,
             points=tuple(points), segment_start_run=seg_start, note=gate.note, pooled=gate.pooled,
             change_points=changes, drift=drift, first_bad=first_bad,
