@@ -1,8 +1,9 @@
 """Bulk loading of whole runs into a database in one transaction (used by import and merge).
 
 Everything that already exists is kept as it is: runs by run_id, environments by fingerprint,
-cases by case_key, and measurements by (run, case, cache, timing mode, device). Loading the same
-batch twice therefore adds nothing.
+cases by case_key, measurements by (run, case, cache, timing mode, device), cross-checks by that
+key and their peer, and layer profiles by their measurement. Loading the same batch twice
+therefore adds nothing.
 """
 from __future__ import annotations
 
@@ -29,6 +30,24 @@ class Batch:
     cases: dict[str, dict[str, Any]] = field(default_factory=dict)  # case_key -> columns
     # (run_id, case_key, fingerprint, measurements columns incl. device_key, samples (count, blob) or None)
     measurements: list[tuple[str, str, str, dict[str, Any], tuple[int, bytes] | None]] = field(default_factory=list)
+    # (run_id, case_key, fingerprint, crosschecks columns incl. device_key, cache, timing_mode, peer)
+    crosschecks: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    layer_profiles: list[LayerProfileRows] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LayerProfileRows:
+    """A measurement's layer profile and parts, named by the measurement's natural key; `measured_at`
+    tells that a target's measurement of that key is the very one profiled."""
+
+    run_id: str
+    case_key: str
+    cache: str
+    timing_mode: str
+    device_key: str
+    measured_at: Any  # datetime
+    profile: dict[str, Any]  # layer_profiles columns but measurement_id
+    parts: tuple[dict[str, Any], ...]  # layer_parts columns but id and measurement_id
 
 
 @dataclass
@@ -39,6 +58,8 @@ class LoadCounts:
     measurements: int = 0
     samples: int = 0
     skipped: int = 0  # measurements already present
+    crosschecks: int = 0
+    layer_profiles: int = 0
 
     def add(self, other: LoadCounts) -> None:
         for name in vars(self):
@@ -152,7 +173,57 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         for chunk in _chunks(sample_rows, CHUNK * 5):
             conn.execute(models.Sample.__table__.insert(), chunk)
         counts.samples = len(sample_rows)
+    counts.crosschecks = _load_crosschecks(conn, batch, run_ids, case_ids, env_ids)
+    counts.layer_profiles = _load_layer_profiles(conn, batch, run_ids, case_ids)
     return counts
 
 
-__all__ = ["Batch", "LoadCounts", "load"]
+def _load_crosschecks(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int],
+                      env_ids: dict[str, int]) -> int:
+    """Insert the cross-check rows the target lacks; returns how many."""
+    x_t = models.CrossCheck.__table__
+    key_cols = (x_t.c.run_id, x_t.c.case_id, x_t.c.cache, x_t.c.timing_mode, x_t.c.device_key, x_t.c.peer)
+    existing: set[tuple[Any, ...]] = set()
+    for chunk in _chunks(sorted({run_ids[run_id] for run_id, *_ in batch.crosschecks}), 200):
+        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(x_t.c.run_id.in_(chunk))))
+    rows: list[dict[str, Any]] = []
+    for run_id, case_key, fingerprint, columns in batch.crosschecks:
+        row = dict(columns, run_id=run_ids[run_id], case_id=case_ids[case_key], environment_id=env_ids[fingerprint])
+        key = tuple(row[column.name] for column in key_cols)
+        if key not in existing:
+            existing.add(key)
+            rows.append(row)
+    for chunk in _chunks(rows):
+        conn.execute(x_t.insert(), chunk)
+    return len(rows)
+
+
+def _load_layer_profiles(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int]) -> int:
+    """Attach each profile (with its parts) to the target's measurement of the same key and time
+    when that measurement has no profile yet; returns how many were attached."""
+    if not batch.layer_profiles:
+        return 0
+    m_t, lp_t, part_t = models.Measurement.__table__, models.LayerProfile.__table__, models.LayerPart.__table__
+    key_cols = (m_t.c.run_id, m_t.c.case_id, m_t.c.cache, m_t.c.timing_mode, m_t.c.device_key)
+    target: dict[tuple[Any, ...], tuple[int, Any, bool]] = {}  # key -> (id, measured_at, has a profile)
+    query = select(m_t.c.id, m_t.c.measured_at, lp_t.c.measurement_id.is_not(None), *key_cols).select_from(
+        m_t.outerjoin(lp_t, lp_t.c.measurement_id == m_t.c.id))
+    for chunk in _chunks(sorted({run_ids[p.run_id] for p in batch.layer_profiles}), 200):
+        for pk, measured_at, profiled, *key in conn.execute(query.where(m_t.c.run_id.in_(chunk))):
+            target[tuple(key)] = (pk, measured_at, bool(profiled))
+    profiles: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for p in batch.layer_profiles:
+        found = target.get((run_ids[p.run_id], case_ids[p.case_key], p.cache, p.timing_mode, p.device_key))
+        if found is None or found[2] or found[1] != p.measured_at:
+            continue  # profiled already, or the target kept another measurement of that key
+        profiles.append(dict(p.profile, measurement_id=found[0]))
+        parts.extend(dict(part, measurement_id=found[0]) for part in p.parts)
+    for chunk in _chunks(profiles):
+        conn.execute(lp_t.insert(), chunk)
+    for chunk in _chunks(parts):
+        conn.execute(part_t.insert(), chunk)
+    return len(profiles)
+
+
+__all__ = ["Batch", "LayerProfileRows", "LoadCounts", "load"]

@@ -1,7 +1,7 @@
 """`rooflab db merge`: copy node-local databases (usually SQLite files) into a target database.
 
 Everything travels: runs with their spec text, shards, devices with identity and per-run info,
-cases, measurements and raw samples. Each source is merged in one transaction; what the target
+cases, measurements and raw samples, cross-check rows, and layer profiles with their parts. Each source is merged in one transaction; what the target
 already has is kept, so merging the same file again adds nothing.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from sqlalchemy import Connection, select
 from rooflab.db import models
 from rooflab.db.engine import make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.load import Batch, LoadCounts, load
+from rooflab.db.load import Batch, LayerProfileRows, LoadCounts, load
 from rooflab.db.schema import open_for_writing, require_current
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
@@ -26,6 +26,7 @@ _ENV_COLUMNS = ("device_fingerprint", "device_name", "device_kind", "identity", 
                 "first_seen_at")
 _CASE_COLUMNS = ("case_key", "op", "op_version", "family", "backend", "dtype", "params")
 _SKIP_MEASUREMENT = {"id", "run_id", "case_id", "environment_id"}
+_SKIP_CROSSCHECK = {"id", "run_id", "case_id", "environment_id"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
     r_t, s_t = models.Run.__table__, models.RunShard.__table__
     e_t, re_t = models.Environment.__table__, models.RunEnvironment.__table__
     c_t, m_t, sm_t = models.Case.__table__, models.Measurement.__table__, models.Sample.__table__
+    x_t, lp_t, part_t = models.CrossCheck.__table__, models.LayerProfile.__table__, models.LayerPart.__table__
     batch = Batch()
     batch.runs[run.run_id] = {name: getattr(run, name) for name in _RUN_COLUMNS}
     for row in conn.execute(select(s_t).where(s_t.c.run_id == run.id)):
@@ -56,7 +58,8 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
     env_fp: dict[int, str] = {}
     for env in conn.execute(
         select(e_t).where(e_t.c.id.in_(select(m_t.c.environment_id).where(m_t.c.run_id == run.id).union(
-            select(re_t.c.environment_id).where(re_t.c.run_id == run.id))))
+            select(re_t.c.environment_id).where(re_t.c.run_id == run.id),
+            select(x_t.c.environment_id).where(x_t.c.run_id == run.id))))
     ):
         env_fp[env.id] = env.device_fingerprint
         batch.environments[env.device_fingerprint] = {name: getattr(env, name) for name in _ENV_COLUMNS}
@@ -65,7 +68,8 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
             "device_uuid": row.device_uuid, "info": row.info,
         }
     case_key: dict[int, str] = {}
-    for case in conn.execute(select(c_t).where(c_t.c.id.in_(select(m_t.c.case_id).where(m_t.c.run_id == run.id)))):
+    for case in conn.execute(select(c_t).where(c_t.c.id.in_(select(m_t.c.case_id).where(m_t.c.run_id == run.id).union(
+            select(x_t.c.case_id).where(x_t.c.run_id == run.id))))):
         case_key[case.id] = case.case_key
         batch.cases[case.case_key] = {name: getattr(case, name) for name in _CASE_COLUMNS}
     query = (
@@ -74,14 +78,36 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         .where(m_t.c.run_id == run.id)
         .order_by(m_t.c.id)
     )
+    measurement_key: dict[int, tuple[str, str, str, str, Any]] = {}
     for row in conn.execute(query):
         mapping = row._mapping
+        measurement_key[mapping["id"]] = (case_key[mapping["case_id"]], mapping["cache"], mapping["timing_mode"],
+                                          mapping["device_key"], mapping["measured_at"])
         columns = {k: v for k, v in mapping.items() if k not in _SKIP_MEASUREMENT and not k.startswith("_sample")}
         blob = mapping["_sample_blob"]
         sample = (mapping["_sample_count"], bytes(blob)) if blob is not None else None
         batch.measurements.append(
             (run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]], columns, sample)
         )
+    for row in conn.execute(select(x_t).where(x_t.c.run_id == run.id).order_by(x_t.c.id)):
+        mapping = row._mapping
+        columns = {k: v for k, v in mapping.items() if k not in _SKIP_CROSSCHECK}
+        batch.crosschecks.append((run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]], columns))
+    run_measurements = select(m_t.c.id).where(m_t.c.run_id == run.id)
+    parts: dict[int, list[dict[str, Any]]] = {}
+    for row in conn.execute(
+        select(part_t).where(part_t.c.measurement_id.in_(run_measurements)).order_by(part_t.c.measurement_id,
+                                                                                     part_t.c.position)
+    ):
+        parts.setdefault(row.measurement_id, []).append(
+            {k: v for k, v in row._mapping.items() if k not in ("id", "measurement_id")})
+    for row in conn.execute(select(lp_t).where(lp_t.c.measurement_id.in_(run_measurements))
+                            .order_by(lp_t.c.measurement_id)):
+        key, cache, timing_mode, device, measured_at = measurement_key[row.measurement_id]
+        batch.layer_profiles.append(LayerProfileRows(
+            run.run_id, key, cache, timing_mode, device, measured_at,
+            {k: v for k, v in row._mapping.items() if k != "measurement_id"}, tuple(parts.get(row.measurement_id, ())),
+        ))
     return batch
 
 

@@ -17,11 +17,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
 from rooflab.db.engine import make_engine, retry_locked
+from rooflab.db.models import Base
 from rooflab.db.errors import DatabaseInputError, SchemaVersionError
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-OWN_TABLES = frozenset({"environments", "runs", "run_environments", "cases", "measurements", "samples"})
+# every table of the models: any of them without an alembic_version marks a database "foreign"
+OWN_TABLES = frozenset(Base.metadata.tables)
 _PG_LOCK_KEY = 0x526F6F664C6162  # "RoofLab": serialises schema creation/upgrade between processes
 
 

@@ -1,6 +1,11 @@
 """The report's layer breakdown section: per device, each profiled block as an inline SVG stacked
-bar (by part and by wall), its parts' table, MFU and the fusion estimate (reports.breakdown)."""
+bar (by part and by wall), its parts' table, MFU and the fusion estimate (reports.breakdown).
+
+Like the rest of a device page, the section shows only the runs the page shows (reports.runsel):
+the profiles of other runs are named, not drawn."""
 from __future__ import annotations
+
+from typing import Sequence
 
 import pandas as pd
 from markupsafe import Markup
@@ -21,15 +26,23 @@ def load_layer_profiles(url: str) -> LayerProfiles:
     return layer_profiles(url)
 
 
-def section(layer: LayerProfiles | None, rows: pd.DataFrame, dc: DeviceCeilings) -> dict:
-    """The template context of one device's section ({"svg": None, "blocks": []} without blocks)."""
+def section(layer: LayerProfiles | None, rows: pd.DataFrame, dc: DeviceCeilings, runs: Sequence[str]) -> dict:
+    """The template context of one device's section, from the profiles of `runs` (the runs the page
+    shows): {"svg", "blocks", "other_runs"}; `other_runs` names this device's runs with profiles
+    that are not shown, newest first."""
+    empty: dict = {"svg": None, "blocks": [], "other_runs": []}
     if layer is None or layer[0].empty:
-        return {"svg": None, "blocks": []}
+        return empty
     profiles, parts = layer
-    items = breakdowns(split_profiles(profiles, rows), parts, rows, dc)
+    mine = split_profiles(profiles, rows)
+    shown = mine["run_id"].isin(list(runs))
+    others = mine[~shown].sort_values(["run_order", "run_id"], ascending=False)["run_id"].drop_duplicates()
+    empty["other_runs"] = [str(r) for r in others]
+    items = breakdowns(mine[shown], parts, rows, dc)
     if not items:
-        return {"svg": None, "blocks": []}
+        return empty
     return {
         "svg": Markup(stacked_bars_svg(items)),
         "blocks": [{**b.as_dict(), "label": label(b), "unaccounted_ms": b.unaccounted_ms} for b in items],
+        "other_runs": empty["other_runs"],
     }

@@ -186,7 +186,7 @@ def render_report(
                                    "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id", "power_w", "note"]),
             "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
-            "breakdown": breakdown_section(layer_profiles, rows, dc),
+            "breakdown": breakdown_section(layer_profiles, rows, dc, plan.shown),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,

@@ -2,7 +2,9 @@
 
 `measure` does, in order:
 1. the first call, timed apart on the host (with synchronisation): `first_call_ms` holds compile,
-   autotune and allocator warmup, which never enter the samples;
+   autotune and allocator warmup, which never enter the samples. A caller that has made and
+   timed the first call itself (the worker, which needs its output for the correctness check)
+   passes `first_call_ms=` and `measure` goes straight to step 2;
 2. warmup, discarded, lasting at least `settings.warmup_ms` and `settings.warmup_calls` units,
    each unit run exactly as a sample is (flush included in cold mode) and completed;
 3. sampling in batches under the adaptive stopping rule (`runners.stopping`); each sample is one
@@ -20,6 +22,7 @@ Raw samples are returned with their statistics.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -72,9 +75,14 @@ def measure(
     flusher: Flusher | None = None,
     stream_hold: StreamHold | None = None,
     sample_kind: str = SampleKind.DEVICE_TIME,
+    first_call_ms: float | None = None,
 ) -> TimingResult:
     """Time `fn` on `device`; see the module doc. `flusher` replaces the default one (cold mode),
-    `stream_hold` the default hold (GPU, device-time samples)."""
+    `stream_hold` the default hold (GPU, device-time samples). `first_call_ms`: the caller has
+    already made the first call of `fn` (synchronised) and timed it; it is reported as given and
+    `fn` is not called before warmup. None: `measure` makes and times the first call itself."""
+    if first_call_ms is not None and not (math.isfinite(first_call_ms) and first_call_ms >= 0):
+        raise ValueError(f"first_call_ms must be a finite duration >= 0 (or None), got {first_call_ms!r}")
     if cache not in CACHE_MODES:
         raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
     if timing_mode not in TIMING_MODES:
@@ -90,7 +98,8 @@ def measure(
             raise GraphModeUnavailable("this op cannot be captured in a CUDA graph (graph_safe=False)")
     with _on_device(device):
         used_flusher = (flusher or make_flusher(device)) if cache == "cold" else None
-        first_call_ms = _first_call_ms(fn, device, sync)
+        if first_call_ms is None:
+            first_call_ms = _first_call_ms(fn, device, sync)
         if kind is SampleKind.HOST_PER_LAUNCH:
             source: Any = _host_launch_source(fn, device, settings, timing_mode, sync)
             used_flusher = None  # back-to-back launches: nothing is flushed between them

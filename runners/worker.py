@@ -81,9 +81,9 @@ class CaseOutcome:
     layer_profile: Any = None  # db.records.LayerProfileRecord of an op made of parts (runners.attribution)
 
 
-# prepare: inputs and callable; first_call: the worker's timed first call; check: float64 check;
-# timing_first_call: the timing engine's own first call before its warmup, with its set-up (CUDA graph
-# capture in graph mode); warmup; sampling
+# prepare: inputs and callable; first_call: the worker's timed first call (the only one: the timing
+# engine is told it was made); check: float64 check; timing_first_call: the timing engine's set-up
+# before its warmup (the flusher, CUDA graph capture in graph mode); warmup; sampling
 PHASES = ("prepare", "first_call", "check", "timing_first_call", "warmup", "sampling")
 
 STATS_FIELDS = (
@@ -289,7 +289,9 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _
 
 
 def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
-    """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher)."""
+    """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher).
+
+    The first call was made and timed by `ready_case`: the engine does not make another."""
     from rooflab.runners.timing import measure
 
     prepared = ready.prepared
@@ -303,6 +305,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
         graph_safe=prepared.graph_safe,
         flusher=_flusher(device) if case.cache == "cold" else None,
         sample_kind=ready.sample_kind,
+        first_call_ms=ready.first_call_ms,
     )
 
 

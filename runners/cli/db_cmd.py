@@ -105,12 +105,15 @@ def merge_cmd(
     results = _guard(lambda: merge(url, sources))
     if as_json:
         print_json([{"source": r.source, "runs": r.runs_seen, "measurements_added": r.counts.measurements,
-                     "measurements_present": r.counts.skipped, "samples_added": r.counts.samples} for r in results])
+                     "measurements_present": r.counts.skipped, "samples_added": r.counts.samples,
+                     "crosschecks_added": r.counts.crosschecks, "layer_profiles_added": r.counts.layer_profiles}
+                    for r in results])
         return
     for r in results:
         console.print(
             f"{escape(r.source)}: {r.runs_seen} runs, {r.counts.measurements} measurements added "
-            f"({r.counts.samples} with samples), {r.counts.skipped} already present",
+            f"({r.counts.samples} with samples), {r.counts.skipped} already present; "
+            f"{r.counts.crosschecks} cross-checks and {r.counts.layer_profiles} layer profiles added",
             highlight=False, soft_wrap=True,
         )
     console.print(f"target: {escape(redact(url))}", highlight=False, soft_wrap=True)

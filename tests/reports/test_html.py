@@ -81,6 +81,39 @@ def test_a_chosen_run_is_shown_instead(tmp_path):
     assert "of the measured matrix ceiling" in section and "measured eager/compiled speedup 1.25" in section
 
 
+def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(tmp_path):
+    """The block was profiled in run-1; by default the H100 page shows its newest run (run-0036),
+    so its breakdown section must not show run-1's block. A second profile of the same block in
+    the newest run, with other part times, is the one shown then, and the page names its run."""
+    newest = "run-0036"  # the H100's newest run in _site_frame
+    default = render_report(_site_frame(), tmp_path / "default", layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
+    dev = next(default.parent.glob("device-nvidia-h100*.html")).read_text()
+    section = dev[dev.index("Where a block"):]
+    assert "mlp_down" not in section and "<svg" not in section
+    assert "No profiled blocks" in section and "run-1" in section  # where the profiles that exist are
+
+    rows2, profiles2, parts2 = layer_block(matrix_tflops=700.0, hbm_gbps=3000.0, gap_ms=0.05, compiled_speedup=1.25,
+                                           measurement_id=2, run_id=newest, run_order=36)
+    parts2 = parts2.assign(time_ms=parts2["time_ms"] * 2.0)  # run the newest run's profile apart
+    profiles = pd.concat([BLOCK_PROFILES, profiles2], ignore_index=True)
+    parts = pd.concat([BLOCK_PARTS, parts2], ignore_index=True)
+    both = render_report(frame(list(_site_frame().to_dict("records")) + rows2), tmp_path / "both",
+                         layer_profiles=(profiles, parts))
+    section = next(both.parent.glob("device-nvidia-h100*.html")).read_text()
+    section = section[section.index("Where a block"):]
+    assert section.count("<h3>") == 1 and f'Profiled in run <span class="key">{newest}</span>' in section
+    assert "runs not shown here: <span class=\"key\">run-1</span>" in section
+    longest_ms, longest_before_ms = parts2["time_ms"].max(), BLOCK_PARTS["time_ms"].max()
+    assert 1e-3 < longest_before_ms < longest_ms < 1e6
+    assert f">{longest_ms:.4g}<" in section and f">{longest_before_ms:.4g}<" not in section
+
+    chosen = render_report(_site_frame(), tmp_path / "chosen", runs=["run-1"], layer_profiles=(profiles, parts))
+    section = next(chosen.parent.glob("device-nvidia-h100*.html")).read_text()
+    section = section[section.index("Where a block"):]
+    assert section.count("<h3>") == 1 and 'Profiled in run <span class="key">run-1</span>' in section
+    assert f">{longest_before_ms:.4g}<" in section and f">{longest_ms:.4g}<" not in section
+
+
 def test_empty_database_says_there_is_nothing_yet(tmp_path):
     index = render_report(pd.DataFrame(), tmp_path / "empty")
     assert "nothing here yet" in index.read_text()

@@ -184,3 +184,34 @@ def test_agrees_with_an_independent_per_call_timer_on_a_real_op() -> None:
     finally:
         torch.set_num_threads(threads)
     assert min(ours) == pytest.approx(min(theirs), rel=0.25)
+
+
+@pytest.mark.parametrize("given_ms", [None, 17.25])
+def test_calls_before_warmup_with_and_without_a_caller_made_first_call(given_ms: float | None) -> None:
+    """measure makes its own first call unless the caller says it made (and timed) it already;
+    in cold mode the first flush marks where warmup begins."""
+    log: list[str] = []
+    r = measure(lambda: log.append("call"), device=CPU, settings=FAST, cache="cold", timing_mode="launch",
+                flusher=SpyFlusher(log), first_call_ms=given_ms)
+    calls_before_warmup = log.index("flush")
+    if given_ms is None:
+        assert calls_before_warmup == 1 and r.first_call_ms > 0
+    else:
+        assert calls_before_warmup == 0 and r.first_call_ms == given_ms
+    assert log.count("call") == calls_before_warmup + r.warmup_calls + r.stats.n_samples
+
+
+def test_a_caller_made_first_call_is_made_once_in_hot_mode_too() -> None:
+    calls = {"n": 0}
+
+    def counted() -> None:
+        calls["n"] += 1
+
+    r = measure(counted, device=CPU, settings=FAST, cache="hot", timing_mode="launch", first_call_ms=3.5)
+    assert calls["n"] == r.warmup_calls + r.stats.n_samples and r.first_call_ms == 3.5
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_a_first_call_time_that_is_no_duration_is_refused(bad: float) -> None:
+    with pytest.raises(ValueError, match="first_call_ms"):
+        measure(lambda: None, device=CPU, settings=FAST, cache="hot", timing_mode="launch", first_call_ms=bad)

@@ -105,3 +105,57 @@ def test_free_memory_counts_the_allocators_unused_cache(monkeypatch: pytest.Monk
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev: 2 << 30)
     # 10 GiB free at the driver + 28 GiB cached by torch and unused: a 30 GiB case fits
     assert worker._available_memory_bytes(gpu) == 38 << 30
+
+
+class CountingCalls:
+    """Wraps an op's prepared callable so that every call is counted, and measure so that each
+    timing's first_call_ms keyword and result are kept."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, op_name: str) -> None:
+        from rooflab.runners import timing
+
+        self.calls = 0
+        self.given: list[float | None] = []
+        self.results: list[Any] = []
+        op = get_op(op_name)
+        real_prepare, real_measure = op.prepare, timing.measure
+
+        def prepare(case: Any, device: Any, seed: int) -> Any:
+            prepared = real_prepare(case, device, seed)
+            fn = prepared.fn
+
+            def counted() -> Any:
+                self.calls += 1
+                return fn()
+
+            return replace(prepared, fn=counted)
+
+        def measure(fn: Any, **kwargs: Any) -> Any:
+            self.given.append(kwargs.get("first_call_ms"))
+            result = real_measure(fn, **kwargs)
+            self.results.append(result)
+            return result
+
+        monkeypatch.setattr(op, "prepare", prepare)
+        monkeypatch.setattr(timing, "measure", measure)
+
+    def timed_calls(self) -> int:
+        return sum(r.warmup_calls + r.stats.n_samples for r in self.results)
+
+
+@pytest.mark.parametrize("cache", ["hot", "cold"])
+def test_the_worker_makes_the_first_call_once(monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
+    counter = CountingCalls(monkeypatch, "planted_scale")
+    out = run(planted("planted_scale", cache=cache))
+    assert out.status == "ok" and out.first_call_ms is not None and out.first_call_ms > 0
+    assert counter.given == [out.first_call_ms]  # the worker's own first call, handed to the engine
+    assert counter.calls == 1 + counter.timed_calls()  # one first call, then only warmup and samples
+
+
+def test_crosscheck_rounds_reuse_the_first_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rooflab.runners.crosscheck.session import check_case
+
+    counter = CountingCalls(monkeypatch, "planted_scale")
+    assert check_case(planted("planted_scale"), CPU, [], rounds=3) == []
+    assert len(counter.results) == 3 and len(set(counter.given)) == 1 and counter.given[0] > 0
+    assert counter.calls == 1 + counter.timed_calls()
