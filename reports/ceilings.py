@@ -1,4 +1,4 @@
-"""Measured ceilings of one device, derived from the probe results exactly as the plan defines them.
+"""Measured ceilings of one device, derived from the probe results by these rules (docs/design.md, "Ceilings from probes").
 
 - HBM read-write: best gbps of cold stream_copy/scale/add/triad whose bytes >= 4x L2
 - HBM read-only:  best gbps of cold stream_dot whose bytes >= 4x L2

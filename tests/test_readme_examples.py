@@ -59,14 +59,7 @@ def example_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("ROOFLAB_PLUGINS", "")  # recorded, so the example's own setting is undone after
     monkeypatch.delenv("ROOFLAB_PLUGINS")
     monkeypatch.setenv("ROOFLAB_LOCK_DIR", str(tmp_path / "locks"))
-    yield tmp_path, scripts
-    # the example registers `axpy` in this process: take it out again for the tests that follow
-    from rooflab.suite.ops import registry
-
-    sys.modules.pop("my_ops", None)
-    with registry._lock:
-        registry._ops.pop("axpy", None)
-        registry._plugins_loaded.discard("my_ops")
+    yield tmp_path, scripts  # tests/conftest.py takes `axpy` and `my_ops` out of the registry again
 
 
 def test_readme_python_blocks_run_as_written(example_dir, capsys):
