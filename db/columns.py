@@ -1,4 +1,4 @@
-"""The flat result row: DESIGN.md's export columns (in DESIGN's order) and the extra columns after them.
+"""The flat result row: the export columns of docs/design.md (in that order) and the extra columns after them.
 
 One definition serves `db.query.results`, `rooflab export` and `rooflab import`, so that what
 is exported can be read back and exported again unchanged.
@@ -13,7 +13,7 @@ from sqlalchemy import Select, Text, cast, select
 
 from rooflab.db import models
 
-# DESIGN.md, "Export/import format": these columns, in this order, come first.
+# docs/design.md, "Export columns": these columns, in this order, come first.
 EXPORT_COLUMNS: tuple[str, ...] = (
     "run_id", "started_at", "host", "device_name", "device_kind", "device_fingerprint", "suite",
     "case_key", "op", "family", "backend", "dtype", "params", "cache", "status", "median_ms",
@@ -21,7 +21,7 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "torch_version", "cuda_version", "driver_version", "git_commit", "error",
 )
 
-# Everything else the database knows about a result (raw samples excepted), after DESIGN's columns.
+# Everything else the database knows about a result (raw samples excepted), after the export columns.
 EXTRA_COLUMNS: tuple[str, ...] = (
     "timing_mode", "device_uuid", "shard", "op_version", "measured_at", "clock", "mean_ms", "min_ms",
     "max_ms", "iqr_ms", "std_ms", "rel_ci_halfwidth", "stop_reason", "first_call_ms", "warmup_calls",

@@ -1,4 +1,4 @@
-"""`rooflab export`: results as CSV, JSON Lines or Parquet, DESIGN's columns first, streamed in chunks.
+"""`rooflab export`: results as CSV, JSON Lines or Parquet, the export columns (docs/design.md) first, streamed in chunks.
 
 CSV and Parquet hold `params` and `throttle_reasons` as JSON strings; JSON Lines holds them as an
 object and a list. Missing values are empty in CSV and null elsewhere. Rows are ordered by run

@@ -63,7 +63,7 @@ def results(
     case_key: str | Sequence[str] | None = None,
     columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """One row per measurement: DESIGN's export columns first, then the extra columns and `run_order`.
+    """One row per measurement: the export columns (docs/design.md) first, then the extra columns and `run_order`.
 
     `device` matches a fingerprint, a device name or a device UUID; `since` keeps runs started
     at or after that date (UTC); `status`, `run_id` and `case_key` take one value or several. `columns` (names

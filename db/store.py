@@ -358,11 +358,11 @@ class ResultStore:
         self._case_pk[m.case.case_key] = case_pk
         return added
 
-    def measured_case_keys(self, run_id: str, device_uuid: str | None = None) -> set[str]:
+    def measured_case_keys(self, run_id: str, device_key: str | None = None) -> set[str]:
         """The case keys this run already has a result for.
 
-        `device_uuid` limits them to one device: its UUID, or its fingerprint when it has none
-        (the value `device_key()` gives).
+        `device_key` limits them to one device, matched against the stored device key: the GPU's
+        UUID, or the device fingerprint for a device without one (a CPU), as `device_key()` gives it.
         """
         query = (
             select(models.Case.case_key)
@@ -370,8 +370,8 @@ class ResultStore:
             .join(models.Run, models.Run.id == models.Measurement.run_id)
             .where(models.Run.run_id == run_id)
         )
-        if device_uuid is not None:
-            query = query.where(models.Measurement.device_key == device_uuid)
+        if device_key is not None:
+            query = query.where(models.Measurement.device_key == device_key)
         with self.engine.connect() as conn:
             return set(conn.scalars(query))
 

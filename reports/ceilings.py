@@ -1,4 +1,4 @@
-"""Measured ceilings of one device, derived from the probe results exactly as the plan defines them.
+"""Measured ceilings of one device, derived from the probe results by these rules (docs/design.md, "Ceilings from probes").
 
 - HBM read-write: best gbps of cold stream_copy/scale/add/triad whose bytes >= 4x L2
 - HBM read-only:  best gbps of cold stream_dot whose bytes >= 4x L2
@@ -264,9 +264,10 @@ class Roof:
 
 
 def uses_matrix_units(family: str, dtype: str) -> bool:
-    """GEMM and attention are held against the matrix roof of their dtype (the best GEMM measured;
-    the tensor-core datasheet peak when not measured), falling back to the vector roof when the
-    dtype has neither (e.g. float32 without TF32)."""
+    """Whether a case of `family` runs on matrix units: true for GEMM and attention
+    (MATRIX_FAMILIES), whatever the dtype; `dtype` is not consulted. Such a case is held against
+    the matrix roof of its dtype, and `compute_roof(..., matrix=True)` falls back to the vector
+    roof when the dtype has no matrix roof (e.g. float32 without TF32)."""
     return family in MATRIX_FAMILIES
 
 

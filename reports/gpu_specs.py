@@ -1,7 +1,7 @@
 """Datasheet figures of common accelerators, each with its source, and matching from device names.
 
 All tensor (matrix) figures are dense (no structured sparsity). Compute peaks are TFLOP/s (TOPS for
-int8), bandwidth is decimal GB/s, L2 is bytes. Source tags (see ../shared/research/roofline.md §6):
+int8), bandwidth is decimal GB/s, L2 is bytes. Source tags:
   LGT   Lightning `throughput.py` `_CUDA_FLOPS` (cites the NVIDIA datasheets)
   MLE   stas00/ml-engineering `compute/accelerator/README.md`
   GKW   glennklockwood.com/garden/processors/* (cite NVIDIA datasheets and whitepapers)

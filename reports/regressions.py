@@ -1,6 +1,6 @@
 """Nightly regression detection: a pooled two-night gate, and change points and drift over the history.
 
-The gate (research/results-db.md §8, extended):
+The gate (the method and where it comes from: docs/regressions.md, docs/design.md):
 - A series is one case_key on one device_fingerprint. Its points are per-run medians (the median
   of the result medians a run has for it, e.g. several GPUs of one node), ordered by run_order.
 - A change of driver_version, cuda_version or torch_version starts a new segment; only the

@@ -30,7 +30,7 @@ def export_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
     db: Optional[str] = DbOption,
 ) -> None:
-    """Export results, DESIGN.md's columns first (one row per measurement)."""
+    """Export results, the standard export columns first (one row per measurement; docs/design.md)."""
     from rooflab.db.export import export
 
     url = db_url(db)

@@ -5,7 +5,7 @@ FLOPs 4·batch·heads·seq_q·seq_k·head_dim (the two matmuls), halved when cau
 seq_q = seq_k; softmax and scaling are not counted (FlashAttention's benchmark convention). With
 causal and seq_q != seq_k the full count is kept (the mask is top-left aligned, as torch's
 is_causal is). Bytes (2·seq_q + 2·seq_k)·batch·heads·head_dim·s: Q, K, V read once, O written
-once, for every kernel. This is DESIGN.md's minimum-bytes convention: the naive kernel's extra
+once, for every kernel. This is the minimum-bytes convention of docs/design.md: the naive kernel's extra
 traffic for the score matrix (written, read and rewritten by softmax, read by the second matmul)
 is not counted in `bytes`, so on a roofline the naive kernel shows up as further below the
 same ceiling rather than at a different intensity; its memory estimate does count the scores.

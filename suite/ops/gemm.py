@@ -10,7 +10,7 @@ one extra round trip through memory. max-autotune-no-cudagraphs also benchmarks 
 templates, which can take gelu into the GEMM's epilogue.
 
 matmul C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]: FLOPs 2·m·n·k·batch; bytes
-(m·k + k·n + m·n)·s·batch (DESIGN.md). For float8_e4m3fn, A and B are 1-byte operands with
+(m·k + k·n + m·n)·s·batch (docs/design.md). For float8_e4m3fn, A and B are 1-byte operands with
 per-tensor float32 scales and C is written in bfloat16, so bytes are (m·k + k·n)·1 + m·n·2 (each
 operand counted at its own element size; batch must be 1).
 

@@ -1,7 +1,7 @@
 """Pointwise ops over arrays of n elements.
 
 FLOPs and bytes (s = element size): copy 0 and 2·n·s; scale n and 2·n·s; add n and 3·n·s;
-triad 2·n and 3·n·s (DESIGN.md's table). Ops outside the table state their count below; an
+triad 2·n and 3·n·s (the reference table of docs/design.md). Ops outside the table state their count below; an
 elementary function (erf, cos) counts as one FLOP.
 
 Backends: eager runs torch ops writing into preallocated outputs where torch offers `out=`;

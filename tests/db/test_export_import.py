@@ -20,7 +20,7 @@ from rooflab.runners.cli.app import app
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 runner = CliRunner()
-DESIGN_COLUMNS = (
+CONTRACT_COLUMNS = (
     "run_id, started_at, host, device_name, device_kind, device_fingerprint, suite, case_key, op, family, backend, "
     "dtype, params, cache, status, median_ms, p10_ms, p90_ms, n_samples, flops, bytes, intensity, tflops, gbps, "
     "torch_version, cuda_version, driver_version, git_commit, error"
@@ -81,7 +81,7 @@ def test_export_columns_follow_design_and_stdout_works(sqlite_url: str) -> None:
     result = runner.invoke(app, ["export", "--format", "csv", "--db", sqlite_url])
     assert result.exit_code == 0
     reader = csv.DictReader(io.StringIO(result.stdout))
-    assert reader.fieldnames[: len(DESIGN_COLUMNS)] == DESIGN_COLUMNS == list(EXPORT_COLUMNS)
+    assert reader.fieldnames[: len(CONTRACT_COLUMNS)] == CONTRACT_COLUMNS == list(EXPORT_COLUMNS)
     rows = list(reader)
     assert len(rows) == 12
     for row in rows:

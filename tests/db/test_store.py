@@ -68,7 +68,7 @@ def test_add_measurement_twice_writes_nothing_the_second_time(any_url: str) -> N
         other_device = make_env(1, uuid="GPU-other")
         store.add_environment(run.run_id, other_device)
         assert store.add_measurement(replace(second, device_uuid="GPU-other")) is True
-        assert store.measured_case_keys("dup", device_uuid="GPU-other") == {first.case.case_key}
+        assert store.measured_case_keys("dup", device_key="GPU-other") == {first.case.case_key}
     frame = query.results(any_url)
     assert len(frame) == 2
     assert set(frame["median_ms"]) == {first.median_ms, second.median_ms}

@@ -9,6 +9,17 @@ It generates the history night by night into a fresh SQLite file through the bul
 night's CSV export with `rooflab import`'s code, single `ResultStore.add_measurement` calls, a
 case-history query, one night's results as a DataFrame, a full CSV export, and pruning raw samples
 older than 90 days; and prints the file size before and after.
+
+Measured (2-core shared machine, SQLite): a year of nightlies, 365 runs x 2,000 cases x 3 GPUs =
+2.19 M measurements with 25 raw samples each, loads in 163 s (74 us per measurement) into a
+1.16 GiB file; one night's CSV imports in 1.1 s (0.5 s a second time, adding nothing); a case's
+history on one GPU takes 0.04-0.07 s; one night's results 0.4 s; a full CSV export (2.2 M rows,
+1.6 GiB) 207 s; pruning samples older than 90 days takes 16 s and shrinks the file to 807 MiB. On
+PostgreSQL (measured at 10 nights, 60,000 measurements): 106 us per measurement for the bulk load,
+3.6 ms for a single committed result, 0.04 s for a case's history. On the full year, the reports
+read only what they need: `rooflab regressions` takes 11.8 s (656 MB peak), `rooflab roofline
+--device` 10.4 s (1.3 GB), `rooflab report` 94 s (7.0 GB: it still reads every result to draw
+every measurement).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FLOP and byte models of every op against hand-computed values (DESIGN.md's table and the
+"""FLOP and byte models of every op against hand-computed values (the table of docs/design.md and the
 conventions the ops document)."""
 from __future__ import annotations
 

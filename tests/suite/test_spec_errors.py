@@ -8,7 +8,7 @@ import pytest
 from rooflab.suite.errors import SpecError
 from rooflab.suite.spec import load_spec
 from rooflab.suite.timing import TimingSettings
-from tests.suite.test_spec_fakes import FAKE_OPS
+from tests.suite.spec_fakes import FAKE_OPS
 
 HEAD = "name: bad\nbenchmarks:\n  - name: a\n"
 
@@ -106,7 +106,7 @@ def test_timing_override_fields_match_timing_settings() -> None:
 
 
 def test_a_built_in_default_the_op_cannot_use_is_explained(tmp_path: Path) -> None:
-    from tests.suite.test_spec_fakes import FakeCopy
+    from tests.suite.spec_fakes import FakeCopy
 
     class NoEager(FakeCopy):
         name = "no_eager"

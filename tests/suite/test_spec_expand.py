@@ -12,7 +12,7 @@ import pytest
 
 from rooflab.suite.spec import expand, load_spec, parse_spec
 from rooflab.suite.timing import TimingSettings
-from tests.suite.test_spec_fakes import FAKE_OPS
+from tests.suite.spec_fakes import FAKE_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,7 +208,7 @@ def test_case_key_is_stable_across_processes(tmp_path: Path) -> None:
     here = keys(expand(load_spec(path, ops=FAKE_OPS), ops=FAKE_OPS))
     env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=str(ROOT))
     out = subprocess.run(
-        [sys.executable, "-m", "tests.suite.test_spec_fakes", str(path)],
+        [sys.executable, "-m", "tests.suite.spec_fakes", str(path)],
         cwd=ROOT,
         env=env,
         capture_output=True,

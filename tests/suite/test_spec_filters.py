@@ -7,7 +7,7 @@ import pytest
 
 from rooflab.suite.errors import SpecError
 from rooflab.suite.spec import apply_filters, expand, parse_spec
-from tests.suite.test_spec_fakes import FAKE_OPS
+from tests.suite.spec_fakes import FAKE_OPS
 
 SPEC = """
 name: filters

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
-from tests.suite.test_spec_fakes import FAKE_OPS
+from tests.suite.spec_fakes import FAKE_OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 

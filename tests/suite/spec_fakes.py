@@ -1,6 +1,6 @@
 """Small fake ops for the spec tests (the spec only reads an op's metadata and pure functions).
 
-Also importable from a subprocess (`tests.suite.test_spec_fakes`) to check case_key stability.
+Also importable from a subprocess (`tests.suite.spec_fakes`) to check case_key stability.
 """
 from __future__ import annotations
 

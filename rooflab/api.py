@@ -1,0 +1,236 @@
+"""The public Python API: time a callable, run a spec, read results back, add an op.
+
+    import rooflab
+    result = rooflab.measure(lambda: x @ y)            # like triton.testing.do_bench(fn)
+    print(result.median_ms, result.p10_ms, result.p90_ms, result.stop_reason)
+
+Everything here is a thin, typed front for the engine, store and query functions that the
+`rooflab` command uses, so a number from the API means what the same number from a run means
+(docs/path-of-a-number.md follows one from the timer to the chart).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from rooflab.suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
+from rooflab.suite.ops.registry import register
+
+if TYPE_CHECKING:  # pandas, torch and the runners load only when a function is called
+    import pandas as pd
+
+    from rooflab.db.records import EnvironmentRecord
+    from rooflab.runners.clocks import ClockReport
+    from rooflab.runners.session import RunSummary
+
+__all__ = ["MachineState", "MeasureResult", "measure", "run", "results", "runs", "history", "register"]
+
+DEFAULT_DB = "sqlite:///results.db"
+
+
+@dataclass(frozen=True)
+class MachineState:
+    """The device and software a measurement ran on, and its clocks while it ran.
+
+    `environment` is what a run stores for its device (`device_fingerprint` decides which results
+    are comparable; `info` holds the rest: UUID, clocks, power limit, host, versions, ...);
+    `clocks` is the NVML report around the timing (None fields and `throttled` False on a CPU or
+    without NVML). `to_dict()` is plain JSON-serialisable data.
+    """
+
+    environment: EnvironmentRecord
+    clocks: ClockReport
+
+    @property
+    def throttled(self) -> bool:
+        return self.clocks.throttled
+
+    def to_dict(self) -> dict[str, Any]:
+        env = self.environment
+        return {
+            "environment": {
+                **{name: getattr(env, name) for name in (
+                    "device_fingerprint", "device_name", "device_kind", "memory_bytes", "l2_bytes",
+                    "sm_count", "compute_capability", "driver_version", "cuda_version", "torch_version")},
+                "identity": _plain(env.identity),
+                "info": _plain(env.info),
+            },
+            "clocks": _plain(asdict(self.clocks)),
+        }
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """One callable timed by rooflab's engine: raw samples, their statistics and the machine state.
+
+    Times are milliseconds per call (per launch in graph mode: a replay's time over its launches).
+    """
+
+    samples_ms: tuple[float, ...] = field(repr=False)  # every kept sample, in the order taken
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    iqr_ms: float  # p75 - p25
+    std_ms: float | None  # None for a single sample
+    ci_low_ms: float | None  # 95 % confidence interval of the median; None under 6 samples
+    ci_high_ms: float | None
+    rel_ci_halfwidth: float | None  # CI half-width / median
+    n_samples: int
+    stop_reason: str  # converged | max_time | max_samples | ... (runners.stopping.StopReason)
+    first_call_ms: float  # the first call, timed apart (compile, autotune, allocator)
+    warmup_calls: int
+    warmup_ms: float  # host wall time of the warmup
+    sampling_ms: float  # host wall time of the sampling phase
+    cache: str  # "cold" | "hot"
+    timing_mode: str  # "launch" | "graph"
+    clock: str  # "cuda_events" | "perf_counter"
+    sync_method: str  # how host time was kept out of the samples (runners.stream_hold.SyncMethod)
+    flush_method: str  # how the cache was flushed before a sample ("none" when hot)
+    flush_bytes: int
+    launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
+    device: str  # torch device string, e.g. "cuda:0" or "cpu"
+    machine: MachineState = field(repr=False)
+
+    @property
+    def device_name(self) -> str:
+        return self.machine.environment.device_name
+
+    @property
+    def device_fingerprint(self) -> str:
+        return self.machine.environment.device_fingerprint
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain JSON-serialisable data (samples included)."""
+        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "machine"}
+        out["samples_ms"] = list(self.samples_ms)
+        out["machine"] = self.machine.to_dict()
+        return out
+
+
+def measure(
+    fn: Callable[[], Any],
+    *,
+    device: str | None = None,
+    cache: str = "cold",
+    timing_mode: str = "launch",
+    **timing: Any,
+) -> MeasureResult:
+    """Time `fn()` with rooflab's engine on `device` (a torch device string; default the first CUDA
+    GPU, else the CPU) and return the samples, their statistics and the machine state.
+
+    `fn` takes no arguments and launches the work once; its inputs should already be on `device`.
+    `cache` is "cold" (the cache is flushed before every sample, outside the timed region) or "hot";
+    `timing_mode` is "launch" or "graph" (CUDA graph replay; GPU only, hot only). `**timing`
+    overrides the timing settings by name: `warmup_ms`, `warmup_calls`, `min_samples`,
+    `max_samples`, `min_time_ms`, `max_time_ms`, `target_precision`, `graph_launches`
+    (suite.timing.TimingSettings holds the defaults). An unknown name, a value out of range or a
+    mode that does not exist raises ValueError naming it. On a CPU the samples run with torch's
+    current number of threads (a run sets one per physical core).
+    """
+    from rooflab.runners.clocks import ClockMonitor
+    from rooflab.runners.environment import best_device, capture
+    from rooflab.runners.session import UserInputError, validate_timing_overrides
+    from rooflab.runners.timing import measure as engine_measure
+    from rooflab.suite.timing import TimingSettings
+
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache {cache!r}: allowed: {', '.join(CACHE_MODES)}")
+    if timing_mode not in TIMING_MODES:
+        raise ValueError(f"timing_mode {timing_mode!r}: allowed: {', '.join(TIMING_MODES)}")
+    conflict = mode_conflict(cache, timing_mode)
+    if conflict:
+        raise ValueError(conflict)
+    unknown = sorted(set(timing) - set(TimingSettings.names()))
+    if unknown:
+        raise ValueError(f"unknown timing setting(s) {', '.join(unknown)}; allowed: {', '.join(TimingSettings.names())}")
+    try:
+        overrides = validate_timing_overrides(timing)
+    except UserInputError as exc:  # the same bounds as the command line, named with its flag
+        raise ValueError(str(exc)) from None
+    settings = TimingSettings().override(overrides)
+    environment, info = capture(device or best_device())
+    monitor = ClockMonitor(info).start()
+    try:
+        timed = engine_measure(fn, device=info, settings=settings, cache=cache, timing_mode=timing_mode)
+    finally:
+        clocks = monitor.stop()
+    stats = timed.stats
+    return MeasureResult(
+        samples_ms=tuple(float(x) for x in timed.samples_ms),
+        median_ms=stats.median_ms, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms, mean_ms=stats.mean_ms,
+        min_ms=stats.min_ms, max_ms=stats.max_ms, iqr_ms=stats.iqr_ms, std_ms=stats.std_ms,
+        ci_low_ms=stats.ci_low_ms, ci_high_ms=stats.ci_high_ms, rel_ci_halfwidth=stats.rel_ci_halfwidth,
+        n_samples=stats.n_samples, stop_reason=str(timed.stop_reason), first_call_ms=timed.first_call_ms,
+        warmup_calls=timed.warmup_calls, warmup_ms=timed.warmup_ms, sampling_ms=timed.sampling_ms,
+        cache=timed.cache, timing_mode=timed.timing_mode, clock=timed.clock,
+        sync_method=str(timed.sync_method), flush_method=str(timed.flush_method),
+        flush_bytes=timed.flush_bytes, launches_per_sample=timed.launches_per_sample,
+        device=info.torch_device, machine=MachineState(environment, clocks),
+    )
+
+
+def run(
+    spec: str | Path,
+    *,
+    db: str = DEFAULT_DB,
+    filters: Sequence[str] = (),
+    device: str = "auto",
+    seed: int = 0,
+    quiet: bool = True,
+    **timing: Any,
+) -> RunSummary:
+    """Run a spec (a YAML path, or a shipped name such as "quick") into `db`, as `rooflab run` does.
+
+    `filters` are `rooflab run --filter` expressions ("op=matmul", "dtype=float32"); `**timing`
+    overrides the spec's timing settings (the names `measure` takes). Returns the run summary
+    (`run_id`, `status`, `counts` by status, ...); results are read back with `results(db, run_id=...)`.
+    A bad spec, filter or setting raises the same error the command reports with exit code 2.
+    """
+    from rooflab.runners.session import run_suite
+
+    return run_suite(spec, db_url=db, filters=tuple(filters), device=device, seed=seed,
+                     timing_overrides=timing or None, quiet=quiet, handle_signals=False)
+
+
+def results(db: str = DEFAULT_DB, **where: Any) -> pd.DataFrame:
+    """One row per measurement, export columns first (docs/design.md lists them).
+
+    Filters, by keyword: `run_id`, `since` (a date), `device` (fingerprint, name or GPU UUID),
+    `status`, `case_key` (each of these one value or several), and `columns` to read only some.
+    """
+    from rooflab.db import query
+
+    return query.results(db, **where)
+
+
+def runs(db: str = DEFAULT_DB) -> pd.DataFrame:
+    """One row per run, in run order."""
+    from rooflab.db import query
+
+    return query.runs(db)
+
+
+def history(case_key: str, db: str = DEFAULT_DB, device_fingerprint: str | None = None) -> pd.DataFrame:
+    """Every result of one case (on one device fingerprint when given), in run order."""
+    from rooflab.db import query
+
+    return query.case_history(db, case_key, device_fingerprint)
+
+
+def _plain(value: Any) -> Any:
+    """`value` as JSON-serialisable data: mappings to dicts, sequences to lists, numbers kept
+    (non-finite floats to None), anything else to its string."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    return str(value)

@@ -1,0 +1,69 @@
+"""The public Python API (rooflab/api.py): measure, its typed result, and a cheap `import rooflab`."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+import rooflab
+
+FAST = {"warmup_ms": 1, "warmup_calls": 1, "min_samples": 8, "min_time_ms": 1, "max_time_ms": 150}
+
+
+def test_measure_times_a_known_sleep_and_derives_its_statistics_from_the_raw_samples():
+    result = rooflab.measure(lambda: time.sleep(0.003), device="cpu", cache="hot", **FAST)
+    assert isinstance(result, rooflab.MeasureResult)
+    assert result.n_samples == len(result.samples_ms) >= 8
+    assert result.median_ms == pytest.approx(statistics.median(result.samples_ms))
+    assert result.min_ms == min(result.samples_ms) and result.max_ms == max(result.samples_ms)
+    assert 3.0 <= result.median_ms < 100.0  # a 3 ms sleep, timed with perf_counter
+    assert result.clock == "perf_counter" and result.cache == "hot" and result.flush_bytes == 0
+    assert result.first_call_ms >= 3.0
+    assert result.stop_reason in ("converged", "max_time", "max_samples")
+    assert result.device == "cpu" and result.device_name == result.machine.environment.device_name
+    assert result.machine.clocks.throttled is False  # no NVML on a CPU
+
+
+def test_cold_measure_flushes_and_the_result_is_plain_json():
+    result = rooflab.measure(lambda: sum(range(1000)), device="cpu", **FAST)
+    assert result.cache == "cold" and result.flush_bytes > 0 and result.flush_method != "none"
+    data = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert data["samples_ms"] == list(result.samples_ms)
+    env = data["machine"]["environment"]
+    assert env["device_fingerprint"] == result.device_fingerprint and env["device_kind"] == "cpu"
+    assert data["machine"]["clocks"]["throttled"] is False
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"max_samples": 0}, "max-samples"),
+        ({"target_precision": 2.0}, "target-precision"),
+        ({"max_time_ms": "fast"}, "max-time-ms"),
+        ({"warmup": 25}, "unknown timing setting(s) warmup"),
+        ({"cache": "lukewarm"}, "cache 'lukewarm'"),
+        ({"timing_mode": "batch"}, "timing_mode 'batch'"),
+        ({"cache": "cold", "timing_mode": "graph"}, "graph mode"),
+    ],
+)
+def test_bad_settings_raise_one_clear_value_error(kwargs, needle):
+    calls = []
+    with pytest.raises(ValueError, match=None) as info:
+        rooflab.measure(lambda: calls.append(1), device="cpu", **kwargs)
+    assert needle in str(info.value)
+    assert calls == []  # nothing ran
+
+
+def test_import_rooflab_loads_neither_torch_nor_pandas():
+    code = "import sys, rooflab; rooflab.register; print(sorted(m for m in ('torch', 'pandas', 'sqlalchemy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'mesure'"):
+        rooflab.mesure  # noqa: B018
