@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 
 FAIL_ON = ("regression", "drift", "suspect", "never")
 EXIT_OK = 0

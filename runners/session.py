@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings

@@ -379,7 +379,7 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 
 def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from rooflab.runners import environment
-    from rooflab.runners.cli.common import UserInputError
+    from rooflab.runners.errors import UserInputError
     from rooflab.runners.session import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
@@ -406,7 +406,7 @@ def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
 
 
 def test_timing_overrides_are_checked_and_typed() -> None:
-    from rooflab.runners.cli.common import UserInputError
+    from rooflab.runners.errors import UserInputError
     from rooflab.runners.session import validate_timing_overrides
 
     assert validate_timing_overrides({"min_samples": 20.0, "max_time_ms": 50, "warmup_ms": None}) == {
