@@ -5,6 +5,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from rooflab.reports.options import RegressionOptions
+
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
 # (and `detect`) read: everything else stays in the database.
@@ -58,7 +60,7 @@ def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: o
     return results(url, run_id=wanted, columns=columns), counts
 
 
-def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_change: float = 0.05) -> list:
+def load_verdicts(url: str, options: RegressionOptions = RegressionOptions()) -> list:
     """The regression verdict of every series in the database at `url`, as `detect` gives them on
     every result, read from the newest runs (reports.regressions.detect_in_database); [] when
     nothing has been stored there yet."""
@@ -66,7 +68,7 @@ def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_chan
 
     if _empty(url):
         return []
-    return detect_in_database(url, window=window, z_threshold=z_threshold, min_change=min_change)
+    return detect_in_database(url, **options.as_kwargs())
 
 
 def load_crosschecks(url: str) -> pd.DataFrame:

@@ -199,48 +199,6 @@ def shard_state(db_url: str, run_id: str) -> ShardState:
     return ShardState(expected, finished, unfinished, missing)
 
 
-def series_of_run(history: Any, run_id: str) -> Any:
-    """The rows of every series (case_key x device fingerprint) the run measured, up to that run."""
-    this_run = history[history["run_id"] == run_id]
-    if this_run.empty:
-        return history.iloc[0:0]
-    order = int(this_run["run_order"].iloc[0])
-    keys = set(zip(this_run["case_key"], this_run["device_fingerprint"]))
-    upto = history[history["run_order"] <= order]
-    mask = [(k, f) in keys for k, f in zip(upto["case_key"], upto["device_fingerprint"])]
-    return upto[mask]
-
-
-def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, min_change: float
-                  ) -> tuple[dict[str, tuple[dict[str, Any], ...]], int, int, dict[str, int]]:
-    """(verdict rows by status, series checked, series without enough history, counts by status)."""
-    from rooflab.db.query import results, run_ids
-    from rooflab.db.records import STATUSES
-    from rooflab.reports.regressions import DETECT_COLUMNS, detect, detect_in_database
-
-    this_run = results(db_url, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
-    counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
-    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change}
-    if not this_run.empty and run_ids(db_url)[-1] == run_id:
-        # the newest run: its series up to it are their whole histories, judged from the newest runs
-        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str)))
-        verdicts = [v for v in detect_in_database(db_url, **kw) if (v.case_key, v.device_fingerprint) in keys]
-    else:
-        verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), **kw)
-    # only series whose newest point is this run are judged on tonight's figures
-    judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
-    by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": [], "drift": []}
-    for verdict in judged:
-        if verdict.status in by_kind:
-            by_kind[verdict.status].append(verdict.as_dict())
-        if verdict.drift is not None:
-            by_kind["drift"].append(verdict.as_dict())
-    for rows in by_kind.values():
-        rows.sort(key=lambda r: (-abs(r["rel_change"] or 0.0), r["case_key"], r["device_fingerprint"]))
-    insufficient = sum(1 for v in verdicts if v.status == "insufficient_data")
-    return {k: tuple(v) for k, v in by_kind.items()}, len(verdicts), insufficient, counts
-
-
 def coverage(db_url: str, run_id: str, spec: Any, filters: Sequence[str]) -> tuple[int, tuple[str, ...]]:
     """(cases the spec expands to for the run's device kinds, those of them the run has no result for).
 
