@@ -9,7 +9,9 @@ is not there is created only by `writer()`.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import TracebackType
+from typing import Iterator
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
@@ -115,3 +117,34 @@ def as_database(db: str | URL | Database) -> tuple[Database, bool]:
     if isinstance(db, Database):
         return db, False
     return Database(db), True
+
+
+Db = str | URL | Database  # what the readers take: a URL, or the command's open handle
+
+
+def schema_state(db: Db):  # type: ignore[no-untyped-def]  # -> db.schema.SchemaState
+    """The schema state of `db` (db.schema.read_state for a URL; the handle's own check otherwise)."""
+    from rooflab.db.schema import read_state
+
+    return db.state() if isinstance(db, Database) else read_state(db)
+
+
+@contextmanager
+def reading(db: Db) -> Iterator[Engine]:
+    """An engine to read `db` with, its schema checked current: the handle's own engine, or a
+    read-only one opened for this use and disposed after it."""
+    from rooflab.db.schema import require_current
+
+    if isinstance(db, Database):
+        yield db.reader()
+        return
+    engine = make_engine(require_current(db), write=False)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def shown(db: Db) -> str:
+    """The URL of `db` to print: its password redacted."""
+    return db.shown if isinstance(db, Database) else redact(db)

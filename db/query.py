@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime
-from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
-from sqlalchemy import Connection, Engine, case, func, or_, select
+from sqlalchemy import Connection, case, func, or_, select
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, canonical_json, result_select
-from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.handle import Database
-from rooflab.db.schema import require_current
+from rooflab.db.handle import Db, reading
 from rooflab.db.timeparse import parse_since
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
@@ -29,20 +26,7 @@ _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
 _JSON_COLUMNS = ("params", "throttle_reasons", "quality_reasons")
 _PARTITION_ROWS = 20_000
 
-Db = str | Database  # a database URL, or the command's open handle (db.handle)
-
-
-@contextmanager
-def _connect(db: Db) -> Iterator[Engine]:
-    """The engine to read `db` with: the handle's own, or one opened for this call and disposed after."""
-    if isinstance(db, Database):
-        yield db.reader()
-        return
-    engine = make_engine(require_current(db), write=False)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
+_connect = reading  # a URL or the command's db.handle.Database -> an engine to read it with
 
 
 def _fetch_all_scalars(url: Db, query: Any) -> list[Any]:
