@@ -79,3 +79,28 @@ def test_one_nightly_opens_one_engine(tmp_path: Path, monkeypatch: pytest.Monkey
     again = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "out", skip_run=True, run=RunOptions(run_id="n1")))
     assert again.counts == summary.counts and again.report_error is None
     assert counted == {"engines": 1, "parses": 1}
+
+
+def test_reads_through_the_handle_do_not_wait_for_a_writer(tmp_path: Path) -> None:
+    """The handle reads with a plain BEGIN: a writer holding the SQLite write lock does not block it."""
+    import sqlite3
+    import time
+
+    from rooflab.db.handle import Database
+    from rooflab.db.query import run_ids
+    from rooflab.db.store import ResultStore
+    from tests.db.factories import make_run
+
+    path = tmp_path / "r.db"
+    with ResultStore(f"sqlite:///{path}") as store:
+        store.start_run(make_run("r1"))
+    writer = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of a write transaction
+    try:
+        with Database(f"sqlite:///{path}") as database:
+            started = time.monotonic()
+            assert run_ids(database) == ["r1"]
+            assert time.monotonic() - started < 5.0  # the busy timeout is 30 s
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
