@@ -14,9 +14,9 @@ from sqlalchemy import Connection, select
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
-from rooflab.db.engine import make_engine, retry_locked
+from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.schema import require_current
+from rooflab.db.handle import Db, reading
 from rooflab.db.store import ResultStore, device_key, require_aware, upsert_case
 
 CHECK_STATUSES = ("ok", "skipped", "failed", "incorrect")
@@ -99,9 +99,8 @@ FRAME_COLUMNS: tuple[str, ...] = (
 )
 
 
-def crosscheck_frame(url: str, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
+def crosscheck_frame(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """Every cross-check row (of `run_ids` when given), one column per FRAME_COLUMNS name."""
-    parsed = require_current(url)
     x, r, e, c = models.CrossCheck, models.Run, models.Environment, models.Case
     query = (
         select(
@@ -117,10 +116,6 @@ def crosscheck_frame(url: str, run_ids: Sequence[str] | None = None) -> pd.DataF
     )
     if run_ids:
         query = query.where(r.run_id.in_(list(run_ids)))
-    engine = make_engine(parsed, write=False)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(query).all()
-    finally:
-        engine.dispose()
+    with reading(url) as engine, engine.connect() as conn:
+        rows = conn.execute(query).all()
     return pd.DataFrame([tuple(row) for row in rows], columns=list(FRAME_COLUMNS))

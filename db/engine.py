@@ -30,6 +30,11 @@ def make_engine(url: str | URL, *, write: bool = True) -> Engine:
     return create_engine(parsed, pool_pre_ping=True, pool_size=2, max_overflow=4)
 
 
+# Execution option of a connection that only reads through a write engine (db.handle.Database):
+# its transactions begin with a plain BEGIN, so that readers do not queue on the write lock.
+READ_ONLY = {"rooflab_read_only": True}
+
+
 def _sqlite_engine(url: URL, *, write: bool) -> Engine:
     # Pooled connections: closing the last connection to a WAL file checkpoints it, which must not
     # happen after every transaction.
@@ -41,20 +46,29 @@ def _sqlite_engine(url: URL, *, write: bool) -> Engine:
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
-        if write:
+        if not write:
+            cursor.execute("PRAGMA query_only = 1")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+        if not write or connection.get_execution_options().get("rooflab_read_only"):
+            connection.exec_driver_sql("BEGIN")
+            return
+        # the journal mode is set before the first write of a connection, not when it connects: a
+        # write engine may first read a database's schema version and refuse it, unchanged
+        info = connection.connection.info
+        if not info.get("rooflab_wal"):
+            cursor = connection.connection.dbapi_connection.cursor()
             mode = cursor.execute("PRAGMA journal_mode").fetchone()[0]
             if str(mode).lower() != "wal":
                 cursor.execute("PRAGMA journal_mode = WAL")
             # NORMAL in WAL mode: a commit survives the process being killed; only a power loss may
             # roll back the last commits (never corrupts the file). FULL would fsync every commit.
             cursor.execute("PRAGMA synchronous = NORMAL")
-        else:
-            cursor.execute("PRAGMA query_only = 1")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+            cursor.close()
+            info["rooflab_wal"] = True
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
 

@@ -7,8 +7,7 @@ import pandas as pd
 from sqlalchemy import select
 
 from rooflab.db import models
-from rooflab.db.engine import make_engine
-from rooflab.db.schema import require_current
+from rooflab.db.handle import Db, reading
 
 PROFILE_COLUMNS: tuple[str, ...] = (
     "measurement_id", "run_id", "run_order", "measured_at", "device_name", "device_fingerprint", "case_key", "op",
@@ -18,7 +17,7 @@ PROFILE_COLUMNS: tuple[str, ...] = (
 PART_COLUMNS: tuple[str, ...] = ("measurement_id", "position", "name", "kind", "time_ms", "flops", "bytes", "events")
 
 
-def layer_profiles(url: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def layer_profiles(url: Db) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(profiles, parts) of every profiled measurement in the database at `url`."""
     m, c, e, r = models.Measurement, models.Case, models.Environment, models.Run
     lp, part = models.LayerProfile, models.LayerPart
@@ -37,13 +36,9 @@ def layer_profiles(url: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     parts_query = select(
         part.measurement_id, part.position, part.name, part.kind, part.time_ms, part.flops, part.bytes, part.events
     ).order_by(part.measurement_id, part.position)
-    engine = make_engine(require_current(url), write=False)
-    try:
-        with engine.connect() as conn:
-            profiles = pd.DataFrame([tuple(row) for row in conn.execute(profiles_query)], columns=list(PROFILE_COLUMNS))
-            parts = pd.DataFrame([tuple(row) for row in conn.execute(parts_query)], columns=list(PART_COLUMNS))
-    finally:
-        engine.dispose()
+    with reading(url) as engine, engine.connect() as conn:
+        profiles = pd.DataFrame([tuple(row) for row in conn.execute(profiles_query)], columns=list(PROFILE_COLUMNS))
+        parts = pd.DataFrame([tuple(row) for row in conn.execute(parts_query)], columns=list(PART_COLUMNS))
     if not profiles.empty:
         profiles["params"] = profiles["params"].map(lambda v: json.loads(v) if isinstance(v, str) else dict(v))
     return profiles, parts

@@ -1,7 +1,7 @@
 """Reading results into pandas DataFrames, for notebooks and for `reports/`.
 
-Every function takes a database URL, checks that the schema is current, and returns a new
-DataFrame. Timestamps are tz-aware UTC; `params` and `throttle_reasons` are JSON strings
+Every function takes a database URL (or the command's open db.handle.Database), checks that the
+schema is current, and returns a new DataFrame. Timestamps are tz-aware UTC; `params` and `throttle_reasons` are JSON strings
 (sorted keys) so that columns stay hashable (`json.loads` gives the object back). `run_order`
 numbers runs by (started_at, run_id): history is ordered by run, never by the wall clock of
 individual measurements.
@@ -17,9 +17,8 @@ from sqlalchemy import Connection, Text, case, cast, func, or_, select
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, canonical_json, column_sources, result_select
-from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.schema import require_current
+from rooflab.db.handle import Db, reading
 from rooflab.db.timeparse import parse_since
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
@@ -27,24 +26,17 @@ _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
 _JSON_COLUMNS = ("params", "throttle_reasons", "quality_reasons")
 _PARTITION_ROWS = 20_000
 
+_connect = reading  # a URL or the command's db.handle.Database -> an engine to read it with
 
 
-def _connect(url: str):  # type: ignore[no-untyped-def]
-    return make_engine(require_current(url), write=False)
-
-
-def _fetch_all_scalars(url: str, query: Any) -> list[Any]:
+def _fetch_all_scalars(url: Db, query: Any) -> list[Any]:
     return [row[0] for row in _fetch_all(url, query)]
 
 
-def _fetch_all(url: str, query: Any) -> list[Any]:
-    """All rows of one read-only query, on an engine opened and disposed for it."""
-    engine = _connect(url)
-    try:
-        with engine.connect() as conn:
-            return list(conn.execute(query).all())
-    finally:
-        engine.dispose()
+def _fetch_all(url: Db, query: Any) -> list[Any]:
+    """All rows of one read-only query."""
+    with _connect(url) as engine, engine.connect() as conn:
+        return list(conn.execute(query).all())
 
 
 def run_orders(conn: Connection) -> dict[str, int]:
@@ -54,7 +46,7 @@ def run_orders(conn: Connection) -> dict[str, int]:
 
 
 def results(
-    url: str,
+    url: Db,
     *,
     run_id: str | Sequence[str] | None = None,
     since: str | date | datetime | None = None,
@@ -93,20 +85,16 @@ def results(
         query = query.where(models.Measurement.status.in_(_as_list(status)))
     if case_key is not None:
         query = query.where(models.Case.case_key.in_(_as_list(case_key)))
-    engine = _connect(url)
-    try:
-        with engine.connect() as conn:
-            orders = run_orders(conn) if "run_order" in names else {}
-            rows: list[tuple] = []
-            for part in conn.execute(query).partitions(_PARTITION_ROWS):  # the Row objects of one part at a time
-                rows.extend(tuple(row) for row in part)
-            columns = _columns(rows, len(own) + len(keys))
-            values = dict(zip(own, columns))
-            for table, pks in zip((models.Run, models.Case, models.Environment), columns[len(own):]):
-                values.update(_dimension_columns(conn, table, [n for n in fetched if n in sources
-                                                               and sources[n].class_ is table], pks))
-    finally:
-        engine.dispose()
+    with _connect(url) as engine, engine.connect() as conn:
+        orders = run_orders(conn) if "run_order" in names else {}
+        rows: list[tuple] = []
+        for part in conn.execute(query).partitions(_PARTITION_ROWS):  # the Row objects of one part at a time
+            rows.extend(tuple(row) for row in part)
+        columns = _columns(rows, len(own) + len(keys))
+        values = dict(zip(own, columns))
+        for table, pks in zip((models.Run, models.Case, models.Environment), columns[len(own):]):
+            values.update(_dimension_columns(conn, table, [n for n in fetched if n in sources
+                                                           and sources[n].class_ is table], pks))
     return _frame_from_columns({n: values[n] for n in fetched}, len(rows), names, orders)
 
 
@@ -204,7 +192,7 @@ def _canonical_text(values: pd.Series) -> list[str]:
     return out
 
 
-def case_history(url: str, case_key: str, device_fingerprint: str | None = None) -> pd.DataFrame:
+def case_history(url: Db, case_key: str, device_fingerprint: str | None = None) -> pd.DataFrame:
     """Every result of one case (on one device fingerprint when given), ordered by run."""
     frame = results(url, case_key=case_key, device=device_fingerprint)
     if device_fingerprint is not None:
@@ -212,12 +200,12 @@ def case_history(url: str, case_key: str, device_fingerprint: str | None = None)
     return frame.sort_values(["run_order", "device_fingerprint", "device_uuid"], kind="stable").reset_index(drop=True)
 
 
-def run_ids(url: str) -> list[str]:
+def run_ids(url: Db) -> list[str]:
     """Every run_id, in run order (by started_at, then run_id)."""
     return list(_fetch_all_scalars(url, select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id)))
 
 
-def series_summary(url: str) -> pd.DataFrame:
+def series_summary(url: Db) -> pd.DataFrame:
     """One row per series (case_key x device_fingerprint) that has any result: `n_ok_runs`, the runs
     in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
     runs in run order (None without one). One pass over the measurements, no row per result."""
@@ -231,24 +219,20 @@ def series_summary(url: str) -> pd.DataFrame:
         .group_by(c.case_key, e.device_fingerprint)
         .order_by(c.case_key, e.device_fingerprint)
     )
-    engine = _connect(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(query).all()
-            run_starts = conn.execute(select(r.run_id, r.started_at).order_by(r.started_at, r.run_id)).all()
-            by_start: dict[Any, list[str]] = {}
-            for run_id_, started in run_starts:
-                by_start.setdefault(started, []).append(run_id_)
-            # runs that started at the same instant: the earliest of them in run order that holds an ok result
-            tied = sorted({row[3] for row in rows if row[3] is not None and len(by_start[row[3]]) > 1})
-            ok_in_tied: set[tuple[str, str, str]] = set()
-            for started in tied:
-                ok_in_tied |= {tuple(x) for x in conn.execute(
-                    select(c.case_key, e.device_fingerprint, r.run_id).distinct()
-                    .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
-                    .join(e, e.id == m.environment_id).where(ok, r.started_at == started))}
-    finally:
-        engine.dispose()
+    with _connect(url) as engine, engine.connect() as conn:
+        rows = conn.execute(query).all()
+        run_starts = conn.execute(select(r.run_id, r.started_at).order_by(r.started_at, r.run_id)).all()
+        by_start: dict[Any, list[str]] = {}
+        for run_id_, started in run_starts:
+            by_start.setdefault(started, []).append(run_id_)
+        # runs that started at the same instant: the earliest of them in run order that holds an ok result
+        tied = sorted({row[3] for row in rows if row[3] is not None and len(by_start[row[3]]) > 1})
+        ok_in_tied: set[tuple[str, str, str]] = set()
+        for started in tied:
+            ok_in_tied |= {tuple(x) for x in conn.execute(
+                select(c.case_key, e.device_fingerprint, r.run_id).distinct()
+                .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
+                .join(e, e.id == m.environment_id).where(ok, r.started_at == started))}
     out = []
     for key, fingerprint, n_ok, started in rows:
         first = None
@@ -260,7 +244,7 @@ def series_summary(url: str) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "n_ok_runs", "first_ok_run"])
 
 
-def result_devices(url: str) -> pd.DataFrame:
+def result_devices(url: Db) -> pd.DataFrame:
     """device_name, device_fingerprint and device_kind of every environment that has a result."""
     e, m = models.Environment, models.Measurement
     query = (select(e.device_name, e.device_fingerprint, e.device_kind)
@@ -270,7 +254,7 @@ def result_devices(url: str) -> pd.DataFrame:
                         columns=["device_name", "device_fingerprint", "device_kind"])
 
 
-def runs(url: str) -> pd.DataFrame:
+def runs(url: Db) -> pd.DataFrame:
     """One row per run, in run order, with counts of its measurements and shards."""
     r, m, s = models.Run, models.Measurement, models.RunShard
     n_measurements = select(func.count()).where(m.run_id == r.id).scalar_subquery()
@@ -295,7 +279,7 @@ def runs(url: str) -> pd.DataFrame:
     return frame
 
 
-def result_counts(url: str) -> pd.DataFrame:
+def result_counts(url: Db) -> pd.DataFrame:
     """How many results each run has, per device, op and status: one grouped query, so that a
     report can choose which runs to read (and list every run) without reading the results.
 
@@ -306,15 +290,11 @@ def result_counts(url: str) -> pd.DataFrame:
     query = (select(*keys, func.count().label("n")).select_from(m)
              .join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
              .group_by(*keys))
-    engine = _connect(url)
-    try:
-        with engine.connect() as conn:
-            orders = run_orders(conn)
-            meta = {row[0]: tuple(row[1:]) for row in conn.execute(
-                select(r.run_id, r.started_at, r.host, r.suite, r.git_commit))}
-            rows = conn.execute(query).all()
-    finally:
-        engine.dispose()
+    with _connect(url) as engine, engine.connect() as conn:
+        orders = run_orders(conn)
+        meta = {row[0]: tuple(row[1:]) for row in conn.execute(
+            select(r.run_id, r.started_at, r.host, r.suite, r.git_commit))}
+        rows = conn.execute(query).all()
     names = ["run_id", "device_name", "device_fingerprint", "op", "family", "status", "n"]
     frame = pd.DataFrame([tuple(row) for row in rows], columns=names)
     frame.insert(1, "run_order", frame["run_id"].map(orders).astype("int64"))
@@ -324,7 +304,7 @@ def result_counts(url: str) -> pd.DataFrame:
     return frame.sort_values(["run_order", "device_name", "op", "status"], kind="stable").reset_index(drop=True)
 
 
-def environments(url: str) -> pd.DataFrame:
+def environments(url: Db) -> pd.DataFrame:
     """One row per device fingerprint, with its identity (JSON) and how many runs used it."""
     e, re_ = models.Environment, models.RunEnvironment
     n_runs = select(func.count(func.distinct(re_.run_id))).where(re_.environment_id == e.id).scalar_subquery()

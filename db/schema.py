@@ -14,7 +14,6 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError
 
 from rooflab.db.engine import make_engine, retry_locked
 from rooflab.db.models import Base
@@ -86,7 +85,7 @@ def read_state(url: str | URL) -> SchemaState:
     except DatabaseInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - connection problems become one clear message
-        raise DatabaseInputError(f"cannot open database {redact(parsed)}: {_first_line(exc)}") from None
+        raise DatabaseInputError(f"cannot open database {redact(parsed)}: {first_line(exc)}") from None
     finally:
         engine.dispose()
 
@@ -130,24 +129,16 @@ def open_for_writing(url: str | URL) -> Engine:
     """A write engine for `url`, creating the schema at head if the database is new.
 
     An older, newer or unversioned database raises SchemaVersionError before anything is written.
+    The engine is that of a db.handle.Database of its own: disposing it is the caller's.
     """
-    parsed = url if isinstance(url, URL) else normalize_url(url)
-    state = read_state(parsed)
-    refuse(state, parsed)
-    path = sqlite_path(parsed)
-    if path is not None:
-        check_sqlite_writable(path, parsed)
-    engine = make_engine(parsed, write=True)
-    if state.kind == "empty":
-        try:
-            retry_locked(lambda: _create(engine, parsed))
-        except OperationalError as exc:
-            engine.dispose()
-            raise DatabaseInputError(f"cannot write {redact(parsed)}: {_first_line(exc)}") from None
-        except BaseException:
-            engine.dispose()
-            raise
-    return engine
+    from rooflab.db.handle import Database
+
+    database = Database(url)
+    try:
+        return database.writer()
+    except BaseException:
+        database.close()
+        raise
 
 
 def check_sqlite_writable(path: Path, url: URL) -> None:
@@ -164,7 +155,8 @@ def check_sqlite_writable(path: Path, url: URL) -> None:
         raise DatabaseInputError(f"cannot write {redact(url)}: the file is read-only")
 
 
-def _create(engine: Engine, url: URL) -> None:
+def create_schema(engine: Engine, url: URL) -> None:
+    """Create the schema at head in a new database (another process may have done it meanwhile)."""
     with engine.begin() as conn:
         _lock(conn)
         state = inspect_connection(conn)  # another process may have created it meanwhile
@@ -197,6 +189,6 @@ def upgrade(url: str | URL, revision: str = "head") -> tuple[str | None, str]:
         engine.dispose()
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     message = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return message[0] if message else type(exc).__name__

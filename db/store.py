@@ -21,8 +21,8 @@ from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
 from rooflab.db.samples import pack
-from rooflab.db.schema import open_for_writing
-from rooflab.db.urls import normalize_url, redact
+from rooflab.db.handle import Database, as_database
+from rooflab.db.urls import redact
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -131,9 +131,17 @@ class ResultStore:
         store.close()
     """
 
-    def __init__(self, url: str) -> None:
-        self.url = normalize_url(url)
-        self.engine = open_for_writing(self.url)
+    def __init__(self, url: str | Database) -> None:
+        """`url`: a database URL (the store opens and closes its own engine), or the command's
+        db.handle.Database (the store writes through its engine; closing it is the owner's)."""
+        self.database, self._owns_database = as_database(url)
+        self.url = self.database.url
+        try:
+            self.engine = self.database.writer()
+        except BaseException:
+            if self._owns_database:
+                self.database.close()
+            raise
         self._run_pk: dict[str, int] = {}
         self._env_pk: dict[str, int] = {}
         self._case_pk: dict[str, int] = {}
@@ -148,7 +156,8 @@ class ResultStore:
         self.close()
 
     def close(self) -> None:
-        self.engine.dispose()
+        if self._owns_database:
+            self.database.close()
 
     # -- transactions -------------------------------------------------------------------------
 

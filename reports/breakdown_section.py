@@ -5,7 +5,7 @@ Like the rest of a device page, the section shows only the runs the page shows (
 the profiles of other runs are named, not drawn."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 from markupsafe import Markup
@@ -16,12 +16,13 @@ from rooflab.reports.ceilings import DeviceCeilings
 LayerProfiles = tuple[pd.DataFrame, pd.DataFrame]  # (profiles, parts) as db.layer_query gives them
 
 
-def load_layer_profiles(url: str) -> LayerProfiles:
-    """(profiles, parts) of the database at `url`; empty frames when nothing is stored yet."""
+def load_layer_profiles(url: Any) -> LayerProfiles:
+    """(profiles, parts) of the database at `url` (or a db.handle.Database); empty frames when
+    nothing is stored yet."""
+    from rooflab.db.handle import schema_state
     from rooflab.db.layer_query import layer_profiles
-    from rooflab.db.schema import read_state
 
-    if read_state(url).kind == "empty":
+    if schema_state(url).kind == "empty":
         return pd.DataFrame(), pd.DataFrame()
     return layer_profiles(url)
 

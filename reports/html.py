@@ -264,14 +264,15 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
                                                        n_series=len(verdicts), max_plots=MAX_TREND_PLOTS)
 
 
-def write_report(db_url: str, out_dir: str | Path, *, runs: list[str] | None = None, since: object = None) -> Path:
-    """Write the site for the database at `db_url`; returns index.html. Reads the run counts, then
-    only the runs the device pages show (and their roof runs), and the regression verdicts."""
-    from rooflab.db.urls import redact
+def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = None, since: object = None) -> Path:
+    """Write the site for the database at `db_url` (a URL or a db.handle.Database); returns
+    index.html. Reads the run counts, then only the runs the device pages show (and their roof
+    runs), and the regression verdicts."""
+    from rooflab.db.handle import shown
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
 
     df, counts = load_report_results(db_url, runs=runs, since=since)
-    return render_report(df, out_dir, source=redact(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
+    return render_report(df, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
                          counts=counts, crosschecks=load_crosschecks(db_url),
                          layer_profiles=load_layer_profiles(db_url))

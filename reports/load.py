@@ -1,9 +1,14 @@
 """The one place reports read the database: results frames via db.query."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
+
+from rooflab.reports.options import RegressionOptions
+
+if TYPE_CHECKING:
+    from rooflab.db.handle import Db
 
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
@@ -26,13 +31,13 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
 )
 
 
-def _empty(url: str) -> bool:
-    from rooflab.db.schema import read_state
+def _empty(url: Db) -> bool:
+    from rooflab.db.handle import schema_state
 
-    return read_state(url).kind == "empty"
+    return schema_state(url).kind == "empty"
 
 
-def load_results(url: str, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def load_results(url: Db, columns: Sequence[str] | None = None) -> pd.DataFrame:
     """Every result in the database at `url` (only `columns` of db.query.RESULT_COLUMNS when
     given); an empty frame when nothing has been stored there yet."""
     from rooflab.db.query import results
@@ -42,7 +47,7 @@ def load_results(url: str, columns: Sequence[str] | None = None) -> pd.DataFrame
     return results(url, columns=columns)
 
 
-def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: object = None,
+def load_report_results(url: Db, *, runs: Sequence[str] | None = None, since: object = None,
                         columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(results of the runs the report's device pages need, db.query.result_counts): the runs are
     chosen from the counts (reports.runsel) before any result is read."""
@@ -58,7 +63,7 @@ def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: o
     return results(url, run_id=wanted, columns=columns), counts
 
 
-def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_change: float = 0.05) -> list:
+def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> list:
     """The regression verdict of every series in the database at `url`, as `detect` gives them on
     every result, read from the newest runs (reports.regressions.detect_in_database); [] when
     nothing has been stored there yet."""
@@ -66,10 +71,10 @@ def load_verdicts(url: str, window: int = 30, z_threshold: float = 4.0, min_chan
 
     if _empty(url):
         return []
-    return detect_in_database(url, window=window, z_threshold=z_threshold, min_change=min_change)
+    return detect_in_database(url, **options.as_kwargs())
 
 
-def load_crosschecks(url: str) -> pd.DataFrame:
+def load_crosschecks(url: Db) -> pd.DataFrame:
     """Every cross-check row (db.crosscheck.crosscheck_frame); an empty frame when there is no database yet."""
     from rooflab.db.crosscheck import crosscheck_frame
 
@@ -78,7 +83,7 @@ def load_crosschecks(url: str) -> pd.DataFrame:
     return crosscheck_frame(url)
 
 
-def load_device_results(url: str, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
+def load_device_results(url: Db, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
     """(device name, its results) as reports.frames.select_device picks them from every result,
     reading only that device's rows: the device is resolved against the devices that have results."""
     from rooflab.db.query import result_devices, results

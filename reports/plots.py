@@ -20,6 +20,7 @@ import seaborn as sns  # noqa: E402
 
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
 from rooflab.reports.frames import quality_of, usable  # noqa: E402
+from rooflab.reports.options import Z_THRESHOLD  # noqa: E402
 from rooflab.reports.regressions import SeriesVerdict  # noqa: E402
 
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
@@ -330,7 +331,7 @@ def _run_axis(points) -> tuple[list, str]:  # type: ignore[no-untyped-def]
     return list(range(len(points))), "run (in run order)"
 
 
-def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
+def trend_svg(verdict: SeriesVerdict, z_threshold: float = Z_THRESHOLD) -> str:
     """Per-run medians of one series over its run dates: baseline band, excluded points hollow,
     segments separated, change points and a drift window marked, the first bad run named."""
     with _figure(8.0, 3.2) as (fig, ax):

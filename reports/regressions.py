@@ -40,14 +40,13 @@ import numpy as np
 import pandas as pd
 
 from rooflab.reports import changepoints as cp
+from rooflab.reports.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
 from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
 
 MAD_SCALE = 1.4826
 IQR_SCALE = 1.349  # IQR of a standard normal
 TRIM = 4.0  # the spread is the standard deviation of the values within TRIM robust spreads of the median
 SPREAD_FLOOR_REL = 0.005  # 0.5 % of the baseline median
-MIN_BASELINE = 5
-WINDOW = 30  # baseline: the last WINDOW good points
 CONFIRM_Z = 2.5  # each of the two newest points of a regression, in baseline spreads
 CONFIRM_Z_APART = 3.5  # the same, when the two newest points lie further apart than APART_Z * sqrt(2) spreads
 APART_Z = 2.5
@@ -362,7 +361,7 @@ def _first_bad(seg: list[Point], base: Baseline, z_threshold: float, min_change:
     return first
 
 
-def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
+def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
           min_baseline: int = MIN_BASELINE) -> Gate:
     """The gate's judgement of one series' points (see the module docstring)."""
     if not points:
@@ -409,11 +408,19 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
     return Gate("ok", last_flag, prev_flag, pooled, base, note)
 
 
-def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float = 0.05,
-                 history: int = CHANGE_HISTORY) -> tuple[tuple[Change, ...], DriftFlag | None]:
+@dataclass(frozen=True)
+class HistoryPass:
+    """What the change-point and drift pass found over a series' newest good points."""
+
+    changes: tuple[Change, ...] = ()
+    drift: DriftFlag | None = None
+
+
+def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float = MIN_CHANGE,
+                 history: int = CHANGE_HISTORY) -> HistoryPass:
     """Change points and drift over the newest `history` good points of the newest segment."""
     if not points:
-        return (), None
+        return HistoryPass()
     good = [p for p in points if p.segment == points[-1].segment and p.good][-history:]
     values = np.array([p.median_ms for p in good])
     changes = tuple(
@@ -422,7 +429,7 @@ def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float =
         for c in (cp.change_points(values, min_rel_change=min_change / 2) if cp.may_change(values) else ()))
     found = cp.drift(values, min_change=min_change)
     flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value)
-    return changes, flag
+    return HistoryPass(changes, flag)
 
 
 def _drift_start(changes: tuple[Change, ...], drift: DriftFlag, points: list[Point]) -> Point | None:
@@ -432,7 +439,7 @@ def _drift_start(changes: tuple[Change, ...], drift: DriftFlag, points: list[Poi
     return next((p for p in points if p.run_id == wanted), None)
 
 
-def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
+def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
            *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
     """A verdict for every series (case_key x device_fingerprint) in the results frame."""
     if df.empty:
@@ -449,7 +456,8 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min
             end += 1
         points = _points(columns, start, end)
         gate = judge(points, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
-        changes, drift = history_pass(points, min_change=min_change)
+        found = history_pass(points, min_change=min_change)
+        changes, drift = found.changes, found.drift
         first_bad = gate.first_bad
         if first_bad is None and drift is not None:
             first_bad = _drift_start(changes, drift, points)
@@ -493,7 +501,7 @@ def window_suffices(points: list[Point] | tuple[Point, ...], window: int) -> boo
     return cut > 0 and sum(p.good for p in seg[:cut]) >= window and sum(p.good for p in seg) >= CHANGE_HISTORY
 
 
-def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
+def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
                        *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
     """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history.
 

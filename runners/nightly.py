@@ -1,5 +1,8 @@
 """One nightly step for CI: run the suite, check the history for regressions, write the report.
 
+This module sequences the steps; the regression check itself is reports.history_check's and the
+report reports.html's, so `runners.nightly` (like the CLI) is a place that calls `reports`.
+
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
 where the report is, and the exit code (1 when a verdict matches `fail_on`, the run failed or
@@ -15,7 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.db.handle import Database, as_database
+from rooflab.reports.options import RegressionOptions
+from rooflab.runners.errors import UserInputError
+from rooflab.runners.session import RunOptions
 
 FAIL_ON = ("regression", "drift", "suspect", "never")
 EXIT_OK = 0
@@ -181,10 +187,10 @@ def check_out_dir(out_dir: Path) -> Path:
     return out_dir
 
 
-def shard_state(db_url: str, run_id: str) -> ShardState:
+def shard_state(db: str | Database, run_id: str) -> ShardState:
     from rooflab.db.store import ResultStore
 
-    store = ResultStore(db_url)
+    store = ResultStore(db)
     try:
         started = store.run_shards(run_id)
     finally:
@@ -199,49 +205,7 @@ def shard_state(db_url: str, run_id: str) -> ShardState:
     return ShardState(expected, finished, unfinished, missing)
 
 
-def series_of_run(history: Any, run_id: str) -> Any:
-    """The rows of every series (case_key x device fingerprint) the run measured, up to that run."""
-    this_run = history[history["run_id"] == run_id]
-    if this_run.empty:
-        return history.iloc[0:0]
-    order = int(this_run["run_order"].iloc[0])
-    keys = set(zip(this_run["case_key"], this_run["device_fingerprint"]))
-    upto = history[history["run_order"] <= order]
-    mask = [(k, f) in keys for k, f in zip(upto["case_key"], upto["device_fingerprint"])]
-    return upto[mask]
-
-
-def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, min_change: float
-                  ) -> tuple[dict[str, tuple[dict[str, Any], ...]], int, int, dict[str, int]]:
-    """(verdict rows by status, series checked, series without enough history, counts by status)."""
-    from rooflab.db.query import results, run_ids
-    from rooflab.db.records import STATUSES
-    from rooflab.reports.regressions import DETECT_COLUMNS, detect, detect_in_database
-
-    this_run = results(db_url, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
-    counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
-    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change}
-    if not this_run.empty and run_ids(db_url)[-1] == run_id:
-        # the newest run: its series up to it are their whole histories, judged from the newest runs
-        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str)))
-        verdicts = [v for v in detect_in_database(db_url, **kw) if (v.case_key, v.device_fingerprint) in keys]
-    else:
-        verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), **kw)
-    # only series whose newest point is this run are judged on tonight's figures
-    judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
-    by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": [], "drift": []}
-    for verdict in judged:
-        if verdict.status in by_kind:
-            by_kind[verdict.status].append(verdict.as_dict())
-        if verdict.drift is not None:
-            by_kind["drift"].append(verdict.as_dict())
-    for rows in by_kind.values():
-        rows.sort(key=lambda r: (-abs(r["rel_change"] or 0.0), r["case_key"], r["device_fingerprint"]))
-    insufficient = sum(1 for v in verdicts if v.status == "insufficient_data")
-    return {k: tuple(v) for k, v in by_kind.items()}, len(verdicts), insufficient, counts
-
-
-def coverage(db_url: str, run_id: str, spec: Any, filters: Sequence[str]) -> tuple[int, tuple[str, ...]]:
+def coverage(db_url: str | Database, run_id: str, spec: Any, filters: Sequence[str]) -> tuple[int, tuple[str, ...]]:
     """(cases the spec expands to for the run's device kinds, those of them the run has no result for).
 
     Shards that never ran, or shards that disagreed on the partition, show up here.
@@ -258,7 +222,7 @@ def coverage(db_url: str, run_id: str, spec: Any, filters: Sequence[str]) -> tup
     return len(expected), tuple(missing)
 
 
-def latest_run_of(db_url: str, suite: str) -> str | None:
+def latest_run_of(db_url: str | Database, suite: str) -> str | None:
     from rooflab.db.query import runs
 
     frame = runs(db_url)
@@ -286,85 +250,85 @@ def inductor_cache(out_dir: Path) -> Iterator[Path | None]:
         os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
 
 
-def nightly(
-    spec_path: str,
-    *,
-    db_url: str,
-    out_dir: Path,
-    fail_on: str = "regression",
-    run_id: str | None = None,
-    shard: str | None = None,
-    filters: Sequence[str] = (),
-    device: str = "auto",
-    devices: str | None = None,
-    skip_run: bool = False,
-    quiet: bool = True,
-    window: int = 30,
-    z_threshold: float = 4.0,
-    min_change: float = 0.05,
-    run_options: Mapping[str, Any] | None = None,
-) -> NightlySummary:
-    """Run (unless `skip_run`), judge the history, write the report and OUT/summary.json."""
-    from rooflab.db.urls import redact
+@dataclass(frozen=True)
+class NightlyOptions:
+    """What one `rooflab nightly` is asked to do besides its spec and database (the CLI's flags)."""
+
+    out_dir: Path
+    fail_on: str = "regression"
+    skip_run: bool = False  # judge and report an existing run (run.run_id, else the suite's latest)
+    regression: RegressionOptions = RegressionOptions()
+    # the run: its id, shard, filters and devices are also what is judged; quiet by default in CI
+    run: RunOptions = RunOptions(quiet=True)
+
+
+def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> NightlySummary:
+    """Run (unless `skip_run`), judge the history, write the report and OUT/summary.json.
+
+    `db` is a URL or the command's open db.handle.Database: the run, the history check and the
+    report all read and write through that one handle."""
     from rooflab.runners.shards import parse_shard
     from rooflab.suite.spec import load_spec
 
-    if fail_on not in FAIL_ON:
-        raise UserInputError(f"--fail-on {fail_on!r}: allowed: {', '.join(FAIL_ON)}")
-    if window < 2:
-        raise UserInputError(f"--window {window}: at least 2 runs")
-    if not z_threshold > 0:
-        raise UserInputError(f"--z-threshold {z_threshold}: must be > 0")
-    if not 0 <= min_change < 1:
-        raise UserInputError(f"--min-change {min_change}: a fraction in [0, 1), e.g. 0.05 for 5 %")
+    o, reg = options, options.regression
+    run_id, shard, out_dir = o.run.run_id, o.run.shard, o.out_dir
+    if o.fail_on not in FAIL_ON:
+        raise UserInputError(f"--fail-on {o.fail_on!r}: allowed: {', '.join(FAIL_ON)}")
+    if reg.window < 2:
+        raise UserInputError(f"--window {reg.window}: at least 2 runs")
+    if not reg.z_threshold > 0:
+        raise UserInputError(f"--z-threshold {reg.z_threshold}: must be > 0")
+    if not 0 <= reg.min_change < 1:
+        raise UserInputError(f"--min-change {reg.min_change}: a fraction in [0, 1), e.g. 0.05 for 5 %")
     if shard is not None:
         parse_shard(shard)
-    if skip_run and shard is not None:
+    if o.skip_run and shard is not None:
         raise UserInputError("--shard runs a shard; with --skip-run there is nothing to run")
     check_out_dir(out_dir)
     spec = load_spec(spec_path)
+    database, owned = as_database(db)
+    try:
+        return _nightly(spec_path, spec, database, o, run_id)
+    finally:
+        if owned:
+            database.close()
+
+
+def _nightly(spec_path: str, spec: Any, database: Database, o: NightlyOptions, run_id: str | None) -> NightlySummary:
+    from rooflab.reports.history_check import check_history
+
+    out_dir = o.out_dir
     notes: list[str] = []
-
     invocation: dict[str, Any] | None = None
-    if skip_run:
-        from rooflab.db.schema import require_current
-
-        require_current(db_url)  # a database that is not there is an input error, and stays not there
+    if o.skip_run:
+        database.reader()  # a database that is not there is an input error, and stays not there
         if run_id is None:
-            run_id = latest_run_of(db_url, spec.name)
+            run_id = latest_run_of(database, spec.name)
             if run_id is None:
-                raise UserInputError(f"--skip-run: the database {redact(db_url)} has no run of {spec.name}")
+                raise UserInputError(f"--skip-run: the database {database.shown} has no run of {spec.name}")
     else:
-        from rooflab.runners.session import run_suite
+        from rooflab.runners import session
 
         with inductor_cache(out_dir):
-            summary = run_suite(
-                spec_path, db_url=db_url, filters=tuple(filters), device=device, devices=devices, shard=shard,
-                run_id=run_id, quiet=quiet, **dict(run_options or {}),
-            )
+            summary = session.run_suite(spec_path, db=database, options=o.run)
         run_id = summary.run_id
         invocation = summary.to_dict()
 
     from rooflab.db.store import ResultStore
 
-    store = ResultStore(db_url)
-    try:
-        run_status = store.run_status(run_id)
-        stored = store.get_run(run_id)
-    finally:
-        store.close()
+    store = ResultStore(database)
+    run_status = store.run_status(run_id)
+    stored = store.get_run(run_id)
     if run_status is None or stored is None:
-        raise UserInputError(f"--run-id {run_id}: no such run in {redact(db_url)}")
+        raise UserInputError(f"--run-id {run_id}: no such run in {database.shown}")
     if stored.spec_hash != spec.sha256:
         notes.append(f"run {run_id} was made from another version of the spec; coverage is counted against {spec.path}")
 
-    shards = shard_state(db_url, run_id)
+    shards = shard_state(database, run_id)
     if not shards.complete:
         notes.append("the run is not complete yet: series of cases without a result tonight are not judged")
-    expected, missing = coverage(db_url, run_id, spec, filters)
-    verdicts, checked, insufficient, counts = check_history(
-        db_url, run_id, window=window, z_threshold=z_threshold, min_change=min_change
-    )
+    expected, missing = coverage(database, run_id, spec, o.run.filters)
+    checked = check_history(database, run_id, o.regression)
 
     report: str | None = None
     report_error: str | None = None
@@ -372,15 +336,15 @@ def nightly(
     try:
         from rooflab.reports.html import write_report
 
-        report = str(write_report(db_url, out_dir))
+        report = str(write_report(database, out_dir))
     except Exception as exc:  # noqa: BLE001 - a broken report must not hide tonight's verdicts
         report_error = f"{type(exc).__name__}: {exc}"
 
     result = NightlySummary(
-        run_id=run_id, suite=spec.name, run_status=run_status, db_url=redact(db_url), counts=counts,
-        shards=shards, verdicts=verdicts, series_checked=checked, insufficient_data=insufficient,
-        fail_on=fail_on, report=report, cases_expected=expected, cases_missing=missing,
-        report_error=report_error, invocation=invocation, notes=tuple(notes),
+        run_id=run_id, suite=spec.name, run_status=run_status, db_url=database.shown, counts=checked.counts,
+        shards=shards, verdicts=checked.verdicts, series_checked=checked.series_checked,
+        insufficient_data=checked.insufficient_data, fail_on=o.fail_on, report=report, cases_expected=expected,
+        cases_missing=missing, report_error=report_error, invocation=invocation, notes=tuple(notes),
     )
     tmp = out_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")

@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.db.handle import Database
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
@@ -71,6 +72,28 @@ class RunSummary:
             "elapsed_s": round(self.elapsed_s, 3),
             "slowest": [dict(s) for s in self.slowest],
         }
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What one `rooflab run` is asked to do besides its spec and database (the CLI's flags);
+    `run_suite` validates it."""
+
+    filters: Sequence[str] = ()
+    device: str | None = "auto"
+    devices: str | None = None  # all, or a list such as 0,1
+    shard: str | None = None  # I/N
+    run_id: str | None = None
+    resume: str | None = None  # run id to measure the rest of
+    timing_overrides: Mapping[str, Any] | None = None  # TimingSettings names -> value (None: not given)
+    quiet: bool = False
+    seed: int = 0
+    case_timeout_s: float | None = None
+    json_output: bool = False
+    command_line: str | None = None  # stored with the run; None: this process's argv
+    cpu_threads: int | None = None
+    lock: bool = True
+    lock_wait_s: float = 0.0
 
 
 # ---------------------------------------------------------------- validation of the inputs
@@ -182,13 +205,6 @@ def derive_run_id(suite: str, *, sharded: bool, now: datetime | None = None) -> 
     return f"{suite}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
-def _database_exists(db_url: str) -> bool:
-    from rooflab.db.urls import normalize_url, sqlite_path
-
-    path = sqlite_path(normalize_url(db_url))
-    return path is None or path.exists()
-
-
 def _rooflab_version() -> str:
     try:
         from importlib.metadata import version
@@ -204,42 +220,32 @@ def _rooflab_version() -> str:
 def run_suite(
     spec_path: str | Path | None,
     *,
-    db_url: str,
-    filters: Sequence[str] = (),
-    device: str = "auto",
-    devices: str | None = None,
-    shard: str | None = None,
-    run_id: str | None = None,
-    resume: str | None = None,
-    timing_overrides: Mapping[str, Any] | None = None,
-    quiet: bool = False,
-    seed: int = 0,
-    case_timeout_s: float | None = None,
-    json_output: bool = False,
+    db: str | Database,
+    options: RunOptions = RunOptions(),
     progress: Any = None,
-    command_line: str | None = None,
     handle_signals: bool = True,
-    cpu_threads: int | None = None,
-    lock: bool = True,
-    lock_wait_s: float = 0.0,
 ) -> RunSummary:
-    """Validate, create (or join, or resume) the run, measure, and mark it finished."""
-    from rooflab.db.store import ResultStore
-    from rooflab.db.urls import redact
+    """Validate, create (or join, or resume) the run, measure, and mark it finished.
+
+    `db` is a URL or the command's open db.handle.Database (left open); every read and write of the
+    run goes through that one handle. `progress` replaces the terminal progress display."""
     from rooflab.runners.progress import make_progress
     from rooflab.runners.shards import parse_shard
     from rooflab.suite.spec import apply_filters, expand, load_spec, parse_spec
 
+    o = options
     started = time.monotonic()
-    overrides = validate_timing_overrides(timing_overrides)
-    if seed < 0:
-        raise UserInputError(f"--seed {seed}: must be >= 0")
+    overrides = validate_timing_overrides(o.timing_overrides)
+    if o.seed < 0:
+        raise UserInputError(f"--seed {o.seed}: must be >= 0")
+    cpu_threads = o.cpu_threads
     if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads or cpu_threads < 1):
         raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
-    if case_timeout_s is not None and not case_timeout_s > 0:
-        raise UserInputError(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
-    if not (math.isfinite(lock_wait_s) and lock_wait_s >= 0):
-        raise UserInputError(f"--lock-wait-s {lock_wait_s}: must be a number of seconds >= 0")
+    if o.case_timeout_s is not None and not o.case_timeout_s > 0:
+        raise UserInputError(f"--case-timeout-s {o.case_timeout_s}: must be > 0 (seconds)")
+    if not (math.isfinite(o.lock_wait_s) and o.lock_wait_s >= 0):
+        raise UserInputError(f"--lock-wait-s {o.lock_wait_s}: must be a number of seconds >= 0")
+    run_id, resume, shard = o.run_id, o.resume, o.shard
     if run_id is not None and resume is not None and run_id != resume:
         raise UserInputError("give either --run-id or --resume, not both")
     if spec_path is None and resume is None:
@@ -251,105 +257,112 @@ def run_suite(
         if value is not None and (not value.strip() or any(c.isspace() for c in value)):
             raise UserInputError(f"{name} {value!r}: a run id is a non-empty word without spaces")
     prestart_worker_server()  # workers' imports overlap with loading the spec
-    torch_devices = resolve_devices(device, devices)
+    torch_devices = resolve_devices(o.device, o.devices)
     device_kind = torch_devices[0].split(":")[0]
 
-    if resume is not None and not _database_exists(db_url):
-        raise UserInputError(f"--resume {resume}: there is no database at {redact(db_url)}")
-    stored_run = None
-    if resume is not None:
-        probe = ResultStore(db_url)
-        try:
-            stored_run = probe.get_run(resume)
-        finally:
-            probe.close()
-        if stored_run is None:
-            raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
-    if spec_path is not None:
-        spec = load_spec(spec_path)
-        if stored_run is not None:
-            check_resume_spec(stored_run, spec)
-    else:
-        assert stored_run is not None
-        spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
+    # the database is parsed when first needed (a bad spec is reported before a bad URL) and
+    # opened once: a handle given by the caller stays open, one made here is closed here
+    database: Database | None = db if isinstance(db, Database) else None
+    owned = database is None
+    try:
+        stored_run = None
+        if resume is not None:
+            database = database or Database(db)
+            if not database.exists():
+                raise UserInputError(f"--resume {resume}: there is no database at {database.shown}")
+            stored_run = _store(database).get_run(resume)
+            if stored_run is None:
+                raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
+        if spec_path is not None:
+            spec = load_spec(spec_path)
+            if stored_run is not None:
+                check_resume_spec(stored_run, spec)
+        else:
+            assert stored_run is not None
+            spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
 
-    expanded = expand(spec, device_kind)
-    if not expanded:
-        raise UserInputError(f"{spec.path}: no benchmark of {spec.name} runs on a {device_kind} device")
-    cases = apply_filters(expanded, list(filters))
-    if not cases:
-        raise UserInputError(f"no case of {spec.name} on {device_kind} matches the filters {' '.join(filters)}")
-    check_merged_settings(cases, overrides)
-    filtered = cases  # before the shard's part is taken
-    effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)
-    if shard is not None:
-        cases = _select_shard(cases, shard, db_url=db_url, suite=spec.name, run_id=effective_run_id)
+        expanded = expand(spec, device_kind)
+        if not expanded:
+            raise UserInputError(f"{spec.path}: no benchmark of {spec.name} runs on a {device_kind} device")
+        cases = apply_filters(expanded, list(o.filters))
+        if not cases:
+            raise UserInputError(f"no case of {spec.name} on {device_kind} matches the filters {' '.join(o.filters)}")
+        check_merged_settings(cases, overrides)
+        filtered = cases  # before the shard's part is taken
+        effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)
+        database = database or Database(db)
+        if shard is not None:
+            cases = _select_shard(cases, shard, database=database, suite=spec.name, run_id=effective_run_id)
 
-    reporter = progress or make_progress(quiet=quiet, json_output=json_output)
-    with ExitStack() as locks:
-        if lock:
-            from rooflab.runners.devlock import device_locks
+        reporter = progress or make_progress(quiet=o.quiet, json_output=o.json_output)
+        with ExitStack() as locks:
+            if o.lock:
+                from rooflab.runners.devlock import device_locks
 
-            command = command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
-            locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
-                                             wait_s=lock_wait_s, note=reporter.note))
-        status, result = _measure(
-            db_url, resume, spec, effective_run_id, command_line, shard, torch_devices, cases, expanded, filtered,
-            reporter, seed, overrides, case_timeout_s, handle_signals, cpu_threads,
-        )
-    return _summary(result, effective_run_id, spec.name, redact(db_url), shard, len(cases), time.monotonic() - started,
-                    status=status)
+                command = o.command_line if o.command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
+                locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
+                                                 wait_s=o.lock_wait_s, note=reporter.note))
+            status, result = _measure(
+                database, resume, spec, effective_run_id, o.command_line, shard, torch_devices, cases, expanded,
+                filtered, reporter, o.seed, overrides, o.case_timeout_s, handle_signals, cpu_threads,
+            )
+        return _summary(result, effective_run_id, spec.name, database.shown, shard, len(cases),
+                        time.monotonic() - started, status=status)
+    finally:
+        if owned and database is not None:
+            database.close()
 
 
-def _measure(db_url: str, resume: str | None, spec: Any, effective_run_id: str, command_line: str | None,
+def _store(database: Database) -> Any:
+    """The run's store on the command's database handle (closing the store leaves the handle open)."""
+    from rooflab.db.store import ResultStore
+
+    return ResultStore(database)
+
+
+def _measure(database: Database, resume: str | None, spec: Any, effective_run_id: str, command_line: str | None,
              shard: str | None, torch_devices: list[str], cases: list[Case], expanded: list[Case],
              filtered: list[Case], reporter: Any, seed: int, overrides: Mapping[str, Any],
              case_timeout_s: float | None, handle_signals: bool,
              cpu_threads: int | None) -> tuple[str, SupervisorResult]:
     """Create (or join) the run in the database, measure, and mark it finished: (status, result)."""
-    from rooflab.db.store import ResultStore
-    from rooflab.db.urls import redact
+    store = _store(database)
+    existing = store.get_run(effective_run_id)
+    if resume is not None and existing is None:
+        raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
+    from rooflab.runners.environment import git_state
 
-    store = ResultStore(db_url)
+    commit, dirty = git_state()
+    run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
+    store.start_run(run, shard=shard)
+    supervisor = Supervisor(
+        store=store,
+        run_id=effective_run_id,
+        torch_devices=torch_devices,
+        cases=cases,
+        progress=reporter,
+        seed=seed,
+        timing_overrides=overrides,
+        case_timeout_s=case_timeout_s,
+        shard=shard,
+        handle_signals=handle_signals,
+        cpu_threads=cpu_threads,
+    )
+    reporter.start(len(cases) * len(torch_devices), torch_devices)
     try:
-        existing = store.get_run(effective_run_id)
-        if resume is not None and existing is None:
-            raise UserInputError(f"--resume {resume}: no such run in {redact(db_url)}")
-        from rooflab.runners.environment import git_state
-
-        commit, dirty = git_state()
-        run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
-        store.start_run(run, shard=shard)
-        supervisor = Supervisor(
-            store=store,
-            run_id=effective_run_id,
-            torch_devices=torch_devices,
-            cases=cases,
-            progress=reporter,
-            seed=seed,
-            timing_overrides=overrides,
-            case_timeout_s=case_timeout_s,
-            shard=shard,
-            handle_signals=handle_signals,
-            cpu_threads=cpu_threads,
-        )
-        reporter.start(len(cases) * len(torch_devices), torch_devices)
+        result = supervisor.run()
+    except BaseException:
         try:
-            result = supervisor.run()
-        except BaseException:
-            try:
-                store.finish_run(effective_run_id, "failed", shard=shard)
-            except Exception:  # noqa: BLE001 - the original error is the one to report
-                pass
-            raise
-        finally:
-            reporter.close()
-        status = result.status
-        if status == "complete" and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
-            status = "partial"
-        store.finish_run(effective_run_id, status, shard=shard)
+            store.finish_run(effective_run_id, "failed", shard=shard)
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            pass
+        raise
     finally:
-        store.close()
+        reporter.close()
+    status = result.status
+    if status == "complete" and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
+        status = "partial"
+    store.finish_run(effective_run_id, status, shard=shard)
     return status, result
 
 
@@ -403,15 +416,15 @@ def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, com
     )
 
 
-def _select_shard(cases: list[Case], shard: str, *, db_url: str, suite: str, run_id: str) -> list[Case]:
+def _select_shard(cases: list[Case], shard: str, *, database: Database, suite: str, run_id: str) -> list[Case]:
     """This shard's part, balanced by the previous run's medians when the database has them."""
     from rooflab.runners.shards import CostBasis, estimate_cost_s, parse_shard, previous_medians, select_shard
 
     index, count = parse_shard(shard)
     basis = CostBasis()
-    if _database_exists(db_url):
+    if database.exists():
         # all-or-nothing: shards reading different databases must still compute the same split
-        basis = previous_medians(db_url, suite=suite, current_run_id=run_id).covering(cases)
+        basis = previous_medians(database, suite=suite, current_run_id=run_id).covering(cases)
     cost: Callable[[Case], float] = basis.cost_s if basis.medians_ms else estimate_cost_s
     return select_shard(cases, index, count, cost)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
@@ -173,7 +173,7 @@ class CostBasis:
 
 
 def previous_medians(
-    db_url: str,
+    db_url: str | Any,
     *,
     suite: str | None = None,
     device_fingerprint: str | None = None,
@@ -187,16 +187,27 @@ def previous_medians(
     another run ordered before this one writes results for the same cases between their starts;
     passing `suite` (the spec's name) keeps unrelated runs out. Only `ok` results count; several
     GPUs of one run give the median of their medians. No earlier result: an empty basis (the op
-    model is used).
+    model is used). `db_url` is a URL or the command's db.handle.Database.
     """
+    from rooflab.db.handle import as_database
+
+    database, owned = as_database(db_url)
+    try:
+        return _previous_medians(database, suite, device_fingerprint, current_run_id)
+    finally:
+        if owned:
+            database.close()
+
+
+def _previous_medians(database: Any, suite: str | None, device_fingerprint: str | None,
+                      current_run_id: str | None) -> CostBasis:
     from rooflab.db.query import results, runs
-    from rooflab.db.schema import read_state
 
     # "empty": nothing stored yet; "foreign": tables without a version, seen while another shard is
     # creating the schema (and refused by the store right after, if it really is foreign)
-    if read_state(db_url).kind in ("empty", "foreign"):
+    if database.state().kind in ("empty", "foreign"):
         return CostBasis()
-    frame = results(db_url, status="ok", device=device_fingerprint)
+    frame = results(database, status="ok", device=device_fingerprint)
     if frame.empty:
         return CostBasis()
     if device_fingerprint is not None:
@@ -205,7 +216,7 @@ def previous_medians(
         frame = frame[frame["suite"] == suite]
     if current_run_id is not None:
         frame = frame[frame["run_id"] != current_run_id]
-        all_runs = runs(db_url)
+        all_runs = runs(database)
         current = all_runs.loc[all_runs["run_id"] == current_run_id, "run_order"]
         if not current.empty:
             frame = frame[frame["run_order"] < int(current.iloc[0])]

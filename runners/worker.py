@@ -2,7 +2,8 @@
 
 The worker lives in its own process (multiprocessing `spawn`, which CUDA needs) so that a case that
 kills its process (segfault, illegal memory access, `os._exit`) takes only itself down. It talks
-to the supervisor over a `Pipe` with plain, picklable messages:
+to the supervisor over a `Pipe` with typed, picklable messages (frozen dataclasses, nothing read back
+with `.get`):
 
     worker -> supervisor   ("ready", WorkerReady) | ("setup_error", str)
     supervisor -> worker   ("case", CaseRequest) | ("stop", None)
@@ -23,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rooflab.db.records import EnvironmentRecord, LayerProfileRecord
+from rooflab.runners.stats import SampleStats
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 
@@ -35,7 +38,7 @@ class WorkerReady:
 
     pid: int
     device: DeviceInfo
-    environment: Any  # db.records.EnvironmentRecord
+    environment: EnvironmentRecord
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,8 @@ class CaseRequest:
 
 @dataclass(frozen=True)
 class CaseOutcome:
-    """The result of one case as plain data; the supervisor turns it into a MeasurementRecord."""
+    """The result of one case as typed data; the supervisor turns it into a MeasurementRecord
+    (runners.supervisor.build_record)."""
 
     case_key: str
     status: str  # ok | incorrect | failed | skipped, or crashed when the device context was lost
@@ -56,7 +60,7 @@ class CaseOutcome:
     elapsed_s: float = 0.0  # wall time of the whole case inside the worker
     clock: str | None = None
     samples_ms: tuple[float, ...] = ()
-    stats: Mapping[str, float | int | None] | None = None  # SampleStats fields (status ok only)
+    stats: SampleStats | None = None  # summary of samples_ms (status ok only)
     stop_reason: str | None = None
     first_call_ms: float | None = None
     warmup_calls: int = 0
@@ -78,26 +82,13 @@ class CaseOutcome:
     # host wall time of the case's phases in the worker, ms (PHASES; not stored, for overhead studies)
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     check_cached: bool = False  # the check verdict came from an earlier case with the same inputs' shape
-    layer_profile: Any = None  # db.records.LayerProfileRecord of an op made of parts (runners.attribution)
+    layer_profile: LayerProfileRecord | None = None  # of an op made of parts (runners.attribution)
 
 
 # prepare: inputs and callable; first_call: the worker's timed first call (the only one: the timing
 # engine is told it was made); check: float64 check; timing_first_call: the timing engine's set-up
 # before its warmup (the flusher, CUDA graph capture in graph mode); warmup; sampling
 PHASES = ("prepare", "first_call", "check", "timing_first_call", "warmup", "sampling")
-
-STATS_FIELDS = (
-    "median_ms",
-    "mean_ms",
-    "min_ms",
-    "max_ms",
-    "p10_ms",
-    "p90_ms",
-    "iqr_ms",
-    "std_ms",
-    "n_samples",
-    "rel_ci_halfwidth",
-)
 
 
 def case_seed(base_seed: int, case_key: str) -> int:
@@ -340,7 +331,6 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         phases["warmup"] = float(result.warmup_ms)
         phases["sampling"] = float(result.sampling_ms)
         phases["timing_first_call"] = max(0.0, measure_ms - result.warmup_ms - result.sampling_ms)
-        stats = {name: getattr(result.stats, name) for name in STATS_FIELDS}
         quality, quality_reasons = judge(noise_reasons(result.stats.rel_ci_halfwidth, result.stop_reason), seen.reasons)
         layer_profile, attribution_error = attribute(ready.prepared, device)
         return CaseOutcome(
@@ -350,7 +340,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             time.perf_counter() - started,
             clock=result.clock,
             samples_ms=tuple(float(x) for x in result.samples_ms),
-            stats=stats,
+            stats=result.stats,
             stop_reason=result.stop_reason,
             first_call_ms=ready.first_call_ms,
             warmup_calls=int(result.warmup_calls),

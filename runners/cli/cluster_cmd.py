@@ -7,9 +7,12 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from rooflab.reports.options import RegressionOptions
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
 
 FAIL_ON = ("regression", "drift", "suspect", "never")
+
+REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
 
 def _venv_rooflab(venv: Path | None) -> str:
@@ -129,9 +132,9 @@ def nightly_command(
     skip_run: bool = typer.Option(False, "--skip-run", help="Measure nothing: judge and report the run (--run-id, "
                                   "default the suite's latest run)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show a progress line per case."),
-    window: int = typer.Option(30, "--window", help="Baseline: at most this many earlier good runs."),
-    z_threshold: float = typer.Option(4.0, "--threshold", "--z-threshold", help="Flag when the robust z-score is above this."),
-    min_change: float = typer.Option(0.05, "--min-change", help="... and the relative change above this."),
+    window: int = typer.Option(REGRESSION_DEFAULTS.window, "--window", help="Baseline: at most this many earlier good runs."),
+    z_threshold: float = typer.Option(REGRESSION_DEFAULTS.z_threshold, "--threshold", "--z-threshold", help="Flag when the robust z-score is above this."),
+    min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change", help="... and the relative change above this."),
     json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),
     no_lock: bool = typer.Option(False, "--no-lock", help="Measure even if another run holds the device's lock."),
     lock_wait_s: float = typer.Option(
@@ -139,15 +142,16 @@ def nightly_command(
     ),
 ) -> None:
     from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from rooflab.runners.nightly import nightly
+    from rooflab.runners.nightly import NightlyOptions, nightly
+    from rooflab.runners.session import RunOptions
 
     try:
-        summary = nightly(
-            spec, db_url=db_url(db), out_dir=out, fail_on=fail_on, run_id=run_id, shard=shard, filters=filter_,
-            device=device, devices=devices, skip_run=skip_run, quiet=not verbose, window=window,
-            z_threshold=z_threshold, min_change=min_change,
-            run_options={"lock": not no_lock, "lock_wait_s": lock_wait_s},
-        )
+        summary = nightly(spec, db=db_url(db), options=NightlyOptions(
+            out_dir=out, fail_on=fail_on, skip_run=skip_run,
+            regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change),
+            run=RunOptions(run_id=run_id, shard=shard, filters=tuple(filter_), device=device, devices=devices,
+                           quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),
+        ))
     except DeviceBusyError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_DEVICE_BUSY) from None

@@ -10,6 +10,8 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
+from rooflab.runners.errors import UserInputError
+
 DEFAULT_DB_URL = "sqlite:///results.db"
 EXIT_BAD_INPUT = 2
 
@@ -25,10 +27,6 @@ FilterOption = typer.Option(
     help="Keep cases with KEY=VALUE (op, dtype, cache, n, ...); repeatable: a repeated key means OR "
     "(-f op=copy -f op=triad keeps both ops), different keys mean AND.",
 )
-
-
-class UserInputError(Exception):
-    """Invalid input from the user: printed as one message, exit code 2, no traceback."""
 
 
 def db_url(value: str | None) -> str:

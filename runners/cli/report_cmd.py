@@ -9,11 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.reports.options import RegressionOptions
 from rooflab.runners.cli.common import (
     DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
 )
 
 T = TypeVar("T")
+
+REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
 
 def _guard(action: Callable[[], T]) -> T:
@@ -238,9 +241,9 @@ def regressions_cmd(
     as_json: bool = JsonOption,
     fail_on: str = typer.Option("regression", "--fail-on",
                                 help="Exit 1 on: regression; drift (or regression); suspect (or regression or drift); never."),
-    window: int = typer.Option(30, "--window", help="Baseline: the last N good results."),
-    threshold: float = typer.Option(4.0, "--threshold", help="Robust z-score above which a result is flagged."),
-    min_change: float = typer.Option(0.05, "--min-change", help="Minimum relative change to flag (0.05 = 5 %)."),
+    window: int = typer.Option(REGRESSION_DEFAULTS.window, "--window", help="Baseline: the last N good results."),
+    threshold: float = typer.Option(REGRESSION_DEFAULTS.z_threshold, "--threshold", help="Robust z-score above which a result is flagged."),
+    min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change", help="Minimum relative change to flag (0.05 = 5 %)."),
     show_all: bool = typer.Option(False, "--all", help="List every series, not only flagged ones."),
 ) -> None:
     """Newest two results of every series against a robust baseline, and change points and drift
@@ -258,7 +261,7 @@ def regressions_cmd(
         fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
     url = db_url(db)
     require_database(url)
-    verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
+    verdicts = _guard(lambda: load_verdicts(url, RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)))
     failing = should_fail(verdicts, fail_on)
     counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
     counts["drift"] = sum(v.drift is not None for v in verdicts)

@@ -71,7 +71,7 @@ def run_command(
     json_output: bool = JsonOption,
 ) -> None:
     from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from rooflab.runners.session import run_suite
+    from rooflab.runners.session import RunOptions, run_suite
 
     overrides = {
         "warmup_ms": warmup_ms,
@@ -83,10 +83,8 @@ def run_command(
         "target_precision": target_precision,
     }
     try:
-        summary = run_suite(
-            spec,
-            db_url=db_url(db),
-            filters=filter_,
+        summary = run_suite(spec, db=db_url(db), options=RunOptions(
+            filters=tuple(filter_),
             device=device,
             devices=devices,
             shard=shard,
@@ -100,7 +98,7 @@ def run_command(
             cpu_threads=threads,
             lock=not no_lock,
             lock_wait_s=lock_wait_s,
-        )
+        ))
     except DeviceBusyError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(EXIT_DEVICE_BUSY) from None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.crosscheck.cupyx_peer import CupyxPeer
 from rooflab.runners.crosscheck.do_bench_peer import DoBenchPeer
 from rooflab.runners.crosscheck.nvbench_peer import NvbenchPeer

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.crosscheck.peer import Peer, PeerTiming
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst

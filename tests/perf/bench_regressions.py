@@ -41,7 +41,8 @@ def _points(values: np.ndarray) -> list[Point]:
 def _flags(values: np.ndarray) -> tuple[str, bool, bool, list[int]]:
     pts = _points(values)
     status = judge(pts).status
-    changes, drift = history_pass(pts)
+    found = history_pass(pts)
+    changes, drift = found.changes, found.drift
     return status, drift is not None, any(c.direction == "slower" for c in changes), [
         c.run_order for c in changes if c.direction == "slower"]
 

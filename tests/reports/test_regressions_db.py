@@ -148,12 +148,14 @@ def test_results_take_several_case_keys(url):
 
 @pytest.mark.parametrize("which", [-1, -3])
 def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which):
-    from rooflab.runners.nightly import check_history, series_of_run
+    from rooflab.reports.history_check import check_history, series_of_run
+    from rooflab.reports.options import RegressionOptions
 
     run_id = query.run_ids(url)[which]
     verdicts = detect(series_of_run(query.results(url), run_id), window=8)
     judged = [v.as_dict() for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
-    by_kind, checked, insufficient, counts = check_history(url, run_id, window=8, z_threshold=4.0, min_change=0.05)
+    found = check_history(url, run_id, RegressionOptions(window=8))
+    by_kind, checked, insufficient, counts = found.verdicts, found.series_checked, found.insufficient_data, found.counts
     assert checked == len(verdicts) and insufficient == sum(v.status == "insufficient_data" for v in verdicts)
     key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731
     assert sorted((d for kind, rows in by_kind.items() if kind != "drift" for d in rows), key=key) == sorted(

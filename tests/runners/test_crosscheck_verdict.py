@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.crosscheck.peer import CacheMode, Peer, PeerClock, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks

@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
-from rooflab.runners.nightly import nightly
+from rooflab.runners.nightly import NightlyOptions, nightly
+from rooflab.runners.session import RunOptions
 from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
 
 CASES = [case_record("copy", n) for n in (1 << 20, 1 << 22, 1 << 24)]
@@ -93,7 +94,7 @@ def test_planted_step_of_20_percent_fails_the_night(url, history, tmp_path, spec
 def test_the_first_slow_night_is_a_suspect(url, history, tmp_path, spec):
     """Judging night 10 ignores night 11: one slow night is a suspect, which fails only --fail-on suspect."""
     night = history[1][10]
-    summary = nightly(str(spec), db_url=url, out_dir=tmp_path / "r", skip_run=True, run_id=night)
+    summary = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "r", skip_run=True, run=RunOptions(run_id=night)))
     assert summary.exit_code == 0
     assert [r["case_key"] for r in summary.verdicts["suspect"]] == [CASES[0].case_key]
     assert summary.verdicts["regression"] == ()
@@ -124,7 +125,7 @@ def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
         store.add_environment("sharded", H100.record())
         store.add_measurement(measurement("sharded", CASES[0], 1.0, rng, measured_at=T0, shard="0/4"))
         store.finish_run("sharded", "complete", shard="0/4")
-    summary = nightly(str(spec), db_url=url, out_dir=tmp_path / "r", skip_run=True, run_id="sharded")
+    summary = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "r", skip_run=True, run=RunOptions(run_id="sharded")))
     assert summary.shards.expected == 4
     assert summary.shards.finished == ("0/4",) and summary.shards.unfinished == ("2/4",)
     assert summary.shards.missing == ("1/4", "3/4")
@@ -217,7 +218,7 @@ def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch, tmp
     monkeypatch.setattr(session, "run_suite", fake_run_suite)
     out = tmp_path / "out"
     with pytest.raises(Stop):
-        nightly(str(spec), db_url=sqlite_url(tmp_path / "rooflab.db.sqlite"), out_dir=out)
+        nightly(str(spec), db=sqlite_url(tmp_path / "rooflab.db.sqlite"), options=NightlyOptions(out))
     assert seen == [str((out / nightly_module.INDUCTOR_CACHE_DIR).resolve())]
     assert (out / "inductor-cache").is_dir()
     import os

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
-from rooflab.runners.session import run_suite
+from rooflab.runners.session import RunOptions, run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.runners.planted_ops"
@@ -182,7 +182,7 @@ def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path
     assert run_status(url, "night") == "interrupted"
 
     # SPEC omitted: the spec stored with the run is used
-    summary = run_suite(None, db_url=url, resume="night", device="cpu", quiet=True, handle_signals=False)
+    summary = run_suite(None, db=url, options=RunOptions(resume="night", device="cpu", quiet=True), handle_signals=False)
     assert summary.exit_code == 0
     assert summary.already_measured == 1 and summary.counts["ok"] == 2
     after = results(url, run_id="night")
@@ -209,7 +209,7 @@ def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Pat
     assert 1 <= len(stored) <= 2
     assert run_status(url, "killed") == "running"
 
-    resumed = run_suite(spec, db_url=url, resume="killed", device="cpu", quiet=True, handle_signals=False)
+    resumed = run_suite(spec, db=url, options=RunOptions(resume="killed", device="cpu", quiet=True), handle_signals=False)
     assert resumed.exit_code == 0 and resumed.already_measured == len(stored)
     after = results(url, run_id="killed")
     assert len(after) == 3 and after["case_key"].is_unique
@@ -223,14 +223,17 @@ def test_shards_cover_the_spec_once_and_a_restarted_shard_measures_nothing(
     monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
     spec = write(tmp_path, "planted.yaml", PLANTED_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    kw = dict(db_url=url, device="cpu", quiet=True, handle_signals=False)
-    a = run_suite(spec, shard="0/2", **kw)
+
+    def kw(**options):
+        return dict(db=url, options=RunOptions(device="cpu", quiet=True, **options), handle_signals=False)
+
+    a = run_suite(spec, **kw(shard="0/2"))
     assert a.run_id.startswith("planted-") and a.status == "complete"
-    again = run_suite(spec, shard="0/2", **kw)  # same derived run id: the same night
+    again = run_suite(spec, **kw(shard="0/2"))  # same derived run id: the same night
     assert again.run_id == a.run_id
     assert sum(again.counts.values()) == 0 and again.already_measured == a.selected_cases
     assert run_status(url, a.run_id) == "running"  # shard 1/2 has not run yet
-    b = run_suite(spec, shard="1/2", **kw)
+    b = run_suite(spec, **kw(shard="1/2"))
     assert b.run_id == a.run_id
     assert a.selected_cases + b.selected_cases == 4
     frame = results(url, run_id=a.run_id)
@@ -379,7 +382,7 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 
 def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from rooflab.runners import environment
-    from rooflab.runners.cli.common import UserInputError
+    from rooflab.runners.errors import UserInputError
     from rooflab.runners.session import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
@@ -406,7 +409,7 @@ def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
 
 
 def test_timing_overrides_are_checked_and_typed() -> None:
-    from rooflab.runners.cli.common import UserInputError
+    from rooflab.runners.errors import UserInputError
     from rooflab.runners.session import validate_timing_overrides
 
     assert validate_timing_overrides({"min_samples": 20.0, "max_time_ms": 50, "warmup_ms": None}) == {

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
-from rooflab.runners.session import run_suite
+from rooflab.runners.session import RunOptions, run_suite
 from tests.runners.test_run_cli import PLANTED_SPEC, PLUGIN, run_status, write
 
 OTHER_SPEC = """\
@@ -38,8 +38,8 @@ def test_resume_with_another_spec_is_refused_and_measures_nothing(tmp_path: Path
     planted = write(tmp_path, "planted.yaml", PLANTED_SPEC)
     other = write(tmp_path, "other.yaml", OTHER_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    first = run_suite(planted, db_url=url, run_id="night", device="cpu", quiet=True, handle_signals=False,
-                      filters=["n=256"])
+    first = run_suite(planted, db=url, options=RunOptions(run_id="night", device="cpu", quiet=True, filters=["n=256"]),
+                      handle_signals=False)
     assert first.status == "partial" and run_status(url, "night") == "partial"
     before = len(results(url, run_id="night"))
 
@@ -59,27 +59,30 @@ def test_resume_with_another_spec_is_refused_and_measures_nothing(tmp_path: Path
 def test_complete_only_when_every_case_of_the_spec_has_a_result(tmp_path: Path) -> None:
     planted = write(tmp_path, "planted.yaml", PLANTED_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    kw = dict(db_url=url, device="cpu", quiet=True, handle_signals=False)
-    part = run_suite(planted, run_id="night", filters=["n=256", "n=512"], **kw)
+    def kw(**options):
+        return dict(db=url, options=RunOptions(device="cpu", quiet=True, **options), handle_signals=False)
+
+    part = run_suite(planted, **kw(run_id="night", filters=["n=256", "n=512"]))
     assert part.status == "partial" and part.exit_code == 0 and sum(part.counts.values()) == 2
     assert run_status(url, "night") == "partial"
     # the same spec again with another filter: still a part of it
-    more = run_suite(planted, resume="night", filters=["n=1024"], **kw)
+    more = run_suite(planted, **kw(resume="night", filters=["n=1024"]))
     assert more.status == "partial" and more.already_measured == 0 and sum(more.counts.values()) == 1
     # resumed without a filter: the last case is measured, and only now is the run complete
-    rest = run_suite(None, resume="night", **kw)
+    rest = run_suite(None, **kw(resume="night"))
     assert rest.status == "complete" and rest.already_measured == 3 and sum(rest.counts.values()) == 1
     assert run_status(url, "night") == "complete"
     assert len(results(url, run_id="night")) == 4
     # a filter that happens to select every case leaves a complete run
-    whole = run_suite(planted, run_id="all", filters=["op=planted_scale"], **kw)
+    whole = run_suite(planted, **kw(run_id="all", filters=["op=planted_scale"]))
     assert whole.status == "complete"
 
 
 def test_nightly_fails_on_missing_coverage(tmp_path: Path) -> None:
     planted = write(tmp_path, "planted.yaml", PLANTED_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    run_suite(planted, db_url=url, run_id="night", device="cpu", quiet=True, handle_signals=False, filters=["n=256"])
+    run_suite(planted, db=url, options=RunOptions(run_id="night", device="cpu", quiet=True, filters=["n=256"]),
+              handle_signals=False)
     out = tmp_path / "report"
     result = runner.invoke(app, ["nightly", str(planted), "--skip-run", "--run-id", "night", "--db", url,
                                  "--out", str(out)])

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rooflab.db.query import environments, results  # noqa: E402
-from rooflab.runners.session import run_suite  # noqa: E402
+from rooflab.runners.session import RunOptions, run_suite  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -59,7 +59,7 @@ def spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_devices_all_runs_every_case_on_every_gpu_with_its_uuid(spec_dir: Path) -> None:
     url = f"sqlite:///{spec_dir / 'r.db'}"
-    summary = run_suite(spec_dir / "spec.yaml", db_url=url, devices="all", quiet=True, handle_signals=False)
+    summary = run_suite(spec_dir / "spec.yaml", db=url, options=RunOptions(devices="all", quiet=True), handle_signals=False)
     assert summary.status == "complete"
     gpus = torch.cuda.device_count()
     assert len(summary.devices) == gpus
@@ -81,7 +81,8 @@ def test_devices_all_runs_every_case_on_every_gpu_with_its_uuid(spec_dir: Path) 
 def test_cuda_out_of_memory_and_a_dead_worker_leave_the_sweep_going(spec_dir: Path) -> None:
     url = f"sqlite:///{spec_dir / 'r.db'}"
     summary = run_suite(
-        spec_dir / "faults.yaml", db_url=url, device="cuda:0", quiet=True, handle_signals=False, case_timeout_s=120
+        spec_dir / "faults.yaml", db=url, options=RunOptions(device="cuda:0", quiet=True, case_timeout_s=120),
+        handle_signals=False,
     )
     assert summary.status == "complete"
     frame = results(url, run_id=summary.run_id)

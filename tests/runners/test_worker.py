@@ -44,8 +44,8 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
     assert out.error is None
     assert out.clock == "perf_counter"
     assert out.stats is not None
-    assert out.stats["n_samples"] == len(out.samples_ms) >= FAST.min_samples
-    assert min(out.samples_ms) <= out.stats["median_ms"] <= max(out.samples_ms)
+    assert out.stats.n_samples == len(out.samples_ms) >= FAST.min_samples
+    assert min(out.samples_ms) <= out.stats.median_ms <= max(out.samples_ms)
     assert out.first_call_ms is not None and out.first_call_ms > 0
     assert out.stop_reason in ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
     assert (out.flush_bytes > 0) == (cache == "cold")
@@ -65,13 +65,13 @@ def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
     assert out.clock == "perf_counter" and out.sync_method == "host_sync"
     assert out.launches_per_sample == HOST_LAUNCHES_PER_SAMPLE
     assert out.flush_bytes == 0 and out.flush_method == "none"
-    assert 0 < out.stats["median_ms"] < 1.0  # a torch.add on one element: micro-, not milliseconds
+    assert 0 < out.stats.median_ms < 1.0  # a torch.add on one element: micro-, not milliseconds
 
 
 def test_cli_overrides_reach_the_timing_engine() -> None:
     out = run(planted("planted_scale"), {"min_samples": 40, "max_samples": 40, "target_precision": 0.5})
     assert out.status == "ok", out.error
-    assert out.stats is not None and out.stats["n_samples"] == 40
+    assert out.stats is not None and out.stats.n_samples == 40
     assert out.stop_reason == "max_samples"
 
 
@@ -183,3 +183,42 @@ def test_a_quiet_case_has_a_quality_and_its_threads(monkeypatch: pytest.MonkeyPa
     assert out.cpu_threads == 1
     assert out.quality in ("good", "noisy")  # noisy only when this machine's timing did not converge
     assert (out.quality == "noisy") == bool(out.quality_reasons)
+
+
+def test_outcome_crosses_a_pipe_as_typed_records() -> None:
+    """The statistics arrive as the SampleStats of the samples, not a dict to read back with `.get`."""
+    import multiprocessing
+
+    from rooflab.runners.stats import SampleStats, summarize
+
+    sent = run(planted("planted_scale"))
+    assert sent.status == "ok", sent.error
+    here, there = multiprocessing.Pipe()
+    here.send(("result", sent))
+    kind, got = there.recv()
+    here.close()
+    there.close()
+    assert kind == "result" and got == sent
+    assert isinstance(got.stats, SampleStats)
+    assert got.stats == summarize(got.samples_ms)
+
+
+def test_measurement_record_is_built_from_the_sample_stats() -> None:
+    """Known samples: the stored record carries exactly their summary, and a failed case none of it."""
+    import random
+
+    from rooflab.runners.stats import summarize
+    from rooflab.runners.supervisor import build_record
+
+    rng = random.Random(11)
+    samples = tuple(1.0 + rng.random() for _ in range(25))
+    stats = summarize(samples)
+    case = planted("planted_scale")
+    kw = dict(run_id="r", device_fingerprint="fp", device_uuid=None, shard=None, work_model=lambda c: (10, 20))
+    ok = CaseOutcome(case.case_key, "ok", samples_ms=samples, stats=stats, stop_reason="max_samples")
+    record = build_record(case, ok, **kw)
+    assert record.median_ms == stats.median_ms == sorted(samples)[12]
+    assert (record.p10_ms, record.p90_ms, record.iqr_ms, record.std_ms) == (stats.p10_ms, stats.p90_ms, stats.iqr_ms, stats.std_ms)
+    assert record.n_samples == 25 and record.rel_ci_halfwidth == stats.rel_ci_halfwidth
+    failed = build_record(case, CaseOutcome(case.case_key, "failed", "boom", stats=stats), **kw)
+    assert failed.median_ms is None and failed.n_samples == 0

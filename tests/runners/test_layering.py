@@ -1,0 +1,32 @@
+"""The library modules of `runners` load without the command-line app (Typer, Rich)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("module", ["rooflab.runners.session", "rooflab.runners.nightly", "rooflab.runners.supervisor"])
+def test_library_module_does_not_load_the_cli(module: str) -> None:
+    code = (
+        f"import sys, {module}; "
+        "loaded = sorted(m for m in sys.modules if m == 'typer' or m.startswith('typer.') or m.startswith('rooflab.runners.cli')); "
+        "print(','.join(loaded))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"{module} loads {done.stdout.strip()}"
+
+
+def test_user_input_error_is_one_class() -> None:
+    """The CLI catches the same class the library raises."""
+    from rooflab.runners.cli.common import UserInputError as from_cli
+    from rooflab.runners.errors import UserInputError
+
+    assert from_cli is UserInputError
