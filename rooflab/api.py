@@ -134,7 +134,8 @@ def measure(
     """
     from rooflab.runners.clocks import ClockMonitor
     from rooflab.runners.environment import best_device, capture
-    from rooflab.runners.session import UserInputError, validate_timing_overrides
+    from rooflab.runners.errors import UserInputError
+    from rooflab.runners.session import validate_timing_overrides
     from rooflab.runners.timing import measure as engine_measure
     from rooflab.suite.timing import TimingSettings
 
@@ -191,10 +192,10 @@ def run(
     (`run_id`, `status`, `counts` by status, ...); results are read back with `results(db, run_id=...)`.
     A bad spec, filter or setting raises the same error the command reports with exit code 2.
     """
-    from rooflab.runners.session import run_suite
+    from rooflab.runners.session import RunOptions, run_suite
 
-    return run_suite(spec, db_url=db, filters=tuple(filters), device=device, seed=seed,
-                     timing_overrides=timing or None, quiet=quiet, handle_signals=False)
+    options = RunOptions(filters=tuple(filters), device=device, seed=seed, timing_overrides=timing or None, quiet=quiet)
+    return run_suite(spec, db=db, options=options, handle_signals=False)
 
 
 def results(db: str = DEFAULT_DB, **where: Any) -> pd.DataFrame:
