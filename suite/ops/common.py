@@ -54,6 +54,14 @@ def cupy_module() -> Any | None:
     return cupy
 
 
+def require_cupy() -> Any:
+    """The cupy module, for a cupy-backend case that `cupy_skip_reason` has let run."""
+    cp = cupy_module()
+    if cp is None:
+        raise RuntimeError("the cupy backend needs cupy, which cannot be imported here")
+    return cp
+
+
 def cupy_skip_reason(device: DeviceInfo, dtype: str) -> str | None:
     if cupy_module() is None:
         return "cupy is not installed"

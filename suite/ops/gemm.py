@@ -34,11 +34,11 @@ from rooflab.suite.ops.common import (
     TorchOp,
     as_torch,
     compare,
-    cupy_module,
     esize,
     fresh_compile,
     generator,
     randn,
+    require_cupy,
     sample_indices,
 )
 from rooflab.suite.ops.pointwise import Gelu, cupy_stream
@@ -203,7 +203,7 @@ class Matmul(TorchOp):
             compiled = fresh_compile(_matmul, str(p["compile_mode"]))
             fn = _with_precision(case.dtype, (lambda: compiled(a2, b2)) if batch == 1 else (lambda: compiled(a, b)))
         elif case.backend == "cupy":
-            cp = cupy_module()
+            cp = require_cupy()
             ca, cb, cout = cp.from_dlpack(a2 if batch == 1 else a), cp.from_dlpack(b2 if batch == 1 else b), cp.from_dlpack(out)
 
             def fn() -> Any:

@@ -229,7 +229,8 @@ class Gelu(PointwiseOp):
         (x,) = xs
         return lambda: torch.ops.aten.gelu.out(x, out=out)
 
-    def reference(self, x64: torch.Tensor) -> torch.Tensor:
+    def reference(self, *xs64: torch.Tensor) -> torch.Tensor:
+        (x64,) = xs64  # the base signature takes any number of inputs; gelu has one
         return 0.5 * x64 * (1.0 + torch.erf(x64 / math.sqrt(2.0)))
 
 

@@ -163,7 +163,8 @@ class RmsNorm(RowOp):
     weight_vectors = 1
     function = staticmethod(_rmsnorm)
 
-    def reference(self, x64: torch.Tensor, weight64: torch.Tensor) -> torch.Tensor:
+    def reference(self, x64: torch.Tensor, *weights64: torch.Tensor) -> torch.Tensor:
+        (weight64,) = weights64  # the base signature takes any number of weight vectors; rmsnorm has one
         return x64 * torch.rsqrt(x64.square().mean(dim=-1, keepdim=True) + EPS) * weight64
 
 
