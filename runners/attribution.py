@@ -107,7 +107,9 @@ def split(
             raise ValueError("no device kernel was launched inside the block's range")
         whole_us = max(e for _, e in measured) - min(s for s, _ in measured)
     else:
-        for op in (e for e in events if e.kind == "op" and e.parent is not None):
+        for op in events:
+            if op.kind != "op" or op.parent is None:
+                continue
             if op.parent == BLOCK_RANGE:
                 per_part[None].append((op.start_us, op.end_us))
             elif (name := _part_of(op.parent)) is not None and name in per_part:
