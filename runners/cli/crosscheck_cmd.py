@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+
+if TYPE_CHECKING:
+    from rooflab.runners.crosscheck.session import PeerCheck
+    from rooflab.suite.case import Case
 
 CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one process.
 
@@ -42,7 +46,7 @@ def crosscheck_command(
         err_console.print(f"[bold red]error:[/] --seed {seed}: must be >= 0", highlight=False)
         raise typer.Exit(2)
 
-    def progress(case, results) -> None:  # type: ignore[no-untyped-def]
+    def progress(case: Case, results: list[PeerCheck]) -> None:
         if json_output:
             return
         parts = []

@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, List, Optional, TypeVar
 
 import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json, require_database
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooflab.db.prune import PruneResult
 
 T = TypeVar("T")
 
@@ -163,7 +168,7 @@ def prune_cmd(
     _print_prune(result, as_json)
 
 
-def _print_prune(result, as_json: bool, to=None) -> None:  # type: ignore[no-untyped-def]
+def _print_prune(result: PruneResult, as_json: bool, to: Console | None = None) -> None:
     if as_json:
         print_json({"cutoff": result.cutoff.isoformat(), "runs": result.runs, "measurements": result.measurements,
                     "sample_values": result.sample_values, "bytes": result.bytes, "dry_run": result.dry_run,

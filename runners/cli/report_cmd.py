@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, TypeVar
 
 import typer
 from rich.markup import escape
@@ -12,6 +12,9 @@ from rich.table import Table
 from rooflab.runners.cli.common import (
     DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
 )
+
+if TYPE_CHECKING:  # pandas loads only in the commands that read results
+    import pandas as pd
 
 T = TypeVar("T")
 
@@ -39,7 +42,7 @@ def _pct(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
 
 
-def _load(db: Optional[str], columns=None):  # type: ignore[no-untyped-def]
+def _load(db: Optional[str], columns: Sequence[str] | None = None) -> pd.DataFrame:
     from rooflab.reports.load import load_results
 
     return _guard(lambda: load_results(db_url(db), columns=columns))
@@ -73,7 +76,7 @@ def roofline_cmd(
     rows, roof_rows = rows_for(rows, plan)
     dc = compute_ceilings(roof_rows, name)
     llc = bool((rows.get("device_kind") == "cpu").any()) if "device_kind" in rows.columns else False
-    figures = []
+    figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
         for kind, svg in (("roofline", plots.roofline_svg(rows, dc)), ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
@@ -113,8 +116,8 @@ def roofline_cmd(
             console.print(escape(line), highlight=False, overflow="fold")
     if not dc.ceilings:
         console.print("no trustworthy probe results for this device yet (run suite/specs/roofline.yaml)")
-    for path in figures:
-        console.print(f"wrote {escape(path)}", highlight=False)
+    for figure in figures:
+        console.print(f"wrote {escape(figure)}", highlight=False)
 
 
 def predict_cmd(
@@ -160,7 +163,7 @@ def predict_cmd(
     console.print(table)
 
 
-def ambiguous_device(device: str, df) -> list[str]:  # type: ignore[no-untyped-def]
+def ambiguous_device(device: str, df: pd.DataFrame) -> list[str]:
     """The devices `device` could mean when it names more than one (in the database, else in the
     datasheet table), else []. An exact name or key is never ambiguous; a datasheet entry matches
     when every word typed is a word of its key ("A100" matches four entries, "H100 PCIe" one)."""
@@ -200,7 +203,7 @@ def compare_cmd(
     cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
     cmp = c.compare(base, cand)
     summary, deviating = c.summary(cmp), c.most_deviating(cmp)
-    figures = []
+    figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
         path = folder / "speedup.svg"
@@ -224,8 +227,8 @@ def compare_cmd(
         d.add_row(escape(r["case_key"]), escape(str(r["wall"])), _fmt(r["speedup"], 3), _fmt(r["predicted_speedup"], 3),
                   _fmt(r["deviation"], 3))
     console.print(d)
-    for path in figures:
-        console.print(f"wrote {escape(path)}", highlight=False)
+    for figure in figures:
+        console.print(f"wrote {escape(figure)}", highlight=False)
 
 
 def _rows(frame) -> list[dict]:
@@ -308,7 +311,7 @@ def report_cmd(
     df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
     verdicts = _guard(lambda: load_verdicts(url))
     crosschecks = _guard(lambda: load_crosschecks(url))
-    folder = _out_dir(out)
+    folder = output_dir(out)
     layer = _guard(lambda: load_layer_profiles(url))
     index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=verdicts, runs=run or None,
                                          since=since, counts=counts, crosschecks=crosschecks, layer_profiles=layer))
