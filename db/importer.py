@@ -178,7 +178,7 @@ def _check_header(path: Path, header: list[str], where: str) -> None:
 
 def _open_text(path: Path, gzipped: bool) -> io.TextIOBase:
     if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8", newline="")  # type: ignore[return-value]
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
     return open(path, "r", encoding="utf-8", newline="")
 
 

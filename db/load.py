@@ -117,8 +117,8 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     run_pks = sorted({run_ids[run_id] for run_id, *_ in batch.measurements})
     existing: set[tuple[int, int, str, str, str]] = set()
     key_cols = (m_t.c.run_id, m_t.c.case_id, m_t.c.cache, m_t.c.timing_mode, m_t.c.device_key)
-    for chunk in _chunks(run_pks, 200):
-        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(m_t.c.run_id.in_(chunk))))
+    for pks in _chunks(run_pks, 200):
+        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(m_t.c.run_id.in_(pks))))
 
     rows: list[dict[str, Any]] = []
     samples: list[tuple[int, bytes] | None] = []
@@ -142,8 +142,8 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         ids: dict[tuple[int, int, str, str, str], int] = {}
         new_runs = sorted({row["run_id"] for row, _ in with_samples})
         for chunk in _chunks(new_runs, 200):
-            for pk, *key in conn.execute(select(m_t.c.id, *key_cols).where(m_t.c.run_id.in_(chunk))):
-                ids[tuple(key)] = pk  # type: ignore[index]
+            for pk, *natural_key in conn.execute(select(m_t.c.id, *key_cols).where(m_t.c.run_id.in_(chunk))):
+                ids[tuple(natural_key)] = pk
         sample_rows = [
             {"measurement_id": ids[(row["run_id"], row["case_id"], row["cache"], row["timing_mode"], row["device_key"])],
              "count": sample[0], "values_f64le": sample[1]}

@@ -13,7 +13,7 @@ from datetime import date, datetime
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
-from sqlalchemy import Connection, case, func, or_, select
+from sqlalchemy import Connection, Engine, case, func, or_, select
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, canonical_json, result_select
@@ -29,7 +29,7 @@ _PARTITION_ROWS = 20_000
 
 
 
-def _connect(url: str):  # type: ignore[no-untyped-def]
+def _connect(url: str) -> Engine:
     return make_engine(require_current(url), write=False)
 
 
@@ -200,7 +200,7 @@ def series_summary(url: str) -> pd.DataFrame:
             tied = sorted({row[3] for row in rows if row[3] is not None and len(by_start[row[3]]) > 1})
             ok_in_tied: set[tuple[str, str, str]] = set()
             for started in tied:
-                ok_in_tied |= {tuple(x) for x in conn.execute(
+                ok_in_tied |= {(key, fingerprint, run) for key, fingerprint, run in conn.execute(
                     select(c.case_key, e.device_fingerprint, r.run_id).distinct()
                     .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
                     .join(e, e.id == m.environment_id).where(ok, r.started_at == started))}
