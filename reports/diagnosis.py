@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -60,9 +62,12 @@ def at_power_cap(throttle_reasons: object) -> bool:
         return False
     if isinstance(throttle_reasons, str):
         try:
-            throttle_reasons = json.loads(throttle_reasons)
+            parsed = json.loads(throttle_reasons)
         except ValueError:
             return POWER_CAP_REASON in throttle_reasons
+        throttle_reasons = parsed
+    if not isinstance(throttle_reasons, Iterable):
+        raise TypeError(f"throttle reasons are a list or its JSON text, got {throttle_reasons!r}")
     return POWER_CAP_REASON in list(throttle_reasons)
 
 
@@ -119,7 +124,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
 
 
-def _float_or_nan(value: object) -> float:
+def _float_or_nan(value: Any) -> float:  # any cell of a results frame
     try:
         return math.nan if value is None else float(value)
     except (TypeError, ValueError):

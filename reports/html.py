@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from rooflab.db.timeparse import Since
 from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles, section as breakdown_section
@@ -136,7 +137,7 @@ def render_report(
     source: str = "",
     verdicts: list | None = None,
     runs: list[str] | None = None,
-    since: object = None,
+    since: Since = None,
     counts: pd.DataFrame | None = None,
     crosschecks: pd.DataFrame | None = None,
     layer_profiles: LayerProfiles | None = None,
@@ -264,7 +265,7 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
                                                        n_series=len(verdicts), max_plots=MAX_TREND_PLOTS)
 
 
-def write_report(db_url: str, out_dir: str | Path, *, runs: list[str] | None = None, since: object = None) -> Path:
+def write_report(db_url: str, out_dir: str | Path, *, runs: list[str] | None = None, since: Since = None) -> Path:
     """Write the site for the database at `db_url`; returns index.html. Reads the run counts, then
     only the runs the device pages show (and their roof runs), and the regression verdicts."""
     from rooflab.db.urls import redact

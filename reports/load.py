@@ -5,6 +5,8 @@ from typing import Sequence
 
 import pandas as pd
 
+from rooflab.db.timeparse import Since
+
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
 # (and `detect`) read: everything else stays in the database.
@@ -42,7 +44,7 @@ def load_results(url: str, columns: Sequence[str] | None = None) -> pd.DataFrame
     return results(url, columns=columns)
 
 
-def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: object = None,
+def load_report_results(url: str, *, runs: Sequence[str] | None = None, since: Since = None,
                         columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(results of the runs the report's device pages need, db.query.result_counts): the runs are
     chosen from the counts (reports.runsel) before any result is read."""

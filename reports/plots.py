@@ -8,24 +8,28 @@ from __future__ import annotations
 import io
 import math
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypedDict
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+# E402: the imports below come after choosing the headless backend, before pyplot can pick another
+import matplotlib.pyplot as plt  # noqa: E402 - after matplotlib.use
+import numpy as np  # noqa: E402 - after matplotlib.use
+import pandas as pd  # noqa: E402 - after matplotlib.use
+import seaborn as sns  # noqa: E402 - after matplotlib.use
 
-from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
-from rooflab.reports.frames import quality_of, usable  # noqa: E402
-from rooflab.reports.regressions import SeriesVerdict  # noqa: E402
+from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402 - after matplotlib.use
+from rooflab.reports.frames import quality_of, usable  # noqa: E402 - after matplotlib.use
+from rooflab.reports.regressions import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
                  "float8_e4m3fn": "P", "float8_e5m2": "X", "int8": "*", "int32": "h"}
-_RC = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100, "savefig.dpi": 150}
+_RC: dict[RcKeyType, Any] = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100, "savefig.dpi": 150}
 # Above this many points a chart draws its markers (and the lines through them) as one embedded
 # bitmap layer instead of one SVG element each: a year of nightlies is millions of points, which
 # as vector markers make a file of hundreds of MB that a browser cannot open. Axes, roofs, labels
@@ -77,7 +81,15 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
 
 POINT_COLUMNS = ("point", "case_key", "run_id", "quality", "median_ms", "p10_ms", "p90_ms", "rel_ci_halfwidth",
                  "n_samples", "stop_reason", "intensity", "tflops", "cpu_threads", "quality_reasons")
-UNTRUSTED_MARK = dict(marker="x", s=14, color="black", linewidths=0.9, zorder=4)
+class _Mark(TypedDict):
+    marker: str
+    s: float
+    color: str
+    linewidths: float
+    zorder: int
+
+
+UNTRUSTED_MARK: _Mark = {"marker": "x", "s": 14, "color": "black", "linewidths": 0.9, "zorder": 4}
 
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
@@ -147,12 +159,12 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
             top = 1.0
         for c in dc.ceilings:
             if c.kind in ("hbm_rw", "hbm_ro", "l2"):
-                color = {"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind]
-                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=color, zorder=2)
+                roof_color = {"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind]
+                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=roof_color, zorder=2)
                 x0 = grid[3] if c.kind != "hbm_ro" else grid[12]
                 raised = " (raised by a result)" if c.raised else ""
                 ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}", (x0, x0 * c.value / 1e3),
-                            fontsize=8, color=color, rotation=0, ha="left", va="bottom",
+                            fontsize=8, color=roof_color, rotation=0, ha="left", va="bottom",
                             xytext=(0, 3), textcoords="offset points")
         hbm = dc.get("hbm_rw") or dc.get("hbm_ro")
         shades = {kind: iter(sns.color_palette("Reds_d" if kind == "matrix" else "Blues_d",
@@ -323,7 +335,7 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
         return _svg(fig)
 
 
-def _run_axis(points) -> tuple[list, str]:  # type: ignore[no-untyped-def]
+def _run_axis(points: tuple[Point, ...]) -> tuple[list[Any], str]:
     """x positions of a series' points: their run dates when every point has one, else run order."""
     if points and all(p.started_at for p in points):
         return list(pd.to_datetime([p.started_at for p in points], utc=True).tz_localize(None)), "run date (UTC)"
@@ -342,9 +354,11 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
         good = [(x[i], p.median_ms) for i, p in enumerate(pts) if p.good]
         bad = [(x[i], p.median_ms) for i, p in enumerate(pts) if not p.good]
         if good:
-            ax.scatter(*zip(*good), color="tab:blue", s=18, label="good", zorder=3)
+            good_x, good_y = zip(*good)
+            ax.scatter(good_x, good_y, color="tab:blue", s=18, label="good", zorder=3)
         if bad:
-            ax.scatter(*zip(*bad), facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
+            bad_x, bad_y = zip(*bad)
+            ax.scatter(bad_x, bad_y, facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
         env_label = "environment change"
         for i in range(1, len(pts)):
             if pts[i].segment != pts[i - 1].segment:

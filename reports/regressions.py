@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -355,7 +356,7 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
     def alert(status: str, why: str) -> Gate:
         return Gate(status, last_flag, prev_flag, pooled, base, why, _first_bad(seg, base, z_threshold, min_change))
 
-    if pooled is not None and pooled.direction == "slower" and previous is not None:
+    if pooled is not None and pooled.direction == "slower" and previous is not None and prev_flag is not None:
         both = [(latest, last_flag), (previous, prev_flag)]
         apart = abs(latest.median_ms - previous.median_ms) > APART_Z * math.sqrt(2) * base.spread_ms
         least_z = CONFIRM_Z_APART if apart else CONFIRM_Z
@@ -483,12 +484,12 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0,
         return []
     recent = run_ids[-history_runs(window):]
     tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
-    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change, "min_baseline": min_baseline}
+    judge_all = partial(detect, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
     if len(recent) == len(run_ids):
-        return detect(tail, **kw)
+        return judge_all(tail)
     summary = query.series_summary(url)
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
-    by_key = {(v.case_key, v.device_fingerprint): v for v in detect(tail, **kw)}
+    by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
     again: set[tuple[str, str]] = set()
     for key, (n_total, first_run) in totals.items():
         v = by_key.get(key)
@@ -510,7 +511,7 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0,
             history = pd.concat([query.results(url, case_key=keys[i:i + 200], columns=DETECT_COLUMNS)
                                  for i in range(0, len(keys), 200)], ignore_index=True)
         mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str), history["device_fingerprint"].astype(str))]
-        for v in detect(history[mask], **kw):
+        for v in judge_all(history[mask]):
             by_key[(v.case_key, v.device_fingerprint)] = v
     return [by_key[key] for key in sorted(by_key)]
 

@@ -220,13 +220,14 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
 
     this_run = results(db_url, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
     counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
-    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change}
     if not this_run.empty and run_ids(db_url)[-1] == run_id:
         # the newest run: its series up to it are their whole histories, judged from the newest runs
         keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str)))
-        verdicts = [v for v in detect_in_database(db_url, **kw) if (v.case_key, v.device_fingerprint) in keys]
+        verdicts = [v for v in detect_in_database(db_url, window=window, z_threshold=z_threshold, min_change=min_change)
+                    if (v.case_key, v.device_fingerprint) in keys]
     else:
-        verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), **kw)
+        verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), window=window,
+                          z_threshold=z_threshold, min_change=min_change)
     # only series whose newest point is this run are judged on tonight's figures
     judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
     by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": [], "drift": []}

@@ -434,7 +434,7 @@ def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamVal
             raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: {_allowed(pspec)}")
     if pspec.choices is not None and value not in pspec.choices:
         raise sweep.SweepError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {_allowed(pspec)}")
-    if pspec.positive and kind in (int, float) and value <= 0:
+    if pspec.positive and kind in (int, float) and isinstance(value, (int, float)) and value <= 0:
         raise sweep.SweepError(f"{name} must be positive (a size), got {value!r}; allowed: {_allowed(pspec)}")
     return value
 
@@ -508,8 +508,8 @@ def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str) -> t
             raise SpecError(f"{spec.where(where + exc.where)}: {exc.message}") from None
 
     for key, raw in bench.params.items():
-        where = ("benchmarks", i, "params", key)
-        sources = {name.strip(): ((), raw) for name in key.split("=")}
+        where: NodePath = ("benchmarks", i, "params", key)
+        sources: dict[str, tuple[NodePath, Any]] = {name.strip(): ((), raw) for name in key.split("=")}
         add(lambda key=key, raw=raw, where=where: sweep.tied_axis(key, raw, where, spec.max_cases), where, sources)
     for g, group in enumerate(bench.zip):
         where = ("benchmarks", i, "zip", g)
