@@ -45,7 +45,7 @@ def iter_records(url: str, *, run_id: str | None = None, since: str | date | dat
         with engine.connect() as conn:
             result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(query)
             for partition in result.partitions(chunk_rows):
-                yield [dict(zip(ALL_COLUMNS, row)) for row in partition]
+                yield [dict(zip(ALL_COLUMNS, row, strict=True)) for row in partition]
     finally:
         engine.dispose()
 

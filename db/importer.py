@@ -202,7 +202,7 @@ def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
                 continue
             if len(fields) != len(header):
                 raise DatabaseInputError(f"{where}: expected {len(header)} fields, found {len(fields)} (truncated line?)")
-            yield _record(dict(zip(header, fields)), where, from_text=True)
+            yield _record(dict(zip(header, fields, strict=True)), where, from_text=True)
 
 
 def _read_jsonl(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:

@@ -136,7 +136,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         conn.execute(m_t.insert(), chunk)
     counts.measurements = len(rows)
 
-    with_samples = [(row, sample) for row, sample in zip(rows, samples) if sample is not None]
+    with_samples = [(row, sample) for row, sample in zip(rows, samples, strict=True) if sample is not None]
     if with_samples:
         # the new rows' ids, found by their natural key (plain executemany above returns none)
         ids: dict[tuple[int, int, str, str, str], int] = {}

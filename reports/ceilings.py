@@ -233,7 +233,7 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     candidates = rows[beyond & (rows["op"] != "launch")]
     best: dict[int, tuple[float, pd.Series]] = {}
     index = {id(c): i for i, c in enumerate(dc.ceilings)}
-    for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index]):
+    for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index], strict=True):
         held: list[tuple[Ceiling | Roof | None, float]] = [
             (_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
                                read_only=r["op"] in READ_ONLY_OPS), g)

@@ -82,7 +82,7 @@ def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
     if df is None or df.empty:
         return []
     cols = [c for c in columns if c in df.columns]
-    return [{c: (None if _missing(v) else v) for c, v in zip(cols, row)} for row in df[cols].itertuples(index=False)]
+    return [{c: (None if _missing(v) else v) for c, v in zip(cols, row, strict=True)} for row in df[cols].itertuples(index=False)]
 
 
 def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dict]:

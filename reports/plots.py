@@ -62,7 +62,7 @@ def _svg(fig: plt.Figure) -> str:
 def _family_colors(families) -> dict[str, tuple]:
     present = set(families)
     names = [f for f in FAMILY_ORDER if f in present] + sorted(present - set(FAMILY_ORDER))
-    return dict(zip(names, sns.color_palette("tab10", max(len(names), 1))))
+    return dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
 
 
 def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
@@ -194,7 +194,7 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                 ax.hlines(value, value * 1e3 / bw, xs[1], linestyles="dashed", colors="gray", lw=0.9)
                 ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top", color="gray")
         knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
-        for dtype, g in knee.groupby("dtype") if not knee.empty else ():
+        for _dtype, g in knee.groupby("dtype") if not knee.empty else ():
             g = g.sort_values("x")
             ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, rasterized=len(g) > RASTERIZE_ABOVE)
         handles: list = []
@@ -269,7 +269,7 @@ def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
         if len(uses) != len(entries):
             continue
         parts, last = [], 0
-        for m, (number, text) in zip(uses, entries):
+        for m, (number, text) in zip(uses, entries, strict=True):
             parts.append(block[last:m.start()])
             parts.append(f'<a href="#pt-{number}">{m.group(0)[:-2]}><title>{html.escape(text)}</title></use></a>')
             last = m.end()
@@ -288,7 +288,7 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
         if not sel.empty:
             sel = sel.assign(gbps_=sel["bytes"].astype(float) / (sel["median_ms"].astype(float) * 1e-3) / 1e9)
             ops = sorted(sel["op"].astype(str).unique())
-            colors = dict(zip(ops, sns.color_palette("tab10", len(ops))))
+            colors = dict(zip(ops, sns.color_palette("tab10", len(ops)), strict=True))
             raster = len(sel) > RASTERIZE_ABOVE
             for (op, cache), g in sel.groupby(["op", "cache"], sort=True):
                 g = g.sort_values("bytes")
@@ -354,10 +354,10 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
         good = [(x[i], p.median_ms) for i, p in enumerate(pts) if p.good]
         bad = [(x[i], p.median_ms) for i, p in enumerate(pts) if not p.good]
         if good:
-            good_x, good_y = zip(*good)
+            good_x, good_y = zip(*good, strict=True)
             ax.scatter(good_x, good_y, color="tab:blue", s=18, label="good", zorder=3)
         if bad:
-            bad_x, bad_y = zip(*bad)
+            bad_x, bad_y = zip(*bad, strict=True)
             ax.scatter(bad_x, bad_y, facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
         env_label = "environment change"
         for i in range(1, len(pts)):

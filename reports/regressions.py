@@ -411,7 +411,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min
     verdicts = []
     agg = run_points(df)
     records = agg.to_dict("records")
-    keys = list(zip(agg["case_key"], agg["device_fingerprint"]))
+    keys = list(zip(agg["case_key"], agg["device_fingerprint"], strict=True))
     start = 0
     while start < len(records):
         end = start
@@ -510,7 +510,7 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0,
         else:
             history = pd.concat([query.results(url, case_key=keys[i:i + 200], columns=DETECT_COLUMNS)
                                  for i in range(0, len(keys), 200)], ignore_index=True)
-        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str), history["device_fingerprint"].astype(str))]
+        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str), history["device_fingerprint"].astype(str), strict=True)]
         for v in judge_all(history[mask]):
             by_key[(v.case_key, v.device_fingerprint)] = v
     return [by_key[key] for key in sorted(by_key)]

@@ -205,9 +205,9 @@ def series_of_run(history: Any, run_id: str) -> Any:
     if this_run.empty:
         return history.iloc[0:0]
     order = int(this_run["run_order"].iloc[0])
-    keys = set(zip(this_run["case_key"], this_run["device_fingerprint"]))
+    keys = set(zip(this_run["case_key"], this_run["device_fingerprint"], strict=True))
     upto = history[history["run_order"] <= order]
-    mask = [(k, f) in keys for k, f in zip(upto["case_key"], upto["device_fingerprint"])]
+    mask = [(k, f) in keys for k, f in zip(upto["case_key"], upto["device_fingerprint"], strict=True)]
     return upto[mask]
 
 
@@ -222,7 +222,7 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
     counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
     if not this_run.empty and run_ids(db_url)[-1] == run_id:
         # the newest run: its series up to it are their whole histories, judged from the newest runs
-        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str)))
+        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str), strict=True))
         verdicts = [v for v in detect_in_database(db_url, window=window, z_threshold=z_threshold, min_change=min_change)
                     if (v.case_key, v.device_fingerprint) in keys]
     else:

@@ -467,7 +467,7 @@ def _typed_axis(axis: sweep.Axis, op: Op, op_name: str, sources: Mapping[str, tu
     rows = []
     for row in axis.rows:
         checked = []
-        for name, value in zip(axis.names, row):
+        for name, value in zip(axis.names, row, strict=True):
             try:
                 checked.append(_coerce(value, op.params[name], name, op_name))
             except sweep.SweepError as exc:

@@ -1,7 +1,7 @@
 """`rooflab list SPEC`: the expanded cases of a spec, with their FLOPs and bytes, without running anything."""
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Mapping
 
 import typer
@@ -12,7 +12,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 
 
-class DeviceKind(str, Enum):
+class DeviceKind(StrEnum):
     cpu = "cpu"
     cuda = "cuda"
 
