@@ -225,4 +225,5 @@ def _parquet_chunks(chunks: Iterator[list[dict[str, Any]]], sink: Any, schema: A
     return count
 
 
-__all__ = ["FORMATS", "export", "check_out", "check_run", "iter_records", "csv_value", "canonical_json", "parquet_schema"]
+__all__ = ["FORMATS", "export", "check_out", "check_run", "iter_records", "csv_value", "canonical_json",
+           "parquet_schema"]

@@ -58,7 +58,8 @@ def _ids(conn: Connection, column: Any, key_column: Any, keys: Iterable[str]) ->
     return found
 
 
-def _insert_missing(conn: Connection, table: Any, key_column: Any, rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+def _insert_missing(conn: Connection, table: Any, key_column: Any,
+                    rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
     existing = _ids(conn, table.c.id, key_column, rows)
     new = [rows[key] for key in rows if key not in existing]
     for chunk in _chunks(new):
@@ -79,7 +80,8 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
             if row["status"] != "running":
                 conn.execute(
                     update(shard_t)
-                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"], shard_t.c.status == "running")
+                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"],
+                           shard_t.c.status == "running")
                     .values(status=row["status"], finished_at=row["finished_at"])
                 )
     sharded = {run_id for run_id, _ in batch.shards}

@@ -61,7 +61,8 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
                       bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
     if wall == "compute":
         matrix = uses_matrix_units(str(case["family"]), str(case["dtype"]))
-        return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix), compute_roof(base, str(case["dtype"]), matrix=matrix))
+        return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix),
+                      compute_roof(base, str(case["dtype"]), matrix=matrix))
     if wall == "overhead":
         a, b = launch_floor_ms(base, str(case["timing_mode"])), launch_floor_ms(cand, str(case["timing_mode"]))
         return a / b if a and b else math.nan

@@ -75,7 +75,8 @@ def summary(rows: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.DataFrame, slug: Callable[[str], str]) -> str:
+def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.DataFrame,
+                    slug: Callable[[str], str]) -> str:
     """The HTML of crosscheck.html; `write_svg(name, svg)` stores a figure and returns its path."""
     shown = newest_per_device(frame)
     sections = []

@@ -206,7 +206,8 @@ SPECS: tuple[GpuSpec, ...] = (
         memory_gbps=_f(8000, "MLE (HGX table [DSr] says 7.7 TB/s)"),
         l2_bytes=_f(126 * MiB, "MLE (GB200 example; unverified for B200 SXM)"),
         sm_count=_f(148, "3p (unverified)"),
-        vector_tflops={"float64": _f(40, "GKW (HGX @1000 W; DSr says 37)"), "float32": _f(80, "MLE, GKW (DSr says 75)")},
+        vector_tflops={"float64": _f(40, "GKW (HGX @1000 W; DSr says 37)"),
+                       "float32": _f(80, "MLE, GKW (DSr says 75)")},
         matrix_tflops={
             "float64": _f(40, "GKW (DSr says 37)"),
             "tf32": _f(1100, "GKW (MLE says 1125)"),

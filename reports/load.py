@@ -80,7 +80,8 @@ def load_crosschecks(url: str) -> pd.DataFrame:
     return crosscheck_frame(url)
 
 
-def load_device_results(url: str, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
+def load_device_results(url: str, device: str,
+                        columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
     """(device name, its results) as reports.frames.select_device picks them from every result,
     reading only that device's rows: the device is resolved against the devices that have results."""
     from rooflab.db.query import result_devices, results

@@ -192,7 +192,8 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                         ha="left", va="top", xytext=(4, -2), textcoords="offset points")
             for label, value in peaks.items():
                 ax.hlines(value, value * 1e3 / bw, xs[1], linestyles="dashed", colors="gray", lw=0.9)
-                ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top", color="gray")
+                ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top",
+                            color="gray")
         knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
         for _dtype, g in knee.groupby("dtype") if not knee.empty else ():
             g = g.sort_values("x")
@@ -321,7 +322,8 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
                 c = colors[str(family)]
                 ax.scatter(g["x"], g["speedup"], color=c, s=30, label=plain(f"{family} measured"), zorder=3)
                 pred = g[g["predicted_speedup"].notna()]
-                ax.scatter(pred["x"], pred["predicted_speedup"], color=c, marker="x", s=30, label=plain(f"{family} predicted"))
+                ax.scatter(pred["x"], pred["predicted_speedup"], color=c, marker="x", s=30,
+                           label=plain(f"{family} predicted"))
             ax.set_xscale("log")
             ax.set_yscale("log")
         else:
@@ -358,7 +360,8 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
             ax.scatter(good_x, good_y, color="tab:blue", s=18, label="good", zorder=3)
         if bad:
             bad_x, bad_y = zip(*bad, strict=True)
-            ax.scatter(bad_x, bad_y, facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
+            ax.scatter(bad_x, bad_y, facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline",
+                       zorder=3)
         env_label = "environment change"
         for i in range(1, len(pts)):
             if pts[i].segment != pts[i - 1].segment:
@@ -387,7 +390,8 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
         if verdict.first_bad is not None and verdict.first_bad.run_id in at:
             fb = verdict.first_bad
             ax.scatter([at[fb.run_id]], [fb.median_ms], facecolors="none", edgecolors="black", s=110, marker="o",
-                       linewidths=1.4, zorder=5, label=plain(f"first bad run {fb.run_id} ({fb.git_commit or 'no commit'})"))
+                       linewidths=1.4, zorder=5,
+                       label=plain(f"first bad run {fb.run_id} ({fb.git_commit or 'no commit'})"))
         if xlabel.startswith("run date"):
             fig.autofmt_xdate()
         ax.set_xlabel(xlabel)

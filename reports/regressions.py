@@ -267,7 +267,8 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     device = df["device_fingerprint"] if "device_fingerprint" in df.columns else df.get("device_name", pd.Series("", index=df.index))
     d = pd.DataFrame({
         "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
-        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order, "ok_median": median.where(ok),
+        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
+        "ok_median": median.where(ok),
         "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
         "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
@@ -346,7 +347,8 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
-        return Gate("insufficient_data", None, None, None, None, note or f"{len(good)} good points before the newest two")
+        return Gate("insufficient_data", None, None, None, None,
+                    note or f"{len(good)} good points before the newest two")
     base = robust_baseline(good)
     last_flag = check_point(latest, base, z_threshold, min_change)
     prev_flag = check_point(previous, base, z_threshold, min_change) if previous is not None else None
@@ -392,7 +394,8 @@ def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float =
                c.mean_before, c.mean_after, c.rel_change, c.p_value, str(c.direction))
         for c in cp.change_points(values, min_rel_change=min_change / 2))
     found = cp.drift(values, min_change=min_change)
-    flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value)
+    flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change,
+                                                found.p_value)
     return changes, flag
 
 
@@ -484,7 +487,8 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0,
         return []
     recent = run_ids[-history_runs(window):]
     tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
-    judge_all = partial(detect, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
+    judge_all = partial(detect, window=window, z_threshold=z_threshold, min_change=min_change,
+                        min_baseline=min_baseline)
     if len(recent) == len(run_ids):
         return judge_all(tail)
     summary = query.series_summary(url)

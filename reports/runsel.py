@@ -59,7 +59,8 @@ def _roof_mask(counts: pd.DataFrame) -> pd.Series:
     return (counts["status"] == "ok") & (counts["op"].isin(ROOF_OPS) | counts["family"].isin(ROOF_FAMILIES))
 
 
-def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None, since: Since = None) -> dict[str, DeviceRuns]:
+def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None,
+                since: Since = None) -> dict[str, DeviceRuns]:
     """device name -> the runs its page shows and the runs its roofs come from (see the module doc).
 
     Raises ReportInputError for a run id without results, or a `since` that leaves no run."""

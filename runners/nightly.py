@@ -146,7 +146,8 @@ class NightlySummary:
         n_drift = len(self.verdicts.get("drift", ()))
         if n_drift:
             lines[-1] += f", {n_drift} drifting"
-        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"), ("improvement", "improved")):
+        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"),
+                            ("improvement", "improved")):
             rows = self.verdicts.get(kind, ())
             for row in rows[:SHOWN_PER_KIND]:
                 lines.append(

@@ -108,7 +108,8 @@ class SupervisorResult:
 # Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
 # instead of importing torch again. Importing them does not initialise CUDA, so every worker still
 # initialises its own CUDA context, as a spawned one would.
-WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.worker", "rooflab.runners.timing", "rooflab.runners.clocks", "rooflab.runners.environment")
+WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.worker", "rooflab.runners.timing", "rooflab.runners.clocks",
+                  "rooflab.runners.environment")
 
 
 def worker_context() -> Any:

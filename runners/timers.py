@@ -141,7 +141,8 @@ class CudaEventSource:
         for first in range(0, k, MAX_SAMPLES_PER_HOLD):
             hold.hold(stream)
             try:
-                for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD], ends[first : first + MAX_SAMPLES_PER_HOLD], strict=True):
+                for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD],
+                                      ends[first : first + MAX_SAMPLES_PER_HOLD], strict=True):
                     if flusher is not None:
                         flusher.flush()
                     start.record(stream)

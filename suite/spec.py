@@ -544,7 +544,8 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
         raise SpecError(f"{spec.where(op_at)}: unknown op {op_name!r}; allowed: {', '.join(sorted(ops))}")
     d = spec.defaults
     backends = _check_names(
-        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS, op_name
+        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS,
+        op_name
     )
     dtypes = _check_names(
         spec, _choose(i, "dtypes", bench.dtypes, d.dtypes, DEFAULT_DTYPES), "dtype", op.dtypes, DTYPES, op_name

@@ -26,9 +26,11 @@ Results are stored in the database (table crosschecks) and shown in `rooflab rep
 
 def crosscheck_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name (e.g. quick)."),
-    filter_: List[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
+    filter_: List[str] = typer.Option([], "--filter", "-f",
+                                      help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
-    peers: str = typer.Option("all", "--peers", help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
+    peers: str = typer.Option("all", "--peers",
+                              help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
     rounds: int = typer.Option(3, "--rounds", help="Rounds of rooflab then every peer, per case (1 to 50)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),

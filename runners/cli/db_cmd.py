@@ -32,7 +32,8 @@ def export_cmd(
     fmt: str = typer.Option(..., "--format", "-f", help="csv, jsonl or parquet."),
     run: Optional[str] = typer.Option(None, "--run", help="Only this run id."),
     since: Optional[str] = typer.Option(None, "--since", help="Only runs started on/after this date (UTC)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
     db: Optional[str] = DbOption,
 ) -> None:
     """Export results, DESIGN.md's columns first (one row per measurement)."""
@@ -78,7 +79,8 @@ def upgrade_cmd(db: Optional[str] = DbOption) -> None:
     if before == after:
         console.print(f"{escape(redact(url))} is already at schema revision {after}", highlight=False, soft_wrap=True)
     else:
-        console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False, soft_wrap=True)
+        console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False,
+                      soft_wrap=True)
 
 
 def current_cmd(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:

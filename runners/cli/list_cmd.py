@@ -84,7 +84,8 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
     def list_command(
         spec: str = typer.Argument(..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline)."),
         filters: list[str] = typer.Option(
-            [], "--filter", "-f", help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeatable: "
+            [], "--filter", "-f",
+            help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeatable: "
             "a repeated key means OR (-f op=copy -f op=triad keeps both), different keys mean AND."
         ),
         device_kind: DeviceKind | None = typer.Option(

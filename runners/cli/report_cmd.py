@@ -58,7 +58,8 @@ def roofline_cmd(
     as_json: bool = JsonOption,
     out: Optional[Path] = typer.Option(None, "--out", help="Write the roofline and bandwidth charts (SVG) here."),
     run: List[str] = typer.Option([], "--run", help="Show this run (repeatable); default: the device's newest run."),
-    since: Optional[str] = typer.Option(None, "--since", help="Show every run started on or after this date (YYYY-MM-DD)."),
+    since: Optional[str] = typer.Option(None, "--since",
+                                        help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from rooflab.reports import plots
@@ -79,7 +80,8 @@ def roofline_cmd(
     figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
-        for kind, svg in (("roofline", plots.roofline_svg(rows, dc)), ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
+        for kind, svg in (("roofline", plots.roofline_svg(rows, dc)),
+                          ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
             path = folder / f"{kind}-{slug(name)}.svg"
             path.write_text(svg, encoding="utf-8")
             figures.append(str(path))
@@ -124,7 +126,8 @@ def predict_cmd(
     op: str = typer.Argument(..., help="Op name, e.g. matmul."),
     shape: str = typer.Option("", "--shape", help="Parameters as k=v,... e.g. m=4096,n=4096,k=4096."),
     dtype: str = typer.Option(..., "--dtype", help="dtype as torch spells it (or tf32)."),
-    device: str = typer.Option(..., "--device", help="A device in the database, or a datasheet entry (e.g. 'H100 SXM')."),
+    device: str = typer.Option(..., "--device",
+                               help="A device in the database, or a datasheet entry (e.g. 'H100 SXM')."),
     cache: str = typer.Option("cold", "--cache", help="cold (HBM roof) or hot (L2 roof)."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -283,7 +286,8 @@ def regressions_cmd(
             if v.drift is not None:
                 history.append(f"drift {100 * v.drift.rel_change:+.1f} % over {v.drift.n_points} runs")
             t.add_row(v.status, escape(v.case_key), escape(v.device_name), _fmt(d["latest_ms"]), _fmt(d["baseline_ms"]),
-                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)), escape(v.note))
+                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)),
+                      escape(v.note))
         console.print(t)
         if not verdicts:
             console.print("no results yet: nothing to check")
@@ -295,8 +299,10 @@ def regressions_cmd(
 def report_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for the static HTML site (index.html)."),
     db: Optional[str] = DbOption,
-    run: List[str] = typer.Option([], "--run", help="Device pages show this run (repeatable); default: each device's newest run."),
-    since: Optional[str] = typer.Option(None, "--since", help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
+    run: List[str] = typer.Option([], "--run",
+                                  help="Device pages show this run (repeatable); default: each device's newest run."),
+    since: Optional[str] = typer.Option(None, "--since",
+                                        help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from rooflab.reports.breakdown_section import load_layer_profiles

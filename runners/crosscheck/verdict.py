@@ -63,7 +63,8 @@ def within_round_spread(samples_ms: Sequence[float]) -> float | None:
     return summarize(samples_ms).rel_ci_halfwidth
 
 
-def summarize_timer(round_medians_ms: Sequence[float], round_samples_ms: Iterable[Sequence[float]] = ()) -> TimerSummary:
+def summarize_timer(round_medians_ms: Sequence[float],
+                    round_samples_ms: Iterable[Sequence[float]] = ()) -> TimerSummary:
     """A timer's figure and spread over the rounds (see the module doc)."""
     rounds = tuple(float(m) for m in round_medians_ms)
     if not rounds or not all(math.isfinite(m) and m > 0 for m in rounds):

@@ -106,7 +106,8 @@ def _check_rows(
         if accumulator_roundoff > 0:
             extra = ref.square().mean().sqrt() * (8.0 * accumulator_roundoff * k**0.5)
         message = compare(
-            out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}", extra_atol=extra
+            out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}",
+            extra_atol=extra
         )
         if message:
             return message + f" (checked {rows.numel()} sampled rows)"

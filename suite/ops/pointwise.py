@@ -219,7 +219,8 @@ class Gelu(PointwiseOp):
     name = "gelu"
     n_inputs = 1
     flops_per_element = 5
-    cupy_kernel = ("T x", "T y", "{C} v = ({C})x; y = (T)(({C})0.5 * v * (({C})1 + erf(v * ({C})0.70710678118654752440)))")
+    cupy_kernel = ("T x", "T y",
+                   "{C} v = ({C})x; y = (T)(({C})0.5 * v * (({C})1 + erf(v * ({C})0.70710678118654752440)))")
 
     @staticmethod
     def function(x: torch.Tensor) -> torch.Tensor:
@@ -342,7 +343,8 @@ class BiasGeluDropoutResidual(TorchOp):
             clear_total = dropped_total = 0
             for start in range(0, x.shape[0], rows_per_chunk):
                 rows = slice(start, min(x.shape[0], start + rows_per_chunk))
-                message, clear, dropped = _check_dropout_chunk(out[rows], x[rows], bias, residual[rows], prob, case.dtype)
+                message, clear, dropped = _check_dropout_chunk(out[rows], x[rows], bias, residual[rows], prob,
+                                                               case.dtype)
                 if message:
                     return message if rows_per_chunk >= x.shape[0] else f"{message} (rows {start}..{rows.stop - 1})"
                 clear_total += clear

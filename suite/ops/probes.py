@@ -259,7 +259,8 @@ class StreamDot(StreamOp):
         return Prepared(fn=fn, check=check)
 
 
-def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: str, n: int) -> str | None:
+def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: str,
+                    n: int) -> str | None:
     """A dot product's error scales with Σ|a·b| (its condition), not with |Σ a·b|, so the scale
     given to the tolerance is sqrt(Σ (a·b)²), the RMS-like size of the terms' random walk."""
     from rooflab.suite.dtypes import tolerance
@@ -368,7 +369,8 @@ class FmaIntensity(TorchOp):
             out = as_torch(output)
             if tuple(out.shape) != (n,):
                 return f"output has shape {tuple(out.shape)}, expected {(n,)}"
-            return compare_chunked(out.reshape(-1, 1), lambda rows: (x[rows].double() * factor).reshape(-1, 1), case.dtype)
+            return compare_chunked(out.reshape(-1, 1), lambda rows: (x[rows].double() * factor).reshape(-1, 1),
+                                   case.dtype)
 
         return Prepared(fn=fn, check=check)
 
