@@ -167,7 +167,8 @@ def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
 def _check_header(path: Path, header: list[str], where: str) -> None:
     missing = [name for name in EXPORT_COLUMNS if name not in header]
     if missing:
-        raise DatabaseInputError(f"{path}: {where}: column {missing[0]!r} is missing (required: {', '.join(EXPORT_COLUMNS)})")
+        raise DatabaseInputError(f"{path}: {where}: column {missing[0]!r} is missing (required: "
+                                 f"{', '.join(EXPORT_COLUMNS)})")
     unknown = [name for name in header if name not in COLUMN_KINDS]
     if unknown:
         raise DatabaseInputError(f"{path}: {where}: unknown column {unknown[0]!r}")
@@ -201,7 +202,8 @@ def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
             if not fields:
                 continue
             if len(fields) != len(header):
-                raise DatabaseInputError(f"{where}: expected {len(header)} fields, found {len(fields)} (truncated line?)")
+                raise DatabaseInputError(f"{where}: expected {len(header)} fields, "
+                                         f"found {len(fields)} (truncated line?)")
             yield _record(dict(zip(header, fields, strict=True)), where, from_text=True)
 
 

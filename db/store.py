@@ -49,7 +49,8 @@ def parse_shard(shard: str) -> tuple[int, int]:
     """`"I/N"` -> (I, N); raises DatabaseInputError on anything else."""
     match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
     if not match or int(match.group(2)) < 1 or int(match.group(1)) >= int(match.group(2)):
-        raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N, the 0-based shard index I of N shards (0 <= I < N)")
+        raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N, "
+                                 "the 0-based shard index I of N shards (0 <= I < N)")
     return int(match.group(1)), int(match.group(2))
 
 

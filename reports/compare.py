@@ -36,7 +36,8 @@ def resolve_side(df: pd.DataFrame, text: str, *, option: str) -> Side:
         rows = df[df["run_id"].astype(str) == text]
         names = sorted(rows["device_name"].dropna().unique())
         if len(names) != 1:
-            raise ReportInputError(f"{option}: run {text!r} measured several devices ({', '.join(names)}); name one device")
+            raise ReportInputError(f"{option}: run {text!r} measured several devices ({', '.join(names)}); "
+                                   "name one device")
         name = str(names[0])
         device_rows = df[df["device_name"] == name]
         return Side(f"run {text}", name, rows, compute_ceilings(device_rows, name))

@@ -396,7 +396,8 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = 4.0) -> str:
             fig.autofmt_xdate()
         ax.set_xlabel(xlabel)
         ax.set_ylabel("median ms")
-        ax.set_title(plain(f"{verdict.status}{' + drift' if verdict.drift else ''}: {verdict.case_key} on {verdict.device_name}"),
+        ax.set_title(plain(f"{verdict.status}{' + drift' if verdict.drift else ''}: "
+                           f"{verdict.case_key} on {verdict.device_name}"),
                      fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

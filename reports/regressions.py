@@ -370,7 +370,8 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
             why = latest.excluded_because or previous.excluded_because
             return alert("suspect", f"both newest results slower, but one is {why}")
         if confirmed:
-            note = (note + "; " if note else "") + "both newest results lie within the range the baseline has shown repeatedly"
+            note = (note + "; " if note else "") + ("both newest results lie within the range the baseline has "
+                                                    "shown repeatedly")
     if last_flag.direction == "slower":
         return alert("suspect", note)
     if last_flag.direction == "faster":

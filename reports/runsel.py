@@ -74,7 +74,8 @@ def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None,
         unknown = [r for r in runs if r not in known]
         if unknown:
             newest = counts.sort_values("_order")["run_id"].drop_duplicates().tail(5).tolist()[::-1]
-            raise ReportInputError(f"--run: no results in run(s) {', '.join(unknown)}; newest runs: {', '.join(map(str, newest))}")
+            raise ReportInputError(f"--run: no results in run(s) {', '.join(unknown)}; newest runs: "
+                                   f"{', '.join(map(str, newest))}")
         pick = counts["run_id"].isin(list(runs))
         chosen_by = "run"
     elif since is not None:

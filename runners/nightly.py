@@ -152,7 +152,8 @@ class NightlySummary:
             for row in rows[:SHOWN_PER_KIND]:
                 lines.append(
                     f"  {label:10s} {row['case_key']} on {row['device_name'] or row['device_fingerprint']}: "
-                    f"{_ms(row['baseline_ms'])} -> {_ms(row['latest_ms'])} ({_pct(row['rel_change'])}, z {row['z']:.1f})"
+                    f"{_ms(row['baseline_ms'])} -> {_ms(row['latest_ms'])} ({_pct(row['rel_change'])}, "
+                    f"z {row['z']:.1f})"
                 )
             if len(rows) > SHOWN_PER_KIND:
                 lines.append(f"  ... and {len(rows) - SHOWN_PER_KIND} more {kind}s (see {SUMMARY_FILE})")

@@ -331,7 +331,8 @@ echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/su
 
 def _submit_db_check(job: SlurmJob) -> str:
     if job.db_url is None and job.db_file is None:
-        return ': "${ROOFLAB_DB:?export ROOFLAB_DB (the results database URL): the jobs take it from this environment}"\n'
+        return (': "${ROOFLAB_DB:?export ROOFLAB_DB (the results database URL): '
+                'the jobs take it from this environment}"\n')
     return ""
 
 

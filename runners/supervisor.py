@@ -488,7 +488,8 @@ class Supervisor:
         )
         stored = self.store.add_measurement(record)
         if not stored:
-            self.progress.note(f"{lane.torch_device}: {case.describe()} was stored meanwhile by another process; kept that one")
+            self.progress.note(f"{lane.torch_device}: "
+                               f"{case.describe()} was stored meanwhile by another process; kept that one")
         result = CaseResult(lane.torch_device, case, record, elapsed_s, stored)
         lane.results.append(result)
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)

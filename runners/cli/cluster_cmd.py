@@ -91,7 +91,8 @@ def slurm_command(
         fail(escape(str(exc)))
     if n_cases < nodes:
         err_console.print(
-            f"note: the spec has {n_cases} cases for {nodes} shards; {nodes - n_cases} array tasks will have nothing to do"
+            f"note: the spec has {n_cases} cases for {nodes} shards; "
+            f"{nodes - n_cases} array tasks will have nothing to do"
         )
     if db_url is not None and db_url.startswith("sqlite") and nodes > 1:
         err_console.print(
@@ -121,7 +122,8 @@ def nightly_command(
     db: str | None = DbOption,
     out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
     fail_on: str = typer.Option("regression", "--fail-on",
-                                help="Exit 1 on: regression | drift (or regression) | suspect (or regression or drift) | never."),
+                                help="Exit 1 on: "
+                                     "regression | drift (or regression) | suspect (or regression or drift) | never."),
     run_id: str | None = typer.Option(
         None, "--run-id",
         help="Run id (shards of one night share it); default: derived from the spec name and the date."

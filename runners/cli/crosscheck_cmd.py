@@ -41,7 +41,8 @@ def crosscheck_command(
     from rooflab.runners.crosscheck.session import run_crosscheck
 
     if out is not None and not out.parent.exists():
-        err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: directory {escape(str(out.parent))} does not exist",
+        err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: "
+                          f"directory {escape(str(out.parent))} does not exist",
                           soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     if seed < 0:

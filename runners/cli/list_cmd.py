@@ -34,7 +34,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     lines = [header]
     for r in rows:
         lines.append(
-            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  {_si(r['bytes'], 'B'):>9}"
+            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  "
+            f"{_si(r['bytes'], 'B'):>9}"
         )
     console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)
 
@@ -85,7 +86,8 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
         spec: str = typer.Argument(..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline)."),
         filters: list[str] = typer.Option(
             [], "--filter", "-f",
-            help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeatable: "
+            help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, "
+                 "or a parameter); repeatable: "
             "a repeated key means OR (-f op=copy -f op=triad keeps both), different keys mean AND."
         ),
         device_kind: DeviceKind | None = typer.Option(

@@ -243,7 +243,8 @@ def regressions_cmd(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
     fail_on: str = typer.Option("regression", "--fail-on",
-                                help="Exit 1 on: regression; drift (or regression); suspect (or regression or drift); never."),
+                                help="Exit 1 on: regression; drift (or regression); "
+                                     "suspect (or regression or drift); never."),
     window: int = typer.Option(30, "--window", help="Baseline: the last N good results."),
     threshold: float = typer.Option(4.0, "--threshold", help="Robust z-score above which a result is flagged."),
     min_change: float = typer.Option(0.05, "--min-change", help="Minimum relative change to flag (0.05 = 5 %)."),

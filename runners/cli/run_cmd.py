@@ -40,7 +40,8 @@ def run_command(
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run shard I (0-based) of N cost-balanced shards."),
     run_id: Optional[str] = typer.Option(
         None, "--run-id",
-        help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), else SPEC-<UTC time>-<random>."
+        help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), "
+             "else SPEC-<UTC time>-<random>."
     ),
     resume: Optional[str] = typer.Option(
         None, "--resume", help="Measure only the cases of RUN_ID that have no result (a SPEC given must be the run's)."

@@ -36,9 +36,11 @@ class Reason(StrEnum):
 
 REASON_TEXT = {
     Reason.COLD_VS_HOT: "cold against hot: one timer flushes the cache before each call, the other runs warm",
-    Reason.MEAN_VS_MEDIAN: "the peer averages blocks of calls; rooflab's per-call samples are skewed and its mean is near the peer",
+    Reason.MEAN_VS_MEDIAN: "the peer averages blocks of calls; "
+                           "rooflab's per-call samples are skewed and its mean is near the peer",
     Reason.HOST_TIME: "host time inside the peer's number (launch, synchronisation and Python around the kernel)",
-    Reason.LAUNCH_OVERHEAD: "launch overhead: the kernel is shorter than its launch, and the peer's events do not hold the stream",
+    Reason.LAUNCH_OVERHEAD: "launch overhead: the kernel is shorter than its launch, "
+                            "and the peer's events do not hold the stream",
 }
 
 

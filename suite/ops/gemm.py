@@ -221,7 +221,8 @@ class Matmul(TorchOp):
             if got.dim() == 2:
                 got = got.unsqueeze(0)
             if tuple(got.shape) != (batch, m, n):
-                return f"output has shape {tuple(as_torch(output).shape)}, expected {(m, n) if batch == 1 else (batch, m, n)}"
+                return (f"output has shape {tuple(as_torch(output).shape)}, "
+                        f"expected {(m, n) if batch == 1 else (batch, m, n)}")
             return _check_rows(
                 got,
                 lambda bi, rows: a[bi].index_select(0, rows).double(),
