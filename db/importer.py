@@ -197,7 +197,8 @@ def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise DatabaseInputError(f"{path}: line {reader.line_num}: malformed CSV ({exc}; truncated line?)") from None
+                raise DatabaseInputError(
+                    f"{path}: line {reader.line_num}: malformed CSV ({exc}; truncated line?)") from None
             where = f"{path}: line {reader.line_num}"
             if not fields:
                 continue
@@ -216,7 +217,8 @@ def _read_jsonl(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatabaseInputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno}; truncated line?)") from None
+                raise DatabaseInputError(
+                    f"{where}: invalid JSON ({exc.msg} at column {exc.colno}; truncated line?)") from None
             if not isinstance(raw, dict):
                 raise DatabaseInputError(f"{where}: expected a JSON object, found {type(raw).__name__}")
             unknown = [name for name in raw if name not in COLUMN_KINDS]

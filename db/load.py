@@ -147,7 +147,8 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
             for pk, *natural_key in conn.execute(select(m_t.c.id, *key_cols).where(m_t.c.run_id.in_(chunk))):
                 ids[tuple(natural_key)] = pk
         sample_rows = [
-            {"measurement_id": ids[(row["run_id"], row["case_id"], row["cache"], row["timing_mode"], row["device_key"])],
+            {"measurement_id": ids[(row["run_id"], row["case_id"], row["cache"], row["timing_mode"],
+                                    row["device_key"])],
              "count": sample[0], "values_f64le": sample[1]}
             for row, sample in with_samples
         ]

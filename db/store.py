@@ -19,7 +19,9 @@ from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.db.records import (
+    RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord,
+)
 from rooflab.db.samples import pack
 from rooflab.db.schema import open_for_writing
 from rooflab.db.urls import normalize_url, redact

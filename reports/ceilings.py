@@ -107,7 +107,8 @@ class DeviceCeilings:
 
     def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None) -> Ceiling | None:
         for c in self.ceilings:
-            if c.kind == kind and (dtype is None or c.dtype == dtype) and (timing_mode is None or c.timing_mode == timing_mode):
+            if (c.kind == kind and (dtype is None or c.dtype == dtype)
+                    and (timing_mode is None or c.timing_mode == timing_mode)):
                 return c
         return None
 
@@ -238,7 +239,8 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
             (_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
                                read_only=r["op"] in READ_ONLY_OPS), g)
         ]
-        held.append((_compute_choice(dc, str(r["dtype"]), matrix=uses_matrix_units(str(r["family"]), str(r["dtype"]))), t))
+        matrix = uses_matrix_units(str(r["family"]), str(r["dtype"]))
+        held.append((_compute_choice(dc, str(r["dtype"]), matrix=matrix), t))
         for ceiling, figure in held:
             if isinstance(ceiling, Ceiling) and figure > ceiling.value and _qualifies(dc, ceiling.kind, r):
                 i = index[id(ceiling)]

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rooflab.reports.ceilings import (DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, l2_resident, launch_floor_ms,
-                              uses_matrix_units)
+from rooflab.reports.ceilings import (DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
+                                      launch_floor_ms, uses_matrix_units)
 from rooflab.reports.diagnosis import READ_ONLY_OPS, diagnose
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import select_device

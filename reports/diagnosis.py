@@ -132,7 +132,8 @@ def _float_or_nan(value: Any) -> float:  # any cell of a results frame
 
 
 def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float, floor: float | None) -> str | None:
-    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (roofline_ms == roofline_ms and roofline_ms < floor)):
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor
+                              or (roofline_ms == roofline_ms and roofline_ms < floor)):
         return "overhead"
     c = 0.0 if math.isnan(compute_ms) else compute_ms
     m = 0.0 if math.isnan(memory_ms) else memory_ms
@@ -210,8 +211,9 @@ def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(_params=[params_of(p) for p in rows["params"]])
     chains = rows[rows["op"].isin(FUSION_CHAIN_OPS)]
     for _, fused in chains[chains["backend"] == "compiled"].iterrows():
-        match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"]) & (chains["dtype"] == fused["dtype"])
-                       & (chains["cache"] == fused["cache"]) & (chains["timing_mode"] == fused["timing_mode"])]
+        match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"])
+                       & (chains["dtype"] == fused["dtype"]) & (chains["cache"] == fused["cache"])
+                       & (chains["timing_mode"] == fused["timing_mode"])]
         for _, eager in match.iterrows():
             if eager["_params"] == fused["_params"]:
                 out.append(_gain("eager vs compiled", eager, fused, _shape_text(fused["_params"])))

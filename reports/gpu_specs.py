@@ -46,7 +46,8 @@ class GpuSpec:
         rows = [{"quantity": "memory bandwidth", "value": self.memory_gbps.value, "unit": "GB/s",
                  "source": self.memory_gbps.source}]
         if self.l2_bytes is not None:
-            rows.append({"quantity": "L2", "value": self.l2_bytes.value, "unit": "bytes", "source": self.l2_bytes.source})
+            rows.append({"quantity": "L2", "value": self.l2_bytes.value, "unit": "bytes",
+                         "source": self.l2_bytes.source})
         if self.sm_count is not None:
             rows.append({"quantity": "SMs" if self.vendor == "NVIDIA" else "CUs", "value": self.sm_count.value,
                          "unit": "", "source": self.sm_count.source})

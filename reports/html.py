@@ -82,7 +82,8 @@ def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
     if df is None or df.empty:
         return []
     cols = [c for c in columns if c in df.columns]
-    return [{c: (None if _missing(v) else v) for c, v in zip(cols, row, strict=True)} for row in df[cols].itertuples(index=False)]
+    return [{c: (None if _missing(v) else v) for c, v in zip(cols, row, strict=True)}
+            for row in df[cols].itertuples(index=False)]
 
 
 def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dict]:
@@ -93,10 +94,12 @@ def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dic
     n = counts["n"].astype(int)
     groups = counts.groupby("run_id", sort=False)
     firsts = groups[["run_order", "started_at", "host", "suite", "git_commit"]].first()
-    devices = groups["device_name"].agg(lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
+    devices = groups["device_name"].agg(
+        lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
     total = n.groupby(counts["run_id"], sort=False).sum()
     ok = n.where(counts["status"] == "ok", 0).groupby(counts["run_id"], sort=False).sum()
-    failed = n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0).groupby(counts["run_id"], sort=False).sum()
+    failed = (n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0)
+              .groupby(counts["run_id"], sort=False).sum())
     out = []
     for run_id in total.index:
         out.append({

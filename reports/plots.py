@@ -96,12 +96,14 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
     every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
     quality (reports.frames.quality_of)."""
-    ok = rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
+    ok = (rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty
+          else rows)
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
     if ok.empty:
         return pd.DataFrame(columns=list(POINT_COLUMNS) + ["x", "y", "family", "dtype", "cache", "op"])
-    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
+    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0)
+             & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
     pts = pts.sort_values([c for c in ("family", "op", "case_key", "run_id") if c in pts.columns], kind="stable")
     pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
     pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
@@ -141,7 +143,8 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
     cache is called LLC and its memory DRAM. `inline`: without the XML prologue, to embed in HTML.
     """
     pts = roofline_points(rows)
-    llc = "device_kind" in rows.columns and not rows.empty and str(rows["device_kind"].dropna().iloc[0] if rows["device_kind"].notna().any() else "") == "cpu"
+    kinds = rows["device_kind"].dropna() if "device_kind" in rows.columns else pd.Series(dtype=object)
+    llc = not kinds.empty and str(kinds.iloc[0]) == "cpu"
     titles: dict[str, list[tuple[int, str]]] = {}
     with _figure(9.0, 6.0) as (fig, ax):
         ax.set_xscale("log")
@@ -221,7 +224,8 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                 handles.append(Line2D([], [], ls="", marker=DTYPE_MARKERS.get(dtype, "o"), color="gray",
                                       markerfacecolor="none", label=plain(dtype)))
             handles.append(Line2D([], [], ls="", marker="o", color="gray", label="filled: cold cache"))
-            handles.append(Line2D([], [], ls="", marker="o", color="gray", markerfacecolor="none", label="hollow: hot cache"))
+            handles.append(Line2D([], [], ls="", marker="o", color="gray", markerfacecolor="none",
+                                  label="hollow: hot cache"))
             if not bad.empty:
                 handles.append(Line2D([], [], ls="", marker="x", color="black", label="noisy or contended"))
             if not knee.empty:
@@ -282,7 +286,8 @@ def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
 def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
     """Achieved GB/s against working set (bytes, log x) for zero-FLOP ops and the stream probes."""
     ok = usable(rows)
-    sel = ok[(pd.to_numeric(ok["flops"], errors="coerce") == 0) | ok["op"].astype(str).str.startswith("stream_")] if not ok.empty else ok
+    sel = (ok[(pd.to_numeric(ok["flops"], errors="coerce") == 0) | ok["op"].astype(str).str.startswith("stream_")]
+           if not ok.empty else ok)
     sel = sel[pd.to_numeric(sel["bytes"], errors="coerce") > 0] if not sel.empty else sel
     with _figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log")

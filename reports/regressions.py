@@ -252,19 +252,22 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     ok = median > 0
     if "status" in df.columns:
         ok &= df["status"] == "ok"
-    throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
+    throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
+                 else pd.Series(False, index=df.index))
     noisy = pd.Series(False, index=df.index)
     if "rel_ci_halfwidth" in df.columns:
         noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
     if "stop_reason" in df.columns and "iqr_ms" in df.columns:
-        noisy |= df["stop_reason"].isin(UNCONVERGED_STOPS) & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
+        noisy |= (df["stop_reason"].isin(UNCONVERGED_STOPS)
+                  & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR))
     if "quality" in df.columns:  # the quality the worker judged (noisy or contended), where it was recorded
         noisy = noisy.where(df["quality"].isna(), df["quality"] != "good")
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
             env = env + "|" + df[col].astype(object).where(df[col].notna(), "").astype(str)
-    device = df["device_fingerprint"] if "device_fingerprint" in df.columns else df.get("device_name", pd.Series("", index=df.index))
+    device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
+              else df.get("device_name", pd.Series("", index=df.index)))
     d = pd.DataFrame({
         "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
         "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
@@ -515,7 +518,8 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = 4.0,
         else:
             history = pd.concat([query.results(url, case_key=keys[i:i + 200], columns=DETECT_COLUMNS)
                                  for i in range(0, len(keys), 200)], ignore_index=True)
-        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str), history["device_fingerprint"].astype(str), strict=True)]
+        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str),
+                                                history["device_fingerprint"].astype(str), strict=True)]
         for v in judge_all(history[mask]):
             by_key[(v.case_key, v.device_fingerprint)] = v
     return [by_key[key] for key in sorted(by_key)]

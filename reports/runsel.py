@@ -47,7 +47,8 @@ def counts_of(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COUNT_KEYS + ["n"])
     frame = df.copy()
     if "run_order" not in frame.columns:
-        frame["run_order"] = pd.to_datetime(frame["started_at"], utc=True).rank(method="dense") if "started_at" in frame.columns else 1
+        frame["run_order"] = (pd.to_datetime(frame["started_at"], utc=True).rank(method="dense")
+                              if "started_at" in frame.columns else 1)
     for col in COUNT_KEYS:
         if col not in frame.columns:
             frame[col] = None

@@ -155,8 +155,9 @@ def _intervals(prof: Any, device: DeviceInfo) -> list[Interval]:
             elif not e.is_user_annotation and not e.is_async:
                 parent = e.cpu_parent.name if e.cpu_parent is not None else None
                 out.append(Interval(e.name, "op", start, end, int(e.id), parent, int(e.linked_correlation_id)))
+        # the range names are excluded: their device-side copies are not kernels
         elif (device.is_cuda and e.device_type == DeviceType.CUDA and not e.is_user_annotation
-              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):  # device-side copies of the ranges
+              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):
             out.append(Interval(e.name, "kernel", start, end, int(e.id), None, int(e.linked_correlation_id)))
     return out
 

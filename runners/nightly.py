@@ -3,8 +3,8 @@
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
 where the report is, and the exit code (1 when a verdict matches `fail_on`, the run failed or
-cases of the spec have no result in the run, 130 when interrupted, else 0). `text()` is the plain summary for a CI log; `to_dict()` is written
-to OUT/summary.json for bots.
+cases of the spec have no result in the run, 130 when interrupted, else 0). `text()` is the plain
+summary for a CI log; `to_dict()` is written to OUT/summary.json for bots.
 """
 from __future__ import annotations
 

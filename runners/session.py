@@ -234,7 +234,8 @@ def run_suite(
     overrides = validate_timing_overrides(timing_overrides)
     if seed < 0:
         raise UserInputError(f"--seed {seed}: must be >= 0")
-    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads or cpu_threads < 1):
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads
+                                    or cpu_threads < 1):
         raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
     if case_timeout_s is not None and not case_timeout_s > 0:
         raise UserInputError(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")

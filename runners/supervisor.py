@@ -443,7 +443,8 @@ class Supervisor:
         if case is not None:
             outcome = CaseOutcome(case.case_key, "crashed", f"worker process died: {how}")
             self._store(lane, case, outcome, time.monotonic() - lane.sent_at)
-            self.progress.note(f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
+            self.progress.note(
+                f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
         lane.in_flight = None
         lane.state = "new"
 

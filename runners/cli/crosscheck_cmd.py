@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from rooflab.runners.crosscheck.session import PeerCheck
     from rooflab.suite.case import Case
 
-CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one process.
+CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one
+process.
 
 Each case is prepared exactly as `rooflab run` prepares it; the same callable then goes to
 rooflab's engine and to each available peer (torch, do_bench, nvbench, cupyx), A B C A B C over

@@ -86,7 +86,8 @@ def roofline_cmd(
             path.write_text(svg, encoding="utf-8")
             figures.append(str(path))
     if as_json:
-        print_json({**dc.as_dict(), "shown_runs": list(plan.shown), "roof_runs": list(plan.roof_runs), "figures": figures})
+        print_json({**dc.as_dict(), "shown_runs": list(plan.shown), "roof_runs": list(plan.roof_runs),
+                    "figures": figures})
         return
     title = f"Ceilings of {escape(name)}\n(datasheet: {escape(dc.spec.key) if dc.spec else 'none'})"
     table = Table(title=title, title_justify="left")
@@ -107,11 +108,11 @@ def roofline_cmd(
         sources.append(line)
     console.print(table)
     shown = ", ".join(plan.shown)
-    console.print(f"runs shown: {escape(shown)}" + ("" if plan.chosen_by != "newest" else " (the newest; --run or --since to choose)"),
-                  highlight=False, overflow="fold")
+    how = "" if plan.chosen_by != "newest" else " (the newest; --run or --since to choose)"
+    console.print(f"runs shown: {escape(shown)}{how}", highlight=False, overflow="fold")
     if plan.roofs_elsewhere:
-        console.print(f"roofs from run {escape(', '.join(plan.roof_runs))} (the newest with probe results)", highlight=False,
-                      overflow="fold")
+        console.print(f"roofs from run {escape(', '.join(plan.roof_runs))} (the newest with probe results)",
+                      highlight=False, overflow="fold")
     if sources:
         console.print("where each ceiling comes from:", highlight=False)
         for line in sources:
@@ -267,7 +268,8 @@ def regressions_cmd(
     require_database(url)
     verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
     failing = should_fail(verdicts, fail_on)
-    counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
+    counts = {s: sum(v.status == s for v in verdicts)
+              for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
     counts["drift"] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,

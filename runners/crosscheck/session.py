@@ -312,8 +312,8 @@ def run_crosscheck(
         for case in cases:
             results = check_case(case, device_info, available, rounds=rounds, seed=seed) if available else []
             results += [
-                PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value, status[p.name.value]["version"],
-                          "skipped", status[p.name.value]["reason"])
+                PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value,
+                          status[p.name.value]["version"], "skipped", status[p.name.value]["reason"])
                 for p in chosen if not status[p.name.value]["available"]
             ]
             for c in results:

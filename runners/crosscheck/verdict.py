@@ -102,7 +102,8 @@ def likely_reason(
         return Reason.MEAN_VS_MEDIAN
     if on_gpu and not rooflab_slower and peer_clock is PeerClock.HOST_BLOCK_MEAN:
         return Reason.HOST_TIME
-    if on_gpu and not rooflab_slower and peer_clock is PeerClock.DEVICE_EVENTS_PER_CALL and rooflab_ms < LAUNCH_SCALE_MS:
+    if (on_gpu and not rooflab_slower and peer_clock is PeerClock.DEVICE_EVENTS_PER_CALL
+            and rooflab_ms < LAUNCH_SCALE_MS):
         return Reason.LAUNCH_OVERHEAD
     return None
 

@@ -205,7 +205,8 @@ class Matmul(TorchOp):
             fn = _with_precision(case.dtype, (lambda: compiled(a2, b2)) if batch == 1 else (lambda: compiled(a, b)))
         elif case.backend == "cupy":
             cp = require_cupy()
-            ca, cb, cout = cp.from_dlpack(a2 if batch == 1 else a), cp.from_dlpack(b2 if batch == 1 else b), cp.from_dlpack(out)
+            ca, cb = cp.from_dlpack(a2 if batch == 1 else a), cp.from_dlpack(b2 if batch == 1 else b)
+            cout = cp.from_dlpack(out)
 
             def fn() -> Any:
                 with cupy_stream(cp):
