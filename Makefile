@@ -31,6 +31,7 @@ test: lint
 LINT_PATHS := suite runners db reports rooflab
 TYPECHECK := build/typecheck
 lint: $(STAMP)
+	@for tool in ruff mypy; do [ -x $(VENV)/bin/$$tool ] || { echo "lint: $(VENV)/bin/$$tool is missing; it comes with the dev extras: $(VENV)/bin/pip install -e '.[dev]'" >&2; exit 1; }; done
 	@rm -rf $(TYPECHECK)/rooflab && mkdir -p $(TYPECHECK)/rooflab
 	@for p in suite runners db reports; do ln -s ../../../$$p $(TYPECHECK)/rooflab/$$p; done
 	@for f in rooflab/*.py; do ln -s ../../../$$f $(TYPECHECK)/rooflab/; done
