@@ -146,9 +146,9 @@ class NvmlClockSource:
             raise RuntimeError("NVML is not available")
         self._lib = lib
         self._handle = handle
-        self._reasons_fn = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            lib, "nvmlDeviceGetCurrentClocksThrottleReasons"
-        )
+        # the newer name first; older NVML libraries have only the older one
+        self._reasons_fn = (getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                            or lib.nvmlDeviceGetCurrentClocksThrottleReasons)
 
     @classmethod
     def for_device(cls, device: DeviceInfo) -> "NvmlClockSource | None":

@@ -204,7 +204,7 @@ def stream_hold_for(torch_device: str) -> StreamHold:
 def make_stream_hold(torch_device: str) -> StreamHold:
     """The best hold that works here: a blocking kernel through CuPy, else torch's sleep kernel."""
     try:
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp  # noqa: PLC0415 - optional: absent on most machines
     except Exception:  # ImportError, or a CUDA library problem raised at import
         cp = None
     if cp is not None:

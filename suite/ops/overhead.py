@@ -75,7 +75,7 @@ class Launch(TorchOp):
                 return cy
 
         else:
-            fn = lambda: torch.add(x, 1, out=y)  # noqa: E731
+            fn = lambda: torch.add(x, 1, out=y)  # noqa: E731 - the timed callable, one line per backend
 
         def check(output: Any) -> str | None:
             return compare(as_torch(output), x.double() + 1.0, case.dtype)

@@ -246,7 +246,7 @@ class StreamDot(StreamOp):
                 return result
 
         else:
-            fn = lambda: torch.dot(a, b)  # noqa: E731
+            fn = lambda: torch.dot(a, b)  # noqa: E731 - the timed callable, one line per backend
 
         def check(output: Any) -> str | None:
             got = as_torch(output).reshape(())
@@ -360,7 +360,7 @@ class FmaIntensity(TorchOp):
 
         elif case.backend == "compiled":
             compiled = fresh_compile(_fma_chain)
-            fn = lambda: compiled(x, k, ALPHA)  # noqa: E731
+            fn = lambda: compiled(x, k, ALPHA)  # noqa: E731 - the timed callable, one line per backend
         else:
             raise ValueError(f"op fma_intensity has no backend {case.backend!r}")
         factor = fma_chain_factor(k)
