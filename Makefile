@@ -9,7 +9,7 @@ REPORT_DIR ?= report
 # test-gpu runs where the GPU is: inside .venv when there is one, else the system python
 GPU_PY := $(shell [ -x $(PY) ] && echo $(PY) || echo python3)
 
-.PHONY: bench test test-gpu venv clean
+.PHONY: bench test test-gpu lint venv clean
 
 venv: $(STAMP)
 
@@ -22,11 +22,27 @@ bench: $(STAMP)
 	$(VENV)/bin/rooflab report --db $(DB) --out $(REPORT_DIR)
 	@echo "results: $(DB)   report: $(REPORT_DIR)/index.html"
 
-test: $(STAMP)
+test: lint
 	$(PY) -m pytest -q
+
+# ruff (lint and import order) and mypy over the four packages; settings in pyproject.toml.
+# mypy reads the packages through build/typecheck/rooflab, links that place the top-level folders
+# under `rooflab` as the installed wheel does (mypy does not follow rooflab/__init__.py's __path__).
+LINT_PATHS := suite runners db reports rooflab
+TYPECHECK := build/typecheck
+lint: $(STAMP)
+	@for tool in ruff mypy; do [ -x $(VENV)/bin/$$tool ] || { echo "lint: $(VENV)/bin/$$tool is missing; it comes with the dev extras: $(VENV)/bin/pip install -e '.[dev]'" >&2; exit 1; }; done
+	@rm -rf $(TYPECHECK)/rooflab && mkdir -p $(TYPECHECK)/rooflab
+	@for p in suite runners db reports; do ln -s ../../../$$p $(TYPECHECK)/rooflab/$$p; done
+	@for f in rooflab/*.py; do ln -s ../../../$$f $(TYPECHECK)/rooflab/; done
+	@# both checkers run and report before the target fails
+	@status=0; \
+	  echo "ruff check $(LINT_PATHS)"; $(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
+	  echo "mypy -p rooflab"; (cd $(TYPECHECK) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p rooflab) || status=1; \
+	  exit $$status
 
 test-gpu:
 	$(GPU_PY) -m pytest -q -m gpu -o addopts='-ra'
 
 clean:
-	rm -rf $(VENV) report results.db results.db-wal results.db-shm
+	rm -rf $(VENV) report results.db results.db-wal results.db-shm build/typecheck

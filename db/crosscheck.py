@@ -65,7 +65,8 @@ def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
             select(models.Environment.id).where(models.Environment.device_fingerprint == r.device_fingerprint)
         )
         if env_pk is None:
-            raise DatabaseInputError(f"device {r.device_fingerprint!r} is not in the database: call add_environment first")
+            raise DatabaseInputError(f"device {r.device_fingerprint!r} is not in the database: "
+                                     "call add_environment first")
         case_pk = upsert_case(conn, r.case)
         new_id = conn.scalar(
             insert_ignore(conn, models.CrossCheck.__table__)

@@ -7,10 +7,11 @@ several processes writing one file queue on the busy timeout instead of failing 
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 from typing import Callable, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
@@ -41,7 +42,7 @@ def _sqlite_engine(url: URL, *, write: bool) -> Engine:
     engine = create_engine(url, pool_size=2, max_overflow=8, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000})
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection: sqlite3.Connection, _record: object) -> None:
         dbapi_connection.isolation_level = None  # transactions are begun explicitly below
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")

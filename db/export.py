@@ -15,7 +15,7 @@ import sys
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select
@@ -23,6 +23,9 @@ from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.schema import require_current
 from rooflab.db.timeparse import parse_since
+
+if TYPE_CHECKING:  # pyarrow loads only for a Parquet export
+    import pyarrow as pa
 
 FORMATS = ("csv", "jsonl", "parquet")
 CHUNK_ROWS = 20_000
@@ -42,7 +45,7 @@ def iter_records(url: str, *, run_id: str | None = None, since: str | date | dat
         with engine.connect() as conn:
             result = conn.execution_options(stream_results=True, yield_per=chunk_rows).execute(query)
             for partition in result.partitions(chunk_rows):
-                yield [dict(zip(ALL_COLUMNS, row)) for row in partition]
+                yield [dict(zip(ALL_COLUMNS, row, strict=True)) for row in partition]
     finally:
         engine.dispose()
 
@@ -179,7 +182,7 @@ def _write_text(chunks: Iterator[list[dict[str, Any]]], fmt: str, out: Path | No
     return count
 
 
-def parquet_schema():  # type: ignore[no-untyped-def]
+def parquet_schema() -> pa.Schema:
     import pyarrow as pa
 
     types = {
@@ -222,4 +225,5 @@ def _parquet_chunks(chunks: Iterator[list[dict[str, Any]]], sink: Any, schema: A
     return count
 
 
-__all__ = ["FORMATS", "export", "check_out", "check_run", "iter_records", "csv_value", "canonical_json", "parquet_schema"]
+__all__ = ["FORMATS", "export", "check_out", "check_run", "iter_records", "csv_value", "canonical_json",
+           "parquet_schema"]

@@ -167,7 +167,8 @@ def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
 def _check_header(path: Path, header: list[str], where: str) -> None:
     missing = [name for name in EXPORT_COLUMNS if name not in header]
     if missing:
-        raise DatabaseInputError(f"{path}: {where}: column {missing[0]!r} is missing (required: {', '.join(EXPORT_COLUMNS)})")
+        raise DatabaseInputError(f"{path}: {where}: column {missing[0]!r} is missing (required: "
+                                 f"{', '.join(EXPORT_COLUMNS)})")
     unknown = [name for name in header if name not in COLUMN_KINDS]
     if unknown:
         raise DatabaseInputError(f"{path}: {where}: unknown column {unknown[0]!r}")
@@ -178,7 +179,7 @@ def _check_header(path: Path, header: list[str], where: str) -> None:
 
 def _open_text(path: Path, gzipped: bool) -> io.TextIOBase:
     if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8", newline="")  # type: ignore[return-value]
+        return gzip.open(path, "rt", encoding="utf-8", newline="")
     return open(path, "r", encoding="utf-8", newline="")
 
 
@@ -196,13 +197,15 @@ def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
             except StopIteration:
                 return
             except csv.Error as exc:
-                raise DatabaseInputError(f"{path}: line {reader.line_num}: malformed CSV ({exc}; truncated line?)") from None
+                raise DatabaseInputError(
+                    f"{path}: line {reader.line_num}: malformed CSV ({exc}; truncated line?)") from None
             where = f"{path}: line {reader.line_num}"
             if not fields:
                 continue
             if len(fields) != len(header):
-                raise DatabaseInputError(f"{where}: expected {len(header)} fields, found {len(fields)} (truncated line?)")
-            yield _record(dict(zip(header, fields)), where, from_text=True)
+                raise DatabaseInputError(f"{where}: expected {len(header)} fields, "
+                                         f"found {len(fields)} (truncated line?)")
+            yield _record(dict(zip(header, fields, strict=True)), where, from_text=True)
 
 
 def _read_jsonl(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
@@ -214,7 +217,8 @@ def _read_jsonl(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DatabaseInputError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno}; truncated line?)") from None
+                raise DatabaseInputError(
+                    f"{where}: invalid JSON ({exc.msg} at column {exc.colno}; truncated line?)") from None
             if not isinstance(raw, dict):
                 raise DatabaseInputError(f"{where}: expected a JSON object, found {type(raw).__name__}")
             unknown = [name for name in raw if name not in COLUMN_KINDS]

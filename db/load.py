@@ -79,7 +79,8 @@ def _ids(conn: Connection, column: Any, key_column: Any, keys: Iterable[str]) ->
     return found
 
 
-def _insert_missing(conn: Connection, table: Any, key_column: Any, rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+def _insert_missing(conn: Connection, table: Any, key_column: Any,
+                    rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
     existing = _ids(conn, table.c.id, key_column, rows)
     new = [rows[key] for key in rows if key not in existing]
     for chunk in _chunks(new):
@@ -100,7 +101,8 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
             if row["status"] != "running":
                 conn.execute(
                     update(shard_t)
-                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"], shard_t.c.status == "running")
+                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"],
+                           shard_t.c.status == "running")
                     .values(status=row["status"], finished_at=row["finished_at"])
                 )
     sharded = {run_id for run_id, _ in batch.shards}
@@ -138,8 +140,8 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     run_pks = sorted({run_ids[run_id] for run_id, *_ in batch.measurements})
     existing: set[tuple[int, int, str, str, str]] = set()
     key_cols = (m_t.c.run_id, m_t.c.case_id, m_t.c.cache, m_t.c.timing_mode, m_t.c.device_key)
-    for chunk in _chunks(run_pks, 200):
-        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(m_t.c.run_id.in_(chunk))))
+    for pks in _chunks(run_pks, 200):
+        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(m_t.c.run_id.in_(pks))))
 
     rows: list[dict[str, Any]] = []
     samples: list[tuple[int, bytes] | None] = []
@@ -157,16 +159,17 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         conn.execute(m_t.insert(), chunk)
     counts.measurements = len(rows)
 
-    with_samples = [(row, sample) for row, sample in zip(rows, samples) if sample is not None]
+    with_samples = [(row, sample) for row, sample in zip(rows, samples, strict=True) if sample is not None]
     if with_samples:
         # the new rows' ids, found by their natural key (plain executemany above returns none)
         ids: dict[tuple[int, int, str, str, str], int] = {}
         new_runs = sorted({row["run_id"] for row, _ in with_samples})
         for chunk in _chunks(new_runs, 200):
-            for pk, *key in conn.execute(select(m_t.c.id, *key_cols).where(m_t.c.run_id.in_(chunk))):
-                ids[tuple(key)] = pk  # type: ignore[index]
+            for pk, *natural_key in conn.execute(select(m_t.c.id, *key_cols).where(m_t.c.run_id.in_(chunk))):
+                ids[tuple(natural_key)] = pk
         sample_rows = [
-            {"measurement_id": ids[(row["run_id"], row["case_id"], row["cache"], row["timing_mode"], row["device_key"])],
+            {"measurement_id": ids[(row["run_id"], row["case_id"], row["cache"], row["timing_mode"],
+                                    row["device_key"])],
              "count": sample[0], "values_f64le": sample[1]}
             for row, sample in with_samples
         ]

@@ -47,7 +47,7 @@ def source_url(source: str) -> str:
 
 
 def _run_batch(conn: Connection, run: Any) -> Batch:
-    r_t, s_t = models.Run.__table__, models.RunShard.__table__
+    s_t = models.RunShard.__table__
     e_t, re_t = models.Environment.__table__, models.RunEnvironment.__table__
     c_t, m_t, sm_t = models.Case.__table__, models.Measurement.__table__, models.Sample.__table__
     x_t, lp_t, part_t = models.CrossCheck.__table__, models.LayerProfile.__table__, models.LayerPart.__table__
@@ -134,7 +134,7 @@ def merge(target_url: str, sources: list[str]) -> list[MergeResult]:
             finally:
                 src_engine.dispose()
 
-            def run_all() -> LoadCounts:
+            def run_all(batches: list[Batch] = batches) -> LoadCounts:  # this iteration's batches
                 total = LoadCounts()
                 with engine.begin() as conn:
                     for batch in batches:

@@ -8,10 +8,10 @@ can be pruned on their own.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Text
-from sqlalchemy import UniqueConstraint, text
+from sqlalchemy import Table, UniqueConstraint, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from rooflab.db.types import BigIntKey, UTCDateTime
@@ -24,6 +24,9 @@ NAMING_CONVENTION = {
 
 
 class Base(DeclarativeBase):
+    # each model maps exactly one Table (DeclarativeBase types it as any FromClause), which is what
+    # the inserts and updates in db.store and db.load need
+    __table__: ClassVar[Table]
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {
         datetime: UTCDateTime(),

@@ -63,7 +63,10 @@ def prune_samples(url: str, older_than: timedelta, *, dry_run: bool = False, vac
         if vacuum and not dry_run and parsed.get_backend_name() == "sqlite":
             raw = engine.raw_connection()
             try:
-                raw.driver_connection.execute("VACUUM")  # type: ignore[union-attr]
+                driver = raw.driver_connection
+                if driver is None:  # only a closed pool connection has none
+                    raise RuntimeError("the connection closed before VACUUM")
+                driver.execute("VACUUM")
                 vacuumed = True
             finally:
                 raw.close()

@@ -19,7 +19,9 @@ from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.db.records import (
+    RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord,
+)
 from rooflab.db.samples import pack
 from rooflab.db.handle import Database, as_database
 from rooflab.db.urls import redact
@@ -49,7 +51,8 @@ def parse_shard(shard: str) -> tuple[int, int]:
     """`"I/N"` -> (I, N); raises DatabaseInputError on anything else."""
     match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
     if not match or int(match.group(2)) < 1 or int(match.group(1)) >= int(match.group(2)):
-        raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N, the 0-based shard index I of N shards (0 <= I < N)")
+        raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N, "
+                                 "the 0-based shard index I of N shards (0 <= I < N)")
     return int(match.group(1)), int(match.group(2))
 
 
@@ -152,7 +155,8 @@ class ResultStore:
     def __enter__(self) -> ResultStore:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         self.close()
 
     def close(self) -> None:

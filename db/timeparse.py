@@ -14,6 +14,9 @@ DURATION_UNITS = {
 }
 _ALLOWED = "s, min, h, d, w, mo (30 days) or y (365 days)"
 
+# what `--since` may be given as: the text a user typed, or a date or time from Python
+Since = str | date | datetime | None
+
 
 def parse_duration(text: str, *, option: str = "duration") -> timedelta:
     """`90d`, `12h`, `2w`, `30min`, `6mo`, `1y`, `45s` -> timedelta; anything else (`1m` too: minutes or
@@ -31,7 +34,7 @@ def parse_duration(text: str, *, option: str = "duration") -> timedelta:
     return int(match.group(1)) * DURATION_UNITS[match.group(2)]
 
 
-def parse_since(value: str | date | datetime | None, *, option: str = "--since") -> datetime | None:
+def parse_since(value: Since, *, option: str = "--since") -> datetime | None:
     """A date or ISO datetime -> aware UTC datetime (a date means its midnight UTC; naive means UTC)."""
     if value is None:
         return None

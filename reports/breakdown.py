@@ -290,7 +290,8 @@ def stacked_bars_svg(items: list[Breakdown], *, width: int = 760) -> str:
         out.append(f'<rect x="{x}" y="{legend_y - 9}" width="10" height="10" fill="{WALL_COLOURS[wall]}"/>'
                    f'<text x="{x + 14}" y="{legend_y}">{wall}</text>')
         x += 90
-    out.append(f'<text x="{x}" y="{legend_y}">upper bar: by part; lower bar: by wall (unaccounted time as overhead)</text>')
+    out.append(f'<text x="{x}" y="{legend_y}">upper bar: by part; lower bar: '
+               'by wall (unaccounted time as overhead)</text>')
     out.append("</svg>")
     return "".join(out)
 

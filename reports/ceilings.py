@@ -107,7 +107,8 @@ class DeviceCeilings:
 
     def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None) -> Ceiling | None:
         for c in self.ceilings:
-            if c.kind == kind and (dtype is None or c.dtype == dtype) and (timing_mode is None or c.timing_mode == timing_mode):
+            if (c.kind == kind and (dtype is None or c.dtype == dtype)
+                    and (timing_mode is None or c.timing_mode == timing_mode)):
                 return c
         return None
 
@@ -142,8 +143,9 @@ def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | N
     return None
 
 
-def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, **extra: str | None) -> Ceiling:
-    fig = _datasheet(spec, kind, extra.get("dtype"))
+def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
+             timing_mode: str | None = None) -> Ceiling:
+    fig = _datasheet(spec, kind, dtype)
     return Ceiling(
         kind=kind,
         value=float(value),
@@ -151,7 +153,8 @@ def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, **ex
         run_id=str(row["run_id"]),
         datasheet=fig.value if fig else None,
         datasheet_source=fig.source if fig else None,
-        **extra,
+        dtype=dtype,
+        timing_mode=timing_mode,
     )
 
 
@@ -231,10 +234,13 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     candidates = rows[beyond & (rows["op"] != "launch")]
     best: dict[int, tuple[float, pd.Series]] = {}
     index = {id(c): i for i, c in enumerate(dc.ceilings)}
-    for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index]):
-        held = [(_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
-                                   read_only=r["op"] in READ_ONLY_OPS), g)]
-        held.append((_compute_choice(dc, str(r["dtype"]), matrix=uses_matrix_units(str(r["family"]), str(r["dtype"]))), t))
+    for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index], strict=True):
+        held: list[tuple[Ceiling | Roof | None, float]] = [
+            (_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
+                               read_only=r["op"] in READ_ONLY_OPS), g)
+        ]
+        matrix = uses_matrix_units(str(r["family"]), str(r["dtype"]))
+        held.append((_compute_choice(dc, str(r["dtype"]), matrix=matrix), t))
         for ceiling, figure in held:
             if isinstance(ceiling, Ceiling) and figure > ceiling.value and _qualifies(dc, ceiling.kind, r):
                 i = index[id(ceiling)]

@@ -212,7 +212,8 @@ def _stats(x: np.ndarray, cuts: list[int], i: int, settle: int) -> ChangePoint:
     lo = cuts[i - 1] if i > 0 else 0
     hi = cuts[i + 1] if i + 1 < len(cuts) else len(x)
     a, b = x[lo:cuts[i]], x[cuts[i]:hi]
-    return ChangePoint(cuts[i], float(a.mean()), float(b.mean()), _corrected_p(x, lo, cuts[i], hi, settle), len(a), len(b))
+    return ChangePoint(cuts[i], float(a.mean()), float(b.mean()), _corrected_p(x, lo, cuts[i], hi, settle), len(a),
+                       len(b))
 
 
 @lru_cache(maxsize=None)

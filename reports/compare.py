@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rooflab.reports.ceilings import (DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, l2_resident, launch_floor_ms,
-                              uses_matrix_units)
+from rooflab.reports.ceilings import (DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
+                                      launch_floor_ms, uses_matrix_units)
 from rooflab.reports.diagnosis import READ_ONLY_OPS, diagnose
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import select_device
@@ -36,7 +36,8 @@ def resolve_side(df: pd.DataFrame, text: str, *, option: str) -> Side:
         rows = df[df["run_id"].astype(str) == text]
         names = sorted(rows["device_name"].dropna().unique())
         if len(names) != 1:
-            raise ReportInputError(f"{option}: run {text!r} measured several devices ({', '.join(names)}); name one device")
+            raise ReportInputError(f"{option}: run {text!r} measured several devices ({', '.join(names)}); "
+                                   "name one device")
         name = str(names[0])
         device_rows = df[df["device_name"] == name]
         return Side(f"run {text}", name, rows, compute_ceilings(device_rows, name))
@@ -61,7 +62,8 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
                       bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
     if wall == "compute":
         matrix = uses_matrix_units(str(case["family"]), str(case["dtype"]))
-        return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix), compute_roof(base, str(case["dtype"]), matrix=matrix))
+        return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix),
+                      compute_roof(base, str(case["dtype"]), matrix=matrix))
     if wall == "overhead":
         a, b = launch_floor_ms(base, str(case["timing_mode"])), launch_floor_ms(cand, str(case["timing_mode"]))
         return a / b if a and b else math.nan

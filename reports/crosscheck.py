@@ -28,8 +28,8 @@ def newest_per_device(frame: pd.DataFrame) -> pd.DataFrame:
         return frame
     last = frame.groupby(["device_name", "run_id"], sort=False)["measured_at"].max().reset_index()
     newest = last.sort_values("measured_at").groupby("device_name").tail(1)
-    keep = set(zip(newest["device_name"], newest["run_id"]))
-    return frame[[(d, r) in keep for d, r in zip(frame["device_name"], frame["run_id"])]]
+    keep = set(zip(newest["device_name"], newest["run_id"], strict=True))
+    return frame[[(d, r) in keep for d, r in zip(frame["device_name"], frame["run_id"], strict=True)]]
 
 
 def ratio_svg(rows: pd.DataFrame, device: str) -> str:
@@ -75,7 +75,8 @@ def summary(rows: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.DataFrame, slug: Callable[[str], str]) -> str:
+def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.DataFrame,
+                    slug: Callable[[str], str]) -> str:
     """The HTML of crosscheck.html; `write_svg(name, svg)` stores a figure and returns its path."""
     shown = newest_per_device(frame)
     sections = []
@@ -94,7 +95,7 @@ def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.Da
         sections.append({
             "device": device, "run_id": rows["run_id"].iloc[0], "rows": records, "summary": summary(rows),
             "skipped": [{"peer": s.peer, "error": s.error} for s in skipped.itertuples(index=False)],
-            "versions": sorted({f"{p} {v}" for p, v in zip(rows["peer"], rows["peer_version"]) if v}),
+            "versions": sorted({f"{p} {v}" for p, v in zip(rows["peer"], rows["peer_version"], strict=True) if v}),
             "svg": write_svg(f"crosscheck-{slug(str(device))}.svg", ratio_svg(rows, str(device))),
         })
     return env.get_template("crosscheck.html").render(title="rooflab: cross-check", sections=sections)

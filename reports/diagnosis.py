@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
@@ -60,9 +62,12 @@ def at_power_cap(throttle_reasons: object) -> bool:
         return False
     if isinstance(throttle_reasons, str):
         try:
-            throttle_reasons = json.loads(throttle_reasons)
+            parsed = json.loads(throttle_reasons)
         except ValueError:
             return POWER_CAP_REASON in throttle_reasons
+        throttle_reasons = parsed
+    if not isinstance(throttle_reasons, Iterable):
+        raise TypeError(f"throttle reasons are a list or its JSON text, got {throttle_reasons!r}")
     return POWER_CAP_REASON in list(throttle_reasons)
 
 
@@ -119,7 +124,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
 
 
-def _float_or_nan(value: object) -> float:
+def _float_or_nan(value: Any) -> float:  # any cell of a results frame
     try:
         return math.nan if value is None else float(value)
     except (TypeError, ValueError):
@@ -127,7 +132,8 @@ def _float_or_nan(value: object) -> float:
 
 
 def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float, floor: float | None) -> str | None:
-    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (roofline_ms == roofline_ms and roofline_ms < floor)):
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor
+                              or (roofline_ms == roofline_ms and roofline_ms < floor)):
         return "overhead"
     c = 0.0 if math.isnan(compute_ms) else compute_ms
     m = 0.0 if math.isnan(memory_ms) else memory_ms
@@ -205,8 +211,9 @@ def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(_params=[params_of(p) for p in rows["params"]])
     chains = rows[rows["op"].isin(FUSION_CHAIN_OPS)]
     for _, fused in chains[chains["backend"] == "compiled"].iterrows():
-        match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"]) & (chains["dtype"] == fused["dtype"])
-                       & (chains["cache"] == fused["cache"]) & (chains["timing_mode"] == fused["timing_mode"])]
+        match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"])
+                       & (chains["dtype"] == fused["dtype"]) & (chains["cache"] == fused["cache"])
+                       & (chains["timing_mode"] == fused["timing_mode"])]
         for _, eager in match.iterrows():
             if eager["_params"] == fused["_params"]:
                 out.append(_gain("eager vs compiled", eager, fused, _shape_text(fused["_params"])))

@@ -27,7 +27,8 @@ def quality_of(df: pd.DataFrame) -> pd.Series:
     stored = df["quality"] if "quality" in df.columns else pd.Series(None, index=df.index, dtype=object)
     derived = pd.Series(str(Quality.GOOD), index=df.index, dtype=object)
     if "stop_reason" in df.columns:
-        rel = pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") if "rel_ci_halfwidth" in df.columns else pd.Series(float("nan"), index=df.index)
+        rel = (pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") if "rel_ci_halfwidth" in df.columns
+               else pd.Series(float("nan"), index=df.index))
         wide = rel.isna() | (rel > NOISY_REL_CI)
         derived = derived.where(~(df["stop_reason"].isin(UNCONVERGED_STOPS) & wide), str(Quality.NOISY))
     return stored.astype(object).where(stored.notna(), derived)
@@ -79,7 +80,8 @@ def select_device(df: pd.DataFrame, device: str) -> tuple[str, pd.DataFrame]:
         if len(fp_names) == 1:
             return str(fp_names[0]), by_fp
         if "device_kind" in df.columns:
-            kind_names = sorted(df.loc[df["device_kind"].astype(str).str.lower() == text, "device_name"].dropna().unique())
+            of_kind = df["device_kind"].astype(str).str.lower() == text
+            kind_names = sorted(df.loc[of_kind, "device_name"].dropna().unique())
             if len(kind_names) == 1:  # "cpu" or "cuda" when the database holds one such device
                 return str(kind_names[0]), df[df["device_name"] == kind_names[0]]
         partial = [n for n in names if text in n.lower()]

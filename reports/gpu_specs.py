@@ -46,7 +46,8 @@ class GpuSpec:
         rows = [{"quantity": "memory bandwidth", "value": self.memory_gbps.value, "unit": "GB/s",
                  "source": self.memory_gbps.source}]
         if self.l2_bytes is not None:
-            rows.append({"quantity": "L2", "value": self.l2_bytes.value, "unit": "bytes", "source": self.l2_bytes.source})
+            rows.append({"quantity": "L2", "value": self.l2_bytes.value, "unit": "bytes",
+                         "source": self.l2_bytes.source})
         if self.sm_count is not None:
             rows.append({"quantity": "SMs" if self.vendor == "NVIDIA" else "CUs", "value": self.sm_count.value,
                          "unit": "", "source": self.sm_count.source})
@@ -206,7 +207,8 @@ SPECS: tuple[GpuSpec, ...] = (
         memory_gbps=_f(8000, "MLE (HGX table [DSr] says 7.7 TB/s)"),
         l2_bytes=_f(126 * MiB, "MLE (GB200 example; unverified for B200 SXM)"),
         sm_count=_f(148, "3p (unverified)"),
-        vector_tflops={"float64": _f(40, "GKW (HGX @1000 W; DSr says 37)"), "float32": _f(80, "MLE, GKW (DSr says 75)")},
+        vector_tflops={"float64": _f(40, "GKW (HGX @1000 W; DSr says 37)"),
+                       "float32": _f(80, "MLE, GKW (DSr says 75)")},
         matrix_tflops={
             "float64": _f(40, "GKW (DSr says 37)"),
             "tf32": _f(1100, "GKW (MLE says 1125)"),

@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from rooflab.db.timeparse import Since
 from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles, section as breakdown_section
@@ -81,7 +82,8 @@ def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
     if df is None or df.empty:
         return []
     cols = [c for c in columns if c in df.columns]
-    return [{c: (None if _missing(v) else v) for c, v in zip(cols, row)} for row in df[cols].itertuples(index=False)]
+    return [{c: (None if _missing(v) else v) for c, v in zip(cols, row, strict=True)}
+            for row in df[cols].itertuples(index=False)]
 
 
 def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dict]:
@@ -92,15 +94,18 @@ def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dic
     n = counts["n"].astype(int)
     groups = counts.groupby("run_id", sort=False)
     firsts = groups[["run_order", "started_at", "host", "suite", "git_commit"]].first()
-    devices = groups["device_name"].agg(lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
+    devices = groups["device_name"].agg(
+        lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
     total = n.groupby(counts["run_id"], sort=False).sum()
     ok = n.where(counts["status"] == "ok", 0).groupby(counts["run_id"], sort=False).sum()
-    failed = n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0).groupby(counts["run_id"], sort=False).sum()
+    failed = (n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0)
+              .groupby(counts["run_id"], sort=False).sum())
     out = []
     for run_id in total.index:
         out.append({
             "run_id": run_id, **{c: _first(firsts, run_id, c) for c in ("started_at", "host", "suite", "git_commit")},
-            "devices": devices[run_id], "results": int(total[run_id]), "ok": int(ok[run_id]), "failed": int(failed[run_id]),
+            "devices": devices[run_id], "results": int(total[run_id]), "ok": int(ok[run_id]),
+            "failed": int(failed[run_id]),
             "shown": bool(shown and run_id in shown), "_order": firsts.at[run_id, "run_order"],
         })
     out.sort(key=lambda r: (float(r["_order"]) if not _missing(r["_order"]) else 0.0, str(r["run_id"])), reverse=True)
@@ -136,7 +141,7 @@ def render_report(
     source: str = "",
     verdicts: list | None = None,
     runs: list[str] | None = None,
-    since: object = None,
+    since: Since = None,
     counts: pd.DataFrame | None = None,
     crosschecks: pd.DataFrame | None = None,
     layer_profiles: LayerProfiles | None = None,
@@ -183,7 +188,8 @@ def render_report(
                                                                   "quality", "roof_suspect"]),
             "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
                                   ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
-                                   "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id", "power_w", "note"]),
+                                   "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id", "power_w",
+                                   "note"]),
             "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
             "breakdown": breakdown_section(layer_profiles, rows, dc, plan.shown),
@@ -206,7 +212,8 @@ def render_report(
         pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
     shown = {r for p in plans.values() for r in p.shown}
     pages["index.html"] = env.get_template("index.html").render(
-        title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices, has_compare=has_compare,
+        title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices,
+        has_compare=has_compare,
         empty=df.empty, n_results=int(counts["n"].sum()) if not counts.empty else 0, has_crosscheck=has_crosscheck,
         alerts={s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement")},
     )
@@ -238,8 +245,10 @@ def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
         cmp = cmp_mod.compare(base, cmp_mod.Side(name, name, rows, dc))
         sections.append({
             "candidate": name,
-            "summary": _records(cmp_mod.summary(cmp), ["family", "dtype", "cases", "speedup_geomean", "predicted_geomean"]),
-            "deviating": _records(cmp_mod.most_deviating(cmp), ["case_key", "wall", "speedup", "predicted_speedup", "deviation"]),
+            "summary": _records(cmp_mod.summary(cmp),
+                                ["family", "dtype", "cases", "speedup_geomean", "predicted_geomean"]),
+            "deviating": _records(cmp_mod.most_deviating(cmp),
+                                  ["case_key", "wall", "speedup", "predicted_speedup", "deviation"]),
             "svg": _write_svg(out, f"speedup-{slug(name)}.svg", plots.speedup_svg(cmp, base_name, name)),
             "n": len(cmp),
         })

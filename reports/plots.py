@@ -8,15 +8,16 @@ from __future__ import annotations
 import io
 import math
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator, TypedDict
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+# E402: the imports below come after choosing the headless backend, before pyplot can pick another
+import matplotlib.pyplot as plt  # noqa: E402 - after matplotlib.use
+import numpy as np  # noqa: E402 - after matplotlib.use
+import pandas as pd  # noqa: E402 - after matplotlib.use
+import seaborn as sns  # noqa: E402 - after matplotlib.use
 
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
 from rooflab.reports.frames import quality_of, usable  # noqa: E402
@@ -26,7 +27,7 @@ from rooflab.reports.regressions import SeriesVerdict  # noqa: E402
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
                  "float8_e4m3fn": "P", "float8_e5m2": "X", "int8": "*", "int32": "h"}
-_RC = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100, "savefig.dpi": 150}
+_RC: dict[RcKeyType, Any] = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100, "savefig.dpi": 150}
 # Above this many points a chart draws its markers (and the lines through them) as one embedded
 # bitmap layer instead of one SVG element each: a year of nightlies is millions of points, which
 # as vector markers make a file of hundreds of MB that a browser cannot open. Axes, roofs, labels
@@ -59,7 +60,7 @@ def _svg(fig: plt.Figure) -> str:
 def _family_colors(families) -> dict[str, tuple]:
     present = set(families)
     names = [f for f in FAMILY_ORDER if f in present] + sorted(present - set(FAMILY_ORDER))
-    return dict(zip(names, sns.color_palette("tab10", max(len(names), 1))))
+    return dict(zip(names, sns.color_palette("tab10", max(len(names), 1)), strict=False))
 
 
 def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
@@ -78,19 +79,29 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
 
 POINT_COLUMNS = ("point", "case_key", "run_id", "quality", "median_ms", "p10_ms", "p90_ms", "rel_ci_halfwidth",
                  "n_samples", "stop_reason", "intensity", "tflops", "cpu_threads", "quality_reasons")
-UNTRUSTED_MARK = dict(marker="x", s=14, color="black", linewidths=0.9, zorder=4)
+class _Mark(TypedDict):
+    marker: str
+    s: float
+    color: str
+    linewidths: float
+    zorder: int
+
+
+UNTRUSTED_MARK: _Mark = {"marker": "x", "s": 14, "color": "black", "linewidths": 0.9, "zorder": 4}
 
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
     every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
     quality (reports.frames.quality_of)."""
-    ok = rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
+    ok = (rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty
+          else rows)
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
     if ok.empty:
         return pd.DataFrame(columns=list(POINT_COLUMNS) + ["x", "y", "family", "dtype", "cache", "op"])
-    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
+    pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0)
+             & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
     pts = pts.sort_values([c for c in ("family", "op", "case_key", "run_id") if c in pts.columns], kind="stable")
     pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
     pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
@@ -130,7 +141,8 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
     cache is called LLC and its memory DRAM. `inline`: without the XML prologue, to embed in HTML.
     """
     pts = roofline_points(rows)
-    llc = "device_kind" in rows.columns and not rows.empty and str(rows["device_kind"].dropna().iloc[0] if rows["device_kind"].notna().any() else "") == "cpu"
+    kinds = rows["device_kind"].dropna() if "device_kind" in rows.columns else pd.Series(dtype=object)
+    llc = not kinds.empty and str(kinds.iloc[0]) == "cpu"
     titles: dict[str, list[tuple[int, str]]] = {}
     with _figure(9.0, 6.0) as (fig, ax):
         ax.set_xscale("log")
@@ -148,12 +160,12 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
             top = 1.0
         for c in dc.ceilings:
             if c.kind in ("hbm_rw", "hbm_ro", "l2"):
-                color = {"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind]
-                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=color, zorder=2)
+                roof_color = {"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind]
+                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=roof_color, zorder=2)
                 x0 = grid[3] if c.kind != "hbm_ro" else grid[12]
                 raised = " (raised by a result)" if c.raised else ""
                 ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}", (x0, x0 * c.value / 1e3),
-                            fontsize=8, color=color, rotation=0, ha="left", va="bottom",
+                            fontsize=8, color=roof_color, rotation=0, ha="left", va="bottom",
                             xytext=(0, 3), textcoords="offset points")
         hbm = dc.get("hbm_rw") or dc.get("hbm_ro")
         shades = {kind: iter(sns.color_palette("Reds_d" if kind == "matrix" else "Blues_d",
@@ -181,9 +193,10 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                         ha="left", va="top", xytext=(4, -2), textcoords="offset points")
             for label, value in peaks.items():
                 ax.hlines(value, value * 1e3 / bw, xs[1], linestyles="dashed", colors="gray", lw=0.9)
-                ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top", color="gray")
+                ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top",
+                            color="gray")
         knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
-        for dtype, g in knee.groupby("dtype") if not knee.empty else ():
+        for _dtype, g in knee.groupby("dtype") if not knee.empty else ():
             g = g.sort_values("x")
             ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, rasterized=len(g) > RASTERIZE_ABOVE)
         handles: list = []
@@ -209,7 +222,8 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                 handles.append(Line2D([], [], ls="", marker=DTYPE_MARKERS.get(dtype, "o"), color="gray",
                                       markerfacecolor="none", label=plain(dtype)))
             handles.append(Line2D([], [], ls="", marker="o", color="gray", label="filled: cold cache"))
-            handles.append(Line2D([], [], ls="", marker="o", color="gray", markerfacecolor="none", label="hollow: hot cache"))
+            handles.append(Line2D([], [], ls="", marker="o", color="gray", markerfacecolor="none",
+                                  label="hollow: hot cache"))
             if not bad.empty:
                 handles.append(Line2D([], [], ls="", marker="x", color="black", label="noisy or contended"))
             if not knee.empty:
@@ -258,7 +272,7 @@ def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
         if len(uses) != len(entries):
             continue
         parts, last = [], 0
-        for m, (number, text) in zip(uses, entries):
+        for m, (number, text) in zip(uses, entries, strict=True):
             parts.append(block[last:m.start()])
             parts.append(f'<a href="#pt-{number}">{m.group(0)[:-2]}><title>{html.escape(text)}</title></use></a>')
             last = m.end()
@@ -270,14 +284,15 @@ def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
 def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
     """Achieved GB/s against working set (bytes, log x) for zero-FLOP ops and the stream probes."""
     ok = usable(rows)
-    sel = ok[(pd.to_numeric(ok["flops"], errors="coerce") == 0) | ok["op"].astype(str).str.startswith("stream_")] if not ok.empty else ok
+    sel = (ok[(pd.to_numeric(ok["flops"], errors="coerce") == 0) | ok["op"].astype(str).str.startswith("stream_")]
+           if not ok.empty else ok)
     sel = sel[pd.to_numeric(sel["bytes"], errors="coerce") > 0] if not sel.empty else sel
     with _figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log")
         if not sel.empty:
             sel = sel.assign(gbps_=sel["bytes"].astype(float) / (sel["median_ms"].astype(float) * 1e-3) / 1e9)
             ops = sorted(sel["op"].astype(str).unique())
-            colors = dict(zip(ops, sns.color_palette("tab10", len(ops))))
+            colors = dict(zip(ops, sns.color_palette("tab10", len(ops)), strict=True))
             raster = len(sel) > RASTERIZE_ABOVE
             for (op, cache), g in sel.groupby(["op", "cache"], sort=True):
                 g = g.sort_values("bytes")
@@ -310,7 +325,8 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
                 c = colors[str(family)]
                 ax.scatter(g["x"], g["speedup"], color=c, s=30, label=plain(f"{family} measured"), zorder=3)
                 pred = g[g["predicted_speedup"].notna()]
-                ax.scatter(pred["x"], pred["predicted_speedup"], color=c, marker="x", s=30, label=plain(f"{family} predicted"))
+                ax.scatter(pred["x"], pred["predicted_speedup"], color=c, marker="x", s=30,
+                           label=plain(f"{family} predicted"))
             ax.set_xscale("log")
             ax.set_yscale("log")
         else:
@@ -324,7 +340,7 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
         return _svg(fig)
 
 
-def _run_axis(points) -> tuple[list, str]:  # type: ignore[no-untyped-def]
+def _run_axis(points: tuple[Point, ...]) -> tuple[list[Any], str]:
     """x positions of a series' points: their run dates when every point has one, else run order."""
     if points and all(p.started_at for p in points):
         return list(pd.to_datetime([p.started_at for p in points], utc=True).tz_localize(None)), "run date (UTC)"
@@ -343,9 +359,12 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = Z_THRESHOLD) -> str:
         good = [(x[i], p.median_ms) for i, p in enumerate(pts) if p.good]
         bad = [(x[i], p.median_ms) for i, p in enumerate(pts) if not p.good]
         if good:
-            ax.scatter(*zip(*good), color="tab:blue", s=18, label="good", zorder=3)
+            good_x, good_y = zip(*good, strict=True)
+            ax.scatter(good_x, good_y, color="tab:blue", s=18, label="good", zorder=3)
         if bad:
-            ax.scatter(*zip(*bad), facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline", zorder=3)
+            bad_x, bad_y = zip(*bad, strict=True)
+            ax.scatter(bad_x, bad_y, facecolors="none", edgecolors="tab:orange", s=24, label="kept out of baseline",
+                       zorder=3)
         env_label = "environment change"
         for i in range(1, len(pts)):
             if pts[i].segment != pts[i - 1].segment:
@@ -374,12 +393,14 @@ def trend_svg(verdict: SeriesVerdict, z_threshold: float = Z_THRESHOLD) -> str:
         if verdict.first_bad is not None and verdict.first_bad.run_id in at:
             fb = verdict.first_bad
             ax.scatter([at[fb.run_id]], [fb.median_ms], facecolors="none", edgecolors="black", s=110, marker="o",
-                       linewidths=1.4, zorder=5, label=plain(f"first bad run {fb.run_id} ({fb.git_commit or 'no commit'})"))
+                       linewidths=1.4, zorder=5,
+                       label=plain(f"first bad run {fb.run_id} ({fb.git_commit or 'no commit'})"))
         if xlabel.startswith("run date"):
             fig.autofmt_xdate()
         ax.set_xlabel(xlabel)
         ax.set_ylabel("median ms")
-        ax.set_title(plain(f"{verdict.status}{' + drift' if verdict.drift else ''}: {verdict.case_key} on {verdict.device_name}"),
+        ax.set_title(plain(f"{verdict.status}{' + drift' if verdict.drift else ''}: "
+                           f"{verdict.case_key} on {verdict.device_name}"),
                      fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)

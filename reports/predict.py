@@ -81,7 +81,8 @@ def resolve_op_params(op_name: str, shape: dict, dtype: str):
     params = op.with_defaults(shape)
     missing = [name for name in op.params if name not in params]
     if missing:
-        raise ReportInputError(f"--shape: op {op_name!r} needs {', '.join(missing)} (parameters: {', '.join(op.params)})")
+        raise ReportInputError(f"--shape: op {op_name!r} needs {', '.join(missing)} (parameters: "
+                               f"{', '.join(op.params)})")
     for name, spec in op.params.items():
         value = params[name]
         if spec.type is float and isinstance(value, int) and not isinstance(value, bool):

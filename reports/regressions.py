@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -261,22 +262,26 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     ok = median > 0
     if "status" in df.columns:
         ok &= df["status"] == "ok"
-    throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
+    throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
+                 else pd.Series(False, index=df.index))
     noisy = pd.Series(False, index=df.index)
     if "rel_ci_halfwidth" in df.columns:
         noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
     if "stop_reason" in df.columns and "iqr_ms" in df.columns:
-        noisy |= df["stop_reason"].isin(UNCONVERGED_STOPS) & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
+        noisy |= (df["stop_reason"].isin(UNCONVERGED_STOPS)
+                  & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR))
     if "quality" in df.columns:  # the quality the worker judged (noisy or contended), where it was recorded
         noisy = noisy.where(df["quality"].isna(), df["quality"] != "good")
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
             env = env + "|" + df[col].astype(object).where(df[col].notna(), "").astype(str)
-    device = df["device_fingerprint"] if "device_fingerprint" in df.columns else df.get("device_name", pd.Series("", index=df.index))
+    device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
+              else df.get("device_name", pd.Series("", index=df.index)))
     d = pd.DataFrame({
         "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
-        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order, "ok_median": median.where(ok),
+        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
+        "ok_median": median.where(ok),
         "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
         "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
@@ -374,7 +379,8 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_T
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
-        return Gate("insufficient_data", None, None, None, None, note or f"{len(good)} good points before the newest two")
+        return Gate("insufficient_data", None, None, None, None,
+                    note or f"{len(good)} good points before the newest two")
     base = robust_baseline(good)
     last_flag = check_point(latest, base, z_threshold, min_change)
     prev_flag = check_point(previous, base, z_threshold, min_change) if previous is not None else None
@@ -384,7 +390,7 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_T
     def alert(status: str, why: str) -> Gate:
         return Gate(status, last_flag, prev_flag, pooled, base, why, _first_bad(seg, base, z_threshold, min_change))
 
-    if pooled is not None and pooled.direction == "slower" and previous is not None:
+    if pooled is not None and pooled.direction == "slower" and previous is not None and prev_flag is not None:
         both = [(latest, last_flag), (previous, prev_flag)]
         apart = abs(latest.median_ms - previous.median_ms) > APART_Z * math.sqrt(2) * base.spread_ms
         least_z = CONFIRM_Z_APART if apart else CONFIRM_Z
@@ -396,7 +402,8 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_T
             why = latest.excluded_because or previous.excluded_because
             return alert("suspect", f"both newest results slower, but one is {why}")
         if confirmed:
-            note = (note + "; " if note else "") + "both newest results lie within the range the baseline has shown repeatedly"
+            note = (note + "; " if note else "") + ("both newest results lie within the range the baseline has "
+                                                    "shown repeatedly")
     if last_flag.direction == "slower":
         return alert("suspect", note)
     if last_flag.direction == "faster":
@@ -521,12 +528,13 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = Z_TH
         return []
     recent = run_ids[-history_runs(window):]
     tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
-    kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change, "min_baseline": min_baseline}
+    judge_all = partial(detect, window=window, z_threshold=z_threshold, min_change=min_change,
+                        min_baseline=min_baseline)
     if len(recent) == len(run_ids):
-        return detect(tail, **kw)
+        return judge_all(tail)
     summary = query.series_summary(url)
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
-    by_key = {(v.case_key, v.device_fingerprint): v for v in detect(tail, **kw)}
+    by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
     again: set[tuple[str, str]] = set()
     for key, (n_total, first_run) in totals.items():
         v = by_key.get(key)
@@ -547,8 +555,9 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = Z_TH
         else:
             history = pd.concat([query.results(url, case_key=keys[i:i + 200], columns=DETECT_COLUMNS)
                                  for i in range(0, len(keys), 200)], ignore_index=True)
-        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str), history["device_fingerprint"].astype(str))]
-        for v in detect(history[mask], **kw):
+        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str),
+                                                history["device_fingerprint"].astype(str), strict=True)]
+        for v in judge_all(history[mask]):
             by_key[(v.case_key, v.device_fingerprint)] = v
     return [by_key[key] for key in sorted(by_key)]
 

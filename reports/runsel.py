@@ -20,6 +20,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from rooflab.db.timeparse import Since
 from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS
 from rooflab.reports.errors import ReportInputError
 
@@ -46,7 +47,8 @@ def counts_of(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=COUNT_KEYS + ["n"])
     frame = df.copy()
     if "run_order" not in frame.columns:
-        frame["run_order"] = pd.to_datetime(frame["started_at"], utc=True).rank(method="dense") if "started_at" in frame.columns else 1
+        frame["run_order"] = (pd.to_datetime(frame["started_at"], utc=True).rank(method="dense")
+                              if "started_at" in frame.columns else 1)
     for col in COUNT_KEYS:
         if col not in frame.columns:
             frame[col] = None
@@ -58,7 +60,8 @@ def _roof_mask(counts: pd.DataFrame) -> pd.Series:
     return (counts["status"] == "ok") & (counts["op"].isin(ROOF_OPS) | counts["family"].isin(ROOF_FAMILIES))
 
 
-def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None, since: object = None) -> dict[str, DeviceRuns]:
+def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None,
+                since: Since = None) -> dict[str, DeviceRuns]:
     """device name -> the runs its page shows and the runs its roofs come from (see the module doc).
 
     Raises ReportInputError for a run id without results, or a `since` that leaves no run."""
@@ -72,7 +75,8 @@ def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None, sinc
         unknown = [r for r in runs if r not in known]
         if unknown:
             newest = counts.sort_values("_order")["run_id"].drop_duplicates().tail(5).tolist()[::-1]
-            raise ReportInputError(f"--run: no results in run(s) {', '.join(unknown)}; newest runs: {', '.join(map(str, newest))}")
+            raise ReportInputError(f"--run: no results in run(s) {', '.join(unknown)}; newest runs: "
+                                   f"{', '.join(map(str, newest))}")
         pick = counts["run_id"].isin(list(runs))
         chosen_by = "run"
     elif since is not None:

@@ -107,7 +107,9 @@ def split(
             raise ValueError("no device kernel was launched inside the block's range")
         whole_us = max(e for _, e in measured) - min(s for s, _ in measured)
     else:
-        for op in (e for e in events if e.kind == "op" and e.parent is not None):
+        for op in events:
+            if op.kind != "op" or op.parent is None:
+                continue
             if op.parent == BLOCK_RANGE:
                 per_part[None].append((op.start_us, op.end_us))
             elif (name := _part_of(op.parent)) is not None and name in per_part:
@@ -153,8 +155,9 @@ def _intervals(prof: Any, device: DeviceInfo) -> list[Interval]:
             elif not e.is_user_annotation and not e.is_async:
                 parent = e.cpu_parent.name if e.cpu_parent is not None else None
                 out.append(Interval(e.name, "op", start, end, int(e.id), parent, int(e.linked_correlation_id)))
+        # the range names are excluded: their device-side copies are not kernels
         elif (device.is_cuda and e.device_type == DeviceType.CUDA and not e.is_user_annotation
-              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):  # device-side copies of the ranges
+              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):
             out.append(Interval(e.name, "kernel", start, end, int(e.id), None, int(e.linked_correlation_id)))
     return out
 

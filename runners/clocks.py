@@ -141,12 +141,14 @@ class NvmlClockSource:
     def __init__(self, handle: object) -> None:
         from rooflab.runners import nvml
 
-        self._lib = nvml.nvml()
+        lib = nvml.nvml()
+        if lib is None:  # a handle comes from NVML, so this means NVML went away in between
+            raise RuntimeError("NVML is not available")
+        self._lib = lib
         self._handle = handle
-        lib = self._lib
-        self._reasons_fn = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            lib, "nvmlDeviceGetCurrentClocksThrottleReasons"
-        )
+        # the newer name first; older NVML libraries have only the older one
+        self._reasons_fn = (getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                            or lib.nvmlDeviceGetCurrentClocksThrottleReasons)
 
     @classmethod
     def for_device(cls, device: DeviceInfo) -> "NvmlClockSource | None":
@@ -227,6 +229,8 @@ class ClockMonitor:
             return None
 
     def _read(self) -> bool:
+        if self._source is None:
+            return False
         try:
             reading = ClockReading(self._source.sm_clock_mhz(), self._source.event_reasons())
         except Exception:

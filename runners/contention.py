@@ -74,9 +74,10 @@ class NvmlProcessSource:
         from rooflab.runners import nvml
 
         lib = nvml.nvml()
-        self._fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or getattr(
-            lib, "nvmlDeviceGetComputeRunningProcesses"
-        )
+        if lib is None:  # a handle comes from NVML, so this means NVML went away in between
+            raise RuntimeError("NVML is not available")
+        self._fn = (getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)
+                    or lib.nvmlDeviceGetComputeRunningProcesses)
         self._handle = handle
 
     @classmethod

@@ -180,6 +180,7 @@ def describe_cpu(sysfs_root: str = cpuinfo.SYSFS_CPU, proc_root: str = "/proc") 
     caches = cpuinfo.read_caches(sysfs_root)
     logical = os.cpu_count()
     physical = cpuinfo.physical_cores(sysfs_root)
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

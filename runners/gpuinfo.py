@@ -41,10 +41,10 @@ def describe(torch_device: str) -> dict[str, Any]:
     clock_mem = getattr(lib, "NVML_CLOCK_MEM", 2) if lib else 2
     bus_width = q("nvmlDeviceGetMemoryBusWidth") or getattr(props, "memory_bus_width", None) or None
     mem_clock = q("nvmlDeviceGetMaxClockInfo", clock_mem)
-    if not mem_clock and getattr(props, "memory_clock_rate", 0):
+    if not mem_clock and getattr(props, "memory_clock_rate", None):
         mem_clock = props.memory_clock_rate / 1e3  # kHz -> MHz
     sm_clock = q("nvmlDeviceGetMaxClockInfo", clock_sm)
-    if not sm_clock and getattr(props, "clock_rate", 0):
+    if not sm_clock and getattr(props, "clock_rate", None):
         sm_clock = props.clock_rate / 1e3
     power_mw = q("nvmlDeviceGetEnforcedPowerLimit")
     cuda_driver = nvml.call("nvmlSystemGetCudaDriverVersion")

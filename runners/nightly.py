@@ -6,8 +6,8 @@ report reports.html's, so `runners.nightly` (like the CLI) is a place that calls
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
 where the report is, and the exit code (1 when a verdict matches `fail_on`, the run failed or
-cases of the spec have no result in the run, 130 when interrupted, else 0). `text()` is the plain summary for a CI log; `to_dict()` is written
-to OUT/summary.json for bots.
+cases of the spec have no result in the run, 130 when interrupted, else 0). `text()` is the plain
+summary for a CI log; `to_dict()` is written to OUT/summary.json for bots.
 """
 from __future__ import annotations
 
@@ -152,12 +152,14 @@ class NightlySummary:
         n_drift = len(self.verdicts.get("drift", ()))
         if n_drift:
             lines[-1] += f", {n_drift} drifting"
-        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"), ("improvement", "improved")):
+        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"),
+                            ("improvement", "improved")):
             rows = self.verdicts.get(kind, ())
             for row in rows[:SHOWN_PER_KIND]:
                 lines.append(
                     f"  {label:10s} {row['case_key']} on {row['device_name'] or row['device_fingerprint']}: "
-                    f"{_ms(row['baseline_ms'])} -> {_ms(row['latest_ms'])} ({_pct(row['rel_change'])}, z {row['z']:.1f})"
+                    f"{_ms(row['baseline_ms'])} -> {_ms(row['latest_ms'])} ({_pct(row['rel_change'])}, "
+                    f"z {row['z']:.1f})"
                 )
             if len(rows) > SHOWN_PER_KIND:
                 lines.append(f"  ... and {len(rows) - SHOWN_PER_KIND} more {kind}s (see {SUMMARY_FILE})")

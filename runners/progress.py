@@ -105,7 +105,8 @@ class _Base:
     def _line(self, lane: str, case: Case, record: MeasurementRecord) -> str:
         width = len(str(max(self.total, 1)))
         where = f"{lane} " if self.multi_device else ""
-        return f"[{self.done:>{width}}/{self.total}] {where}{record.status:<9} {case.describe()}  {describe_result(record)}"
+        return (f"[{self.done:>{width}}/{self.total}] {where}{record.status:<9} {case.describe()}  "
+                f"{describe_result(record)}")
 
 
 class LogProgress(_Base):

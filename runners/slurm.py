@@ -255,7 +255,8 @@ fi
 # line in the log (with none visible, `--devices all` refuses to run: exit code 2).
 IFS=, read -r -a GPUS <<< "${{CUDA_VISIBLE_DEVICES:-}}"
 if (( ${{#GPUS[@]}} != {job.gpus_per_node} )); then
-    echo "rooflab: warning: {job.gpus_per_node} GPUs requested, CUDA_VISIBLE_DEVICES lists ${{#GPUS[@]}} (${{CUDA_VISIBLE_DEVICES:-unset}})" >&2
+    echo "rooflab: warning: {job.gpus_per_node} GPUs requested," \
+      "CUDA_VISIBLE_DEVICES lists ${{#GPUS[@]}} (${{CUDA_VISIBLE_DEVICES:-unset}})" >&2
 fi
 echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on $(hostname) GPUs ${{CUDA_VISIBLE_DEVICES:-none}}"
 exec "$ROOFLAB" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" --devices all --run-id "$RUN_ID"
@@ -321,17 +322,20 @@ mkdir -p -- "$OUT/logs" "$OUT/report"
 # --export passes RUN_ID to both jobs along with the submitting environment.
 ARRAY_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" "$ARRAY_SCRIPT")
 ARRAY_JOB=${{ARRAY_JOB%%;*}}  # --parsable prints <job id>[;<cluster>]
-FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$ARRAY_JOB" "$FINALIZE_SCRIPT")
+FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$ARRAY_JOB" \
+  "$FINALIZE_SCRIPT")
 FINAL_JOB=${{FINAL_JOB%%;*}}
 
-echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({job.nodes} nodes x {job.gpus_per_node} GPUs), finalising job $FINAL_JOB"
+echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({job.nodes} nodes x {job.gpus_per_node} GPUs)," \
+  "finalising job $FINAL_JOB"
 echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/summary.json"
 """
 
 
 def _submit_db_check(job: SlurmJob) -> str:
     if job.db_url is None and job.db_file is None:
-        return ': "${ROOFLAB_DB:?export ROOFLAB_DB (the results database URL): the jobs take it from this environment}"\n'
+        return (': "${ROOFLAB_DB:?export ROOFLAB_DB (the results database URL): '
+                'the jobs take it from this environment}"\n')
     return ""
 
 

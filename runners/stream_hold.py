@@ -180,7 +180,8 @@ class SleepKernelHold:
         enqueue_ms = (self._clock_s() - self._held_at) * 1e3
         still_held = not self._end.query()
         if still_held:  # shrink slowly: a short last chunk of a batch says little about a full one
-            self.sleep_ms = min(SLEEP_MAX_MS, max(SLEEP_MIN_MS, SLEEP_MARGIN * enqueue_ms, SLEEP_SHRINK * self.sleep_ms))
+            self.sleep_ms = min(SLEEP_MAX_MS,
+                                max(SLEEP_MIN_MS, SLEEP_MARGIN * enqueue_ms, SLEEP_SHRINK * self.sleep_ms))
         else:
             self.sleep_ms = min(SLEEP_MAX_MS, 2 * max(self.sleep_ms, SLEEP_MARGIN * enqueue_ms))
         return still_held
@@ -203,7 +204,7 @@ def stream_hold_for(torch_device: str) -> StreamHold:
 def make_stream_hold(torch_device: str) -> StreamHold:
     """The best hold that works here: a blocking kernel through CuPy, else torch's sleep kernel."""
     try:
-        import cupy as cp  # noqa: PLC0415
+        import cupy as cp  # noqa: PLC0415 - optional: absent on most machines
     except Exception:  # ImportError, or a CUDA library problem raised at import
         cp = None
     if cp is not None:

@@ -108,7 +108,8 @@ class SupervisorResult:
 # Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
 # instead of importing torch again. Importing them does not initialise CUDA, so every worker still
 # initialises its own CUDA context, as a spawned one would.
-WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.worker", "rooflab.runners.timing", "rooflab.runners.clocks", "rooflab.runners.environment")
+WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.worker", "rooflab.runners.timing", "rooflab.runners.clocks",
+                  "rooflab.runners.environment")
 
 
 def worker_context() -> Any:
@@ -442,7 +443,8 @@ class Supervisor:
         if case is not None:
             outcome = CaseOutcome(case.case_key, "crashed", f"worker process died: {how}")
             self._store(lane, case, outcome, time.monotonic() - lane.sent_at)
-            self.progress.note(f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
+            self.progress.note(
+                f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
         lane.in_flight = None
         lane.state = "new"
 
@@ -487,7 +489,8 @@ class Supervisor:
         )
         stored = self.store.add_measurement(record)
         if not stored:
-            self.progress.note(f"{lane.torch_device}: {case.describe()} was stored meanwhile by another process; kept that one")
+            self.progress.note(f"{lane.torch_device}: "
+                               f"{case.describe()} was stored meanwhile by another process; kept that one")
         result = CaseResult(lane.torch_device, case, record, elapsed_s, stored)
         lane.results.append(result)
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)

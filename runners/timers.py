@@ -141,7 +141,8 @@ class CudaEventSource:
         for first in range(0, k, MAX_SAMPLES_PER_HOLD):
             hold.hold(stream)
             try:
-                for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD], ends[first : first + MAX_SAMPLES_PER_HOLD]):
+                for start, end in zip(starts[first : first + MAX_SAMPLES_PER_HOLD],
+                                      ends[first : first + MAX_SAMPLES_PER_HOLD], strict=True):
                     if flusher is not None:
                         flusher.flush()
                     start.record(stream)
@@ -165,7 +166,7 @@ class CudaEventSource:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(k)]
         fn, flusher = self._fn, self._flusher
-        for start, end in zip(starts, ends):
+        for start, end in zip(starts, ends, strict=True):
             if flusher is not None:
                 flusher.flush()
             start.record(stream)
@@ -177,7 +178,7 @@ class CudaEventSource:
 
     def _elapsed(self, starts: list[Any], ends: list[Any]) -> list[float]:
         per = float(self.launches_per_sample)
-        return [start.elapsed_time(end) / per for start, end in zip(starts, ends)]
+        return [start.elapsed_time(end) / per for start, end in zip(starts, ends, strict=True)]
 
     def time_once_ms(self) -> float:
         """Event time of one unit, without flush (used to size graphs)."""

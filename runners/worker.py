@@ -232,7 +232,8 @@ class ReadyCase:
     check_cached: bool = False  # the check verdict came from an earlier case with the same check_key
 
 
-def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _Laps | None = None) -> ReadyCase | CaseOutcome:
+def ready_case(request: CaseRequest, device: DeviceInfo, started: float,
+               laps: _Laps | None = None) -> ReadyCase | CaseOutcome:
     """Skip checks, prepare, first call + correctness check: everything `run_case` does before it
     times. A skipped or incorrect case comes back as its CaseOutcome; exceptions propagate.
 

@@ -56,7 +56,8 @@ def parse_filters(
         for v in sorted(values):
             if key in closed and v not in closed[key]:
                 raise SpecError(
-                    f"filter {text!r}: no case can have {key} {v!r} (an unknown {key}); allowed: {', '.join(closed[key])}"
+                    f"filter {text!r}: no case can have {key} {v!r} (an unknown {key}); allowed: "
+                    f"{', '.join(closed[key])}"
                 )
         parsed.setdefault(key, set()).update(values)
     return parsed

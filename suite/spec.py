@@ -427,14 +427,16 @@ def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamVal
             )
     elif kind is float:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: {_allowed(pspec)}")
+            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: "
+                                   f"{_allowed(pspec)}")
         value = float(value)
     elif kind is str:
         if not isinstance(value, str):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: {_allowed(pspec)}")
+            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: "
+                                   f"{_allowed(pspec)}")
     if pspec.choices is not None and value not in pspec.choices:
         raise sweep.SweepError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {_allowed(pspec)}")
-    if pspec.positive and kind in (int, float) and value <= 0:
+    if pspec.positive and kind in (int, float) and isinstance(value, (int, float)) and value <= 0:
         raise sweep.SweepError(f"{name} must be positive (a size), got {value!r}; allowed: {_allowed(pspec)}")
     return value
 
@@ -467,7 +469,7 @@ def _typed_axis(axis: sweep.Axis, op: Op, op_name: str, sources: Mapping[str, tu
     rows = []
     for row in axis.rows:
         checked = []
-        for name, value in zip(axis.names, row):
+        for name, value in zip(axis.names, row, strict=True):
             try:
                 checked.append(_coerce(value, op.params[name], name, op_name))
             except sweep.SweepError as exc:
@@ -508,8 +510,8 @@ def _build_axes(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str) -> t
             raise SpecError(f"{spec.where(where + exc.where)}: {exc.message}") from None
 
     for key, raw in bench.params.items():
-        where = ("benchmarks", i, "params", key)
-        sources = {name.strip(): ((), raw) for name in key.split("=")}
+        where: NodePath = ("benchmarks", i, "params", key)
+        sources: dict[str, tuple[NodePath, Any]] = {name.strip(): ((), raw) for name in key.split("=")}
         add(lambda key=key, raw=raw, where=where: sweep.tied_axis(key, raw, where, spec.max_cases), where, sources)
     for g, group in enumerate(bench.zip):
         where = ("benchmarks", i, "zip", g)
@@ -532,7 +534,8 @@ def _op_names(spec: Spec, i: int, bench: Benchmark) -> list[tuple[str, NodePath]
     if len(bench.op) == 1 and at + (0,) not in spec.lines:  # written as a single name
         return [(bench.op[0], at)]
     if not bench.op:
-        raise SpecError(f"{spec.where(('benchmarks', i, 'op'))}: empty sweep: no op given; allowed: an op name or a list of them")
+        raise SpecError(f"{spec.where(('benchmarks', i, 'op'))}: empty sweep: no op given; allowed: "
+                        "an op name or a list of them")
     if len(set(bench.op)) != len(bench.op):
         raise SpecError(f"{spec.where(('benchmarks', i, 'op'))}: an op is listed twice in {bench.op}")
     return [(name, ("benchmarks", i, "op", j)) for j, name in enumerate(bench.op)]
@@ -544,7 +547,8 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
         raise SpecError(f"{spec.where(op_at)}: unknown op {op_name!r}; allowed: {', '.join(sorted(ops))}")
     d = spec.defaults
     backends = _check_names(
-        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS, op_name
+        spec, _choose(i, "backends", bench.backends, d.backends, DEFAULT_BACKENDS), "backend", op.backends, BACKENDS,
+        op_name
     )
     dtypes = _check_names(
         spec, _choose(i, "dtypes", bench.dtypes, d.dtypes, DEFAULT_DTYPES), "dtype", op.dtypes, DTYPES, op_name
@@ -558,7 +562,8 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
             conflict = mode_conflict(c, m)
             if conflict:
                 at = cache_chosen[1] if cache_chosen[2] else modes_chosen[1]
-                raise SpecError(f"{spec.where(at)}: {conflict} (benchmark {bench.name!r}: cache {list(cache)}, timing_modes {list(modes)})")
+                raise SpecError(f"{spec.where(at)}: {conflict} (benchmark {bench.name!r}: cache {list(cache)}, "
+                                f"timing_modes {list(modes)})")
     devices: tuple[str, ...] | None = None
     if bench.devices is not None or d.devices is not None:
         chosen = _choose(i, "devices", bench.devices, d.devices, ())

@@ -180,11 +180,11 @@ def zip_axis(group: Mapping[str, Any], where: tuple[str | int, ...], max_values:
             columns.append(values)
     lengths = {len(c) for c in columns}
     if len(lengths) > 1:
-        shown = ", ".join(f"{n} has {len(c)}" for n, c in zip(names, columns))
+        shown = ", ".join(f"{n} has {len(c)}" for n, c in zip(names, columns, strict=True))
         raise SweepError(f"zipped parameters must have equal numbers of values: {shown}")
     if len(set(names)) != len(names):
         raise SweepError("a zip group names a parameter twice")
-    return Axis(tuple(names), tuple(zip(*columns)), where)
+    return Axis(tuple(names), tuple(zip(*columns, strict=True)), where)
 
 
 def count_points(axes: list[Axis]) -> int:
@@ -195,6 +195,6 @@ def product(axes: list[Axis]) -> Iterator[dict[str, ParamValue]]:
     """Cartesian product of the axes, first axis outermost, as name -> value dicts."""
     for combo in itertools.product(*(a.rows for a in axes)):
         point: dict[str, ParamValue] = {}
-        for axis, row in zip(axes, combo):
-            point.update(zip(axis.names, row))
+        for axis, row in zip(axes, combo, strict=True):
+            point.update(zip(axis.names, row, strict=True))
         yield point

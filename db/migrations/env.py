@@ -7,13 +7,14 @@ pointed at `sqlalchemy.url`), an engine is made from the URL.
 from __future__ import annotations
 
 from alembic import context
+from sqlalchemy import Connection
 
 from rooflab.db.models import Base
 
 config = context.config
 
 
-def _run(connection) -> None:  # type: ignore[no-untyped-def]
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()

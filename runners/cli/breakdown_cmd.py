@@ -46,12 +46,14 @@ def breakdown_cmd(
             f"{_pct(b.as_dict()['sum_tolerance'])}): {check}; overlap {_fmt(b.overlap_ms)} ms",
             f"MFU {_pct(b.mfu_measured) or 'n/a'} of the measured matrix ceiling "
             f"({_fmt(b.matrix_roof_tflops) + ' TFLOP/s' if b.matrix_roof_tflops else 'not measured'}), "
-            f"{_pct(b.mfu_datasheet) or 'n/a'} of the datasheet peak ({_fmt(b.datasheet_tflops) + ' TFLOP/s' if b.datasheet_tflops else 'no datasheet entry'})",
+            f"{_pct(b.mfu_datasheet) or 'n/a'} of the datasheet peak "
+            f"({_fmt(b.datasheet_tflops) + ' TFLOP/s' if b.datasheet_tflops else 'no datasheet entry'})",
         ]
         for c in b.chains:
             at = (f"{_fmt(c.saved_ms)} ms at {_fmt(b.bandwidth_roof_gbps)} GB/s" if b.bandwidth_roof_gbps
                   else "time n/a (no bandwidth roof)")
-            lines.append(f"fusion chain {' + '.join(c.parts)}: {c.saved_bytes:,} of {c.unfused_bytes:,} bytes saved, {at}")
+            lines.append(f"fusion chain {' + '.join(c.parts)}: "
+                         f"{c.saved_bytes:,} of {c.unfused_bytes:,} bytes saved, {at}")
         estimate = f"{_fmt(b.estimated_speedup)}x" if b.estimated_speedup else "n/a (no bandwidth roof)"
         measured = f"{_fmt(b.compiled_speedup)}x" if b.compiled_speedup else "not measured"
         lines.append(f"fusion estimate: eager/fused speedup {estimate}; measured eager/compiled {measured}")

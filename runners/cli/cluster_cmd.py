@@ -32,7 +32,8 @@ def _venv_rooflab(venv: Path | None) -> str:
 def slurm_command(
     spec: str = typer.Argument(..., help="Spec file (or shipped spec name); its absolute path goes into the script."),
     nodes: int = typer.Option(..., "--nodes", help="Nodes = shards = array tasks."),
-    gpus_per_node: int = typer.Option(..., "--gpus-per-node", help="GPUs each node gives the job (one worker per GPU)."),
+    gpus_per_node: int = typer.Option(..., "--gpus-per-node",
+                                      help="GPUs each node gives the job (one worker per GPU)."),
     db: str | None = typer.Option(
         None, "--db", help="Results database URL, written into the scripts: must not carry a password (use ~/.pgpass)."
     ),
@@ -53,7 +54,8 @@ def slurm_command(
         None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
         "the .finalize.sbatch and .submit.sh scripts go beside it."
     ),
-    fail_on: str = typer.Option("regression", "--fail-on", help="When the finalising job fails: regression|drift|suspect|never."),
+    fail_on: str = typer.Option("regression", "--fail-on",
+                                help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
     from rooflab.runners import slurm
@@ -92,7 +94,8 @@ def slurm_command(
         fail(escape(str(exc)))
     if n_cases < nodes:
         err_console.print(
-            f"note: the spec has {n_cases} cases for {nodes} shards; {nodes - n_cases} array tasks will have nothing to do"
+            f"note: the spec has {n_cases} cases for {nodes} shards; "
+            f"{nodes - n_cases} array tasks will have nothing to do"
         )
     if db_url is not None and db_url.startswith("sqlite") and nodes > 1:
         err_console.print(
@@ -121,9 +124,12 @@ def nightly_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name."),
     db: str | None = DbOption,
     out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
-    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression | drift (or regression) | suspect (or regression or drift) | never."),
+    fail_on: str = typer.Option("regression", "--fail-on",
+                                help="Exit 1 on: "
+                                     "regression | drift (or regression) | suspect (or regression or drift) | never."),
     run_id: str | None = typer.Option(
-        None, "--run-id", help="Run id (shards of one night share it); default: derived from the spec name and the date."
+        None, "--run-id",
+        help="Run id (shards of one night share it); default: derived from the spec name and the date."
     ),
     shard: str | None = typer.Option(None, "--shard", help="I/N: run only shard I (0-based) of N."),
     filter_: list[str] = FilterOption,
@@ -138,7 +144,8 @@ def nightly_command(
     json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),
     no_lock: bool = typer.Option(False, "--no-lock", help="Measure even if another run holds the device's lock."),
     lock_wait_s: float = typer.Option(
-        0.0, "--lock-wait-s", help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
+        0.0, "--lock-wait-s",
+        help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
     ),
 ) -> None:
     from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError

@@ -3,14 +3,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
 
-CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one process.
+if TYPE_CHECKING:
+    from rooflab.runners.crosscheck.session import PeerCheck
+    from rooflab.suite.case import Case
+
+CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one
+process.
 
 Each case is prepared exactly as `rooflab run` prepares it; the same callable then goes to
 rooflab's engine and to each available peer (torch, do_bench, nvbench, cupyx), A B C A B C over
@@ -22,9 +27,11 @@ Results are stored in the database (table crosschecks) and shown in `rooflab rep
 
 def crosscheck_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name (e.g. quick)."),
-    filter_: List[str] = typer.Option([], "--filter", "-f", help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
+    filter_: List[str] = typer.Option([], "--filter", "-f",
+                                      help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
-    peers: str = typer.Option("all", "--peers", help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
+    peers: str = typer.Option("all", "--peers",
+                              help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
     rounds: int = typer.Option(3, "--rounds", help="Rounds of rooflab then every peer, per case (1 to 50)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
@@ -35,14 +42,15 @@ def crosscheck_command(
     from rooflab.runners.crosscheck.session import run_crosscheck
 
     if out is not None and not out.parent.exists():
-        err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: directory {escape(str(out.parent))} does not exist",
+        err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: "
+                          f"directory {escape(str(out.parent))} does not exist",
                           soft_wrap=True, highlight=False)
         raise typer.Exit(2)
     if seed < 0:
         err_console.print(f"[bold red]error:[/] --seed {seed}: must be >= 0", highlight=False)
         raise typer.Exit(2)
 
-    def progress(case, results) -> None:  # type: ignore[no-untyped-def]
+    def progress(case: Case, results: list[PeerCheck]) -> None:
         if json_output:
             return
         parts = []

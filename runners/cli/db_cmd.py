@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, List, Optional, TypeVar
 
 import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json, require_database
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rooflab.db.prune import PruneResult
 
 T = TypeVar("T")
 
@@ -27,7 +32,8 @@ def export_cmd(
     fmt: str = typer.Option(..., "--format", "-f", help="csv, jsonl or parquet."),
     run: Optional[str] = typer.Option(None, "--run", help="Only this run id."),
     since: Optional[str] = typer.Option(None, "--since", help="Only runs started on/after this date (UTC)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
     db: Optional[str] = DbOption,
 ) -> None:
     """Export results, the standard export columns first (one row per measurement; docs/design.md)."""
@@ -73,7 +79,8 @@ def upgrade_cmd(db: Optional[str] = DbOption) -> None:
     if before == after:
         console.print(f"{escape(redact(url))} is already at schema revision {after}", highlight=False, soft_wrap=True)
     else:
-        console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False, soft_wrap=True)
+        console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False,
+                      soft_wrap=True)
 
 
 def current_cmd(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
@@ -166,7 +173,7 @@ def prune_cmd(
     _print_prune(result, as_json)
 
 
-def _print_prune(result, as_json: bool, to=None) -> None:  # type: ignore[no-untyped-def]
+def _print_prune(result: PruneResult, as_json: bool, to: Console | None = None) -> None:
     if as_json:
         print_json({"cutoff": result.cutoff.isoformat(), "runs": result.runs, "measurements": result.measurements,
                     "sample_values": result.sample_values, "bytes": result.bytes, "dry_run": result.dry_run,

@@ -1,7 +1,7 @@
 """`rooflab list SPEC`: the expanded cases of a spec, with their FLOPs and bytes, without running anything."""
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import Any, Mapping
 
 import typer
@@ -12,7 +12,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 
 
-class DeviceKind(str, Enum):
+class DeviceKind(StrEnum):
     cpu = "cpu"
     cuda = "cuda"
 
@@ -34,7 +34,8 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     lines = [header]
     for r in rows:
         lines.append(
-            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  {_si(r['bytes'], 'B'):>9}"
+            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  "
+            f"{_si(r['bytes'], 'B'):>9}"
         )
     console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)
 
@@ -84,7 +85,9 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
     def list_command(
         spec: str = typer.Argument(..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline)."),
         filters: list[str] = typer.Option(
-            [], "--filter", "-f", help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, or a parameter); repeatable: "
+            [], "--filter", "-f",
+            help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, "
+                 "or a parameter); repeatable: "
             "a repeated key means OR (-f op=copy -f op=triad keeps both), different keys mean AND."
         ),
         device_kind: DeviceKind | None = typer.Option(

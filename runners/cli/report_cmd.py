@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, TypeVar
 
 import typer
 from rich.markup import escape
@@ -13,6 +13,9 @@ from rooflab.reports.options import RegressionOptions
 from rooflab.runners.cli.common import (
     DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
 )
+
+if TYPE_CHECKING:  # pandas loads only in the commands that read results
+    import pandas as pd
 
 T = TypeVar("T")
 
@@ -42,7 +45,7 @@ def _pct(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
 
 
-def _load(db: Optional[str], columns=None):  # type: ignore[no-untyped-def]
+def _load(db: Optional[str], columns: Sequence[str] | None = None) -> pd.DataFrame:
     from rooflab.reports.load import load_results
 
     return _guard(lambda: load_results(db_url(db), columns=columns))
@@ -58,7 +61,8 @@ def roofline_cmd(
     as_json: bool = JsonOption,
     out: Optional[Path] = typer.Option(None, "--out", help="Write the roofline and bandwidth charts (SVG) here."),
     run: List[str] = typer.Option([], "--run", help="Show this run (repeatable); default: the device's newest run."),
-    since: Optional[str] = typer.Option(None, "--since", help="Show every run started on or after this date (YYYY-MM-DD)."),
+    since: Optional[str] = typer.Option(None, "--since",
+                                        help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from rooflab.reports import plots
@@ -76,15 +80,17 @@ def roofline_cmd(
     rows, roof_rows = rows_for(rows, plan)
     dc = compute_ceilings(roof_rows, name)
     llc = bool((rows.get("device_kind") == "cpu").any()) if "device_kind" in rows.columns else False
-    figures = []
+    figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
-        for kind, svg in (("roofline", plots.roofline_svg(rows, dc)), ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
+        for kind, svg in (("roofline", plots.roofline_svg(rows, dc)),
+                          ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
             path = folder / f"{kind}-{slug(name)}.svg"
             path.write_text(svg, encoding="utf-8")
             figures.append(str(path))
     if as_json:
-        print_json({**dc.as_dict(), "shown_runs": list(plan.shown), "roof_runs": list(plan.roof_runs), "figures": figures})
+        print_json({**dc.as_dict(), "shown_runs": list(plan.shown), "roof_runs": list(plan.roof_runs),
+                    "figures": figures})
         return
     title = f"Ceilings of {escape(name)}\n(datasheet: {escape(dc.spec.key) if dc.spec else 'none'})"
     table = Table(title=title, title_justify="left")
@@ -105,26 +111,27 @@ def roofline_cmd(
         sources.append(line)
     console.print(table)
     shown = ", ".join(plan.shown)
-    console.print(f"runs shown: {escape(shown)}" + ("" if plan.chosen_by != "newest" else " (the newest; --run or --since to choose)"),
-                  highlight=False, overflow="fold")
+    how = "" if plan.chosen_by != "newest" else " (the newest; --run or --since to choose)"
+    console.print(f"runs shown: {escape(shown)}{how}", highlight=False, overflow="fold")
     if plan.roofs_elsewhere:
-        console.print(f"roofs from run {escape(', '.join(plan.roof_runs))} (the newest with probe results)", highlight=False,
-                      overflow="fold")
+        console.print(f"roofs from run {escape(', '.join(plan.roof_runs))} (the newest with probe results)",
+                      highlight=False, overflow="fold")
     if sources:
         console.print("where each ceiling comes from:", highlight=False)
         for line in sources:
             console.print(escape(line), highlight=False, overflow="fold")
     if not dc.ceilings:
         console.print("no trustworthy probe results for this device yet (run suite/specs/roofline.yaml)")
-    for path in figures:
-        console.print(f"wrote {escape(path)}", highlight=False)
+    for figure in figures:
+        console.print(f"wrote {escape(figure)}", highlight=False)
 
 
 def predict_cmd(
     op: str = typer.Argument(..., help="Op name, e.g. matmul."),
     shape: str = typer.Option("", "--shape", help="Parameters as k=v,... e.g. m=4096,n=4096,k=4096."),
     dtype: str = typer.Option(..., "--dtype", help="dtype as torch spells it (or tf32)."),
-    device: str = typer.Option(..., "--device", help="A device in the database, or a datasheet entry (e.g. 'H100 SXM')."),
+    device: str = typer.Option(..., "--device",
+                               help="A device in the database, or a datasheet entry (e.g. 'H100 SXM')."),
     cache: str = typer.Option("cold", "--cache", help="cold (HBM roof) or hot (L2 roof)."),
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
@@ -163,7 +170,7 @@ def predict_cmd(
     console.print(table)
 
 
-def ambiguous_device(device: str, df) -> list[str]:  # type: ignore[no-untyped-def]
+def ambiguous_device(device: str, df: pd.DataFrame) -> list[str]:
     """The devices `device` could mean when it names more than one (in the database, else in the
     datasheet table), else []. An exact name or key is never ambiguous; a datasheet entry matches
     when every word typed is a word of its key ("A100" matches four entries, "H100 PCIe" one)."""
@@ -203,7 +210,7 @@ def compare_cmd(
     cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
     cmp = c.compare(base, cand)
     summary, deviating = c.summary(cmp), c.most_deviating(cmp)
-    figures = []
+    figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
         path = folder / "speedup.svg"
@@ -227,8 +234,8 @@ def compare_cmd(
         d.add_row(escape(r["case_key"]), escape(str(r["wall"])), _fmt(r["speedup"], 3), _fmt(r["predicted_speedup"], 3),
                   _fmt(r["deviation"], 3))
     console.print(d)
-    for path in figures:
-        console.print(f"wrote {escape(path)}", highlight=False)
+    for figure in figures:
+        console.print(f"wrote {escape(figure)}", highlight=False)
 
 
 def _rows(frame) -> list[dict]:
@@ -263,7 +270,8 @@ def regressions_cmd(
     require_database(url)
     verdicts = _guard(lambda: load_verdicts(url, RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)))
     failing = should_fail(verdicts, fail_on)
-    counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
+    counts = {s: sum(v.status == s for v in verdicts)
+              for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
     counts["drift"] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
@@ -283,7 +291,8 @@ def regressions_cmd(
             if v.drift is not None:
                 history.append(f"drift {100 * v.drift.rel_change:+.1f} % over {v.drift.n_points} runs")
             t.add_row(v.status, escape(v.case_key), escape(v.device_name), _fmt(d["latest_ms"]), _fmt(d["baseline_ms"]),
-                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)), escape(v.note))
+                      _pct(d["rel_change"]), _fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)),
+                      escape(v.note))
         console.print(t)
         if not verdicts:
             console.print("no results yet: nothing to check")
@@ -295,8 +304,10 @@ def regressions_cmd(
 def report_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for the static HTML site (index.html)."),
     db: Optional[str] = DbOption,
-    run: List[str] = typer.Option([], "--run", help="Device pages show this run (repeatable); default: each device's newest run."),
-    since: Optional[str] = typer.Option(None, "--since", help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
+    run: List[str] = typer.Option([], "--run",
+                                  help="Device pages show this run (repeatable); default: each device's newest run."),
+    since: Optional[str] = typer.Option(None, "--since",
+                                        help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from rooflab.reports.breakdown_section import load_layer_profiles
@@ -311,7 +322,7 @@ def report_cmd(
     df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
     verdicts = _guard(lambda: load_verdicts(url))
     crosschecks = _guard(lambda: load_crosschecks(url))
-    folder = _out_dir(out)
+    folder = output_dir(out)
     layer = _guard(lambda: load_layer_profiles(url))
     index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=verdicts, runs=run or None,
                                          since=since, counts=counts, crosschecks=crosschecks, layer_profiles=layer))

@@ -39,18 +39,26 @@ def run_command(
     ),
     shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run shard I (0-based) of N cost-balanced shards."),
     run_id: Optional[str] = typer.Option(
-        None, "--run-id", help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), else SPEC-<UTC time>-<random>."
+        None, "--run-id",
+        help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), "
+             "else SPEC-<UTC time>-<random>."
     ),
     resume: Optional[str] = typer.Option(
         None, "--resume", help="Measure only the cases of RUN_ID that have no result (a SPEC given must be the run's)."
     ),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
-    warmup_ms: Optional[float] = typer.Option(None, "--warmup-ms", show_default=_default("warmup_ms"), help="Warmup lasts at least this long (ms)."),
-    warmup_calls: Optional[int] = typer.Option(None, "--warmup-calls", show_default=_default("warmup_calls"), help="... and at least this many calls."),
-    min_samples: Optional[int] = typer.Option(None, "--min-samples", show_default=_default("min_samples"), help="Samples at least this many."),
-    max_samples: Optional[int] = typer.Option(None, "--max-samples", show_default=_default("max_samples"), help="Samples at most this many."),
-    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", show_default=_default("min_time_ms"), help="Samples at least this long (ms)."),
-    max_time_ms: Optional[float] = typer.Option(None, "--max-time-ms", show_default=_default("max_time_ms"), help="Gives up converging after this long (ms)."),
+    warmup_ms: Optional[float] = typer.Option(None, "--warmup-ms", show_default=_default("warmup_ms"),
+                                              help="Warmup lasts at least this long (ms)."),
+    warmup_calls: Optional[int] = typer.Option(None, "--warmup-calls", show_default=_default("warmup_calls"),
+                                               help="... and at least this many calls."),
+    min_samples: Optional[int] = typer.Option(None, "--min-samples", show_default=_default("min_samples"),
+                                              help="Samples at least this many."),
+    max_samples: Optional[int] = typer.Option(None, "--max-samples", show_default=_default("max_samples"),
+                                              help="Samples at most this many."),
+    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", show_default=_default("min_time_ms"),
+                                                help="Samples at least this long (ms)."),
+    max_time_ms: Optional[float] = typer.Option(None, "--max-time-ms", show_default=_default("max_time_ms"),
+                                                help="Gives up converging after this long (ms)."),
     target_precision: Optional[float] = typer.Option(
         None, "--target-precision", show_default=_default("target_precision"),
         help="Stop when the median's 95 % CI half-width / median is below this (0, 1).",
@@ -59,13 +67,16 @@ def run_command(
         None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
     ),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="Threads of a CPU case (torch intra-op); default: one per physical core. Recorded with each result."
+        None, "--threads",
+        help="Threads of a CPU case (torch intra-op); default: one per physical core. Recorded with each result."
     ),
     no_lock: bool = typer.Option(
-        False, "--no-lock", help="Measure even if another run holds the device's lock (their timings will disturb each other)."
+        False, "--no-lock",
+        help="Measure even if another run holds the device's lock (their timings will disturb each other)."
     ),
     lock_wait_s: float = typer.Option(
-        0.0, "--lock-wait-s", help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
+        0.0, "--lock-wait-s",
+        help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,

@@ -32,8 +32,8 @@ class CupyxPeer:
         if not device.is_cuda:
             return "cupyx.profiler.benchmark reports GPU times: it needs a CUDA device"
         try:
-            import cupyx.profiler  # noqa: F401
-        except Exception as exc:  # noqa: BLE001
+            import cupyx.profiler  # noqa: F401 - imported only to see that it is installed
+        except Exception as exc:  # noqa: BLE001 - any import failure means the peer is unavailable
             return f"cupy is not importable: {exc}"
         return None
 

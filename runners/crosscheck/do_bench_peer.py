@@ -30,8 +30,8 @@ class DoBenchPeer:
         if not device.is_cuda:
             return "do_bench times with CUDA events: it needs a CUDA device"
         try:
-            import triton.testing  # noqa: F401
-        except Exception as exc:  # noqa: BLE001
+            import triton.testing  # noqa: F401 - imported only to see that it is installed
+        except Exception as exc:  # noqa: BLE001 - any import failure means the peer is unavailable
             return f"triton is not importable: {exc}"
         return None
 

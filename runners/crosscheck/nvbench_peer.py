@@ -95,8 +95,8 @@ class NvbenchPeer:
         if not device.is_cuda:
             return "nvbench measures GPU kernels: it needs a CUDA device"
         try:
-            import cuda.bench  # noqa: F401
-        except Exception as exc:  # noqa: BLE001
+            import cuda.bench  # noqa: F401 - imported only to see that it is installed
+        except Exception as exc:  # noqa: BLE001 - any import failure means the peer is unavailable
             return f"cuda-bench (cuda.bench) is not importable: {exc}"
         return None
 

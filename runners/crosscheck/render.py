@@ -38,12 +38,14 @@ def render(report: dict[str, Any], console: Console) -> None:
         if c["status"] != "ok":
             if c["status"] == "skipped" and not report["peers"].get(c["peer"], {}).get("available", True):
                 continue  # said once above
-            table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "", f"{c['status']}: {escape(c['error'] or '')}")
+            table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "",
+                          f"{c['status']}: {escape(c['error'] or '')}")
             continue
         verdict = "agree"
         if c["disagrees"]:
             reason = c["likely_reason"]
-            verdict = "[bold red]DISAGREE[/]" + (f" ({escape(REASON_TEXT[Reason(reason)])})" if reason else " (reason unknown)")
+            why = f" ({escape(REASON_TEXT[Reason(reason)])})" if reason else " (reason unknown)"
+            verdict = "[bold red]DISAGREE[/]" + why
         table.add_row(
             escape(c["case_key"]), c["peer"], f"{c['peer_cache']}, {c['peer_clock']}", _ms(c["rooflab_median_ms"]),
             _pct(c["rooflab_spread"]), _ms(c["peer_median_ms"]), _pct(c["peer_spread"]), _ratio(c["ratio"]), verdict,
@@ -51,7 +53,8 @@ def render(report: dict[str, Any], console: Console) -> None:
     console.print(table)
     summary = Table(title="per peer and family")
     for column in ("peer", "family", "cases", "disagree", "ratio geomean", "worst ratio", "worst case"):
-        summary.add_column(column, justify="right" if column in ("cases", "disagree", "ratio geomean", "worst ratio") else "left")
+        numeric = column in ("cases", "disagree", "ratio geomean", "worst ratio")
+        summary.add_column(column, justify="right" if numeric else "left")
     for s in report["summaries"]:
         summary.add_row(s["peer"], s["family"], str(s["cases"]), str(s["disagreements"]), _ratio(s["ratio_geomean"]),
                         _ratio(s["worst_ratio"]), escape(s["worst_case_key"] or ""))

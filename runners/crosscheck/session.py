@@ -9,6 +9,7 @@ Invalid input (spec, filters, device, peers, rounds) is refused before the datab
 from __future__ import annotations
 
 import contextlib
+import functools
 import secrets
 import shlex
 import socket
@@ -209,10 +210,10 @@ def check_case(
 
 
 def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | None, on_gpu: bool) -> PeerCheck:
-    base = dict(case_key=case.case_key, op=case.op, family=case.family, cache=case.cache,
-                peer=entry.peer.name.value, peer_version=version)
+    base = functools.partial(PeerCheck, case_key=case.case_key, op=case.op, family=case.family, cache=case.cache,
+                             peer=entry.peer.name.value, peer_version=version)
     if entry.error is not None:
-        return PeerCheck(**base, status="failed", error=entry.error)
+        return base(status="failed", error=entry.error)
     rooflab = summarize_timer(ours.medians_ms, ours.samples_ms)
     peer = summarize_timer([t.median_ms for t in entry.timings], [t.samples_ms for t in entry.timings])
     first = entry.timings[0]
@@ -220,8 +221,8 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
         rooflab, peer, rooflab_mean_ms=float(statistics.median(ours.means_ms)), case_cache=case.cache,
         peer_cache=first.cache, peer_clock=first.clock, on_gpu=on_gpu,
     )
-    return PeerCheck(
-        **base, status="ok", peer_cache=first.cache.value, peer_clock=first.clock.value,
+    return base(
+        status="ok", peer_cache=first.cache.value, peer_clock=first.clock.value,
         rooflab_median_ms=rooflab.median_ms, rooflab_spread=rooflab.spread, peer_median_ms=peer.median_ms,
         peer_spread=peer.spread, ratio=verdict.ratio, disagrees=verdict.disagrees,
         likely_reason=verdict.reason.value if verdict.reason else None,
@@ -286,7 +287,9 @@ def run_crosscheck(
 
     all_ops()  # plugins (ROOFLAB_PLUGINS) are loaded before the first case, as in a worker
     environment, device_info = capture(torch_device)
-    status = {p.name.value: {"version": p.version(), "reason": p.unavailable_reason(device_info)} for p in chosen}
+    status: dict[str, dict[str, Any]] = {
+        p.name.value: {"version": p.version(), "reason": p.unavailable_reason(device_info)} for p in chosen
+    }
     for entry in status.values():
         entry["available"] = entry["reason"] is None
     available = [p for p in chosen if status[p.name.value]["available"]]
@@ -309,8 +312,8 @@ def run_crosscheck(
         for case in cases:
             results = check_case(case, device_info, available, rounds=rounds, seed=seed) if available else []
             results += [
-                PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value, status[p.name.value]["version"],
-                          "skipped", status[p.name.value]["reason"])
+                PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value,
+                          status[p.name.value]["version"], "skipped", status[p.name.value]["reason"])
                 for p in chosen if not status[p.name.value]["available"]
             ]
             for c in results:

@@ -36,8 +36,8 @@ class TorchTimerPeer:
 
     def unavailable_reason(self, device: DeviceInfo) -> str | None:
         try:
-            from torch.utils.benchmark import Timer  # noqa: F401
-        except Exception as exc:  # noqa: BLE001
+            from torch.utils.benchmark import Timer  # noqa: F401 - imported only to see that it is installed
+        except Exception as exc:  # noqa: BLE001 - any import failure means the peer is unavailable
             return f"torch.utils.benchmark is not importable: {exc}"
         return None
 

@@ -36,9 +36,11 @@ class Reason(StrEnum):
 
 REASON_TEXT = {
     Reason.COLD_VS_HOT: "cold against hot: one timer flushes the cache before each call, the other runs warm",
-    Reason.MEAN_VS_MEDIAN: "the peer averages blocks of calls; rooflab's per-call samples are skewed and its mean is near the peer",
+    Reason.MEAN_VS_MEDIAN: "the peer averages blocks of calls; "
+                           "rooflab's per-call samples are skewed and its mean is near the peer",
     Reason.HOST_TIME: "host time inside the peer's number (launch, synchronisation and Python around the kernel)",
-    Reason.LAUNCH_OVERHEAD: "launch overhead: the kernel is shorter than its launch, and the peer's events do not hold the stream",
+    Reason.LAUNCH_OVERHEAD: "launch overhead: the kernel is shorter than its launch, "
+                            "and the peer's events do not hold the stream",
 }
 
 
@@ -63,7 +65,8 @@ def within_round_spread(samples_ms: Sequence[float]) -> float | None:
     return summarize(samples_ms).rel_ci_halfwidth
 
 
-def summarize_timer(round_medians_ms: Sequence[float], round_samples_ms: Iterable[Sequence[float]] = ()) -> TimerSummary:
+def summarize_timer(round_medians_ms: Sequence[float],
+                    round_samples_ms: Iterable[Sequence[float]] = ()) -> TimerSummary:
     """A timer's figure and spread over the rounds (see the module doc)."""
     rounds = tuple(float(m) for m in round_medians_ms)
     if not rounds or not all(math.isfinite(m) and m > 0 for m in rounds):
@@ -99,7 +102,8 @@ def likely_reason(
         return Reason.MEAN_VS_MEDIAN
     if on_gpu and not rooflab_slower and peer_clock is PeerClock.HOST_BLOCK_MEAN:
         return Reason.HOST_TIME
-    if on_gpu and not rooflab_slower and peer_clock is PeerClock.DEVICE_EVENTS_PER_CALL and rooflab_ms < LAUNCH_SCALE_MS:
+    if (on_gpu and not rooflab_slower and peer_clock is PeerClock.DEVICE_EVENTS_PER_CALL
+            and rooflab_ms < LAUNCH_SCALE_MS):
         return Reason.LAUNCH_OVERHEAD
     return None
 

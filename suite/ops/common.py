@@ -48,10 +48,18 @@ def randn(shape: Iterable[int] | int, dtype: str, device: DeviceInfo, gen: torch
 def cupy_module() -> Any | None:
     """The cupy module, or None when it cannot be imported."""
     try:
-        import cupy  # noqa: PLC0415
+        import cupy  # noqa: PLC0415 - optional: imported only when a cupy case asks
     except Exception:  # ImportError, or a CUDA library problem raised at import
         return None
     return cupy
+
+
+def require_cupy() -> Any:
+    """The cupy module, for a cupy-backend case that `cupy_skip_reason` has let run."""
+    cp = cupy_module()
+    if cp is None:
+        raise RuntimeError("the cupy backend needs cupy, which cannot be imported here")
+    return cp
 
 
 def cupy_skip_reason(device: DeviceInfo, dtype: str) -> str | None:
@@ -68,7 +76,7 @@ def cupy_skip_reason(device: DeviceInfo, dtype: str) -> str | None:
 def compiled_skip_reason(kind: str) -> str | None:
     """Why torch.compile cannot run on a device of this kind ("cuda" or "cpu"), or None."""
     try:
-        import torch._dynamo  # noqa: PLC0415
+        import torch._dynamo  # noqa: PLC0415 - loaded only when a compiled case asks
 
         if not torch._dynamo.is_dynamo_supported():
             return "torch.compile (dynamo) is not supported on this Python/torch build"
@@ -76,7 +84,7 @@ def compiled_skip_reason(kind: str) -> str | None:
         return f"torch.compile is unavailable: {exc}"
     if kind == "cuda":
         try:
-            from torch.utils._triton import has_triton  # noqa: PLC0415
+            from torch.utils._triton import has_triton  # noqa: PLC0415 - only for compiled CUDA cases
 
             if not has_triton():
                 return "torch.compile on CUDA needs triton, which is not installed"

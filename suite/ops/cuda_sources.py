@@ -104,7 +104,8 @@ extern "C" __global__ void stream_copy_${NAME}(const ${T}* __restrict__ a, ${T}*
     for (long long i = done + first; i < n; i += stride) c[i] = a[i];
 }
 
-extern "C" __global__ void stream_scale_${NAME}(const ${T}* __restrict__ c, ${T}* __restrict__ b, long long n, ${ACC} q) {
+extern "C" __global__ void stream_scale_${NAME}(const ${T}* __restrict__ c, ${T}* __restrict__ b, long long n,
+                                                ${ACC} q) {
     using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -125,7 +126,8 @@ extern "C" __global__ void stream_scale_${NAME}(const ${T}* __restrict__ c, ${T}
     for (long long i = done + first; i < n; i += stride) b[i] = store(q * load(c[i]));
 }
 
-extern "C" __global__ void stream_add_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b, ${T}* __restrict__ c, long long n) {
+extern "C" __global__ void stream_add_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b,
+                                              ${T}* __restrict__ c, long long n) {
     using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -148,7 +150,8 @@ extern "C" __global__ void stream_add_${NAME}(const ${T}* __restrict__ a, const 
     for (long long i = done + first; i < n; i += stride) c[i] = store(load(a[i]) + load(b[i]));
 }
 
-extern "C" __global__ void stream_triad_${NAME}(const ${T}* __restrict__ b, const ${T}* __restrict__ c, ${T}* __restrict__ a, long long n, ${ACC} q) {
+extern "C" __global__ void stream_triad_${NAME}(const ${T}* __restrict__ b, const ${T}* __restrict__ c,
+                                                ${T}* __restrict__ a, long long n, ${ACC} q) {
     using namespace rl_${NAME};
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
@@ -172,7 +175,8 @@ extern "C" __global__ void stream_triad_${NAME}(const ${T}* __restrict__ b, cons
 }
 
 // blockDim.x must be ${DOT_THREADS}; partial[blockIdx.x] receives the block's sum.
-extern "C" __global__ void stream_dot_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b, ${ACC}* __restrict__ partial, long long n) {
+extern "C" __global__ void stream_dot_${NAME}(const ${T}* __restrict__ a, const ${T}* __restrict__ b,
+                                              ${ACC}* __restrict__ partial, long long n) {
     using namespace rl_${NAME};
     __shared__ ${ACC} tile[${DOT_THREADS}];
     const long long stride = (long long)gridDim.x * blockDim.x;
@@ -202,7 +206,8 @@ extern "C" __global__ void stream_dot_${NAME}(const ${T}* __restrict__ a, const 
 }
 
 // one block of ${DOT_THREADS} threads: out[0] = sum of partial[0..count)
-extern "C" __global__ void stream_dot_final_${NAME}(const ${ACC}* __restrict__ partial, ${ACC}* __restrict__ out, int count) {
+extern "C" __global__ void stream_dot_final_${NAME}(const ${ACC}* __restrict__ partial, ${ACC}* __restrict__ out,
+                                                    int count) {
     __shared__ ${ACC} tile[${DOT_THREADS}];
     ${ACC} sum = 0;
     for (int i = threadIdx.x; i < count; i += blockDim.x) sum += partial[i];

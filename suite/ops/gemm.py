@@ -34,11 +34,11 @@ from rooflab.suite.ops.common import (
     TorchOp,
     as_torch,
     compare,
-    cupy_module,
     esize,
     fresh_compile,
     generator,
     randn,
+    require_cupy,
     sample_indices,
 )
 from rooflab.suite.ops.pointwise import Gelu, cupy_stream
@@ -106,7 +106,8 @@ def _check_rows(
         if accumulator_roundoff > 0:
             extra = ref.square().mean().sqrt() * (8.0 * accumulator_roundoff * k**0.5)
         message = compare(
-            out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}", extra_atol=extra
+            out[bi].index_select(0, rows), ref, dtype, accumulation=k, what=f"rows of batch entry {bi}",
+            extra_atol=extra
         )
         if message:
             return message + f" (checked {rows.numel()} sampled rows)"
@@ -203,8 +204,9 @@ class Matmul(TorchOp):
             compiled = fresh_compile(_matmul, str(p["compile_mode"]))
             fn = _with_precision(case.dtype, (lambda: compiled(a2, b2)) if batch == 1 else (lambda: compiled(a, b)))
         elif case.backend == "cupy":
-            cp = cupy_module()
-            ca, cb, cout = cp.from_dlpack(a2 if batch == 1 else a), cp.from_dlpack(b2 if batch == 1 else b), cp.from_dlpack(out)
+            cp = require_cupy()
+            ca, cb = cp.from_dlpack(a2 if batch == 1 else a), cp.from_dlpack(b2 if batch == 1 else b)
+            cout = cp.from_dlpack(out)
 
             def fn() -> Any:
                 with cupy_stream(cp):
@@ -220,7 +222,8 @@ class Matmul(TorchOp):
             if got.dim() == 2:
                 got = got.unsqueeze(0)
             if tuple(got.shape) != (batch, m, n):
-                return f"output has shape {tuple(as_torch(output).shape)}, expected {(m, n) if batch == 1 else (batch, m, n)}"
+                return (f"output has shape {tuple(as_torch(output).shape)}, "
+                        f"expected {(m, n) if batch == 1 else (batch, m, n)}")
             return _check_rows(
                 got,
                 lambda bi, rows: a[bi].index_select(0, rows).double(),

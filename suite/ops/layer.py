@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -68,8 +68,21 @@ class Weights:
                             self.wdown) if t is not None]
 
     def double(self) -> Weights:
-        return Weights(*(None if t is None else t.detach().double() for t in (
-            self.norm1_w, self.norm1_b, self.wqkv, self.wo, self.norm2_w, self.norm2_b, self.wup, self.wdown)))
+        def d(t: torch.Tensor) -> torch.Tensor:
+            return t.detach().double()
+
+        return Weights(
+            d(self.norm1_w), None if self.norm1_b is None else d(self.norm1_b), d(self.wqkv), d(self.wo),
+            d(self.norm2_w), None if self.norm2_b is None else d(self.norm2_b), d(self.wup), d(self.wdown),
+        )
+
+
+class BlockConfig(TypedDict):
+    """The keyword arguments of `block` that a case's shape fixes."""
+
+    heads: int
+    norm: str
+    activation: str
 
 
 def _no_range(name: str) -> contextlib.AbstractContextManager:
@@ -220,7 +233,7 @@ class TransformerBlock(TorchOp):
             for t in [x, *w.tensors()]:
                 t.requires_grad_(True)
         attend = _sdpa_attend(_backend(str(p["kernel"])))
-        config = {"heads": s.heads, "norm": s.norm, "activation": s.activation}
+        config: BlockConfig = {"heads": s.heads, "norm": s.norm, "activation": s.activation}
         impl = fresh_compile(block) if case.backend == "compiled" else block
 
         def call(mark: Callable[[str], contextlib.AbstractContextManager]) -> Any:
@@ -260,7 +273,7 @@ class TransformerBlock(TorchOp):
         return _no_range, _part_range
 
     @staticmethod
-    def _check(x: torch.Tensor, w: Weights, grad_y: torch.Tensor | None, s: Any, config: dict, dtype: str,
+    def _check(x: torch.Tensor, w: Weights, grad_y: torch.Tensor | None, s: Any, config: BlockConfig, dtype: str,
                seed: int) -> Callable[[Any], str | None]:
         w64 = w.double()
         accumulation = max(s.hidden, s.ffn, s.seq)

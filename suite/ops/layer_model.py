@@ -146,7 +146,8 @@ def forward_parts(params: Mapping[str, Any], dtype: str) -> tuple[PartModel, ...
     attn = _sum_models(
         _op_model(
             "attention",
-            {"batch": s.batch, "heads": s.heads, "seq_q": s.seq, "seq_k": s.seq, "head_dim": s.head_dim, "causal": True},
+            {"batch": s.batch, "heads": s.heads, "seq_q": s.seq, "seq_k": s.seq, "head_dim": s.head_dim,
+             "causal": True},
             dtype,
         ),
         _op_model("copy", {"n": t * h}, dtype),

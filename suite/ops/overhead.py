@@ -19,7 +19,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import cuda_sources
 from rooflab.suite.ops.base import ParamSpec, Params, Prepared
-from rooflab.suite.ops.common import TorchOp, as_torch, compare, cupy_module, esize, generator, randn
+from rooflab.suite.ops.common import TorchOp, as_torch, compare, esize, generator, randn, require_cupy
 from rooflab.suite.ops.pointwise import cupy_stream
 from rooflab.suite.ops.registry import register
 from rooflab.suite.timing import SampleKind
@@ -61,7 +61,7 @@ class Launch(TorchOp):
         x = randn(n, case.dtype, device, gen)
         y = torch.empty_like(x)
         if case.backend == "cupy":
-            cp = cupy_module()
+            cp = require_cupy()
             module = cp.RawModule(code=cuda_sources.launch_source(case.dtype), options=("--std=c++17",))
             kernel = module.get_function(cuda_sources.launch_kernel_name(case.dtype))
             cx, cy = cp.from_dlpack(x), cp.from_dlpack(y)
@@ -75,7 +75,7 @@ class Launch(TorchOp):
                 return cy
 
         else:
-            fn = lambda: torch.add(x, 1, out=y)  # noqa: E731
+            fn = lambda: torch.add(x, 1, out=y)  # noqa: E731 - the timed callable, one line per backend
 
         def check(output: Any) -> str | None:
             return compare(as_torch(output), x.double() + 1.0, case.dtype)

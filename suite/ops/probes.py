@@ -35,12 +35,12 @@ from rooflab.suite.ops.common import (
     as_torch,
     compare,
     compare_chunked,
-    cupy_module,
     cupy_skip_reason,
     esize,
     fresh_compile,
     generator,
     randn,
+    require_cupy,
 )
 from rooflab.suite.ops.pointwise import Q, cupy_stream
 from rooflab.suite.ops.registry import register
@@ -51,7 +51,7 @@ MAX_FMA_K = 4096
 
 @functools.lru_cache(maxsize=64)
 def _raw_module(source: str) -> Any:
-    cp = cupy_module()
+    cp = require_cupy()
     return cp.RawModule(code=source, options=("--std=c++17",))
 
 
@@ -104,7 +104,7 @@ class ThreeArrayStream(StreamOp):
         gen = generator(device, seed)
         a, b, c = (randn(n, case.dtype, device, gen) for _ in range(3))
         if case.backend == "cupy":
-            cp = cupy_module()
+            cp = require_cupy()
             module = _raw_module(cuda_sources.stream_source(case.dtype))
             kernel = module.get_function(cuda_sources.stream_kernel_name(self.kind, case.dtype))
             ca, cb, cc = cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)
@@ -227,7 +227,7 @@ class StreamDot(StreamOp):
         a = randn(n, case.dtype, device, gen)
         b = randn(n, case.dtype, device, gen)
         if case.backend == "cupy":
-            cp = cupy_module()
+            cp = require_cupy()
             module = _raw_module(cuda_sources.stream_source(case.dtype))
             partial_kernel = module.get_function(cuda_sources.stream_kernel_name("dot", case.dtype))
             final_kernel = module.get_function(f"stream_dot_final_{case.dtype}")
@@ -246,7 +246,7 @@ class StreamDot(StreamOp):
                 return result
 
         else:
-            fn = lambda: torch.dot(a, b)  # noqa: E731
+            fn = lambda: torch.dot(a, b)  # noqa: E731 - the timed callable, one line per backend
 
         def check(output: Any) -> str | None:
             got = as_torch(output).reshape(())
@@ -259,7 +259,8 @@ class StreamDot(StreamOp):
         return Prepared(fn=fn, check=check)
 
 
-def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: str, n: int) -> str | None:
+def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: str,
+                    n: int) -> str | None:
     """A dot product's error scales with Σ|a·b| (its condition), not with |Σ a·b|, so the scale
     given to the tolerance is sqrt(Σ (a·b)²), the RMS-like size of the terms' random walk."""
     from rooflab.suite.dtypes import tolerance
@@ -341,7 +342,7 @@ class FmaIntensity(TorchOp):
         x = randn(n, case.dtype, device, gen)
         y = torch.empty_like(x)
         if case.backend == "cupy":
-            cp = cupy_module()
+            cp = require_cupy()
             module = _raw_module(cuda_sources.fma_source(case.dtype, k))
             kernel = module.get_function(cuda_sources.fma_kernel_name(case.dtype, k))
             # raw device pointers: CuPy has no bfloat16 arrays, the kernel needs none
@@ -359,7 +360,7 @@ class FmaIntensity(TorchOp):
 
         elif case.backend == "compiled":
             compiled = fresh_compile(_fma_chain)
-            fn = lambda: compiled(x, k, ALPHA)  # noqa: E731
+            fn = lambda: compiled(x, k, ALPHA)  # noqa: E731 - the timed callable, one line per backend
         else:
             raise ValueError(f"op fma_intensity has no backend {case.backend!r}")
         factor = fma_chain_factor(k)
@@ -368,7 +369,8 @@ class FmaIntensity(TorchOp):
             out = as_torch(output)
             if tuple(out.shape) != (n,):
                 return f"output has shape {tuple(out.shape)}, expected {(n,)}"
-            return compare_chunked(out.reshape(-1, 1), lambda rows: (x[rows].double() * factor).reshape(-1, 1), case.dtype)
+            return compare_chunked(out.reshape(-1, 1), lambda rows: (x[rows].double() * factor).reshape(-1, 1),
+                                   case.dtype)
 
         return Prepared(fn=fn, check=check)
 
