@@ -21,6 +21,7 @@ from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.reports.frames import device_names, first_value
 from rooflab.reports.regressions import detect
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
+from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
@@ -208,7 +209,7 @@ def render_report(
     pages["index.html"] = env.get_template("index.html").render(
         title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices, has_compare=has_compare,
         empty=df.empty, n_results=int(counts["n"].sum()) if not counts.empty else 0, has_crosscheck=has_crosscheck,
-        alerts={s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement")},
+        alerts={str(s): sum(v.status == s for v in verdicts) for s in SHOWN_VERDICTS},
     )
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
@@ -248,7 +249,7 @@ def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
 
 
 def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str:
-    order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+    order = tuple(Verdict)  # the most urgent first
     flagged = [v for v in verdicts if v.flagged]
     flagged.sort(key=lambda v: (order.index(v.status), v.drift is None,
                                 -abs(v.latest.rel_change) if v.latest is not None else 0.0, v.case_key))

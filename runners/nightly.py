@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, Verdict, parse_fail_on
 from rooflab.runners.cli.common import UserInputError
 
-FAIL_ON = ("regression", "drift", "suspect", "never")
 EXIT_OK = 0
 EXIT_ALERT = 1
 EXIT_INTERRUPTED = 130
@@ -58,11 +58,7 @@ class NightlySummary:
 
     @property
     def alert(self) -> bool:
-        if self.fail_on == "never":
-            return False
-        kinds = {"regression": ("regression",), "drift": ("regression", "drift"),
-                 "suspect": ("regression", "suspect", "drift")}[self.fail_on]
-        return any(self.verdicts.get(kind) for kind in kinds)
+        return any(self.verdicts.get(kind) for kind in FailOn(self.fail_on).failing_kinds)
 
     @property
     def other_shards_pending(self) -> bool:
@@ -96,10 +92,7 @@ class NightlySummary:
                 "missing": list(self.shards.missing),
                 "complete": self.shards.complete,
             },
-            "regressions": [dict(v) for v in self.verdicts.get("regression", ())],
-            "suspects": [dict(v) for v in self.verdicts.get("suspect", ())],
-            "improvements": [dict(v) for v in self.verdicts.get("improvement", ())],
-            "drifts": [dict(v) for v in self.verdicts.get("drift", ())],
+            **{f"{kind}s": [dict(v) for v in self.verdicts.get(kind, ())] for kind in FLAG_KINDS},
             "cases_expected": self.cases_expected,
             "cases_missing": list(self.cases_missing),
             "coverage_failed": self.coverage_failed,
@@ -138,15 +131,16 @@ class NightlySummary:
                 else:
                     line += " (other shards still running)"
             lines.append(line)
-        n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in ("regression", "suspect", "improvement"))
+        n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in SHOWN_VERDICTS)
         lines.append(
             f"history: {self.series_checked} series checked, {n_reg} regressions, {n_sus} suspects, "
             f"{n_imp} improvements, {self.insufficient_data} without enough history"
         )
-        n_drift = len(self.verdicts.get("drift", ()))
+        n_drift = len(self.verdicts.get(DRIFT, ()))
         if n_drift:
             lines[-1] += f", {n_drift} drifting"
-        for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"), ("improvement", "improved")):
+        labels = {Verdict.REGRESSION: "REGRESSION", Verdict.SUSPECT: "suspect", DRIFT: "drift", Verdict.IMPROVEMENT: "improved"}
+        for kind, label in labels.items():
             rows = self.verdicts.get(kind, ())
             for row in rows[:SHOWN_PER_KIND]:
                 lines.append(
@@ -229,15 +223,15 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
         verdicts = detect(series_of_run(results(db_url, columns=DETECT_COLUMNS), run_id), **kw)
     # only series whose newest point is this run are judged on tonight's figures
     judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
-    by_kind: dict[str, list[dict[str, Any]]] = {"regression": [], "suspect": [], "improvement": [], "drift": []}
+    by_kind: dict[str, list[dict[str, Any]]] = {str(kind): [] for kind in FLAG_KINDS}
     for verdict in judged:
         if verdict.status in by_kind:
             by_kind[verdict.status].append(verdict.as_dict())
         if verdict.drift is not None:
-            by_kind["drift"].append(verdict.as_dict())
+            by_kind[DRIFT].append(verdict.as_dict())
     for rows in by_kind.values():
         rows.sort(key=lambda r: (-abs(r["rel_change"] or 0.0), r["case_key"], r["device_fingerprint"]))
-    insufficient = sum(1 for v in verdicts if v.status == "insufficient_data")
+    insufficient = sum(1 for v in verdicts if v.status == Verdict.INSUFFICIENT_DATA)
     return {k: tuple(v) for k, v in by_kind.items()}, len(verdicts), insufficient, counts
 
 
@@ -309,8 +303,10 @@ def nightly(
     from rooflab.runners.shards import parse_shard
     from rooflab.suite.spec import load_spec
 
-    if fail_on not in FAIL_ON:
-        raise UserInputError(f"--fail-on {fail_on!r}: allowed: {', '.join(FAIL_ON)}")
+    try:
+        parse_fail_on(fail_on)
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from None
     if window < 2:
         raise UserInputError(f"--window {window}: at least 2 runs")
     if not z_threshold > 0:

@@ -9,8 +9,6 @@ from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
 
-FAIL_ON = ("regression", "drift", "suspect", "never")
-
 
 def _venv_rooflab(venv: Path | None) -> str:
     """The rooflab executable the jobs start: `venv/bin/rooflab`, this one's venv, or `rooflab` on PATH."""

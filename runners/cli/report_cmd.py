@@ -246,10 +246,13 @@ def regressions_cmd(
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
     from rooflab.reports.load import load_verdicts
-    from rooflab.reports.regressions import FAIL_ON, should_fail
+    from rooflab.reports.regressions import should_fail
+    from rooflab.reports.verdicts import Verdict, parse_fail_on
 
-    if fail_on not in FAIL_ON:
-        fail(f"--fail-on: {escape(fail_on)!r} is not allowed; allowed: {', '.join(FAIL_ON)}")
+    try:
+        parse_fail_on(fail_on)
+    except ValueError as exc:
+        fail(escape(str(exc)))
     if window < 1:
         fail("--window: must be at least 1")
     if not threshold > 0:
@@ -260,14 +263,14 @@ def regressions_cmd(
     require_database(url)
     verdicts = _guard(lambda: load_verdicts(url, window=window, z_threshold=threshold, min_change=min_change))
     failing = should_fail(verdicts, fail_on)
-    counts = {s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
+    counts = {str(s): sum(v.status == s for v in verdicts) for s in Verdict}
     counts["drift"] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
                     "series": [v.as_dict() for v in verdicts if show_all or v.flagged]})
     else:
         shown = [v for v in verdicts if show_all or v.flagged]
-        order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+        order = tuple(Verdict)  # the most urgent first
         shown.sort(key=lambda v: (order.index(v.status), v.case_key))
         t = Table(title=f"{len(verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "first bad run", "history",
