@@ -18,8 +18,8 @@ from rooflab.db.engine import make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.schema import require_current
 from rooflab.db.store import ResultStore, device_key, require_aware, upsert_case
+from rooflab.db.status import CHECK_STATUSES, allowed
 
-CHECK_STATUSES = ("ok", "skipped", "failed", "incorrect")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
 
     The run and the device must have been stored first (`start_run`, `add_environment`)."""
     if r.status not in CHECK_STATUSES:
-        raise DatabaseInputError(f"invalid cross-check status {r.status!r}; allowed: {', '.join(CHECK_STATUSES)}")
+        raise DatabaseInputError(f"invalid cross-check status {r.status!r}; allowed: {allowed(CHECK_STATUSES)}")
     require_aware("measured_at", r.measured_at)
 
     def body(conn: Connection) -> bool:

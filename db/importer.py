@@ -22,11 +22,11 @@ from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.load import Batch, LoadCounts, load
-from rooflab.db.records import RUN_STATUSES, STATUSES
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.schema import open_for_writing
 from rooflab.db.store import device_key, parse_shard
 
-_ENUMS = {"status": STATUSES, "run_status": RUN_STATUSES}
+_ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}
 _RUN_FIELDS = ("started_at", "host", "suite", "git_commit", "finished_at", "run_status", "spec_hash",
                "git_dirty", "command_line", "rooflab_version")
 _ENV_FIELDS = ("device_name", "device_kind", "torch_version", "cuda_version", "driver_version", "l2_bytes",

@@ -13,6 +13,7 @@ from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
+from rooflab.db.status import RunStatus
 
 CHUNK = 2000
 T = TypeVar("T")
@@ -76,10 +77,10 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
         shard_rows = [dict(row, run_id=run_ids[run_id]) for run_id, row in batch.shards]
         conn.execute(insert_ignore(conn, shard_t), shard_rows)
         for row in shard_rows:
-            if row["status"] != "running":
+            if row["status"] != RunStatus.RUNNING:
                 conn.execute(
                     update(shard_t)
-                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"], shard_t.c.status == "running")
+                    .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"], shard_t.c.status == RunStatus.RUNNING)
                     .values(status=row["status"], finished_at=row["finished_at"])
                 )
     sharded = {run_id for run_id, _ in batch.shards}
@@ -88,10 +89,10 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
     for run_id, row in batch.runs.items():
         if run_id in sharded:
             aggregate_shards(conn, run_ids[run_id])
-        elif row["status"] != "running":
+        elif row["status"] != RunStatus.RUNNING:
             conn.execute(
                 update(run_t)
-                .where(run_t.c.id == run_ids[run_id], run_t.c.status == "running")
+                .where(run_t.c.id == run_ids[run_id], run_t.c.status == RunStatus.RUNNING)
                 .values(status=row["status"], finished_at=row["finished_at"])
             )
 

@@ -20,6 +20,7 @@ from rooflab.db.columns import ALL_COLUMNS, canonical_json, result_select
 from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.schema import require_current
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.timeparse import parse_since
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
@@ -179,7 +180,7 @@ def series_summary(url: str) -> pd.DataFrame:
     in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
     runs in run order (None without one). One pass over the measurements, no row per result."""
     r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    ok = (m.status == "ok") & (m.median_ms > 0)
+    ok = (m.status == ResultStatus.OK) & (m.median_ms > 0)
     query = (
         select(c.case_key, e.device_fingerprint,
                func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
@@ -231,9 +232,9 @@ def runs(url: str) -> pd.DataFrame:
     """One row per run, in run order, with counts of its measurements and shards."""
     r, m, s = models.Run, models.Measurement, models.RunShard
     n_measurements = select(func.count()).where(m.run_id == r.id).scalar_subquery()
-    n_ok = select(func.count()).where(m.run_id == r.id, m.status == "ok").scalar_subquery()
+    n_ok = select(func.count()).where(m.run_id == r.id, m.status == ResultStatus.OK).scalar_subquery()
     n_shards = select(func.max(s.shard_count)).where(s.run_id == r.id).scalar_subquery()
-    n_shards_finished = select(func.count()).where(s.run_id == r.id, s.status != "running").scalar_subquery()
+    n_shards_finished = select(func.count()).where(s.run_id == r.id, s.status != RunStatus.RUNNING).scalar_subquery()
     query = select(
         r.run_id, r.suite, r.status, r.started_at, r.finished_at, r.host, r.git_commit, r.git_dirty,
         r.spec_hash, r.command_line, r.rooflab_version,

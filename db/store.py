@@ -19,14 +19,14 @@ from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.records import RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.db.records import EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
 from rooflab.db.samples import pack
+from rooflab.db.status import FINISHED_RANK, ResultStatus, RunStatus, allowed
 from rooflab.db.schema import open_for_writing
 from rooflab.db.urls import normalize_url, redact
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
-_STATUS_RANK = {"complete": 0, "partial": 1, "interrupted": 2, "failed": 3}
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class ShardStatus:
     shard: str  # "I/N"
     shard_count: int
     host: str
-    status: str  # one of RUN_STATUSES
+    status: str  # a RunStatus
     started_at: datetime
     finished_at: datetime | None
 
@@ -127,7 +127,7 @@ class ResultStore:
         store.start_run(run)
         store.add_environment(run.run_id, env)
         store.add_measurement(measurement)   # False if this run already has that result
-        store.finish_run(run.run_id, "complete")
+        store.finish_run(run.run_id, RunStatus.COMPLETE)
         store.close()
     """
 
@@ -184,7 +184,7 @@ class ResultStore:
                     spec_hash=run.spec_hash,
                     started_at=run.started_at,
                     finished_at=None,
-                    status="running",
+                    status=RunStatus.RUNNING,
                     host=run.host,
                     git_commit=run.git_commit,
                     git_dirty=bool(run.git_dirty),
@@ -202,36 +202,36 @@ class ResultStore:
                 )
             if shard is None:
                 conn.execute(
-                    update(models.Run).where(models.Run.id == row.id).values(status="running", finished_at=None)
+                    update(models.Run).where(models.Run.id == row.id).values(status=RunStatus.RUNNING, finished_at=None)
                 )
             else:
                 table = models.RunShard.__table__
                 conn.execute(
                     insert_ignore(conn, table).values(
                         run_id=row.id, shard=shard, shard_count=shard_count, host=run.host,
-                        status="running", started_at=utc_now(), finished_at=None,
+                        status=RunStatus.RUNNING, started_at=utc_now(), finished_at=None,
                     )
                 )
                 conn.execute(
                     update(models.RunShard)
                     .where(models.RunShard.run_id == row.id, models.RunShard.shard == shard)
-                    .values(status="running", finished_at=None, host=run.host)
+                    .values(status=RunStatus.RUNNING, finished_at=None, host=run.host)
                 )
                 conn.execute(
-                    update(models.Run).where(models.Run.id == row.id).values(status="running", finished_at=None)
+                    update(models.Run).where(models.Run.id == row.id).values(status=RunStatus.RUNNING, finished_at=None)
                 )
             return row.id
 
         self._run_pk[run.run_id] = self._transaction(body)
 
     def finish_run(self, run_id: str, status: str, shard: str | None = None) -> None:
-        """Mark a run (or one shard of it) finished with a RUN_STATUSES status.
+        """Mark a run (or one shard of it) finished with a RunStatus.
 
         A sharded run is finished when all N of its shards are; its status is then the worst of
         theirs (complete < partial < interrupted < failed).
         """
-        if status not in RUN_STATUSES:
-            raise DatabaseInputError(f"invalid run status {status!r}; allowed: {', '.join(RUN_STATUSES)}")
+        if status not in tuple(RunStatus):
+            raise DatabaseInputError(f"invalid run status {status!r}; allowed: {allowed(RunStatus)}")
         if shard is not None:
             parse_shard(shard)
         now = utc_now()
@@ -316,8 +316,8 @@ class ResultStore:
         Returns False, writing nothing, when the run already has a result for this case, cache
         mode, timing mode and device.
         """
-        if m.status not in STATUSES:
-            raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {', '.join(STATUSES)}")
+        if m.status not in tuple(ResultStatus):
+            raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {allowed(ResultStatus)}")
         require_aware("measured_at", m.measured_at)
         row = measurement_row(m)
         blob = pack(m.samples_ms) if m.samples_ms else None
@@ -402,9 +402,9 @@ def aggregate_shards(conn: Connection, run_pk: int) -> None:
     if not shards:
         return
     expected = max(s.shard_count for s in shards)
-    finished = [s for s in shards if s.status != "running"]
+    finished = [s for s in shards if s.status != RunStatus.RUNNING]
     if len(finished) >= expected and len(finished) == len(shards):
-        worst = max((s.status for s in finished), key=lambda status: _STATUS_RANK.get(status, 3))
+        worst = max((s.status for s in finished), key=lambda status: FINISHED_RANK.get(status, FINISHED_RANK[RunStatus.FAILED]))
         last = max(s.finished_at for s in finished if s.finished_at is not None) if any(
             s.finished_at is not None for s in finished) else None
         conn.execute(update(models.Run).where(models.Run.id == run_pk).values(status=worst, finished_at=last))

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
 from rooflab.reports.diagnosis import _wall, latest_per_case
 from rooflab.reports.frames import params_of
@@ -221,7 +222,7 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
     device's rows; `parts`: any superset of their parts)."""
     if profiles.empty:
         return []
-    rows = profiles[(profiles["status"] == "ok") & (pd.to_numeric(profiles["median_ms"], errors="coerce") > 0)]
+    rows = profiles[(profiles["status"] == ResultStatus.OK) & (pd.to_numeric(profiles["median_ms"], errors="coerce") > 0)]
     rows = rows.sort_values(["run_order", "measurement_id"]).drop_duplicates("case_key", keep="last")
     floor = launch_floor_ms(dc, "launch")
     out = []

@@ -28,6 +28,7 @@ import pandas as pd
 
 from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.suite.case import CacheMode
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)
@@ -176,8 +177,8 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
     if rows.empty:
         return DeviceCeilings(device_name, spec, l2, ())
     nbytes = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0)
-    cold = rows["cache"] == "cold"
-    hot = rows["cache"] == "hot"
+    cold = rows["cache"] == CacheMode.COLD
+    hot = rows["cache"] == CacheMode.HOT
     big = nbytes >= HBM_MIN_L2_MULTIPLE * l2
     for kind, ops, mask in (
         ("hbm_rw", STREAM_RW_OPS, cold & big),
@@ -211,9 +212,9 @@ def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
     probes); a compute figure from any case."""
     nbytes = float(row["bytes"] or 0)
     if kind in ("hbm_rw", "hbm_ro"):
-        return row["cache"] == "cold" and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
+        return row["cache"] == CacheMode.COLD and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
     if kind == "l2":
-        return row["cache"] == "hot" and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
+        return row["cache"] == CacheMode.HOT and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
     return True
 
 
@@ -318,7 +319,7 @@ def _bandwidth_choice(dc: DeviceCeilings, *, hot: bool, read_only: bool) -> Ceil
 def l2_resident(dc: DeviceCeilings, cache: str, nbytes: float) -> bool:
     """A hot case whose bytes fit in the L2 is held against the L2 roof; larger hot cases stream
     from HBM anyway (with an unknown L2 size every hot case counts as resident)."""
-    return cache == "hot" and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
+    return cache == CacheMode.HOT and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
 
 
 def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:

@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from rooflab.db.status import FAULTS, ResultStatus
 from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles, section as breakdown_section
@@ -95,8 +96,8 @@ def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dic
     firsts = groups[["run_order", "started_at", "host", "suite", "git_commit"]].first()
     devices = groups["device_name"].agg(lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
     total = n.groupby(counts["run_id"], sort=False).sum()
-    ok = n.where(counts["status"] == "ok", 0).groupby(counts["run_id"], sort=False).sum()
-    failed = n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0).groupby(counts["run_id"], sort=False).sum()
+    ok = n.where(counts["status"] == ResultStatus.OK, 0).groupby(counts["run_id"], sort=False).sum()
+    failed = n.where(counts["status"].isin(FAULTS), 0).groupby(counts["run_id"], sort=False).sum()
     out = []
     for run_id in total.index:
         out.append({
@@ -193,7 +194,7 @@ def render_report(
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
                         "environments": ctx["environments"], "runs": ", ".join(plan.shown),
                         "fingerprints": sorted(str(f) for f in rows["device_fingerprint"].dropna().unique()),
-                        "results": len(rows), "ok": int((rows["status"] == "ok").sum())})
+                        "results": len(rows), "ok": int((rows["status"] == ResultStatus.OK).sum())})
     has_compare = len(names) >= 2
     if has_compare:
         pages["compare.html"] = _compare_page(env, out, ceilings_by_device)

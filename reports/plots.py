@@ -18,9 +18,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rooflab.db.status import ResultStatus  # noqa: E402
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
 from rooflab.reports.frames import quality_of, usable  # noqa: E402
 from rooflab.reports.regressions import SeriesVerdict  # noqa: E402
+from rooflab.suite.case import CacheMode  # noqa: E402
 
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
@@ -68,7 +70,7 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
     for (family, dtype, cache), g in rows.groupby(["family", "dtype", "cache"], sort=True):
         color = colors[str(family)]
         marker = DTYPE_MARKERS.get(str(dtype), "o")
-        face = color if cache == "cold" else "none"
+        face = color if cache == CacheMode.COLD else "none"
         ax.scatter(g[x], g[y], marker=marker, s=36, facecolors=face, edgecolors=[color], linewidths=1.2,
                    label=plain(f"{family} {dtype} {cache}"), zorder=3, rasterized=raster)
 
@@ -84,7 +86,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
     every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
     quality (reports.frames.quality_of)."""
-    ok = rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
+    ok = rows[(rows["status"] == ResultStatus.OK) & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty else rows
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
     if ok.empty:
@@ -193,7 +195,7 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                 color = colors[str(family)]
                 gid = f"rl-points-{k}"
                 ax.scatter(g["x"], g["y"], marker=DTYPE_MARKERS.get(str(dtype), "o"), s=36,
-                           facecolors=color if cache == "cold" else "none", edgecolors=[color], linewidths=1.2,
+                           facecolors=color if cache == CacheMode.COLD else "none", edgecolors=[color], linewidths=1.2,
                            zorder=3, rasterized=raster, gid=gid)
                 if not raster:
                     titles[gid] = [(int(r["point"]), _point_title(r)) for _, r in g.iterrows()]
@@ -281,9 +283,9 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
             for (op, cache), g in sel.groupby(["op", "cache"], sort=True):
                 g = g.sort_values("bytes")
                 c = colors[str(op)]
-                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == "cold" else ":", color=c, lw=1.0,
+                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == CacheMode.COLD else ":", color=c, lw=1.0,
                         rasterized=raster)
-                ax.scatter(g["bytes"].astype(float), g["gbps_"], color=c, facecolors=c if cache == "cold" else "none",
+                ax.scatter(g["bytes"].astype(float), g["gbps_"], color=c, facecolors=c if cache == CacheMode.COLD else "none",
                            edgecolors=[c], s=28, label=plain(f"{op} {cache}"), zorder=3, rasterized=raster)
         else:
             ax.text(0.5, 0.5, "no zero-FLOP or stream measurements", transform=ax.transAxes, ha="center")

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports import changepoints as cp
 from rooflab.reports.verdicts import ALERTS, SHOWN_VERDICTS, FailOn, Verdict
 from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
@@ -249,7 +250,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     median = pd.to_numeric(df["median_ms"], errors="coerce")
     ok = median > 0
     if "status" in df.columns:
-        ok &= df["status"] == "ok"
+        ok &= df["status"] == ResultStatus.OK
     throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
     noisy = pd.Series(False, index=df.index)
     if "rel_ci_halfwidth" in df.columns:

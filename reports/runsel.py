@@ -20,6 +20,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS
 from rooflab.reports.errors import ReportInputError
 
@@ -55,7 +56,7 @@ def counts_of(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _roof_mask(counts: pd.DataFrame) -> pd.Series:
-    return (counts["status"] == "ok") & (counts["op"].isin(ROOF_OPS) | counts["family"].isin(ROOF_FAMILIES))
+    return (counts["status"] == ResultStatus.OK) & (counts["op"].isin(ROOF_OPS) | counts["family"].isin(ROOF_FAMILIES))
 
 
 def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None, since: object = None) -> dict[str, DeviceRuns]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, Verdict, parse_fail_on
 from rooflab.runners.cli.common import UserInputError
 
@@ -72,9 +73,9 @@ class NightlySummary:
 
     @property
     def exit_code(self) -> int:
-        if self.invocation is not None and self.invocation.get("status") == "interrupted":
+        if self.invocation is not None and self.invocation.get("status") == RunStatus.INTERRUPTED:
             return EXIT_INTERRUPTED
-        if self.alert or self.run_status == "failed" or self.report_error is not None or self.coverage_failed:
+        if self.alert or self.run_status == RunStatus.FAILED or self.report_error is not None or self.coverage_failed:
             return EXIT_ALERT
         return EXIT_OK
 
@@ -187,8 +188,8 @@ def shard_state(db_url: str, run_id: str) -> ShardState:
         return ShardState(0, (), (), ())
     expected = max(s.shard_count for s in started)
     seen = {s.shard for s in started}
-    finished = tuple(s.shard for s in started if s.status != "running")
-    unfinished = tuple(s.shard for s in started if s.status == "running")
+    finished = tuple(s.shard for s in started if s.status != RunStatus.RUNNING)
+    unfinished = tuple(s.shard for s in started if s.status == RunStatus.RUNNING)
     missing = tuple(f"{i}/{expected}" for i in range(expected) if f"{i}/{expected}" not in seen)
     return ShardState(expected, finished, unfinished, missing)
 
@@ -209,11 +210,10 @@ def check_history(db_url: str, run_id: str, *, window: int, z_threshold: float, 
                   ) -> tuple[dict[str, tuple[dict[str, Any], ...]], int, int, dict[str, int]]:
     """(verdict rows by status, series checked, series without enough history, counts by status)."""
     from rooflab.db.query import results, run_ids
-    from rooflab.db.records import STATUSES
     from rooflab.reports.regressions import DETECT_COLUMNS, detect, detect_in_database
 
     this_run = results(db_url, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
-    counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
+    counts = {str(status): int((this_run["status"] == status).sum()) for status in ResultStatus}
     kw = {"window": window, "z_threshold": z_threshold, "min_change": min_change}
     if not this_run.empty and run_ids(db_url)[-1] == run_id:
         # the newest run: its series up to it are their whole histories, judged from the newest runs

@@ -23,14 +23,15 @@ from rich.progress import (
 from rich.table import Table
 
 from rooflab.db.records import MeasurementRecord
+from rooflab.db.status import ResultStatus
 from rooflab.suite.case import Case
 
 STATUS_STYLES = {
-    "ok": "green",
-    "incorrect": "magenta",
-    "failed": "red",
-    "crashed": "bold red",
-    "skipped": "yellow",
+    ResultStatus.OK: "green",
+    ResultStatus.INCORRECT: "magenta",
+    ResultStatus.FAILED: "red",
+    ResultStatus.CRASHED: "bold red",
+    ResultStatus.SKIPPED: "yellow",
 }
 
 
@@ -49,7 +50,7 @@ def format_ms(value: float | None) -> str:
 
 def describe_result(record: MeasurementRecord) -> str:
     """`median 1.234 ms ±0.4% [p10 1.230 ms, p90 1.240 ms]  812.3 GB/s  0.21 TFLOP/s` or the error."""
-    if record.status != "ok":
+    if record.status != ResultStatus.OK:
         return record.error or ""
     parts = [f"median {format_ms(record.median_ms)}"]
     if record.rel_ci_halfwidth is not None:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.cli.common import UserInputError
 from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
@@ -49,9 +50,9 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "interrupted":
+        if self.status == RunStatus.INTERRUPTED:
             return EXIT_INTERRUPTED
-        if self.status == "failed":
+        if self.status == RunStatus.FAILED:
             return EXIT_FAILED
         return EXIT_OK
 
@@ -338,15 +339,15 @@ def _measure(db_url: str, resume: str | None, spec: Any, effective_run_id: str, 
             result = supervisor.run()
         except BaseException:
             try:
-                store.finish_run(effective_run_id, "failed", shard=shard)
+                store.finish_run(effective_run_id, RunStatus.FAILED, shard=shard)
             except Exception:  # noqa: BLE001 - the original error is the one to report
                 pass
             raise
         finally:
             reporter.close()
         status = result.status
-        if status == "complete" and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
-            status = "partial"
+        if status == RunStatus.COMPLETE and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
+            status = RunStatus.PARTIAL
         store.finish_run(effective_run_id, status, shard=shard)
     finally:
         store.close()
@@ -426,13 +427,11 @@ def _summary(
     elapsed_s: float,
     status: str | None = None,
 ) -> RunSummary:
-    from rooflab.db.records import STATUSES
-
-    counts = {status: 0 for status in STATUSES}
+    counts = {str(status): 0 for status in ResultStatus}
     for r in result.results:
         if r.stored:  # a result another process stored first is that process's to count
             counts[r.record.status] += 1
-    ok = [r for r in result.results if r.record.status == "ok" and r.record.median_ms is not None]
+    ok = [r for r in result.results if r.record.status == ResultStatus.OK and r.record.median_ms is not None]
     ok.sort(key=lambda r: r.record.median_ms or 0.0, reverse=True)
     slowest = tuple(
         {

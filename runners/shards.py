@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
-from rooflab.suite.case import Case
+from rooflab.db.status import ResultStatus
+from rooflab.suite.case import CacheMode, Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings
 
@@ -104,7 +105,7 @@ def sampling_time_s(per_call_s: float, timing: TimingSettings, cache: str) -> fl
     Warmup lasts max(warmup_ms, warmup_calls calls); sampling runs at least min_time_ms and
     min_samples samples, and gives up after max_time_ms (but not before min_samples).
     """
-    per_sample_s = per_call_s + (COLD_FLUSH_S if cache == "cold" else 0.0)
+    per_sample_s = per_call_s + (COLD_FLUSH_S if cache == CacheMode.COLD else 0.0)
     warmup_s = max(timing.warmup_ms * 1e-3, timing.warmup_calls * per_call_s) + per_call_s
     floor_s = timing.min_samples * per_sample_s
     sample_s = min(max(timing.min_time_ms * 1e-3, floor_s), timing.max_time_ms * 1e-3)
@@ -196,7 +197,7 @@ def previous_medians(
     # creating the schema (and refused by the store right after, if it really is foreign)
     if read_state(db_url).kind in ("empty", "foreign"):
         return CostBasis()
-    frame = results(db_url, status="ok", device=device_fingerprint)
+    frame = results(db_url, status=ResultStatus.OK, device=device_fingerprint)
     if frame.empty:
         return CostBasis()
     if device_fingerprint is not None:

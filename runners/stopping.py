@@ -29,11 +29,10 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Callable, Sequence
 
 from rooflab.runners.stats import SampleStats, summarize
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.timing import StopReason, TimingSettings
 
 GROWTH_FRACTION = 0.25  # each later batch adds ~this fraction of the samples taken so far
 NOISE_HISTORY = 512  # noise estimates kept (one per sample, the newest)
@@ -43,16 +42,6 @@ NOISE_SETTLED_REL = 0.05  # relative spread of the kept estimates around the cur
 _RESOLUTION_SLACK = 1e-9
 
 TakeBatch = Callable[[int], Sequence[float]]  # k -> k samples in ms
-
-
-class StopReason(StrEnum):
-    """Why sampling stopped; the values are what the database stores (db.records.STOP_REASONS)."""
-
-    CONVERGED = "converged"
-    CLOCK_RESOLUTION = "clock_resolution"
-    NOISE_SETTLED = "noise_settled"
-    MAX_SAMPLES = "max_samples"
-    MAX_TIME = "max_time"
 
 
 @dataclass(frozen=True)

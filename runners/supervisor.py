@@ -21,6 +21,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from rooflab.db.records import CaseRecord, MeasurementRecord
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.store import device_key, environment_device_uuid
 from rooflab.runners.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
 from rooflab.suite.case import Case
@@ -291,11 +292,11 @@ class Supervisor:
                 )
             )
         if self.stop_requested:
-            status = "interrupted"
+            status = RunStatus.INTERRUPTED
         elif failed:
-            status = "failed"
+            status = RunStatus.FAILED
         else:
-            status = "complete"
+            status = RunStatus.COMPLETE
         return SupervisorResult(status, tuple(results), tuple(reports), unmeasured)
 
     def _loop(self) -> None:
@@ -440,7 +441,7 @@ class Supervisor:
             return
         case = lane.in_flight
         if case is not None:
-            outcome = CaseOutcome(case.case_key, "crashed", f"worker process died: {how}")
+            outcome = CaseOutcome(case.case_key, ResultStatus.CRASHED, f"worker process died: {how}")
             self._store(lane, case, outcome, time.monotonic() - lane.sent_at)
             self.progress.note(f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
         lane.in_flight = None
@@ -456,7 +457,7 @@ class Supervisor:
         case = lane.in_flight
         assert case is not None
         elapsed = time.monotonic() - lane.sent_at
-        outcome = CaseOutcome(case.case_key, "crashed", f"timed out after {elapsed:.1f} s; worker killed")
+        outcome = CaseOutcome(case.case_key, ResultStatus.CRASHED, f"timed out after {elapsed:.1f} s; worker killed")
         self._store(lane, case, outcome, elapsed)
         self.progress.note(f"{lane.torch_device}: {case.describe()} timed out after {elapsed:.1f} s; worker killed")
         lane.in_flight = None
@@ -528,7 +529,7 @@ def build_record(
         dtype=case.dtype,
         params=dict(case.params),
     )
-    ok = outcome.status == "ok"
+    ok = outcome.status == ResultStatus.OK
     stats = dict(outcome.stats or {}) if ok else {}
     return MeasurementRecord(
         run_id=run_id,

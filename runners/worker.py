@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from rooflab.suite.case import Case
+from rooflab.db.status import ResultStatus
+from rooflab.suite.case import CacheMode, Case, TimingMode
 from rooflab.suite.device import DeviceInfo
 
 GIB = 1024**3
@@ -139,7 +140,7 @@ def _available_memory_bytes(device: DeviceInfo) -> int | None:
 
 def generic_skip_reason(op: Any, case: Case, device: DeviceInfo) -> str | None:
     """The checks every case gets before anything is allocated; None when the case may run."""
-    if case.timing_mode == "graph" and not device.is_cuda:
+    if case.timing_mode == TimingMode.GRAPH and not device.is_cuda:
         return "graph timing mode needs CUDA"
     if case.backend not in op.backends:
         return f"backend {case.backend} is not supported by {op.name} (supported: {', '.join(op.backends)})"
@@ -255,16 +256,16 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _
     op = get_op(case.op)
     reason = generic_skip_reason(op, case, device)
     if reason:
-        return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
+        return CaseOutcome(key, ResultStatus.SKIPPED, reason, time.perf_counter() - started)
     settings = case.timing.override(dict(request.timing_overrides))
     cpu_threads = _apply_cpu_threads(device, request.cpu_threads)
     laps.restart()
     prepared = op.prepare(case, device, case_seed(request.seed, key))
-    if case.timing_mode == "graph" and not prepared.graph_safe:
+    if case.timing_mode == TimingMode.GRAPH and not prepared.graph_safe:
         # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
         # not support is skipped, as an unsupported dtype or backend is
         reason = f"{op.name} with the {case.backend} backend cannot be captured in a CUDA graph (timing mode graph)"
-        return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
+        return CaseOutcome(key, ResultStatus.SKIPPED, reason, time.perf_counter() - started)
     _synchronize(device, prepared.sync)
     laps.lap("prepare")
     t0 = time.perf_counter_ns()
@@ -282,7 +283,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float, laps: _
     laps.lap("check")
     if problem:
         return CaseOutcome(
-            key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms,
+            key, ResultStatus.INCORRECT, problem, time.perf_counter() - started, first_call_ms=first_call_ms,
             phases_ms=dict(laps.phases), check_cached=check_cached,
         )
     return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind, check_cached)
@@ -301,7 +302,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
         timing_mode=case.timing_mode,
         sync=prepared.sync,
         graph_safe=prepared.graph_safe,
-        flusher=_flusher(device) if case.cache == "cold" else None,
+        flusher=_flusher(device) if case.cache == CacheMode.COLD else None,
         sample_kind=ready.sample_kind,
     )
 
@@ -342,7 +343,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         layer_profile, attribution_error = attribute(ready.prepared, device)
         return CaseOutcome(
             key,
-            "ok",
+            ResultStatus.OK,
             attribution_error,
             time.perf_counter() - started,
             clock=result.clock,
@@ -378,11 +379,11 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     if raised:
         _release_quietly(device)
     if _context_usable(device):
-        return CaseOutcome(key, "failed", message, time.perf_counter() - started)
+        return CaseOutcome(key, ResultStatus.FAILED, message, time.perf_counter() - started)
     # a sticky CUDA error (illegal memory access, device-side assert): the context is lost with
     # everything on it, as if the process had died; a fresh worker takes the next case
     return CaseOutcome(
-        key, "crashed", f"device context lost: {message}", time.perf_counter() - started, worker_unusable=True
+        key, ResultStatus.CRASHED, f"device context lost: {message}", time.perf_counter() - started, worker_unusable=True
     )
 
 

@@ -62,7 +62,7 @@ from typing import Any, Iterable, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rooflab.suite import sweep
-from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue, mode_conflict
+from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, CacheMode, Case, ParamValue, TimingMode, mode_conflict
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import apply_filters
 from rooflab.suite.ops.base import Op, ParamSpec
@@ -87,8 +87,8 @@ DEVICE_KINDS = ("cpu", "cuda")
 DEFAULT_MAX_CASES = 5000
 DEFAULT_BACKENDS = ("eager",)
 DEFAULT_DTYPES = ("float32",)
-DEFAULT_CACHE = ("cold",)
-DEFAULT_TIMING_MODES = ("launch",)
+DEFAULT_CACHE = (CacheMode.COLD,)
+DEFAULT_TIMING_MODES = (TimingMode.LAUNCH,)
 
 
 # ---------------------------------------------------------------- document models (structure only)

@@ -16,6 +16,23 @@ class SampleKind(StrEnum):
     HOST_PER_LAUNCH = "host_per_launch"  # host wall time per launch of back-to-back launches, one sync at the end
 
 
+class StopReason(StrEnum):
+    """Why sampling stopped (runners.stopping decides; the database stores the value): the CI
+    reached the target precision, the CI is no wider than the clock's resolution, the noise estimate
+    settled, or a bound was hit."""
+
+    CONVERGED = "converged"
+    CLOCK_RESOLUTION = "clock_resolution"
+    NOISE_SETTLED = "noise_settled"
+    MAX_SAMPLES = "max_samples"
+    MAX_TIME = "max_time"
+
+
+# stop reasons of a case that never reached its target precision: it ran out of time or samples, or
+# its noise estimate settled above the target (an inherently noisy case)
+UNCONVERGED_STOPS = (StopReason.MAX_TIME, StopReason.MAX_SAMPLES, StopReason.NOISE_SETTLED)
+
+
 @dataclass(frozen=True)
 class TimingSettings:
     warmup_ms: float = 25.0  # warmup lasts at least this long ...

@@ -8,6 +8,7 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
+from rooflab.db.status import ResultStatus
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
 
 CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer timers, round after round, in one process.
@@ -47,10 +48,10 @@ def crosscheck_command(
             return
         parts = []
         for r in results:
-            if r.status == "ok":
+            if r.status == ResultStatus.OK:
                 mark = " DISAGREE" if r.disagrees else ""
                 parts.append(f"{r.peer} {r.ratio:.3f}{mark}")
-            elif r.status != "skipped" or r.error and "importable" not in r.error and "needs a CUDA" not in r.error:
+            elif r.status != ResultStatus.SKIPPED or r.error and "importable" not in r.error and "needs a CUDA" not in r.error:
                 parts.append(f"{r.peer} {r.status}")
         err_console.print(f"{escape(case.case_key)}: {escape(', '.join(parts))}", highlight=False, soft_wrap=True)
 

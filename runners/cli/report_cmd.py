@@ -128,9 +128,10 @@ def predict_cmd(
 ) -> None:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
     from rooflab.reports.predict import parse_shape, predict
+    from rooflab.suite.case import CACHE_MODES
 
-    if cache not in ("cold", "hot"):
-        fail(f"--cache: {escape(cache)!r} is not allowed; allowed: cold, hot")
+    if cache not in CACHE_MODES:
+        fail(f"--cache: {escape(cache)!r} is not allowed; allowed: {', '.join(CACHE_MODES)}")
     df = _load(db)
     candidates = ambiguous_device(device, df)
     if candidates:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import CacheMode, Case
 from rooflab.suite.device import DeviceInfo
 
 
@@ -20,11 +20,6 @@ class PeerName(StrEnum):
     DO_BENCH = "do_bench"
     NVBENCH = "nvbench"
     CUPYX = "cupyx"
-
-
-class CacheMode(StrEnum):
-    COLD = "cold"  # the cache is flushed before each timed call
-    HOT = "hot"  # repeated calls on a warm cache
 
 
 class PeerClock(StrEnum):

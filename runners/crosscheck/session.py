@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.cli.common import UserInputError
 from rooflab.runners.crosscheck.peer import Peer, PeerTiming
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
@@ -201,7 +202,7 @@ def check_case(
                     except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
                         entry.error = describe_exception(exc)
     except Exception as exc:  # noqa: BLE001 - a case that fails to prepare or time is data: status failed
-        return rows("failed", describe_exception(exc))
+        return rows(ResultStatus.FAILED, describe_exception(exc))
     finally:
         ready = None
         _release_quietly(device)
@@ -212,7 +213,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
     base = dict(case_key=case.case_key, op=case.op, family=case.family, cache=case.cache,
                 peer=entry.peer.name.value, peer_version=version)
     if entry.error is not None:
-        return PeerCheck(**base, status="failed", error=entry.error)
+        return PeerCheck(**base, status=ResultStatus.FAILED, error=entry.error)
     rooflab = summarize_timer(ours.medians_ms, ours.samples_ms)
     peer = summarize_timer([t.median_ms for t in entry.timings], [t.samples_ms for t in entry.timings])
     first = entry.timings[0]
@@ -221,7 +222,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
         peer_cache=first.cache, peer_clock=first.clock, on_gpu=on_gpu,
     )
     return PeerCheck(
-        **base, status="ok", peer_cache=first.cache.value, peer_clock=first.clock.value,
+        **base, status=ResultStatus.OK, peer_cache=first.cache.value, peer_clock=first.clock.value,
         rooflab_median_ms=rooflab.median_ms, rooflab_spread=rooflab.spread, peer_median_ms=peer.median_ms,
         peer_spread=peer.spread, ratio=verdict.ratio, disagrees=verdict.disagrees,
         likely_reason=verdict.reason.value if verdict.reason else None,
@@ -235,7 +236,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
 def summarize_checks(checks: Sequence[PeerCheck]) -> tuple[GroupSummary, ...]:
     """Per peer: every family together (`all`), then each family."""
     out: list[GroupSummary] = []
-    ok = [c for c in checks if c.status == "ok" and c.ratio is not None]
+    ok = [c for c in checks if c.status == ResultStatus.OK and c.ratio is not None]
     for peer in dict.fromkeys(c.peer for c in ok):
         mine = [c for c in ok if c.peer == peer]
         families = ["all", *dict.fromkeys(c.family for c in mine)]
@@ -302,7 +303,7 @@ def run_crosscheck(
     uuid = environment_device_uuid(environment)
     checks: list[PeerCheck] = []
     store = ResultStore(db_url)
-    final = "failed"
+    final = RunStatus.FAILED
     try:
         store.start_run(run)
         store.add_environment(run_id, environment)
@@ -310,7 +311,7 @@ def run_crosscheck(
             results = check_case(case, device_info, available, rounds=rounds, seed=seed) if available else []
             results += [
                 PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value, status[p.name.value]["version"],
-                          "skipped", status[p.name.value]["reason"])
+                          ResultStatus.SKIPPED, status[p.name.value]["reason"])
                 for p in chosen if not status[p.name.value]["available"]
             ]
             for c in results:
@@ -326,9 +327,9 @@ def run_crosscheck(
             checks.extend(results)
             if on_check is not None:
                 on_check(case, results)
-        final = "complete"
+        final = RunStatus.COMPLETE
     except KeyboardInterrupt:
-        final = "interrupted"
+        final = RunStatus.INTERRUPTED
         raise
     finally:
         try:

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from rooflab.suite.case import CACHE_MODES, Case, ParamValue
+from rooflab.suite.case import CACHE_MODES, TIMING_MODES, Case, ParamValue
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind
 
@@ -59,7 +59,7 @@ class Op(ABC):
     params: ClassVar[dict[str, ParamSpec]]
     backends: ClassVar[tuple[str, ...]]
     dtypes: ClassVar[tuple[str, ...]]
-    timing_modes: ClassVar[tuple[str, ...]] = ("launch", "graph")
+    timing_modes: ClassVar[tuple[str, ...]] = TIMING_MODES
     cache_modes: ClassVar[tuple[str, ...]] = CACHE_MODES
     sample_kind: ClassVar[SampleKind] = SampleKind.DEVICE_TIME  # what one sample measures
 

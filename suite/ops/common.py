@@ -10,7 +10,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import torch
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
 from rooflab.suite.ops.base import Op, ParamSpec, Params
@@ -159,7 +159,7 @@ class TorchOp(Op):
         if allowed is not None and case.dtype not in allowed:
             return f"op {self.name} with the {case.backend} backend supports only {', '.join(allowed)}"
         if not device.is_cuda:
-            if case.timing_mode == "graph":
+            if case.timing_mode == TimingMode.GRAPH:
                 return "graph timing mode needs a CUDA device (CUDA graph replay)"
             if case.dtype in CUDA_ONLY_DTYPES:
                 return f"dtype {case.dtype} needs a CUDA GPU"

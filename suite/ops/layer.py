@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import torch_dtype
 from rooflab.suite.ops.attention import KERNELS as ATTENTION_KERNELS
@@ -173,7 +173,7 @@ class TransformerBlock(TorchOp):
     }
     backends = ("eager", "compiled")
     dtypes = ("float32", "bfloat16")
-    timing_modes = ("launch",)
+    timing_modes = (TimingMode.LAUNCH,)
 
     def flops(self, params: Params, dtype: str) -> int:
         return block_flops(self.p(params), dtype)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import TIMING_MODES, CacheMode, Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import cuda_sources
 from rooflab.suite.ops.base import ParamSpec, Params, Prepared
@@ -35,8 +35,8 @@ class Launch(TorchOp):
     params = {"n": ParamSpec(int, 1, f"elements (tiny: at most {MAX_N})")}
     backends = ("eager", "cupy")
     dtypes = ("float32", "float16", "float64")
-    timing_modes = ("launch", "graph")
-    cache_modes = ("hot",)
+    timing_modes = TIMING_MODES
+    cache_modes = (CacheMode.HOT,)
     sample_kind = SampleKind.HOST_PER_LAUNCH
     version = 2  # v1 reported a kernel's event time, v2 the host time per launch
 
