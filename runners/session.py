@@ -23,7 +23,7 @@ from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.cli.common import UserInputError
 from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -89,46 +89,26 @@ def validate_timing_overrides(values: Mapping[str, Any] | None) -> dict[str, Any
         flag = "--" + name.replace("_", "-")
         if name not in known:
             raise UserInputError(f"{flag}: unknown timing setting; allowed: {', '.join(sorted(known))}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise UserInputError(f"{flag}: expected a finite number, got {value!r}")
-        if name == "target_precision":
-            if not 0 < value < 1:
-                raise UserInputError(f"{flag} {value}: must be a fraction in (0, 1), e.g. 0.005 for 0.5 %")
-        elif name in ("min_samples", "max_samples"):
-            if int(value) != value or value < 1:
-                raise UserInputError(f"{flag} {value}: must be a whole number >= 1")
-            value = int(value)
-        elif name in ("warmup_calls", "graph_launches"):
-            if int(value) != value or value < 0:
-                raise UserInputError(f"{flag} {value}: must be a whole number >= 0")
-            value = int(value)
-        elif name == "max_time_ms":
-            if value <= 0:
-                raise UserInputError(f"{flag} {value}: must be > 0 (milliseconds)")
-        elif value < 0:
-            raise UserInputError(f"{flag} {value}: must be >= 0 (milliseconds)")
-        out[name] = value
-    if "min_samples" in out and "max_samples" in out and out["min_samples"] > out["max_samples"]:
-        raise UserInputError(f"--min-samples {out['min_samples']} is larger than --max-samples {out['max_samples']}")
-    if "min_time_ms" in out and "max_time_ms" in out and out["min_time_ms"] > out["max_time_ms"]:
-        raise UserInputError(f"--min-time-ms {out['min_time_ms']} is larger than --max-time-ms {out['max_time_ms']}")
+        try:
+            out[name] = check_timing_value(name, value)
+        except TimingSettingError as exc:
+            raise UserInputError(f"{flag}: {exc.reason}") from None
+    try:
+        check_timing_order(out)
+    except TimingSettingError as exc:
+        raise UserInputError(f"--{exc.name.replace('_', '-')}: {exc.reason}") from None
     return out
 
 
 def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, Any]) -> None:
     """The CLI overrides must not contradict a benchmark's own settings (e.g. min above max)."""
     for case in cases:
-        s = case.timing.override(overrides)
-        if s.min_samples > s.max_samples:
+        try:
+            case.timing.override(overrides)
+        except TimingSettingError as exc:
             raise UserInputError(
-                f"benchmark {case.benchmark!r}: min_samples {s.min_samples} > max_samples {s.max_samples} "
-                "after the command-line overrides"
-            )
-        if s.min_time_ms > s.max_time_ms:
-            raise UserInputError(
-                f"benchmark {case.benchmark!r}: min_time_ms {s.min_time_ms} > max_time_ms {s.max_time_ms} "
-                "after the command-line overrides"
-            )
+                f"benchmark {case.benchmark!r}, after the command-line overrides: {exc.reason}"
+            ) from None
 
 
 def _normalize_device(text: str, available: Sequence[str]) -> str:

@@ -59,14 +59,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from rooflab.suite import sweep
 from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, CacheMode, Case, ParamValue, TimingMode, mode_conflict
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import apply_filters
 from rooflab.suite.ops.base import Op, ParamSpec
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_value
 from rooflab.suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
 
 __all__ = [
@@ -106,14 +106,29 @@ class _Model(BaseModel):
 class TimingOverrides(_Model):
     """Overrides of suite.timing.TimingSettings; a field left out keeps the value below it."""
 
-    warmup_ms: float | None = Field(None, ge=0)
-    warmup_calls: int | None = Field(None, ge=0)
-    min_samples: int | None = Field(None, ge=1)
-    max_samples: int | None = Field(None, ge=1)
-    min_time_ms: float | None = Field(None, ge=0)
-    max_time_ms: float | None = Field(None, gt=0)
-    target_precision: float | None = Field(None, gt=0, lt=1)
-    graph_launches: int | None = Field(None, ge=0)
+    # any number here (an int is one too): whether one must be whole is the bounds' rule (below), so
+    # that a spec, a CLI flag and the API refuse 2.5 samples with the same message; TimingSettings
+    # holds the whole-number settings as ints
+    warmup_ms: float | None = None
+    warmup_calls: float | None = None
+    min_samples: float | None = None
+    max_samples: float | None = None
+    min_time_ms: float | None = None
+    max_time_ms: float | None = None
+    target_precision: float | None = None
+    graph_launches: float | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _in_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        # the bounds are suite.timing's (one statement for the spec, the CLI and the API); what is not
+        # a number is left to the type check ("expected a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        try:
+            return check_timing_value(info.field_name, value)
+        except TimingSettingError as exc:
+            raise ValueError(exc.reason) from None
 
     def values(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -263,6 +278,8 @@ def _pydantic_message(exc: ValidationError, spec_path: Path | str, loaded: Loade
             what = f"{err['input']!r} is not a valid name; allowed: letters, digits, '_', '.', '-'"
         elif kind == "too_short" and loc == ("benchmarks",):
             what = "empty sweep: the spec has no benchmarks; allowed: a list of at least one benchmark"
+        elif kind == "value_error":  # a validator of ours: its message says what is allowed
+            what = str(err["ctx"]["error"])
         elif kind in _EXPECTED:
             what = f"wrong type: expected {_EXPECTED[kind]}, got {_shown(err.get('input'))}"
         else:
@@ -573,23 +590,16 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
 
 
 def _timing(spec: Spec, i: int, bench: Benchmark) -> TimingSettings:
-    settings = TimingSettings()
+    values: dict[str, Any] = {}
     if spec.defaults.timing is not None:
-        settings = settings.override(spec.defaults.timing.values())
+        values.update(spec.defaults.timing.values())
     if bench.timing is not None:
-        settings = settings.override(bench.timing.values())
+        values.update(bench.timing.values())
     at = ("benchmarks", i, "timing") if bench.timing is not None else ("defaults", "timing")
-    if settings.min_samples > settings.max_samples:
-        raise SpecError(
-            f"{spec.where(at)}: min_samples ({settings.min_samples}) exceeds max_samples ({settings.max_samples}); "
-            "allowed: min_samples <= max_samples"
-        )
-    if settings.min_time_ms > settings.max_time_ms:
-        raise SpecError(
-            f"{spec.where(at)}: min_time_ms ({settings.min_time_ms}) exceeds max_time_ms ({settings.max_time_ms}); "
-            "allowed: min_time_ms <= max_time_ms"
-        )
-    return settings
+    try:
+        return TimingSettings().override(values)
+    except TimingSettingError as exc:
+        raise SpecError(f"{spec.where(at)}: {exc.reason}") from None
 
 
 def _build_all(spec: Spec, ops: Mapping[str, Op]) -> list[_Plan]:
