@@ -28,6 +28,7 @@ import pandas as pd
 
 from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.reports.opinfo import reads_only
 from rooflab.suite.case import CacheMode
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
@@ -37,7 +38,6 @@ HBM_MIN_L2_MULTIPLE = 4
 TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
 MATRIX_FAMILIES = ("gemm", "attention", "layer")  # a layer's FLOPs are nearly all matmul FLOPs
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-READ_ONLY_OPS = ("sum", "amax", "stream_dot")  # held against the read-only HBM roof
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
 ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch")
 ROOF_FAMILIES = ("gemm",)
@@ -234,7 +234,7 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     index = {id(c): i for i, c in enumerate(dc.ceilings)}
     for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index]):
         held = [(_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
-                                   read_only=r["op"] in READ_ONLY_OPS), g)]
+                                   read_only=reads_only(r["op"])), g)]
         held.append((_compute_choice(dc, str(r["dtype"]), matrix=uses_matrix_units(str(r["family"]), str(r["dtype"]))), t))
         for ceiling, figure in held:
             if isinstance(ceiling, Ceiling) and figure > ceiling.value and _qualifies(dc, ceiling.kind, r):

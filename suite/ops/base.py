@@ -62,6 +62,11 @@ class Op(ABC):
     timing_modes: ClassVar[tuple[str, ...]] = TIMING_MODES
     cache_modes: ClassVar[tuple[str, ...]] = CACHE_MODES
     sample_kind: ClassVar[SampleKind] = SampleKind.DEVICE_TIME  # what one sample measures
+    # its bytes are nearly all reads (it writes a row or a scalar): held against the read-only HBM roof
+    reads_only: ClassVar[bool] = False
+    # a chain of kernels in eager form that a compiler may fuse into one: reports set its eager
+    # result beside its compiled one (unfused_bytes is the eager chain's traffic)
+    fusion_chain: ClassVar[bool] = False
 
     @abstractmethod
     def flops(self, params: Params, dtype: str) -> int:
@@ -74,6 +79,11 @@ class Op(ABC):
     @abstractmethod
     def memory_bytes(self, params: Params, dtype: str) -> int:
         """Device memory the case needs at its peak (inputs, outputs, temporaries), for the fit check."""
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int | None:
+        """DRAM traffic of the unfused (eager, kernel by kernel) form, each kernel reading its inputs
+        and writing its output once; None for an op that has no unfused form apart from `bytes`."""
+        return None
 
     def skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
         """Why this case cannot run on this device (unsupported dtype/backend, missing package), or None."""

@@ -285,6 +285,7 @@ class MatmulBiasGelu(TorchOp):
 
     name = "matmul_bias_gelu"
     family = "gemm"
+    fusion_chain = True
     params = {
         "m": ParamSpec(int, 512, "rows of A and Y"),
         "n": ParamSpec(int, 512, "columns of B and Y, length of bias"),
@@ -298,6 +299,12 @@ class MatmulBiasGelu(TorchOp):
         p = self.p(params)
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
         return 2 * m * n * k + 6 * m * n
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """matmul (mk + kn + mn), + bias (2mn + n), gelu (2mn): (mk + kn + 5mn + n)·s."""
+        p = self.p(params)
+        m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
+        return (m * k + k * n + 5 * m * n + n) * esize(dtype)
 
     def bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

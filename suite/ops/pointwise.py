@@ -238,10 +238,15 @@ class CosCos(PointwiseOp):
     the eager form also writes and reads an intermediate of n elements, which fusion removes)."""
 
     name = "cos_cos"
+    fusion_chain = True
     n_inputs = 1
     flops_per_element = 2
     eager_temporaries = 1
     cupy_kernel = ("T x", "T y", "y = (T)cos(cos(({C})x))")
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """Two cos kernels, each reads and writes n elements: 4·n·s."""
+        return 4 * int(self.p(params)["n"]) * esize(dtype)
 
     @staticmethod
     def function(x: torch.Tensor) -> torch.Tensor:
@@ -275,6 +280,7 @@ class BiasGeluDropoutResidual(TorchOp):
 
     name = "bias_gelu_dropout_residual"
     family = "pointwise"
+    fusion_chain = True
     params = {
         "n": ParamSpec(int, 1 << 20, "elements of x (a multiple of hidden)"),
         "hidden": ParamSpec(int, 1024, "length of the bias (the last dimension)"),
@@ -290,6 +296,13 @@ class BiasGeluDropoutResidual(TorchOp):
     def bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)
         return (3 * int(p["n"]) + int(p["hidden"])) * esize(dtype)
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """x + bias (2n + hidden), gelu (2n), dropout (2n, plus a 1-byte mask of n), + residual (3n):
+        (9n + hidden)·s + n."""
+        p = self.p(params)
+        n, hidden = int(p["n"]), int(p["hidden"])
+        return (9 * n + hidden) * esize(dtype) + n
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

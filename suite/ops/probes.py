@@ -214,6 +214,7 @@ class StreamDot(StreamOp):
     for float64, from the cupy kernels; the input dtype from torch.dot)."""
 
     name = "stream_dot"
+    reads_only = True
     kind = "dot"
     flops_per_element = 2
     arrays_touched = 2

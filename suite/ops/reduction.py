@@ -121,6 +121,7 @@ class Sum(RowOp):
     """Row sum. FLOPs rows·cols; bytes (rows·cols + rows)·s."""
 
     name = "sum"
+    reads_only = True
     flops_per_element = 1
     function = staticmethod(_sum)
 
@@ -129,6 +130,7 @@ class Amax(RowOp):
     """Row maximum. FLOPs rows·cols (one comparison per element); bytes (rows·cols + rows)·s."""
 
     name = "amax"
+    reads_only = True
     flops_per_element = 1
     exact = True
     function = staticmethod(_amax)
