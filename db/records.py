@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping
 
+from rooflab.db import rates
 from rooflab.db.status import ResultStatus
 
 
@@ -150,10 +151,10 @@ class MeasurementRecord:
     def tflops(self) -> float | None:
         if self.status != ResultStatus.OK or not self.median_ms:
             return None
-        return self.flops / (self.median_ms * 1e-3) / 1e12
+        return rates.tflops(self.flops, self.median_ms)
 
     @property
     def gbps(self) -> float | None:
         if self.status != ResultStatus.OK or not self.median_ms:
             return None
-        return self.bytes / (self.median_ms * 1e-3) / 1e9
+        return rates.gbps(self.bytes, self.median_ms)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
 from rooflab.reports.opinfo import reads_only
@@ -225,9 +226,9 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     fl = [c.value for c in dc.ceilings if c.kind in ("vector", "matrix")]
     if rows.empty or not (bw or fl):
         return dc
-    median_s = pd.to_numeric(rows["median_ms"], errors="coerce") * 1e-3
-    gbps = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0) / median_s / 1e9
-    tflops = pd.to_numeric(rows["flops"], errors="coerce").fillna(0) / median_s / 1e12
+    median_ms = pd.to_numeric(rows["median_ms"], errors="coerce")
+    gbps = rates.gbps(pd.to_numeric(rows["bytes"], errors="coerce").fillna(0), median_ms)
+    tflops = rates.tflops(pd.to_numeric(rows["flops"], errors="coerce").fillna(0), median_ms)
     beyond = ((gbps > min(bw)) if bw else False) | ((tflops > min(fl)) if fl else False)
     candidates = rows[beyond & (rows["op"] != "launch")]
     best: dict[int, tuple[float, pd.Series]] = {}

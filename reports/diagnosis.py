@@ -28,6 +28,7 @@ import math
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.ceilings import (
     DeviceCeilings,
     bandwidth_roof,
@@ -89,8 +90,8 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
         dtype, family = str(r["dtype"]), str(r["family"])
         croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
         broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
-        compute_ms = flops / (croof.value * 1e12) * 1e3 if (croof and flops > 0) else (0.0 if flops == 0 else math.nan)
-        memory_ms = nbytes / (broof.value * 1e9) * 1e3 if (broof and nbytes > 0) else (0.0 if nbytes == 0 else math.nan)
+        compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else (0.0 if flops == 0 else math.nan)
+        memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else (0.0 if nbytes == 0 else math.nan)
         terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
         roofline_ms = max(terms) if terms else math.nan
         floor = launch_floor_ms(dc, str(r["timing_mode"]))
@@ -103,7 +104,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
             "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if nbytes else math.nan,
-            "tflops": flops / (median_ms * 1e-3) / 1e12, "gbps": nbytes / (median_ms * 1e-3) / 1e9,
+            "tflops": rates.tflops(flops, median_ms), "gbps": rates.gbps(nbytes, median_ms),
             "compute_ms": compute_ms, "memory_ms": memory_ms, "roofline_ms": roofline_ms,
             "efficiency": math.nan if suspect else efficiency, "wall": wall, "launch_floor_ms": floor,
             "compute_roof_tflops": croof.value if croof else math.nan,

@@ -18,6 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from rooflab.db import rates  # noqa: E402
 from rooflab.db.status import ResultStatus  # noqa: E402
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
 from rooflab.reports.frames import quality_of, usable  # noqa: E402
@@ -94,7 +95,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0) & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
     pts = pts.sort_values([c for c in ("family", "op", "case_key", "run_id") if c in pts.columns], kind="stable")
     pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
-    pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
+    pts["y"] = rates.tflops(pts["flops"].astype(float), pts["median_ms"].astype(float))
     pts["intensity"], pts["tflops"] = pts["x"], pts["y"]
     pts["quality"] = quality_of(pts)
     pts["point"] = range(1, len(pts) + 1)
@@ -276,7 +277,7 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
     with _figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log")
         if not sel.empty:
-            sel = sel.assign(gbps_=sel["bytes"].astype(float) / (sel["median_ms"].astype(float) * 1e-3) / 1e9)
+            sel = sel.assign(gbps_=rates.gbps(sel["bytes"].astype(float), sel["median_ms"].astype(float)))
             ops = sorted(sel["op"].astype(str).unique())
             colors = dict(zip(ops, sns.color_palette("tab10", len(ops))))
             raster = len(sel) > RASTERIZE_ABOVE

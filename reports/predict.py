@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.ceilings import (DeviceCeilings, Roof, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
                               launch_floor_ms, uses_matrix_units)
 from rooflab.reports.errors import ReportInputError
@@ -132,10 +133,10 @@ def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame
 
 
 def _prediction(op_name, params, dtype, dc, flops, nbytes, croof: Roof, broof: Roof, floor) -> Prediction:
-    peak, bw = croof.value * 1e12, broof.value * 1e9
+    peak, bw = croof.value * rates.TFLOP, broof.value * rates.GB  # FLOP/s, B/s
     intensity = flops / nbytes if nbytes else math.inf
     ridge = peak / bw
-    roofline_s = max(flops / peak, nbytes / bw)
+    roofline_s = max(rates.ms_at_tflops(flops, croof.value), rates.ms_at_gbps(nbytes, broof.value)) / rates.MS_PER_S
     attainable = min(peak, intensity * bw) if nbytes else peak
     if floor is not None and roofline_s * 1e3 < floor:
         wall = "overhead"
