@@ -13,7 +13,6 @@ costs; coverage does not, as long as all shards use the same costs.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -31,27 +30,19 @@ CALL_OVERHEAD_S = 10e-6  # launch + Python overhead of one timed call
 COLD_FLUSH_S = 50e-6  # writing the L2 flush buffer before each cold sample
 CASE_OVERHEAD_S = 0.25  # per case: worker round trip, correctness check, environment reads
 
-_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
 
 class ShardError(SpecError):
     """A shard string is invalid (a SpecError, so the CLI prints it and exits with code 2)."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """`"I/N"` -> `(I, N)`: 0-based index I of N shards, 0 <= I < N."""
-    match = _SHARD_RE.match(text or "")
-    if match is None:
-        raise ShardError(
-            f"--shard {text!r}: expected I/N with whole numbers, the 0-based shard index I of N shards "
-            "(e.g. 0/4 ... 3/4)"
-        )
-    index, count = int(match.group(1)), int(match.group(2))
-    if count < 1:
-        raise ShardError(f"--shard {text!r}: the shard count N must be at least 1")
-    if index >= count:
-        raise ShardError(f"--shard {text!r}: the shard index I must be in 0..{count - 1} (0-based)")
-    return index, count
+    """`"I/N"` -> `(I, N)` as given to --shard (white space ignored): db.store.parse_shard's rule."""
+    from rooflab.db.store import ShardFormatError, parse_shard as parse_stored_shard
+
+    try:
+        return parse_stored_shard("".join((text or "").split()))
+    except ShardFormatError as exc:
+        raise ShardError(f"--shard {text!r}: {exc.reason}") from None
 
 
 def format_shard(index: int, count: int) -> str:
