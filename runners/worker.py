@@ -26,8 +26,7 @@ from typing import Any, Mapping
 from rooflab.db.status import ResultStatus
 from rooflab.suite.case import CacheMode, Case, TimingMode
 from rooflab.suite.device import DeviceInfo
-
-GIB = 1024**3
+from rooflab.suite.ops.base import case_skip_reason, format_bytes
 
 
 @dataclass(frozen=True)
@@ -113,10 +112,6 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def format_bytes(n: float) -> str:
-    return f"{n / GIB:.2f} GiB"
-
-
 def _available_memory_bytes(device: DeviceInfo) -> int | None:
     """Free memory on the device now, or None. CUDA: the driver's free count plus what torch's
     caching allocator holds without using it (the worker does not empty that cache after every
@@ -139,26 +134,11 @@ def _available_memory_bytes(device: DeviceInfo) -> int | None:
 
 
 def generic_skip_reason(op: Any, case: Case, device: DeviceInfo) -> str | None:
-    """The checks every case gets before anything is allocated; None when the case may run."""
-    if case.timing_mode == TimingMode.GRAPH and not device.is_cuda:
-        return "graph timing mode needs CUDA"
-    if case.backend not in op.backends:
-        return f"backend {case.backend} is not supported by {op.name} (supported: {', '.join(op.backends)})"
-    if case.dtype not in op.dtypes:
-        return f"dtype {case.dtype} is not supported by {op.name} (supported: {', '.join(op.dtypes)})"
-    if case.timing_mode not in op.timing_modes:
-        return f"timing mode {case.timing_mode} is not supported by {op.name}"
-    reason = op.skip_reason(case, device)
+    """suite.ops.base.case_skip_reason, then what only a running worker can see: the memory free now."""
+    reason = case_skip_reason(op, case, device)
     if reason:
         return reason
     need = int(op.memory_bytes(op.resolved_params(case.params), case.dtype))
-    if case.max_memory_fraction is not None and device.memory_bytes:
-        allowed = case.max_memory_fraction * device.memory_bytes
-        if need > allowed:
-            return (
-                f"would not fit: needs {format_bytes(need)}, more than max_memory_fraction "
-                f"{case.max_memory_fraction:g} x {format_bytes(device.memory_bytes)} of device memory"
-            )
     free = _available_memory_bytes(device)
     if free is not None and need > free:
         return f"would not fit: needs {format_bytes(need)}, only {format_bytes(free)} free on {device.torch_device}"

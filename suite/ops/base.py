@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from rooflab.suite.case import CACHE_MODES, TIMING_MODES, Case, ParamValue
+from rooflab.suite.case import CACHE_MODES, TIMING_MODES, Case, ParamValue, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind
 
@@ -86,7 +86,9 @@ class Op(ABC):
         return None
 
     def skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
-        """Why this case cannot run on this device (unsupported dtype/backend, missing package), or None."""
+        """The op's own reason why this case cannot run on this device (a missing package, a dtype
+        one backend lacks), or None. The checks every op shares (backend, dtype and timing mode in
+        the op's lists, graph mode on CUDA, memory) are `case_skip_reason`'s, which calls this."""
         return None
 
     @abstractmethod
@@ -108,3 +110,44 @@ class Op(ABC):
         out = {name: spec.default for name, spec in self.params.items() if spec.default is not None}
         out.update(params)
         return dict(sorted(out.items()))
+
+
+def format_bytes(n: float) -> str:
+    """`1.50 GiB`, `12.00 MiB`, `64.00 KiB`: the largest binary unit the value reaches."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fits_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
+    """Why the case's memory estimate exceeds what it may use of the device's memory (all of it, or
+    the spec's max_memory_fraction of it), or None. A device that reports no memory size fits all."""
+    if device.memory_bytes <= 0:
+        return None
+    need = int(op.memory_bytes(op.resolved_params(case.params), case.dtype))
+    if case.max_memory_fraction is not None:
+        allowed = case.max_memory_fraction * device.memory_bytes
+        if need > allowed:
+            return (
+                f"would not fit: needs {format_bytes(need)}, more than max_memory_fraction "
+                f"{case.max_memory_fraction:g} x {format_bytes(device.memory_bytes)} of device memory"
+            )
+    elif need > device.memory_bytes:
+        return f"would not fit: needs {format_bytes(need)}, more than the device's {format_bytes(device.memory_bytes)}"
+    return None
+
+
+def case_skip_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
+    """Can this case run on this device? The one decision, made before anything is allocated: the
+    op's backends, dtypes and timing modes; graph timing needs CUDA; the op's own rules
+    (`Op.skip_reason`); the memory estimate (`fits_reason`). None when the case may run."""
+    if case.backend not in op.backends:
+        return f"backend {case.backend} is not supported by {op.name} (supported: {', '.join(op.backends)})"
+    if case.dtype not in op.dtypes:
+        return f"dtype {case.dtype} is not supported by {op.name} (supported: {', '.join(op.dtypes)})"
+    if case.timing_mode not in op.timing_modes:
+        return f"timing mode {case.timing_mode} is not supported by {op.name} (supported: {', '.join(op.timing_modes)})"
+    if case.timing_mode == TimingMode.GRAPH and not device.is_cuda:
+        return "graph timing mode needs CUDA"
+    return op.skip_reason(case, device) or fits_reason(op, case, device)
