@@ -69,6 +69,7 @@ def parse_shape(text: str) -> dict[str, int | float | bool | str]:
 
 def resolve_op_params(op_name: str, shape: dict, dtype: str):
     """(op, resolved params) after checking the op, parameter names, required ones and the dtype."""
+    from rooflab.suite.ops.base import ParamValueError
     from rooflab.suite.ops.registry import all_ops, get_op
 
     try:
@@ -84,16 +85,10 @@ def resolve_op_params(op_name: str, shape: dict, dtype: str):
     if missing:
         raise ReportInputError(f"--shape: op {op_name!r} needs {', '.join(missing)} (parameters: {', '.join(op.params)})")
     for name, spec in op.params.items():
-        value = params[name]
-        if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
-            params[name] = value = float(value)
-        if spec.type is bool and not isinstance(value, bool) or spec.type is not bool and isinstance(value, bool) \
-                or spec.type in (int, float) and not isinstance(value, (int, float)):
-            raise ReportInputError(f"--shape: {name}={value!r} must be of type {spec.type.__name__}")
-        if spec.choices is not None and value not in spec.choices:
-            raise ReportInputError(f"--shape: {name}={value!r}; allowed: {', '.join(map(str, spec.choices))}")
-        if spec.positive and isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
-            raise ReportInputError(f"--shape: {name}={value!r} must be > 0")
+        try:
+            params[name] = spec.check(params[name], name, op_name)  # the spec's own check (suite.ops.base)
+        except ParamValueError as exc:
+            raise ReportInputError(f"--shape: {exc}") from None
     if dtype not in op.dtypes:
         raise ReportInputError(f"--dtype: op {op_name!r} does not take {dtype!r}; allowed: {', '.join(op.dtypes)}")
     return op, params

@@ -65,7 +65,7 @@ from rooflab.suite import sweep
 from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, CacheMode, Case, ParamValue, TimingMode, mode_conflict
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import apply_filters
-from rooflab.suite.ops.base import Op, ParamSpec
+from rooflab.suite.ops.base import Op, ParamSpec, ParamValueError
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_value
 from rooflab.suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
 
@@ -426,51 +426,6 @@ def _field_of(kind: str) -> str:
     )
 
 
-def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamValue:
-    """`value` checked against the op's ParamSpec (type, positivity, choices); raises SweepError."""
-    kind = pspec.type
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a boolean, got {value!r}; allowed: true, false")
-    elif kind is int:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            hint = ""
-            if isinstance(value, str) and _is_number_text(value):
-                hint = " (YAML reads a number like 1e6 as text: write 1000000 or 1.0e+6)"
-            raise sweep.SweepError(
-                f"wrong type: {name} of op {op!r} is an integer, got {value!r}{hint}; allowed: {_allowed(pspec)}"
-            )
-    elif kind is float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: {_allowed(pspec)}")
-        value = float(value)
-    elif kind is str:
-        if not isinstance(value, str):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: {_allowed(pspec)}")
-    if pspec.choices is not None and value not in pspec.choices:
-        raise sweep.SweepError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {_allowed(pspec)}")
-    if pspec.positive and kind in (int, float) and value <= 0:
-        raise sweep.SweepError(f"{name} must be positive (a size), got {value!r}; allowed: {_allowed(pspec)}")
-    return value
-
-
-def _is_number_text(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _allowed(pspec: ParamSpec) -> str:
-    if pspec.choices is not None:
-        return ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in pspec.choices)
-    kind = {int: "integers", float: "numbers", str: "strings", bool: "true, false"}.get(pspec.type, str(pspec.type))
-    return f"{kind} > 0" if pspec.positive and pspec.type in (int, float) else kind
-
-
 def _describe_params(op: Op) -> str:
     parts = []
     for name, pspec in op.params.items():
@@ -486,11 +441,11 @@ def _typed_axis(axis: sweep.Axis, op: Op, op_name: str, sources: Mapping[str, tu
         checked = []
         for name, value in zip(axis.names, row):
             try:
-                checked.append(_coerce(value, op.params[name], name, op_name))
-            except sweep.SweepError as exc:
+                checked.append(op.params[name].check(value, name, op_name))
+            except ParamValueError as exc:
                 below, raw = sources.get(name, ((), None))
                 index = _item_index(raw, value)
-                raise sweep.SweepError(exc.message, below + ((index,) if index is not None else ())) from None
+                raise sweep.SweepError(str(exc), below + ((index,) if index is not None else ())) from None
         rows.append(tuple(checked))
     return sweep.Axis(axis.names, tuple(rows), axis.where)
 

@@ -36,6 +36,60 @@ class ParamSpec:
     # case's params (and so of its case_key), which keeps the keys of existing cases unchanged
     in_key_at_default: bool = True
 
+    def allowed_text(self) -> str:
+        """What values are allowed, for a message: the choices, or the kind (with `> 0` for sizes)."""
+        if self.choices is not None:
+            return ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in self.choices)
+        kind = {int: "integers", float: "numbers", str: "strings", bool: "true, false"}.get(self.type, str(self.type))
+        return f"{kind} > 0" if self.positive and self.type in (int, float) else kind
+
+    def check(self, value: Any, name: str, op: str) -> ParamValue:
+        """`value` checked against this parameter (type, choices, positivity) and in its type (an int
+        for 2.0, a float for 2): the one check of an op parameter, for a spec and for `predict`.
+        ParamValueError names the parameter, the op, what is wrong and what is allowed."""
+        kind = self.type
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ParamValueError(f"wrong type: {name} of op {op!r} is a boolean, got {value!r}; allowed: true, false")
+        elif kind is int:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not isinstance(value, int) or isinstance(value, bool):
+                hint = ""
+                if isinstance(value, str) and _is_number_text(value):
+                    hint = " (YAML reads a number like 1e6 as text: write 1000000 or 1.0e+6)"
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is an integer, got {value!r}{hint}; allowed: {self.allowed_text()}"
+                )
+        elif kind is float:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: {self.allowed_text()}"
+                )
+            value = float(value)
+        elif kind is str:
+            if not isinstance(value, str):
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: {self.allowed_text()}"
+                )
+        if self.choices is not None and value not in self.choices:
+            raise ParamValueError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {self.allowed_text()}")
+        if self.positive and kind in (int, float) and value <= 0:
+            raise ParamValueError(f"{name} must be positive (a size), got {value!r}; allowed: {self.allowed_text()}")
+        return value
+
+
+class ParamValueError(ValueError):
+    """An op parameter's value is not one the op takes (the message says what is allowed)."""
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 @dataclass
 class Prepared:

@@ -60,3 +60,22 @@ def test_reports_ask_a_registered_op(planted: None) -> None:
     df = frame(device_rows(hbm_gbps=3000.0) + [eager])  # read-only roof 3150 GB/s, read-write 3000
     diag = diagnose(df, compute_ceilings(df, H100)).set_index("case_key")
     assert diag.loc[eager["case_key"]]["bandwidth_roof_gbps"] == pytest.approx(3000.0 * 1.05)
+
+
+@pytest.mark.parametrize("name, value", [("m", -3), ("m", 2.5), ("k", True)])
+def test_a_bad_op_parameter_gets_one_message_from_a_spec_and_from_predict(name: str, value: object) -> None:
+    from rooflab.reports.errors import ReportInputError
+    from rooflab.reports.predict import predict
+    from rooflab.suite.errors import SpecError
+    from rooflab.suite.spec import expand, parse_spec
+
+    given = {"m": 64, "n": 64, "k": 64, name: value}
+    shown = ", ".join(f"{k}: {str(v).lower()}" for k, v in given.items())
+    spec = f"name: t\nbenchmarks:\n  - name: a\n    op: matmul\n    params: {{{shown}}}\n"
+    with pytest.raises(SpecError) as from_spec:
+        expand(parse_spec(spec, "t.yaml"))
+    with pytest.raises(ReportInputError) as from_predict:
+        predict("matmul", given, "float32", "H100 SXM")
+    reason = str(from_predict.value).removeprefix("--shape: ")
+    assert str(from_spec.value).endswith(f": {reason}"), (str(from_spec.value), reason)
+    assert "allowed: integers > 0" in reason
