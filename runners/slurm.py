@@ -23,7 +23,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooflab.reports.verdicts import parse_fail_on
+from rooflab.reports.verdicts import FailOn, parse_fail_on
 from rooflab.suite.errors import SpecError
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
@@ -54,7 +54,7 @@ class SlurmJob:
     partition: str | None = None
     account: str | None = None
     run_id: str | None = None  # None: derived at submission as <suite>-<UTC date>
-    fail_on: str = "regression"
+    fail_on: str = FailOn.REGRESSION
 
 
 @dataclass(frozen=True)

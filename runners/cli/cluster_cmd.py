@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from rooflab.reports.verdicts import FailOn
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
 
 
@@ -48,7 +49,7 @@ def slurm_command(
         None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
         "the .finalize.sbatch and .submit.sh scripts go beside it."
     ),
-    fail_on: str = typer.Option("regression", "--fail-on", help="When the finalising job fails: regression|drift|suspect|never."),
+    fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on", help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
     from rooflab.runners import slurm
@@ -116,7 +117,7 @@ def nightly_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name."),
     db: str | None = DbOption,
     out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
-    fail_on: str = typer.Option("regression", "--fail-on", help="Exit 1 on: regression | drift (or regression) | suspect (or regression or drift) | never."),
+    fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on", help="Exit 1 on: regression | drift (or regression) | suspect (or regression or drift) | never."),
     run_id: str | None = typer.Option(
         None, "--run-id", help="Run id (shards of one night share it); default: derived from the spec name and the date."
     ),

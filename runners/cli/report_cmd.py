@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.reports.verdicts import FailOn
 from rooflab.runners.cli.common import (
     DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
 )
@@ -237,7 +238,7 @@ def _rows(frame) -> list[dict]:
 def regressions_cmd(
     db: Optional[str] = DbOption,
     as_json: bool = JsonOption,
-    fail_on: str = typer.Option("regression", "--fail-on",
+    fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="Exit 1 on: regression; drift (or regression); suspect (or regression or drift); never."),
     window: int = typer.Option(30, "--window", help="Baseline: the last N good results."),
     threshold: float = typer.Option(4.0, "--threshold", help="Robust z-score above which a result is flagged."),
