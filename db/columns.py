@@ -6,8 +6,9 @@ is exported can be read back and exported again unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from sqlalchemy import Select, Text, cast, select
 

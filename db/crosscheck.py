@@ -5,9 +5,10 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import Connection, select
@@ -17,9 +18,8 @@ from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
+from rooflab.db.status import CHECK_STATUSES, allowed
 from rooflab.db.store import ResultStore, device_key, require_aware, upsert_case
-
-CHECK_STATUSES = ("ok", "skipped", "failed", "incorrect")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
 
     The run and the device must have been stored first (`start_run`, `add_environment`)."""
     if r.status not in CHECK_STATUSES:
-        raise DatabaseInputError(f"invalid cross-check status {r.status!r}; allowed: {', '.join(CHECK_STATUSES)}")
+        raise DatabaseInputError(f"invalid cross-check status {r.status!r}; allowed: {allowed(CHECK_STATUSES)}")
     require_aware("measured_at", r.measured_at)
 
     def body(conn: Connection) -> bool:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import random
 import sqlite3
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import OperationalError
 
@@ -52,7 +53,7 @@ def _sqlite_engine(url: URL, *, write: bool) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+    def _on_begin(connection: Any) -> None:
         if not write or connection.get_execution_options().get("rooflab_read_only"):
             connection.exec_driver_sql("BEGIN")
             return

@@ -1,4 +1,5 @@
-"""`rooflab export`: results as CSV, JSON Lines or Parquet, the export columns (docs/design.md) first, streamed in chunks.
+"""`rooflab export`: results as CSV, JSON Lines or Parquet, the export columns (docs/design.md)
+first, streamed in chunks.
 
 CSV and Parquet hold `params` and `throttle_reasons` as JSON strings; JSON Lines holds them as an
 object and a list. Missing values are empty in CSV and null elsewhere. Rows are ordered by run
@@ -12,10 +13,11 @@ import gzip
 import json
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Iterator
+from typing import IO, TYPE_CHECKING, Any
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select

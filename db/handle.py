@@ -9,9 +9,10 @@ is not there is created only by `writer()`.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Iterator
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
@@ -19,6 +20,9 @@ from sqlalchemy.engine import URL
 from rooflab.db.engine import READ_ONLY, make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.urls import normalize_url, redact, sqlite_path
+
+if TYPE_CHECKING:  # db.schema imports this module
+    from rooflab.db.schema import SchemaState
 
 
 class Database:
@@ -35,7 +39,9 @@ class Database:
     def __enter__(self) -> Database:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     @property
@@ -53,7 +59,7 @@ class Database:
             self._engine = make_engine(self.url, write=True)
         return self._engine
 
-    def state(self):  # type: ignore[no-untyped-def]  # -> db.schema.SchemaState
+    def state(self) -> SchemaState:
         """The schema state (db.schema.SchemaState), read without writing; a missing file is empty."""
         from rooflab.db.schema import SchemaState, first_line, inspect_connection
 
@@ -86,8 +92,9 @@ class Database:
     def writer(self) -> Engine:
         """The engine for writes, creating the schema at head if the database is new (as
         db.schema.open_for_writing); an older, newer or unversioned database is refused unwritten."""
-        from rooflab.db.schema import check_sqlite_writable, create_schema, first_line, refuse
         from sqlalchemy.exc import OperationalError
+
+        from rooflab.db.schema import check_sqlite_writable, create_schema, first_line, refuse
 
         if self._current:
             return self._engine_once()
@@ -122,7 +129,7 @@ def as_database(db: str | URL | Database) -> tuple[Database, bool]:
 Db = str | URL | Database  # what the readers take: a URL, or the command's open handle
 
 
-def schema_state(db: Db):  # type: ignore[no-untyped-def]  # -> db.schema.SchemaState
+def schema_state(db: Db) -> SchemaState:
     """The schema state of `db` (db.schema.read_state for a URL; the handle's own check otherwise)."""
     from rooflab.db.schema import read_state
 

@@ -13,20 +13,21 @@ import io
 import json
 import math
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.load import Batch, LoadCounts, load
-from rooflab.db.records import RUN_STATUSES, STATUSES
 from rooflab.db.schema import open_for_writing
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.store import device_key, parse_shard
 
-_ENUMS = {"status": STATUSES, "run_status": RUN_STATUSES}
+_ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}
 _RUN_FIELDS = ("started_at", "host", "suite", "git_commit", "finished_at", "run_status", "spec_hash",
                "git_dirty", "command_line", "rooflab_version")
 _ENV_FIELDS = ("device_name", "device_kind", "torch_version", "cuda_version", "driver_version", "l2_bytes",
@@ -180,7 +181,7 @@ def _check_header(path: Path, header: list[str], where: str) -> None:
 def _open_text(path: Path, gzipped: bool) -> io.TextIOBase:
     if gzipped:
         return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, "r", encoding="utf-8", newline="")
+    return open(path, encoding="utf-8", newline="")
 
 
 def _read_csv(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:

@@ -7,13 +7,15 @@ therefore adds nothing.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
+from rooflab.db.status import RunStatus
 
 CHUNK = 2000
 T = TypeVar("T")
@@ -98,7 +100,7 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
         shard_rows = [dict(row, run_id=run_ids[run_id]) for run_id, row in batch.shards]
         conn.execute(insert_ignore(conn, shard_t), shard_rows)
         for row in shard_rows:
-            if row["status"] != "running":
+            if row["status"] != RunStatus.RUNNING:
                 conn.execute(
                     update(shard_t)
                     .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"],
@@ -111,10 +113,10 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
     for run_id, row in batch.runs.items():
         if run_id in sharded:
             aggregate_shards(conn, run_ids[run_id])
-        elif row["status"] != "running":
+        elif row["status"] != RunStatus.RUNNING:
             conn.execute(
                 update(run_t)
-                .where(run_t.c.id == run_ids[run_id], run_t.c.status == "running")
+                .where(run_t.c.id == run_ids[run_id], run_t.c.status == RunStatus.RUNNING)
                 .values(status=row["status"], finished_at=row["finished_at"])
             )
 
@@ -196,8 +198,8 @@ def _load_crosschecks(conn: Connection, batch: Batch, run_ids: dict[str, int], c
         if key not in existing:
             existing.add(key)
             rows.append(row)
-    for chunk in _chunks(rows):
-        conn.execute(x_t.insert(), chunk)
+    for row_chunk in _chunks(rows):
+        conn.execute(x_t.insert(), row_chunk)
     return len(rows)
 
 
@@ -222,10 +224,10 @@ def _load_layer_profiles(conn: Connection, batch: Batch, run_ids: dict[str, int]
             continue  # profiled already, or the target kept another measurement of that key
         profiles.append(dict(p.profile, measurement_id=found[0]))
         parts.extend(dict(part, measurement_id=found[0]) for part in p.parts)
-    for chunk in _chunks(profiles):
-        conn.execute(lp_t.insert(), chunk)
-    for chunk in _chunks(parts):
-        conn.execute(part_t.insert(), chunk)
+    for profile_chunk in _chunks(profiles):
+        conn.execute(lp_t.insert(), profile_chunk)
+    for part_chunk in _chunks(parts):
+        conn.execute(part_t.insert(), part_chunk)
     return len(profiles)
 
 

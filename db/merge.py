@@ -1,7 +1,8 @@
 """`rooflab db merge`: copy node-local databases (usually SQLite files) into a target database.
 
 Everything travels: runs with their spec text, shards, devices with identity and per-run info,
-cases, measurements and raw samples, cross-check rows, and layer profiles with their parts. Each source is merged in one transaction; what the target
+cases, measurements and raw samples, cross-check rows, and layer profiles with their parts.
+Each source is merged in one transaction; what the target
 already has is kept, so merging the same file again adds nothing.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ reused by later writes; `vacuum=True` also shrinks the file.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, select
 
@@ -31,7 +31,7 @@ class PruneResult:
 def prune_samples(url: str, older_than: timedelta, *, dry_run: bool = False, vacuum: bool = False,
                   now: datetime | None = None) -> PruneResult:
     """Remove the raw samples of measurements whose run started more than `older_than` ago."""
-    cutoff = (now or datetime.now(timezone.utc)) - older_than
+    cutoff = (now or datetime.now(UTC)) - older_than
     parsed = normalize_url(url)
     engine = open_for_writing(parsed)
     m, r, s = models.Measurement, models.Run, models.Sample

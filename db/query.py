@@ -1,7 +1,8 @@
 """Reading results into pandas DataFrames, for notebooks and for `reports/`.
 
 Every function takes a database URL (or the command's open db.handle.Database), checks that the
-schema is current, and returns a new DataFrame. Timestamps are tz-aware UTC; `params` and `throttle_reasons` are JSON strings
+schema is current, and returns a new DataFrame. Timestamps are tz-aware UTC; `params` and
+`throttle_reasons` are JSON strings
 (sorted keys) so that columns stay hashable (`json.loads` gives the object back). `run_order`
 numbers runs by (started_at, run_id): history is ordered by run, never by the wall clock of
 individual measurements.
@@ -9,8 +10,9 @@ individual measurements.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 from sqlalchemy import Connection, Text, case, cast, func, or_, select
@@ -19,6 +21,7 @@ from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, canonical_json, column_sources, result_select
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.timeparse import parse_since
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
@@ -90,9 +93,9 @@ def results(
         rows: list[tuple] = []
         for part in conn.execute(query).partitions(_PARTITION_ROWS):  # the Row objects of one part at a time
             rows.extend(tuple(row) for row in part)
-        columns = _columns(rows, len(own) + len(keys))
-        values = dict(zip(own, columns))
-        for table, pks in zip((models.Run, models.Case, models.Environment), columns[len(own):]):
+        column_lists = _columns(rows, len(own) + len(keys))
+        values = dict(zip(own, column_lists, strict=False))  # the key columns follow the own ones
+        for table, pks in zip((models.Run, models.Case, models.Environment), column_lists[len(own):], strict=True):
             values.update(_dimension_columns(conn, table, [n for n in fetched if n in sources
                                                            and sources[n].class_ is table], pks))
     return _frame_from_columns({n: values[n] for n in fetched}, len(rows), names, orders)
@@ -102,7 +105,7 @@ def _columns(rows: list[tuple], width: int) -> list[list]:
     """The rows as `width` column lists."""
     if not rows:
         return [[] for _ in range(width)]
-    return [list(col) for col in zip(*rows)]
+    return [list(col) for col in zip(*rows, strict=True)]
 
 
 def _dimension_columns(conn: Connection, table: Any, names: list[str], pks: list[int]) -> dict[str, list]:
@@ -144,7 +147,9 @@ def _fetched(names: Sequence[str]) -> list[str]:
     return fetched
 
 
-def _frame_from_columns(values: dict[str, list], n_rows: int, names: Sequence[str], orders: dict[str, int]) -> pd.DataFrame:
+def _frame_from_columns(
+    values: dict[str, list], n_rows: int, names: Sequence[str], orders: dict[str, int]
+) -> pd.DataFrame:
     """The results frame of column lists as `_frame` makes it of rows (JSON columns as stored text)."""
     frame = pd.DataFrame(values, columns=list(values)) if n_rows else pd.DataFrame([], columns=list(values))
     return _finish(frame, names, orders, json_text=True)
@@ -210,7 +215,7 @@ def series_summary(url: Db) -> pd.DataFrame:
     in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
     runs in run order (None without one). One pass over the measurements, no row per result."""
     r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    ok = (m.status == "ok") & (m.median_ms > 0)
+    ok = (m.status == ResultStatus.OK) & (m.median_ms > 0)
     query = (
         select(c.case_key, e.device_fingerprint,
                func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
@@ -227,7 +232,7 @@ def series_summary(url: Db) -> pd.DataFrame:
             by_start.setdefault(started, []).append(run_id_)
         # runs that started at the same instant: the earliest of them in run order that holds an ok result
         tied = sorted({row[3] for row in rows if row[3] is not None and len(by_start[row[3]]) > 1})
-        ok_in_tied: set[tuple[str, str, str]] = set()
+        ok_in_tied: set[tuple[str, ...]] = set()
         for started in tied:
             ok_in_tied |= {tuple(x) for x in conn.execute(
                 select(c.case_key, e.device_fingerprint, r.run_id).distinct()
@@ -258,9 +263,9 @@ def runs(url: Db) -> pd.DataFrame:
     """One row per run, in run order, with counts of its measurements and shards."""
     r, m, s = models.Run, models.Measurement, models.RunShard
     n_measurements = select(func.count()).where(m.run_id == r.id).scalar_subquery()
-    n_ok = select(func.count()).where(m.run_id == r.id, m.status == "ok").scalar_subquery()
+    n_ok = select(func.count()).where(m.run_id == r.id, m.status == ResultStatus.OK).scalar_subquery()
     n_shards = select(func.max(s.shard_count)).where(s.run_id == r.id).scalar_subquery()
-    n_shards_finished = select(func.count()).where(s.run_id == r.id, s.status != "running").scalar_subquery()
+    n_shards_finished = select(func.count()).where(s.run_id == r.id, s.status != RunStatus.RUNNING).scalar_subquery()
     query = select(
         r.run_id, r.suite, r.status, r.started_at, r.finished_at, r.host, r.git_commit, r.git_dirty,
         r.spec_hash, r.command_line, r.rooflab_version,

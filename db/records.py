@@ -5,17 +5,13 @@ frozen records, and `db.store.ResultStore` writes them. Field names carry their 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any
 
-STATUSES = ("ok", "incorrect", "failed", "crashed", "skipped")
-# complete: every case of the run's spec has a result on every device of the run; partial: the run
-# finished what it was asked, but filters left cases of its spec without a result
-RUN_STATUSES = ("running", "complete", "partial", "interrupted", "failed")
-# why sampling stopped (runners.stopping.StopReason): the CI reached the target precision, the CI is
-# no wider than the clock's resolution, the noise estimate settled, or a bound was hit
-STOP_REASONS = ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
+from rooflab.db import rates
+from rooflab.db.status import ResultStatus
 
 
 @dataclass(frozen=True)
@@ -104,9 +100,9 @@ class MeasurementRecord:
     run_id: str
     case: CaseRecord
     device_fingerprint: str
-    cache: str  # "cold" | "hot"
-    timing_mode: str  # "launch" | "graph"
-    status: str  # one of STATUSES
+    cache: str  # a suite.case.CacheMode: "cold" | "hot"
+    timing_mode: str  # a suite.case.TimingMode: "launch" | "graph"
+    status: str  # a ResultStatus (db.status)
     measured_at: datetime  # timezone-aware UTC
     device_uuid: str | None = None  # which GPU of the node (or None on a CPU)
     shard: str | None = None  # "I/N" when the run is sharded
@@ -123,7 +119,7 @@ class MeasurementRecord:
     std_ms: float | None = None
     n_samples: int = 0
     rel_ci_halfwidth: float | None = None  # half-width of the 95 % CI of the median / median
-    stop_reason: str | None = None  # one of STOP_REASONS
+    stop_reason: str | None = None  # a suite.timing.StopReason: why sampling stopped
     first_call_ms: float | None = None  # first call, before warmup (compile, autotune)
     warmup_calls: int = 0
     launches_per_sample: int = 1  # graph mode: launches replayed per sample
@@ -154,12 +150,12 @@ class MeasurementRecord:
 
     @property
     def tflops(self) -> float | None:
-        if self.status != "ok" or not self.median_ms:
+        if self.status != ResultStatus.OK or not self.median_ms:
             return None
-        return self.flops / (self.median_ms * 1e-3) / 1e12
+        return rates.tflops(self.flops, self.median_ms)
 
     @property
     def gbps(self) -> float | None:
-        if self.status != "ok" or not self.median_ms:
+        if self.status != ResultStatus.OK or not self.median_ms:
             return None
-        return self.bytes / (self.median_ms * 1e-3) / 1e9
+        return rates.gbps(self.bytes, self.median_ms)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def pack(samples_ms: Sequence[float]) -> bytes:

@@ -16,8 +16,8 @@ from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.engine import URL
 
 from rooflab.db.engine import make_engine, retry_locked
-from rooflab.db.models import Base
 from rooflab.db.errors import DatabaseInputError, SchemaVersionError
+from rooflab.db.models import Base
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"

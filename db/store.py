@@ -8,10 +8,11 @@ result are skipped by the database's unique constraints, never by a read-then-wr
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, select, update
 
@@ -19,16 +20,14 @@ from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.records import (
-    RUN_STATUSES, STATUSES, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord,
-)
-from rooflab.db.samples import pack
 from rooflab.db.handle import Database, as_database
+from rooflab.db.records import EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.db.samples import pack
+from rooflab.db.status import FINISHED_RANK, ResultStatus, RunStatus, allowed
 from rooflab.db.urls import redact
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
-_STATUS_RANK = {"complete": 0, "partial": 1, "interrupted": 2, "failed": 3}
 
 
 @dataclass(frozen=True)
@@ -38,17 +37,26 @@ class ShardStatus:
     shard: str  # "I/N"
     shard_count: int
     host: str
-    status: str  # one of RUN_STATUSES
+    status: str  # a RunStatus
     started_at: datetime
     finished_at: datetime | None
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
+
+
+class ShardFormatError(DatabaseInputError):
+    """A shard's text is not I/N with 0 <= I < N; `reason` says which part is wrong."""
+
+    def __init__(self, shard: object, reason: str) -> None:
+        super().__init__(f"invalid shard {shard!r}: {reason}")
+        self.reason = reason
 
 
 def parse_shard(shard: str) -> tuple[int, int]:
-    """`"I/N"` -> (I, N); raises DatabaseInputError on anything else."""
+    """`"I/N"` -> (I, N), the 0-based index I of N shards: the one rule for a shard's text, stored,
+    imported or given on the command line (runners.shards.parse_shard); ShardFormatError otherwise."""
     match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
     if not match or int(match.group(2)) < 1 or int(match.group(1)) >= int(match.group(2)):
         raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N, "
@@ -130,7 +138,7 @@ class ResultStore:
         store.start_run(run)
         store.add_environment(run.run_id, env)
         store.add_measurement(measurement)   # False if this run already has that result
-        store.finish_run(run.run_id, "complete")
+        store.finish_run(run.run_id, RunStatus.COMPLETE)
         store.close()
     """
 
@@ -197,7 +205,7 @@ class ResultStore:
                     spec_hash=run.spec_hash,
                     started_at=run.started_at,
                     finished_at=None,
-                    status="running",
+                    status=RunStatus.RUNNING,
                     host=run.host,
                     git_commit=run.git_commit,
                     git_dirty=bool(run.git_dirty),
@@ -215,36 +223,36 @@ class ResultStore:
                 )
             if shard is None:
                 conn.execute(
-                    update(models.Run).where(models.Run.id == row.id).values(status="running", finished_at=None)
+                    update(models.Run).where(models.Run.id == row.id).values(status=RunStatus.RUNNING, finished_at=None)
                 )
             else:
                 table = models.RunShard.__table__
                 conn.execute(
                     insert_ignore(conn, table).values(
                         run_id=row.id, shard=shard, shard_count=shard_count, host=run.host,
-                        status="running", started_at=utc_now(), finished_at=None,
+                        status=RunStatus.RUNNING, started_at=utc_now(), finished_at=None,
                     )
                 )
                 conn.execute(
                     update(models.RunShard)
                     .where(models.RunShard.run_id == row.id, models.RunShard.shard == shard)
-                    .values(status="running", finished_at=None, host=run.host)
+                    .values(status=RunStatus.RUNNING, finished_at=None, host=run.host)
                 )
                 conn.execute(
-                    update(models.Run).where(models.Run.id == row.id).values(status="running", finished_at=None)
+                    update(models.Run).where(models.Run.id == row.id).values(status=RunStatus.RUNNING, finished_at=None)
                 )
             return row.id
 
         self._run_pk[run.run_id] = self._transaction(body)
 
     def finish_run(self, run_id: str, status: str, shard: str | None = None) -> None:
-        """Mark a run (or one shard of it) finished with a RUN_STATUSES status.
+        """Mark a run (or one shard of it) finished with a RunStatus.
 
         A sharded run is finished when all N of its shards are; its status is then the worst of
         theirs (complete < partial < interrupted < failed).
         """
-        if status not in RUN_STATUSES:
-            raise DatabaseInputError(f"invalid run status {status!r}; allowed: {', '.join(RUN_STATUSES)}")
+        if status not in tuple(RunStatus):
+            raise DatabaseInputError(f"invalid run status {status!r}; allowed: {allowed(RunStatus)}")
         if shard is not None:
             parse_shard(shard)
         now = utc_now()
@@ -329,8 +337,8 @@ class ResultStore:
         Returns False, writing nothing, when the run already has a result for this case, cache
         mode, timing mode and device.
         """
-        if m.status not in STATUSES:
-            raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {', '.join(STATUSES)}")
+        if m.status not in tuple(ResultStatus):
+            raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {allowed(ResultStatus)}")
         require_aware("measured_at", m.measured_at)
         row = measurement_row(m)
         blob = pack(m.samples_ms) if m.samples_ms else None
@@ -415,9 +423,10 @@ def aggregate_shards(conn: Connection, run_pk: int) -> None:
     if not shards:
         return
     expected = max(s.shard_count for s in shards)
-    finished = [s for s in shards if s.status != "running"]
+    finished = [s for s in shards if s.status != RunStatus.RUNNING]
     if len(finished) >= expected and len(finished) == len(shards):
-        worst = max((s.status for s in finished), key=lambda status: _STATUS_RANK.get(status, 3))
+        failed_rank = FINISHED_RANK[RunStatus.FAILED]
+        worst = max((s.status for s in finished), key=lambda status: FINISHED_RANK.get(status, failed_rank))
         last = max(s.finished_at for s in finished if s.finished_at is not None) if any(
             s.finished_at is not None for s in finished) else None
         conn.execute(update(models.Run).where(models.Run.id == run_pk).values(status=worst, finished_at=last))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from rooflab.db.errors import DatabaseInputError
 
@@ -50,5 +50,5 @@ def parse_since(value: Since, *, option: str = "--since") -> datetime | None:
                 f"{option} {value!r}: expected a date (2026-01-31) or an ISO datetime (2026-01-31T12:00:00+00:00)"
             ) from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)

@@ -1,7 +1,7 @@
 """Column types shared by the models and the migrations."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import BigInteger, DateTime, Integer
@@ -29,7 +29,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             raise TypeError(f"expected a datetime, got {type(value).__name__}")
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"naive datetime {value.isoformat()} refused: timestamps must be timezone-aware")
-        value = value.astimezone(timezone.utc)
+        value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
@@ -38,5 +38,5 @@ class UTCDateTime(TypeDecorator[datetime]):
         if isinstance(value, str):  # raw SQLite text (e.g. from a plain SQL insert)
             value = datetime.fromisoformat(value)
         if value.tzinfo is None:
-            return value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc)
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)

@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db import rates
+from rooflab.db.status import ResultStatus
 from rooflab.reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
 from rooflab.reports.diagnosis import _wall, latest_per_case
 from rooflab.reports.frames import params_of
@@ -145,7 +147,7 @@ class Breakdown:
             "profiler_overhead": self.profiler_overhead, "gap_ms": self.gap_ms,
             "unattributed_ms": self.unattributed_ms, "overlap_ms": self.overlap_ms, "sum_error": self.sum_error,
             "sum_tolerance": PARTS_SUM_TOLERANCE, "sums_ok": self.sums_ok, "flops": self.flops,
-            "tflops": self.flops / (self.median_ms * 1e-3) / 1e12,
+            "tflops": rates.tflops(self.flops, self.median_ms),
             "mfu_measured": self.mfu_measured, "mfu_datasheet": self.mfu_datasheet,
             "matrix_roof_tflops": self.matrix_roof_tflops, "datasheet_tflops": self.datasheet_tflops,
             "bandwidth_roof_gbps": self.bandwidth_roof_gbps,
@@ -171,16 +173,15 @@ def _part_row(part: pd.Series, whole_ms: float, dtype: str, dc: DeviceCeilings, 
     time_ms, flops, nbytes = float(part["time_ms"]), int(part["flops"]), int(part["bytes"])
     croof = compute_roof(dc, dtype, matrix=part["kind"] in MATRIX_KINDS)
     broof = bandwidth_roof(dc)
-    compute_ms = flops / (croof.value * 1e12) * 1e3 if croof and flops else (0.0 if flops == 0 else math.nan)
-    memory_ms = nbytes / (broof.value * 1e9) * 1e3 if broof and nbytes else (0.0 if nbytes == 0 else math.nan)
+    compute_ms = rates.ms_at_tflops(flops, croof.value) if croof and flops else (0.0 if flops == 0 else math.nan)
+    memory_ms = rates.ms_at_gbps(nbytes, broof.value) if broof and nbytes else (0.0 if nbytes == 0 else math.nan)
     terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
     roofline_ms = max(terms) if terms else math.nan
-    seconds = time_ms * 1e-3
     return PartRow(
         name=str(part["name"]), kind=str(part["kind"]), time_ms=time_ms,
         share=time_ms / whole_ms if whole_ms > 0 else math.nan, flops=flops, bytes=nbytes,
-        tflops=flops / seconds / 1e12 if seconds > 0 else math.nan,
-        gbps=nbytes / seconds / 1e9 if seconds > 0 else math.nan,
+        tflops=rates.tflops(flops, time_ms) if time_ms > 0 else math.nan,
+        gbps=rates.gbps(nbytes, time_ms) if time_ms > 0 else math.nan,
         roofline_ms=roofline_ms,
         efficiency=roofline_ms / time_ms if time_ms > 0 and roofline_ms == roofline_ms else math.nan,
         wall=_wall(time_ms, roofline_ms, compute_ms, memory_ms, floor) if time_ms > 0 else None,
@@ -196,7 +197,7 @@ def _chains(params: dict[str, Any], dtype: str, dc: DeviceCeilings) -> tuple[tup
     resolved = get_op("transformer_block").resolved_params(params)
     out = []
     for chain in fusion_chains(forward_parts(resolved, dtype), dtype):
-        saved_ms = chain.saved_bytes / (roof.value * 1e9) * 1e3 if roof else math.nan
+        saved_ms = rates.ms_at_gbps(chain.saved_bytes, roof.value) if roof else math.nan
         out.append(ChainEstimate(chain.parts, chain.unfused_bytes, chain.saved_bytes, saved_ms))
     return tuple(out), (roof.value if roof else None)
 
@@ -221,7 +222,8 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
     device's rows; `parts`: any superset of their parts)."""
     if profiles.empty:
         return []
-    rows = profiles[(profiles["status"] == "ok") & (pd.to_numeric(profiles["median_ms"], errors="coerce") > 0)]
+    positive = pd.to_numeric(profiles["median_ms"], errors="coerce") > 0
+    rows = profiles[(profiles["status"] == ResultStatus.OK) & positive]
     rows = rows.sort_values(["run_order", "measurement_id"]).drop_duplicates("case_key", keep="last")
     floor = launch_floor_ms(dc, "launch")
     out = []
@@ -231,7 +233,7 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
         mine = parts[parts["measurement_id"] == prof["measurement_id"]].sort_values("position")
         matrix = dc.get("matrix", dtype=dtype)
         sheet = dc.spec.peak_tflops(dtype, matrix=True) if dc.spec is not None else None
-        achieved = float(prof["flops"]) / (float(prof["median_ms"]) * 1e-3) / 1e12
+        achieved = rates.tflops(float(prof["flops"]), float(prof["median_ms"]))
         params = params_of(prof["params"])
         chains, bw = _chains(params, dtype, dc)
         out.append(Breakdown(

@@ -5,7 +5,8 @@ Like the rest of a device page, the section shows only the runs the page shows (
 the profiles of other runs are named, not drawn."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 from markupsafe import Markup

@@ -1,4 +1,5 @@
-"""Measured ceilings of one device, derived from the probe results by these rules (docs/design.md, "Ceilings from probes").
+"""Measured ceilings of one device, derived from the probe results by these rules
+(docs/design.md, "Ceilings from probes").
 
 - HBM read-write: best gbps of cold stream_copy/scale/add/triad whose bytes >= 4x L2
 - HBM read-only:  best gbps of cold stream_dot whose bytes >= 4x L2
@@ -26,8 +27,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.reports.opinfo import reads_only
+from rooflab.suite.case import CacheMode
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)
@@ -36,7 +40,6 @@ HBM_MIN_L2_MULTIPLE = 4
 TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
 MATRIX_FAMILIES = ("gemm", "attention", "layer")  # a layer's FLOPs are nearly all matmul FLOPs
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-READ_ONLY_OPS = ("sum", "amax", "stream_dot")  # held against the read-only HBM roof
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
 ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch")
 ROOF_FAMILIES = ("gemm",)
@@ -179,8 +182,8 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
     if rows.empty:
         return DeviceCeilings(device_name, spec, l2, ())
     nbytes = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0)
-    cold = rows["cache"] == "cold"
-    hot = rows["cache"] == "hot"
+    cold = rows["cache"] == CacheMode.COLD
+    hot = rows["cache"] == CacheMode.HOT
     big = nbytes >= HBM_MIN_L2_MULTIPLE * l2
     for kind, ops, mask in (
         ("hbm_rw", STREAM_RW_OPS, cold & big),
@@ -214,9 +217,9 @@ def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
     probes); a compute figure from any case."""
     nbytes = float(row["bytes"] or 0)
     if kind in ("hbm_rw", "hbm_ro"):
-        return row["cache"] == "cold" and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
+        return row["cache"] == CacheMode.COLD and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
     if kind == "l2":
-        return row["cache"] == "hot" and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
+        return row["cache"] == CacheMode.HOT and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
     return True
 
 
@@ -227,9 +230,9 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     fl = [c.value for c in dc.ceilings if c.kind in ("vector", "matrix")]
     if rows.empty or not (bw or fl):
         return dc
-    median_s = pd.to_numeric(rows["median_ms"], errors="coerce") * 1e-3
-    gbps = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0) / median_s / 1e9
-    tflops = pd.to_numeric(rows["flops"], errors="coerce").fillna(0) / median_s / 1e12
+    median_ms = pd.to_numeric(rows["median_ms"], errors="coerce")
+    gbps = rates.gbps(pd.to_numeric(rows["bytes"], errors="coerce").fillna(0), median_ms)
+    tflops = rates.tflops(pd.to_numeric(rows["flops"], errors="coerce").fillna(0), median_ms)
     beyond = ((gbps > min(bw)) if bw else False) | ((tflops > min(fl)) if fl else False)
     candidates = rows[beyond & (rows["op"] != "launch")]
     best: dict[int, tuple[float, pd.Series]] = {}
@@ -237,7 +240,7 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index], strict=True):
         held: list[tuple[Ceiling | Roof | None, float]] = [
             (_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
-                               read_only=r["op"] in READ_ONLY_OPS), g)
+                               read_only=reads_only(r["op"])), g)
         ]
         matrix = uses_matrix_units(str(r["family"]), str(r["dtype"]))
         held.append((_compute_choice(dc, str(r["dtype"]), matrix=matrix), t))
@@ -325,7 +328,7 @@ def _bandwidth_choice(dc: DeviceCeilings, *, hot: bool, read_only: bool) -> Ceil
 def l2_resident(dc: DeviceCeilings, cache: str, nbytes: float) -> bool:
     """A hot case whose bytes fit in the L2 is held against the L2 roof; larger hot cases stream
     from HBM anyway (with an unknown L2 size every hot case counts as resident)."""
-    return cache == "hot" and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
+    return cache == CacheMode.HOT and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
 
 
 def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
@@ -216,7 +216,7 @@ def _stats(x: np.ndarray, cuts: list[int], i: int, settle: int) -> ChangePoint:
                        len(b))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _critical_t(n: int, max_p: float, settle: int) -> float:
     """The |t| at which a split of n points passes `_corrected_p` <= max_p (bisection on t_sf)."""
     target = max_p / (2.0 * max(1, n - 2 * settle + 1))

@@ -15,11 +15,19 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rooflab.reports.ceilings import (DeviceCeilings, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
-                                      launch_floor_ms, uses_matrix_units)
-from rooflab.reports.diagnosis import READ_ONLY_OPS, diagnose
+from rooflab.reports.ceilings import (
+    DeviceCeilings,
+    bandwidth_roof,
+    compute_ceilings,
+    compute_roof,
+    l2_resident,
+    launch_floor_ms,
+    uses_matrix_units,
+)
+from rooflab.reports.diagnosis import diagnose
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import select_device
+from rooflab.reports.opinfo import reads_only
 
 
 @dataclass(frozen=True)
@@ -57,7 +65,7 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
     """Candidate roof / baseline roof for the wall the case hits on the baseline."""
     wall = case["wall"]
     if wall == "bandwidth":
-        nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), case["op"] in READ_ONLY_OPS
+        nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), reads_only(case["op"])
         return _ratio(bandwidth_roof(cand, hot=l2_resident(cand, cache, nbytes), read_only=ro),
                       bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
     if wall == "compute":

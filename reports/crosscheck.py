@@ -7,10 +7,12 @@ only the newest cross-check run of each device is shown.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports import plots
 
 REASON_TEXT = {
@@ -36,7 +38,7 @@ def ratio_svg(rows: pd.DataFrame, device: str) -> str:
     """Ratio (log) against rooflab's median (log), one marker per peer, disagreements filled red."""
     import matplotlib.ticker as mticker
 
-    ok = rows[(rows["status"] == "ok") & rows["ratio"].notna()]
+    ok = rows[(rows["status"] == ResultStatus.OK) & rows["ratio"].notna()]
     with plots._figure(8.0, 4.5) as (fig, ax):
         for peer, group in ok.groupby("peer", sort=True):
             marker = PEER_MARKERS.get(str(peer), "o")
@@ -65,7 +67,7 @@ def _geomean(values: pd.Series) -> float | None:
 
 
 def summary(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    ok = rows[(rows["status"] == "ok") & rows["ratio"].notna()]
+    ok = rows[(rows["status"] == ResultStatus.OK) & rows["ratio"].notna()]
     out = []
     for (peer, family), group in ok.groupby(["peer", "family"], sort=True):
         worst = group.loc[group["ratio"].map(lambda r: abs(math.log(r))).idxmax()]
@@ -82,9 +84,9 @@ def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.Da
     sections = []
     for device, rows in shown.groupby("device_name", sort=True):
         rows = rows.sort_values(["family", "case_key", "peer"])
-        skipped = rows[rows["status"] == "skipped"].drop_duplicates("peer")
+        skipped = rows[rows["status"] == ResultStatus.SKIPPED].drop_duplicates("peer")
         records = []
-        for r in rows[rows["status"] != "skipped"].itertuples(index=False):
+        for r in rows[rows["status"] != ResultStatus.SKIPPED].itertuples(index=False):
             records.append({
                 "case_key": r.case_key, "peer": r.peer, "status": r.status, "error": r.error,
                 "mode": f"{r.peer_cache or ''} {r.peer_clock or ''}".strip(), "cache": r.cache,

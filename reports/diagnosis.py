@@ -30,8 +30,8 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.ceilings import (
-    READ_ONLY_OPS,
     DeviceCeilings,
     bandwidth_roof,
     compute_roof,
@@ -40,6 +40,7 @@ from rooflab.reports.ceilings import (
     uses_matrix_units,
 )
 from rooflab.reports.frames import params_of, quality_of, usable
+from rooflab.reports.opinfo import fusion_chain_ops, reads_only, unfused_bytes
 
 OVERHEAD_FACTOR = 2.0
 WALLS = ("compute", "bandwidth", "overhead")
@@ -93,9 +94,11 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
         nbytes = float(r["bytes"] or 0)
         dtype, family = str(r["dtype"]), str(r["family"])
         croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
-        broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=r["op"] in READ_ONLY_OPS)
-        compute_ms = flops / (croof.value * 1e12) * 1e3 if (croof and flops > 0) else (0.0 if flops == 0 else math.nan)
-        memory_ms = nbytes / (broof.value * 1e9) * 1e3 if (broof and nbytes > 0) else (0.0 if nbytes == 0 else math.nan)
+        broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
+        no_compute = 0.0 if flops == 0 else math.nan
+        compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
+        no_memory = 0.0 if nbytes == 0 else math.nan
+        memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
         terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
         roofline_ms = max(terms) if terms else math.nan
         floor = launch_floor_ms(dc, str(r["timing_mode"]))
@@ -108,7 +111,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
             "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if nbytes else math.nan,
-            "tflops": flops / (median_ms * 1e-3) / 1e12, "gbps": nbytes / (median_ms * 1e-3) / 1e9,
+            "tflops": rates.tflops(flops, median_ms), "gbps": rates.gbps(nbytes, median_ms),
             "compute_ms": compute_ms, "memory_ms": memory_ms, "roofline_ms": roofline_ms,
             "efficiency": math.nan if suspect else efficiency, "wall": wall, "launch_floor_ms": floor,
             "compute_roof_tflops": croof.value if croof else math.nan,
@@ -151,46 +154,6 @@ def most_left_on_table(diag: pd.DataFrame, limit: int = 15) -> pd.DataFrame:
 
 # --- fusion gains ---
 
-FUSION_CHAIN_OPS = ("cos_cos", "bias_gelu_dropout_residual", "matmul_bias_gelu")
-_ELEMENT_SIZE = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "int32": 4}
-
-
-def element_size(dtype: str) -> int:
-    if dtype.startswith("float8"):
-        return 1
-    return _ELEMENT_SIZE.get(dtype, 4)
-
-
-def unfused_bytes(op: str, params: dict, dtype: str) -> int | None:
-    """DRAM bytes of the eager chain: every eager kernel reads its inputs and writes its output once.
-
-    cos_cos: two cos kernels, each reads and writes n elements -> 4·n·s.
-    bias_gelu_dropout_residual (n, hidden): x+bias (2n+hidden), gelu (2n), dropout (2n, plus a
-      1-byte mask of n), +residual (3n) -> (9n + hidden)·s + n.
-    matmul_bias_gelu (m, n, k): matmul (mk + kn + mn), +bias (2mn + n), gelu (2mn)
-      -> (mk + kn + 5mn + n)·s.
-    attention, naive: QK^T reads Q, K and writes S; softmax reads S, writes P; PV reads P, V and
-      writes O -> (2·seq_q + 2·seq_k)·b·h·d·s + 4·b·h·seq_q·seq_k·s.
-    """
-    s = element_size(dtype)
-    try:
-        if op == "cos_cos":
-            return 4 * int(params["n"]) * s
-        if op == "bias_gelu_dropout_residual":
-            n, hidden = int(params["n"]), int(params.get("hidden", 0))
-            return (9 * n + hidden) * s + n
-        if op == "matmul_bias_gelu":
-            m, n, k = int(params["m"]), int(params["n"]), int(params["k"])
-            return (m * k + k * n + 5 * m * n + n) * s
-        if op == "attention":
-            b, h = int(params.get("batch", 1)), int(params["heads"])
-            sq, sk, d = int(params["seq_q"]), int(params["seq_k"]), int(params["head_dim"])
-            return (2 * sq + 2 * sk) * b * h * d * s + 4 * b * h * sq * sk * s
-    except (KeyError, ValueError, TypeError):
-        return None
-    return None
-
-
 FUSION_COLUMNS = [
     "comparison", "op", "dtype", "cache", "timing_mode", "shape", "unfused_case", "fused_case",
     "unfused_ms", "fused_ms", "speedup", "unfused_bytes", "fused_bytes", "bytes_saved", "bytes_ratio",
@@ -209,7 +172,7 @@ def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame(columns=FUSION_COLUMNS)
     rows = rows.assign(_params=[params_of(p) for p in rows["params"]])
-    chains = rows[rows["op"].isin(FUSION_CHAIN_OPS)]
+    chains = rows[rows["op"].isin(fusion_chain_ops(rows["op"].unique()))]
     for _, fused in chains[chains["backend"] == "compiled"].iterrows():
         match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"])
                        & (chains["dtype"] == fused["dtype"]) & (chains["cache"] == fused["cache"])

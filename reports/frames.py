@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports.errors import ReportInputError
 from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS, Quality
 
@@ -14,7 +15,7 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
     """Rows with a performance figure: status ok, a positive median, not throttled."""
     if df.empty:
         return df
-    mask = (df["status"] == "ok") & (pd.to_numeric(df["median_ms"], errors="coerce") > 0)
+    mask = (df["status"] == ResultStatus.OK) & (pd.to_numeric(df["median_ms"], errors="coerce") > 0)
     if "throttled" in df.columns:
         mask &= ~df["throttled"].fillna(False).astype(bool)
     return df[mask]

@@ -14,8 +14,8 @@ These figures are drawn beside measured ceilings for contrast; they never replac
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 MiB = 1024 * 1024
 

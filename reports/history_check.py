@@ -7,8 +7,9 @@ caller's (runners.nightly).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from rooflab.reports.options import RegressionOptions
 
@@ -31,24 +32,24 @@ def series_of_run(history: Any, run_id: str) -> Any:
     if this_run.empty:
         return history.iloc[0:0]
     order = int(this_run["run_order"].iloc[0])
-    keys = set(zip(this_run["case_key"], this_run["device_fingerprint"]))
+    keys = set(zip(this_run["case_key"], this_run["device_fingerprint"], strict=True))
     upto = history[history["run_order"] <= order]
-    mask = [(k, f) in keys for k, f in zip(upto["case_key"], upto["device_fingerprint"])]
+    mask = [(k, f) in keys for k, f in zip(upto["case_key"], upto["device_fingerprint"], strict=True)]
     return upto[mask]
 
 
 def check_history(db: Any, run_id: str, options: RegressionOptions = RegressionOptions()) -> HistoryCheck:
     """Judge the series `run_id` measured in the database `db` (a URL or a db.handle.Database)."""
     from rooflab.db.query import results, run_ids
-    from rooflab.db.records import STATUSES
+    from rooflab.db.status import ResultStatus
     from rooflab.reports.regressions import DETECT_COLUMNS, detect, detect_in_database
 
     this_run = results(db, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
-    counts = {status: int((this_run["status"] == status).sum()) for status in STATUSES}
+    counts = {str(status): int((this_run["status"] == status).sum()) for status in ResultStatus}
     kw = options.as_kwargs()
     if not this_run.empty and run_ids(db)[-1] == run_id:
         # the newest run: its series up to it are their whole histories, judged from the newest runs
-        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str)))
+        keys = set(zip(this_run["case_key"].astype(str), this_run["device_fingerprint"].astype(str), strict=True))
         verdicts = [v for v in detect_in_database(db, **kw) if (v.case_key, v.device_fingerprint) in keys]
     else:
         verdicts = detect(series_of_run(results(db, columns=DETECT_COLUMNS), run_id), **kw)

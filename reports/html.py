@@ -13,15 +13,18 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.db.timeparse import Since
 from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
-from rooflab.reports.breakdown_section import LayerProfiles, section as breakdown_section
+from rooflab.reports.breakdown_section import LayerProfiles
+from rooflab.reports.breakdown_section import section as breakdown_section
 from rooflab.reports.ceilings import compute_ceilings
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.reports.frames import device_names, first_value
 from rooflab.reports.regressions import detect
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
+from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
@@ -198,7 +201,7 @@ def render_report(
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
                         "environments": ctx["environments"], "runs": ", ".join(plan.shown),
                         "fingerprints": sorted(str(f) for f in rows["device_fingerprint"].dropna().unique()),
-                        "results": len(rows), "ok": int((rows["status"] == "ok").sum())})
+                        "results": len(rows), "ok": int((rows["status"] == ResultStatus.OK).sum())})
     has_compare = len(names) >= 2
     if has_compare:
         pages["compare.html"] = _compare_page(env, out, ceilings_by_device)
@@ -215,7 +218,7 @@ def render_report(
         title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices,
         has_compare=has_compare,
         empty=df.empty, n_results=int(counts["n"].sum()) if not counts.empty else 0, has_crosscheck=has_crosscheck,
-        alerts={s: sum(v.status == s for v in verdicts) for s in ("regression", "suspect", "improvement")},
+        alerts={str(s): sum(v.status == s for v in verdicts) for s in SHOWN_VERDICTS},
     )
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
@@ -257,7 +260,7 @@ def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
 
 
 def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str:
-    order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+    order = tuple(Verdict)  # the most urgent first
     flagged = [v for v in verdicts if v.flagged]
     flagged.sort(key=lambda v: (order.index(v.status), v.drift is None,
                                 -abs(v.latest.rel_change) if v.latest is not None else 0.0, v.case_key))
@@ -267,13 +270,13 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
         if i < MAX_TREND_PLOTS:
             d["svg"] = _write_svg(out, f"trend-{slug(v.case_key + v.device_fingerprint)}.svg", plots.trend_svg(v))
         items.append(d)
-    counts = {s: sum(v.status == s for v in verdicts) for s in order}
+    counts: dict[str, int] = {str(s): sum(v.status == s for v in verdicts) for s in order}
     counts["drift"] = sum(v.drift is not None for v in verdicts)
     return env.get_template("regressions.html").render(title="rooflab: regressions", items=items, counts=counts,
                                                        n_series=len(verdicts), max_plots=MAX_TREND_PLOTS)
 
 
-def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = None, since: object = None) -> Path:
+def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = None, since: Since = None) -> Path:
     """Write the site for the database at `db_url` (a URL or a db.handle.Database); returns
     index.html. Reads the run counts, then only the runs the device pages show (and their roof
     runs), and the regression verdicts."""

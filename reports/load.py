@@ -1,7 +1,8 @@
 """The one place reports read the database: results frames via db.query."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -9,6 +10,7 @@ from rooflab.reports.options import RegressionOptions
 
 if TYPE_CHECKING:
     from rooflab.db.handle import Db
+    from rooflab.db.timeparse import Since
 
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
@@ -47,7 +49,7 @@ def load_results(url: Db, columns: Sequence[str] | None = None) -> pd.DataFrame:
     return results(url, columns=columns)
 
 
-def load_report_results(url: Db, *, runs: Sequence[str] | None = None, since: object = None,
+def load_report_results(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
                         columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(results of the runs the report's device pages need, db.query.result_counts): the runs are
     chosen from the counts (reports.runsel) before any result is read."""
@@ -83,7 +85,9 @@ def load_crosschecks(url: Db) -> pd.DataFrame:
     return crosscheck_frame(url)
 
 
-def load_device_results(url: Db, device: str, columns: Sequence[str] | None = REPORT_COLUMNS) -> tuple[str, pd.DataFrame]:
+def load_device_results(
+    url: Db, device: str, columns: Sequence[str] | None = REPORT_COLUMNS
+) -> tuple[str, pd.DataFrame]:
     """(device name, its results) as reports.frames.select_device picks them from every result,
     reading only that device's rows: the device is resolved against the devices that have results."""
     from rooflab.db.query import result_devices, results

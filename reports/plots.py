@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import matplotlib
 
@@ -19,10 +20,15 @@ import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
 
+from rooflab.db import rates  # noqa: E402
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
 from rooflab.reports.frames import quality_of, usable  # noqa: E402
 from rooflab.reports.options import Z_THRESHOLD  # noqa: E402
-from rooflab.reports.regressions import SeriesVerdict  # noqa: E402
+from rooflab.reports.regressions import Point, SeriesVerdict  # noqa: E402
+from rooflab.suite.case import CacheMode  # noqa: E402
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
@@ -70,7 +76,7 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
     for (family, dtype, cache), g in rows.groupby(["family", "dtype", "cache"], sort=True):
         color = colors[str(family)]
         marker = DTYPE_MARKERS.get(str(dtype), "o")
-        face = color if cache == "cold" else "none"
+        face = color if cache == CacheMode.COLD else "none"
         ax.scatter(g[x], g[y], marker=marker, s=36, facecolors=face, edgecolors=[color], linewidths=1.2,
                    label=plain(f"{family} {dtype} {cache}"), zorder=3, rasterized=raster)
 
@@ -104,7 +110,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
              & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
     pts = pts.sort_values([c for c in ("family", "op", "case_key", "run_id") if c in pts.columns], kind="stable")
     pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
-    pts["y"] = pts["flops"].astype(float) / (pts["median_ms"].astype(float) * 1e-3) / 1e12
+    pts["y"] = rates.tflops(pts["flops"].astype(float), pts["median_ms"].astype(float))
     pts["intensity"], pts["tflops"] = pts["x"], pts["y"]
     pts["quality"] = quality_of(pts)
     pts["point"] = range(1, len(pts) + 1)
@@ -207,7 +213,7 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                 color = colors[str(family)]
                 gid = f"rl-points-{k}"
                 ax.scatter(g["x"], g["y"], marker=DTYPE_MARKERS.get(str(dtype), "o"), s=36,
-                           facecolors=color if cache == "cold" else "none", edgecolors=[color], linewidths=1.2,
+                           facecolors=color if cache == CacheMode.COLD else "none", edgecolors=[color], linewidths=1.2,
                            zorder=3, rasterized=raster, gid=gid)
                 if not raster:
                     titles[gid] = [(int(r["point"]), _point_title(r)) for _, r in g.iterrows()]
@@ -290,16 +296,17 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
     with _figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log")
         if not sel.empty:
-            sel = sel.assign(gbps_=sel["bytes"].astype(float) / (sel["median_ms"].astype(float) * 1e-3) / 1e9)
+            sel = sel.assign(gbps_=rates.gbps(sel["bytes"].astype(float), sel["median_ms"].astype(float)))
             ops = sorted(sel["op"].astype(str).unique())
             colors = dict(zip(ops, sns.color_palette("tab10", len(ops)), strict=True))
             raster = len(sel) > RASTERIZE_ABOVE
             for (op, cache), g in sel.groupby(["op", "cache"], sort=True):
                 g = g.sort_values("bytes")
                 c = colors[str(op)]
-                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == "cold" else ":", color=c, lw=1.0,
+                ax.plot(g["bytes"].astype(float), g["gbps_"], "-" if cache == CacheMode.COLD else ":", color=c, lw=1.0,
                         rasterized=raster)
-                ax.scatter(g["bytes"].astype(float), g["gbps_"], color=c, facecolors=c if cache == "cold" else "none",
+                face = c if cache == CacheMode.COLD else "none"
+                ax.scatter(g["bytes"].astype(float), g["gbps_"], color=c, facecolors=face,
                            edgecolors=[c], s=28, label=plain(f"{op} {cache}"), zorder=3, rasterized=raster)
         else:
             ax.text(0.5, 0.5, "no zero-FLOP or stream measurements", transform=ax.transAxes, ha="center")

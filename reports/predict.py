@@ -11,8 +11,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.reports.ceilings import (DeviceCeilings, Roof, bandwidth_roof, compute_ceilings, compute_roof, l2_resident,
-                              launch_floor_ms, uses_matrix_units)
+from rooflab.db import rates
+from rooflab.reports.ceilings import (
+    DeviceCeilings,
+    Roof,
+    bandwidth_roof,
+    compute_ceilings,
+    compute_roof,
+    l2_resident,
+    launch_floor_ms,
+    uses_matrix_units,
+)
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import device_names, select_device
 from rooflab.reports.gpu_specs import SPECS, match_device
@@ -68,6 +77,7 @@ def parse_shape(text: str) -> dict[str, int | float | bool | str]:
 
 def resolve_op_params(op_name: str, shape: dict, dtype: str):
     """(op, resolved params) after checking the op, parameter names, required ones and the dtype."""
+    from rooflab.suite.ops.base import ParamValueError
     from rooflab.suite.ops.registry import all_ops, get_op
 
     try:
@@ -84,16 +94,10 @@ def resolve_op_params(op_name: str, shape: dict, dtype: str):
         raise ReportInputError(f"--shape: op {op_name!r} needs {', '.join(missing)} (parameters: "
                                f"{', '.join(op.params)})")
     for name, spec in op.params.items():
-        value = params[name]
-        if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
-            params[name] = value = float(value)
-        if spec.type is bool and not isinstance(value, bool) or spec.type is not bool and isinstance(value, bool) \
-                or spec.type in (int, float) and not isinstance(value, (int, float)):
-            raise ReportInputError(f"--shape: {name}={value!r} must be of type {spec.type.__name__}")
-        if spec.choices is not None and value not in spec.choices:
-            raise ReportInputError(f"--shape: {name}={value!r}; allowed: {', '.join(map(str, spec.choices))}")
-        if spec.positive and isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
-            raise ReportInputError(f"--shape: {name}={value!r} must be > 0")
+        try:
+            params[name] = spec.check(params[name], name, op_name)  # the spec's own check (suite.ops.base)
+        except ParamValueError as exc:
+            raise ReportInputError(f"--shape: {exc}") from None
     if dtype not in op.dtypes:
         raise ReportInputError(f"--dtype: op {op_name!r} does not take {dtype!r}; allowed: {', '.join(op.dtypes)}")
     return op, params
@@ -133,10 +137,10 @@ def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame
 
 
 def _prediction(op_name, params, dtype, dc, flops, nbytes, croof: Roof, broof: Roof, floor) -> Prediction:
-    peak, bw = croof.value * 1e12, broof.value * 1e9
+    peak, bw = croof.value * rates.TFLOP, broof.value * rates.GB  # FLOP/s, B/s
     intensity = flops / nbytes if nbytes else math.inf
     ridge = peak / bw
-    roofline_s = max(flops / peak, nbytes / bw)
+    roofline_s = max(rates.ms_at_tflops(flops, croof.value), rates.ms_at_gbps(nbytes, broof.value)) / rates.MS_PER_S
     attainable = min(peak, intensity * bw) if nbytes else peak
     if floor is not None and roofline_s * 1e3 < floor:
         wall = "overhead"

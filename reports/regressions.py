@@ -40,8 +40,10 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
+from rooflab.db.handle import Db
 from rooflab.reports import changepoints as cp
 from rooflab.reports.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
+from rooflab.reports.verdicts import ALERTS, SHOWN_VERDICTS, FailOn, Verdict
 from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
 
 MAD_SCALE = 1.4826
@@ -56,8 +58,6 @@ REPEATED = 2  # a regression lies above the REPEATED-th highest value of the bas
 CHANGE_HISTORY = 60  # good points of the newest segment the change-point and drift pass reads
 NOISY_MAX_TIME_IQR = 0.10
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
-STATUSES = ("regression", "suspect", "improvement", "ok", "insufficient_data")
-FAIL_ON = ("regression", "drift", "suspect", "never")
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Flag:
 class Gate:
     """The gate's judgement of the newest points of one series."""
 
-    status: str  # one of STATUSES
+    status: Verdict
     latest: Flag | None
     previous: Flag | None
     pooled: Flag | None  # the mean of the two newest points
@@ -151,7 +151,7 @@ class SeriesVerdict:
     case_key: str
     device_fingerprint: str
     device_name: str
-    status: str  # one of STATUSES
+    status: Verdict
     latest: Flag | None
     previous: Flag | None
     baseline: Baseline | None
@@ -168,12 +168,12 @@ class SeriesVerdict:
 
     @property
     def alert(self) -> bool:
-        return self.status in ("regression", "suspect")
+        return self.status in ALERTS
 
     @property
     def flagged(self) -> bool:
         """Shown in reports: an alert, an improvement or a drift."""
-        return self.status in ("regression", "suspect", "improvement") or self.drift is not None
+        return self.status in SHOWN_VERDICTS or self.drift is not None
 
     def as_dict(self) -> dict:
         return {
@@ -319,7 +319,8 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
     points: list[Point] = []
     segment, last_env = 0, None
     run_ids, orders, medians, envs = c["run_id"], c["order"], c["median_ms"], c["env"]
-    not_ok, throttled, noisy, starts, commits = c["not_ok"], c["throttled"], c["noisy"], c["started_at"], c["git_commit"]
+    not_ok, throttled, noisy = c["not_ok"], c["throttled"], c["noisy"]
+    starts, commits = c["started_at"], c["git_commit"]
     for i in range(start, end):
         env = envs[i]
         if last_env is not None and env != last_env:
@@ -366,11 +367,12 @@ def _first_bad(seg: list[Point], base: Baseline, z_threshold: float, min_change:
     return first
 
 
-def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
+def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_THRESHOLD,
+          min_change: float = MIN_CHANGE,
           min_baseline: int = MIN_BASELINE) -> Gate:
     """The gate's judgement of one series' points (see the module docstring)."""
     if not points:
-        return Gate("insufficient_data", None, None, None, None, "no ok result")
+        return Gate(Verdict.INSUFFICIENT_DATA, None, None, None, None, "no ok result")
     seg = [p for p in points if p.segment == points[-1].segment]
     latest = seg[-1]
     previous = seg[-2] if len(seg) >= 2 else None
@@ -379,7 +381,7 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_T
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
-        return Gate("insufficient_data", None, None, None, None,
+        return Gate(Verdict.INSUFFICIENT_DATA, None, None, None, None,
                     note or f"{len(good)} good points before the newest two")
     base = robust_baseline(good)
     last_flag = check_point(latest, base, z_threshold, min_change)
@@ -387,7 +389,7 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_T
     pooled = check_pair(latest, previous, base, z_threshold, min_change) if previous is not None else None
     note = f"newest result {latest.excluded_because}" if latest.excluded_because else ""
 
-    def alert(status: str, why: str) -> Gate:
+    def alert(status: Verdict, why: str) -> Gate:
         return Gate(status, last_flag, prev_flag, pooled, base, why, _first_bad(seg, base, z_threshold, min_change))
 
     if pooled is not None and pooled.direction == "slower" and previous is not None and prev_flag is not None:
@@ -398,21 +400,21 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = Z_T
         above_range = all(p.median_ms > base.high_ms + RANGE_MARGIN * base.spread_ms for p, _ in both)
         if confirmed and above_range:
             if latest.good and previous.good:
-                return alert("regression", note)
+                return alert(Verdict.REGRESSION, note)
             why = latest.excluded_because or previous.excluded_because
-            return alert("suspect", f"both newest results slower, but one is {why}")
+            return alert(Verdict.SUSPECT, f"both newest results slower, but one is {why}")
         if confirmed:
             note = (note + "; " if note else "") + ("both newest results lie within the range the baseline has "
                                                     "shown repeatedly")
     if last_flag.direction == "slower":
-        return alert("suspect", note)
+        return alert(Verdict.SUSPECT, note)
     if last_flag.direction == "faster":
         confirmed = prev_flag is not None and prev_flag.direction == "faster"
-        return Gate("improvement", last_flag, prev_flag, pooled, base, (note + "; " if note else "") + (
+        return Gate(Verdict.IMPROVEMENT, last_flag, prev_flag, pooled, base, (note + "; " if note else "") + (
             "confirmed by the previous run" if confirmed else "newest run only"))
     if prev_flag is not None and prev_flag.flagged:
         note = (note + "; " if note else "") + f"previous run was flagged {prev_flag.direction}, newest is back"
-    return Gate("ok", last_flag, prev_flag, pooled, base, note)
+    return Gate(Verdict.OK, last_flag, prev_flag, pooled, base, note)
 
 
 @dataclass(frozen=True)
@@ -435,7 +437,8 @@ def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float =
                c.mean_before, c.mean_after, c.rel_change, c.p_value, str(c.direction))
         for c in (cp.change_points(values, min_rel_change=min_change / 2) if cp.may_change(values) else ()))
     found = cp.drift(values, min_change=min_change)
-    flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value)
+    flag = (None if found is None
+            else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value))
     return HistoryPass(changes, flag)
 
 
@@ -455,7 +458,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
     agg = run_points(df)
     columns = {f: agg[f].tolist() for f in POINT_FIELDS}
     names = agg["device_name"].tolist()
-    keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist()))
+    keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist(), strict=True))
     start = 0
     while start < len(keys):
         end = start
@@ -508,7 +511,7 @@ def window_suffices(points: list[Point] | tuple[Point, ...], window: int) -> boo
     return cut > 0 and sum(p.good for p in seg[:cut]) >= window and sum(p.good for p in seg) >= CHANGE_HISTORY
 
 
-def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
+def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
                        *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
     """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history.
 
@@ -563,9 +566,7 @@ def detect_in_database(url: str, window: int = WINDOW, z_threshold: float = Z_TH
 
 
 def should_fail(verdicts: list[SeriesVerdict], fail_on: str) -> bool:
-    """True when a verdict matches --fail-on: regression; drift (a regression or a drift); suspect
-    (a regression, a suspect or a drift: anything that may be slower); never."""
-    if fail_on == "never":
-        return False
-    wanted = {"regression": ("regression",), "drift": ("regression",), "suspect": ("regression", "suspect")}[fail_on]
-    return any(v.status in wanted or (fail_on != "regression" and v.drift is not None) for v in verdicts)
+    """True when a verdict matches --fail-on (FailOn: regression; drift, a regression or a drift;
+    suspect, a regression, a suspect or a drift: anything that may be slower; never)."""
+    rule = FailOn(fail_on)
+    return any(rule.fails(v.status, v.drift is not None) for v in verdicts)

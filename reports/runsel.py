@@ -15,11 +15,12 @@ frame), so a report can choose runs before it reads any result.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.db.timeparse import Since
 from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS
 from rooflab.reports.errors import ReportInputError
@@ -57,7 +58,7 @@ def counts_of(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _roof_mask(counts: pd.DataFrame) -> pd.Series:
-    return (counts["status"] == "ok") & (counts["op"].isin(ROOF_OPS) | counts["family"].isin(ROOF_FAMILIES))
+    return (counts["status"] == ResultStatus.OK) & (counts["op"].isin(ROOF_OPS) | counts["family"].isin(ROOF_FAMILIES))
 
 
 def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None,

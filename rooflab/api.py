@@ -11,9 +11,10 @@ Everything here is a thin, typed front for the engine, store and query functions
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rooflab.suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
 from rooflab.suite.ops.registry import register
@@ -148,7 +149,8 @@ def measure(
         raise ValueError(conflict)
     unknown = sorted(set(timing) - set(TimingSettings.names()))
     if unknown:
-        raise ValueError(f"unknown timing setting(s) {', '.join(unknown)}; allowed: {', '.join(TimingSettings.names())}")
+        allowed = ", ".join(TimingSettings.names())
+        raise ValueError(f"unknown timing setting(s) {', '.join(unknown)}; allowed: {allowed}")
     try:
         overrides = validate_timing_overrides(timing)
     except UserInputError as exc:  # the same bounds as the command line, named with its flag

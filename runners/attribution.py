@@ -22,13 +22,14 @@ figure held to PARTS_SUM_TOLERANCE.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from rooflab.db.records import LayerPartRecord, LayerProfileRecord
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
 from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
+from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
 
 CUDA_CLOCK = "cuda_kernels"
 CPU_CLOCK = "cpu_ops"

@@ -151,7 +151,7 @@ class NvmlClockSource:
                             or lib.nvmlDeviceGetCurrentClocksThrottleReasons)
 
     @classmethod
-    def for_device(cls, device: DeviceInfo) -> "NvmlClockSource | None":
+    def for_device(cls, device: DeviceInfo) -> NvmlClockSource | None:
         if not device.is_cuda:
             return None
         from rooflab.runners import nvml
@@ -192,7 +192,7 @@ class ClockMonitor:
         self._max_mhz: float | None = None
         self._energy_start: EnergyReading | None = None
 
-    def start(self) -> "ClockMonitor":
+    def start(self) -> ClockMonitor:
         if self._source is None:
             return self
         self._readings = []

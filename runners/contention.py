@@ -81,7 +81,7 @@ class NvmlProcessSource:
         self._handle = handle
 
     @classmethod
-    def for_device(cls, device: DeviceInfo) -> "NvmlProcessSource | None":
+    def for_device(cls, device: DeviceInfo) -> NvmlProcessSource | None:
         if not device.is_cuda:
             return None
         from rooflab.runners import nvml
@@ -151,14 +151,14 @@ class ContentionMonitor:
         self._readings = 0
 
     @classmethod
-    def for_device(cls, device: DeviceInfo) -> "ContentionMonitor":
+    def for_device(cls, device: DeviceInfo) -> ContentionMonitor:
         try:
             source = NvmlProcessSource.for_device(device)
         except Exception:  # noqa: BLE001 - no NVML process query: that signal is unknown
             source = None
         return cls(loadavg_path=LOADAVG, stat_path=PROC_STAT, gpu_source=source)  # read now: tests point them at fakes
 
-    def start(self) -> "ContentionMonitor":
+    def start(self) -> ContentionMonitor:
         self._loads, self._others, self._readings = [], [], 0
         self._first = read_cpu_times(self._stat_path)
         self._read()

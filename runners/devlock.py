@@ -19,11 +19,12 @@ import os
 import socket
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 LOCK_DIR_ENV = "ROOFLAB_LOCK_DIR"
 POLL_S = 0.25
@@ -147,7 +148,7 @@ def _try_lock(fd: int) -> bool:
 def _write_holder(fd: int, run_id: str, command: str) -> None:
     record = {
         "pid": os.getpid(), "host": socket.gethostname(), "run_id": run_id, "command": command,
-        "started_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "started_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
     }
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)

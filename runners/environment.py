@@ -17,7 +17,8 @@ import os
 import platform
 import socket
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rooflab.db.records import EnvironmentRecord
 from rooflab.runners import cpuinfo

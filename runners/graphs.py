@@ -10,7 +10,8 @@ for small kernels).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 TARGET_REPLAY_MS = 1.0
 MAX_GRAPH_LAUNCHES = 4096

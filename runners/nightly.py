@@ -14,16 +14,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from rooflab.db.handle import Database, as_database
+from rooflab.db.status import RunStatus
 from rooflab.reports.options import RegressionOptions
+from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.session import RunOptions
 
-FAIL_ON = ("regression", "drift", "suspect", "never")
 EXIT_OK = 0
 EXIT_ALERT = 1
 EXIT_INTERRUPTED = 130
@@ -64,11 +66,7 @@ class NightlySummary:
 
     @property
     def alert(self) -> bool:
-        if self.fail_on == "never":
-            return False
-        kinds = {"regression": ("regression",), "drift": ("regression", "drift"),
-                 "suspect": ("regression", "suspect", "drift")}[self.fail_on]
-        return any(self.verdicts.get(kind) for kind in kinds)
+        return any(self.verdicts.get(kind) for kind in FailOn(self.fail_on).failing_kinds)
 
     @property
     def other_shards_pending(self) -> bool:
@@ -82,9 +80,9 @@ class NightlySummary:
 
     @property
     def exit_code(self) -> int:
-        if self.invocation is not None and self.invocation.get("status") == "interrupted":
+        if self.invocation is not None and self.invocation.get("status") == RunStatus.INTERRUPTED:
             return EXIT_INTERRUPTED
-        if self.alert or self.run_status == "failed" or self.report_error is not None or self.coverage_failed:
+        if self.alert or self.run_status == RunStatus.FAILED or self.report_error is not None or self.coverage_failed:
             return EXIT_ALERT
         return EXIT_OK
 
@@ -102,10 +100,7 @@ class NightlySummary:
                 "missing": list(self.shards.missing),
                 "complete": self.shards.complete,
             },
-            "regressions": [dict(v) for v in self.verdicts.get("regression", ())],
-            "suspects": [dict(v) for v in self.verdicts.get("suspect", ())],
-            "improvements": [dict(v) for v in self.verdicts.get("improvement", ())],
-            "drifts": [dict(v) for v in self.verdicts.get("drift", ())],
+            **{f"{kind}s": [dict(v) for v in self.verdicts.get(kind, ())] for kind in FLAG_KINDS},
             "cases_expected": self.cases_expected,
             "cases_missing": list(self.cases_missing),
             "coverage_failed": self.coverage_failed,
@@ -144,12 +139,12 @@ class NightlySummary:
                 else:
                     line += " (other shards still running)"
             lines.append(line)
-        n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in ("regression", "suspect", "improvement"))
+        n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in SHOWN_VERDICTS)
         lines.append(
             f"history: {self.series_checked} series checked, {n_reg} regressions, {n_sus} suspects, "
             f"{n_imp} improvements, {self.insufficient_data} without enough history"
         )
-        n_drift = len(self.verdicts.get("drift", ()))
+        n_drift = len(self.verdicts.get(DRIFT, ()))
         if n_drift:
             lines[-1] += f", {n_drift} drifting"
         for kind, label in (("regression", "REGRESSION"), ("suspect", "suspect"), ("drift", "drift"),
@@ -201,8 +196,8 @@ def shard_state(db: str | Database, run_id: str) -> ShardState:
         return ShardState(0, (), (), ())
     expected = max(s.shard_count for s in started)
     seen = {s.shard for s in started}
-    finished = tuple(s.shard for s in started if s.status != "running")
-    unfinished = tuple(s.shard for s in started if s.status == "running")
+    finished = tuple(s.shard for s in started if s.status != RunStatus.RUNNING)
+    unfinished = tuple(s.shard for s in started if s.status == RunStatus.RUNNING)
     missing = tuple(f"{i}/{expected}" for i in range(expected) if f"{i}/{expected}" not in seen)
     return ShardState(expected, finished, unfinished, missing)
 
@@ -274,8 +269,10 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
 
     o, reg = options, options.regression
     run_id, shard, out_dir = o.run.run_id, o.run.shard, o.out_dir
-    if o.fail_on not in FAIL_ON:
-        raise UserInputError(f"--fail-on {o.fail_on!r}: allowed: {', '.join(FAIL_ON)}")
+    try:
+        parse_fail_on(o.fail_on)
+    except ValueError as exc:
+        raise UserInputError(str(exc)) from None
     if reg.window < 2:
         raise UserInputError(f"--window {reg.window}: at least 2 runs")
     if not reg.z_threshold > 0:

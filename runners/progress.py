@@ -7,7 +7,8 @@ and a quiet one that shows only problems. `render_summary` prints the table at t
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping, Sequence, TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -23,14 +24,15 @@ from rich.progress import (
 from rich.table import Table
 
 from rooflab.db.records import MeasurementRecord
+from rooflab.db.status import ResultStatus
 from rooflab.suite.case import Case
 
 STATUS_STYLES = {
-    "ok": "green",
-    "incorrect": "magenta",
-    "failed": "red",
-    "crashed": "bold red",
-    "skipped": "yellow",
+    ResultStatus.OK: "green",
+    ResultStatus.INCORRECT: "magenta",
+    ResultStatus.FAILED: "red",
+    ResultStatus.CRASHED: "bold red",
+    ResultStatus.SKIPPED: "yellow",
 }
 
 
@@ -49,7 +51,7 @@ def format_ms(value: float | None) -> str:
 
 def describe_result(record: MeasurementRecord) -> str:
     """`median 1.234 ms ±0.4% [p10 1.230 ms, p90 1.240 ms]  812.3 GB/s  0.21 TFLOP/s` or the error."""
-    if record.status != "ok":
+    if record.status != ResultStatus.OK:
         return record.error or ""
     parts = [f"median {format_ms(record.median_ms)}"]
     if record.rel_ci_halfwidth is not None:
@@ -195,7 +197,7 @@ class RichProgress(_Base):
     def case_done(self, lane: str, case: Case, record: MeasurementRecord, elapsed_s: float) -> None:
         super().case_done(lane, case, record, elapsed_s)
         self.current.pop(lane, None)
-        style = STATUS_STYLES.get(record.status, "")
+        style = STATUS_STYLES.get(ResultStatus(record.status), "")
         line = escape(self._line(lane, case, record))
         self.console.print(f"[{style}]{line}[/]" if style else line, highlight=False)
         self.bar.update(self.task, completed=self.done, description=self._describe_current())

@@ -13,17 +13,19 @@ import shlex
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from rooflab.db.handle import Database
+from rooflab.db.handle import Database, as_database
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -50,9 +52,9 @@ class RunSummary:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "interrupted":
+        if self.status == RunStatus.INTERRUPTED:
             return EXIT_INTERRUPTED
-        if self.status == "failed":
+        if self.status == RunStatus.FAILED:
             return EXIT_FAILED
         return EXIT_OK
 
@@ -111,46 +113,26 @@ def validate_timing_overrides(values: Mapping[str, Any] | None) -> dict[str, Any
         flag = "--" + name.replace("_", "-")
         if name not in known:
             raise UserInputError(f"{flag}: unknown timing setting; allowed: {', '.join(sorted(known))}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise UserInputError(f"{flag}: expected a finite number, got {value!r}")
-        if name == "target_precision":
-            if not 0 < value < 1:
-                raise UserInputError(f"{flag} {value}: must be a fraction in (0, 1), e.g. 0.005 for 0.5 %")
-        elif name in ("min_samples", "max_samples"):
-            if int(value) != value or value < 1:
-                raise UserInputError(f"{flag} {value}: must be a whole number >= 1")
-            value = int(value)
-        elif name in ("warmup_calls", "graph_launches"):
-            if int(value) != value or value < 0:
-                raise UserInputError(f"{flag} {value}: must be a whole number >= 0")
-            value = int(value)
-        elif name == "max_time_ms":
-            if value <= 0:
-                raise UserInputError(f"{flag} {value}: must be > 0 (milliseconds)")
-        elif value < 0:
-            raise UserInputError(f"{flag} {value}: must be >= 0 (milliseconds)")
-        out[name] = value
-    if "min_samples" in out and "max_samples" in out and out["min_samples"] > out["max_samples"]:
-        raise UserInputError(f"--min-samples {out['min_samples']} is larger than --max-samples {out['max_samples']}")
-    if "min_time_ms" in out and "max_time_ms" in out and out["min_time_ms"] > out["max_time_ms"]:
-        raise UserInputError(f"--min-time-ms {out['min_time_ms']} is larger than --max-time-ms {out['max_time_ms']}")
+        try:
+            out[name] = check_timing_value(name, value)
+        except TimingSettingError as exc:
+            raise UserInputError(f"{flag}: {exc.reason}") from None
+    try:
+        check_timing_order(out)
+    except TimingSettingError as exc:
+        raise UserInputError(f"--{exc.name.replace('_', '-')}: {exc.reason}") from None
     return out
 
 
 def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, Any]) -> None:
     """The CLI overrides must not contradict a benchmark's own settings (e.g. min above max)."""
     for case in cases:
-        s = case.timing.override(overrides)
-        if s.min_samples > s.max_samples:
+        try:
+            case.timing.override(overrides)
+        except TimingSettingError as exc:
             raise UserInputError(
-                f"benchmark {case.benchmark!r}: min_samples {s.min_samples} > max_samples {s.max_samples} "
-                "after the command-line overrides"
-            )
-        if s.min_time_ms > s.max_time_ms:
-            raise UserInputError(
-                f"benchmark {case.benchmark!r}: min_time_ms {s.min_time_ms} > max_time_ms {s.max_time_ms} "
-                "after the command-line overrides"
-            )
+                f"benchmark {case.benchmark!r}, after the command-line overrides: {exc.reason}"
+            ) from None
 
 
 def _normalize_device(text: str, available: Sequence[str]) -> str:
@@ -199,7 +181,7 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
 
 def derive_run_id(suite: str, *, sharded: bool, now: datetime | None = None) -> str:
     """`quick-20261121` for a sharded run (all shards of a night share it), else `quick-20261121T173000Z-1a2b`."""
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     if sharded:
         return f"{suite}-{now:%Y%m%d}"
     return f"{suite}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
@@ -239,7 +221,8 @@ def run_suite(
     if o.seed < 0:
         raise UserInputError(f"--seed {o.seed}: must be >= 0")
     cpu_threads = o.cpu_threads
-    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads or cpu_threads < 1):
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads
+                                    or cpu_threads < 1):
         raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
     if o.case_timeout_s is not None and not o.case_timeout_s > 0:
         raise UserInputError(f"--case-timeout-s {o.case_timeout_s}: must be > 0 (seconds)")
@@ -267,7 +250,7 @@ def run_suite(
     try:
         stored_run = None
         if resume is not None:
-            database = database or Database(db)
+            database = database or as_database(db)[0]
             if not database.exists():
                 raise UserInputError(f"--resume {resume}: there is no database at {database.shown}")
             stored_run = _store(database).get_run(resume)
@@ -290,7 +273,7 @@ def run_suite(
         check_merged_settings(cases, overrides)
         filtered = cases  # before the shard's part is taken
         effective_run_id = resume or run_id or derive_run_id(spec.name, sharded=shard is not None)
-        database = database or Database(db)
+        database = database or as_database(db)[0]
         if shard is not None:
             cases = _select_shard(cases, shard, database=database, suite=spec.name, run_id=effective_run_id)
 
@@ -407,7 +390,7 @@ def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, com
         suite=spec.name,
         spec_text=spec.text,
         spec_hash=spec.sha256,
-        started_at=datetime.now(timezone.utc),
+        started_at=datetime.now(UTC),
         host=socket.gethostname(),
         command_line=command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]]),
         git_commit=commit,
@@ -439,13 +422,11 @@ def _summary(
     elapsed_s: float,
     status: str | None = None,
 ) -> RunSummary:
-    from rooflab.db.records import STATUSES
-
-    counts = {status: 0 for status in STATUSES}
+    counts = {str(status): 0 for status in ResultStatus}
     for r in result.results:
         if r.stored:  # a result another process stored first is that process's to count
             counts[r.record.status] += 1
-    ok = [r for r in result.results if r.record.status == "ok" and r.record.median_ms is not None]
+    ok = [r for r in result.results if r.record.status == ResultStatus.OK and r.record.median_ms is not None]
     ok.sort(key=lambda r: r.record.median_ms or 0.0, reverse=True)
     slowest = tuple(
         {

@@ -13,11 +13,12 @@ costs; coverage does not, as long as all shards use the same costs.
 """
 from __future__ import annotations
 
-import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from rooflab.suite.case import Case
+from rooflab.db.status import ResultStatus
+from rooflab.suite.case import CacheMode, Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings
 
@@ -30,27 +31,20 @@ CALL_OVERHEAD_S = 10e-6  # launch + Python overhead of one timed call
 COLD_FLUSH_S = 50e-6  # writing the L2 flush buffer before each cold sample
 CASE_OVERHEAD_S = 0.25  # per case: worker round trip, correctness check, environment reads
 
-_SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
 
 class ShardError(SpecError):
     """A shard string is invalid (a SpecError, so the CLI prints it and exits with code 2)."""
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """`"I/N"` -> `(I, N)`: 0-based index I of N shards, 0 <= I < N."""
-    match = _SHARD_RE.match(text or "")
-    if match is None:
-        raise ShardError(
-            f"--shard {text!r}: expected I/N with whole numbers, the 0-based shard index I of N shards "
-            "(e.g. 0/4 ... 3/4)"
-        )
-    index, count = int(match.group(1)), int(match.group(2))
-    if count < 1:
-        raise ShardError(f"--shard {text!r}: the shard count N must be at least 1")
-    if index >= count:
-        raise ShardError(f"--shard {text!r}: the shard index I must be in 0..{count - 1} (0-based)")
-    return index, count
+    """`"I/N"` -> `(I, N)` as given to --shard (white space ignored): db.store.parse_shard's rule."""
+    from rooflab.db.store import ShardFormatError
+    from rooflab.db.store import parse_shard as parse_stored_shard
+
+    try:
+        return parse_stored_shard("".join((text or "").split()))
+    except ShardFormatError as exc:
+        raise ShardError(f"--shard {text!r}: {exc.reason}") from None
 
 
 def format_shard(index: int, count: int) -> str:
@@ -104,7 +98,7 @@ def sampling_time_s(per_call_s: float, timing: TimingSettings, cache: str) -> fl
     Warmup lasts max(warmup_ms, warmup_calls calls); sampling runs at least min_time_ms and
     min_samples samples, and gives up after max_time_ms (but not before min_samples).
     """
-    per_sample_s = per_call_s + (COLD_FLUSH_S if cache == "cold" else 0.0)
+    per_sample_s = per_call_s + (COLD_FLUSH_S if cache == CacheMode.COLD else 0.0)
     warmup_s = max(timing.warmup_ms * 1e-3, timing.warmup_calls * per_call_s) + per_call_s
     floor_s = timing.min_samples * per_sample_s
     sample_s = min(max(timing.min_time_ms * 1e-3, floor_s), timing.max_time_ms * 1e-3)
@@ -161,7 +155,7 @@ class CostBasis:
     def cost_s(self, case: Case) -> float:
         return estimate_cost_s(case, self.medians_ms)
 
-    def covering(self, cases: Iterable[Case]) -> "CostBasis":
+    def covering(self, cases: Iterable[Case]) -> CostBasis:
         """This basis if it has a median for every case, else an empty one (the op model for all).
 
         Shards that read different databases (node-local SQLite files, each holding only its own
@@ -207,7 +201,7 @@ def _previous_medians(database: Any, suite: str | None, device_fingerprint: str 
     # creating the schema (and refused by the store right after, if it really is foreign)
     if database.state().kind in ("empty", "foreign"):
         return CostBasis()
-    frame = results(database, status="ok", device=device_fingerprint)
+    frame = results(database, status=ResultStatus.OK, device=device_fingerprint)
     if frame.empty:
         return CostBasis()
     if device_fingerprint is not None:

@@ -23,6 +23,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooflab.reports.verdicts import FailOn, parse_fail_on
 from rooflab.suite.errors import SpecError
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
@@ -53,7 +54,7 @@ class SlurmJob:
     partition: str | None = None
     account: str | None = None
     run_id: str | None = None  # None: derived at submission as <suite>-<UTC date>
-    fail_on: str = "regression"
+    fail_on: str = FailOn.REGRESSION
 
 
 @dataclass(frozen=True)
@@ -136,8 +137,10 @@ def validate(job: SlurmJob) -> SlurmJob:
     check_name(job.account, "--account")
     if job.run_id is not None:
         check_run_id(job.run_id)
-    if job.fail_on not in ("regression", "suspect", "never"):
-        raise SlurmArgumentError(f"--fail-on {job.fail_on!r}: use regression, suspect or never")
+    try:
+        parse_fail_on(job.fail_on)
+    except ValueError as exc:
+        raise SlurmArgumentError(str(exc)) from None
     for path, option in ((job.spec_path, "SPEC"), (job.out_dir, "--out"), (Path(job.rooflab), "--venv")):
         check_path(path, option)
     if job.db_file is not None:

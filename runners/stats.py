@@ -11,9 +11,9 @@ such j exists (even [min, max] covers only 1 - 2/2^n < 95 %), so the interval is
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 

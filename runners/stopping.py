@@ -28,12 +28,11 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Callable, Sequence
 
 from rooflab.runners.stats import SampleStats, summarize
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.timing import StopReason, TimingSettings
 
 GROWTH_FRACTION = 0.25  # each later batch adds ~this fraction of the samples taken so far
 NOISE_HISTORY = 512  # noise estimates kept (one per sample, the newest)
@@ -43,16 +42,6 @@ NOISE_SETTLED_REL = 0.05  # relative spread of the kept estimates around the cur
 _RESOLUTION_SLACK = 1e-9
 
 TakeBatch = Callable[[int], Sequence[float]]  # k -> k samples in ms
-
-
-class StopReason(StrEnum):
-    """Why sampling stopped; the values are what the database stores (db.records.STOP_REASONS)."""
-
-    CONVERGED = "converged"
-    CLOCK_RESOLUTION = "clock_resolution"
-    NOISE_SETTLED = "noise_settled"
-    MAX_SAMPLES = "max_samples"
-    MAX_TIME = "max_time"
 
 
 @dataclass(frozen=True)
@@ -110,7 +99,6 @@ def sample_until_stable(
 
     `resolution_ms` is the smallest step the sample clock can show, per sample (0: unknown, the
     `clock_resolution` exit is off)."""
-    _check_settings(settings)
     if resolution_ms < 0:
         raise ValueError("resolution_ms must be >= 0")
     samples: list[float] = []
@@ -169,12 +157,3 @@ def next_batch_size(n: int, elapsed_ms: float, s: TimingSettings) -> int:
     fits = math.floor((s.max_time_ms - elapsed_ms) / per_sample_ms)
     k = min(k, max(1, fits), s.max_samples - n)
     return max(1, k)
-
-
-def _check_settings(s: TimingSettings) -> None:
-    if s.min_samples < 1 or s.max_samples < 1:
-        raise ValueError("min_samples and max_samples must be >= 1")
-    if s.max_time_ms <= 0:
-        raise ValueError("max_time_ms must be > 0")
-    if s.target_precision <= 0:
-        raise ValueError("target_precision must be > 0")

@@ -29,8 +29,9 @@ could wait on the held stream).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 MAX_SAMPLES_PER_HOLD = 8  # the launch queue is finite: a deep one behind a hold would block the host
 HOLD_TIMEOUT_S = 5.0  # a blocking kernel gives up after this long

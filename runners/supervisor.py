@@ -15,12 +15,15 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from enum import StrEnum
 from multiprocessing.connection import wait
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from rooflab.db.records import CaseRecord, MeasurementRecord
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.store import device_key, environment_device_uuid
 from rooflab.runners.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
 from rooflab.suite.case import Case
@@ -174,12 +177,22 @@ class _WorkerProcess:
         return self.process.exitcode
 
 
+class LaneState(StrEnum):
+    """Where one device's lane stands."""
+
+    NEW = "new"  # no worker yet (or the last one died and a fresh one is due)
+    STARTING = "starting"  # a worker is starting and has not reported its device
+    IDLE = "idle"  # a worker is ready for the next case
+    BUSY = "busy"  # a case is in flight
+    DONE = "done"  # nothing more to do on this device
+
+
 @dataclass
 class _Lane:
     torch_device: str
     cases: list[Case]
     worker: _WorkerProcess | None = None
-    state: str = "new"  # new | starting | idle | busy | done
+    state: LaneState = LaneState.NEW
     deadline: float = 0.0
     pending: deque[Case] | None = None  # known once the first worker reported its device
     in_flight: Case | None = None
@@ -257,7 +270,7 @@ class Supervisor:
         finally:
             for lane in self.lanes:
                 if lane.worker is not None:
-                    if stopped_at_once or lane.state in ("busy", "starting"):
+                    if stopped_at_once or lane.state in (LaneState.BUSY, LaneState.STARTING):
                         lane.worker.kill()
                     else:
                         lane.worker.stop()
@@ -292,20 +305,20 @@ class Supervisor:
                 )
             )
         if self.stop_requested:
-            status = "interrupted"
+            status = RunStatus.INTERRUPTED
         elif failed:
-            status = "failed"
+            status = RunStatus.FAILED
         else:
-            status = "complete"
+            status = RunStatus.COMPLETE
         return SupervisorResult(status, tuple(results), tuple(reports), unmeasured)
 
     def _loop(self) -> None:
         while True:
             for lane in self.lanes:
                 self._advance(lane)
-            active = [lane for lane in self.lanes if lane.state in ("starting", "busy")]
+            active = [lane for lane in self.lanes if lane.state in (LaneState.STARTING, LaneState.BUSY)]
             if not active:
-                if all(lane.state == "done" for lane in self.lanes):
+                if all(lane.state == LaneState.DONE for lane in self.lanes):
                     return
                 continue
             now = time.monotonic()
@@ -327,23 +340,23 @@ class Supervisor:
 
     def _advance(self, lane: _Lane) -> None:
         """Start a worker or send the next case, as the lane's state allows."""
-        if lane.state == "done":
+        if lane.state == LaneState.DONE:
             return
-        if self.stop_requested and lane.state in ("new", "idle", "starting"):
-            if lane.state == "starting" and lane.worker is not None:
+        if self.stop_requested and lane.state in (LaneState.NEW, LaneState.IDLE, LaneState.STARTING):
+            if lane.state == LaneState.STARTING and lane.worker is not None:
                 lane.worker.kill()
                 lane.worker = None
             self._finish_lane(lane)
             return
-        if lane.state == "new":
+        if lane.state == LaneState.NEW:
             if not lane.cases or (lane.pending is not None and not lane.pending):
                 self._finish_lane(lane)
                 return
             lane.worker = _WorkerProcess(lane.torch_device)
-            lane.state = "starting"
+            lane.state = LaneState.STARTING
             lane.deadline = time.monotonic() + WORKER_START_TIMEOUT_S
             return
-        if lane.state == "idle":
+        if lane.state == LaneState.IDLE:
             assert lane.pending is not None and lane.worker is not None
             if lane.pending and time.monotonic() - lane.refreshed_at > REFRESH_MEASURED_S:
                 self._drop_measured(lane)
@@ -357,7 +370,7 @@ class Supervisor:
                 case.timing.override(self.timing_overrides), case.backend
             )
             lane.deadline = lane.sent_at + limit
-            lane.state = "busy"
+            lane.state = LaneState.BUSY
             self.progress.case_started(lane.torch_device, case)
             try:
                 lane.worker.send(("case", CaseRequest(case, self.seed, self.timing_overrides, self.cpu_threads)))
@@ -380,7 +393,7 @@ class Supervisor:
         if lane.worker is not None:
             lane.worker.stop()
             lane.worker = None
-        lane.state = "done"
+        lane.state = LaneState.DONE
 
     def _receive(self, lane: _Lane) -> None:
         assert lane.worker is not None
@@ -396,7 +409,7 @@ class Supervisor:
             lane.worker = None
             lane.error = f"worker on {lane.torch_device} could not start: {payload}"
             self.progress.note(lane.error)
-            lane.state = "done"
+            lane.state = LaneState.DONE
         elif kind == "result":
             self._on_result(lane, payload)
 
@@ -414,7 +427,7 @@ class Supervisor:
             lane.already_measured = len(lane.cases) - len(pending)
             lane.pending = deque(pending)
             self.progress.lane_ready(lane.torch_device, ready.device.name, len(pending), lane.already_measured)
-        lane.state = "idle"
+        lane.state = LaneState.IDLE
 
     def _on_result(self, lane: _Lane, outcome: CaseOutcome) -> None:
         case = lane.in_flight
@@ -426,9 +439,9 @@ class Supervisor:
             assert lane.worker is not None
             lane.worker.kill()
             lane.worker = None
-            lane.state = "new"
+            lane.state = LaneState.NEW
         else:
-            lane.state = "idle"
+            lane.state = LaneState.IDLE
 
     def _worker_died(self, lane: _Lane) -> None:
         assert lane.worker is not None
@@ -436,43 +449,43 @@ class Supervisor:
         lane.worker.kill()
         lane.worker = None
         how = describe_exit(exitcode)
-        if lane.state == "starting":
+        if lane.state == LaneState.STARTING:
             self._start_failed(lane, f"worker died while starting ({how})")
             return
         case = lane.in_flight
         if case is not None:
-            outcome = CaseOutcome(case.case_key, "crashed", f"worker process died: {how}")
+            outcome = CaseOutcome(case.case_key, ResultStatus.CRASHED, f"worker process died: {how}")
             self._store(lane, case, outcome, time.monotonic() - lane.sent_at)
             self.progress.note(
                 f"{lane.torch_device}: worker died ({how}) in {case.describe()}; starting a fresh worker")
         lane.in_flight = None
-        lane.state = "new"
+        lane.state = LaneState.NEW
 
     def _deadline_passed(self, lane: _Lane) -> None:
         assert lane.worker is not None
         lane.worker.kill()
         lane.worker = None
-        if lane.state == "starting":
+        if lane.state == LaneState.STARTING:
             self._start_failed(lane, f"worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
             return
         case = lane.in_flight
         assert case is not None
         elapsed = time.monotonic() - lane.sent_at
-        outcome = CaseOutcome(case.case_key, "crashed", f"timed out after {elapsed:.1f} s; worker killed")
+        outcome = CaseOutcome(case.case_key, ResultStatus.CRASHED, f"timed out after {elapsed:.1f} s; worker killed")
         self._store(lane, case, outcome, elapsed)
         self.progress.note(f"{lane.torch_device}: {case.describe()} timed out after {elapsed:.1f} s; worker killed")
         lane.in_flight = None
-        lane.state = "new"
+        lane.state = LaneState.NEW
 
     def _start_failed(self, lane: _Lane, why: str) -> None:
         lane.start_failures += 1
         if lane.start_failures >= MAX_START_FAILURES:
             lane.error = f"{lane.torch_device}: {why}; giving up on this device"
             self.progress.note(lane.error)
-            lane.state = "done"
+            lane.state = LaneState.DONE
         else:
             self.progress.note(f"{lane.torch_device}: {why}; retrying")
-            lane.state = "new"
+            lane.state = LaneState.NEW
 
     # -- records -------------------------------------------------------------------------------
 
@@ -540,7 +553,7 @@ def build_record(
         cache=case.cache,
         timing_mode=case.timing_mode,
         status=outcome.status,
-        measured_at=datetime.now(timezone.utc),
+        measured_at=datetime.now(UTC),
         device_uuid=device_uuid,
         shard=shard,
         error=outcome.error,

@@ -15,7 +15,8 @@ host before the first clock read, on the GPU before the start event in stream or
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rooflab.runners.flush import Flusher
 from rooflab.runners.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod

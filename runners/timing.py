@@ -24,8 +24,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rooflab.runners import graphs
 from rooflab.runners.flush import Flusher, FlushMethod, make_flusher
@@ -33,7 +34,7 @@ from rooflab.runners.stats import SampleStats
 from rooflab.runners.stopping import sample_until_stable
 from rooflab.runners.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
 from rooflab.runners.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
-from rooflab.suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
+from rooflab.suite.case import CACHE_MODES, TIMING_MODES, TimingMode, mode_conflict
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind, TimingSettings
 
@@ -56,8 +57,8 @@ class TimingResult:
     clock: str  # "perf_counter" | "cuda_events"
     sync_method: str  # runners.stream_hold.SyncMethod: what kept host time out of the samples
     flush_method: str  # runners.flush.FlushMethod ("none" in hot mode)
-    timing_mode: str  # "launch" | "graph"
-    cache: str  # "cold" | "hot"
+    timing_mode: str  # a TimingMode
+    cache: str  # a CacheMode
     launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
     flush_bytes: int  # bytes swept before each sample (0 in hot mode)
     sampling_ms: float  # host wall time of the sampling phase (flushes and overheads included)
@@ -91,7 +92,7 @@ def measure(
     if conflict:
         raise ValueError(conflict)
     kind = SampleKind(sample_kind)
-    if timing_mode == "graph":
+    if timing_mode == TimingMode.GRAPH:
         if not device.is_cuda:
             raise GraphModeUnavailable(f"graph timing needs a CUDA device, not {device.torch_device}")
         if not graph_safe:
@@ -107,7 +108,7 @@ def measure(
             source = PerfCounterSource(fn, flusher=used_flusher, sync=sync)
         else:
             hold = stream_hold if stream_hold is not None else stream_hold_for(device.torch_device)
-            if timing_mode == "launch":
+            if timing_mode == TimingMode.LAUNCH:
                 source = CudaEventSource(
                     fn, torch_device=device.torch_device, flusher=used_flusher, sync=sync, hold=hold
                 )
@@ -227,7 +228,7 @@ def _host_launch_source(
 ) -> HostLaunchSource:
     """Host time per launch: HOST_LAUNCHES_PER_SAMPLE eager calls, or one replay of a graph of N."""
     synchronize = _synchronizer(device, sync)
-    if timing_mode == "graph":
+    if timing_mode == TimingMode.GRAPH:
         graph, launches = _sized_graph(fn, device, settings, sync)
         return HostLaunchSource(graph.replay, synchronize=synchronize, calls_per_sample=1, launches_per_call=launches)
     return HostLaunchSource(fn, synchronize=synchronize, calls_per_sample=HOST_LAUNCHES_PER_SAMPLE)

@@ -21,15 +21,16 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from rooflab.db.records import EnvironmentRecord, LayerProfileRecord
+from rooflab.db.status import ResultStatus
 from rooflab.runners.stats import SampleStats
-from rooflab.suite.case import Case
+from rooflab.suite.case import CacheMode, Case, TimingMode
 from rooflab.suite.device import DeviceInfo
-
-GIB = 1024**3
+from rooflab.suite.ops.base import case_skip_reason, format_bytes
 
 
 @dataclass(frozen=True)
@@ -103,10 +104,6 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def format_bytes(n: float) -> str:
-    return f"{n / GIB:.2f} GiB"
-
-
 def _available_memory_bytes(device: DeviceInfo) -> int | None:
     """Free memory on the device now, or None. CUDA: the driver's free count plus what torch's
     caching allocator holds without using it (the worker does not empty that cache after every
@@ -129,26 +126,11 @@ def _available_memory_bytes(device: DeviceInfo) -> int | None:
 
 
 def generic_skip_reason(op: Any, case: Case, device: DeviceInfo) -> str | None:
-    """The checks every case gets before anything is allocated; None when the case may run."""
-    if case.timing_mode == "graph" and not device.is_cuda:
-        return "graph timing mode needs CUDA"
-    if case.backend not in op.backends:
-        return f"backend {case.backend} is not supported by {op.name} (supported: {', '.join(op.backends)})"
-    if case.dtype not in op.dtypes:
-        return f"dtype {case.dtype} is not supported by {op.name} (supported: {', '.join(op.dtypes)})"
-    if case.timing_mode not in op.timing_modes:
-        return f"timing mode {case.timing_mode} is not supported by {op.name}"
-    reason = op.skip_reason(case, device)
+    """suite.ops.base.case_skip_reason, then what only a running worker can see: the memory free now."""
+    reason = case_skip_reason(op, case, device)
     if reason:
         return reason
     need = int(op.memory_bytes(op.resolved_params(case.params), case.dtype))
-    if case.max_memory_fraction is not None and device.memory_bytes:
-        allowed = case.max_memory_fraction * device.memory_bytes
-        if need > allowed:
-            return (
-                f"would not fit: needs {format_bytes(need)}, more than max_memory_fraction "
-                f"{case.max_memory_fraction:g} x {format_bytes(device.memory_bytes)} of device memory"
-            )
     free = _available_memory_bytes(device)
     if free is not None and need > free:
         return f"would not fit: needs {format_bytes(need)}, only {format_bytes(free)} free on {device.torch_device}"
@@ -247,16 +229,16 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float,
     op = get_op(case.op)
     reason = generic_skip_reason(op, case, device)
     if reason:
-        return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
+        return CaseOutcome(key, ResultStatus.SKIPPED, reason, time.perf_counter() - started)
     settings = case.timing.override(dict(request.timing_overrides))
     cpu_threads = _apply_cpu_threads(device, request.cpu_threads)
     laps.restart()
     prepared = op.prepare(case, device, case_seed(request.seed, key))
-    if case.timing_mode == "graph" and not prepared.graph_safe:
+    if case.timing_mode == TimingMode.GRAPH and not prepared.graph_safe:
         # known only once the op is prepared (e.g. cupy's matmul); a combination the op does
         # not support is skipped, as an unsupported dtype or backend is
         reason = f"{op.name} with the {case.backend} backend cannot be captured in a CUDA graph (timing mode graph)"
-        return CaseOutcome(key, "skipped", reason, time.perf_counter() - started)
+        return CaseOutcome(key, ResultStatus.SKIPPED, reason, time.perf_counter() - started)
     _synchronize(device, prepared.sync)
     laps.lap("prepare")
     t0 = time.perf_counter_ns()
@@ -274,7 +256,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float,
     laps.lap("check")
     if problem:
         return CaseOutcome(
-            key, "incorrect", problem, time.perf_counter() - started, first_call_ms=first_call_ms,
+            key, ResultStatus.INCORRECT, problem, time.perf_counter() - started, first_call_ms=first_call_ms,
             phases_ms=dict(laps.phases), check_cached=check_cached,
         )
     return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind, check_cached)
@@ -295,7 +277,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
         timing_mode=case.timing_mode,
         sync=prepared.sync,
         graph_safe=prepared.graph_safe,
-        flusher=_flusher(device) if case.cache == "cold" else None,
+        flusher=_flusher(device) if case.cache == CacheMode.COLD else None,
         sample_kind=ready.sample_kind,
         first_call_ms=ready.first_call_ms,
     )
@@ -336,7 +318,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         layer_profile, attribution_error = attribute(ready.prepared, device)
         return CaseOutcome(
             key,
-            "ok",
+            ResultStatus.OK,
             attribution_error,
             time.perf_counter() - started,
             clock=result.clock,
@@ -372,11 +354,12 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     if raised:
         _release_quietly(device)
     if _context_usable(device):
-        return CaseOutcome(key, "failed", message, time.perf_counter() - started)
+        return CaseOutcome(key, ResultStatus.FAILED, message, time.perf_counter() - started)
     # a sticky CUDA error (illegal memory access, device-side assert): the context is lost with
     # everything on it, as if the process had died; a fresh worker takes the next case
     return CaseOutcome(
-        key, "crashed", f"device context lost: {message}", time.perf_counter() - started, worker_unusable=True
+        key, ResultStatus.CRASHED, f"device context lost: {message}", time.perf_counter() - started,
+        worker_unusable=True,
     )
 
 

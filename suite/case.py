@@ -7,8 +7,9 @@ is built only from the fields that decide what is measured, in a canonical order
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
+from enum import StrEnum
 
 from rooflab.suite.timing import TimingSettings
 
@@ -26,18 +27,29 @@ DTYPES = (
     "int8",
     "int32",
 )
-CACHE_MODES = ("cold", "hot")
-# launch: each sample times one launch of the callable (CUDA events on a GPU, perf_counter on a CPU).
-# graph: each sample times the replay of a CUDA graph holding back-to-back launches, divided by
-#        their count, which removes the CPU launch overhead (CUDA only).
-TIMING_MODES = ("launch", "graph")
+
+
+class CacheMode(StrEnum):
+    COLD = "cold"  # the cache is flushed before each timed call
+    HOT = "hot"  # repeated calls on a warm cache
+
+
+class TimingMode(StrEnum):
+    LAUNCH = "launch"  # each sample times one launch (CUDA events on a GPU, perf_counter on a CPU)
+    # each sample times the replay of a CUDA graph holding back-to-back launches, divided by their
+    # count, which removes the CPU launch overhead (CUDA only)
+    GRAPH = "graph"
+
+
+CACHE_MODES = tuple(CacheMode)
+TIMING_MODES = tuple(TimingMode)
 
 
 def mode_conflict(cache: str, timing_mode: str) -> str | None:
     """Why a cache mode cannot go with a timing mode, or None. One rule: a graph replays N launches
     with no flush between them, so only the first of them would be cold; and a cold launch sample
     is device time already (the stream is held while it is enqueued), so a graph has nothing to add."""
-    if cache == "cold" and timing_mode == "graph":
+    if cache == CacheMode.COLD and timing_mode == TimingMode.GRAPH:
         return (
             "cache mode cold cannot be timed in graph mode: a graph replays its launches back to back "
             "with no flush between them, so only the first would be cold; use cache hot with graph, "

@@ -8,7 +8,7 @@ case could ever have (an unknown op, family, backend, dtype, cache or timing mod
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case, ParamValue
 from rooflab.suite.errors import SpecError

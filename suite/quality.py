@@ -15,13 +15,12 @@ it for results stored before quality was recorded.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Sequence
+
+from rooflab.suite.timing import UNCONVERGED_STOPS
 
 NOISY_REL_CI = 0.05  # CI95 half-width / median above which an unconverged result is noisy
-# stop reasons of a case that never reached its target precision: it ran out of time or samples, or
-# its noise estimate settled above the target (an inherently noisy case)
-UNCONVERGED_STOPS = ("max_time", "max_samples", "noise_settled")
 
 
 class Quality(StrEnum):

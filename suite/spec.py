@@ -55,18 +55,28 @@ what is wrong and what is allowed.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from rooflab.suite import sweep
-from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, TIMING_MODES, Case, ParamValue, mode_conflict
+from rooflab.suite.case import (
+    BACKENDS,
+    CACHE_MODES,
+    DTYPES,
+    TIMING_MODES,
+    CacheMode,
+    Case,
+    TimingMode,
+    mode_conflict,
+)
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import apply_filters
-from rooflab.suite.ops.base import Op, ParamSpec
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.ops.base import Op, ParamValueError
+from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_value
 from rooflab.suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
 
 __all__ = [
@@ -87,8 +97,8 @@ DEVICE_KINDS = ("cpu", "cuda")
 DEFAULT_MAX_CASES = 5000
 DEFAULT_BACKENDS = ("eager",)
 DEFAULT_DTYPES = ("float32",)
-DEFAULT_CACHE = ("cold",)
-DEFAULT_TIMING_MODES = ("launch",)
+DEFAULT_CACHE = (CacheMode.COLD,)
+DEFAULT_TIMING_MODES = (TimingMode.LAUNCH,)
 
 
 # ---------------------------------------------------------------- document models (structure only)
@@ -106,14 +116,29 @@ class _Model(BaseModel):
 class TimingOverrides(_Model):
     """Overrides of suite.timing.TimingSettings; a field left out keeps the value below it."""
 
-    warmup_ms: float | None = Field(None, ge=0)
-    warmup_calls: int | None = Field(None, ge=0)
-    min_samples: int | None = Field(None, ge=1)
-    max_samples: int | None = Field(None, ge=1)
-    min_time_ms: float | None = Field(None, ge=0)
-    max_time_ms: float | None = Field(None, gt=0)
-    target_precision: float | None = Field(None, gt=0, lt=1)
-    graph_launches: int | None = Field(None, ge=0)
+    # any number here (an int is one too): whether one must be whole is the bounds' rule (below), so
+    # that a spec, a CLI flag and the API refuse 2.5 samples with the same message; TimingSettings
+    # holds the whole-number settings as ints
+    warmup_ms: float | None = None
+    warmup_calls: float | None = None
+    min_samples: float | None = None
+    max_samples: float | None = None
+    min_time_ms: float | None = None
+    max_time_ms: float | None = None
+    target_precision: float | None = None
+    graph_launches: float | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _in_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        # the bounds are suite.timing's (one statement for the spec, the CLI and the API); what is not
+        # a number is left to the type check ("expected a number")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        try:
+            return check_timing_value(str(info.field_name), value)
+        except TimingSettingError as exc:
+            raise ValueError(exc.reason) from None
 
     def values(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
@@ -263,6 +288,8 @@ def _pydantic_message(exc: ValidationError, spec_path: Path | str, loaded: Loade
             what = f"{err['input']!r} is not a valid name; allowed: letters, digits, '_', '.', '-'"
         elif kind == "too_short" and loc == ("benchmarks",):
             what = "empty sweep: the spec has no benchmarks; allowed: a list of at least one benchmark"
+        elif kind == "value_error":  # a validator of ours: its message says what is allowed
+            what = str(err["ctx"]["error"])
         elif kind in _EXPECTED:
             what = f"wrong type: expected {_EXPECTED[kind]}, got {_shown(err.get('input'))}"
         else:
@@ -409,53 +436,6 @@ def _field_of(kind: str) -> str:
     )
 
 
-def _coerce(value: ParamValue, pspec: ParamSpec, name: str, op: str) -> ParamValue:
-    """`value` checked against the op's ParamSpec (type, positivity, choices); raises SweepError."""
-    kind = pspec.type
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a boolean, got {value!r}; allowed: true, false")
-    elif kind is int:
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int) or isinstance(value, bool):
-            hint = ""
-            if isinstance(value, str) and _is_number_text(value):
-                hint = " (YAML reads a number like 1e6 as text: write 1000000 or 1.0e+6)"
-            raise sweep.SweepError(
-                f"wrong type: {name} of op {op!r} is an integer, got {value!r}{hint}; allowed: {_allowed(pspec)}"
-            )
-    elif kind is float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: "
-                                   f"{_allowed(pspec)}")
-        value = float(value)
-    elif kind is str:
-        if not isinstance(value, str):
-            raise sweep.SweepError(f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: "
-                                   f"{_allowed(pspec)}")
-    if pspec.choices is not None and value not in pspec.choices:
-        raise sweep.SweepError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {_allowed(pspec)}")
-    if pspec.positive and kind in (int, float) and isinstance(value, (int, float)) and value <= 0:
-        raise sweep.SweepError(f"{name} must be positive (a size), got {value!r}; allowed: {_allowed(pspec)}")
-    return value
-
-
-def _is_number_text(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _allowed(pspec: ParamSpec) -> str:
-    if pspec.choices is not None:
-        return ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in pspec.choices)
-    kind = {int: "integers", float: "numbers", str: "strings", bool: "true, false"}.get(pspec.type, str(pspec.type))
-    return f"{kind} > 0" if pspec.positive and pspec.type in (int, float) else kind
-
-
 def _describe_params(op: Op) -> str:
     parts = []
     for name, pspec in op.params.items():
@@ -471,11 +451,11 @@ def _typed_axis(axis: sweep.Axis, op: Op, op_name: str, sources: Mapping[str, tu
         checked = []
         for name, value in zip(axis.names, row, strict=True):
             try:
-                checked.append(_coerce(value, op.params[name], name, op_name))
-            except sweep.SweepError as exc:
+                checked.append(op.params[name].check(value, name, op_name))
+            except ParamValueError as exc:
                 below, raw = sources.get(name, ((), None))
                 index = _item_index(raw, value)
-                raise sweep.SweepError(exc.message, below + ((index,) if index is not None else ())) from None
+                raise sweep.SweepError(str(exc), below + ((index,) if index is not None else ())) from None
         rows.append(tuple(checked))
     return sweep.Axis(axis.names, tuple(rows), axis.where)
 
@@ -578,23 +558,16 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
 
 
 def _timing(spec: Spec, i: int, bench: Benchmark) -> TimingSettings:
-    settings = TimingSettings()
+    values: dict[str, Any] = {}
     if spec.defaults.timing is not None:
-        settings = settings.override(spec.defaults.timing.values())
+        values.update(spec.defaults.timing.values())
     if bench.timing is not None:
-        settings = settings.override(bench.timing.values())
+        values.update(bench.timing.values())
     at = ("benchmarks", i, "timing") if bench.timing is not None else ("defaults", "timing")
-    if settings.min_samples > settings.max_samples:
-        raise SpecError(
-            f"{spec.where(at)}: min_samples ({settings.min_samples}) exceeds max_samples ({settings.max_samples}); "
-            "allowed: min_samples <= max_samples"
-        )
-    if settings.min_time_ms > settings.max_time_ms:
-        raise SpecError(
-            f"{spec.where(at)}: min_time_ms ({settings.min_time_ms}) exceeds max_time_ms ({settings.max_time_ms}); "
-            "allowed: min_time_ms <= max_time_ms"
-        )
-    return settings
+    try:
+        return TimingSettings().override(values)
+    except TimingSettingError as exc:
+        raise SpecError(f"{spec.where(at)}: {exc.reason}") from None
 
 
 def _build_all(spec: Spec, ops: Mapping[str, Op]) -> list[_Plan]:

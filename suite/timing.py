@@ -4,9 +4,11 @@ Defaults here; a spec's benchmark may override any of them, and the CLI override
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 
 class SampleKind(StrEnum):
@@ -14,6 +16,82 @@ class SampleKind(StrEnum):
 
     DEVICE_TIME = "device_time"  # GPU time of one launch (event pair), host time on a CPU
     HOST_PER_LAUNCH = "host_per_launch"  # host wall time per launch of back-to-back launches, one sync at the end
+
+
+class StopReason(StrEnum):
+    """Why sampling stopped (runners.stopping decides; the database stores the value): the CI
+    reached the target precision, the CI is no wider than the clock's resolution, the noise estimate
+    settled, or a bound was hit."""
+
+    CONVERGED = "converged"
+    CLOCK_RESOLUTION = "clock_resolution"
+    NOISE_SETTLED = "noise_settled"
+    MAX_SAMPLES = "max_samples"
+    MAX_TIME = "max_time"
+
+
+# stop reasons of a case that never reached its target precision: it ran out of time or samples, or
+# its noise estimate settled above the target (an inherently noisy case)
+UNCONVERGED_STOPS = (StopReason.MAX_TIME, StopReason.MAX_SAMPLES, StopReason.NOISE_SETTLED)
+
+
+class TimingSettingError(ValueError):
+    """A timing setting breaks its rule. `name` is the setting, `reason` what is wrong and what is
+    allowed; each caller puts its own place in front (a spec's line and field, a CLI flag)."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Bound:
+    whole: bool  # a whole number (an int field)
+    low: float
+    low_open: bool  # value > low (else >= low)
+    high_open: float | None = None  # value < high_open
+    text: str = ""
+
+
+# The one statement of what each timing setting may be: the spec, the CLI and the Python API all check
+# here (TimingSettings checks itself when it is built).
+BOUNDS: dict[str, _Bound] = {
+    "warmup_ms": _Bound(False, 0.0, False, text=">= 0 (milliseconds)"),
+    "warmup_calls": _Bound(True, 0, False, text="a whole number >= 0"),
+    "min_samples": _Bound(True, 1, False, text="a whole number >= 1"),
+    "max_samples": _Bound(True, 1, False, text="a whole number >= 1"),
+    "min_time_ms": _Bound(False, 0.0, False, text=">= 0 (milliseconds)"),
+    "max_time_ms": _Bound(False, 0.0, True, text="> 0 (milliseconds)"),
+    "target_precision": _Bound(False, 0.0, True, 1.0, text="a fraction in (0, 1), e.g. 0.005 for 0.5 %"),
+    "graph_launches": _Bound(True, 0, False, text="a whole number >= 0 (0: chosen from a probe call)"),
+}
+# (lower, upper): the first may not exceed the second
+ORDERED = (("min_samples", "max_samples"), ("min_time_ms", "max_time_ms"))
+
+
+def check_timing_value(name: str, value: Any) -> int | float:
+    """`value` as the setting `name` holds it (an int for a whole-number setting given as 20.0), or
+    TimingSettingError. An unknown name is a KeyError."""
+    bound = BOUNDS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TimingSettingError(name, f"must be {bound.text}; got {value!r}, not a finite number")
+    if bound.whole and int(value) != value:
+        raise TimingSettingError(name, f"must be {bound.text}; got {value!r}")
+    below = value <= bound.low if bound.low_open else value < bound.low
+    above = bound.high_open is not None and value >= bound.high_open
+    if below or above:
+        raise TimingSettingError(name, f"must be {bound.text}; got {value!r}")
+    return int(value) if bound.whole else float(value)
+
+
+def check_timing_order(values: Mapping[str, Any]) -> None:
+    """TimingSettingError when a lower bound exceeds its upper one among the settings given."""
+    for low, high in ORDERED:
+        if low in values and high in values and values[low] > values[high]:
+            raise TimingSettingError(
+                low, f"{low} ({values[low]}) exceeds {high} ({values[high]}); allowed: {low} <= {high}"
+            )
 
 
 @dataclass(frozen=True)
@@ -27,7 +105,12 @@ class TimingSettings:
     target_precision: float = 0.005  # CI95 half-width of the median / median
     graph_launches: int = 0  # launches captured per CUDA graph (graph mode); 0 = chosen from a probe call
 
-    def override(self, values: Mapping[str, Any] | None) -> "TimingSettings":
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, check_timing_value(f.name, getattr(self, f.name)))
+        check_timing_order({f.name: getattr(self, f.name) for f in fields(self)})
+
+    def override(self, values: Mapping[str, Any] | None) -> TimingSettings:
         """A copy with the non-None entries of `values` applied (unknown names raise KeyError)."""
         if not values:
             return self

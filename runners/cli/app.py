@@ -6,7 +6,16 @@ import sys
 import typer
 from rich.markup import escape
 
-from rooflab.runners.cli import breakdown_cmd, cluster_cmd, crosscheck_cmd, db_cmd, devices_cmd, list_cmd, report_cmd, run_cmd
+from rooflab.runners.cli import (
+    breakdown_cmd,
+    cluster_cmd,
+    crosscheck_cmd,
+    db_cmd,
+    devices_cmd,
+    list_cmd,
+    report_cmd,
+    run_cmd,
+)
 from rooflab.runners.cli.common import EXIT_BAD_INPUT, err_console, user_error_types
 
 app = typer.Typer(

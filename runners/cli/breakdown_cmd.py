@@ -1,8 +1,6 @@
 """CLI: `rooflab breakdown --device NAME [--json]`: where each profiled block's time goes."""
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -13,7 +11,7 @@ from rooflab.runners.cli.report_cmd import _fmt, _guard, _pct
 
 def breakdown_cmd(
     device: str = typer.Option(..., "--device", help="Device name (or part of it) or fingerprint prefix."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Each profiled transformer block of a device: its parts' time, FLOP/s, GB/s, wall and

@@ -138,9 +138,12 @@ def nightly_command(
     skip_run: bool = typer.Option(False, "--skip-run", help="Measure nothing: judge and report the run (--run-id, "
                                   "default the suite's latest run)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show a progress line per case."),
-    window: int = typer.Option(REGRESSION_DEFAULTS.window, "--window", help="Baseline: at most this many earlier good runs."),
-    z_threshold: float = typer.Option(REGRESSION_DEFAULTS.z_threshold, "--threshold", "--z-threshold", help="Flag when the robust z-score is above this."),
-    min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change", help="... and the relative change above this."),
+    window: int = typer.Option(REGRESSION_DEFAULTS.window, "--window",
+                               help="Baseline: at most this many earlier good runs."),
+    z_threshold: float = typer.Option(REGRESSION_DEFAULTS.z_threshold, "--threshold", "--z-threshold",
+                                      help="Flag when the robust z-score is above this."),
+    min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change",
+                                     help="... and the relative change above this."),
     json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),
     no_lock: bool = typer.Option(False, "--no-lock", help="Measure even if another run holds the device's lock."),
     lock_wait_s: float = typer.Option(

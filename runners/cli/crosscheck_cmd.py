@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
+from rooflab.db.status import ResultStatus
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
 
 if TYPE_CHECKING:
@@ -27,15 +28,15 @@ Results are stored in the database (table crosschecks) and shown in `rooflab rep
 
 def crosscheck_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name (e.g. quick)."),
-    filter_: List[str] = typer.Option([], "--filter", "-f",
+    filter_: list[str] = typer.Option([], "--filter", "-f",
                                       help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
     peers: str = typer.Option("all", "--peers",
                               help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
     rounds: int = typer.Option(3, "--rounds", help="Rounds of rooflab then every peer, per case (1 to 50)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
-    db: Optional[str] = DbOption,
+    out: Path | None = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+    db: str | None = DbOption,
     json_output: bool = JsonOption,
 ) -> None:
     from rooflab.runners.crosscheck.render import render
@@ -55,10 +56,11 @@ def crosscheck_command(
             return
         parts = []
         for r in results:
-            if r.status == "ok":
+            if r.status == ResultStatus.OK:
                 mark = " DISAGREE" if r.disagrees else ""
                 parts.append(f"{r.peer} {r.ratio:.3f}{mark}")
-            elif r.status != "skipped" or r.error and "importable" not in r.error and "needs a CUDA" not in r.error:
+            elif (r.status != ResultStatus.SKIPPED
+                  or r.error and "importable" not in r.error and "needs a CUDA" not in r.error):
                 parts.append(f"{r.peer} {r.status}")
         err_console.print(f"{escape(case.case_key)}: {escape(', '.join(parts))}", highlight=False, soft_wrap=True)
 

@@ -2,13 +2,24 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, List, Optional, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.markup import escape
 
-from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, print_json, require_database
+from rooflab.runners.cli.common import (
+    DbOption,
+    JsonOption,
+    console,
+    db_url,
+    err_console,
+    fail,
+    print_json,
+    require_database,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -30,11 +41,11 @@ def _guard(action: Callable[[], T]) -> T:
 
 def export_cmd(
     fmt: str = typer.Option(..., "--format", "-f", help="csv, jsonl or parquet."),
-    run: Optional[str] = typer.Option(None, "--run", help="Only this run id."),
-    since: Optional[str] = typer.Option(None, "--since", help="Only runs started on/after this date (UTC)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o",
+    run: str | None = typer.Option(None, "--run", help="Only this run id."),
+    since: str | None = typer.Option(None, "--since", help="Only runs started on/after this date (UTC)."),
+    out: Path | None = typer.Option(None, "--out", "-o",
                                        help="Output file (.gz compresses csv/jsonl); stdout if omitted."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
 ) -> None:
     """Export results, the standard export columns first (one row per measurement; docs/design.md)."""
     from rooflab.db.export import export
@@ -47,7 +58,7 @@ def export_cmd(
 
 def import_cmd(
     file: Path = typer.Argument(..., help="An export: .csv, .jsonl or .parquet, optionally .gz."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Import an export file (validated in full first; importing twice adds nothing)."""
@@ -69,7 +80,7 @@ def import_cmd(
     )
 
 
-def upgrade_cmd(db: Optional[str] = DbOption) -> None:
+def upgrade_cmd(db: str | None = DbOption) -> None:
     """Upgrade the database schema to this rooflab's revision (creates a new database)."""
     from rooflab.db.schema import upgrade
     from rooflab.db.urls import redact
@@ -83,7 +94,7 @@ def upgrade_cmd(db: Optional[str] = DbOption) -> None:
                       soft_wrap=True)
 
 
-def current_cmd(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> None:
+def current_cmd(db: str | None = DbOption, as_json: bool = JsonOption) -> None:
     """Show the database's schema revision and this rooflab's."""
     from rooflab.db.schema import head_revision, read_state
     from rooflab.db.urls import redact
@@ -100,8 +111,8 @@ def current_cmd(db: Optional[str] = DbOption, as_json: bool = JsonOption) -> Non
 
 
 def merge_cmd(
-    sources: List[str] = typer.Argument(..., help="Node-local SQLite files (or URLs) to merge."),
-    db: Optional[str] = DbOption,
+    sources: list[str] = typer.Argument(..., help="Node-local SQLite files (or URLs) to merge."),
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Merge node-local result databases (with raw samples) into the target; idempotent."""
@@ -140,14 +151,14 @@ def prune_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be removed."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Remove without asking (needed when stdin is not a terminal)."),
     vacuum: bool = typer.Option(False, "--vacuum", help="SQLite: shrink the file afterwards."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Remove raw samples of old runs; summaries (median, percentiles, ...) are kept.
 
     Shows what would go first, then asks (or goes on with --yes).
     """
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from rooflab.db.prune import prune_samples
     from rooflab.db.timeparse import parse_duration
@@ -155,7 +166,7 @@ def prune_cmd(
     url = db_url(db)
     age = _guard(lambda: parse_duration(samples_older_than, option="--samples-older-than"))
     require_database(url)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     plan = _guard(lambda: prune_samples(url, age, dry_run=True, now=now))
     if dry_run or plan.measurements == 0:
         _print_prune(plan, as_json)

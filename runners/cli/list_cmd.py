@@ -1,8 +1,9 @@
 """`rooflab list SPEC`: the expanded cases of a spec, with their FLOPs and bytes, without running anything."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 import typer
 from rich.markup import escape

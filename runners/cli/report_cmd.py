@@ -2,16 +2,26 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from rooflab.reports.options import RegressionOptions
+from rooflab.reports.verdicts import FailOn
 from rooflab.runners.cli.common import (
-    DbOption, JsonOption, console, db_url, err_console, fail, output_dir, print_json, require_database,
+    DbOption,
+    JsonOption,
+    console,
+    db_url,
+    err_console,
+    fail,
+    output_dir,
+    print_json,
+    require_database,
 )
 
 if TYPE_CHECKING:  # pandas loads only in the commands that read results
@@ -45,23 +55,23 @@ def _pct(value: Any) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
 
 
-def _load(db: Optional[str], columns: Sequence[str] | None = None) -> pd.DataFrame:
+def _load(db: str | None, columns: Sequence[str] | None = None) -> pd.DataFrame:
     from rooflab.reports.load import load_results
 
     return _guard(lambda: load_results(db_url(db), columns=columns))
 
 
-def _out_dir(out: Optional[Path]) -> Optional[Path]:
+def _out_dir(out: Path | None) -> Path | None:
     return None if out is None else output_dir(out)
 
 
 def roofline_cmd(
     device: str = typer.Option(..., "--device", help="Device name (or part of it) or fingerprint prefix."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the roofline and bandwidth charts (SVG) here."),
-    run: List[str] = typer.Option([], "--run", help="Show this run (repeatable); default: the device's newest run."),
-    since: Optional[str] = typer.Option(None, "--since",
+    out: Path | None = typer.Option(None, "--out", help="Write the roofline and bandwidth charts (SVG) here."),
+    run: list[str] = typer.Option([], "--run", help="Show this run (repeatable); default: the device's newest run."),
+    since: str | None = typer.Option(None, "--since",
                                         help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
@@ -133,14 +143,15 @@ def predict_cmd(
     device: str = typer.Option(..., "--device",
                                help="A device in the database, or a datasheet entry (e.g. 'H100 SXM')."),
     cache: str = typer.Option("cold", "--cache", help="cold (HBM roof) or hot (L2 roof)."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
 ) -> None:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
     from rooflab.reports.predict import parse_shape, predict
+    from rooflab.suite.case import CACHE_MODES
 
-    if cache not in ("cold", "hot"):
-        fail(f"--cache: {escape(cache)!r} is not allowed; allowed: cold, hot")
+    if cache not in CACHE_MODES:
+        fail(f"--cache: {escape(cache)!r} is not allowed; allowed: {', '.join(CACHE_MODES)}")
     df = _load(db)
     candidates = ambiguous_device(device, df)
     if candidates:
@@ -195,9 +206,9 @@ def ambiguous_device(device: str, df: pd.DataFrame) -> list[str]:
 def compare_cmd(
     baseline: str = typer.Option(..., "--baseline", help="Device (name or fingerprint) or run id."),
     candidate: str = typer.Option(..., "--candidate", help="Device (name or fingerprint) or run id."),
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the speedup-against-intensity chart (SVG) here."),
+    out: Path | None = typer.Option(None, "--out", help="Write the speedup-against-intensity chart (SVG) here."),
 ) -> None:
     """Per-case speedup of the candidate over the baseline beside the speedup the roofs predict."""
     from rooflab.reports import compare as c
@@ -244,22 +255,28 @@ def _rows(frame) -> list[dict]:
 
 
 def regressions_cmd(
-    db: Optional[str] = DbOption,
+    db: str | None = DbOption,
     as_json: bool = JsonOption,
-    fail_on: str = typer.Option("regression", "--fail-on",
-                                help="Exit 1 on: regression; drift (or regression); suspect (or regression or drift); never."),
+    fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
+                                help="Exit 1 on: regression; drift (or regression); "
+                                     "suspect (or regression or drift); never."),
     window: int = typer.Option(REGRESSION_DEFAULTS.window, "--window", help="Baseline: the last N good results."),
-    threshold: float = typer.Option(REGRESSION_DEFAULTS.z_threshold, "--threshold", help="Robust z-score above which a result is flagged."),
-    min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change", help="Minimum relative change to flag (0.05 = 5 %)."),
+    threshold: float = typer.Option(REGRESSION_DEFAULTS.z_threshold, "--threshold",
+                                    help="Robust z-score above which a result is flagged."),
+    min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change",
+                                     help="Minimum relative change to flag (0.05 = 5 %)."),
     show_all: bool = typer.Option(False, "--all", help="List every series, not only flagged ones."),
 ) -> None:
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
     from rooflab.reports.load import load_verdicts
-    from rooflab.reports.regressions import FAIL_ON, should_fail
+    from rooflab.reports.regressions import should_fail
+    from rooflab.reports.verdicts import Verdict, parse_fail_on
 
-    if fail_on not in FAIL_ON:
-        fail(f"--fail-on: {escape(fail_on)!r} is not allowed; allowed: {', '.join(FAIL_ON)}")
+    try:
+        parse_fail_on(fail_on)
+    except ValueError as exc:
+        fail(escape(str(exc)))
     if window < 1:
         fail("--window: must be at least 1")
     if not threshold > 0:
@@ -268,7 +285,8 @@ def regressions_cmd(
         fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
     url = db_url(db)
     require_database(url)
-    verdicts = _guard(lambda: load_verdicts(url, RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)))
+    options = RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)
+    verdicts = _guard(lambda: load_verdicts(url, options))
     failing = should_fail(verdicts, fail_on)
     counts = {s: sum(v.status == s for v in verdicts)
               for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
@@ -278,7 +296,7 @@ def regressions_cmd(
                     "series": [v.as_dict() for v in verdicts if show_all or v.flagged]})
     else:
         shown = [v for v in verdicts if show_all or v.flagged]
-        order = ("regression", "suspect", "improvement", "ok", "insufficient_data")
+        order = tuple(Verdict)  # the most urgent first
         shown.sort(key=lambda v: (order.index(v.status), v.case_key))
         t = Table(title=f"{len(verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "first bad run", "history",
@@ -303,17 +321,17 @@ def regressions_cmd(
 
 def report_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for the static HTML site (index.html)."),
-    db: Optional[str] = DbOption,
-    run: List[str] = typer.Option([], "--run",
+    db: str | None = DbOption,
+    run: list[str] = typer.Option([], "--run",
                                   help="Device pages show this run (repeatable); default: each device's newest run."),
-    since: Optional[str] = typer.Option(None, "--since",
+    since: str | None = typer.Option(None, "--since",
                                         help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
+    from rooflab.db.urls import redact
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
     from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
-    from rooflab.db.urls import redact
 
     if run and since:
         fail("give either --run or --since, not both")

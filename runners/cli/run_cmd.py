@@ -1,13 +1,18 @@
 """`rooflab run SPEC`: measure a spec's cases into the results database."""
 from __future__ import annotations
 
-from typing import List, Optional
-
 import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.common import (
-    DbOption, FilterOption, JsonOption, console, db_url, err_console, print_json, user_error_types,
+    DbOption,
+    FilterOption,
+    JsonOption,
+    console,
+    db_url,
+    err_console,
+    print_json,
+    user_error_types,
 )
 from rooflab.suite.timing import TimingSettings
 
@@ -30,43 +35,43 @@ A run holds a lock on each device it measures: a second run on a busy device ref
 
 
 def run_command(
-    spec: Optional[str] = typer.Argument(None, help="Spec file or shipped spec name; optional with --resume."),
-    db: Optional[str] = DbOption,
-    filter_: List[str] = FilterOption,
+    spec: str | None = typer.Argument(None, help="Spec file or shipped spec name; optional with --resume."),
+    db: str | None = DbOption,
+    filter_: list[str] = FilterOption,
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
-    devices: Optional[str] = typer.Option(
+    devices: str | None = typer.Option(
         None, "--devices", help="all, or a list such as 0,1: one worker per GPU, each measuring every case."
     ),
-    shard: Optional[str] = typer.Option(None, "--shard", help="I/N: run shard I (0-based) of N cost-balanced shards."),
-    run_id: Optional[str] = typer.Option(
+    shard: str | None = typer.Option(None, "--shard", help="I/N: run shard I (0-based) of N cost-balanced shards."),
+    run_id: str | None = typer.Option(
         None, "--run-id",
         help="Run id to write under; by default SPEC-YYYYMMDD for a shard (all shards of a night share it), "
              "else SPEC-<UTC time>-<random>."
     ),
-    resume: Optional[str] = typer.Option(
+    resume: str | None = typer.Option(
         None, "--resume", help="Measure only the cases of RUN_ID that have no result (a SPEC given must be the run's)."
     ),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
-    warmup_ms: Optional[float] = typer.Option(None, "--warmup-ms", show_default=_default("warmup_ms"),
+    warmup_ms: float | None = typer.Option(None, "--warmup-ms", show_default=_default("warmup_ms"),
                                               help="Warmup lasts at least this long (ms)."),
-    warmup_calls: Optional[int] = typer.Option(None, "--warmup-calls", show_default=_default("warmup_calls"),
+    warmup_calls: int | None = typer.Option(None, "--warmup-calls", show_default=_default("warmup_calls"),
                                                help="... and at least this many calls."),
-    min_samples: Optional[int] = typer.Option(None, "--min-samples", show_default=_default("min_samples"),
+    min_samples: int | None = typer.Option(None, "--min-samples", show_default=_default("min_samples"),
                                               help="Samples at least this many."),
-    max_samples: Optional[int] = typer.Option(None, "--max-samples", show_default=_default("max_samples"),
+    max_samples: int | None = typer.Option(None, "--max-samples", show_default=_default("max_samples"),
                                               help="Samples at most this many."),
-    min_time_ms: Optional[float] = typer.Option(None, "--min-time-ms", show_default=_default("min_time_ms"),
+    min_time_ms: float | None = typer.Option(None, "--min-time-ms", show_default=_default("min_time_ms"),
                                                 help="Samples at least this long (ms)."),
-    max_time_ms: Optional[float] = typer.Option(None, "--max-time-ms", show_default=_default("max_time_ms"),
+    max_time_ms: float | None = typer.Option(None, "--max-time-ms", show_default=_default("max_time_ms"),
                                                 help="Gives up converging after this long (ms)."),
-    target_precision: Optional[float] = typer.Option(
+    target_precision: float | None = typer.Option(
         None, "--target-precision", show_default=_default("target_precision"),
         help="Stop when the median's 95 % CI half-width / median is below this (0, 1).",
     ),
-    case_timeout_s: Optional[float] = typer.Option(
+    case_timeout_s: float | None = typer.Option(
         None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
     ),
-    threads: Optional[int] = typer.Option(
+    threads: int | None = typer.Option(
         None, "--threads",
         help="Threads of a CPU case (torch intra-op); default: one per physical core. Recorded with each result."
     ),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
-from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 

@@ -101,7 +101,7 @@ class NvbenchPeer:
         return None
 
     def cache_for(self, case: Case) -> CacheMode:
-        return CacheMode.HOT if case.cache == "hot" else CacheMode.COLD
+        return CacheMode(case.cache)
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         import cuda.bench as bench

@@ -7,11 +7,12 @@ case (`cache_for`: some peers can only run hot, one always flushes), and what it
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Callable, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import CacheMode, Case
 from rooflab.suite.device import DeviceInfo
 
 
@@ -20,11 +21,6 @@ class PeerName(StrEnum):
     DO_BENCH = "do_bench"
     NVBENCH = "nvbench"
     CUPYX = "cupyx"
-
-
-class CacheMode(StrEnum):
-    COLD = "cold"  # the cache is flushed before each timed call
-    HOT = "hot"  # repeated calls on a warm cache
 
 
 class PeerClock(StrEnum):

@@ -1,14 +1,14 @@
 """The peers rooflab knows, by name, and the `--peers` list parsed against them."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from rooflab.runners.errors import UserInputError
 from rooflab.runners.crosscheck.cupyx_peer import CupyxPeer
 from rooflab.runners.crosscheck.do_bench_peer import DoBenchPeer
 from rooflab.runners.crosscheck.nvbench_peer import NvbenchPeer
 from rooflab.runners.crosscheck.peer import Peer, PeerName
 from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer
+from rooflab.runners.errors import UserInputError
 
 ALL_PEERS: tuple[PeerName, ...] = tuple(PeerName)
 

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.db.status import ResultStatus
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason
 
 
@@ -35,8 +36,8 @@ def render(report: dict[str, Any], console: Console) -> None:
     for column in ("case", "peer", "peer mode", "rooflab ms", "spread", "peer ms", "peer spread", "ratio", "verdict"):
         table.add_column(column, justify="right" if column not in ("case", "peer", "peer mode", "verdict") else "left")
     for c in report["checks"]:
-        if c["status"] != "ok":
-            if c["status"] == "skipped" and not report["peers"].get(c["peer"], {}).get("available", True):
+        if c["status"] != ResultStatus.OK:
+            if c["status"] == ResultStatus.SKIPPED and not report["peers"].get(c["peer"], {}).get("available", True):
                 continue  # said once above
             table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "",
                           f"{c['status']}: {escape(c['error'] or '')}")

@@ -16,14 +16,16 @@ import socket
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
-from rooflab.runners.errors import UserInputError
+from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.crosscheck.peer import Peer, PeerTiming
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst
+from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 
 MAX_ROUNDS = 50
@@ -126,7 +128,7 @@ def select_cases(spec_path: str, filters: Sequence[str], device_kind: str) -> tu
 
 
 def derive_run_id(suite: str, now: datetime | None = None) -> str:
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     return f"crosscheck-{suite}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
@@ -168,7 +170,14 @@ def check_case(
     timing_overrides: dict[str, Any] | None = None,
 ) -> list[PeerCheck]:
     """Prepare `case` as a worker does, time it `rounds` times with rooflab then each peer, judge."""
-    from rooflab.runners.worker import CaseOutcome, CaseRequest, _release_quietly, describe_exception, ready_case, time_ready
+    from rooflab.runners.worker import (
+        CaseOutcome,
+        CaseRequest,
+        _release_quietly,
+        describe_exception,
+        ready_case,
+        time_ready,
+    )
 
     versions = {p.name: p.version() for p in peers}
 
@@ -202,7 +211,7 @@ def check_case(
                     except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
                         entry.error = describe_exception(exc)
     except Exception as exc:  # noqa: BLE001 - a case that fails to prepare or time is data: status failed
-        return rows("failed", describe_exception(exc))
+        return rows(ResultStatus.FAILED, describe_exception(exc))
     finally:
         ready = None
         _release_quietly(device)
@@ -236,7 +245,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
 def summarize_checks(checks: Sequence[PeerCheck]) -> tuple[GroupSummary, ...]:
     """Per peer: every family together (`all`), then each family."""
     out: list[GroupSummary] = []
-    ok = [c for c in checks if c.status == "ok" and c.ratio is not None]
+    ok = [c for c in checks if c.status == ResultStatus.OK and c.ratio is not None]
     for peer in dict.fromkeys(c.peer for c in ok):
         mine = [c for c in ok if c.peer == peer]
         families = ["all", *dict.fromkeys(c.family for c in mine)]
@@ -298,14 +307,14 @@ def run_crosscheck(
     commit, dirty = git_state()
     run = RunRecord(
         run_id=run_id, suite=spec.name, spec_text=spec.text, spec_hash=spec.sha256,
-        started_at=datetime.now(timezone.utc), host=socket.gethostname(),
+        started_at=datetime.now(UTC), host=socket.gethostname(),
         command_line=command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]]),
         git_commit=commit, git_dirty=dirty, rooflab_version=_rooflab_version(),
     )
     uuid = environment_device_uuid(environment)
     checks: list[PeerCheck] = []
     store = ResultStore(db_url)
-    final = "failed"
+    final = RunStatus.FAILED
     try:
         store.start_run(run)
         store.add_environment(run_id, environment)
@@ -324,14 +333,14 @@ def run_crosscheck(
                     rooflab_median_ms=c.rooflab_median_ms, rooflab_spread=c.rooflab_spread,
                     peer_median_ms=c.peer_median_ms, peer_spread=c.peer_spread, ratio=c.ratio, disagrees=c.disagrees,
                     likely_reason=c.likely_reason, rooflab_rounds_ms=c.rooflab_rounds_ms,
-                    peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(timezone.utc),
+                    peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC),
                 ))
             checks.extend(results)
             if on_check is not None:
                 on_check(case, results)
-        final = "complete"
+        final = RunStatus.COMPLETE
     except KeyboardInterrupt:
-        final = "interrupted"
+        final = RunStatus.INTERRUPTED
         raise
     finally:
         try:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Iterable, Sequence
 
 from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
 from rooflab.runners.stats import summarize

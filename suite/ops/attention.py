@@ -30,8 +30,18 @@ import torch.nn.functional as F
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import ParamSpec, Params, Prepared
-from rooflab.suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare, esize, fresh_compile, generator, randn, sample_indices
+from rooflab.suite.ops.base import Params, ParamSpec, Prepared
+from rooflab.suite.ops.common import (
+    COMPILE_MODE_PARAM,
+    TorchOp,
+    as_torch,
+    compare,
+    esize,
+    fresh_compile,
+    generator,
+    randn,
+    sample_indices,
+)
 from rooflab.suite.ops.registry import register
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive")
@@ -147,6 +157,14 @@ class Attention(TorchOp):
         p = self.p(params)
         per_head = (2 * int(p["seq_q"]) + 2 * int(p["seq_k"])) * int(p["head_dim"])
         return per_head * int(p["batch"]) * int(p["heads"]) * esize(dtype)
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """Naive attention kernel by kernel: QK^T reads Q, K and writes S; softmax reads S, writes P;
+        PV reads P, V and writes O -> (2·seq_q + 2·seq_k)·b·h·d·s + 4·b·h·seq_q·seq_k·s."""
+        p = self.p(params)
+        b, h = int(p["batch"]), int(p["heads"])
+        sq, sk, d = int(p["seq_q"]), int(p["seq_k"]), int(p["head_dim"])
+        return ((2 * sq + 2 * sk) * b * h * d + 4 * b * h * sq * sk) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

@@ -8,10 +8,11 @@ reference. The runner never looks inside an op.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
-from rooflab.suite.case import CACHE_MODES, Case, ParamValue
+from rooflab.suite.case import CACHE_MODES, TIMING_MODES, Case, ParamValue, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind
 
@@ -36,6 +37,63 @@ class ParamSpec:
     # case's params (and so of its case_key), which keeps the keys of existing cases unchanged
     in_key_at_default: bool = True
 
+    def allowed_text(self) -> str:
+        """What values are allowed, for a message: the choices, or the kind (with `> 0` for sizes)."""
+        if self.choices is not None:
+            return ", ".join(str(c).lower() if isinstance(c, bool) else str(c) for c in self.choices)
+        kind = {int: "integers", float: "numbers", str: "strings", bool: "true, false"}.get(self.type, str(self.type))
+        return f"{kind} > 0" if self.positive and self.type in (int, float) else kind
+
+    def check(self, value: Any, name: str, op: str) -> ParamValue:
+        """`value` checked against this parameter (type, choices, positivity) and in its type (an int
+        for 2.0, a float for 2): the one check of an op parameter, for a spec and for `predict`.
+        ParamValueError names the parameter, the op, what is wrong and what is allowed."""
+        kind = self.type
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is a boolean, got {value!r}; allowed: true, false"
+                )
+        elif kind is int:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if not isinstance(value, int) or isinstance(value, bool):
+                hint = ""
+                if isinstance(value, str) and _is_number_text(value):
+                    hint = " (YAML reads a number like 1e6 as text: write 1000000 or 1.0e+6)"
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is an integer, got {value!r}{hint}; "
+                    f"allowed: {self.allowed_text()}"
+                )
+        elif kind is float:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is a number, got {value!r}; allowed: {self.allowed_text()}"
+                )
+            value = float(value)
+        elif kind is str:
+            if not isinstance(value, str):
+                raise ParamValueError(
+                    f"wrong type: {name} of op {op!r} is a string, got {value!r}; allowed: {self.allowed_text()}"
+                )
+        if self.choices is not None and value not in self.choices:
+            raise ParamValueError(f"{value!r} is not a valid {name} for op {op!r}; allowed: {self.allowed_text()}")
+        if self.positive and kind in (int, float) and value <= 0:
+            raise ParamValueError(f"{name} must be positive (a size), got {value!r}; allowed: {self.allowed_text()}")
+        return value
+
+
+class ParamValueError(ValueError):
+    """An op parameter's value is not one the op takes (the message says what is allowed)."""
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
 
 @dataclass
 class Prepared:
@@ -59,9 +117,14 @@ class Op(ABC):
     params: ClassVar[dict[str, ParamSpec]]
     backends: ClassVar[tuple[str, ...]]
     dtypes: ClassVar[tuple[str, ...]]
-    timing_modes: ClassVar[tuple[str, ...]] = ("launch", "graph")
+    timing_modes: ClassVar[tuple[str, ...]] = TIMING_MODES
     cache_modes: ClassVar[tuple[str, ...]] = CACHE_MODES
     sample_kind: ClassVar[SampleKind] = SampleKind.DEVICE_TIME  # what one sample measures
+    # its bytes are nearly all reads (it writes a row or a scalar): held against the read-only HBM roof
+    reads_only: ClassVar[bool] = False
+    # a chain of kernels in eager form that a compiler may fuse into one: reports set its eager
+    # result beside its compiled one (unfused_bytes is the eager chain's traffic)
+    fusion_chain: ClassVar[bool] = False
 
     @abstractmethod
     def flops(self, params: Params, dtype: str) -> int:
@@ -75,8 +138,15 @@ class Op(ABC):
     def memory_bytes(self, params: Params, dtype: str) -> int:
         """Device memory the case needs at its peak (inputs, outputs, temporaries), for the fit check."""
 
+    def unfused_bytes(self, params: Params, dtype: str) -> int | None:
+        """DRAM traffic of the unfused (eager, kernel by kernel) form, each kernel reading its inputs
+        and writing its output once; None for an op that has no unfused form apart from `bytes`."""
+        return None
+
     def skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
-        """Why this case cannot run on this device (unsupported dtype/backend, missing package), or None."""
+        """The op's own reason why this case cannot run on this device (a missing package, a dtype
+        one backend lacks), or None. The checks every op shares (backend, dtype and timing mode in
+        the op's lists, graph mode on CUDA, memory) are `case_skip_reason`'s, which calls this."""
         return None
 
     @abstractmethod
@@ -98,3 +168,44 @@ class Op(ABC):
         out = {name: spec.default for name, spec in self.params.items() if spec.default is not None}
         out.update(params)
         return dict(sorted(out.items()))
+
+
+def format_bytes(n: float) -> str:
+    """`1.50 GiB`, `12.00 MiB`, `64.00 KiB`: the largest binary unit the value reaches."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fits_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
+    """Why the case's memory estimate exceeds what it may use of the device's memory (all of it, or
+    the spec's max_memory_fraction of it), or None. A device that reports no memory size fits all."""
+    if device.memory_bytes <= 0:
+        return None
+    need = int(op.memory_bytes(op.resolved_params(case.params), case.dtype))
+    if case.max_memory_fraction is not None:
+        allowed = case.max_memory_fraction * device.memory_bytes
+        if need > allowed:
+            return (
+                f"would not fit: needs {format_bytes(need)}, more than max_memory_fraction "
+                f"{case.max_memory_fraction:g} x {format_bytes(device.memory_bytes)} of device memory"
+            )
+    elif need > device.memory_bytes:
+        return f"would not fit: needs {format_bytes(need)}, more than the device's {format_bytes(device.memory_bytes)}"
+    return None
+
+
+def case_skip_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
+    """Can this case run on this device? The one decision, made before anything is allocated: the
+    op's backends, dtypes and timing modes; graph timing needs CUDA; the op's own rules
+    (`Op.skip_reason`); the memory estimate (`fits_reason`). None when the case may run."""
+    if case.backend not in op.backends:
+        return f"backend {case.backend} is not supported by {op.name} (supported: {', '.join(op.backends)})"
+    if case.dtype not in op.dtypes:
+        return f"dtype {case.dtype} is not supported by {op.name} (supported: {', '.join(op.dtypes)})"
+    if case.timing_mode not in op.timing_modes:
+        return f"timing mode {case.timing_mode} is not supported by {op.name} (supported: {', '.join(op.timing_modes)})"
+    if case.timing_mode == TimingMode.GRAPH and not device.is_cuda:
+        return "graph timing mode needs CUDA"
+    return op.skip_reason(case, device) or fits_reason(op, case, device)

@@ -6,14 +6,15 @@ import functools
 import math
 import shutil
 import types
-from typing import Any, Callable, ClassVar, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
 
 import torch
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
-from rooflab.suite.ops.base import Op, ParamSpec, Params
+from rooflab.suite.ops.base import Op, Params, ParamSpec
 
 CUDA_ONLY_DTYPES = ("tf32", "float8_e4m3fn", "float8_e5m2")
 # Elements compared per chunk, so that the float64 reference never needs much more memory than
@@ -135,21 +136,6 @@ def fresh_compile(fn: Callable[..., Any], mode: str = "default") -> Callable[...
     return torch.compile(copy, dynamic=False, mode=None if mode == "default" else mode)
 
 
-def fits_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
-    """Why the case's memory estimate exceeds what it may use on the device, or None."""
-    if device.memory_bytes <= 0:
-        return None
-    fraction = case.max_memory_fraction if case.max_memory_fraction is not None else 1.0
-    need = op.memory_bytes(case.params, case.dtype)
-    allowed = int(device.memory_bytes * fraction)
-    if need > allowed:
-        return (
-            f"needs about {need / 2**30:.2f} GiB, more than {fraction:g} of the device's "
-            f"{device.memory_bytes / 2**30:.2f} GiB ({allowed / 2**30:.2f} GiB)"
-        )
-    return None
-
-
 class TorchOp(Op):
     """Common skip rules; subclasses add their own in `extra_skip_reason`."""
 
@@ -157,20 +143,11 @@ class TorchOp(Op):
     backend_dtypes: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
-        if case.backend not in self.backends:
-            return f"op {self.name} has no {case.backend} backend (it has {', '.join(self.backends)})"
-        if case.dtype not in self.dtypes:
-            return f"op {self.name} does not support dtype {case.dtype} (it supports {', '.join(self.dtypes)})"
-        if case.timing_mode not in self.timing_modes:
-            return f"op {self.name} has no timing mode {case.timing_mode} (it has {', '.join(self.timing_modes)})"
         allowed = self.backend_dtypes.get(case.backend)
         if allowed is not None and case.dtype not in allowed:
             return f"op {self.name} with the {case.backend} backend supports only {', '.join(allowed)}"
-        if not device.is_cuda:
-            if case.timing_mode == "graph":
-                return "graph timing mode needs a CUDA device (CUDA graph replay)"
-            if case.dtype in CUDA_ONLY_DTYPES:
-                return f"dtype {case.dtype} needs a CUDA GPU"
+        if not device.is_cuda and case.dtype in CUDA_ONLY_DTYPES:
+            return f"dtype {case.dtype} needs a CUDA GPU"
         if case.backend == "cupy":
             reason = self.cupy_skip(case, device)
             if reason:
@@ -182,10 +159,7 @@ class TorchOp(Op):
         reason = compile_mode_skip_reason(case, self.p(case.params))
         if reason:
             return reason
-        reason = self.extra_skip_reason(case, device)
-        if reason:
-            return reason
-        return fits_reason(self, case, device)
+        return self.extra_skip_reason(case, device)
 
     def extra_skip_reason(self, case: Case, device: DeviceInfo) -> str | None:
         return None

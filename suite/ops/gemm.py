@@ -21,14 +21,15 @@ large GEMM costs a small fraction of the GEMM itself.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
     TorchOp,
@@ -288,6 +289,7 @@ class MatmulBiasGelu(TorchOp):
 
     name = "matmul_bias_gelu"
     family = "gemm"
+    fusion_chain = True
     params = {
         "m": ParamSpec(int, 512, "rows of A and Y"),
         "n": ParamSpec(int, 512, "columns of B and Y, length of bias"),
@@ -301,6 +303,12 @@ class MatmulBiasGelu(TorchOp):
         p = self.p(params)
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
         return 2 * m * n * k + 6 * m * n
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """matmul (mk + kn + mn), + bias (2mn + n), gelu (2mn): (mk + kn + 5mn + n)·s."""
+        p = self.p(params)
+        m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
+        return (m * k + k * n + 5 * m * n + n) * esize(dtype)
 
     def bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

@@ -28,18 +28,19 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, TypedDict
+from typing import Any, TypedDict
 
 import torch
 import torch.nn.functional as F
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import torch_dtype
 from rooflab.suite.ops.attention import KERNELS as ATTENTION_KERNELS
 from rooflab.suite.ops.attention import _backend, _probe
-from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
 from rooflab.suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
 from rooflab.suite.ops.registry import register
@@ -186,7 +187,7 @@ class TransformerBlock(TorchOp):
     }
     backends = ("eager", "compiled")
     dtypes = ("float32", "bfloat16")
-    timing_modes = ("launch",)
+    timing_modes = (TimingMode.LAUNCH,)
 
     def flops(self, params: Params, dtype: str) -> int:
         return block_flops(self.p(params), dtype)

@@ -38,9 +38,10 @@ torch.compile does with library GEMMs by default), so a chain of one part saves 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Mapping
+from typing import Any
 
 from rooflab.suite.dtypes import element_size
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import TIMING_MODES, CacheMode, Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import cuda_sources
-from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, esize, generator, randn, require_cupy
 from rooflab.suite.ops.pointwise import cupy_stream
 from rooflab.suite.ops.registry import register
@@ -35,8 +35,8 @@ class Launch(TorchOp):
     params = {"n": ParamSpec(int, 1, f"elements (tiny: at most {MAX_N})")}
     backends = ("eager", "cupy")
     dtypes = ("float32", "float16", "float64")
-    timing_modes = ("launch", "graph")
-    cache_modes = ("hot",)
+    timing_modes = TIMING_MODES
+    cache_modes = (CacheMode.HOT,)
     sample_kind = SampleKind.HOST_PER_LAUNCH
     version = 2  # v1 reported a kernel's event time, v2 the host time per launch
 

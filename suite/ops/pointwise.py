@@ -12,14 +12,15 @@ torch's current stream, so CUDA events and graph capture see it.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     CHECK_CHUNK_ELEMENTS,
     COMPILE_MODE_PARAM,
@@ -240,10 +241,15 @@ class CosCos(PointwiseOp):
     the eager form also writes and reads an intermediate of n elements, which fusion removes)."""
 
     name = "cos_cos"
+    fusion_chain = True
     n_inputs = 1
     flops_per_element = 2
     eager_temporaries = 1
     cupy_kernel = ("T x", "T y", "y = (T)cos(cos(({C})x))")
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """Two cos kernels, each reads and writes n elements: 4·n·s."""
+        return 4 * int(self.p(params)["n"]) * esize(dtype)
 
     @staticmethod
     def function(x: torch.Tensor) -> torch.Tensor:
@@ -277,6 +283,7 @@ class BiasGeluDropoutResidual(TorchOp):
 
     name = "bias_gelu_dropout_residual"
     family = "pointwise"
+    fusion_chain = True
     params = {
         "n": ParamSpec(int, 1 << 20, "elements of x (a multiple of hidden)"),
         "hidden": ParamSpec(int, 1024, "length of the bias (the last dimension)"),
@@ -292,6 +299,13 @@ class BiasGeluDropoutResidual(TorchOp):
     def bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)
         return (3 * int(p["n"]) + int(p["hidden"])) * esize(dtype)
+
+    def unfused_bytes(self, params: Params, dtype: str) -> int:
+        """x + bias (2n + hidden), gelu (2n), dropout (2n, plus a 1-byte mask of n), + residual (3n):
+        (9n + hidden)·s + n."""
+        p = self.p(params)
+        n, hidden = int(p["n"]), int(p["hidden"])
+        return (9 * n + hidden) * esize(dtype) + n
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import functools
 from abc import abstractmethod
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import cuda_sources
-from rooflab.suite.ops.base import ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     TorchOp,
     as_torch,
-    compare,
     compare_chunked,
     cupy_skip_reason,
     esize,
@@ -214,6 +214,7 @@ class StreamDot(StreamOp):
     for float64, from the cupy kernels; the input dtype from torch.dot)."""
 
     name = "stream_dot"
+    reads_only = True
     kind = "dot"
     flops_per_element = 2
     arrays_touched = 2

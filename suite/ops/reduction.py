@@ -16,15 +16,25 @@ The float64 reference is computed from the same inputs on the device, a block of
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import ParamSpec, Params, Prepared
-from rooflab.suite.ops.common import COMPILE_MODE_PARAM, TorchOp, as_torch, compare_chunked, esize, fresh_compile, generator, randn
+from rooflab.suite.ops.base import Params, ParamSpec, Prepared
+from rooflab.suite.ops.common import (
+    COMPILE_MODE_PARAM,
+    TorchOp,
+    as_torch,
+    compare_chunked,
+    esize,
+    fresh_compile,
+    generator,
+    randn,
+)
 from rooflab.suite.ops.registry import register
 
 EPS = 1e-5
@@ -121,6 +131,7 @@ class Sum(RowOp):
     """Row sum. FLOPs rows·cols; bytes (rows·cols + rows)·s."""
 
     name = "sum"
+    reads_only = True
     flops_per_element = 1
     function = staticmethod(_sum)
 
@@ -129,6 +140,7 @@ class Amax(RowOp):
     """Row maximum. FLOPs rows·cols (one comparison per element); bytes (rows·cols + rows)·s."""
 
     name = "amax"
+    reads_only = True
     flops_per_element = 1
     exact = True
     function = staticmethod(_amax)

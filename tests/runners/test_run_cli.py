@@ -333,7 +333,7 @@ def test_bad_spec_exits_2_and_creates_no_database(tmp_path: Path, spec_text: str
         (["--target-precision", "1.5"], "(0, 1)"),
         (["--target-precision", "0"], "(0, 1)"),
         (["--min-samples", "0"], "--min-samples"),
-        (["--min-samples", "10", "--max-samples", "5"], "larger than --max-samples"),
+        (["--min-samples", "10", "--max-samples", "5"], "min_samples (10) exceeds max_samples (5)"),
         (["--shard", "2/2"], "--shard"),
         (["--shard", "half"], "--shard"),
         (["--device", "cuda:7"], "unknown device"),

@@ -204,9 +204,3 @@ def test_noise_tracker_matches_numpy_and_settles_only_past_its_history() -> None
     assert len(tracker.estimates) == NOISE_MIN_HISTORY - 1 and not tracker.settled()
     tracker.add(x[NOISE_MIN_HISTORY:])
     assert tracker.estimates[-1] == pytest.approx(x.std(ddof=1) / x.mean())
-
-
-def test_stop_reasons_are_the_ones_the_database_lists() -> None:
-    from rooflab.db.records import STOP_REASONS
-
-    assert set(STOP_REASONS) == {r.value for r in StopReason}

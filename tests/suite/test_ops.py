@@ -14,7 +14,7 @@ import torch
 from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import registry
-from rooflab.suite.ops.base import Op, ParamSpec, Prepared
+from rooflab.suite.ops.base import Op, ParamSpec, Prepared, case_skip_reason
 from rooflab.suite.ops.common import as_torch, cupy_module
 from rooflab.suite.ops.registry import all_ops, get_op, register
 
@@ -331,8 +331,26 @@ def test_cuda_only_dtypes_and_graph_mode_are_skipped_on_the_cpu():
     assert "CUDA" in mm.skip_reason(make_case(mm, "float8_e4m3fn", m=32, n=32, k=32), CPU)
     assert "CUDA" in mm.skip_reason(make_case(mm, "tf32"), CPU)
     launch = get_op("launch")
-    assert "graph" in launch.skip_reason(make_case(launch, "float32", timing_mode="graph"), CPU)
-    assert launch.skip_reason(make_case(launch, "float32", timing_mode="launch"), CPU) is None
+    assert case_skip_reason(launch, make_case(launch, "float32", timing_mode="graph"), CPU) == "graph timing mode needs CUDA"
+    assert case_skip_reason(launch, make_case(launch, "float32", timing_mode="launch"), CPU) is None
+
+
+def test_can_this_case_run_here_is_decided_once():
+    """The worker asks suite.ops.base.case_skip_reason: one answer and one message per case."""
+    from rooflab.runners.worker import generic_skip_reason
+
+    mm, layer = get_op("matmul"), get_op("transformer_block")
+    cases = [
+        (mm, Case("matmul", 1, "gemm", "no_such_backend", "float32", "hot", "launch", {"m": 8, "n": 8, "k": 8})),
+        (mm, Case("matmul", 1, "gemm", "eager", "int4", "hot", "launch", {"m": 8, "n": 8, "k": 8})),
+        (layer, Case(layer.name, layer.version, layer.family, "eager", "float32", "hot", "graph", {})),
+        (mm, make_case(mm, "tf32")),
+    ]
+    for op, case in cases:
+        reason = case_skip_reason(op, case, CPU)
+        assert reason is not None and generic_skip_reason(op, case, CPU) == reason
+    assert case_skip_reason(*cases[0], CPU).startswith("backend no_such_backend is not supported by matmul")
+    assert case_skip_reason(*cases[2], CPU).startswith("timing mode graph is not supported by transformer_block")
 
 
 def test_fp8_needs_compute_capability_8_9():
@@ -348,13 +366,13 @@ def test_fp8_needs_compute_capability_8_9():
 
 def test_unsupported_backends_dtypes_and_params_are_skipped():
     softmax = get_op("softmax")
-    assert "cupy" in softmax.skip_reason(make_case(softmax, "float32", "cupy"), CPU)
-    assert "int8" in softmax.skip_reason(make_case(softmax, "int8"), CPU)
+    assert "cupy" in case_skip_reason(softmax, make_case(softmax, "float32", "cupy"), CPU)
+    assert "int8" in case_skip_reason(softmax, make_case(softmax, "int8"), CPU)
     bgdr = get_op("bias_gelu_dropout_residual")
     assert "multiple" in bgdr.skip_reason(make_case(bgdr, "float32", n=1000, hidden=64), CPU)
     fma = get_op("fma_intensity")
     assert "k must be" in fma.skip_reason(make_case(fma, "float32", "compiled", k=5000), CPU)
-    assert "no eager backend" in fma.skip_reason(make_case(fma, "float32", "eager"), CPU)
+    assert "backend eager is not supported by fma_intensity" in case_skip_reason(fma, make_case(fma, "float32", "eager"), CPU)
     att = get_op("attention")
     reason = att.skip_reason(make_case(att, "float32", "compiled", kernel="sdpa_math"), CPU)
     assert "naive" in reason
@@ -384,11 +402,11 @@ def test_naive_attention_with_16_bit_scores_passes_its_check_at_realistic_sizes(
 def test_cases_that_do_not_fit_are_skipped_before_allocation():
     mm = get_op("matmul")
     tiny = DeviceInfo("cpu", "tiny", "cpu", memory_bytes=1 << 20, l2_bytes=1 << 16)
-    reason = mm.skip_reason(make_case(mm, "float32", m=1024, n=1024, k=1024), tiny)
-    assert reason and "needs about" in reason
+    reason = case_skip_reason(mm, make_case(mm, "float32", m=1024, n=1024, k=1024), tiny)
+    assert reason and reason == "would not fit: needs 20.00 MiB, more than the device's 1.00 MiB"
     case = Case("matmul", 1, "gemm", "eager", "float32", "cold", "launch", {"m": 64, "n": 64, "k": 64},
                 max_memory_fraction=1e-6)
-    assert "more than 1e-06" in mm.skip_reason(case, CPU)
+    assert "more than max_memory_fraction 1e-06" in case_skip_reason(mm, case, CPU)
 
 
 def test_fp8_scaled_matmul_path_and_check_work_where_torch_runs_them():
