@@ -58,10 +58,16 @@ def parse_shard(shard: str) -> tuple[int, int]:
     """`"I/N"` -> (I, N), the 0-based index I of N shards: the one rule for a shard's text, stored,
     imported or given on the command line (runners.shards.parse_shard); ShardFormatError otherwise."""
     match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
-    if not match or int(match.group(2)) < 1 or int(match.group(1)) >= int(match.group(2)):
-        raise DatabaseInputError(f"invalid shard {shard!r}: expected I/N, "
-                                 "the 0-based shard index I of N shards (0 <= I < N)")
-    return int(match.group(1)), int(match.group(2))
+    if match is None:
+        raise ShardFormatError(
+            shard, "expected I/N with whole numbers, the 0-based shard index I of N shards (e.g. 0/4 ... 3/4)"
+        )
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1:
+        raise ShardFormatError(shard, "the shard count N must be at least 1")
+    if index >= count:
+        raise ShardFormatError(shard, f"the shard index I must be in 0..{count - 1} (0-based)")
+    return index, count
 
 
 def require_aware(name: str, value: datetime) -> None:

@@ -106,12 +106,16 @@ def memory_total_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int:
 
 
 def default_cpu_threads(sysfs_root: str | Path = SYSFS_CPU) -> int:
-    """Threads a CPU case runs with unless told otherwise: one per physical core, no more than the
-    CPUs this process may run on (its affinity); SMT siblings share a core's arithmetic units and
-    only add contention to a benchmark."""
+    """Threads a CPU case runs with unless told otherwise (`--threads`): OMP_NUM_THREADS when the
+    environment sets it to a whole number >= 1 (the user's own choice, as torch itself honours it),
+    else one per physical core; never more than the CPUs this process may run on (its affinity).
+    SMT siblings share a core's arithmetic units and only add contention to a benchmark."""
     try:
         allowed = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         allowed = os.cpu_count() or 1
+    chosen = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if chosen.isdigit() and int(chosen) >= 1:
+        return min(int(chosen), allowed)
     cores = physical_cores(sysfs_root) or allowed
     return max(1, min(cores, allowed))

@@ -252,7 +252,7 @@ class NightlyOptions:
     """What one `rooflab nightly` is asked to do besides its spec and database (the CLI's flags)."""
 
     out_dir: Path
-    fail_on: str = "regression"
+    fail_on: str = FailOn.REGRESSION
     skip_run: bool = False  # judge and report an existing run (run.run_id, else the suite's latest)
     regression: RegressionOptions = RegressionOptions()
     # the run: its id, shard, filters and devices are also what is judged; quiet by default in CI

@@ -8,9 +8,8 @@ import typer
 from rich.markup import escape
 
 from rooflab.reports.options import RegressionOptions
+from rooflab.reports.verdicts import FailOn
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
-
-FAIL_ON = ("regression", "drift", "suspect", "never")
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
@@ -54,7 +53,7 @@ def slurm_command(
         None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
         "the .finalize.sbatch and .submit.sh scripts go beside it."
     ),
-    fail_on: str = typer.Option("regression", "--fail-on",
+    fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
@@ -124,7 +123,7 @@ def nightly_command(
     spec: str = typer.Argument(..., help="Spec file or shipped spec name."),
     db: str | None = DbOption,
     out: Path = typer.Option(Path("report"), "--out", help="Directory for the HTML report and summary.json."),
-    fail_on: str = typer.Option("regression", "--fail-on",
+    fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="Exit 1 on: "
                                      "regression | drift (or regression) | suspect (or regression or drift) | never."),
     run_id: str | None = typer.Option(

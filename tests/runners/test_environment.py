@@ -273,3 +273,15 @@ def test_nvml_handle_falls_back_to_the_visible_ordinal(fake_gpu, monkeypatch: py
     assert nvml.handle_for("cuda:0") is None
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert nvml.handle_for("cuda:0") == "handle0"
+
+
+def test_cpu_threads_default_to_omp_num_threads_when_set_else_physical_cores(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    allowed = len(os.sched_getaffinity(0))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert cpuinfo.default_cpu_threads(tmp_path) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "not-a-number")
+    assert cpuinfo.default_cpu_threads(tmp_path) == min(cpuinfo.physical_cores(tmp_path) or allowed, allowed)
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert 1 <= cpuinfo.default_cpu_threads() <= allowed

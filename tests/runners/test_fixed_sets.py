@@ -45,10 +45,10 @@ def test_a_bad_fail_on_gets_one_reason_everywhere(tmp_path: Path) -> None:
         parse_fail_on("sometimes")
     with pytest.raises(slurm.SlurmArgumentError) as from_slurm:
         slurm.validate(make_job(tmp_path, fail_on="sometimes"))
-    from rooflab.runners.nightly import nightly
+    from rooflab.runners.nightly import NightlyOptions, nightly
 
     with pytest.raises(UserInputError) as from_nightly:
-        nightly("unused.yaml", db_url="sqlite://", out_dir=tmp_path, fail_on="sometimes")
+        nightly("unused.yaml", db="sqlite://", options=NightlyOptions(out_dir=tmp_path, fail_on="sometimes"))
     assert str(from_slurm.value) == str(from_nightly.value) == str(base.value)
     assert "allowed: regression, drift, suspect, never" in str(base.value)
 
