@@ -33,6 +33,8 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Protocol
 
+from rooflab.suite.ops.pointwise import external_stream
+
 MAX_SAMPLES_PER_HOLD = 8  # the launch queue is finite: a deep one behind a hold would block the host
 HOLD_TIMEOUT_S = 5.0  # a blocking kernel gives up after this long
 SLEEP_INITIAL_MS = 0.5
@@ -114,7 +116,7 @@ class BlockingKernelHold:
     def _launch(self, stream: Any, ticket: int) -> None:
         cp = self._cp
         ptr = self._words.data_ptr()
-        with _cupy_stream(cp, stream.cuda_stream):
+        with external_stream(cp, stream.cuda_stream):
             self._kernel((1,), (1,), (cp.uint64(ptr), cp.uint64(ptr + 4), self._timeout_ns, cp.int32(ticket)))
 
     def hold(self, stream: Any) -> None:
@@ -129,14 +131,6 @@ class BlockingKernelHold:
         out = int(self._words[1]) > self._checked
         self._checked = self._ticket
         return out
-
-
-def _cupy_stream(cp: Any, handle: int) -> Any:
-    """CuPy's view of a stream handle (Stream.from_external where it exists, else ExternalStream)."""
-    stream_cls = cp.cuda.Stream
-    if hasattr(stream_cls, "from_external"):
-        return stream_cls.from_external(handle)
-    return cp.cuda.ExternalStream(handle)
 
 
 class SleepKernelHold:

@@ -57,12 +57,24 @@ def cupy_stream(cp: Any) -> Any:
     return stream
 
 
+class _StreamHandle:
+    """A raw CUDA stream handle behind the CUDA stream protocol (`__cuda_stream__` -> (version 0,
+    address)), which CuPy 14's `Stream.from_external` takes: it refuses a bare int."""
+
+    def __init__(self, handle: int) -> None:
+        self.handle = int(handle)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
 def external_stream(cp: Any, handle: int) -> Any:
     """A CuPy stream object over an existing CUDA stream: `cupy.cuda.Stream.from_external`
-    (CuPy 14, which deprecates ExternalStream), else `cupy.cuda.ExternalStream` (older CuPy)."""
+    (CuPy 14, which deprecates ExternalStream) given the handle through the stream protocol, else
+    `cupy.cuda.ExternalStream` (older CuPy). The one place CuPy is handed torch's stream."""
     from_external = getattr(cp.cuda.Stream, "from_external", None)
     if from_external is not None:
-        return from_external(handle)
+        return from_external(_StreamHandle(handle))
     return cp.cuda.ExternalStream(handle)
 
 
