@@ -4,7 +4,9 @@ The measured op is `planted_scale` with a sleep of known length in each call (a 
 tests/runners/planted_ops.py), so tonight's time is known from below: a sleep never ends early.
 The synthetic history, written through db.store on this machine's own CPU environment, sets the
 baseline under it: a 20 % step (baseline 2.0/1.2 ms, last night 2.0 ms) is a regression once
-tonight measures >= 2.0 ms again; a flat history at tonight's level is clean.
+tonight measures >= 2.0 ms again; a flat history at tonight's level is clean. The worker is shown a
+quiet machine (tests/runners/quiet_machine.py): on a loaded test machine tonight's result would
+rightly be `contended`, and a contended result is only ever a suspect.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from rooflab.suite.case import make_case_key
 from tests.runners.cluster_support import run_record, sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]
-PLUGIN = "tests.runners.planted_ops"
+PLUGINS = "tests.runners.planted_ops,tests.runners.quiet_machine"
 SPEC = """name: planted
 defaults:
   cache: [hot]
@@ -78,7 +80,7 @@ def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
 
 
 def nightly_process(spec: Path, url: str, out: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO), ROOFLAB_PLUGINS=PLUGIN)
+    env = dict(os.environ, PYTHONPATH=str(REPO), ROOFLAB_PLUGINS=PLUGINS)
     env.pop("ROOFLAB_DB", None)
     return subprocess.run(
         [sys.executable, "-m", "rooflab", "nightly", str(spec), "--db", url, "--out", str(out), "--device", "cpu"],
