@@ -1,10 +1,13 @@
 """The `nvbench` peer: NVIDIA's nvbench through its Python package `cuda-bench` (`cuda.bench`).
 
-One benchmark is registered once per process; each time it runs, it launches the callable that
-`time` put in `_JOB` on the stream nvbench hands over (`launch.get_stream()`, wrapped as a torch
-external stream, so torch and rooflab's CuPy ops, which follow torch's current stream, enqueue
-there). nvbench's results come back through its JSON output (`--json FILE`), whose summaries hold
-seconds:
+`cuda.bench` runs its benchmarks once per process (a second `run_all_benchmarks` is refused with
+"benchmarks were already executed"), so this peer times each case in a child process of its own
+(`time_rounds`): the child prepares the case exactly as a worker does (same request, same seed),
+registers one benchmark with a `round` axis of as many values as the cross-check has rounds, runs it
+once and hands back one figure per round. The benchmark launches the prepared callable on the
+stream nvbench hands over (`launch.get_stream()`, wrapped as a torch external stream, so torch and
+rooflab's CuPy ops, which follow torch's current stream, enqueue there). nvbench's results come
+back through its JSON output (`--json FILE`), whose summaries hold seconds:
 - a cold case gets nvbench's cold measurement: L2 flushed before each sample, the stream held
   behind a blocking kernel while the launch is enqueued; the figure is the median of the cold
   GPU times (`nv/cold/time/gpu/median`, the mean where that is missing);
@@ -17,16 +20,26 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.runners.crosscheck.peer import (
+    CacheMode,
+    Call,
+    PeerClock,
+    PeerName,
+    PeerTiming,
+    package_version,
+    run_in_own_process,
+)
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 
 BENCHMARK_NAME = "rooflab_crosscheck"
 TIMEOUT_S = 15.0  # nvbench's default per measurement
+CHILD_TIMEOUT_S = 120.0  # per round: start, prepare and measure in the child
 
 
 @dataclass
@@ -37,7 +50,7 @@ class _Job:
 
 
 _JOB: dict[str, _Job] = {}
-_REGISTERED: list[bool] = []
+ROUND_AXIS = "round"
 
 
 def _benchmark(state: Any) -> None:
@@ -58,6 +71,38 @@ def _benchmark(state: Any) -> None:
     state.exec(launcher, batched=not job.sync, sync=job.sync)
 
 
+def run_in_child(request: Any, device: DeviceInfo, rounds: int) -> list[list[dict[str, Any]]]:
+    """In a fresh process: prepare the case as a worker does, run nvbench once over `rounds` states,
+    return the summaries of each state (in round order). Errors propagate to the parent."""
+    import cuda.bench as bench
+    import torch
+
+    from rooflab.runners.worker import CaseOutcome, ready_case
+    from rooflab.suite.ops.registry import all_ops
+
+    all_ops()  # plugins, as in a worker
+    torch_device = torch.device(device.torch_device)
+    index = torch_device.index or 0
+    with torch.cuda.device(torch_device):
+        ready = ready_case(request, device, time.perf_counter())
+        if isinstance(ready, CaseOutcome):
+            raise RuntimeError(f"the case did not prepare in nvbench's process: {ready.status} {ready.error or ''}")
+        prepared = ready.prepared
+        if CacheMode(request.case.cache) is CacheMode.HOT and prepared.sync is not None:
+            raise RuntimeError("nvbench has no batch (hot) measurement for an op that synchronises itself")
+        _JOB["job"] = _Job(prepared.fn, device.torch_device, prepared.sync is not None)
+        bench.register(_benchmark).set_name(BENCHMARK_NAME).add_int64_axis(ROUND_AXIS, list(range(rounds)))
+        with tempfile.TemporaryDirectory(prefix="rooflab-nvbench-") as tmp:
+            out = Path(tmp) / "nvbench.json"
+            argv = ["rooflab-crosscheck", "--quiet", "--benchmark", BENCHMARK_NAME, "--devices", str(index),
+                    "--timeout", str(TIMEOUT_S), "--json", str(out)]
+            try:
+                bench.run_all_benchmarks(argv)
+            except SystemExit as exc:  # nvbench's option parser exits on its own errors
+                raise RuntimeError(f"nvbench exited with {exc.code}") from None
+            return read_states(out)
+
+
 def summary_seconds(summaries: list[dict[str, Any]], tag: str) -> float | None:
     """The value of summary `tag` in one nvbench JSON state, or None when absent or not a number."""
     for summary in summaries:
@@ -72,17 +117,35 @@ def summary_seconds(summaries: list[dict[str, Any]], tag: str) -> float | None:
     return None
 
 
-def read_state(path: Path) -> list[dict[str, Any]]:
-    """The summaries of the single state nvbench wrote for our benchmark."""
+def read_states(path: Path) -> list[list[dict[str, Any]]]:
+    """The summaries of each state nvbench wrote for our benchmark, in order; a skipped state raises."""
     root = json.loads(path.read_text(encoding="utf-8"))
     for bench in root.get("benchmarks", []):
         if bench.get("name") != BENCHMARK_NAME:
             continue
+        states = []
         for state in bench.get("states", []):
-            if not state.get("is_skipped"):
-                return list(state.get("summaries") or [])
-            raise RuntimeError(f"nvbench skipped the case: {state.get('skip_reason', '')}")
+            if state.get("is_skipped"):
+                raise RuntimeError(f"nvbench skipped the case: {state.get('skip_reason', '')}")
+            states.append(list(state.get("summaries") or []))
+        if states:
+            return states
     raise RuntimeError(f"nvbench wrote no result for {BENCHMARK_NAME} in {path}")
+
+
+def timing_from(summaries: list[dict[str, Any]], mode: CacheMode) -> PeerTiming:
+    """One round's figure from its nvbench summaries: batch mean (hot) or cold median (else cold mean)."""
+    if mode is CacheMode.HOT:
+        mean_s = summary_seconds(summaries, "nv/batch/time/gpu/mean")
+        if mean_s is None:
+            raise RuntimeError("nvbench reported no batch (hot) time")
+        return PeerTiming(mean_s * 1e3, (), CacheMode.HOT, PeerClock.DEVICE_BATCH_MEAN)
+    median_s = summary_seconds(summaries, "nv/cold/time/gpu/median")
+    if median_s is None:
+        median_s = summary_seconds(summaries, "nv/cold/time/gpu/mean")
+    if median_s is None:
+        raise RuntimeError("nvbench reported no cold GPU time")
+    return PeerTiming(median_s * 1e3, (), CacheMode.COLD, PeerClock.DEVICE_BLOCKED)
 
 
 class NvbenchPeer:
@@ -104,37 +167,12 @@ class NvbenchPeer:
         return CacheMode(case.cache)
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
-        import cuda.bench as bench
-        import torch
+        raise RuntimeError("nvbench runs once per process: it times whole cases in a child (time_rounds)")
 
-        mode = self.cache_for(case)
-        if mode is CacheMode.HOT and sync is not None:
-            raise RuntimeError("nvbench has no batch (hot) measurement for an op that synchronises itself")
-        if not _REGISTERED:
-            bench.register(_benchmark).set_name(BENCHMARK_NAME)
-            _REGISTERED.append(True)
-        index = torch.device(device.torch_device).index or 0
-        _JOB["job"] = _Job(fn, device.torch_device, sync is not None)
-        try:
-            with tempfile.TemporaryDirectory(prefix="rooflab-nvbench-") as tmp:
-                out = Path(tmp) / "nvbench.json"
-                argv = ["rooflab-crosscheck", "--quiet", "--benchmark", BENCHMARK_NAME, "--devices", str(index),
-                        "--timeout", str(TIMEOUT_S), "--json", str(out)]
-                try:
-                    bench.run_all_benchmarks(argv)
-                except SystemExit as exc:  # nvbench's option parser exits on its own errors
-                    raise RuntimeError(f"nvbench exited with {exc.code}") from None
-                summaries = read_state(out)
-        finally:
-            _JOB.pop("job", None)
-        if mode is CacheMode.HOT:
-            mean_s = summary_seconds(summaries, "nv/batch/time/gpu/mean")
-            if mean_s is None:
-                raise RuntimeError("nvbench reported no batch (hot) time")
-            return PeerTiming(mean_s * 1e3, (), CacheMode.HOT, PeerClock.DEVICE_BATCH_MEAN)
-        median_s = summary_seconds(summaries, "nv/cold/time/gpu/median")
-        if median_s is None:
-            median_s = summary_seconds(summaries, "nv/cold/time/gpu/mean")
-        if median_s is None:
-            raise RuntimeError("nvbench reported no cold GPU time")
-        return PeerTiming(median_s * 1e3, (), CacheMode.COLD, PeerClock.DEVICE_BLOCKED)
+    def time_rounds(self, request: Any, *, device: DeviceInfo, rounds: int) -> list[PeerTiming]:
+        """Every round of one case, measured in one fresh process (see the module docstring)."""
+        states = run_in_own_process(run_in_child, (request, device, rounds), timeout_s=CHILD_TIMEOUT_S * rounds)
+        if len(states) != rounds:
+            raise RuntimeError(f"nvbench measured {len(states)} rounds, not {rounds}")
+        mode = self.cache_for(request.case)
+        return [timing_from(summaries, mode) for summaries in states]

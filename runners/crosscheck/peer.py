@@ -7,10 +7,11 @@ case (`cache_for`: some peers can only run hot, one always flushes), and what it
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from rooflab.suite.case import CacheMode, Case
 from rooflab.suite.device import DeviceInfo
@@ -43,6 +44,7 @@ class PeerTiming:
 
 
 Call = Callable[[], Any]
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -60,6 +62,38 @@ class Peer(Protocol):
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         """Time `fn` (already warmed up once and checked by rooflab); `sync` is the op's extra sync."""
+
+
+@runtime_checkable
+class OwnProcessPeer(Peer, Protocol):
+    """A peer that cannot time twice in one process: it measures every round of a case at once, in a
+    process of its own that prepares the case from the same request (and seed) as rooflab's."""
+
+    def time_rounds(self, request: Any, *, device: DeviceInfo, rounds: int) -> list[PeerTiming]:
+        """One figure per round for the case of `request` (a runners.worker.CaseRequest)."""
+
+
+def _with_environ(environ: dict[str, str], fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+    os.environ.clear()
+    os.environ.update(environ)
+    return fn(*args)
+
+
+def run_in_own_process(fn: Callable[..., T], args: tuple[Any, ...], *, timeout_s: float) -> T:
+    """`fn(*args)` in a fresh process started as workers are (runners.supervisor.worker_context),
+    under this process's environment of now (ROOFLAB_PLUGINS, CUDA settings: a fork server's own
+    environment is that of an earlier moment); its exceptions come back raised; a process that
+    gives no result in `timeout_s` is terminated."""
+    import multiprocessing
+
+    from rooflab.runners.supervisor import worker_context
+
+    with worker_context().Pool(1, maxtasksperchild=1) as pool:  # leaving the block terminates the child
+        pending = pool.apply_async(_with_environ, (dict(os.environ), fn, args))
+        try:
+            return pending.get(timeout=timeout_s)
+        except multiprocessing.TimeoutError:
+            raise RuntimeError(f"the peer's own process gave no result in {timeout_s:.0f} s") from None
 
 
 def package_version(distribution: str) -> str | None:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rooflab.db.status import ResultStatus, RunStatus
-from rooflab.runners.crosscheck.peer import Peer, PeerTiming
+from rooflab.runners.crosscheck.peer import OwnProcessPeer, Peer, PeerTiming
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst
 from rooflab.runners.errors import UserInputError
@@ -189,19 +189,20 @@ def check_case(
 
     request = CaseRequest(case=case, seed=seed, timing_overrides=timing_overrides or {})
     ready = None
+    theirs = [_PeerRounds(p) for p in peers]
+    in_process = [e for e in theirs if not isinstance(e.peer, OwnProcessPeer)]
     try:
         with _on_device(device.torch_device):
             ready = ready_case(request, device, time.perf_counter())
             if isinstance(ready, CaseOutcome):
                 return rows(ready.status, ready.error)
             ours = _RooflabRounds()
-            theirs = [_PeerRounds(p) for p in peers]
             for _ in range(rounds):
                 result = time_ready(ready, case, device)
                 ours.medians_ms.append(result.stats.median_ms)
                 ours.means_ms.append(result.stats.mean_ms)
                 ours.samples_ms.append(tuple(result.samples_ms))
-                for entry in theirs:
+                for entry in in_process:
                     if entry.error is not None:
                         continue
                     try:
@@ -215,6 +216,12 @@ def check_case(
     finally:
         ready = None
         _release_quietly(device)
+    for entry in theirs:  # after the release: the peer's own process prepares the case again
+        if isinstance(entry.peer, OwnProcessPeer):
+            try:
+                entry.timings = entry.peer.time_rounds(request, device=device, rounds=rounds)
+            except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
+                entry.error = describe_exception(exc)
     return [_judge(case, entry, ours, versions[entry.peer.name], device.is_cuda) for entry in theirs]
 
 

@@ -165,3 +165,45 @@ def test_json_and_out_file_hold_the_same_report(tmp_path: Path) -> None:
     (check,) = [c for c in shown["checks"] if c["peer"] == "torch"]
     assert len(shown["checks"]) == 4 and check["case_key"].startswith("launch.") and check["status"] == "ok" and check["ratio"] > 0
     assert shown["peers"]["do_bench"]["available"] is False
+
+
+ONCE_SPEC = """
+name: crosscheck_once
+defaults:
+  dtypes: [float32]
+  backends: [eager]
+  cache: [hot]
+  timing_modes: [launch]
+  timing: {warmup_ms: 5, min_samples: 20, min_time_ms: 50, max_time_ms: 300, target_precision: 0.05}
+benchmarks:
+  - name: sleepy
+    op: planted_sometimes_slow
+    devices: [cpu]
+    params: {n: 4096, sleep_ms: 3.0, every: 1}
+  - name: add
+    op: add
+    devices: [cpu]
+    params: {n: 1048576}
+"""
+
+
+def test_a_peer_that_times_once_per_process_gets_a_process_per_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvbench's cuda.bench refuses a second run in one process; a peer like it (OwnProcessPeer)
+    must be handed each case whole, in a fresh process that prepares the case itself."""
+    import os
+
+    from tests.runners.once_per_process_peer import OncePerProcessPeer
+
+    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    peer = OncePerProcessPeer()
+    report = run_crosscheck(_spec(tmp_path, ONCE_SPEC, "once"), db_url=f"sqlite:///{tmp_path / 'x.db'}",
+                            device="cpu", rounds=2, command_line="test", peer_objects=[peer])
+    assert [c.status for c in report.checks] == ["ok", "ok"], [c.error for c in report.checks]
+    assert len(set(peer.pids)) == 2 and os.getpid() not in peer.pids
+    sleepy = next(c for c in report.checks if "planted_sometimes_slow" in c.case_key)
+    assert len(sleepy.peer_rounds_ms) == 2
+    assert all(r >= 3.0 for r in sleepy.peer_rounds_ms)  # every call sleeps 3 ms: a sleep never ends early
+    assert 0.8 < sleepy.ratio < 1.25
