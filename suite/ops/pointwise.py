@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.dtypes import tolerance
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     CHECK_CHUNK_ELEMENTS,
@@ -400,7 +401,13 @@ def _check_dropout_chunk(
     out64 = out.double()
     dropped = (out64 - res64).abs() <= (out64 - kept64).abs()
     ref = torch.where(dropped, res64, kept64)
-    message = compare(out, ref, dtype, what="output (each element matched to dropped or kept)")
+    # A kept element is the sum of two terms the op rounds to `dtype` before adding them; where they
+    # nearly cancel, their rounding errors are large against the sum (seen on an H100 and an H200:
+    # 2-4 of 4.2M bfloat16 elements off by 0.024 at 0.055). The bound grows by the rounding of each
+    # term, relative to its own size.
+    kept_terms = torch.where(dropped, torch.zeros_like(res64), res64.abs() + (kept64 - res64).abs())
+    extra = tolerance(dtype).rtol * kept_terms
+    message = compare(out, ref, dtype, what="output (each element matched to dropped or kept)", extra_atol=extra)
     if message:
         return message, 0, 0
     # "clearly" is relative to the chunk's RMS (standard normal draws: 1 up to sampling noise)

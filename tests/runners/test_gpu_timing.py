@@ -71,22 +71,36 @@ def test_cuda_flush_buffer_is_sized_from_the_device_l2(gpu) -> None:
 
 
 def test_events_agree_with_an_independent_timer_on_a_long_gemm(gpu) -> None:
+    """torch's Timer in short blocks (10 GEMMs, about 2 ms) with pauses between them: a 0.5 s
+    blocked_autorange keeps the GPU at its power limit and read 204 us against rooflab's 175 us on an
+    H200 (clocks lowered by the power cap), a different quantity from rooflab's burst figure."""
+    import time
+
     from torch.utils.benchmark import Timer
 
     _, device = gpu
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     ours = measure(lambda: a @ b, device=device, settings=QUICK, cache="hot", timing_mode="launch")
-    theirs = Timer("a @ b", globals={"a": a, "b": b}).blocked_autorange(min_run_time=0.5)
-    assert ours.stats.median_ms == pytest.approx(theirs.median * 1e3, rel=0.10)
+    timer = Timer("a @ b", globals={"a": a, "b": b})
+    blocks_ms = []
+    for _ in range(9):
+        time.sleep(0.05)
+        blocks_ms.append(timer.timeit(number=10).mean * 1e3)
+    theirs_ms = sorted(blocks_ms)[len(blocks_ms) // 2]
+    assert ours.stats.median_ms == pytest.approx(theirs_ms, rel=0.10), blocks_ms
 
 
 def test_cold_is_slower_than_hot_for_an_l2_resident_read(gpu) -> None:
+    """A read of a quarter of the L2: from the L2 when hot, from memory when cold. The gap is small on
+    a GPU whose reduction kernel is bound by latency at this size (6 % on an H200), so the test asks for
+    a gap beyond both confidence intervals, not a fixed ratio."""
     _, device = gpu
     src = torch.randn(device.l2_bytes // 4 // 4, device="cuda")  # a quarter of the L2 (float32)
     hot = measure(lambda: src.sum(), device=device, settings=QUICK, cache="hot", timing_mode="launch")
     cold = measure(lambda: src.sum(), device=device, settings=QUICK, cache="cold", timing_mode="launch")
-    assert cold.stats.median_ms > 1.15 * hot.stats.median_ms
+    assert cold.stats.ci_low_ms > hot.stats.ci_high_ms, (cold.stats, hot.stats)
+    assert cold.stats.median_ms > 1.02 * hot.stats.median_ms
 
 
 def test_flush_is_outside_the_events(gpu) -> None:

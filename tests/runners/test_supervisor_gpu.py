@@ -21,12 +21,17 @@ PLUGIN = "tests.runners.planted_ops"
 SPEC = """\
 name: gpu_planted
 defaults:
-  cache: [cold, hot]
-  timing_modes: [launch, graph]
   timing: {warmup_ms: 2, min_samples: 10, min_time_ms: 5, max_time_ms: 100}
 benchmarks:
   - name: scale
     op: planted_scale
+    cache: [cold, hot]
+    timing_modes: [launch]
+    params: {n: [65536, 1048576]}
+  - name: scale_graph
+    op: planted_scale
+    cache: [hot]
+    timing_modes: [graph]
     params: {n: [65536, 1048576]}
 """
 
@@ -64,7 +69,7 @@ def test_devices_all_runs_every_case_on_every_gpu_with_its_uuid(spec_dir: Path) 
     gpus = torch.cuda.device_count()
     assert len(summary.devices) == gpus
     frame = results(url, run_id=summary.run_id)
-    assert len(frame) == gpus * summary.selected_cases == gpus * 8
+    assert len(frame) == gpus * summary.selected_cases == gpus * 6  # cold + graph is refused: 4 launch + 2 graph
     assert set(frame["status"]) == {"ok"}
     uuids = {d.device_uuid for d in summary.devices}
     assert None not in uuids and len(uuids) == gpus

@@ -41,6 +41,7 @@ SMALL = {
     "gemm": {"m": 40, "n": 24, "k": 72},
     "attention": {"batch": 2, "heads": 2, "seq_q": 24, "seq_k": 24, "head_dim": 16},
     "overhead": {"n": 5},
+    "layer": {"batch": 2, "seq": 24, "hidden": 64, "heads": 4},
 }
 
 
@@ -272,6 +273,29 @@ def test_dropout_op_differs_across_seeds_and_keeps_residual_where_dropped():
     assert message and "dropped fraction" in message
     dropped_all = residual.clone()
     assert "dropped fraction" in a.check(dropped_all)
+
+
+def test_dropout_check_allows_the_rounding_of_terms_that_nearly_cancel():
+    """bfloat16, as the op computes it (x + bias, gelu, / (1 - p), + residual, each rounded), with
+    residuals that nearly cancel the kept term: the rounding of each term is large against their sum
+    (a GPU run had 2-4 of 4.2M elements off by 0.024 at 0.055). That is no error; a value off by
+    more than the terms' rounding still is."""
+    from rooflab.suite.ops.pointwise import _check_dropout_chunk
+
+    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    x = (torch.rand(256, 64, generator=gen) * 3 + 1.0).to(torch.bfloat16)  # x + bias in about [0, 5.5]
+    bias = (torch.randn(64, generator=gen) * 0.5).to(torch.bfloat16)
+    keep = torch.rand(256, 64, generator=gen) > 0.1
+    kept_term = torch.nn.functional.gelu(x + bias) / 0.9
+    residual = (-kept_term.float() + 0.05 * torch.randn(256, 64, generator=gen)).to(torch.bfloat16)
+    out = residual + torch.where(keep, kept_term, torch.zeros_like(kept_term))
+    message, clear, dropped = _check_dropout_chunk(out, x, bias, residual, 0.1, "bfloat16")
+    assert message is None and clear > 0.9 * out.numel() and 0.05 < dropped / clear < 0.15
+    wrong = out.clone()
+    row, col = (int(i) for i in torch.nonzero(keep)[0])
+    wrong[row, col] += 0.5  # about 30 bfloat16 steps of the terms' size (|terms| < 12)
+    assert "1 of 16384 elements outside tolerance" in (_check_dropout_chunk(wrong, x, bias, residual, 0.1,
+                                                                            "bfloat16")[0] or "")
 
 
 def test_fma_probe_reference_is_the_closed_form_of_the_chain():
