@@ -54,10 +54,17 @@ def run_and_check(case: Case, device: DeviceInfo, *, sampled: bool = False) -> N
         assert prepared.check(wrong), f"planted fault ({label}) not caught"
 
 
+def shipped(op: object) -> bool:
+    """An op rooflab ships, not a test plugin: `pytest -m gpu tests` imports every test module, and
+    one of them registers the planted ops (planted_exit ends the process that calls it: pytest exited
+    with code 3 after 68 tests on an H100 when they were collected here)."""
+    return type(op).__module__.startswith("rooflab.")
+
+
 EAGER_RUNS = [
     (name, dtype)
     for name, op in sorted(all_ops().items())
-    if "eager" in op.backends
+    if shipped(op) and "eager" in op.backends
     for dtype in op.dtypes
 ]
 
