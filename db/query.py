@@ -90,22 +90,29 @@ def results(
         query = query.where(models.Case.case_key.in_(_as_list(case_key)))
     with _connect(url) as engine, engine.connect() as conn:
         orders = run_orders(conn) if "run_order" in names else {}
-        rows: list[tuple] = []
-        for part in conn.execute(query).partitions(_PARTITION_ROWS):  # the Row objects of one part at a time
-            rows.extend(tuple(row) for row in part)
-        column_lists = _columns(rows, len(own) + len(keys))
+        column_lists = _column_lists(conn.execute(query).partitions(_PARTITION_ROWS), len(own) + len(keys))
+        n_rows = len(column_lists[0])
         values = dict(zip(own, column_lists, strict=False))  # the key columns follow the own ones
         for table, pks in zip((models.Run, models.Case, models.Environment), column_lists[len(own):], strict=True):
             values.update(_dimension_columns(conn, table, [n for n in fetched if n in sources
                                                            and sources[n].class_ is table], pks))
-    return _frame_from_columns({n: values[n] for n in fetched}, len(rows), names, orders)
+    return _frame_from_columns({n: values[n] for n in fetched}, n_rows, names, orders)
 
 
-def _columns(rows: list[tuple], width: int) -> list[list]:
-    """The rows as `width` column lists."""
-    if not rows:
-        return [[] for _ in range(width)]
-    return [list(col) for col in zip(*rows, strict=True)]
+def _column_lists(parts: Iterable[Sequence[Any]], width: int) -> list[list]:
+    """The rows of `parts` (one part of Row objects at a time) as `width` column lists, built part by
+    part so that no list of every row is ever held; equal strings in a column become one object (a
+    status or stop reason repeats on most rows: a year of results would hold millions of copies)."""
+    lists: list[list] = [[] for _ in range(width)]
+    shared: list[dict] = [{} for _ in range(width)]
+    for part in parts:
+        for j, col in enumerate(zip(*part, strict=True)):
+            if isinstance(col[0], str) or (col[0] is None and any(isinstance(v, str) for v in col)):
+                seen = shared[j]
+                lists[j].extend([seen.setdefault(v, v) if isinstance(v, str) else v for v in col])
+            else:
+                lists[j].extend(col)
+    return lists
 
 
 def _dimension_columns(conn: Connection, table: Any, names: list[str], pks: list[int]) -> dict[str, list]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def render_report(
     out_dir: str | Path,
     *,
     source: str = "",
-    verdicts: list | None = None,
+    verdicts: list | Callable[[], list] | None = None,
     runs: list[str] | None = None,
     since: Since = None,
     counts: pd.DataFrame | None = None,
@@ -154,8 +155,9 @@ def render_report(
     Each device page shows the newest run of that device, or the `runs` / the runs `since` a date
     (reports.runsel). `counts`: db.query.result_counts of the database when `df` holds only the
     runs the pages need (write_report); by default computed from `df`. `verdicts`: the regression
-    verdicts of the history when already computed (reports.regressions.detect_in_database); by
-    default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
+    verdicts of the history when already computed (reports.regressions.detect_in_database); a callable
+    that returns them is called when the regressions page is drawn, after the device and comparison
+    pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
     (reports.breakdown_section.load_layer_profiles), for the breakdown section."""
     out = Path(out_dir)
@@ -205,6 +207,8 @@ def render_report(
     has_compare = len(names) >= 2
     if has_compare:
         pages["compare.html"] = _compare_page(env, out, ceilings_by_device)
+    if callable(verdicts):  # still being judged elsewhere (reports.load.PendingVerdicts): wait for them now
+        verdicts = verdicts()
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)

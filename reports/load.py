@@ -76,6 +76,40 @@ def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> 
     return detect_in_database(url, **options.as_kwargs())
 
 
+def _verdicts_for_report(url: str, options: RegressionOptions) -> list:
+    """load_verdicts, with the points of every series that is not flagged left out (the report draws
+    trends of flagged series only, and counts the others): the list crosses a process boundary."""
+    from dataclasses import replace
+
+    return [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
+                                         else len(v.points))
+            for v in load_verdicts(url, options)]
+
+
+class PendingVerdicts:
+    """`load_verdicts` running in a process of its own, started now; `result()` waits for it.
+
+    On a long history the verdicts (reading the newest runs, judging every series) and the rest of
+    the report (reading the shown runs, drawing and writing the pages) take about the same time and
+    need nothing from each other until the regressions page: in two processes they run side by side
+    on two cores. The process is spawned (it shares no database connection with this one); an
+    exception in it is raised again by `result()`. What comes back is what the report draws: the
+    flagged verdicts whole, the others without their points (`n_points` keeps their number)."""
+
+    def __init__(self, url: str, options: RegressionOptions = RegressionOptions()) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self._future = self._pool.submit(_verdicts_for_report, url, options)
+
+    def result(self) -> list:
+        try:
+            return self._future.result()
+        finally:
+            self._pool.shutdown(cancel_futures=True)
+
+
 def load_crosschecks(url: Db) -> pd.DataFrame:
     """Every cross-check row (db.crosscheck.crosscheck_frame); an empty frame when there is no database yet."""
     from rooflab.db.crosscheck import crosscheck_frame

@@ -34,8 +34,10 @@ over the newest DRIFT_WINDOW points that a single step does not explain better).
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,7 +62,7 @@ NOISY_MAX_TIME_IQR = 0.10
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a year-scale check holds 420,000 of them
 class Point:
     """One run's figure in a series."""
 
@@ -298,11 +300,30 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     if not several.all():  # a key with one row is its own aggregate
         single = d[~several].rename(columns={"ok_median": "median_ms"})[list(agg.columns)]
         agg = single if agg.empty else pd.concat([agg, single], ignore_index=True)
-    agg["started_at"] = agg["started_at"].dt.strftime("%Y-%m-%dT%H:%M:%S%z").astype(object)
+    agg["started_at"] = _iso_times(agg["started_at"])
     return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
 
 
+def _iso_times(when: pd.Series) -> np.ndarray:
+    """`when.dt.strftime(ISO)` as objects (NaN where NaT), each distinct time formatted once: a
+    series' points repeat the start time of a few hundred runs over hundreds of thousands of rows."""
+    codes, uniques = pd.factorize(when)
+    text = np.asarray(pd.DatetimeIndex(uniques).strftime("%Y-%m-%dT%H:%M:%S%z"), dtype=object)
+    out = np.full(len(codes), np.nan, dtype=object)
+    known = codes >= 0
+    out[known] = text[codes[known]]
+    return out
+
+
 POINT_FIELDS = ("run_id", "order", "median_ms", "not_ok", "throttled", "noisy", "env", "started_at", "git_commit")
+SHARED_FIELDS = ("run_id", "started_at", "git_commit")  # one value per run: every series' points can share it
+
+
+def _shared(values: list) -> list:
+    """`values` with equal strings made one object (a list of a column with few distinct values,
+    e.g. one per run, would otherwise hold one string object per row)."""
+    seen: dict = {}
+    return [seen.setdefault(v, v) if isinstance(v, str) else v for v in values]
 
 
 def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
@@ -456,7 +477,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
         return []
     verdicts = []
     agg = run_points(df)
-    columns = {f: agg[f].tolist() for f in POINT_FIELDS}
+    columns = {f: _shared(agg[f].tolist()) if f in SHARED_FIELDS else agg[f].tolist() for f in POINT_FIELDS}
     names = agg["device_name"].tolist()
     keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist(), strict=True))
     start = 0
@@ -479,6 +500,26 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
             change_points=changes, drift=drift, first_bad=first_bad,
         ))
         start = end
+    return verdicts
+
+
+SLICE_ROWS = 60_000  # detect_in_slices: rows of the results frame judged at a time
+
+
+def detect_in_slices(df: pd.DataFrame, *, slice_rows: int = SLICE_ROWS, **options: Any) -> list[SeriesVerdict]:
+    """`detect(df, **options)`, judged a slice of case keys at a time (whole series, about
+    `slice_rows` rows each): the same verdicts in the same order (detect orders them by case key,
+    then device), with detect's working set (its per-run frame, column lists and points) held for
+    one slice at a time instead of for every series at once."""
+    if len(df) <= slice_rows:
+        return detect(df, **options)
+    keys = df["case_key"].astype(str)
+    order = sorted(keys.unique())
+    per_slice = max(1, len(order) * slice_rows // len(df))
+    codes = pd.Categorical(keys, categories=order).codes // per_slice
+    verdicts: list[SeriesVerdict] = []
+    for _, part in df.groupby(codes, sort=True):
+        verdicts.extend(detect(part, **options))
     return verdicts
 
 
@@ -530,14 +571,19 @@ def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THR
     if not run_ids:
         return []
     recent = run_ids[-history_runs(window):]
-    tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
-    judge_all = partial(detect, window=window, z_threshold=z_threshold, min_change=min_change,
+    judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
                         min_baseline=min_baseline)
     if len(recent) == len(run_ids):
-        return judge_all(tail)
-    summary = query.series_summary(url)
+        return judge_all(query.results(url, run_id=recent, columns=DETECT_COLUMNS))
+    # the per-series summary is one grouped query over every result: the database works on it
+    # (without the GIL) while this thread reads and judges the newest runs
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(query.series_summary, url)
+        tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
+        by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
+        del tail  # a year-scale history: hundreds of MB not needed any more
+        summary = pending.result()
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
-    by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
     again: set[tuple[str, str]] = set()
     for key, (n_total, first_run) in totals.items():
         v = by_key.get(key)

@@ -331,18 +331,18 @@ def report_cmd(
     from rooflab.db.urls import redact
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
-    from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
+    from rooflab.reports.load import PendingVerdicts, load_crosschecks, load_report_results
 
     if run and since:
         fail("give either --run or --since, not both")
     url = db_url(db)
     require_database(url)
-    df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
-    verdicts = _guard(lambda: load_verdicts(url))
-    crosschecks = _guard(lambda: load_crosschecks(url))
     folder = output_dir(out)
+    pending = PendingVerdicts(url)  # judged side by side with the reading and drawing below
+    df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
+    crosschecks = _guard(lambda: load_crosschecks(url))
     layer = _guard(lambda: load_layer_profiles(url))
-    index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=verdicts, runs=run or None,
+    index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result, runs=run or None,
                                          since=since, counts=counts, crosschecks=crosschecks, layer_profiles=layer))
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 

@@ -22,10 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import Any
-
-import torch
-import torch.nn.functional as F
+from typing import TYPE_CHECKING, Any
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
@@ -44,6 +41,12 @@ from rooflab.suite.ops.common import (
 )
 from rooflab.suite.ops.pointwise import Gelu, cupy_stream
 from rooflab.suite.ops.registry import register
+
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    from rooflab.suite.lazy import F, torch
 
 CHECK_ROWS = 64
 CHECK_BATCHES = 4

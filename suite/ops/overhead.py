@@ -11,9 +11,7 @@ Backends: eager (torch.add into a preallocated output) and cupy (a RawKernel of 
 """
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from rooflab.suite.case import TIMING_MODES, CacheMode, Case
 from rooflab.suite.device import DeviceInfo
@@ -23,6 +21,11 @@ from rooflab.suite.ops.common import TorchOp, as_torch, compare, esize, generato
 from rooflab.suite.ops.pointwise import cupy_stream
 from rooflab.suite.ops.registry import register
 from rooflab.suite.timing import SampleKind
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from rooflab.suite.lazy import torch
 
 MAX_N = 1 << 16
 

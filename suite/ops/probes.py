@@ -23,9 +23,7 @@ from __future__ import annotations
 import functools
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
@@ -44,6 +42,11 @@ from rooflab.suite.ops.common import (
 )
 from rooflab.suite.ops.pointwise import Q, cupy_stream
 from rooflab.suite.ops.registry import register
+
+if TYPE_CHECKING:
+    import torch
+else:
+    from rooflab.suite.lazy import torch
 
 ALPHA = 0.5
 MAX_FMA_K = 4096

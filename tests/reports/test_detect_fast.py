@@ -88,3 +88,28 @@ def test_the_change_point_gate_never_skips_a_series_with_a_change_point():
         skipped += not gate
         assert gate or not has
     assert found > 300 and skipped > 1000  # both sides are exercised
+
+
+@pytest.mark.parametrize("slice_rows", [1, 997, 5_000])
+def test_judging_in_slices_of_case_keys_gives_the_same_verdicts_in_the_same_order(slice_rows):
+    from rooflab.reports.regressions import detect_in_slices
+
+    df = _history(3, n_series=120, nights=40).sample(frac=1.0, random_state=5)  # rows in no particular order
+    whole = detect(df)
+    sliced = detect_in_slices(df, slice_rows=slice_rows)
+    assert sliced == whole and len(whole) == 120
+    assert [(v.case_key, v.device_fingerprint) for v in sliced] == sorted((v.case_key, v.device_fingerprint)
+                                                                          for v in whole)
+
+
+def test_iso_times_equal_strftime_with_missing_times():
+    from rooflab.reports.regressions import _iso_times
+
+    rng = np.random.default_rng()
+    when = pd.Series(pd.to_datetime(rng.integers(1.6e9, 1.8e9, 500), unit="s", utc=True))
+    when[rng.random(500) < 0.1] = pd.NaT
+    when = pd.concat([when, when.sample(300, replace=True)], ignore_index=True)  # repeated times
+    expected = when.dt.strftime("%Y-%m-%dT%H:%M:%S%z").astype(object)
+    got = _iso_times(when)
+    assert [e if isinstance(e, str) else None for e in expected] == [g if isinstance(g, str) else None for g in got]
+    assert all(isinstance(g, str) or g != g for g in got)  # NaN, as strftime gives, where the time is missing
