@@ -224,7 +224,7 @@ export -f step_env step_devices step_versions step_test_gpu step_quick step_roof
 
 # timeout (s) of each step with a GPU and without one, and the reserve it keeps for itself when an
 # earlier step's timeout is cut to fit the budget
-declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=180 [quick]=300 [roofline]=240 [crosscheck]=150
+declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=240 [quick]=300 [roofline]=240 [crosscheck]=150
   [nightly-sample]=150 [gap-probe]=90 [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
 declare -A T_CPU=([env]=30 [devices]=120 [versions]=120 [test-gpu]=10 [quick]=300 [roofline]=240 [crosscheck]=240
   [nightly-sample]=300 [gap-probe]=60 [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
