@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -76,14 +76,22 @@ def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> 
     return detect_in_database(url, **options.as_kwargs())
 
 
-def _verdicts_for_report(url: str, options: RegressionOptions) -> list:
-    """load_verdicts, with the points of every series that is not flagged left out (the report draws
-    trends of flagged series only, and counts the others): the list crosses a process boundary."""
+def _verdicts_for_report(url: str, options: RegressionOptions) -> tuple[str, Any]:
+    """("ok", load_verdicts) with the points of every series that is not flagged left out (the
+    report draws trends of flagged series only, and counts the others: the list crosses a process
+    boundary), or ("input", message) for invalid input, which the caller reports as such."""
     from dataclasses import replace
 
-    return [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
-                                         else len(v.points))
-            for v in load_verdicts(url, options)]
+    from rooflab.db.errors import DatabaseInputError
+    from rooflab.reports.errors import ReportInputError
+
+    try:
+        verdicts = load_verdicts(url, options)
+    except (ReportInputError, DatabaseInputError) as exc:
+        return "input", str(exc)
+    return "ok", [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
+                                                else len(v.points))
+                  for v in verdicts]
 
 
 class PendingVerdicts:
@@ -93,21 +101,30 @@ class PendingVerdicts:
     the report (reading the shown runs, drawing and writing the pages) take about the same time and
     need nothing from each other until the regressions page: in two processes they run side by side
     on two cores. The process is spawned (it shares no database connection with this one); an
-    exception in it is raised again by `result()`. What comes back is what the report draws: the
+    error in it comes back from `result()`; `cancel()` ends it early. What comes back is what the report draws: the
     flagged verdicts whole, the others without their points (`n_points` keeps their number)."""
 
     def __init__(self, url: str, options: RegressionOptions = RegressionOptions()) -> None:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        self._future = self._pool.submit(_verdicts_for_report, url, options)
+        from rooflab.suite.child import ChildCall
+
+        self._call = ChildCall(_verdicts_for_report, (url, options), multiprocessing.get_context("spawn"))
 
     def result(self) -> list:
-        try:
-            return self._future.result()
-        finally:
-            self._pool.shutdown(cancel_futures=True)
+        """The verdicts; ReportInputError for invalid input, suite.child.ChildCallError when judging
+        them failed otherwise."""
+        from rooflab.reports.errors import ReportInputError
+
+        kind, payload = self._call.result()
+        if kind == "input":
+            raise ReportInputError(payload)
+        verdicts: list = payload
+        return verdicts
+
+    def cancel(self) -> None:
+        """Stop judging (the report failed before it needed the verdicts)."""
+        self._call.cancel()
 
 
 def load_crosschecks(url: Db) -> pd.DataFrame:

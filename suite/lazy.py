@@ -30,7 +30,7 @@ class LazyModule(ModuleType):
         for name, holder in list(sys.modules.items()):
             if name == "rooflab" or name.startswith("rooflab."):
                 names = getattr(holder, "__dict__", {})
-                for key in [k for k, v in names.items() if v is self]:
+                for key in [k for k, v in list(names.items()) if v is self]:  # a copy: others may import
                     names[key] = module
         return getattr(module, attr)
 

@@ -339,11 +339,15 @@ def report_cmd(
     require_database(url)
     folder = output_dir(out)
     pending = PendingVerdicts(url)  # judged side by side with the reading and drawing below
-    df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
-    crosschecks = _guard(lambda: load_crosschecks(url))
-    layer = _guard(lambda: load_layer_profiles(url))
-    index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result, runs=run or None,
-                                         since=since, counts=counts, crosschecks=crosschecks, layer_profiles=layer))
+    try:
+        df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
+        crosschecks = _guard(lambda: load_crosschecks(url))
+        layer = _guard(lambda: load_layer_profiles(url))
+        index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result,
+                                             runs=run or None, since=since, counts=counts, crosschecks=crosschecks,
+                                             layer_profiles=layer))
+    finally:
+        pending.cancel()  # a report that failed before the regressions page leaves no process behind
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
 
 

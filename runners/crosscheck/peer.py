@@ -7,7 +7,6 @@ case (`cache_for`: some peers can only run hot, one always flushes), and what it
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -73,27 +72,15 @@ class OwnProcessPeer(Peer, Protocol):
         """One figure per round for the case of `request` (a runners.worker.CaseRequest)."""
 
 
-def _with_environ(environ: dict[str, str], fn: Callable[..., T], args: tuple[Any, ...]) -> T:
-    os.environ.clear()
-    os.environ.update(environ)
-    return fn(*args)
-
-
 def run_in_own_process(fn: Callable[..., T], args: tuple[Any, ...], *, timeout_s: float) -> T:
-    """`fn(*args)` in a fresh process started as workers are (runners.supervisor.worker_context),
-    under this process's environment of now (ROOFLAB_PLUGINS, CUDA settings: a fork server's own
-    environment is that of an earlier moment); its exceptions come back raised; a process that
-    gives no result in `timeout_s` is terminated."""
-    import multiprocessing
-
+    """`fn(*args)` in a fresh process started as workers are (runners.supervisor.worker_context), with
+    this process's environment of now; an error in it, its death or no result in `timeout_s` raises
+    (suite.child.ChildCallError) and the process is ended."""
     from rooflab.runners.supervisor import worker_context
+    from rooflab.suite.child import ChildCall
 
-    with worker_context().Pool(1, maxtasksperchild=1) as pool:  # leaving the block terminates the child
-        pending = pool.apply_async(_with_environ, (dict(os.environ), fn, args))
-        try:
-            return pending.get(timeout=timeout_s)
-        except multiprocessing.TimeoutError:
-            raise RuntimeError(f"the peer's own process gave no result in {timeout_s:.0f} s") from None
+    result: T = ChildCall(fn, args, worker_context()).result(timeout_s)
+    return result
 
 
 def package_version(distribution: str) -> str | None:

@@ -10,12 +10,15 @@ tests/reports/...), with fakes of its own.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 from rooflab.runners import contention
 
 _DIR = tempfile.mkdtemp(prefix="rooflab-quiet-")
+atexit.register(shutil.rmtree, _DIR, True)
 _LOADAVG = os.path.join(_DIR, "loadavg")
 with open(_LOADAVG, "w", encoding="ascii") as fh:
     fh.write("0.00 0.00 0.00 1/100 1\n")

@@ -282,7 +282,8 @@ def test_dropout_check_allows_the_rounding_of_terms_that_nearly_cancel():
     more than the terms' rounding still is."""
     from rooflab.suite.ops.pointwise import _check_dropout_chunk
 
-    gen = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ())))
+    seed = int(torch.randint(0, 2**31, ()))
+    gen = torch.Generator().manual_seed(seed)
     x = (torch.rand(256, 64, generator=gen) * 3 + 1.0).to(torch.bfloat16)  # x + bias in about [0, 5.5]
     bias = (torch.randn(64, generator=gen) * 0.5).to(torch.bfloat16)
     keep = torch.rand(256, 64, generator=gen) > 0.1
@@ -290,12 +291,12 @@ def test_dropout_check_allows_the_rounding_of_terms_that_nearly_cancel():
     residual = (-kept_term.float() + 0.05 * torch.randn(256, 64, generator=gen)).to(torch.bfloat16)
     out = residual + torch.where(keep, kept_term, torch.zeros_like(kept_term))
     message, clear, dropped = _check_dropout_chunk(out, x, bias, residual, 0.1, "bfloat16")
-    assert message is None and clear > 0.9 * out.numel() and 0.05 < dropped / clear < 0.15
+    assert message is None and clear > 0.9 * out.numel() and 0.05 < dropped / clear < 0.15, (seed, message)
     wrong = out.clone()
     row, col = (int(i) for i in torch.nonzero(keep)[0])
     wrong[row, col] += 0.5  # about 30 bfloat16 steps of the terms' size (|terms| < 12)
-    assert "1 of 16384 elements outside tolerance" in (_check_dropout_chunk(wrong, x, bias, residual, 0.1,
-                                                                            "bfloat16")[0] or "")
+    found = _check_dropout_chunk(wrong, x, bias, residual, 0.1, "bfloat16")[0] or ""
+    assert "1 of 16384 elements outside tolerance" in found, (seed, found)
 
 
 def test_fma_probe_reference_is_the_closed_form_of_the_chain():
