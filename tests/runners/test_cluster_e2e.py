@@ -33,7 +33,7 @@ benchmarks:
   - name: copies
     op: copy
     params:
-      n: [1024, 2048, 4096, 8192, 16384, 32768]
+      n: [1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768]
   - name: triads
     op: triad
     params:
