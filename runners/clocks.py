@@ -13,8 +13,10 @@ results the matrix ceiling comes from. It is kept as a reason and as `at_power_c
 power cap does pull the clock down, the clock floor flags the case. Readings flagged `gpu_idle`
 do not count toward the lowest clock (an idle GPU lowers its clock between cases).
 
-`power_w` is the energy counter's difference over the monitored time (NVML reports total energy
-in mJ since the driver loaded); None when the counter is unavailable or did not advance.
+`power_w` is the rise of the energy counter (NVML reports total energy in mJ since the driver
+loaded) between the first and the last of its updates seen while the case ran, read at every poll
+(`power_from_counter`); None when the counter is unavailable, or the case was too short to time
+two updates to within 10 %.
 
 On a CPU, or without NVML, the report has None clocks and power, no reasons and `throttled` False.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -89,16 +92,31 @@ class EnergyReading:
     at_s: float  # time.perf_counter() of the reading
 
 
-def average_power_w(start: EnergyReading | None, end: EnergyReading | None) -> float | None:
-    """Mean power between two energy-counter readings; None when the counter is missing, did not
-    advance (it updates on its own period, tens of ms on current boards) or went backwards."""
-    if start is None or end is None:
+MAX_POWER_TIME_UNCERTAINTY = 0.10  # power only when the span's timing is known to 10 %
+
+
+def power_from_counter(readings: Sequence[EnergyReading]) -> float | None:
+    """Mean board power between the first and the last update of the energy counter seen in
+    `readings` (in time order); None when fewer than two updates were seen, or when their instants
+    are too uncertain against the span between them.
+
+    NVML's energy counter advances on its own period (tens of ms or more), not at every read, so the
+    difference between a case's first and last reading over its duration can be off by a whole
+    period: 895-1,120 W were stored on 700 W boards that way. An update seen at a reading happened
+    after the reading before it: its instant is taken as the middle of those two readings, known to
+    within half their gap. The power is the counter's rise between the first and the last update
+    seen over the time between them, and is given only when the two half-gaps together are at most
+    MAX_POWER_TIME_UNCERTAINTY of that time."""
+    updates = [(a.at_s, b.at_s, b.energy_mj) for a, b in zip(readings, readings[1:], strict=False)
+               if b.energy_mj > a.energy_mj]
+    if len(updates) < 2:
         return None
-    seconds = end.at_s - start.at_s
-    joules = (end.energy_mj - start.energy_mj) / 1e3
-    if seconds <= 0 or joules <= 0:
+    (a1, b1, e1), (a2, b2, e2) = updates[0], updates[-1]
+    span_s = (a2 + b2) / 2 - (a1 + b1) / 2
+    uncertainty_s = ((b1 - a1) + (b2 - a2)) / 2
+    if span_s <= 0 or uncertainty_s > MAX_POWER_TIME_UNCERTAINTY * span_s:
         return None
-    return joules / seconds
+    return (e2 - e1) / 1e3 / span_s
 
 
 def energy_per_call_j(power_w: float | None, median_ms: float | None) -> float | None:
@@ -190,7 +208,7 @@ class ClockMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._max_mhz: float | None = None
-        self._energy_start: EnergyReading | None = None
+        self._energy: list[EnergyReading] = []
 
     def start(self) -> ClockMonitor:
         if self._source is None:
@@ -201,7 +219,7 @@ class ClockMonitor:
             self._max_mhz = self._source.sm_clock_max_mhz()
         except Exception:
             self._max_mhz = None
-        self._energy_start = self._read_energy()
+        self._energy = []
         self._read()
         self._thread = threading.Thread(target=self._poll, name="rooflab-clock-monitor", daemon=True)
         self._thread.start()
@@ -214,10 +232,10 @@ class ClockMonitor:
         self._thread.join()
         self._thread = None
         self._read()
-        power_w = average_power_w(self._energy_start, self._read_energy())
         with self._lock:
             readings = list(self._readings)
-        return classify(readings, self._max_mhz, power_w)
+            energy = list(self._energy)
+        return classify(readings, self._max_mhz, power_from_counter(energy))
 
     def _read_energy(self) -> EnergyReading | None:
         read = getattr(self._source, "total_energy_mj", None)
@@ -235,8 +253,11 @@ class ClockMonitor:
             reading = ClockReading(self._source.sm_clock_mhz(), self._source.event_reasons())
         except Exception:
             return False
+        energy = self._read_energy()
         with self._lock:
             self._readings.append(reading)
+            if energy is not None:
+                self._energy.append(energy)
         return True
 
     def _poll(self) -> None:

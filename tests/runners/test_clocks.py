@@ -93,17 +93,57 @@ def test_clock_at_60_percent_is_throttled_whatever_the_reason() -> None:
     assert no_reason.throttled and not no_reason.at_power_cap
 
 
-def test_average_power_and_energy_per_call_from_the_energy_counter() -> None:
-    from rooflab.runners.clocks import EnergyReading, average_power_w, energy_per_call_j
+def _counter_readings(watts: float, period_s: float, phase_s: float, polls_s: list[float]) -> list:
+    """Readings of an energy counter that rises only every `period_s` (at phase_s + k * period_s),
+    taken at the times `polls_s`: what NVML hands back."""
+    import math
 
-    # 350 J over 0.5 s = 700 W; a 2 ms call at 700 W uses 1.4 J
-    power = average_power_w(EnergyReading(1_000_000.0, 10.0), EnergyReading(1_350_000.0, 10.5))
-    assert power == pytest.approx(700.0)
-    assert energy_per_call_j(power, 2.0) == pytest.approx(1.4)
-    # a counter that did not advance (it updates on its own period), or went backwards: unknown
-    assert average_power_w(EnergyReading(5.0, 1.0), EnergyReading(5.0, 1.2)) is None
-    assert average_power_w(EnergyReading(9.0, 1.0), EnergyReading(5.0, 1.2)) is None
-    assert average_power_w(None, EnergyReading(5.0, 1.2)) is None
+    from rooflab.runners.clocks import EnergyReading
+
+    def value_mj(t: float) -> float:
+        last_update = phase_s + math.floor((t - phase_s) / period_s) * period_s
+        return 5e6 + watts * last_update * 1e3
+
+    return [EnergyReading(value_mj(t), t) for t in polls_s]
+
+
+def test_power_is_timed_between_counter_updates_not_between_the_cases_ends() -> None:
+    import random
+
+    from rooflab.runners.clocks import power_from_counter
+
+    rng = random.Random()
+    watts, period = rng.uniform(300, 700), 0.1
+    worst_old = 0.0
+    for _ in range(200):
+        phase = rng.uniform(0, period)
+        duration = rng.uniform(0.6, 1.5)
+        polls = [0.0]
+        while polls[-1] < duration:
+            polls.append(polls[-1] + rng.uniform(0.008, 0.012))
+        readings = _counter_readings(watts, period, phase, polls)
+        old = (readings[-1].energy_mj - readings[0].energy_mj) / 1e3 / (polls[-1] - polls[0])
+        worst_old = max(worst_old, abs(old / watts - 1))
+        new = power_from_counter(readings)
+        assert new is not None and new == pytest.approx(watts, rel=0.03), (phase, duration)
+    assert worst_old > 0.05  # the first and last reading alone were off by up to a period in a second
+
+
+def test_power_is_unknown_when_two_updates_cannot_be_timed_well() -> None:
+    from rooflab.runners.clocks import EnergyReading, energy_per_call_j, power_from_counter
+
+    # a 0.25 s case polled every 50 ms against a counter that updates every 100 ms: two updates,
+    # each known to 25 ms, 100 ms apart: 25 % uncertainty
+    readings = _counter_readings(700.0, 0.1, 0.03, [0.0, 0.05, 0.10, 0.15, 0.20, 0.25])
+    assert power_from_counter(readings) is None
+    assert power_from_counter([EnergyReading(5.0, 1.0), EnergyReading(5.0, 1.2)]) is None  # no update
+    assert power_from_counter([EnergyReading(9.0, 1.0), EnergyReading(5.0, 1.2)]) is None  # went backwards
+    assert power_from_counter([]) is None
+    # two updates, each seen within 2 ms, 0.5 s apart: 349.3 J over 0.5 s
+    power = power_from_counter([EnergyReading(1_000_000.0, 10.0), EnergyReading(1_000_700.0, 10.002),
+                                EnergyReading(1_000_700.0, 10.500), EnergyReading(1_350_000.0, 10.502)])
+    assert power == pytest.approx((1_350_000.0 - 1_000_700.0) / 1e3 / 0.5, rel=1e-9)
+    assert energy_per_call_j(700.0, 2.0) == pytest.approx(1.4)
     assert energy_per_call_j(None, 2.0) is None and energy_per_call_j(700.0, None) is None
 
 
@@ -120,11 +160,14 @@ class EnergyFakeSource(FakeSource):
 
 
 def test_monitor_reports_average_power_and_power_cap() -> None:
+    from rooflab.runners.clocks import MAX_POWER_TIME_UNCERTAINTY
+
     src = EnergyFakeSource([(1980, POWER)] * 3 + [(1950, POWER)], watts=690.0)
     mon = ClockMonitor(GPU, source=src, poll_interval_s=0.002).start()
     time.sleep(0.05)
     rep = mon.stop()
-    assert rep.power_w == pytest.approx(690.0, rel=1e-3)
+    # a counter that rises at every read: each update's instant is known to half a poll interval
+    assert rep.power_w == pytest.approx(690.0, rel=MAX_POWER_TIME_UNCERTAINTY)
     assert rep.at_power_cap and not rep.throttled
 
 
