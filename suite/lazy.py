@@ -7,19 +7,14 @@ attribute read and then puts the real module in its place in every rooflab modul
 the timed callables read `torch.*` on every call, and a read through a module subclass with
 `__getattr__` costs about 100 ns more than one on the module itself (3 % of a 4.5 us CPU call).
 
-Op modules write:
-
-    if TYPE_CHECKING:
-        import torch
-    else:
-        from rooflab.suite.lazy import torch
+Op modules write `from rooflab.suite.lazy import F, torch`; a type checker sees the real modules.
 """
 from __future__ import annotations
 
 import importlib
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class LazyModule(ModuleType):
@@ -35,5 +30,9 @@ class LazyModule(ModuleType):
         return getattr(module, attr)
 
 
-torch = LazyModule("torch")
-F = LazyModule("torch.nn.functional")
+if TYPE_CHECKING:
+    import torch
+    import torch.nn.functional as F
+else:
+    torch = LazyModule("torch")
+    F = LazyModule("torch.nn.functional")

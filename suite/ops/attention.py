@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.lazy import F, torch
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
@@ -40,12 +41,6 @@ from rooflab.suite.ops.common import (
     sample_indices,
 )
 from rooflab.suite.ops.registry import register
-
-if TYPE_CHECKING:
-    import torch
-    import torch.nn.functional as F
-else:
-    from rooflab.suite.lazy import F, torch
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive")
 CHECK_PAIRS = 4

@@ -7,17 +7,13 @@ import math
 import shutil
 import types
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
+from rooflab.suite.lazy import torch
 from rooflab.suite.ops.base import Op, Params, ParamSpec
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from rooflab.suite.lazy import torch
 
 CUDA_ONLY_DTYPES = ("tf32", "float8_e4m3fn", "float8_e5m2")
 # Elements compared per chunk, so that the float64 reference never needs much more memory than

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.lazy import F, torch
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
@@ -41,12 +42,6 @@ from rooflab.suite.ops.common import (
 )
 from rooflab.suite.ops.pointwise import Gelu, cupy_stream
 from rooflab.suite.ops.registry import register
-
-if TYPE_CHECKING:
-    import torch
-    import torch.nn.functional as F
-else:
-    from rooflab.suite.lazy import F, torch
 
 CHECK_ROWS = 64
 CHECK_BATCHES = 4

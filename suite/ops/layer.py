@@ -30,23 +30,18 @@ import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from rooflab.suite.case import Case, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import torch_dtype
+from rooflab.suite.lazy import F, torch
 from rooflab.suite.ops.attention import KERNELS as ATTENTION_KERNELS
 from rooflab.suite.ops.attention import _backend, _probe
 from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
 from rooflab.suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
 from rooflab.suite.ops.registry import register
-
-if TYPE_CHECKING:
-    import torch
-    import torch.nn.functional as F
-else:
-    from rooflab.suite.lazy import F, torch
 
 KERNELS = tuple(k for k in ATTENTION_KERNELS if k != "naive")
 CHECK_BATCHES = 2

@@ -11,21 +11,17 @@ Backends: eager (torch.add into a preallocated output) and cupy (a RawKernel of 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rooflab.suite.case import TIMING_MODES, CacheMode, Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.lazy import torch
 from rooflab.suite.ops import cuda_sources
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, esize, generator, randn, require_cupy
 from rooflab.suite.ops.pointwise import cupy_stream
 from rooflab.suite.ops.registry import register
 from rooflab.suite.timing import SampleKind
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from rooflab.suite.lazy import torch
 
 MAX_N = 1 << 16
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import tolerance
+from rooflab.suite.lazy import F, torch
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     CHECK_CHUNK_ELEMENTS,
@@ -33,12 +34,6 @@ from rooflab.suite.ops.common import (
     randn,
 )
 from rooflab.suite.ops.registry import register
-
-if TYPE_CHECKING:
-    import torch
-    import torch.nn.functional as F
-else:
-    from rooflab.suite.lazy import F, torch
 
 Q = 0.4  # the scalar of scale and triad (BabelStream's startScalar)
 N_PARAM = {"n": ParamSpec(int, 1 << 20, "elements per array"), "compile_mode": COMPILE_MODE_PARAM}

@@ -23,10 +23,11 @@ from __future__ import annotations
 import functools
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.lazy import torch
 from rooflab.suite.ops import cuda_sources
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
@@ -42,11 +43,6 @@ from rooflab.suite.ops.common import (
 )
 from rooflab.suite.ops.pointwise import Q, cupy_stream
 from rooflab.suite.ops.registry import register
-
-if TYPE_CHECKING:
-    import torch
-else:
-    from rooflab.suite.lazy import torch
 
 ALPHA = 0.5
 MAX_FMA_K = 4096

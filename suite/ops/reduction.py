@@ -17,10 +17,11 @@ The float64 reference is computed from the same inputs on the device, a block of
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.lazy import F, torch
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
@@ -33,12 +34,6 @@ from rooflab.suite.ops.common import (
     randn,
 )
 from rooflab.suite.ops.registry import register
-
-if TYPE_CHECKING:
-    import torch
-    import torch.nn.functional as F
-else:
-    from rooflab.suite.lazy import F, torch
 
 EPS = 1e-5
 ROWS_COLS = {
