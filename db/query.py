@@ -108,11 +108,18 @@ def _column_lists(parts: Iterable[Sequence[Any]], width: int) -> list[list]:
     for part in parts:
         for j, col in enumerate(zip(*part, strict=True)):
             if isinstance(col[0], str) or (col[0] is None and any(isinstance(v, str) for v in col)):
-                seen = shared[j]
-                lists[j].extend([seen.setdefault(v, v) if isinstance(v, str) else v for v in col])
+                lists[j].extend(shared_strings(col, shared[j]))
             else:
                 lists[j].extend(col)
     return lists
+
+
+def shared_strings(values: Iterable[Any], seen: dict[str, str] | None = None) -> list[Any]:
+    """`values` with equal strings made one object (`seen`: the strings met so far, kept by the
+    caller across calls). A column with few distinct strings (a status, a run id) would otherwise
+    hold one string object per row: millions on a year of results."""
+    seen = {} if seen is None else seen
+    return [seen.setdefault(v, v) if isinstance(v, str) else v for v in values]
 
 
 def _dimension_columns(conn: Connection, table: Any, names: list[str], pks: list[int]) -> dict[str, list]:

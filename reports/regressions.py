@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.handle import Db
+from rooflab.db.query import shared_strings
 from rooflab.reports import changepoints as cp
 from rooflab.reports.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
 from rooflab.reports.verdicts import ALERTS, SHOWN_VERDICTS, FailOn, Verdict
@@ -319,13 +320,6 @@ POINT_FIELDS = ("run_id", "order", "median_ms", "not_ok", "throttled", "noisy", 
 SHARED_FIELDS = ("run_id", "started_at", "git_commit")  # one value per run: every series' points can share it
 
 
-def _shared(values: list) -> list:
-    """`values` with equal strings made one object (a list of a column with few distinct values,
-    e.g. one per run, would otherwise hold one string object per row)."""
-    seen: dict = {}
-    return [seen.setdefault(v, v) if isinstance(v, str) else v for v in values]
-
-
 def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
     """Points of one series (its rows of `run_points`), each with its environment segment."""
     if isinstance(runs, pd.DataFrame):
@@ -477,7 +471,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
         return []
     verdicts = []
     agg = run_points(df)
-    columns = {f: _shared(agg[f].tolist()) if f in SHARED_FIELDS else agg[f].tolist() for f in POINT_FIELDS}
+    columns = {f: shared_strings(agg[f].tolist()) if f in SHARED_FIELDS else agg[f].tolist() for f in POINT_FIELDS}
     names = agg["device_name"].tolist()
     keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist(), strict=True))
     start = 0
