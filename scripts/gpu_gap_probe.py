@@ -43,17 +43,16 @@ class Figure:
     note: str = ""
 
 
-def figure(name: str, samples_us: list[float], clocks_mhz: list[float] | None = None, note: str = "") -> Figure:
-    """Median, p10 and p90 (nearest rank) of `samples_us`, the mean clock of `clocks_mhz`."""
-    if not samples_us:
+def figure(name: str, samples_ms: list[float], clocks_mhz: list[float] | None = None, note: str = "") -> Figure:
+    """Median, p10 and p90 of `samples_ms` as rooflab summarises samples (runners.stats.summarize),
+    in us; the mean clock of `clocks_mhz`."""
+    from rooflab.runners.stats import summarize
+
+    if not samples_ms:
         raise ValueError(f"{name}: no samples")
-    ordered = sorted(samples_us)
-
-    def rank(q: float) -> float:
-        return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
+    s = summarize(tuple(samples_ms))
     clock = statistics.fmean(clocks_mhz) if clocks_mhz else None
-    return Figure(name, statistics.median(ordered), rank(0.1), rank(0.9), len(ordered), clock, note)
+    return Figure(name, 1e3 * s.median_ms, 1e3 * s.p10_ms, 1e3 * s.p90_ms, s.n_samples, clock, note)
 
 
 class WriteFlusher:
@@ -79,7 +78,7 @@ def _engine(fn: Any, device: Any, **kw: Any) -> Figure:
                               target_precision=0.005)
     name = kw.pop("name")
     r = measure(fn, device=device, settings=settings, cache="cold", timing_mode="launch", **kw)
-    return figure(name, [1e3 * s for s in r.samples_ms],
+    return figure(name, list(r.samples_ms),
                   note=f"rooflab's engine: flush {r.flush_method}, hold {r.sync_method}, stop {r.stop_reason}")
 
 
@@ -120,7 +119,7 @@ def duty_probe(device: Any) -> list[Figure]:
             fn()
             end.record()
             end.synchronize()
-            samples.append(1e3 * start.elapsed_time(end))
+            samples.append(start.elapsed_time(end))
             if clock is not None:
                 clocks.append(clock.sm_clock_mhz())
         out.append(figure(f"matmul bf16 {GEMM_SIZE}^3, one sample after {gap_ms:g} ms idle", samples, clocks,

@@ -20,14 +20,14 @@ def probe():
     return module
 
 
-def test_figure_is_median_and_nearest_rank_percentiles(probe):
+def test_figure_is_rooflabs_summary_in_microseconds(probe):
     import random
 
-    values = [float(v) for v in range(1, 102)]  # 1..101: median 51, p10 11, p90 91
+    values = [float(v) / 1e3 for v in range(1, 102)]  # 1..101 us in ms: median 51, p10 11, p90 91 us
     random.shuffle(values)
     f = probe.figure("x", values, [1900.0, 1980.0])
-    assert (f.median_us, f.p10_us, f.p90_us, f.n, f.sm_clock_mhz) == (51.0, 11.0, 91.0, 101, 1940.0)
-    assert probe.figure("y", [3.0]).sm_clock_mhz is None
+    assert (f.median_us, f.p10_us, f.p90_us, f.n, f.sm_clock_mhz) == pytest.approx((51.0, 11.0, 91.0, 101, 1940.0))
+    assert probe.figure("y", [0.003]).sm_clock_mhz is None
     with pytest.raises(ValueError, match="no samples"):
         probe.figure("z", [])
 
