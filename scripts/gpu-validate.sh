@@ -7,7 +7,7 @@
 # usage: scripts/gpu-validate.sh [--part all|1|2] [--steps a,b,...] [--budget-s S] [--archive FILE] OUTDIR
 #
 #   --part 1     env devices versions test-gpu quick known ceilings export report env-after
-#   --part 2     env devices versions roofline crosscheck nightly-sample gap-probe known ceilings export report
+#   --part 2     env devices versions roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report
 #                env-after
 #   --part all   every step (the default; on an H100 it does not fit one 10-minute call: use 1 then 2)
 #   --steps      exactly these steps, in the script's order
@@ -25,10 +25,10 @@
 # timed out or was left out for want of budget, 2 on bad usage.
 set -uo pipefail
 
-ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck nightly-sample gap-probe known ceilings export report
+ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report
   env-after)
 PART1=(env devices versions test-gpu quick known ceilings export report env-after)
-PART2=(env devices versions roofline crosscheck nightly-sample gap-probe known ceilings export report env-after)
+PART2=(env devices versions roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report env-after)
 
 usage() { sed -n '7,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-validate: $*" >&2; exit 2; }
@@ -192,6 +192,9 @@ step_nightly_sample() {
 step_gap_probe() {  # why cold figures differ from the peers': flush by write, duty cycle (docs/crosscheck.md)
   "$PY" scripts/gpu_gap_probe.py --json "$OUT/gap-probe.json" --markdown "$OUT/gap-probe.md"
 }
+step_energy_probe() {  # the NVML energy counter's period, and power_w against a tight-loop reference
+  "$PY" scripts/gpu_energy_probe.py --json "$OUT/energy-probe.json" --markdown "$OUT/energy-probe.md"
+}
 step_known() {
   local extra=()
   [ -f "$OUT/rooflab.db" ] && extra=(--db "$DB")
@@ -220,14 +223,14 @@ step_env_after() {
   nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > "$OUT/env/nvidia-smi-after.txt" && tail -n 40 "$OUT/env/nvidia-smi-after.txt"
 }
 export -f step_env step_devices step_versions step_test_gpu step_quick step_roofline step_crosscheck \
-  step_nightly_sample step_gap_probe step_known step_ceilings step_export step_report step_env_after
+  step_nightly_sample step_gap_probe step_energy_probe step_known step_ceilings step_export step_report step_env_after
 
 # timeout (s) of each step with a GPU and without one, and the reserve it keeps for itself when an
 # earlier step's timeout is cut to fit the budget
 declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=240 [quick]=300 [roofline]=240 [crosscheck]=150
-  [nightly-sample]=150 [gap-probe]=90 [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
+  [nightly-sample]=150 [gap-probe]=90 [energy-probe]=60 [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
 declare -A T_CPU=([env]=30 [devices]=120 [versions]=120 [test-gpu]=10 [quick]=300 [roofline]=240 [crosscheck]=240
-  [nightly-sample]=300 [gap-probe]=60 [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
+  [nightly-sample]=300 [gap-probe]=60 [energy-probe]=60 [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
 declare -A RESERVE=([known]=75 [ceilings]=15 [export]=15 [report]=40 [env-after]=5)
 
 steps_tsv=$OUT/steps.tsv
