@@ -104,7 +104,7 @@ def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -
                 conn.execute(
                     update(shard_t)
                     .where(shard_t.c.run_id == row["run_id"], shard_t.c.shard == row["shard"],
-                           shard_t.c.status == "running")
+                           shard_t.c.status == RunStatus.RUNNING)
                     .values(status=row["status"], finished_at=row["finished_at"])
                 )
     sharded = {run_id for run_id, _ in batch.shards}

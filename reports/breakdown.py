@@ -30,6 +30,7 @@ from rooflab.db.status import ResultStatus
 from rooflab.reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
 from rooflab.reports.diagnosis import _wall, latest_per_case
 from rooflab.reports.frames import params_of
+from rooflab.suite.case import TimingMode
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
 
 MATRIX_KINDS = ("matmul", "attention", "backward")
@@ -225,7 +226,7 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
     positive = pd.to_numeric(profiles["median_ms"], errors="coerce") > 0
     rows = profiles[(profiles["status"] == ResultStatus.OK) & positive]
     rows = rows.sort_values(["run_order", "measurement_id"]).drop_duplicates("case_key", keep="last")
-    floor = launch_floor_ms(dc, "launch")
+    floor = launch_floor_ms(dc, TimingMode.LAUNCH)
     out = []
     for _, prof in rows.iterrows():
         dtype = str(prof["dtype"])

@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from rooflab.reports.options import RegressionOptions
-
-VERDICT_KINDS = ("regression", "suspect", "improvement", "drift")
+from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, Verdict
 
 
 @dataclass(frozen=True)
 class HistoryCheck:
     """The verdicts of the series a run measured, and the run's results by status."""
 
-    verdicts: Mapping[str, tuple[Mapping[str, Any], ...]]  # VERDICT_KINDS -> SeriesVerdict.as_dict() rows
+    verdicts: Mapping[str, tuple[Mapping[str, Any], ...]]  # FLAG_KINDS -> SeriesVerdict.as_dict() rows
     series_checked: int
     insufficient_data: int  # series without enough history to judge
     counts: Mapping[str, int]  # results of the run by status (all its shards)
@@ -55,13 +54,13 @@ def check_history(db: Any, run_id: str, options: RegressionOptions = RegressionO
         verdicts = detect(series_of_run(results(db, columns=DETECT_COLUMNS), run_id), **kw)
     # only series whose newest point is this run are judged on tonight's figures
     judged = [v for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
-    by_kind: dict[str, list[dict[str, Any]]] = {kind: [] for kind in VERDICT_KINDS}
+    by_kind: dict[str, list[dict[str, Any]]] = {str(kind): [] for kind in FLAG_KINDS}
     for verdict in judged:
         if verdict.status in by_kind:
             by_kind[verdict.status].append(verdict.as_dict())
         if verdict.drift is not None:
-            by_kind["drift"].append(verdict.as_dict())
+            by_kind[DRIFT].append(verdict.as_dict())
     for rows in by_kind.values():
         rows.sort(key=lambda r: (-abs(r["rel_change"] or 0.0), r["case_key"], r["device_fingerprint"]))
-    insufficient = sum(1 for v in verdicts if v.status == "insufficient_data")
+    insufficient = sum(1 for v in verdicts if v.status == Verdict.INSUFFICIENT_DATA)
     return HistoryCheck({k: tuple(v) for k, v in by_kind.items()}, len(verdicts), insufficient, counts)

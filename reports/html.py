@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from rooflab.db.status import ResultStatus
+from rooflab.db.status import FAULTS, ResultStatus
 from rooflab.db.timeparse import Since
 from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
@@ -101,8 +101,8 @@ def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dic
     devices = groups["device_name"].agg(
         lambda names: ", ".join(sorted(str(d) for d in names.dropna().unique() if str(d))))
     total = n.groupby(counts["run_id"], sort=False).sum()
-    ok = n.where(counts["status"] == "ok", 0).groupby(counts["run_id"], sort=False).sum()
-    failed = (n.where(counts["status"].isin(["failed", "crashed", "incorrect"]), 0)
+    ok = n.where(counts["status"] == ResultStatus.OK, 0).groupby(counts["run_id"], sort=False).sum()
+    failed = (n.where(counts["status"].isin(FAULTS), 0)
               .groupby(counts["run_id"], sort=False).sum())
     out = []
     for run_id in total.index:

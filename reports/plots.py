@@ -20,12 +20,14 @@ import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
 
-from rooflab.db import rates  # noqa: E402
-from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402
-from rooflab.reports.frames import quality_of, usable  # noqa: E402
-from rooflab.reports.options import Z_THRESHOLD  # noqa: E402
-from rooflab.reports.regressions import Point, SeriesVerdict  # noqa: E402
-from rooflab.suite.case import CacheMode  # noqa: E402
+from rooflab.db import rates  # noqa: E402 - after matplotlib.use
+from rooflab.db.status import ResultStatus  # noqa: E402 - after matplotlib.use
+from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402 - after matplotlib.use
+from rooflab.reports.frames import quality_of, usable  # noqa: E402 - after matplotlib.use
+from rooflab.reports.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
+from rooflab.reports.regressions import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
+from rooflab.suite.case import CacheMode  # noqa: E402 - after matplotlib.use
+from rooflab.suite.quality import Quality  # noqa: E402 - after matplotlib.use
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -100,8 +102,8 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
     every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
     quality (reports.frames.quality_of)."""
-    ok = (rows[(rows["status"] == "ok") & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)] if not rows.empty
-          else rows)
+    ok = (rows[(rows["status"] == ResultStatus.OK) & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)]
+          if not rows.empty else rows)
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
     if ok.empty:
@@ -126,7 +128,7 @@ def _point_title(r: pd.Series) -> str:
     lines = [str(r["case_key"]), f"run {r['run_id']}",
              f"{float(r['median_ms']):.4g} ms{ci_text} (CI95 of the median), stopped: {r.get('stop_reason') or '?'}",
              f"{float(r['x']):.3g} FLOP/byte, {float(r['y']):.4g} TFLOP/s"]
-    if r["quality"] != "good":
+    if r["quality"] != Quality.GOOD:
         lines.append(f"{r['quality']}: never sets a roof")
     return "\n".join(lines)
 
@@ -217,7 +219,7 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
                            zorder=3, rasterized=raster, gid=gid)
                 if not raster:
                     titles[gid] = [(int(r["point"]), _point_title(r)) for _, r in g.iterrows()]
-            bad = pts[pts["quality"] != "good"]
+            bad = pts[pts["quality"] != Quality.GOOD]
             if not bad.empty:
                 ax.scatter(bad["x"], bad["y"], rasterized=raster, **UNTRUSTED_MARK)
             from matplotlib.lines import Line2D

@@ -25,6 +25,7 @@ from rooflab.reports.ceilings import (
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import device_names, select_device
 from rooflab.reports.gpu_specs import SPECS, match_device
+from rooflab.suite.case import CacheMode, TimingMode
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def device_ceilings(device: str, df: pd.DataFrame | None) -> DeviceCeilings:
 
 
 def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame | None = None, *,
-            cache: str = "cold", timing_mode: str = "launch") -> Prediction:
+            cache: str = CacheMode.COLD, timing_mode: str = TimingMode.LAUNCH) -> Prediction:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of one case on one device."""
     op, params = resolve_op_params(op_name, shape, dtype)
     dc = device_ceilings(device, df)

@@ -44,10 +44,11 @@ import pandas as pd
 
 from rooflab.db.handle import Db
 from rooflab.db.query import shared_strings
+from rooflab.db.status import ResultStatus
 from rooflab.reports import changepoints as cp
 from rooflab.reports.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
 from rooflab.reports.verdicts import ALERTS, SHOWN_VERDICTS, FailOn, Verdict
-from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
+from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS, Quality
 
 MAD_SCALE = 1.4826
 IQR_SCALE = 1.349  # IQR of a standard normal
@@ -264,7 +265,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     median = pd.to_numeric(df["median_ms"], errors="coerce")
     ok = median > 0
     if "status" in df.columns:
-        ok &= df["status"] == "ok"
+        ok &= df["status"] == ResultStatus.OK
     throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
                  else pd.Series(False, index=df.index))
     noisy = pd.Series(False, index=df.index)
@@ -274,7 +275,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         noisy |= (df["stop_reason"].isin(UNCONVERGED_STOPS)
                   & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR))
     if "quality" in df.columns:  # the quality the worker judged (noisy or contended), where it was recorded
-        noisy = noisy.where(df["quality"].isna(), df["quality"] != "good")
+        noisy = noisy.where(df["quality"].isna(), df["quality"] != Quality.GOOD)
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""

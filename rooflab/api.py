@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rooflab.suite.case import CACHE_MODES, TIMING_MODES, mode_conflict
+from rooflab.suite.case import modes_problem
 from rooflab.suite.ops.registry import register
 
 if TYPE_CHECKING:  # pandas, torch and the runners load only when a function is called
@@ -140,13 +140,9 @@ def measure(
     from rooflab.runners.timing import measure as engine_measure
     from rooflab.suite.timing import TimingSettings
 
-    if cache not in CACHE_MODES:
-        raise ValueError(f"cache {cache!r}: allowed: {', '.join(CACHE_MODES)}")
-    if timing_mode not in TIMING_MODES:
-        raise ValueError(f"timing_mode {timing_mode!r}: allowed: {', '.join(TIMING_MODES)}")
-    conflict = mode_conflict(cache, timing_mode)
-    if conflict:
-        raise ValueError(conflict)
+    problem = modes_problem(cache, timing_mode)
+    if problem:
+        raise ValueError(problem)
     unknown = sorted(set(timing) - set(TimingSettings.names()))
     if unknown:
         allowed = ", ".join(TimingSettings.names())

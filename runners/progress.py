@@ -26,6 +26,7 @@ from rich.table import Table
 from rooflab.db.records import MeasurementRecord
 from rooflab.db.status import ResultStatus
 from rooflab.suite.case import Case
+from rooflab.suite.quality import Quality
 
 STATUS_STYLES = {
     ResultStatus.OK: "green",
@@ -67,7 +68,7 @@ def describe_result(record: MeasurementRecord) -> str:
         parts.append("at power cap")
     if record.power_w is not None:
         parts.append(f"{record.power_w:.0f} W")
-    if record.quality and record.quality != "good":
+    if record.quality and record.quality != Quality.GOOD:
         parts.append(f"{record.quality.upper()}: {'; '.join(record.quality_reasons)}")
     return "  ".join(parts)
 

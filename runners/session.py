@@ -336,15 +336,16 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
         result = supervisor.run()
     except BaseException:
         try:
-            store.finish_run(effective_run_id, "failed", shard=shard)
+            store.finish_run(effective_run_id, RunStatus.FAILED, shard=shard)
         except Exception:  # noqa: BLE001 - the original error is the one to report
             pass
         raise
     finally:
         reporter.close()
     status = result.status
-    if status == "complete" and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes, shard):
-        status = "partial"
+    if status == RunStatus.COMPLETE and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes,
+                                                       shard):
+        status = RunStatus.PARTIAL
     store.finish_run(effective_run_id, status, shard=shard)
     return status, result
 

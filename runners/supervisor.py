@@ -544,7 +544,7 @@ def build_record(
         dtype=case.dtype,
         params=dict(case.params),
     )
-    ok = outcome.status == "ok"
+    ok = outcome.status == ResultStatus.OK
     stats = outcome.stats if ok else None
     return MeasurementRecord(
         run_id=run_id,

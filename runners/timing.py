@@ -34,7 +34,7 @@ from rooflab.runners.stats import SampleStats
 from rooflab.runners.stopping import sample_until_stable
 from rooflab.runners.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
 from rooflab.runners.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
-from rooflab.suite.case import CACHE_MODES, TIMING_MODES, TimingMode, mode_conflict
+from rooflab.suite.case import CacheMode, TimingMode, modes_problem
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind, TimingSettings
 
@@ -84,13 +84,9 @@ def measure(
     `fn` is not called before warmup. None: `measure` makes and times the first call itself."""
     if first_call_ms is not None and not (math.isfinite(first_call_ms) and first_call_ms >= 0):
         raise ValueError(f"first_call_ms must be a finite duration >= 0 (or None), got {first_call_ms!r}")
-    if cache not in CACHE_MODES:
-        raise ValueError(f"cache must be one of {CACHE_MODES}, got {cache!r}")
-    if timing_mode not in TIMING_MODES:
-        raise ValueError(f"timing_mode must be one of {TIMING_MODES}, got {timing_mode!r}")
-    conflict = mode_conflict(cache, timing_mode)
-    if conflict:
-        raise ValueError(conflict)
+    problem = modes_problem(cache, timing_mode)
+    if problem:
+        raise ValueError(problem)
     kind = SampleKind(sample_kind)
     if timing_mode == TimingMode.GRAPH:
         if not device.is_cuda:
@@ -98,7 +94,7 @@ def measure(
         if not graph_safe:
             raise GraphModeUnavailable("this op cannot be captured in a CUDA graph (graph_safe=False)")
     with _on_device(device):
-        used_flusher = (flusher or make_flusher(device)) if cache == "cold" else None
+        used_flusher = (flusher or make_flusher(device)) if cache == CacheMode.COLD else None
         if first_call_ms is None:
             first_call_ms = _first_call_ms(fn, device, sync)
         if kind is SampleKind.HOST_PER_LAUNCH:

@@ -91,7 +91,7 @@ def flush_probe(device: Any) -> list[Figure]:
     y = torch.empty_like(x)
     read = CudaFlusher(device)
     write = WriteFlusher(read.flush_bytes, device.torch_device)
-    fn = lambda: y.copy_(x)  # noqa: E731
+    fn = lambda: y.copy_(x)  # noqa: E731 - a named one-line lambda
     return [_engine(fn, device, flusher=read, name="copy f32 2^26, read-sweep flush (rooflab)"),
             _engine(fn, device, flusher=write, name="copy f32 2^26, write-sweep flush (as the peers)")]
 
@@ -104,7 +104,7 @@ def duty_probe(device: Any) -> list[Figure]:
 
     a = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device.torch_device, dtype=torch.bfloat16)
     b = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device.torch_device, dtype=torch.bfloat16)
-    fn = lambda: a @ b  # noqa: E731
+    fn = lambda: a @ b  # noqa: E731 - a named one-line lambda
     flusher = CudaFlusher(device)
     clock = NvmlClockSource.for_device(device)
     out = [_engine(fn, device, flusher=flusher, name=f"matmul bf16 {GEMM_SIZE}^3, back to back (rooflab)")]

@@ -57,6 +57,16 @@ def mode_conflict(cache: str, timing_mode: str) -> str | None:
         )
     return None
 
+
+def modes_problem(cache: str, timing_mode: str) -> str | None:
+    """Why `cache` and `timing_mode` cannot be timed together (a mode that does not exist, or the
+    conflict of `mode_conflict`), or None: the one check of the Python API and the timing engine."""
+    if cache not in CACHE_MODES:
+        return f"cache {cache!r}: allowed: {', '.join(CACHE_MODES)}"
+    if timing_mode not in TIMING_MODES:
+        return f"timing_mode {timing_mode!r}: allowed: {', '.join(TIMING_MODES)}"
+    return mode_conflict(cache, timing_mode)
+
 ParamValue = int | float | bool | str
 
 

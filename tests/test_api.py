@@ -66,4 +66,4 @@ def test_import_rooflab_loads_neither_torch_nor_pandas():
 
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'mesure'"):
-        rooflab.mesure  # noqa: B018
+        rooflab.mesure  # noqa: B018 - the attribute access is what raises

@@ -271,7 +271,7 @@ def regressions_cmd(
     over its history; exit 1 when --fail-on matches."""
     from rooflab.reports.load import load_verdicts
     from rooflab.reports.regressions import should_fail
-    from rooflab.reports.verdicts import Verdict, parse_fail_on
+    from rooflab.reports.verdicts import DRIFT, Verdict, parse_fail_on
 
     try:
         parse_fail_on(fail_on)
@@ -288,9 +288,8 @@ def regressions_cmd(
     options = RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)
     verdicts = _guard(lambda: load_verdicts(url, options))
     failing = should_fail(verdicts, fail_on)
-    counts = {s: sum(v.status == s for v in verdicts)
-              for s in ("regression", "suspect", "improvement", "ok", "insufficient_data")}
-    counts["drift"] = sum(v.drift is not None for v in verdicts)
+    counts = {str(s): sum(v.status == s for v in verdicts) for s in Verdict}
+    counts[DRIFT] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
                     "series": [v.as_dict() for v in verdicts if show_all or v.flagged]})

@@ -229,7 +229,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
     base = functools.partial(PeerCheck, case_key=case.case_key, op=case.op, family=case.family, cache=case.cache,
                              peer=entry.peer.name.value, peer_version=version)
     if entry.error is not None:
-        return base(status="failed", error=entry.error)
+        return base(status=ResultStatus.FAILED, error=entry.error)
     rooflab = summarize_timer(ours.medians_ms, ours.samples_ms)
     peer = summarize_timer([t.median_ms for t in entry.timings], [t.samples_ms for t in entry.timings])
     first = entry.timings[0]
@@ -238,7 +238,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
         peer_cache=first.cache, peer_clock=first.clock, on_gpu=on_gpu,
     )
     return base(
-        status="ok", peer_cache=first.cache.value, peer_clock=first.clock.value,
+        status=ResultStatus.OK, peer_cache=first.cache.value, peer_clock=first.clock.value,
         rooflab_median_ms=rooflab.median_ms, rooflab_spread=rooflab.spread, peer_median_ms=peer.median_ms,
         peer_spread=peer.spread, ratio=verdict.ratio, disagrees=verdict.disagrees,
         likely_reason=verdict.reason.value if verdict.reason else None,
@@ -329,7 +329,7 @@ def run_crosscheck(
             results = check_case(case, device_info, available, rounds=rounds, seed=seed) if available else []
             results += [
                 PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value,
-                          status[p.name.value]["version"], "skipped", status[p.name.value]["reason"])
+                          status[p.name.value]["version"], ResultStatus.SKIPPED, status[p.name.value]["reason"])
                 for p in chosen if not status[p.name.value]["available"]
             ]
             for c in results:

@@ -70,7 +70,7 @@ def _environments(gpus: int) -> list[dict[str, Any]]:
     return envs
 
 
-def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, Any]], samples: int, rng: random.Random):  # type: ignore[no-untyped-def]
+def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, Any]], samples: int, rng: random.Random):  # type: ignore[no-untyped-def] - a test helper, left untyped
     from rooflab.db.load import Batch
     from rooflab.db.samples import pack
 

@@ -83,7 +83,7 @@ def cell(make: Make, seeds: int, *, replay: bool, false_alarm_replay: bool) -> d
                 within3 += first <= 3
         if false_alarm_replay:
             false += any(_alarm(s.values_ms[: night + 1]) for night in range(len(s.values_ms) - 30, len(s.values_ms)))
-    pct = lambda k: f"{100 * k / seeds:.0f} %"  # noqa: E731
+    pct = lambda k: f"{100 * k / seeds:.0f} %"  # noqa: E731 - a named one-line lambda
     return {"gate": f"{pct(gate)} ({pct(suspect)})", "change point": pct(cp), "drift": pct(drift),
             "within 3 nights": pct(within3) if replay and make(0).kind == g.Kind.STEP else "", "nights": f"{statistics.median(nights):g}" if nights else "",
             "false alarms / 30 nights": pct(false) if false_alarm_replay else ""}

@@ -169,7 +169,7 @@ def test_detection_rates_over_many_seeds():
     from rooflab.reports.regressions import Point, judge
 
     rng = np.random.default_rng(25)
-    pts = lambda vals: [Point(f"r{i}", i, float(x), True, None, 0) for i, x in enumerate(vals)]  # noqa: E731
+    pts = lambda vals: [Point(f"r{i}", i, float(x), True, None, 0) for i, x in enumerate(vals)]  # noqa: E731 - a named one-line lambda
     found = sum(judge(pts(np.r_[1 + 0.01 * rng.standard_normal(25), 1.1 + 0.011 * rng.standard_normal(2)])).status
                 == "regression" for _ in range(300))
     false = sum(judge(pts(1 + 0.02 * rng.standard_normal(27))).status == "regression" for _ in range(300))

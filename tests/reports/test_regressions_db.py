@@ -157,7 +157,7 @@ def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which)
     found = check_history(url, run_id, RegressionOptions(window=8))
     by_kind, checked, insufficient, counts = found.verdicts, found.series_checked, found.insufficient_data, found.counts
     assert checked == len(verdicts) and insufficient == sum(v.status == "insufficient_data" for v in verdicts)
-    key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731
+    key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731 - a named one-line lambda
     assert sorted((d for kind, rows in by_kind.items() if kind != "drift" for d in rows), key=key) == sorted(
         (d for d in judged if d["status"] in ("regression", "suspect", "improvement")), key=key)
     if which == -1:

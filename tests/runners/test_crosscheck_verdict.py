@@ -33,7 +33,7 @@ def test_disagreement_needs_a_gap_larger_than_either_spread() -> None:
     assert not disagrees(TimerSummary(1.0, 0.5, (1.0,)), TimerSummary(1.3, 0.01, (1.3,)))  # rooflab's own spread
 
 
-def _reason(**kw):  # type: ignore[no-untyped-def]
+def _reason(**kw):  # type: ignore[no-untyped-def] - a test helper, left untyped
     base = dict(rooflab_ms=1.0, rooflab_mean_ms=1.0, peer_ms=0.5, case_cache="cold", peer_cache=CacheMode.HOT,
                 peer_clock=PeerClock.HOST_BLOCK_MEAN, on_gpu=False)
     return likely_reason(**(base | kw))

@@ -71,7 +71,7 @@ def test_nightly_and_the_regression_check_fail_on_the_same_series(status: Verdic
             run_id="r", suite="s", run_status=RunStatus.COMPLETE, db_url="sqlite://", counts={}, shards=ShardState(0, (), (), ()),
             verdicts=kinds, series_checked=1, insufficient_data=0, fail_on=str(fail_on), report=None,
         )
-        assert summary.alert == should_fail([_V(status, drifting)], str(fail_on)), (fail_on, status, drifting)  # type: ignore[list-item]
+        assert summary.alert == should_fail([_V(status, drifting)], str(fail_on)), (fail_on, status, drifting)  # type: ignore[list-item] - a stand-in with the two attributes should_fail reads
 
 
 def test_statuses_are_their_stored_strings() -> None:

@@ -12,11 +12,11 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from rooflab.runners.clocks import ClockMonitor  # noqa: E402
-from rooflab.runners.environment import capture, fingerprint  # noqa: E402
-from rooflab.runners.flush import CudaFlusher  # noqa: E402
-from rooflab.runners.timing import measure  # noqa: E402
-from rooflab.suite.timing import TimingSettings  # noqa: E402
+from rooflab.runners.clocks import ClockMonitor  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.environment import capture, fingerprint  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.flush import CudaFlusher  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.timing import measure  # noqa: E402 - after pytest.importorskip
+from rooflab.suite.timing import TimingSettings  # noqa: E402 - after pytest.importorskip
 
 QUICK = TimingSettings(warmup_ms=10, warmup_calls=3, min_samples=20, min_time_ms=20, max_time_ms=1500, target_precision=0.01)
 
@@ -200,7 +200,7 @@ def test_launch_floor_is_host_time_per_launch_in_a_plausible_range(gpu) -> None:
     _, device = gpu
     x = torch.randn(1, device="cuda")
     y = torch.empty_like(x)
-    fn = lambda: torch.add(x, 1, out=y)  # noqa: E731
+    fn = lambda: torch.add(x, 1, out=y)  # noqa: E731 - a named one-line lambda
     eager = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch", sample_kind=SampleKind.HOST_PER_LAUNCH)
     graph = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="graph", sample_kind=SampleKind.HOST_PER_LAUNCH)
     assert eager.clock == "perf_counter" and eager.sync_method == "host_sync"

@@ -26,11 +26,11 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     seen = {"engines": 0, "parses": 0}
     real_create, real_normalize = engine_module.create_engine, urls.normalize_url
 
-    def create_engine(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def create_engine(*args, **kwargs):  # type: ignore[no-untyped-def] - a test helper, left untyped
         seen["engines"] += 1
         return real_create(*args, **kwargs)
 
-    def normalize_url(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def normalize_url(*args, **kwargs):  # type: ignore[no-untyped-def] - a test helper, left untyped
         seen["parses"] += 1
         return real_normalize(*args, **kwargs)
 

@@ -245,7 +245,7 @@ def test_each_chunk_is_held_until_it_is_enqueued(cuda: FakeCuda) -> None:
 
 
 def test_each_sample_is_flushed_right_before_its_start_event(cuda: FakeCuda) -> None:
-    fn = lambda: cuda.launch("fn", 0.010)  # noqa: E731
+    fn = lambda: cuda.launch("fn", 0.010)  # noqa: E731 - a named one-line lambda
     measure(fn, device=GPU, settings=SETTINGS, cache="cold", timing_mode="launch", flusher=FakeFlusher(cuda),
             stream_hold=FakeBlockingHold(cuda))
     log = cuda.log[cuda.log.index("record") - 1:]
@@ -259,7 +259,7 @@ def test_batches_synchronise_once_not_per_sample(cuda: FakeCuda) -> None:
     import random
 
     rng = random.Random(0)
-    fn = lambda: cuda.launch("fn", rng.uniform(0.005, 0.015))  # noqa: E731
+    fn = lambda: cuda.launch("fn", rng.uniform(0.005, 0.015))  # noqa: E731 - a named one-line lambda
     settings = SETTINGS.override({"max_samples": 40, "target_precision": 1e-9})
     r = measure(fn, device=GPU, settings=settings, cache="hot", timing_mode="launch", stream_hold=FakeBlockingHold(cuda))
     first_record = cuda.log.index("record")
@@ -318,7 +318,7 @@ def test_graph_mode_sizes_the_graph_then_divides_replays_by_its_launches(cuda: F
 
 
 def test_graph_launches_setting_skips_the_sizing(cuda: FakeCuda) -> None:
-    fn = lambda: cuda.launch("fn", 0.004, host_gap_ms=0.020)  # noqa: E731
+    fn = lambda: cuda.launch("fn", 0.004, host_gap_ms=0.020)  # noqa: E731 - a named one-line lambda
     r = measure(fn, device=GPU, settings=SETTINGS.override({"graph_launches": 7}), cache="hot", timing_mode="graph",
                 stream_hold=FakeBlockingHold(cuda))
     assert cuda.captures == [7] and r.launches_per_sample == 7

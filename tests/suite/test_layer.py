@@ -37,7 +37,7 @@ def test_byte_model_matches_a_hand_count() -> None:
     op = get_op("transformer_block")
     t, h, f, s = 128, 128, 512, 2
     norm = 2 * t * h + h  # x read, y written, weight read
-    mm = lambda m, k, n: m * k + k * n + m * n  # noqa: E731
+    mm = lambda m, k, n: m * k + k * n + m * n  # noqa: E731 - a named one-line lambda
     attention = 4 * t * h + 2 * t * h  # q, k, v read, o written; the head merge copy
     expected = (2 * norm + mm(t, h, 3 * h) + mm(t, h, h) + mm(t, h, f) + mm(t, f, h) + attention + 2 * t * f
                 + 2 * 3 * t * h) * s

@@ -159,7 +159,7 @@ def test_register_refuses_a_taken_name_unless_replacing():
 
 def test_register_rejects_non_ops():
     with pytest.raises(TypeError):
-        register(object())  # type: ignore[arg-type]
+        register(object())  # type: ignore[arg-type] - a wrong type on purpose: the call must refuse it
 
 
 PLUGIN = textwrap.dedent(
