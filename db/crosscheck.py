@@ -1,11 +1,14 @@
 """Cross-check results: one row per case, device and peer timer, linked to a run and its case.
 
 `add_crosscheck` writes one row in one transaction (nothing when the run already holds it);
-`crosscheck_frame` reads them back with the device and case columns a report needs.
+`crosscheck_frame` reads them back with the device and case columns a report needs;
+`summarize_groups` is the one rule for the per-peer summaries that `rooflab crosscheck` prints and
+the report's cross-check page shows.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +21,7 @@ from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
-from rooflab.db.status import CHECK_STATUSES, allowed
+from rooflab.db.status import CHECK_STATUSES, ResultStatus, allowed
 from rooflab.db.store import ResultStore, device_key, require_aware, upsert_case
 
 
@@ -47,6 +50,8 @@ class CrossCheckRecord:
     rooflab_rounds_ms: tuple[float, ...]
     peer_rounds_ms: tuple[float, ...]
     measured_at: datetime
+    contended: bool = False  # the machine was seen contended while either timer ran
+    contention_reasons: tuple[str, ...] = ()
 
 
 def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
@@ -80,6 +85,7 @@ def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
                 disagrees=bool(r.disagrees), likely_reason=r.likely_reason,
                 rooflab_rounds_ms=[float(x) for x in r.rooflab_rounds_ms],
                 peer_rounds_ms=[float(x) for x in r.peer_rounds_ms], measured_at=r.measured_at,
+                contended=bool(r.contended), contention_reasons=list(r.contention_reasons),
             )
             .returning(models.CrossCheck.id)
         )
@@ -96,7 +102,7 @@ FRAME_COLUMNS: tuple[str, ...] = (
     "run_id", "device_name", "device_kind", "device_fingerprint", "case_key", "op", "family", "backend", "dtype",
     "cache", "timing_mode", "peer", "peer_version", "status", "error", "peer_cache", "peer_clock", "rounds",
     "rooflab_median_ms", "rooflab_spread", "peer_median_ms", "peer_spread", "ratio", "disagrees", "likely_reason",
-    "measured_at",
+    "measured_at", "contended", "contention_reasons",
 )
 
 
@@ -108,7 +114,7 @@ def crosscheck_frame(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFr
             r.run_id, e.device_name, e.device_kind, e.device_fingerprint, c.case_key, c.op, c.family, c.backend,
             c.dtype, x.cache, x.timing_mode, x.peer, x.peer_version, x.status, x.error, x.peer_cache, x.peer_clock,
             x.rounds, x.rooflab_median_ms, x.rooflab_spread, x.peer_median_ms, x.peer_spread, x.ratio, x.disagrees,
-            x.likely_reason, x.measured_at,
+            x.likely_reason, x.measured_at, x.contended, x.contention_reasons,
         )
         .join(r, r.id == x.run_id)
         .join(e, e.id == x.environment_id)
@@ -120,3 +126,65 @@ def crosscheck_frame(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFr
     with reading(url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
     return pd.DataFrame([tuple(row) for row in rows], columns=list(FRAME_COLUMNS))
+
+
+# ---------------------------------------------------------------- summaries
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One peer over one family (family `all`: every case): how many cases, how many disagree,
+    how many were timed on a contended machine, and over the others the geometric-mean ratio and
+    the worst case."""
+
+    peer: str
+    family: str
+    cases: int
+    disagreements: int
+    ratio_geomean: float | None  # None when every case of the group was contended
+    worst_case_key: str | None
+    worst_ratio: float | None
+    contended: int = 0
+
+
+def geometric_mean(ratios: Iterable[float]) -> float | None:
+    values = [r for r in ratios if r > 0 and math.isfinite(r)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(r) for r in values) / len(values))
+
+
+def worst(ratios: dict[str, float]) -> tuple[str, float] | None:
+    """The key whose ratio is furthest from 1 (in log terms), with its ratio."""
+    if not ratios:
+        return None
+    key = max(ratios, key=lambda k: abs(math.log(ratios[k])))
+    return key, ratios[key]
+
+
+def summarize_groups(rows: Iterable[Any], *, with_all: bool) -> list[GroupSummary]:
+    """Per peer (in order of first appearance): every family together (`all`, when `with_all`),
+    then each family. `rows` have the attributes peer, family, case_key, status, ratio, disagrees
+    and contended; only `ok` rows with a ratio count. A contended row is counted and its
+    disagreement too, but its ratio is left out of the geometric mean and the worst case: a figure
+    taken while something else competed for the machine says nothing about either timer."""
+    ok = [r for r in rows if r.status == ResultStatus.OK and r.ratio is not None and not _missing(r.ratio)]
+    out: list[GroupSummary] = []
+    for peer in dict.fromkeys(r.peer for r in ok):
+        mine = [r for r in ok if r.peer == peer]
+        families = (["all"] if with_all else []) + list(dict.fromkeys(r.family for r in mine))
+        for family in families:
+            group = mine if family == "all" else [r for r in mine if r.family == family]
+            ratios = {str(r.case_key): float(r.ratio) for r in group if not bool(r.contended)}
+            w = worst(ratios)
+            out.append(GroupSummary(
+                peer=str(peer), family=str(family), cases=len(group),
+                disagreements=sum(bool(r.disagrees) for r in group), ratio_geomean=geometric_mean(ratios.values()),
+                worst_case_key=w[0] if w else None, worst_ratio=w[1] if w else None,
+                contended=sum(bool(r.contended) for r in group),
+            ))
+    return out
+
+
+def _missing(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)

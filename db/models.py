@@ -24,6 +24,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -217,7 +218,8 @@ class CrossCheck(Base):
     """One case timed by rooflab and by one peer timer in the same process (revision 0004).
 
     `ratio` = rooflab_median_ms / peer_median_ms; spreads are relative; the per-round medians of
-    both timers are kept. A peer that could not run leaves status skipped or failed with `error`."""
+    both timers are kept. A peer that could not run leaves status skipped or failed with `error`.
+    `contended` (revision 0006): the machine was seen contended while either timer ran."""
 
     __tablename__ = "crosschecks"
     __table_args__ = (
@@ -250,6 +252,8 @@ class CrossCheck(Base):
     rooflab_rounds_ms: Mapped[list[float]] = mapped_column(JSON)
     peer_rounds_ms: Mapped[list[float]] = mapped_column(JSON)
     measured_at: Mapped[datetime]
+    contended: Mapped[bool] = mapped_column(server_default=false())
+    contention_reasons: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
 
 
 class LayerProfile(Base):

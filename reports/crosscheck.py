@@ -6,16 +6,18 @@ only the newest cross-check run of each device is shown.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 import pandas as pd
 
+from rooflab.db.crosscheck import summarize_groups
 from rooflab.db.status import ResultStatus
 from rooflab.reports import plots
 
 REASON_TEXT = {
+    "contended": "the machine was contended",
     "cold_vs_hot": "cold against hot",
     "mean_vs_median": "peer averages calls; rooflab's calls are skewed",
     "host_time": "host time inside the peer's number",
@@ -61,20 +63,11 @@ def ratio_svg(rows: pd.DataFrame, device: str) -> str:
         return plots._svg(fig)
 
 
-def _geomean(values: pd.Series) -> float | None:
-    v = [float(x) for x in values if x is not None and float(x) > 0]
-    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
-
-
 def summary(rows: pd.DataFrame) -> list[dict[str, Any]]:
-    ok = rows[(rows["status"] == ResultStatus.OK) & rows["ratio"].notna()]
-    out = []
-    for (peer, family), group in ok.groupby(["peer", "family"], sort=True):
-        worst = group.loc[group["ratio"].map(lambda r: abs(math.log(r))).idxmax()]
-        out.append({"peer": peer, "family": family, "cases": len(group), "disagreements": int(group["disagrees"].sum()),
-                    "ratio_geomean": _geomean(group["ratio"]), "worst_ratio": float(worst["ratio"]),
-                    "worst_case_key": worst["case_key"]})
-    return out
+    """Per peer and family, sorted; the rule is db.crosscheck.summarize_groups (contended rows
+    counted, but left out of the geometric mean and the worst case)."""
+    groups = summarize_groups(rows.sort_values(["peer", "family"]).itertuples(index=False), with_all=False)
+    return [asdict(g) for g in groups]
 
 
 def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.DataFrame,
@@ -93,6 +86,7 @@ def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.Da
                 "rooflab_median_ms": r.rooflab_median_ms, "rooflab_spread": r.rooflab_spread,
                 "peer_median_ms": r.peer_median_ms, "peer_spread": r.peer_spread, "ratio": r.ratio,
                 "disagrees": bool(r.disagrees), "reason": REASON_TEXT.get(r.likely_reason or "", r.likely_reason),
+                "contended": bool(r.contended), "contention": "; ".join(r.contention_reasons or ()),
             })
         sections.append({
             "device": device, "run_id": rows["run_id"].iloc[0], "rows": records, "summary": summary(rows),

@@ -32,6 +32,14 @@ def render(report: dict[str, Any], console: Console) -> None:
     for name, peer in report["peers"].items():
         state = "runs" if peer["available"] else f"skipped: {peer['reason']}"
         console.print(f"  peer {name} {peer['version'] or ''}: {escape(state)}", highlight=False)
+    timed = [c for c in report["checks"] if c["status"] == ResultStatus.OK]
+    contended = [c for c in timed if c["contended"]]
+    if contended:
+        reasons = sorted({r for c in contended for r in c["contention_reasons"]})
+        console.print(
+            f"[bold yellow]{len(contended)} of {len(timed)} rows were timed on a contended machine[/] "
+            f"({escape('; '.join(reasons))}): they are marked and left out of the geometric means", highlight=False,
+        )
     table = Table(title="per case (ratio = rooflab / peer)", show_lines=False)
     for column in ("case", "peer", "peer mode", "rooflab ms", "spread", "peer ms", "peer spread", "ratio", "verdict"):
         table.add_column(column, justify="right" if column not in ("case", "peer", "peer mode", "verdict") else "left")
@@ -42,7 +50,7 @@ def render(report: dict[str, Any], console: Console) -> None:
             table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "",
                           f"{c['status']}: {escape(c['error'] or '')}")
             continue
-        verdict = "agree"
+        verdict = "agree (contended)" if c["contended"] else "agree"
         if c["disagrees"]:
             reason = c["likely_reason"]
             why = f" ({escape(REASON_TEXT[Reason(reason)])})" if reason else " (reason unknown)"
@@ -53,10 +61,10 @@ def render(report: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     summary = Table(title="per peer and family")
-    for column in ("peer", "family", "cases", "disagree", "ratio geomean", "worst ratio", "worst case"):
-        numeric = column in ("cases", "disagree", "ratio geomean", "worst ratio")
+    for column in ("peer", "family", "cases", "disagree", "contended", "ratio geomean", "worst ratio", "worst case"):
+        numeric = column in ("cases", "disagree", "contended", "ratio geomean", "worst ratio")
         summary.add_column(column, justify="right" if numeric else "left")
     for s in report["summaries"]:
-        summary.add_row(s["peer"], s["family"], str(s["cases"]), str(s["disagreements"]), _ratio(s["ratio_geomean"]),
-                        _ratio(s["worst_ratio"]), escape(s["worst_case_key"] or ""))
+        summary.add_row(s["peer"], s["family"], str(s["cases"]), str(s["disagreements"]), str(s["contended"]),
+                        _ratio(s["ratio_geomean"]), _ratio(s["worst_ratio"]), escape(s["worst_case_key"] or ""))
     console.print(summary)

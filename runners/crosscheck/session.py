@@ -21,10 +21,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from rooflab.db.crosscheck import GroupSummary, summarize_groups
 from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.crosscheck.peer import OwnProcessPeer, Peer, PeerTiming
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
-from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, geometric_mean, summarize_timer, worst
+from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, summarize_timer
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 
@@ -54,24 +55,13 @@ class PeerCheck:
     likely_reason: str | None = None
     rooflab_rounds_ms: tuple[float, ...] = ()
     peer_rounds_ms: tuple[float, ...] = ()
+    contended: bool = False  # the machine was seen contended while rooflab or the peer timed the case
+    contention_reasons: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["reason_text"] = REASON_TEXT[Reason(self.likely_reason)] if self.likely_reason else None
         return out
-
-
-@dataclass(frozen=True)
-class GroupSummary:
-    """Geometric-mean ratio and worst case of one peer over one family (family `all`: every case)."""
-
-    peer: str
-    family: str
-    cases: int
-    disagreements: int
-    ratio_geomean: float | None
-    worst_case_key: str | None
-    worst_ratio: float | None
 
 
 @dataclass(frozen=True)
@@ -140,6 +130,7 @@ class _PeerRounds:
     peer: Peer
     timings: list[PeerTiming] = field(default_factory=list)
     error: str | None = None
+    contention: tuple[str, ...] = ()  # what competed for the machine while rooflab or this peer timed
 
 
 @dataclass
@@ -191,6 +182,7 @@ def check_case(
     ready = None
     theirs = [_PeerRounds(p) for p in peers]
     in_process = [e for e in theirs if not isinstance(e.peer, OwnProcessPeer)]
+    watch = _machine_watch(device)
     try:
         with _on_device(device.torch_device):
             ready = ready_case(request, device, time.perf_counter())
@@ -215,19 +207,38 @@ def check_case(
         return rows(ResultStatus.FAILED, describe_exception(exc))
     finally:
         ready = None
+        seen_here = watch.stop().reasons
         _release_quietly(device)
     for entry in theirs:  # after the release: the peer's own process prepares the case again
         if isinstance(entry.peer, OwnProcessPeer):
+            # that process computes on the GPU: here it is the peer, not another job
+            child_watch = _machine_watch(device, gpu=False)
             try:
                 entry.timings = entry.peer.time_rounds(request, device=device, rounds=rounds)
             except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
                 entry.error = describe_exception(exc)
+            finally:
+                entry.contention = tuple(dict.fromkeys(seen_here + child_watch.stop().reasons))
+        else:
+            entry.contention = seen_here
     return [_judge(case, entry, ours, versions[entry.peer.name], device.is_cuda) for entry in theirs]
 
 
+def _machine_watch(device: Any, *, gpu: bool = True) -> Any:
+    """A started ContentionMonitor (the one the worker runs around a case); `gpu=False` leaves out
+    the count of other processes on the GPU."""
+    from rooflab.runners import contention
+
+    if gpu:
+        return contention.ContentionMonitor.for_device(device).start()
+    return contention.ContentionMonitor(loadavg_path=contention.LOADAVG, stat_path=contention.PROC_STAT).start()
+
+
 def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | None, on_gpu: bool) -> PeerCheck:
+    contended = bool(entry.contention)
     base = functools.partial(PeerCheck, case_key=case.case_key, op=case.op, family=case.family, cache=case.cache,
-                             peer=entry.peer.name.value, peer_version=version)
+                             peer=entry.peer.name.value, peer_version=version, contended=contended,
+                             contention_reasons=entry.contention)
     if entry.error is not None:
         return base(status=ResultStatus.FAILED, error=entry.error)
     rooflab = summarize_timer(ours.medians_ms, ours.samples_ms)
@@ -235,7 +246,7 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
     first = entry.timings[0]
     verdict = agreement(
         rooflab, peer, rooflab_mean_ms=float(statistics.median(ours.means_ms)), case_cache=case.cache,
-        peer_cache=first.cache, peer_clock=first.clock, on_gpu=on_gpu,
+        peer_cache=first.cache, peer_clock=first.clock, on_gpu=on_gpu, contended=contended,
     )
     return base(
         status=ResultStatus.OK, peer_cache=first.cache.value, peer_clock=first.clock.value,
@@ -250,22 +261,8 @@ def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | 
 
 
 def summarize_checks(checks: Sequence[PeerCheck]) -> tuple[GroupSummary, ...]:
-    """Per peer: every family together (`all`), then each family."""
-    out: list[GroupSummary] = []
-    ok = [c for c in checks if c.status == ResultStatus.OK and c.ratio is not None]
-    for peer in dict.fromkeys(c.peer for c in ok):
-        mine = [c for c in ok if c.peer == peer]
-        families = ["all", *dict.fromkeys(c.family for c in mine)]
-        for family in families:
-            group = mine if family == "all" else [c for c in mine if c.family == family]
-            ratios = {c.case_key: float(c.ratio) for c in group if c.ratio is not None}
-            w = worst(ratios)
-            out.append(GroupSummary(
-                peer=peer, family=family, cases=len(group), disagreements=sum(c.disagrees for c in group),
-                ratio_geomean=geometric_mean(ratios.values()),
-                worst_case_key=w[0] if w else None, worst_ratio=w[1] if w else None,
-            ))
-    return tuple(out)
+    """Per peer: every family together (`all`), then each family (the rule: db.crosscheck.summarize_groups)."""
+    return tuple(summarize_groups(checks, with_all=True))
 
 
 # ---------------------------------------------------------------- the command
@@ -340,7 +337,8 @@ def run_crosscheck(
                     rooflab_median_ms=c.rooflab_median_ms, rooflab_spread=c.rooflab_spread,
                     peer_median_ms=c.peer_median_ms, peer_spread=c.peer_spread, ratio=c.ratio, disagrees=c.disagrees,
                     likely_reason=c.likely_reason, rooflab_rounds_ms=c.rooflab_rounds_ms,
-                    peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC),
+                    peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC), contended=c.contended,
+                    contention_reasons=c.contention_reasons,
                 ))
             checks.extend(results)
             if on_check is not None:

@@ -9,7 +9,9 @@ Pure functions on plain numbers; nothing here times anything.
 - ratio = rooflab median / peer median (below 1: rooflab's figure is the smaller).
 - The two disagree when |rooflab - peer| is larger than the spread of either, in ms:
   larger than max(rooflab spread x rooflab median, peer spread x peer median).
-- A disagreement gets the first likely reason that the facts support (`likely_reason`).
+- A disagreement gets the first likely reason that the facts support (`likely_reason`); a case timed
+  while the machine was contended (runners/contention.py: load above the CPUs, CPU steal, another
+  process on the GPU) gets `contended` before any other, since such figures explain nothing else.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from rooflab.db.crosscheck import geometric_mean, worst
 from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
 from rooflab.runners.stats import summarize
 
@@ -26,8 +29,12 @@ from rooflab.runners.stats import summarize
 # so a timer whose event pair is not held behind a blocking kernel measures launches, not kernels.
 LAUNCH_SCALE_MS = 0.05
 
+__all__ = ["Reason", "REASON_TEXT", "TimerSummary", "Agreement", "summarize_timer", "disagrees", "likely_reason",
+           "agreement", "geometric_mean", "worst"]  # the last two live with the stored rows' summaries (db.crosscheck)
+
 
 class Reason(StrEnum):
+    CONTENDED = "contended"  # something else competed for the machine while the case was timed
     COLD_VS_HOT = "cold_vs_hot"  # one figure flushed the cache before each call, the other did not
     MEAN_VS_MEDIAN = "mean_vs_median"  # the peer averages calls; rooflab's calls are skewed (its mean is near the peer)
     HOST_TIME = "host_time"  # the peer's figure is host wall time, which holds the launch and the sync
@@ -35,6 +42,7 @@ class Reason(StrEnum):
 
 
 REASON_TEXT = {
+    Reason.CONTENDED: "the machine was contended while the case was timed: neither figure can be trusted",
     Reason.COLD_VS_HOT: "cold against hot: one timer flushes the cache before each call, the other runs warm",
     Reason.MEAN_VS_MEDIAN: "the peer averages blocks of calls; "
                            "rooflab's per-call samples are skewed and its mean is near the peer",
@@ -92,8 +100,11 @@ def likely_reason(
     peer_cache: CacheMode,
     peer_clock: PeerClock,
     on_gpu: bool,
+    contended: bool = False,
 ) -> Reason | None:
     """The first known explanation the figures support, or None."""
+    if contended:
+        return Reason.CONTENDED
     rooflab_slower = rooflab_ms > peer_ms
     if case_cache != peer_cache.value and rooflab_slower == (case_cache == CacheMode.COLD.value):
         return Reason.COLD_VS_HOT
@@ -117,27 +128,13 @@ def agreement(
     peer_cache: CacheMode,
     peer_clock: PeerClock,
     on_gpu: bool,
+    contended: bool = False,
 ) -> Agreement:
     ratio = rooflab.median_ms / peer.median_ms
     if not disagrees(rooflab, peer):
         return Agreement(ratio, False, None)
     reason = likely_reason(
         rooflab_ms=rooflab.median_ms, rooflab_mean_ms=rooflab_mean_ms, peer_ms=peer.median_ms,
-        case_cache=case_cache, peer_cache=peer_cache, peer_clock=peer_clock, on_gpu=on_gpu,
+        case_cache=case_cache, peer_cache=peer_cache, peer_clock=peer_clock, on_gpu=on_gpu, contended=contended,
     )
     return Agreement(ratio, True, reason)
-
-
-def geometric_mean(ratios: Iterable[float]) -> float | None:
-    values = [r for r in ratios if r > 0 and math.isfinite(r)]
-    if not values:
-        return None
-    return math.exp(sum(math.log(r) for r in values) / len(values))
-
-
-def worst(ratios: dict[str, float]) -> tuple[str, float] | None:
-    """The key whose ratio is furthest from 1 (in log terms), with its ratio."""
-    if not ratios:
-        return None
-    key = max(ratios, key=lambda k: abs(math.log(ratios[k])))
-    return key, ratios[key]

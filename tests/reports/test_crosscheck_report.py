@@ -11,7 +11,7 @@ from rooflab.reports.html import render_report
 
 
 def _row(device: str, run_id: str, key: str, peer: str, ratio: float | None, *, disagrees: bool = False,
-         reason: str | None = None, status: str = "ok", age_h: int = 0) -> dict:
+         reason: str | None = None, status: str = "ok", age_h: int = 0, contended: bool = False) -> dict:
     rooflab = 0.01 + 10 * (hash(key) % 100) / 100
     return {c: None for c in FRAME_COLUMNS} | {
         "run_id": run_id, "device_name": device, "device_kind": "cpu", "device_fingerprint": "fp-" + device,
@@ -22,6 +22,7 @@ def _row(device: str, run_id: str, key: str, peer: str, ratio: float | None, *, 
         "peer_median_ms": rooflab / ratio if ratio else None, "peer_spread": 0.03, "ratio": ratio,
         "disagrees": disagrees, "likely_reason": reason,
         "measured_at": datetime(2026, 1, 1, tzinfo=timezone.utc) - timedelta(hours=age_h),
+        "contended": contended, "contention_reasons": ["load average 9.00 above 2 logical CPUs"] if contended else [],
     }
 
 
@@ -49,3 +50,23 @@ def test_no_crosscheck_no_page(tmp_path: Path) -> None:
     index = render_report(pd.DataFrame(), tmp_path / "site", crosschecks=pd.DataFrame())
     assert "crosscheck.html" not in index.read_text()
     assert not (tmp_path / "site" / "crosscheck.html").exists()
+
+
+def test_a_contended_row_is_marked_and_left_out_of_the_summary(tmp_path: Path) -> None:
+    from rooflab.reports.crosscheck import summary
+
+    frame = pd.DataFrame([
+        _row("CPU A", "cc", "add.v1:n=1", "torch", 1.0),
+        _row("CPU A", "cc", "copy.v1:n=1", "torch", 1.21),
+        _row("CPU A", "cc", "scale.v1:n=1", "torch", 5.0, disagrees=True, reason="contended", contended=True),
+    ])
+    (group,) = summary(frame)
+    assert (group["cases"], group["contended"], group["disagreements"]) == (3, 1, 1)
+    assert abs(group["ratio_geomean"] - 1.1) < 1e-9 and group["worst_case_key"] == "copy.v1:n=1"
+    render_report(pd.DataFrame(), tmp_path / "site", crosschecks=frame)
+    page = (tmp_path / "site" / "crosscheck.html").read_text()
+    assert "disagree</strong>: the machine was contended" in page
+    assert page.count('class="quality-contended" title="load average 9.00 above 2 logical CPUs"') == 1
+    # cases, disagree, contended; then the geomean of the two others and their worst
+    assert ('<td class="n">3</td><td class="n">1</td><td class="n">1</td>\n<td class="n">1.1</td><td class="n">1.21</td>'
+            in page)

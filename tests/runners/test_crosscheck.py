@@ -71,12 +71,30 @@ benchmarks:
 """
 
 
+def _machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: float) -> None:
+    """Show the contention monitor a one-minute load average of `load` and no /proc/stat."""
+    from rooflab.runners import contention
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text(f"{load:.2f} {load:.2f} {load:.2f} 1/100 1\n", encoding="ascii")
+    monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(contention, "PROC_STAT", str(tmp_path / "no-stat"))
+
+
+@pytest.fixture
+def quiet_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Agreement and reasons are asserted as on a quiet machine: on a loaded one (load above the
+    CPUs, as under `make test` on 2 cores) every row is rightly `contended`, which is tested below."""
+    _machine(tmp_path, monkeypatch, 0.0)
+
+
 def _spec(tmp_path: Path, text: str, name: str) -> str:
     path = tmp_path / f"{name}.yaml"
     path.write_text(text, encoding="utf-8")
     return str(path)
 
 
+@pytest.mark.usefixtures("quiet_machine")
 def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
     report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=db, device="cpu", peers="all", rounds=3,
@@ -101,6 +119,7 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
     assert set(skipped["status"]) == {"skipped"} and skipped["error"].str.contains("CUDA").all()
 
 
+@pytest.mark.usefixtures("quiet_machine")
 def test_a_callable_that_is_sometimes_slow_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
     db = f"sqlite:///{tmp_path / 'x.db'}"
@@ -111,8 +130,41 @@ def test_a_callable_that_is_sometimes_slow_is_marked(tmp_path: Path, monkeypatch
     # rooflab's median sees the fast calls; torch's block means carry a quarter of each 2 ms sleep
     assert check.peer_median_ms - check.rooflab_median_ms > 0.3
     assert check.disagrees and check.likely_reason == "mean_vs_median"
+    assert not check.contended and check.contention_reasons == ()
     row = crosscheck_frame(db).iloc[0]
     assert bool(row["disagrees"]) and row["likely_reason"] == "mean_vs_median"
+    assert not bool(row["contended"]) and list(row["contention_reasons"]) == []
+
+
+def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load average far above the CPUs while the case is timed: the row is contended with the
+    reason, a disagreement is put down to it, the stored row says so, the summary has no geometric
+    mean, and the printed table says what was left out."""
+    import io
+
+    from rich.console import Console
+
+    from rooflab.runners.crosscheck.render import render
+
+    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
+    _machine(tmp_path, monkeypatch, 99.0)
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    report = run_crosscheck(_spec(tmp_path, PLANTED_SPEC, "planted"), db_url=db, device="cpu", peers="torch",
+                            rounds=2, command_line="test")
+    (check,) = report.checks
+    assert check.status == "ok" and check.contended
+    assert len(check.contention_reasons) == 1 and check.contention_reasons[0].startswith("load average 99.00 above")
+    assert check.disagrees and check.likely_reason == "contended"
+    row = crosscheck_frame(db).iloc[0]
+    assert bool(row["contended"]) and list(row["contention_reasons"]) == list(check.contention_reasons)
+    overall = next(s for s in report.summaries if s.family == "all")
+    assert (overall.cases, overall.contended, overall.ratio_geomean, overall.worst_ratio) == (1, 1, None, None)
+    out = io.StringIO()
+    render(report.to_dict(), Console(file=out, width=200, color_system=None))
+    assert "1 of 1 rows were timed on a contended machine (load average 99.00 above" in out.getvalue()
+    assert "DISAGREE" in out.getvalue()  # its reason text is the one asserted above, wrapped in its cell
 
 
 def test_torch_peer_runs_with_the_worker_thread_count() -> None:

@@ -11,7 +11,8 @@ from rooflab.runners.crosscheck.peer import CacheMode, Peer, PeerClock, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
 from rooflab.runners.crosscheck.verdict import (
-    LAUNCH_SCALE_MS, Reason, TimerSummary, agreement, disagrees, geometric_mean, likely_reason, summarize_timer, worst,
+    LAUNCH_SCALE_MS, REASON_TEXT, Reason, TimerSummary, agreement, disagrees, geometric_mean, likely_reason,
+    summarize_timer, worst,
 )
 
 
@@ -75,6 +76,33 @@ def test_summaries_per_peer_and_family() -> None:
     assert by[("torch", "all")].cases == 3 and by[("torch", "all")].ratio_geomean == pytest.approx(1.0)
     assert by[("torch", "gemm")].disagreements == 1 and by[("torch", "gemm")].worst_ratio in (2.0, 0.5)
     assert by[("do_bench", "all")].worst_case_key == "e" and math.isclose(by[("do_bench", "gemm")].ratio_geomean, 4.0)
+
+
+def test_contended_comes_before_every_other_reason() -> None:
+    # cold rooflab slower than a hot peer would be cold_vs_hot; on a contended machine it is contended
+    kw = dict(rooflab_ms=2.0, rooflab_mean_ms=2.0, peer_ms=1.0, case_cache="cold", peer_cache=CacheMode.HOT,
+              peer_clock=PeerClock.HOST_BLOCK_MEAN, on_gpu=False)
+    assert likely_reason(**kw) is Reason.COLD_VS_HOT
+    assert likely_reason(**kw, contended=True) is Reason.CONTENDED
+    a, b = TimerSummary(2.0, 0.01, (2.0,)), TimerSummary(1.0, 0.01, (1.0,))
+    verdict = agreement(a, b, rooflab_mean_ms=2.0, case_cache="hot", peer_cache=CacheMode.HOT,
+                        peer_clock=PeerClock.DEVICE_EVENTS_PER_CALL, on_gpu=True, contended=True)
+    assert verdict.disagrees and verdict.reason is Reason.CONTENDED and verdict.ratio == 2.0
+    assert REASON_TEXT[Reason.CONTENDED].startswith("the machine was contended")
+
+
+def test_contended_rows_are_counted_but_left_out_of_the_geomean_and_worst_case() -> None:
+    def check(key: str, ratio: float, contended: bool) -> PeerCheck:
+        return PeerCheck(key, "op", "gemm", "hot", "torch", "1", "ok", ratio=ratio, disagrees=ratio > 1.5,
+                         contended=contended, contention_reasons=("load average 9.00 above 2 logical CPUs",) * contended)
+
+    by = {(s.peer, s.family): s for s in summarize_checks(
+        [check("a", 1.1, False), check("b", 0.9, False), check("c", 8.0, True)])}
+    overall = by[("torch", "all")]
+    assert (overall.cases, overall.contended, overall.disagreements) == (3, 1, 1)
+    assert overall.ratio_geomean == pytest.approx(math.sqrt(1.1 * 0.9)) and overall.worst_case_key == "b"
+    (only,) = [s for s in summarize_checks([check("c", 8.0, True)]) if s.family == "all"]
+    assert (only.cases, only.contended, only.ratio_geomean, only.worst_ratio) == (1, 1, None, None)
 
 
 def test_peers_option() -> None:
