@@ -61,9 +61,9 @@ def render(report: dict[str, Any], console: Console) -> None:
         )
     console.print(table)
     summary = Table(title="per peer and family")
-    for column in ("peer", "family", "cases", "disagree", "contended", "ratio geomean", "worst ratio", "worst case"):
-        numeric = column in ("cases", "disagree", "contended", "ratio geomean", "worst ratio")
-        summary.add_column(column, justify="right" if numeric else "left")
+    for column in ("peer", "family", "cases", "disagree", "on a contended machine", "ratio geomean", "worst ratio",
+                   "worst case"):
+        summary.add_column(column, justify="left" if column in ("peer", "family", "worst case") else "right")
     for s in report["summaries"]:
         summary.add_row(s["peer"], s["family"], str(s["cases"]), str(s["disagreements"]), str(s["contended"]),
                         _ratio(s["ratio_geomean"]), _ratio(s["worst_ratio"]), escape(s["worst_case_key"] or ""))
