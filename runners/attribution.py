@@ -143,23 +143,57 @@ def split(
     )
 
 
+def _is_range(name: str) -> bool:
+    return name == BLOCK_RANGE or name.startswith(PART_RANGE_PREFIX)
+
+
 def _intervals(prof: Any, device: DeviceInfo) -> list[Interval]:
-    """The profiler's events as Intervals (torch.profiler's FunctionEvent list)."""
+    """The profiler's events as Intervals: on a GPU from its raw events (`_device_intervals`), on a
+    CPU from its FunctionEvents, which know each operator's parent (`_cpu_intervals`)."""
+    if device.is_cuda:
+        return _device_intervals(prof.profiler.kineto_results.events())
+    return _cpu_intervals(prof.events())
+
+
+def _cpu_intervals(events: Iterable[Any]) -> list[Interval]:
+    """Ranges and operators (with their parent) from torch.profiler's FunctionEvent list."""
     from torch.autograd import DeviceType
 
     out = []
-    for e in prof.events():
+    for e in events:
+        if e.device_type != DeviceType.CPU:
+            continue
         start, end = float(e.time_range.start), float(e.time_range.end)
-        if e.device_type == DeviceType.CPU:
-            if e.is_user_annotation and (e.name == BLOCK_RANGE or e.name.startswith(PART_RANGE_PREFIX)):
-                out.append(Interval(e.name, "range", start, end, int(e.id)))
-            elif not e.is_user_annotation and not e.is_async:
-                parent = e.cpu_parent.name if e.cpu_parent is not None else None
-                out.append(Interval(e.name, "op", start, end, int(e.id), parent, int(e.linked_correlation_id)))
+        if e.is_user_annotation and _is_range(e.name):
+            out.append(Interval(e.name, "range", start, end, int(e.id)))
+        elif not e.is_user_annotation and not e.is_async:
+            parent = e.cpu_parent.name if e.cpu_parent is not None else None
+            out.append(Interval(e.name, "op", start, end, int(e.id), parent))
+    return out
+
+
+def _device_intervals(events: Iterable[Any]) -> list[Interval]:
+    """Ranges, operators and runtime calls (with their link) and device kernels from the profiler's
+    raw events (`kineto_results.events()`, in ns). A kernel is tied to the call that launched it by
+    the raw event's linked correlation id, which torch keeps there in every version; a FunctionEvent
+    carries it in torch 2.13 but not in 2.11, where reading it failed every GPU attribution."""
+    from torch.autograd import DeviceType
+
+    out = []
+    for k in events:
+        name, device_type = k.name(), k.device_type()
+        start, end = k.start_ns() / 1e3, k.end_ns() / 1e3
+        annotation = k.is_user_annotation()
+        if device_type == DeviceType.CPU:
+            if annotation and _is_range(name):
+                out.append(Interval(name, "range", start, end, int(k.correlation_id())))
+            elif not annotation and not (k.is_async() or k.start_thread_id() != k.end_thread_id()):
+                out.append(Interval(name, "op", start, end, int(k.correlation_id()), None,
+                                    int(k.linked_correlation_id())))
         # the range names are excluded: their device-side copies are not kernels
-        elif (device.is_cuda and e.device_type == DeviceType.CUDA and not e.is_user_annotation
-              and e.name != BLOCK_RANGE and not e.name.startswith(PART_RANGE_PREFIX)):
-            out.append(Interval(e.name, "kernel", start, end, int(e.id), None, int(e.linked_correlation_id)))
+        elif device_type == DeviceType.CUDA and not annotation and not _is_range(name):
+            out.append(Interval(name, "kernel", start, end, int(k.correlation_id()), None,
+                                int(k.linked_correlation_id())))
     return out
 
 

@@ -12,7 +12,17 @@ import pytest
 
 from rooflab.reports.breakdown import breakdowns, split_profiles
 from rooflab.reports.ceilings import Ceiling, DeviceCeilings
-from rooflab.runners.attribution import CPU_CLOCK, CUDA_CLOCK, Interval, profile_parts, split, union_us
+from rooflab.runners.attribution import (
+    CPU_CLOCK,
+    CUDA_CLOCK,
+    Interval,
+    _cpu_intervals,
+    _device_intervals,
+    _intervals,
+    profile_parts,
+    split,
+    union_us,
+)
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
@@ -86,6 +96,89 @@ def test_a_real_cpu_profile_of_the_block_adds_up(extra: dict) -> None:
     # the parts are the top-level operators: one matmul in each projection's range
     by_name = {x.name: x for x in p.parts}
     assert by_name["qkv"].events == 1 and by_name["mlp_down"].events == 1
+
+
+class _RawEvent:
+    """The profiler's raw event (torch._C._autograd._KinetoEvent) as torch 2.11 and 2.13 both have it."""
+
+    def __init__(self, name: str, device: str, start_us: float, end_us: float, corr: int, link: int = 0,
+                 annotation: bool = False) -> None:
+        from torch.autograd import DeviceType
+
+        self._v = (name, DeviceType.CUDA if device == "cuda" else DeviceType.CPU, int(start_us * 1e3),
+                   int(end_us * 1e3), corr, link, annotation)
+
+    def name(self) -> str: return self._v[0]  # noqa: E704 - a fake's one-line accessors
+    def device_type(self): return self._v[1]  # noqa: E704, ANN201
+    def start_ns(self) -> int: return self._v[2]  # noqa: E704
+    def end_ns(self) -> int: return self._v[3]  # noqa: E704
+    def correlation_id(self) -> int: return self._v[4]  # noqa: E704
+    def linked_correlation_id(self) -> int: return self._v[5]  # noqa: E704
+    def is_user_annotation(self) -> bool: return self._v[6]  # noqa: E704
+    def is_async(self) -> bool: return False  # noqa: E704
+    def start_thread_id(self) -> int: return 1  # noqa: E704
+    def end_thread_id(self) -> int: return 1  # noqa: E704
+
+
+class _Torch211Profile:
+    """A CUDA profile shaped as torch 2.11 gives it: FunctionEvents without linked_correlation_id
+    (reading them on a GPU is the fault), the links only on the raw events."""
+
+    def __init__(self, raw: list[_RawEvent]) -> None:
+        self.profiler = type("P", (), {"kineto_results": type("K", (), {"events": lambda _self: raw})()})()
+
+    def events(self) -> list:
+        raise AssertionError("a GPU profile must be read from its raw events")
+
+
+def test_a_gpu_profile_is_read_from_the_raw_events_where_every_torch_keeps_the_links() -> None:
+    raw = [
+        _RawEvent(BLOCK_RANGE, "cpu", 0, 100, 1, annotation=True),
+        _RawEvent(PART_RANGE_PREFIX + "a", "cpu", 1, 40, 2, annotation=True),
+        _RawEvent(PART_RANGE_PREFIX + "b", "cpu", 41, 90, 3, annotation=True),
+        _RawEvent(BLOCK_RANGE, "cuda", 5, 99, 1, annotation=True),  # the range's device-side copy
+        _RawEvent("aten::gelu", "cpu", 2, 5, 7), _RawEvent("cudaLaunchKernel", "cpu", 3, 4, 70, link=7),
+        _RawEvent("aten::mm", "cpu", 42, 45, 8), _RawEvent("cudaLaunchKernel", "cpu", 43, 44, 80, link=8),
+        _RawEvent("gelu_kernel", "cuda", 10, 30, 700, link=7),
+        _RawEvent("gemm_kernel", "cuda", 45, 95, 800, link=8),
+    ]
+    cuda = DeviceInfo(kind="cuda", name="fake gpu", torch_device="cuda:0", memory_bytes=8 << 30, l2_bytes=50 << 20)
+    events = _intervals(_Torch211Profile(raw), cuda)
+    kernels = [(e.name, e.link) for e in events if e.kind == "kernel"]
+    assert kernels == [("gelu_kernel", 7), ("gemm_kernel", 8)]
+    ranges = {e.name for e in events if e.kind == "range"}
+    assert ranges == {BLOCK_RANGE, PART_RANGE_PREFIX + "a", PART_RANGE_PREFIX + "b"}
+    p = split(events, MODELS, clock=CUDA_CLOCK, host_ms=1.0)
+    assert [(x.name, x.time_ms, x.events) for x in p.parts] == [("a", 0.020, 1), ("b", 0.050, 1)]
+    assert p.whole_ms == pytest.approx(0.085) and p.gap_ms == pytest.approx(0.015)
+
+
+def test_raw_and_function_events_of_a_real_profile_agree() -> None:
+    """On a real (CPU) profile of the block the raw-event reading finds the same ranges and operators
+    as the FunctionEvent one, with the links torch 2.13's FunctionEvents also carry."""
+    from torch.profiler import ProfilerActivity, profile
+
+    op = get_op("transformer_block")
+    case = Case("transformer_block", 1, "layer", "eager", "float32", "cold", "launch",
+                {"batch": 1, "seq": 32, "hidden": 64, "heads": 2})
+    prepared = op.prepare(case, CPU, seed=5)
+    prepared.fn()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        prepared.profiled()
+    from_raw = _device_intervals(prof.profiler.kineto_results.events())
+    from_functions = _cpu_intervals(prof.events())
+
+    raw = {(e.kind, e.name, e.id): e for e in from_raw}
+    for e in from_functions:  # every range and operator is found, with its duration (to 1 us: the two round apart)
+        twin = raw.get((e.kind, e.name, e.id))
+        assert twin is not None, e
+        assert twin.duration_us == pytest.approx(e.duration_us, abs=1.0)
+    assert {k for k in raw if k[0] == "range"} == {(e.kind, e.name, e.id) for e in from_functions if e.kind == "range"}
+    links = {(e.name, e.id): e.link for e in from_raw}
+    for e in prof.events():
+        if (e.name, e.id) in links and hasattr(e, "linked_correlation_id"):
+            assert links[(e.name, e.id)] == e.linked_correlation_id
+    assert sum(e.kind == "range" for e in from_raw) == 1 + len(prepared.part_models)
 
 
 def _hand_ceilings(name: str) -> DeviceCeilings:
