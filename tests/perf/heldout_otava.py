@@ -10,7 +10,8 @@ It goes the way a user's data goes, not through `detect`:
 1. A real one-case CPU run (`rooflab run` of tests/perf/modes_cpu.yaml, copy, hot) is exported with
    `rooflab export --format jsonl`; that row is the template of every generated row, so the file
    has exactly the columns the current export writes.
-2. Each cell makes `--series` series of 60 nights (seeds 0..N-1) with otava_test_data's generators.
+2. Each cell makes `--series` series of 60 nights (seeds 1000.. by default, `--first-seed`) with
+   otava_test_data's generators.
    Each series is one case (copy with its own `n`), each night one run (started a day after the
    one before, with its own fake commit) holding every series of the cell; a night's value is that
    run's median_ms, a converged result of good quality (the other timing columns follow the median:
@@ -49,7 +50,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,11 @@ except ImportError:  # pragma: no cover - depends on the environment
 NIGHTS = 60
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE_SPEC = ROOT / "tests" / "perf" / "modes_cpu.yaml"
-FIRST_NIGHT = datetime(2026, 1, 5, 2, 0, tzinfo=timezone.utc)
+FIRST_NIGHT = datetime(2026, 1, 5, 2, 0, tzinfo=UTC)
+# tests/reports/gen_series.py draws its noise as otava-test-data does (numpy's default_rng(seed), one
+# normal draw per night), and the project's goals and benchmark use seeds 0..199: with those seeds a
+# step, noise or band series here is the project's own series, scaled. Held out: from seed 1000 on.
+HELD_OUT_FIRST_SEED = 1000
 
 
 @dataclass(frozen=True)
@@ -276,11 +281,11 @@ class Outcome:
     drift: bool
 
 
-def judge_cell(index: int, c: Cell, n_series: int, template: dict[str, Any], work: Path, fmt: str,
+def judge_cell(index: int, c: Cell, first_seed: int, n_series: int, template: dict[str, Any], work: Path, fmt: str,
                keep: dict[int, np.ndarray]) -> list[Outcome]:
-    series = [c.make(seed, level_ms(seed))[: c.nights] for seed in range(n_series)]
-    for seed, values in enumerate(series):
-        keep[seed] = values
+    seeds = range(first_seed, first_seed + n_series)
+    series = [c.make(seed, level_ms(seed))[: c.nights] for seed in seeds]
+    keep.update(zip(seeds, series, strict=True))
     rows = rows_of(template, index, series)
     path = work / f"cell{index:02d}.{fmt}"
     write_export(rows, path, list(template))
@@ -292,7 +297,7 @@ def judge_cell(index: int, c: Cell, n_series: int, template: dict[str, Any], wor
     done = cli("regressions", "--json", "--all", "--db", db)
     report = json.loads(done.stdout)
     night_of = {night_run(index, night)[0]: night for night in range(c.nights)}
-    seed_of = {rows[j]["case_key"]: j for j in range(n_series)}  # night 0 holds the series in seed order
+    seed_of = {rows[j]["case_key"]: seed for j, seed in enumerate(seeds)}  # night 0 holds the series in seed order
     outcomes = []
     for s in report["series"]:
         outcomes.append(Outcome(
@@ -313,7 +318,9 @@ def change_point_hit(c: Cell, o: Outcome) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--series", type=int, default=100, help="series per cell (seeds 0..N-1)")
+    parser.add_argument("--series", type=int, default=100, help="series per cell")
+    parser.add_argument("--first-seed", type=int, default=HELD_OUT_FIRST_SEED,
+                        help="seeds FIRST..FIRST+N-1 (0 replays the project's own series, see above)")
     parser.add_argument("--only", default="", help="run only the cells whose name contains this")
     parser.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="the export file written")
     parser.add_argument("--work", type=Path, default=None, help="keep the files here (default: a temporary folder)")
@@ -321,8 +328,10 @@ def main() -> None:
                         help="per cell, print this many series that went against the cell's goal")
     args = parser.parse_args()
     version = getattr(otava_test_data, "__version__", None) or _dist_version("otava-test-data")
-    print(f"# {args.series} series of {NIGHTS} nights per cell, otava-test-data {version}, numpy {np.__version__}, "
-          f"Python {platform.python_version()}, {platform.machine()}; via rooflab import ({args.format}) and "
+    last_seed = args.first_seed + args.series - 1
+    print(f"# {args.series} series of {NIGHTS} nights per cell (seeds {args.first_seed}..{last_seed}), "
+          f"otava-test-data {version}, numpy {np.__version__}, Python {platform.python_version()}, "
+          f"{platform.machine()}; via rooflab import ({args.format}) and "
           f"rooflab regressions --json --all (defaults)")
     print("| series | regression (suspect) | slower change point | drift | goal |")
     print("|---|---|---|---|---|")
@@ -336,9 +345,8 @@ def main() -> None:
             if args.only and args.only not in c.name:
                 continue
             values: dict[int, np.ndarray] = {}
-            got = judge_cell(index, c, args.series, template, work, args.format, values)
-            n = len(got)
-            pct = lambda k: f"{100 * k / n:.0f} %"  # noqa: E731
+            got = judge_cell(index, c, args.first_seed, args.series, template, work, args.format, values)
+            pct = lambda k, n=len(got): f"{100 * k / n:.0f} %"  # noqa: E731
             reg = sum(o.status == "regression" for o in got)
             sus = sum(o.status == "suspect" for o in got)
             cp = sum(change_point_hit(c, o) for o in got)
