@@ -346,7 +346,7 @@ def main() -> None:
                 continue
             values: dict[int, np.ndarray] = {}
             got = judge_cell(index, c, args.first_seed, args.series, template, work, args.format, values)
-            pct = lambda k, n=len(got): f"{100 * k / n:.0f} %"  # noqa: E731
+            pct = lambda k, n=len(got): f"{100 * k / n:.3g} %"  # noqa: E731  (1 of 200 is 0.5 %, not 0 %)
             reg = sum(o.status == "regression" for o in got)
             sus = sum(o.status == "suspect" for o in got)
             cp = sum(change_point_hit(c, o) for o in got)
