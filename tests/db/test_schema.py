@@ -188,3 +188,38 @@ def test_migrations_are_found_from_any_working_directory(tmp_path: Path, monkeyp
     monkeypatch.chdir(tmp_path)
     ResultStore("relative.db").close()
     assert read_state(f"sqlite:///{tmp_path / 'relative.db'}").kind == "current"
+
+
+def test_crosscheck_rows_stored_before_revision_0006_read_as_not_contended(any_url: str) -> None:
+    """A cross-check row written before the contention columns existed keeps its figures through
+    the upgrade and reads as not contended with no reasons (nothing was watched then)."""
+    from datetime import UTC, datetime
+
+    from rooflab.db.crosscheck import CrossCheckRecord, add_crosscheck, crosscheck_frame
+
+    run, env, case = make_run("cc-run"), make_env(3), make_case(2)
+    with ResultStore(any_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        for peer, contended in (("torch", True), ("do_bench", False)):
+            add_crosscheck(store, CrossCheckRecord(
+                run_id=run.run_id, case=case, device_fingerprint=env.device_fingerprint, device_uuid=None,
+                cache="cold", timing_mode="launch", peer=peer, peer_version="1", status="ok", error=None,
+                peer_cache="hot", peer_clock="host_block_mean", rounds=3, rooflab_median_ms=1.25,
+                rooflab_spread=0.01, peer_median_ms=1.0, peer_spread=0.02, ratio=1.25, disagrees=True,
+                likely_reason="contended" if contended else None, rooflab_rounds_ms=(1.2, 1.25, 1.3),
+                peer_rounds_ms=(1.0, 1.0, 1.1), measured_at=datetime(2026, 3, 4, tzinfo=UTC), contended=contended,
+                contention_reasons=("load average 9.00 above 2 logical CPUs",) if contended else (),
+            ))
+    before = crosscheck_frame(any_url).set_index("peer")
+    assert bool(before.loc["torch", "contended"]) and not bool(before.loc["do_bench", "contended"])
+    engine = create_engine(normalize_url(any_url))
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0005")
+    engine.dispose()
+    assert read_state(any_url).kind == "older"
+    assert runner.invoke(app, ["db", "upgrade", "--db", any_url]).exit_code == 0
+    after = crosscheck_frame(any_url).set_index("peer")
+    assert list(after["ratio"]) == [1.25, 1.25] and list(after["likely_reason"].fillna("")) == ["contended", ""]
+    assert not after["contended"].astype(bool).any()
+    assert all(list(r) == [] for r in after["contention_reasons"])
