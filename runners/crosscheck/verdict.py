@@ -21,16 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rooflab.db.crosscheck import geometric_mean, worst
 from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
 from rooflab.runners.stats import summarize
 
 # Below this duration a kernel is about as short as its launch from Python (a few to tens of µs),
 # so a timer whose event pair is not held behind a blocking kernel measures launches, not kernels.
 LAUNCH_SCALE_MS = 0.05
-
-__all__ = ["Reason", "REASON_TEXT", "TimerSummary", "Agreement", "summarize_timer", "disagrees", "likely_reason",
-           "agreement", "geometric_mean", "worst"]  # the last two live with the stored rows' summaries (db.crosscheck)
 
 
 class Reason(StrEnum):

@@ -6,13 +6,13 @@ import random
 
 import pytest
 
+from rooflab.db.crosscheck import geometric_mean, worst
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.crosscheck.peer import CacheMode, Peer, PeerClock, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
 from rooflab.runners.crosscheck.verdict import (
-    LAUNCH_SCALE_MS, REASON_TEXT, Reason, TimerSummary, agreement, disagrees, geometric_mean, likely_reason,
-    summarize_timer, worst,
+    LAUNCH_SCALE_MS, REASON_TEXT, Reason, TimerSummary, agreement, disagrees, likely_reason, summarize_timer,
 )
 
 
