@@ -2,23 +2,16 @@
 window table against a reference, and the skip it reports without CUDA."""
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scripts.load import load_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("gpu_energy_probe", ROOT / "scripts" / "gpu_energy_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_energy_probe"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_energy_probe")
 
 
 def planted_counter(period_s: float, power_w: float, read_s: float, seconds: float, seed: int):

@@ -2,22 +2,14 @@
 rooflab's engine, and the skip it reports without CUDA."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scripts.load import load_script
 
 
 @pytest.fixture(scope="module")
 def probe():
-    spec = importlib.util.spec_from_file_location("gpu_gap_probe", ROOT / "scripts" / "gpu_gap_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_gap_probe"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gpu_gap_probe")
 
 
 def test_figure_is_rooflabs_summary_in_microseconds(probe):

@@ -3,30 +3,17 @@ timer's known answer, the checks catching a planted wrong result, the comparison
 synthetic rooflab results, the projection arithmetic)."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.reports import synth
+from tests.scripts.load import load_script
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
-kf = load("gpu_known_figures")
-proj = load("gpu_nightly_projection")
+kf = load_script("gpu_known_figures")
+proj = load_script("gpu_nightly_projection")
 
 
 def test_the_timer_reads_a_known_duration_and_flushes_before_each_call():
