@@ -2,7 +2,7 @@
 
 A command that reads and writes one database (`rooflab run`, `rooflab nightly`) opens a `Database`
 and passes it down: the store (db.store.ResultStore), the readers (db.query) and the shard planner
-(runners.shards) all use its engine instead of parsing the URL and opening an engine of their own.
+(runners.orchestration.shards) all use its engine instead of parsing the URL and opening an engine of their own.
 Reads go through the same engine with the READ_ONLY execution option (a plain BEGIN on SQLite, so
 they do not wait for the write lock). Nothing is connected until it is needed, and a database that
 is not there is created only by `writer()`.

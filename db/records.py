@@ -79,7 +79,7 @@ class LayerPartRecord:
 
 @dataclass(frozen=True)
 class LayerProfileRecord:
-    """One profiled execution of a block, split into its parts (runners.attribution).
+    """One profiled execution of a block, split into its parts (runners.engine.attribution).
 
     sum(parts' time_ms) + unattributed_ms + gap_ms - overlap_ms = whole_ms."""
 

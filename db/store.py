@@ -56,7 +56,7 @@ class ShardFormatError(DatabaseInputError):
 
 def parse_shard(shard: str) -> tuple[int, int]:
     """`"I/N"` -> (I, N), the 0-based index I of N shards: the one rule for a shard's text, stored,
-    imported or given on the command line (runners.shards.parse_shard); ShardFormatError otherwise."""
+    imported or given on the command line (runners.orchestration.shards.parse_shard); ShardFormatError otherwise."""
     match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
     if match is None:
         raise ShardFormatError(

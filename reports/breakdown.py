@@ -1,6 +1,6 @@
 """Where a block's time goes: its parts against the device's roofs, MFU and the fusion estimate.
 
-For each profiled block measurement (runners.attribution stored its parts) this module derives:
+For each profiled block measurement (runners.engine.attribution stored its parts) this module derives:
 
 - per part: share of the profiled whole, achieved TFLOP/s and GB/s (its model FLOPs and bytes over
   its measured time), roofline time against the device's roofs (reports.ceilings: the matrix roof

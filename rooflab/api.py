@@ -23,8 +23,8 @@ if TYPE_CHECKING:  # pandas, torch and the runners load only when a function is 
     import pandas as pd
 
     from rooflab.db.records import EnvironmentRecord
-    from rooflab.runners.clocks import ClockReport
-    from rooflab.runners.session import RunSummary
+    from rooflab.runners.machine.clocks import ClockReport
+    from rooflab.runners.orchestration.session import RunSummary
 
 __all__ = ["MachineState", "MeasureResult", "measure", "run", "results", "runs", "history", "register"]
 
@@ -82,7 +82,7 @@ class MeasureResult:
     ci_high_ms: float | None
     rel_ci_halfwidth: float | None  # CI half-width / median
     n_samples: int
-    stop_reason: str  # converged | max_time | max_samples | ... (runners.stopping.StopReason)
+    stop_reason: str  # converged | max_time | max_samples | ... (runners.engine.stopping.StopReason)
     first_call_ms: float  # the first call, timed apart (compile, autotune, allocator)
     warmup_calls: int
     warmup_ms: float  # host wall time of the warmup
@@ -90,7 +90,7 @@ class MeasureResult:
     cache: str  # "cold" | "hot"
     timing_mode: str  # "launch" | "graph"
     clock: str  # "cuda_events" | "perf_counter"
-    sync_method: str  # how host time was kept out of the samples (runners.stream_hold.SyncMethod)
+    sync_method: str  # how host time was kept out of the samples (runners.engine.stream_hold.SyncMethod)
     flush_method: str  # how the cache was flushed before a sample ("none" when hot)
     flush_bytes: int
     launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
@@ -133,11 +133,11 @@ def measure(
     mode that does not exist raises ValueError naming it. On a CPU the samples run with torch's
     current number of threads (a run sets one per physical core).
     """
-    from rooflab.runners.clocks import ClockMonitor
-    from rooflab.runners.environment import best_device, capture
+    from rooflab.runners.engine.timing import measure as engine_measure
     from rooflab.runners.errors import UserInputError
-    from rooflab.runners.session import validate_timing_overrides
-    from rooflab.runners.timing import measure as engine_measure
+    from rooflab.runners.machine.clocks import ClockMonitor
+    from rooflab.runners.machine.environment import best_device, capture
+    from rooflab.runners.orchestration.session import validate_timing_overrides
     from rooflab.suite.timing import TimingSettings
 
     problem = modes_problem(cache, timing_mode)
@@ -190,7 +190,7 @@ def run(
     (`run_id`, `status`, `counts` by status, ...); results are read back with `results(db, run_id=...)`.
     A bad spec, filter or setting raises the same error the command reports with exit code 2.
     """
-    from rooflab.runners.session import RunOptions, run_suite
+    from rooflab.runners.orchestration.session import RunOptions, run_suite
 
     options = RunOptions(filters=tuple(filters), device=device, seed=seed, timing_overrides=timing or None, quiet=quiet)
     return run_suite(spec, db=db, options=options, handle_signals=False)

@@ -153,9 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device: the energy probe reads a GPU's counter")
         return 3
-    from rooflab.runners import nvml
-    from rooflab.runners.clocks import ClockMonitor, NvmlClockSource
-    from rooflab.runners.environment import capture
+    from rooflab.runners.machine import nvml
+    from rooflab.runners.machine.clocks import ClockMonitor, NvmlClockSource
+    from rooflab.runners.machine.environment import capture
 
     _, device = capture("cuda:0")
     source = NvmlClockSource.for_device(device)

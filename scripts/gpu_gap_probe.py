@@ -44,9 +44,9 @@ class Figure:
 
 
 def figure(name: str, samples_ms: list[float], clocks_mhz: list[float] | None = None, note: str = "") -> Figure:
-    """Median, p10 and p90 of `samples_ms` as rooflab summarises samples (runners.stats.summarize),
+    """Median, p10 and p90 of `samples_ms` as rooflab summarises samples (runners.engine.stats.summarize),
     in us; the mean clock of `clocks_mhz`."""
-    from rooflab.runners.stats import summarize
+    from rooflab.runners.engine.stats import summarize
 
     if not samples_ms:
         raise ValueError(f"{name}: no samples")
@@ -71,7 +71,7 @@ class WriteFlusher:
 
 
 def _engine(fn: Any, device: Any, **kw: Any) -> Figure:
-    from rooflab.runners.timing import measure
+    from rooflab.runners.engine.timing import measure
     from rooflab.suite.timing import TimingSettings
 
     settings = TimingSettings(warmup_ms=25, warmup_calls=3, min_samples=30, min_time_ms=200, max_time_ms=3000,
@@ -85,7 +85,7 @@ def _engine(fn: Any, device: Any, **kw: Any) -> Figure:
 def flush_probe(device: Any) -> list[Figure]:
     import torch
 
-    from rooflab.runners.flush import CudaFlusher
+    from rooflab.runners.engine.flush import CudaFlusher
 
     x = torch.randn(COPY_ELEMENTS, device=device.torch_device)
     y = torch.empty_like(x)
@@ -99,8 +99,8 @@ def flush_probe(device: Any) -> list[Figure]:
 def duty_probe(device: Any) -> list[Figure]:
     import torch
 
-    from rooflab.runners.clocks import NvmlClockSource
-    from rooflab.runners.flush import CudaFlusher
+    from rooflab.runners.machine.clocks import NvmlClockSource
+    from rooflab.runners.engine.flush import CudaFlusher
 
     a = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device.torch_device, dtype=torch.bfloat16)
     b = torch.randn(GEMM_SIZE, GEMM_SIZE, device=device.torch_device, dtype=torch.bfloat16)
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device: the gap probe times GPU kernels")
         return 3
-    from rooflab.runners.environment import capture
+    from rooflab.runners.machine.environment import capture
 
     _, device = capture("cuda:0")
     figures = flush_probe(device) + duty_probe(device)

@@ -5,7 +5,7 @@
   half-width of the median stayed above NOISY_REL_CI of the median (or there were too few samples
   for a CI at all);
 - `contended`: something else was seen competing for the machine while the case ran (see
-  runners/contention.py for what is sampled and the bounds);
+  runners/machine/contention.py for what is sampled and the bounds);
 - `good`: neither.
 
 A contended result that is also noisy is `contended` (the likely cause), with both reasons listed.

@@ -19,7 +19,7 @@ class SampleKind(StrEnum):
 
 
 class StopReason(StrEnum):
-    """Why sampling stopped (runners.stopping decides; the database stores the value): the CI
+    """Why sampling stopped (runners.engine.stopping decides; the database stores the value): the CI
     reached the target precision, the CI is no wider than the clock's resolution, the noise estimate
     settled, or a bound was hit."""
 

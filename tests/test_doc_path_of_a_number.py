@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "path-of-a-number.md"
-# `runners/stats.py:summarize` or `db/records.py:MeasurementRecord.tflops`
+# `runners/engine/stats.py:summarize` or `db/records.py:MeasurementRecord.tflops`
 REF = re.compile(r"`([\w/]+\.py):([A-Za-z_][\w.]*)")
 
 

@@ -93,7 +93,7 @@ def test_the_example_check_catches_a_wrong_output(example_dir):
     """The example's reference check is real: its own output passes, a perturbed one does not."""
     import torch
 
-    from rooflab.runners.environment import capture
+    from rooflab.runners.machine.environment import capture
     from rooflab.suite.case import Case
 
     import my_ops

@@ -57,7 +57,7 @@ def slurm_command(
                                 help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
-    from rooflab.runners import slurm
+    from rooflab.runners.orchestration import slurm
     from rooflab.suite.spec import expand, load_spec
 
     errors = user_error_types()
@@ -150,9 +150,9 @@ def nightly_command(
         help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
     ),
 ) -> None:
-    from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from rooflab.runners.nightly import NightlyOptions, nightly
-    from rooflab.runners.session import RunOptions
+    from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
+    from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+    from rooflab.runners.orchestration.session import RunOptions
 
     try:
         summary = nightly(spec, db=db_url(db), options=NightlyOptions(

@@ -30,7 +30,7 @@ def _fmt(key: str, value: Any) -> str:
 
 def describe_devices() -> list[dict[str, Any]]:
     """One JSON-ready entry per device present, in `list_devices()` order."""
-    from rooflab.runners.environment import best_device, capture, list_devices
+    from rooflab.runners.machine.environment import best_device, capture, list_devices
 
     default = best_device()
     out = []

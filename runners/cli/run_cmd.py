@@ -86,8 +86,8 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,
 ) -> None:
-    from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from rooflab.runners.session import RunOptions, run_suite
+    from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
+    from rooflab.runners.orchestration.session import RunOptions, run_suite
 
     overrides = {
         "warmup_ms": warmup_ms,
@@ -127,7 +127,7 @@ def run_command(
     if json_output:
         print_json(summary.to_dict())
     else:
-        from rooflab.runners.progress import render_summary
+        from rooflab.runners.orchestration.progress import render_summary
 
         render_summary(summary.to_dict(), console)
     raise typer.Exit(summary.exit_code)

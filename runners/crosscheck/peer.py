@@ -69,14 +69,14 @@ class OwnProcessPeer(Peer, Protocol):
     process of its own that prepares the case from the same request (and seed) as rooflab's."""
 
     def time_rounds(self, request: Any, *, device: DeviceInfo, rounds: int) -> list[PeerTiming]:
-        """One figure per round for the case of `request` (a runners.worker.CaseRequest)."""
+        """One figure per round for the case of `request` (a runners.orchestration.worker.CaseRequest)."""
 
 
 def run_in_own_process(fn: Callable[..., T], args: tuple[Any, ...], *, timeout_s: float) -> T:
-    """`fn(*args)` in a fresh process started as workers are (runners.supervisor.worker_context), with
+    """`fn(*args)` in a fresh process started as workers are (runners.orchestration.supervisor.worker_context), with
     this process's environment of now; an error in it, its death or no result in `timeout_s` raises
     (suite.child.ChildCallError) and the process is ended."""
-    from rooflab.runners.supervisor import worker_context
+    from rooflab.runners.orchestration.supervisor import worker_context
     from rooflab.suite.child import ChildCall
 
     result: T = ChildCall(fn, args, worker_context()).result(timeout_s)

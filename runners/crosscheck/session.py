@@ -99,7 +99,7 @@ def validate_rounds(rounds: int) -> int:
 
 
 def resolve_device(device: str | None) -> str:
-    from rooflab.runners.session import resolve_devices
+    from rooflab.runners.orchestration.session import resolve_devices
 
     return resolve_devices(device, None)[0]
 
@@ -161,7 +161,7 @@ def check_case(
     timing_overrides: dict[str, Any] | None = None,
 ) -> list[PeerCheck]:
     """Prepare `case` as a worker does, time it `rounds` times with rooflab then each peer, judge."""
-    from rooflab.runners.worker import (
+    from rooflab.runners.orchestration.worker import (
         CaseOutcome,
         CaseRequest,
         _release_quietly,
@@ -227,7 +227,7 @@ def check_case(
 def _machine_watch(device: Any, *, gpu: bool = True) -> Any:
     """A started ContentionMonitor (the one the worker runs around a case); `gpu=False` leaves out
     the count of other processes on the GPU."""
-    from rooflab.runners import contention
+    from rooflab.runners.machine import contention
 
     if gpu:
         return contention.ContentionMonitor.for_device(device).start()
@@ -287,8 +287,8 @@ def run_crosscheck(
     from rooflab.db.crosscheck import CrossCheckRecord, add_crosscheck
     from rooflab.db.records import RunRecord
     from rooflab.db.store import ResultStore, environment_device_uuid
-    from rooflab.runners.environment import capture, git_state
-    from rooflab.runners.session import _rooflab_version
+    from rooflab.runners.machine.environment import capture, git_state
+    from rooflab.runners.orchestration.session import _rooflab_version
     from rooflab.suite.ops.registry import all_ops
 
     started = time.monotonic()

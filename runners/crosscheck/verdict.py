@@ -5,12 +5,12 @@ Pure functions on plain numbers; nothing here times anything.
 - A timer's figure for a case is the median of its per-round medians.
 - Its spread (relative) is the larger of half the range of its per-round medians (drift between
   rounds) and the median over rounds of the 95 % CI half-width of the median of the samples it
-  handed back in that round (noise within a round; runners.stats, None below 6 samples).
+  handed back in that round (noise within a round; runners.engine.stats, None below 6 samples).
 - ratio = rooflab median / peer median (below 1: rooflab's figure is the smaller).
 - The two disagree when |rooflab - peer| is larger than the spread of either, in ms:
   larger than max(rooflab spread x rooflab median, peer spread x peer median).
 - A disagreement gets the first likely reason that the facts support (`likely_reason`); a case timed
-  while the machine was contended (runners/contention.py: load above the CPUs, CPU steal, another
+  while the machine was contended (runners/machine/contention.py: load above the CPUs, CPU steal, another
   process on the GPU) gets `contended` before any other, since such figures explain nothing else.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
-from rooflab.runners.stats import summarize
+from rooflab.runners.engine.stats import summarize
 
 # Below this duration a kernel is about as short as its launch from Python (a few to tens of µs),
 # so a timer whose event pair is not held behind a blocking kernel measures launches, not kernels.

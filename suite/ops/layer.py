@@ -20,7 +20,7 @@ the block stores its intermediates in the case's dtype, so the allowance of a 16
 with the number of rounded intermediates between input and output (see `_rounding_allowance`).
 
 The eager backend also provides a profiled call (`Prepared.profiled`) with a profiler range
-around each part, which runners.attribution splits the block's time with; the compiled backend
+around each part, which runners.engine.attribution splits the block's time with; the compiled backend
 (torch.compile of the whole block) fuses across the parts' boundaries, so it is timed as a whole
 only and is the measured side of the fusion estimate.
 """

@@ -54,9 +54,9 @@ def main() -> int:
     args = _parse()
     from rooflab.db.records import RunRecord
     from rooflab.db.store import ResultStore
-    from rooflab.runners.environment import capture
-    from rooflab.runners.supervisor import _op_work_model, build_record
-    from rooflab.runners.worker import CaseRequest, run_case
+    from rooflab.runners.machine.environment import capture
+    from rooflab.runners.orchestration.supervisor import _op_work_model, build_record
+    from rooflab.runners.orchestration.worker import CaseRequest, run_case
     from rooflab.suite.ops.registry import all_ops
     from rooflab.suite.spec import apply_filters, expand, load_spec
 

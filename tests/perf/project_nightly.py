@@ -36,7 +36,7 @@ from pathlib import Path
 
 HBM_GBPS = 3350.0  # H100 SXM datasheet
 L2_BYTES = 50 * 1024 * 1024
-FLUSH_FACTOR = 2  # runners.flush: twice the L2, written then read
+FLUSH_FACTOR = 2  # runners.engine.flush: twice the L2, written then read
 LAUNCH_FLOOR_MS = {"launch": 0.005, "graph": 0.002}  # a launch from Python; one launch inside a graph replay
 HOST_PER_SAMPLE_MS = {"launch": 0.012, "graph": 0.004}  # Python dispatch + event pair per sample (graph: per launch)
 SAMPLES_TO_CONVERGE = 100  # 0.5 % CI of the median at about 2 % sample noise: n = (1.25 * 1.96 * 0.02 / 0.005)^2

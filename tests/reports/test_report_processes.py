@@ -73,7 +73,7 @@ def test_an_op_module_holds_the_real_torch_once_an_op_has_used_it() -> None:
         "from rooflab.reports.opinfo import unfused_bytes\n"
         "all_ops(); get_op('copy').reads_only; unfused_bytes('cos_cos', {'n': 1024}, 'float32')\n"
         "print('BEFORE', 'torch' in sys.modules)\n"
-        "from rooflab.runners.environment import capture\n"
+        "from rooflab.runners.machine.environment import capture\n"
         "from rooflab.suite.case import Case\n"
         "import rooflab.suite.ops.pointwise as pw\n"
         "op = get_op('copy'); _, dev = capture('cpu')\n"

@@ -9,7 +9,7 @@ from rooflab.reports.diagnosis import diagnose
 from rooflab.reports.frames import quality_of
 from rooflab.reports.html import render_report
 from rooflab.reports.runsel import choose_runs, counts_of
-from rooflab.runners.stats import summarize
+from rooflab.runners.engine.stats import summarize
 from rooflab.suite.quality import noise_reasons
 from tests.reports.synth import H100, device_rows, frame, row, stream
 

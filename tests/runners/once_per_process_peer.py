@@ -21,7 +21,7 @@ CALLS_PER_ROUND = 20
 
 
 def _child(request: Any, device: DeviceInfo, rounds: int) -> tuple[int, list[float]]:
-    from rooflab.runners.worker import CaseOutcome, ready_case
+    from rooflab.runners.orchestration.worker import CaseOutcome, ready_case
     from rooflab.suite.ops.registry import all_ops
 
     if _EXECUTED:

@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 
-from rooflab.runners import contention
+from rooflab.runners.machine import contention
 
 _DIR = tempfile.mkdtemp(prefix="rooflab-quiet-")
 atexit.register(shutil.rmtree, _DIR, True)

@@ -12,7 +12,7 @@ import pytest
 
 from rooflab.reports.breakdown import breakdowns, split_profiles
 from rooflab.reports.ceilings import Ceiling, DeviceCeilings
-from rooflab.runners.attribution import (
+from rooflab.runners.engine.attribution import (
     CPU_CLOCK,
     CUDA_CLOCK,
     Interval,

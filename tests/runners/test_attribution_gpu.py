@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rooflab.runners.attribution import CUDA_CLOCK, attribute
+from rooflab.runners.engine.attribution import CUDA_CLOCK, attribute
 from rooflab.suite.case import Case
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
 from rooflab.suite.ops.registry import get_op

@@ -67,7 +67,7 @@ def test_predict_takes_a_device_that_names_one_entry(typed: str, chosen: str, tm
 
 
 def test_devices_all_on_a_machine_without_gpus_says_so(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooflab.runners import environment
+    from rooflab.runners.machine import environment
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     spec = tmp_path / "ok.yaml"

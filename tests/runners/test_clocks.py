@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rooflab.runners.clocks import (
+from rooflab.runners.machine.clocks import (
     REASON_BITS,
     ClockMonitor,
     ClockReading,
@@ -98,7 +98,7 @@ def _counter_readings(watts: float, period_s: float, phase_s: float, polls_s: li
     taken at the times `polls_s`: what NVML hands back."""
     import math
 
-    from rooflab.runners.clocks import EnergyReading
+    from rooflab.runners.machine.clocks import EnergyReading
 
     def value_mj(t: float) -> float:
         last_update = phase_s + math.floor((t - phase_s) / period_s) * period_s
@@ -110,7 +110,7 @@ def _counter_readings(watts: float, period_s: float, phase_s: float, polls_s: li
 def test_power_is_timed_between_counter_updates_not_between_the_cases_ends() -> None:
     import random
 
-    from rooflab.runners.clocks import power_from_counter
+    from rooflab.runners.machine.clocks import power_from_counter
 
     rng = random.Random()
     watts, period = rng.uniform(300, 700), 0.1
@@ -130,7 +130,7 @@ def test_power_is_timed_between_counter_updates_not_between_the_cases_ends() -> 
 
 
 def test_power_is_unknown_when_two_updates_cannot_be_timed_well() -> None:
-    from rooflab.runners.clocks import EnergyReading, energy_per_call_j, power_from_counter
+    from rooflab.runners.machine.clocks import EnergyReading, energy_per_call_j, power_from_counter
 
     # a 0.25 s case polled every 50 ms against a counter that updates every 100 ms: two updates,
     # each known to 25 ms, 100 ms apart: 25 % uncertainty
@@ -160,7 +160,7 @@ class EnergyFakeSource(FakeSource):
 
 
 def test_monitor_reports_average_power_and_power_cap() -> None:
-    from rooflab.runners.clocks import MAX_POWER_TIME_UNCERTAINTY
+    from rooflab.runners.machine.clocks import MAX_POWER_TIME_UNCERTAINTY
 
     src = EnergyFakeSource([(1980, POWER)] * 3 + [(1950, POWER)], watts=690.0)
     mon = ClockMonitor(GPU, source=src, poll_interval_s=0.002).start()
@@ -256,8 +256,8 @@ class NewNvml(OldNvml):
 
 @pytest.mark.parametrize("lib, reasons, throttled", [(OldNvml(), ("sw_thermal_slowdown",), True), (NewNvml(), ("applications_clocks_setting",), True)])
 def test_nvml_source_uses_whichever_reasons_api_exists(monkeypatch: pytest.MonkeyPatch, lib, reasons, throttled) -> None:
-    from rooflab.runners import nvml
-    from rooflab.runners.clocks import NvmlClockSource
+    from rooflab.runners.machine import nvml
+    from rooflab.runners.machine.clocks import NvmlClockSource
 
     monkeypatch.setattr(nvml, "nvml", lambda: lib)
     src = NvmlClockSource("h0")

@@ -122,7 +122,7 @@ def kill_after_first_result(url: str, run_id: str, shard: str, proc: subprocess.
 def test_a_night_of_shards_with_one_killed_and_resumed(url, tmp_path):
     """Three shard processes write one run; shard 2/3 is killed midway and resumed with --resume."""
     from rooflab.db.query import results
-    from rooflab.runners.shards import estimate_cost_s, select_shard
+    from rooflab.runners.orchestration.shards import estimate_cost_s, select_shard
     from rooflab.suite.spec import expand, load_spec
 
     spec = write_spec(tmp_path, NIGHT_SPEC, "night")
@@ -176,7 +176,7 @@ def test_node_clock_skew_does_not_reorder_history(url):
     from rooflab.db.query import case_history
     from rooflab.db.store import ResultStore
     from rooflab.reports.regressions import detect
-    from rooflab.runners.shards import previous_medians
+    from rooflab.runners.orchestration.shards import previous_medians
     from tests.runners.cluster_support import H100, T0, case_record, measurement
 
     case = case_record("copy", 1 << 22)
@@ -221,7 +221,7 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     """The generated array script (tasks 0 and 1, as Slurm would start them) and then the finalising
     script, with the real rooflab: every flag they pass is one `rooflab run` and `nightly` accept."""
     from rooflab.db.query import results
-    from rooflab.runners import slurm
+    from rooflab.runners.orchestration import slurm
 
     bash = shutil.which("bash")
     if bash is None:

@@ -47,7 +47,7 @@ def case(sleep_ms: float) -> CaseRecord:
 
 @pytest.fixture(scope="module")
 def cpu_environment():
-    from rooflab.runners.environment import capture
+    from rooflab.runners.machine.environment import capture
 
     env, _ = capture("cpu")
     return env

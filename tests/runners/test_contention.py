@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.runners.contention import (
+from rooflab.runners.machine.contention import (
     ContentionMonitor,
     ContentionReport,
     other_processes,

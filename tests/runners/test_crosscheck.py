@@ -73,7 +73,7 @@ benchmarks:
 
 def _machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: float) -> None:
     """Show the contention monitor a one-minute load average of `load` and no /proc/stat."""
-    from rooflab.runners import contention
+    from rooflab.runners.machine import contention
 
     loadavg = tmp_path / "loadavg"
     loadavg.write_text(f"{load:.2f} {load:.2f} {load:.2f} 1/100 1\n", encoding="ascii")

@@ -41,7 +41,7 @@ def _needs(peer: PeerName) -> None:
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    from rooflab.runners.environment import capture
+    from rooflab.runners.machine.environment import capture
 
     _env, device = capture("cuda:0")
     reason = make_peer(peer).unavailable_reason(device)

@@ -7,7 +7,7 @@ import typer
 from typer.testing import CliRunner
 
 from rooflab.runners.cli import devices_cmd
-from rooflab.runners.environment import best_device, capture
+from rooflab.runners.machine.environment import best_device, capture
 
 
 def app() -> typer.Typer:

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.query import results
-from rooflab.runners.devlock import EXIT_DEVICE_BUSY, DeviceBusyError, device_locks, lock_dir, lock_name
+from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError, device_locks, lock_dir, lock_name
 from tests.runners.test_run_cli import PLANTED_SPEC, REPO, Rooflab, child_env, write
 
 HOLD = """\
 import sys, time
-from rooflab.runners.devlock import device_locks
+from rooflab.runners.machine.devlock import device_locks
 with device_locks(["cpu"], run_id="holder-run", command="rooflab run holder"):
     print("held", flush=True)
     time.sleep(float(sys.argv[1]))
@@ -94,7 +94,7 @@ def test_lock_names_follow_the_physical_device(monkeypatch: pytest.MonkeyPatch) 
     assert lock_name("cpu") == "cpu"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5f7e0a1b-aaaa,3")
     assert lock_name("cuda:0") == "gpu-5f7e0a1b-aaaa"
-    from rooflab.runners import devlock
+    from rooflab.runners.machine import devlock
 
     monkeypatch.setattr(devlock, "_nvml_uuid", lambda ordinal: None)
     assert lock_name("cuda:1") == "cuda-3"  # the host's GPU 3, whatever torch calls it

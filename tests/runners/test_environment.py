@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.runners import cpuinfo
-from rooflab.runners.environment import best_device, capture, describe_cpu, fingerprint, identity_fields, list_devices
-from rooflab.runners.gitinfo import git_state
-from rooflab.runners.gpuinfo import theoretical_memory_gbps
+from rooflab.runners.machine import cpuinfo
+from rooflab.runners.machine.environment import best_device, capture, describe_cpu, fingerprint, identity_fields, list_devices
+from rooflab.runners.machine.gitinfo import git_state
+from rooflab.runners.machine.gpuinfo import theoretical_memory_gbps
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_fingerprint_is_stable_across_captures() -> None:
 
 def test_fingerprint_is_stable_across_processes() -> None:
     here, _ = capture("cpu")
-    code = "from rooflab.runners.environment import capture; print(capture('cpu')[0].device_fingerprint)"
+    code = "from rooflab.runners.machine.environment import capture; print(capture('cpu')[0].device_fingerprint)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == here.device_fingerprint
 
@@ -215,7 +215,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch):
 
     import torch
 
-    from rooflab.runners import nvml
+    from rooflab.runners.machine import nvml
 
     props = types.SimpleNamespace(
         name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
@@ -256,14 +256,14 @@ def test_cuda_capture_maps_torch_and_nvml_fields(fake_gpu) -> None:
 
 
 def test_nvml_handle_found_by_uuid_whatever_the_order(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooflab.runners import nvml
+    from rooflab.runners.machine import nvml
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert nvml.handle_for("cuda:0") == "handle1"  # torch's cuda:0 is NVML's device 1
 
 
 def test_nvml_handle_falls_back_to_the_visible_ordinal(fake_gpu, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooflab.runners import nvml
+    from rooflab.runners.machine import nvml
 
     props, _ = fake_gpu
     props.uuid = "cccccccc-0000-0000-0000-000000000002"  # matches no NVML device (e.g. a MIG instance)

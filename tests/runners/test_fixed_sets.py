@@ -11,10 +11,10 @@ from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.store import parse_shard as parse_stored_shard
 from rooflab.reports.regressions import should_fail
 from rooflab.reports.verdicts import FailOn, Verdict, parse_fail_on
-from rooflab.runners import slurm
+from rooflab.runners.orchestration import slurm
 from rooflab.runners.cli.common import UserInputError
-from rooflab.runners.nightly import NightlySummary, ShardState
-from rooflab.runners.shards import ShardError, parse_shard
+from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
+from rooflab.runners.orchestration.shards import ShardError, parse_shard
 from tests.runners.test_slurm import make_job
 
 
@@ -45,7 +45,7 @@ def test_a_bad_fail_on_gets_one_reason_everywhere(tmp_path: Path) -> None:
         parse_fail_on("sometimes")
     with pytest.raises(slurm.SlurmArgumentError) as from_slurm:
         slurm.validate(make_job(tmp_path, fail_on="sometimes"))
-    from rooflab.runners.nightly import NightlyOptions, nightly
+    from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
 
     with pytest.raises(UserInputError) as from_nightly:
         nightly("unused.yaml", db="sqlite://", options=NightlyOptions(out_dir=tmp_path, fail_on="sometimes"))

@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from rooflab.runners.cpuinfo import read_caches
-from rooflab.runners.flush import FLUSH_FACTOR, CpuFlusher, flush_size_bytes, make_flusher
+from rooflab.runners.machine.cpuinfo import read_caches
+from rooflab.runners.engine.flush import FLUSH_FACTOR, CpuFlusher, flush_size_bytes, make_flusher
 from rooflab.suite.device import DeviceInfo
 
 
@@ -140,7 +140,7 @@ def test_gpu_flush_leaves_the_l2_holding_only_clean_lines(monkeypatch: pytest.Mo
     import sys
     import types
 
-    from rooflab.runners.flush import CudaFlusher
+    from rooflab.runners.engine.flush import CudaFlusher
 
     l2_bytes = 256 * 1024
     model = L2Model(l2_bytes)

@@ -12,10 +12,10 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from rooflab.runners.clocks import ClockMonitor  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.environment import capture, fingerprint  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.flush import CudaFlusher  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.timing import measure  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.machine.clocks import ClockMonitor  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.machine.environment import capture, fingerprint  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.engine.flush import CudaFlusher  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.engine.timing import measure  # noqa: E402 - after pytest.importorskip
 from rooflab.suite.timing import TimingSettings  # noqa: E402 - after pytest.importorskip
 
 QUICK = TimingSettings(warmup_ms=10, warmup_calls=3, min_samples=20, min_time_ms=20, max_time_ms=1500, target_precision=0.01)
@@ -47,7 +47,7 @@ def test_capture_describes_the_gpu_from_torch_and_nvml(gpu) -> None:
 
 
 def test_nvml_handle_is_the_same_gpu_as_torch(gpu) -> None:
-    from rooflab.runners import nvml
+    from rooflab.runners.machine import nvml
 
     record, _ = gpu
     handle = nvml.handle_for("cuda:0")
@@ -159,7 +159,7 @@ def test_held_samples_hot_is_not_slower_than_cold_for_small_kernels(gpu) -> None
 
 
 def test_each_hold_is_device_time_without_dispatch(gpu) -> None:
-    from rooflab.runners.stream_hold import SleepKernelHold, make_stream_hold
+    from rooflab.runners.engine.stream_hold import SleepKernelHold, make_stream_hold
 
     _, device = gpu
     x = torch.randn(256, device="cuda")
@@ -180,7 +180,7 @@ def test_each_hold_is_device_time_without_dispatch(gpu) -> None:
 
 def test_blocking_kernel_times_out_on_a_call_that_synchronises(gpu) -> None:
     cp = pytest.importorskip("cupy")
-    from rooflab.runners.stream_hold import BlockingKernelHold
+    from rooflab.runners.engine.stream_hold import BlockingKernelHold
 
     _, device = gpu
     x = torch.randn(256, device="cuda")
@@ -210,7 +210,7 @@ def test_launch_floor_is_host_time_per_launch_in_a_plausible_range(gpu) -> None:
 
 def test_clock_monitor_reads_the_sm_clock(gpu) -> None:
     _, device = gpu
-    from rooflab.runners import nvml
+    from rooflab.runners.machine import nvml
 
     if nvml.handle_for("cuda:0") is None:
         pytest.skip("NVML not available")
@@ -230,7 +230,7 @@ def test_respects_cuda_visible_devices_in_a_fresh_process(gpu) -> None:
     import sys
 
     record, _ = gpu
-    code = "from rooflab.runners.environment import capture; print(capture('cuda:0')[0].info['uuid'])"
+    code = "from rooflab.runners.machine.environment import capture; print(capture('cuda:0')[0].info['uuid'])"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": record.info["uuid"]}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, check=True)

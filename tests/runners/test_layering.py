@@ -11,7 +11,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["rooflab.runners.session", "rooflab.runners.nightly", "rooflab.runners.supervisor"])
+@pytest.mark.parametrize("module", ["rooflab.runners.orchestration.session", "rooflab.runners.orchestration.nightly", "rooflab.runners.orchestration.supervisor"])
 def test_library_module_does_not_load_the_cli(module: str) -> None:
     code = (
         f"import sys, {module}; "

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
-from rooflab.runners.nightly import NightlyOptions, nightly
-from rooflab.runners.session import RunOptions
+from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+from rooflab.runners.orchestration.session import RunOptions
 from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
 
 CASES = [case_record("copy", n) for n in (1 << 20, 1 << 22, 1 << 24)]
@@ -174,7 +174,7 @@ def test_skip_run_without_any_run_of_the_suite_exits_2(url, tmp_path, spec):
 
 
 def test_text_summary_lists_at_most_ten_per_kind(tmp_path, spec):
-    from rooflab.runners.nightly import NightlySummary, ShardState
+    from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
 
     rows = tuple(
         {"case_key": f"copy.v1:eager:float32:cold:launch:n={i}", "device_name": "H100", "device_fingerprint": "f",
@@ -200,8 +200,8 @@ def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tm
 
 def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch, tmp_path, spec):
     """The compile cache lives under --out (kept between nights) while the run is made."""
-    from rooflab.runners import nightly as nightly_module
-    from rooflab.runners import session
+    from rooflab.runners.orchestration import nightly as nightly_module
+    from rooflab.runners.orchestration import session
 
     seen: list[str | None] = []
 

@@ -12,8 +12,8 @@ import pytest
 
 from rooflab.db import engine as engine_module
 from rooflab.db.query import results
-from rooflab.runners.nightly import NightlyOptions, nightly
-from rooflab.runners.session import RunOptions, run_suite
+from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+from rooflab.runners.orchestration.session import RunOptions, run_suite
 from tests.runners.test_run_cli import PLANTED_SPEC, PLUGIN, write
 
 

@@ -12,8 +12,8 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from rooflab.runners.clocks import ClockMonitor, NvmlClockSource  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.environment import capture  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.machine.clocks import ClockMonitor, NvmlClockSource  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.machine.environment import capture  # noqa: E402 - after pytest.importorskip
 
 
 def test_a_busy_gpu_draws_power_and_its_counter_advances() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from rooflab.db.records import CaseRecord, MeasurementRecord
-from rooflab.runners.progress import describe_result
+from rooflab.runners.orchestration.progress import describe_result
 
 
 def _record(quality: str, reasons: tuple[str, ...]) -> MeasurementRecord:

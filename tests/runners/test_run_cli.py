@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
-from rooflab.runners.session import RunOptions, run_suite
+from rooflab.runners.orchestration.session import RunOptions, run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.runners.planted_ops"
@@ -246,7 +246,7 @@ def test_shards_cover_the_spec_once_and_a_restarted_shard_measures_nothing(
 
 
 def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) -> None:
-    from rooflab.runners.environment import capture
+    from rooflab.runners.machine.environment import capture
     from rooflab.suite.ops.registry import get_op
     from rooflab.suite.spec import expand, load_spec
 
@@ -381,9 +381,9 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 
 
 def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooflab.runners import environment
+    from rooflab.runners.machine import environment
     from rooflab.runners.errors import UserInputError
-    from rooflab.runners.session import resolve_devices
+    from rooflab.runners.orchestration.session import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     monkeypatch.setattr(environment, "best_device", lambda: "cpu")
@@ -399,7 +399,7 @@ def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
     from datetime import datetime, timezone
 
-    from rooflab.runners.session import derive_run_id
+    from rooflab.runners.orchestration.session import derive_run_id
 
     night = datetime(2026, 11, 21, 23, 59, tzinfo=timezone.utc)
     assert derive_run_id("nightly", sharded=True, now=night) == "nightly-20261121"
@@ -410,7 +410,7 @@ def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
 
 def test_timing_overrides_are_checked_and_typed() -> None:
     from rooflab.runners.errors import UserInputError
-    from rooflab.runners.session import validate_timing_overrides
+    from rooflab.runners.orchestration.session import validate_timing_overrides
 
     assert validate_timing_overrides({"min_samples": 20.0, "max_time_ms": 50, "warmup_ms": None}) == {
         "min_samples": 20,
@@ -431,7 +431,7 @@ def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixtu
     from rich.console import Console
 
     from rooflab.db.records import CaseRecord, MeasurementRecord
-    from rooflab.runners.progress import LogProgress, render_summary
+    from rooflab.runners.orchestration.progress import LogProgress, render_summary
     from rooflab.suite.case import Case
 
     case = Case("copy", 1, "pointwise", "eager", "float32", "cold", "launch", {"n": 1 << 20})

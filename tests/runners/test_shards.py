@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.runners import shards
-from rooflab.runners.shards import (
+from rooflab.runners.orchestration import shards
+from rooflab.runners.orchestration.shards import (
     CostBasis,
     ShardError,
     estimate_cost_s,
@@ -105,7 +105,7 @@ _CHILD = """
 import json, sys
 sys.path.insert(0, {repo!r})
 from tests.runners.test_shards import make_cases, hashed_cost
-from rooflab.runners.shards import select_shard
+from rooflab.runners.orchestration.shards import select_shard
 cases = make_cases(250, seed=11)
 cases.reverse()
 print(json.dumps([[c.case_key for c in select_shard(cases, i, 5, hashed_cost)] for i in range(5)]))

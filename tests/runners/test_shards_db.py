@@ -6,7 +6,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from rooflab.runners.shards import CostBasis, estimate_cost_s, previous_medians, select_shard
+from rooflab.runners.orchestration.shards import CostBasis, estimate_cost_s, previous_medians, select_shard
 from rooflab.suite.case import Case
 from tests.runners.cluster_support import (
     H100,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.runners import slurm
-from rooflab.runners.slurm import SlurmArgumentError, SlurmJob
+from rooflab.runners.orchestration import slurm
+from rooflab.runners.orchestration.slurm import SlurmArgumentError, SlurmJob
 from rooflab.suite.errors import SpecError
 
 BASH = shutil.which("bash")

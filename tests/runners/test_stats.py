@@ -1,4 +1,4 @@
-"""Known-answer tests of runners.stats (values computed by hand; percentiles are numpy-linear)."""
+"""Known-answer tests of runners.engine.stats (values computed by hand; percentiles are numpy-linear)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from rooflab.runners.stats import median_ci_ranks, summarize
+from rooflab.runners.engine.stats import median_ci_ranks, summarize
 
 
 def test_known_answer_eight_samples() -> None:

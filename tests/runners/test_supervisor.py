@@ -9,7 +9,7 @@ import pytest
 from rooflab.db.query import results
 from rooflab.db.records import RunRecord
 from rooflab.db.store import ResultStore
-from rooflab.runners.supervisor import Supervisor, default_case_timeout_s, describe_exit
+from rooflab.runners.orchestration.supervisor import Supervisor, default_case_timeout_s, describe_exit
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 
@@ -129,7 +129,7 @@ def test_second_pass_over_a_run_measures_nothing_again(db_url: str) -> None:
 def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    import rooflab.runners.supervisor as supervisor
+    import rooflab.runners.orchestration.supervisor as supervisor
 
     monkeypatch.setattr(supervisor, "REFRESH_MEASURED_S", 0.0)
     cases = [planted("planted_scale", n) for n in (128, 256, 512)]

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from rooflab.runners.stats import summarize
-from rooflab.runners.timing import GraphModeUnavailable, measure
+from rooflab.runners.engine.stats import summarize
+from rooflab.runners.engine.timing import GraphModeUnavailable, measure
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
 

@@ -15,10 +15,10 @@ import types
 import pytest
 import torch as real_torch
 
-from rooflab.runners import graphs
-from rooflab.runners.stream_hold import SleepKernelHold, StreamHoldFailed
-from rooflab.runners.timers import HostLaunchSource
-from rooflab.runners.timing import measure
+from rooflab.runners.engine import graphs
+from rooflab.runners.engine.stream_hold import SleepKernelHold, StreamHoldFailed
+from rooflab.runners.engine.timers import HostLaunchSource
+from rooflab.runners.engine.timing import measure
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind, TimingSettings
 

@@ -6,7 +6,7 @@ import pickle
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from rooflab.runners.worker import CaseOutcome, CaseRequest, case_seed, generic_skip_reason, run_case
+from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest, case_seed, generic_skip_reason, run_case
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.registry import get_op
@@ -54,7 +54,7 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
 
 
 def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
-    from rooflab.runners.timing import HOST_LAUNCHES_PER_SAMPLE
+    from rooflab.runners.engine.timing import HOST_LAUNCHES_PER_SAMPLE
     from rooflab.suite.ops.registry import get_op
 
     op = get_op("launch")
@@ -134,7 +134,7 @@ def test_case_seed_depends_on_seed_and_key_only() -> None:
 
 
 def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rooflab.runners.worker as worker
+    import rooflab.runners.orchestration.worker as worker
 
     monkeypatch.setattr(worker, "_context_usable", lambda device: False)  # as after an illegal memory access
     out = run(planted("planted_raise"))
@@ -144,7 +144,7 @@ def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: py
 
 
 def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rooflab.runners.worker as worker
+    import rooflab.runners.orchestration.worker as worker
 
     # a CUDA device whose tensors live on the host: the case gets as far as prepare, which is where
     # an op says that its call cannot be captured (graph_safe=False)
@@ -160,7 +160,7 @@ def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pyt
 def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import os
 
-    import rooflab.runners.contention as contention
+    import rooflab.runners.machine.contention as contention
 
     loadavg = tmp_path / "loadavg"
     loadavg.write_text(f"{4 * (os.cpu_count() or 1) + 0.5:.2f} 1.00 1.00 9/400 1\n")
@@ -172,7 +172,7 @@ def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_quiet_case_has_a_quality_and_its_threads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
-    import rooflab.runners.contention as contention
+    import rooflab.runners.machine.contention as contention
 
     loadavg = tmp_path / "loadavg"
     loadavg.write_text("0.00 0.00 0.00 1/100 1\n")
@@ -189,7 +189,7 @@ def test_outcome_crosses_a_pipe_as_typed_records() -> None:
     """The statistics arrive as the SampleStats of the samples, not a dict to read back with `.get`."""
     import multiprocessing
 
-    from rooflab.runners.stats import SampleStats, summarize
+    from rooflab.runners.engine.stats import SampleStats, summarize
 
     sent = run(planted("planted_scale"))
     assert sent.status == "ok", sent.error
@@ -207,8 +207,8 @@ def test_measurement_record_is_built_from_the_sample_stats() -> None:
     """Known samples: the stored record carries exactly their summary, and a failed case none of it."""
     import random
 
-    from rooflab.runners.stats import summarize
-    from rooflab.runners.supervisor import build_record
+    from rooflab.runners.engine.stats import summarize
+    from rooflab.runners.orchestration.supervisor import build_record
 
     rng = random.Random(11)
     samples = tuple(1.0 + rng.random() for _ in range(25))

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from rooflab.runners import worker
-from rooflab.runners.worker import PHASES, CaseRequest, check_key, run_case
+from rooflab.runners.orchestration import worker
+from rooflab.runners.orchestration.worker import PHASES, CaseRequest, check_key, run_case
 from rooflab.suite.ops.registry import get_op
 from tests.runners.test_worker import CPU, planted
 
@@ -112,7 +112,7 @@ class CountingCalls:
     timing's first_call_ms keyword and result are kept."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, op_name: str) -> None:
-        from rooflab.runners import timing
+        from rooflab.runners.engine import timing
 
         self.calls = 0
         self.given: list[float | None] = []

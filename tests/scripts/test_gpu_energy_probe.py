@@ -52,9 +52,9 @@ def test_window_errors_against_the_reference(probe):
 
 
 def test_rooflab_power_from_the_same_planted_counter_read_every_50_ms(probe):
-    """The worker's power_w (runners.clocks.power_from_counter) on a 100 ms counter read at its
+    """The worker's power_w (runners.machine.clocks.power_from_counter) on a 100 ms counter read at its
     50 ms poll: within 10 % over 2 s, and None over 0.1 s (fewer than two updates seen)."""
-    from rooflab.runners.clocks import EnergyReading, power_from_counter
+    from rooflab.runners.machine.clocks import EnergyReading, power_from_counter
 
     long = planted_counter(0.1, 650.0, 0.05, 2.0, seed=3)
     assert power_from_counter([EnergyReading(e, t) for t, e in long]) == pytest.approx(650.0, rel=0.10)

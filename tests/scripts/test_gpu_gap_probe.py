@@ -27,8 +27,8 @@ def test_figure_is_rooflabs_summary_in_microseconds(probe):
 def test_the_write_flusher_writes_its_whole_buffer_and_the_engine_records_it(probe):
     import torch
 
-    from rooflab.runners.environment import capture
-    from rooflab.runners.timing import measure
+    from rooflab.runners.machine.environment import capture
+    from rooflab.runners.engine.timing import measure
     from rooflab.suite.timing import TimingSettings
 
     _, device = capture("cpu")

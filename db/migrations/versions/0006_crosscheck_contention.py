@@ -2,7 +2,7 @@
 
 - `contended`: something else competed for the machine while the case was timed by rooflab or by
   the peer (load average above the logical CPUs, CPU steal, another process computing on the GPU;
-  runners/contention.py). Such rows are shown, marked, and left out of the per-peer summaries.
+  runners/machine/contention.py). Such rows are shown, marked, and left out of the per-peer summaries.
 - `contention_reasons`: what was seen.
 
 Rows stored before this revision read as not contended with no reasons: nothing was watched then.

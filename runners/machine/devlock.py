@@ -96,7 +96,7 @@ def lock_name(torch_device: str) -> str:
 
 
 def _nvml_uuid(ordinal: int) -> str | None:
-    from rooflab.runners.nvml import call, normalize_uuid
+    from rooflab.runners.machine.nvml import call, normalize_uuid
 
     handle = call("nvmlDeviceGetHandleByIndex", ordinal)
     uuid = call("nvmlDeviceGetUUID", handle) if handle is not None else None

@@ -27,7 +27,7 @@ from typing import Any
 
 from rooflab.db.records import EnvironmentRecord, LayerProfileRecord
 from rooflab.db.status import ResultStatus
-from rooflab.runners.stats import SampleStats
+from rooflab.runners.engine.stats import SampleStats
 from rooflab.suite.case import CacheMode, Case, TimingMode
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import case_skip_reason, format_bytes
@@ -53,7 +53,7 @@ class CaseRequest:
 @dataclass(frozen=True)
 class CaseOutcome:
     """The result of one case as typed data; the supervisor turns it into a MeasurementRecord
-    (runners.supervisor.build_record)."""
+    (runners.orchestration.supervisor.build_record)."""
 
     case_key: str
     status: str  # ok | incorrect | failed | skipped, or crashed when the device context was lost
@@ -83,7 +83,7 @@ class CaseOutcome:
     # host wall time of the case's phases in the worker, ms (PHASES; not stored, for overhead studies)
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     check_cached: bool = False  # the check verdict came from an earlier case with the same inputs' shape
-    layer_profile: LayerProfileRecord | None = None  # of an op made of parts (runners.attribution)
+    layer_profile: LayerProfileRecord | None = None  # of an op made of parts (runners.engine.attribution)
 
 
 # prepare: inputs and callable; first_call: the worker's timed first call (the only one: the timing
@@ -266,7 +266,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
     """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher).
 
     The first call was made and timed by `ready_case`: the engine does not make another."""
-    from rooflab.runners.timing import measure
+    from rooflab.runners.engine.timing import measure
 
     prepared = ready.prepared
     return measure(
@@ -285,9 +285,9 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check (ready_case), then timing; never raises."""
-    from rooflab.runners.attribution import attribute
-    from rooflab.runners.clocks import ClockMonitor, energy_per_call_j
-    from rooflab.runners.contention import ContentionMonitor
+    from rooflab.runners.engine.attribution import attribute
+    from rooflab.runners.machine.clocks import ClockMonitor, energy_per_call_j
+    from rooflab.runners.machine.contention import ContentionMonitor
     from rooflab.suite.quality import judge, noise_reasons
 
     case = request.case
@@ -370,7 +370,7 @@ def _apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
         return None
     import torch
 
-    from rooflab.runners.cpuinfo import default_cpu_threads
+    from rooflab.runners.machine.cpuinfo import default_cpu_threads
 
     threads = wanted or default_cpu_threads()
     if torch.get_num_threads() != threads:
@@ -385,7 +385,7 @@ def _flusher(device: DeviceInfo) -> Any:
     """One flush buffer per worker and device, reused by every cold case."""
     flusher = _FLUSHERS.get(device.torch_device)
     if flusher is None:
-        from rooflab.runners.flush import make_flusher
+        from rooflab.runners.engine.flush import make_flusher
 
         flusher = _FLUSHERS[device.torch_device] = make_flusher(device)
     return flusher
@@ -441,7 +441,7 @@ def worker_main(
         os.environ.update(environ)
     threading.Thread(target=_watch_supervisor, args=(supervisor_pid,), daemon=True, name="supervisor-watch").start()
     try:
-        from rooflab.runners.environment import capture
+        from rooflab.runners.machine.environment import capture
 
         _pin(torch_device)
         environment, device = capture(torch_device)

@@ -1,7 +1,7 @@
 """One nightly step for CI: run the suite, check the history for regressions, write the report.
 
 This module sequences the steps; the regression check itself is reports.history_check's and the
-report reports.html's, so `runners.nightly` (like the CLI) is a place that calls `reports`.
+report reports.html's, so `runners.orchestration.nightly` (like the CLI) is a place that calls `reports`.
 
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
@@ -24,7 +24,7 @@ from rooflab.db.status import RunStatus
 from rooflab.reports.options import RegressionOptions
 from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
-from rooflab.runners.session import RunOptions
+from rooflab.runners.orchestration.session import RunOptions
 
 EXIT_OK = 0
 EXIT_ALERT = 1
@@ -264,7 +264,7 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
 
     `db` is a URL or the command's open db.handle.Database: the run, the history check and the
     report all read and write through that one handle."""
-    from rooflab.runners.shards import parse_shard
+    from rooflab.runners.orchestration.shards import parse_shard
     from rooflab.suite.spec import load_spec
 
     o, reg = options, options.regression
@@ -306,7 +306,7 @@ def _nightly(spec_path: str, spec: Any, database: Database, o: NightlyOptions, r
             if run_id is None:
                 raise UserInputError(f"--skip-run: the database {database.shown} has no run of {spec.name}")
     else:
-        from rooflab.runners import session
+        from rooflab.runners.orchestration import session
 
         with inductor_cache(out_dir):
             summary = session.run_suite(spec_path, db=database, options=o.run)

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from rooflab.db.records import EnvironmentRecord
-from rooflab.runners import cpuinfo
-from rooflab.runners.gitinfo import git_state
+from rooflab.runners.machine import cpuinfo
+from rooflab.runners.machine.gitinfo import git_state
 from rooflab.suite.device import DeviceInfo
 
 __all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields"]
@@ -131,7 +131,7 @@ def _cupy_version() -> str | None:
 def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
     import torch
 
-    from rooflab.runners import gpuinfo
+    from rooflab.runners.machine import gpuinfo
 
     if not torch.cuda.is_available():
         raise ValueError(f"{device} asked for, but torch sees no CUDA GPU (torch {torch.__version__})")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rooflab.runners import nvml
+from rooflab.runners.machine import nvml
 
 
 def theoretical_memory_gbps(bus_width_bits: int | None, memory_clock_mhz: float | None) -> float | None:

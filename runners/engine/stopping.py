@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rooflab.runners.stats import SampleStats, summarize
+from rooflab.runners.engine.stats import SampleStats, summarize
 from rooflab.suite.timing import StopReason, TimingSettings
 
 GROWTH_FRACTION = 0.25  # each later batch adds ~this fraction of the samples taken so far

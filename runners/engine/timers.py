@@ -5,7 +5,7 @@ A source times one unit of work per sample and knows how to run one untimed unit
 - `CudaEventSource`: a CUDA event pair per sample on the current stream (GPU devices). A batch of
   samples is enqueued (flush -> start event -> fn -> end event, in that order on one stream) in
   chunks of at most MAX_SAMPLES_PER_HOLD samples, each chunk behind a stream hold
-  (`runners.stream_hold`) released once the chunk is enqueued, so a sample is device time only;
+  (`runners.engine.stream_hold`) released once the chunk is enqueued, so a sample is device time only;
   the batch is synchronised once at its end, then the elapsed times are read. Without a hold
   (`host_sync`) the device is synchronised after every sample instead.
 
@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rooflab.runners.flush import Flusher
-from rooflab.runners.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod
+from rooflab.runners.engine.flush import Flusher
+from rooflab.runners.engine.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod
 
 Sync = Callable[[], None]
 

@@ -71,7 +71,7 @@ class NvmlProcessSource:
     """PIDs of the compute processes NVML sees on one GPU."""
 
     def __init__(self, handle: object) -> None:
-        from rooflab.runners import nvml
+        from rooflab.runners.machine import nvml
 
         lib = nvml.nvml()
         if lib is None:  # a handle comes from NVML, so this means NVML went away in between
@@ -84,7 +84,7 @@ class NvmlProcessSource:
     def for_device(cls, device: DeviceInfo) -> NvmlProcessSource | None:
         if not device.is_cuda:
             return None
-        from rooflab.runners import nvml
+        from rooflab.runners.machine import nvml
 
         if nvml.nvml() is None:
             return None

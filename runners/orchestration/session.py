@@ -23,7 +23,7 @@ from typing import Any
 from rooflab.db.handle import Database, as_database
 from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.errors import UserInputError
-from rooflab.runners.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
+from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
 
@@ -151,7 +151,7 @@ def _normalize_device(text: str, available: Sequence[str]) -> str:
 
 def resolve_devices(device: str | None, devices: str | None) -> list[str]:
     """The torch devices to run on, one worker each; UserInputError for a device not present."""
-    from rooflab.runners.environment import best_device, list_devices
+    from rooflab.runners.machine.environment import best_device, list_devices
 
     available = list(dict.fromkeys(["cpu", *list_devices()]))
     if devices is not None and device not in (None, "auto"):
@@ -211,8 +211,8 @@ def run_suite(
 
     `db` is a URL or the command's open db.handle.Database (left open); every read and write of the
     run goes through that one handle. `progress` replaces the terminal progress display."""
-    from rooflab.runners.progress import make_progress
-    from rooflab.runners.shards import parse_shard
+    from rooflab.runners.orchestration.progress import make_progress
+    from rooflab.runners.orchestration.shards import parse_shard
     from rooflab.suite.spec import apply_filters, expand, load_spec, parse_spec
 
     o = options
@@ -280,7 +280,7 @@ def run_suite(
         reporter = progress or make_progress(quiet=o.quiet, json_output=o.json_output)
         with ExitStack() as locks:
             if o.lock:
-                from rooflab.runners.devlock import device_locks
+                from rooflab.runners.machine.devlock import device_locks
 
                 command = o.command_line if o.command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
                 locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
@@ -313,7 +313,7 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
     existing = store.get_run(effective_run_id)
     if resume is not None and existing is None:
         raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
-    from rooflab.runners.environment import git_state
+    from rooflab.runners.machine.environment import git_state
 
     commit, dirty = git_state()
     run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
@@ -402,7 +402,13 @@ def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, com
 
 def _select_shard(cases: list[Case], shard: str, *, database: Database, suite: str, run_id: str) -> list[Case]:
     """This shard's part, balanced by the previous run's medians when the database has them."""
-    from rooflab.runners.shards import CostBasis, estimate_cost_s, parse_shard, previous_medians, select_shard
+    from rooflab.runners.orchestration.shards import (
+        CostBasis,
+        estimate_cost_s,
+        parse_shard,
+        previous_medians,
+        select_shard,
+    )
 
     index, count = parse_shard(shard)
     basis = CostBasis()

@@ -7,11 +7,11 @@
    passes `first_call_ms=` and `measure` goes straight to step 2;
 2. warmup, discarded, lasting at least `settings.warmup_ms` and `settings.warmup_calls` units,
    each unit run exactly as a sample is (flush included in cold mode) and completed;
-3. sampling in batches under the adaptive stopping rule (`runners.stopping`); each sample is one
+3. sampling in batches under the adaptive stopping rule (`runners.engine.stopping`); each sample is one
    call (`launch` mode) or one replay of a CUDA graph of N launches divided by N (`graph` mode);
    in `cold` mode the cache is flushed before each sample, outside the timed region (`cold` with
    `graph` is refused: see `suite.case.mode_conflict`).
-On a GPU a sample is device time: the stream is held (`runners.stream_hold`) while a chunk of
+On a GPU a sample is device time: the stream is held (`runners.engine.stream_hold`) while a chunk of
 samples is enqueued; when the hold cannot cover the timed call (it waits for the device on the
 host), sampling starts again with a synchronisation per sample (`host_sync`). The method is
 returned as `sync_method`.
@@ -28,12 +28,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rooflab.runners import graphs
-from rooflab.runners.flush import Flusher, FlushMethod, make_flusher
-from rooflab.runners.stats import SampleStats
-from rooflab.runners.stopping import sample_until_stable
-from rooflab.runners.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
-from rooflab.runners.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
+from rooflab.runners.engine import graphs
+from rooflab.runners.engine.flush import Flusher, FlushMethod, make_flusher
+from rooflab.runners.engine.stats import SampleStats
+from rooflab.runners.engine.stopping import sample_until_stable
+from rooflab.runners.engine.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
+from rooflab.runners.engine.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
 from rooflab.suite.case import CacheMode, TimingMode, modes_problem
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import SampleKind, TimingSettings
@@ -50,13 +50,13 @@ class GraphModeUnavailable(RuntimeError):
 class TimingResult:
     samples_ms: tuple[float, ...]  # per launch: graph replay times are divided by launches_per_sample
     stats: SampleStats
-    stop_reason: str  # runners.stopping.StopReason
+    stop_reason: str  # runners.engine.stopping.StopReason
     first_call_ms: float  # host wall time of the first call, synchronised (compile, autotune, ...)
     warmup_calls: int  # discarded units (calls in launch mode, graph replays in graph mode)
     warmup_ms: float  # host wall time of the warmup
     clock: str  # "perf_counter" | "cuda_events"
-    sync_method: str  # runners.stream_hold.SyncMethod: what kept host time out of the samples
-    flush_method: str  # runners.flush.FlushMethod ("none" in hot mode)
+    sync_method: str  # runners.engine.stream_hold.SyncMethod: what kept host time out of the samples
+    flush_method: str  # runners.engine.flush.FlushMethod ("none" in hot mode)
     timing_mode: str  # a TimingMode
     cache: str  # a CacheMode
     launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
@@ -174,7 +174,7 @@ def _synchronizer(device: DeviceInfo, sync: Callable[[], None] | None) -> Callab
 def _sized_graph(
     fn: Callable[[], Any], device: DeviceInfo, settings: TimingSettings, sync: Callable[[], None] | None
 ) -> tuple[Any, int]:
-    """A CUDA graph of N launches of `fn` and N (see runners.graphs for how N is chosen)."""
+    """A CUDA graph of N launches of `fn` and N (see runners.engine.graphs for how N is chosen)."""
     eager = CudaEventSource(fn, torch_device=device.torch_device, flusher=None, sync=sync)
     graphs.warm_on_side_stream(fn, device.torch_device)
     if settings.graph_launches > 0:

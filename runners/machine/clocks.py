@@ -157,7 +157,7 @@ class NvmlClockSource:
     """Clock and reasons of one GPU through pynvml."""
 
     def __init__(self, handle: object) -> None:
-        from rooflab.runners import nvml
+        from rooflab.runners.machine import nvml
 
         lib = nvml.nvml()
         if lib is None:  # a handle comes from NVML, so this means NVML went away in between
@@ -172,7 +172,7 @@ class NvmlClockSource:
     def for_device(cls, device: DeviceInfo) -> NvmlClockSource | None:
         if not device.is_cuda:
             return None
-        from rooflab.runners import nvml
+        from rooflab.runners.machine import nvml
 
         handle = nvml.handle_for(device.torch_device)
         return cls(handle) if handle is not None else None

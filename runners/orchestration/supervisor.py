@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from rooflab.db.records import CaseRecord, MeasurementRecord
 from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.store import device_key, environment_device_uuid
-from rooflab.runners.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
+from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 
@@ -111,8 +111,8 @@ class SupervisorResult:
 # Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
 # instead of importing torch again. Importing them does not initialise CUDA, so every worker still
 # initialises its own CUDA context, as a spawned one would.
-WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.worker", "rooflab.runners.timing", "rooflab.runners.clocks",
-                  "rooflab.runners.environment")
+WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.orchestration.worker", "rooflab.runners.engine.timing",
+                  "rooflab.runners.machine.clocks", "rooflab.runners.machine.environment")
 
 
 def worker_context() -> Any:
