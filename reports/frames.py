@@ -8,7 +8,7 @@ import pandas as pd
 
 from rooflab.db.status import ResultStatus
 from rooflab.reports.errors import ReportInputError
-from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS, Quality
+from rooflab.suite.quality import Quality, noisy
 
 
 def usable(df: pd.DataFrame) -> pd.DataFrame:
@@ -24,14 +24,14 @@ def usable(df: pd.DataFrame) -> pd.DataFrame:
 def quality_of(df: pd.DataFrame) -> pd.Series:
     """Each row's quality: the stored one ('good', 'noisy', 'contended'); for a result stored before
     quality was recorded, judged here by suite.quality's noise rule from its CI and stop reason
-    (contention cannot be judged after the fact)."""
+    (contention cannot be judged after the fact). The worker, the ceilings and the regression gate
+    all judge through this one rule."""
     stored = df["quality"] if "quality" in df.columns else pd.Series(None, index=df.index, dtype=object)
     derived = pd.Series(str(Quality.GOOD), index=df.index, dtype=object)
     if "stop_reason" in df.columns:
         rel = (pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") if "rel_ci_halfwidth" in df.columns
                else pd.Series(float("nan"), index=df.index))
-        wide = rel.isna() | (rel > NOISY_REL_CI)
-        derived = derived.where(~(df["stop_reason"].isin(UNCONVERGED_STOPS) & wide), str(Quality.NOISY))
+        derived = derived.where(~noisy(rel.to_numpy(), df["stop_reason"].to_numpy()), str(Quality.NOISY))
     return stored.astype(object).where(stored.notna(), derived)
 
 

@@ -41,7 +41,8 @@ def check_history(db: Any, run_id: str, options: RegressionOptions = RegressionO
     """Judge the series `run_id` measured in the database `db` (a URL or a db.handle.Database)."""
     from rooflab.db.query import results, run_ids
     from rooflab.db.status import ResultStatus
-    from rooflab.reports.regressions import DETECT_COLUMNS, detect, detect_in_database
+    from rooflab.reports.regressions import detect_in_database
+    from rooflab.reports.series import DETECT_COLUMNS, detect
 
     this_run = results(db, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
     counts = {str(status): int((this_run["status"] == status).sum()) for status in ResultStatus}

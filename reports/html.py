@@ -23,8 +23,8 @@ from rooflab.reports.breakdown_section import section as breakdown_section
 from rooflab.reports.ceilings import compute_ceilings
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.reports.frames import device_names, first_value
-from rooflab.reports.regressions import detect
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
+from rooflab.reports.series import detect
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
 
 TEMPLATES = Path(__file__).with_name("templates")

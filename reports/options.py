@@ -17,7 +17,7 @@ MIN_BASELINE = 5  # fewer good points before the newest two: insufficient_data
 
 @dataclass(frozen=True)
 class RegressionOptions:
-    """How the gate and the history pass of reports.regressions judge a series."""
+    """How the gate and the history pass of reports.gate judge a series."""
 
     window: int = WINDOW
     z_threshold: float = Z_THRESHOLD
@@ -25,5 +25,5 @@ class RegressionOptions:
     min_baseline: int = MIN_BASELINE
 
     def as_kwargs(self) -> dict[str, Any]:
-        """The keyword arguments of reports.regressions.detect and detect_in_database."""
+        """The keyword arguments of reports.series.detect and reports.regressions.detect_in_database."""
         return asdict(self)

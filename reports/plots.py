@@ -24,8 +24,8 @@ from rooflab.db import rates  # noqa: E402 - after matplotlib.use
 from rooflab.db.status import ResultStatus  # noqa: E402 - after matplotlib.use
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.frames import quality_of, usable  # noqa: E402 - after matplotlib.use
+from rooflab.reports.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.reports.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
-from rooflab.reports.regressions import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.suite.case import CacheMode  # noqa: E402 - after matplotlib.use
 from rooflab.suite.quality import Quality  # noqa: E402 - after matplotlib.use
 

@@ -1,11 +1,13 @@
 """The fixed words of history checking: a series' verdict and the `--fail-on` choice.
 
 A light module (no pandas) so that the nightly runner, the Slurm job writer and the CLI name the same
-sets as `reports.regressions` without loading it.
+sets as `reports.gate` without loading it; and the exit policy (`should_fail`) on the verdicts.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
+from typing import Protocol
 
 
 class Verdict(StrEnum):
@@ -59,3 +61,17 @@ def parse_fail_on(text: str, option: str = "--fail-on") -> FailOn:
             f"{option} {text!r} is not allowed; allowed: {', '.join(FailOn)} "
             "(regression; drift: a regression or a drift; suspect: a regression, a suspect or a drift; never)"
         ) from None
+
+
+class Judged(Protocol):
+    """What the exit policy reads of a series' verdict (reports.gate.SeriesVerdict)."""
+
+    status: str
+    drift: object | None
+
+
+def should_fail(verdicts: Iterable[Judged], fail_on: str) -> bool:
+    """True when a verdict matches --fail-on (FailOn: regression; drift, a regression or a drift;
+    suspect, a regression, a suspect or a drift: anything that may be slower; never)."""
+    rule = FailOn(fail_on)
+    return any(rule.fails(v.status, v.drift is not None) for v in verdicts)

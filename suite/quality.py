@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Any
+
+import numpy as np
 
 from rooflab.suite.timing import UNCONVERGED_STOPS
 
@@ -29,9 +32,23 @@ class Quality(StrEnum):
     CONTENDED = "contended"
 
 
+def noisy(rel_ci_halfwidth: Any, stop_reason: Any) -> Any:
+    """The noise rule: sampling stopped without converging (`UNCONVERGED_STOPS`) and the CI95
+    half-width of the median is above NOISY_REL_CI or unknown (None or NaN: too few samples).
+
+    Element-wise on arrays (a results table's columns: the reports judge results stored before
+    quality was recorded with it) and on single values (the worker); a bool array, 0-d for scalars."""
+    stops = np.asarray(stop_reason, dtype=object)
+    unconverged = np.zeros(stops.shape, dtype=bool)
+    for stop in UNCONVERGED_STOPS:
+        unconverged |= stops == stop.value
+    rel = np.asarray(rel_ci_halfwidth, dtype=float)  # None -> NaN
+    return unconverged & ~(rel <= NOISY_REL_CI)
+
+
 def noise_reasons(rel_ci_halfwidth: float | None, stop_reason: str | None) -> tuple[str, ...]:
-    """Why a result is noisy (empty when it is not): only an unconverged result can be noisy."""
-    if stop_reason not in UNCONVERGED_STOPS:
+    """Why a result is noisy (empty when it is not; the rule: `noisy`)."""
+    if not bool(noisy(rel_ci_halfwidth, stop_reason)):
         return ()
     if rel_ci_halfwidth is None or rel_ci_halfwidth != rel_ci_halfwidth:
         return (f"stopped at {stop_reason} with too few samples for a confidence interval",)

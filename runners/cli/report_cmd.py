@@ -270,8 +270,7 @@ def regressions_cmd(
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
     from rooflab.reports.load import load_verdicts
-    from rooflab.reports.regressions import should_fail
-    from rooflab.reports.verdicts import DRIFT, Verdict, parse_fail_on
+    from rooflab.reports.verdicts import DRIFT, Verdict, parse_fail_on, should_fail
 
     try:
         parse_fail_on(fail_on)

@@ -28,12 +28,13 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-T0 = datetime(2025, 1, 1, 1, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, 1, 0, tzinfo=UTC)
 OPS = ("copy", "scale", "add", "triad", "gelu", "softmax", "layernorm", "matmul", "attention", "sum")
 GPUS = ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA B200")
 

@@ -27,7 +27,7 @@ import json
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,7 @@ def main() -> int:
         store = ResultStore(f"sqlite:///{Path(tmp) / 'bench.db'}")
         run_id = f"bench-overhead-{int(time.time())}"
         store.start_run(RunRecord(run_id=run_id, suite=spec.name, spec_text=spec.text, spec_hash=spec.sha256,
-                                  started_at=datetime.now(timezone.utc), host="bench", command_line="bench_overhead"))
+                                  started_at=datetime.now(UTC), host="bench", command_line="bench_overhead"))
         store.add_environment(run_id, environment)
         started = time.perf_counter()
         for case in cases:

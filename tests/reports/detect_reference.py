@@ -9,11 +9,28 @@ import numpy as np
 import pandas as pd
 
 from rooflab.reports import changepoints as cp
-from rooflab.reports.regressions import (APART_Z, CHANGE_HISTORY, CONFIRM_Z, CONFIRM_Z_APART, ENV_COLUMNS, IQR_SCALE,
-                                         MAD_SCALE, MIN_BASELINE, NOISY_MAX_TIME_IQR, RANGE_MARGIN, REPEATED,
-                                         SPREAD_FLOOR_REL, TRIM, WINDOW, Baseline, Change, DriftFlag, Flag, Gate,
-                                         Point, SeriesVerdict)
-from rooflab.suite.quality import NOISY_REL_CI, UNCONVERGED_STOPS
+from rooflab.reports.frames import quality_of
+from rooflab.reports.gate import (
+    APART_Z,
+    CHANGE_HISTORY,
+    CONFIRM_Z,
+    CONFIRM_Z_APART,
+    IQR_SCALE,
+    MAD_SCALE,
+    RANGE_MARGIN,
+    REPEATED,
+    SPREAD_FLOOR_REL,
+    TRIM,
+    Baseline,
+    Change,
+    DriftFlag,
+    Flag,
+    Gate,
+    Point,
+    SeriesVerdict,
+)
+from rooflab.reports.options import MIN_BASELINE, WINDOW
+from rooflab.reports.series import ENV_COLUMNS
 
 
 def robust_baseline(values: list[float]) -> Baseline:
@@ -64,13 +81,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     if "status" in df.columns:
         ok &= df["status"] == "ok"
     throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
-    noisy = pd.Series(False, index=df.index)
-    if "rel_ci_halfwidth" in df.columns:
-        noisy |= pd.to_numeric(df["rel_ci_halfwidth"], errors="coerce") > NOISY_REL_CI
-    if "stop_reason" in df.columns and "iqr_ms" in df.columns:
-        noisy |= df["stop_reason"].isin(UNCONVERGED_STOPS) & (pd.to_numeric(df["iqr_ms"], errors="coerce") / median > NOISY_MAX_TIME_IQR)
-    if "quality" in df.columns:  # the quality the worker judged (noisy or contended), where it was recorded
-        noisy = noisy.where(df["quality"].isna(), df["quality"] != "good")
+    noisy = quality_of(df) != "good"  # the one noise rule (suite.quality), stored or judged
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
     params = dict(params or {})
     ok = status == "ok"
     t = median_ms * 1e-3
-    started = datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(days=run_order)
+    started = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=run_order)
     return {
         "run_id": run_id, "started_at": started, "host": host, "device_name": device_name, "device_kind": "cuda",
         "device_fingerprint": fingerprint, "suite": "synthetic",

@@ -4,8 +4,8 @@ import pytest
 
 from rooflab.reports.ceilings import bandwidth_roof, compute_ceilings, compute_roof
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table, unfused_bytes
-from rooflab.reports.frames import select_device
 from rooflab.reports.errors import ReportInputError
+from rooflab.reports.frames import select_device
 from tests.reports.synth import H100, H100_L2, device_rows, frame, gemm, launch, row, stream
 
 

@@ -1,7 +1,7 @@
 """The cross-check page: written when the database holds cross-checks, one section per device."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +21,7 @@ def _row(device: str, run_id: str, key: str, peer: str, ratio: float | None, *, 
         "rounds": 3, "rooflab_median_ms": rooflab if ratio else None, "rooflab_spread": 0.02,
         "peer_median_ms": rooflab / ratio if ratio else None, "peer_spread": 0.03, "ratio": ratio,
         "disagrees": disagrees, "likely_reason": reason,
-        "measured_at": datetime(2026, 1, 1, tzinfo=timezone.utc) - timedelta(hours=age_h),
+        "measured_at": datetime(2026, 1, 1, tzinfo=UTC) - timedelta(hours=age_h),
         "contended": contended, "contention_reasons": ["load average 9.00 above 2 logical CPUs"] if contended else [],
     }
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from rooflab.reports import changepoints as cp
-from rooflab.reports.regressions import detect, robust_baseline
+from rooflab.reports.gate import robust_baseline
+from rooflab.reports.series import detect
 from tests.reports import detect_reference as reference
 from tests.reports import gen_series as gen
 from tests.reports.synth import row
@@ -92,7 +93,7 @@ def test_the_change_point_gate_never_skips_a_series_with_a_change_point():
 
 @pytest.mark.parametrize("slice_rows", [1, 997, 5_000])
 def test_judging_in_slices_of_case_keys_gives_the_same_verdicts_in_the_same_order(slice_rows):
-    from rooflab.reports.regressions import detect_in_slices
+    from rooflab.reports.series import detect_in_slices
 
     df = _history(3, n_series=120, nights=40).sample(frac=1.0, random_state=5)  # rows in no particular order
     whole = detect(df)
@@ -103,7 +104,7 @@ def test_judging_in_slices_of_case_keys_gives_the_same_verdicts_in_the_same_orde
 
 
 def test_iso_times_equal_strftime_with_missing_times():
-    from rooflab.reports.regressions import _iso_times
+    from rooflab.reports.series import _iso_times
 
     rng = np.random.default_rng()
     when = pd.Series(pd.to_datetime(rng.integers(1.6e9, 1.8e9, 500), unit="s", utc=True))

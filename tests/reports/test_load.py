@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from rooflab.db import query
+from rooflab.reports import plots
+from rooflab.reports.ceilings import compute_ceilings
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import select_device
 from rooflab.reports.html import render_report
-from rooflab.reports import plots
-from rooflab.reports.ceilings import compute_ceilings
 from rooflab.reports.load import REPORT_COLUMNS, ROOFLINE_COLUMNS, load_device_results, load_results, load_verdicts
 from tests.reports.synth import device_rows, history, noisy, write_db
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rooflab.reports.changepoints import change_points, drift, t_sf
-from rooflab.reports.regressions import Point, history_pass, judge
+from rooflab.reports.gate import Point, history_pass, judge
 from tests.reports import gen_series as g
 
 SEEDS = range(200)

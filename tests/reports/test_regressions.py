@@ -4,7 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rooflab.reports.regressions import detect, robust_baseline, should_fail
+from rooflab.reports.gate import robust_baseline
+from rooflab.reports.series import detect
+from rooflab.reports.verdicts import should_fail
 from tests.reports.synth import frame, history, noisy
 
 
@@ -78,8 +80,9 @@ def test_throttled_points_stay_out_of_the_baseline():
 
 def test_noisy_and_failed_results_stay_out_of_the_baseline():
     rows = history(noisy(20, 1.0, 0.01, 15))
-    for r in rows[3:6]:
+    for r in rows[3:6]:  # stored before quality was recorded: judged by suite.quality's noise rule
         r["rel_ci_halfwidth"] = 0.2
+        r["stop_reason"] = "max_time"
         r["median_ms"] = 5.0
     rows[7]["status"] = "failed"
     rows[7]["median_ms"] = None
@@ -166,7 +169,7 @@ def test_step_that_began_a_few_runs_ago_is_still_a_regression():
 
 def test_detection_rates_over_many_seeds():
     """10 % step at 1 % noise: always found; noise only at 2 %: (almost) never flagged."""
-    from rooflab.reports.regressions import Point, judge
+    from rooflab.reports.gate import Point, judge
 
     rng = np.random.default_rng(25)
     pts = lambda vals: [Point(f"r{i}", i, float(x), True, None, 0) for i, x in enumerate(vals)]  # noqa: E731 - a named one-line lambda

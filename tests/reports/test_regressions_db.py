@@ -3,7 +3,7 @@ every result, and db.query.series_summary against the results frame, on a synthe
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
@@ -11,7 +11,8 @@ import pytest
 
 from rooflab.db import query
 from rooflab.reports.load import load_verdicts
-from rooflab.reports.regressions import detect, detect_in_database, history_runs
+from rooflab.reports.regressions import detect_in_database, history_runs
+from rooflab.reports.series import detect
 from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
 from tests.reports.synth import row, write_db
 

@@ -94,3 +94,34 @@ def test_a_page_whose_probes_were_all_contended_says_why_it_has_no_roof(tmp_path
     page = next((render_report(frame(rows), tmp_path / "site")).parent.glob("device-amd-epyc*.html")).read_text()
     assert "No trustworthy probe result in the shown run(s)" in page and "No probe results yet" not in page
     assert "no wall can be named without a roof" in page and "walls: ." not in page
+
+
+def test_worker_ceilings_and_gate_judge_old_rows_by_one_noise_rule():
+    """Rows stored without a quality (before it was recorded): the worker's rule (suite.quality),
+    the ceilings' (reports.frames.quality_of, through `trustworthy`) and the regression gate's
+    (reports.series.run_points) call the same rows noisy. The gate used to apply a rule of its own
+    (a wide CI alone, or IQR over median), so a converged row with a wide CI, or an unconverged one
+    with a narrow CI and a wide IQR, was noisy for the gate and good for the ceilings."""
+    from rooflab.reports.frames import trustworthy
+    from rooflab.reports.series import run_points
+
+    rng = np.random.default_rng(20261124)
+    stops = ["converged", "clock_resolution", "noise_settled", "max_samples", "max_time"]
+    rows = []
+    for i in range(300):
+        ci = [float(rng.uniform(0.0, 0.12)), 0.05, float("nan")][i % 3]
+        r = row(op="stream_triad", family="probe", params={"n": 1 << 20}, median_ms=float(rng.uniform(0.5, 2.0)),
+                flops=2 << 20, nbytes=12 << 20, run_id=f"run-{i:04d}", run_order=i + 1, rel_ci_halfwidth=ci,
+                stop_reason=stops[int(rng.integers(len(stops)))], iqr_ms=float(rng.uniform(0.0, 0.5)))
+        r["quality"] = None
+        rows.append(r)
+    df = frame(rows)
+    worker = [bool(noise_reasons(None if np.isnan(r["rel_ci_halfwidth"]) else r["rel_ci_halfwidth"], r["stop_reason"]))
+              for r in rows]
+    ceilings = (quality_of(df) == "noisy").tolist()
+    kept = set(trustworthy(df)["run_id"])
+    gate = run_points(df).set_index("run_id").loc[df["run_id"], "noisy"].tolist()
+    assert 30 < sum(worker) < 270  # both kinds present
+    assert ceilings == worker
+    assert [r["run_id"] not in kept for r in rows] == worker
+    assert gate == worker
