@@ -1,0 +1,81 @@
+"""The report of a fixed database, byte for byte.
+
+The committed GPU exports (examples/h100 part1 and part2, examples/h200) are imported into a fresh
+SQLite file and `rooflab report` is written from it; every file of the report must hash as recorded
+in report_snapshot.json. A refactoring that claims to change nothing for a user must leave this
+test green. A change that means to change the report (a new section, a fixed figure) updates the
+snapshot in the same commit, and the commit message says what changed on the page:
+
+    PYTHONPATH=$PWD .venv/bin/python -m tests.reports.test_report_snapshot --update
+
+The figures drawn by matplotlib (figures/*.svg) are compared only under the matplotlib version the
+snapshot was taken with (its SVG text changes between versions); the HTML pages, which hold the
+project's own roofline and every table, are compared always.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = Path(__file__).with_name("report_snapshot.json")
+EXPORTS = ("examples/h100/part1/results.jsonl.gz", "examples/h100/part2/results.jsonl.gz",
+           "examples/h200/results.jsonl.gz")
+
+
+def _write_report(folder: Path) -> dict[str, str]:
+    """{relative path: sha256} of the report written from the committed exports into `folder`
+    (the current directory: the page names the database by its URL, here the same in every run)."""
+    from rooflab.db.importer import import_file
+    from rooflab.reports.html import write_report
+
+    assert Path.cwd() == folder.resolve()
+    url = "sqlite:///fixed.db"
+    for export in EXPORTS:
+        import_file(url, ROOT / export)
+    out = folder / "report"
+    write_report(url, out)
+    return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def _matplotlib_version() -> str:
+    import matplotlib
+
+    return str(matplotlib.__version__)
+
+
+def test_the_report_of_a_fixed_database_is_unchanged(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    expected = json.loads(SNAPSHOT.read_text())
+    got = _write_report(tmp_path)
+    same_figures = expected["matplotlib"] == _matplotlib_version()
+    want = {k: v for k, v in expected["files"].items() if same_figures or not k.startswith("figures/")}
+    have = {k: v for k, v in got.items() if same_figures or not k.startswith("figures/")}
+    assert sorted(have) == sorted(want), "the report's files differ"
+    changed = [name for name in want if have[name] != want[name]]
+    assert not changed, (f"these report files changed: {changed}; if the change is meant, update the snapshot "
+                         "(see this module's docstring) and say in the commit what changed on the page")
+
+
+def _update() -> None:  # pragma: no cover - run by hand
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name).resolve()
+        os.chdir(folder)
+        files = _write_report(folder)
+    SNAPSHOT.write_text(json.dumps({"matplotlib": _matplotlib_version(), "files": files}, indent=1) + "\n")
+    print(f"{SNAPSHOT}: {len(files)} files")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--update"]:
+        pytest.main([__file__])
+    else:
+        _update()
