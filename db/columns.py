@@ -5,6 +5,7 @@ is exported can be read back and exported again unchanged.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any
 from sqlalchemy import Select, Text, cast, select
 
 from rooflab.db import models
+from rooflab.db.measurement_columns import record_columns
 
 # docs/design.md, "Export columns": these columns, in this order, come first.
 EXPORT_COLUMNS: tuple[str, ...] = (
@@ -22,17 +24,6 @@ EXPORT_COLUMNS: tuple[str, ...] = (
     "torch_version", "cuda_version", "driver_version", "git_commit", "error",
 )
 
-# Everything else the database knows about a result (raw samples excepted), after the export columns.
-EXTRA_COLUMNS: tuple[str, ...] = (
-    "timing_mode", "device_uuid", "shard", "op_version", "measured_at", "clock", "mean_ms", "min_ms",
-    "max_ms", "iqr_ms", "std_ms", "rel_ci_halfwidth", "stop_reason", "first_call_ms", "warmup_calls",
-    "launches_per_sample", "flush_bytes", "sm_clock_start_mhz", "sm_clock_end_mhz", "sm_clock_max_mhz",
-    "throttle_reasons", "throttled", "l2_bytes", "memory_bytes", "sm_count", "compute_capability",
-    "finished_at", "run_status", "spec_hash", "git_dirty", "command_line", "rooflab_version",
-    "sync_method", "flush_method", "power_w", "energy_j", "quality", "quality_reasons", "cpu_threads",
-)
-
-ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -44,47 +35,53 @@ class ColumnKind:
     default: object = None
 
 
-COLUMN_KINDS: dict[str, ColumnKind] = {
+# The columns of the results row that come from the runs, cases and environments tables, with how
+# each reads from a file (`default`: its value when an imported file lacks it, for those that are
+# not export columns). The measurement's own columns follow the measurement record.
+_JOINED_KINDS: dict[str, ColumnKind] = {
     "run_id": ColumnKind("str", False), "started_at": ColumnKind("datetime", False),
     "host": ColumnKind("str", False), "device_name": ColumnKind("str", False),
     "device_kind": ColumnKind("str", False), "device_fingerprint": ColumnKind("str", False),
     "suite": ColumnKind("str", False), "case_key": ColumnKind("str", False), "op": ColumnKind("str", False),
     "family": ColumnKind("str", False), "backend": ColumnKind("str", False), "dtype": ColumnKind("str", False),
-    "params": ColumnKind("object", False), "cache": ColumnKind("str", False), "status": ColumnKind("str", False),
-    "median_ms": ColumnKind("float"), "p10_ms": ColumnKind("float"), "p90_ms": ColumnKind("float"),
-    "n_samples": ColumnKind("int", False), "flops": ColumnKind("int", False), "bytes": ColumnKind("int", False),
-    "intensity": ColumnKind("float"), "tflops": ColumnKind("float"), "gbps": ColumnKind("float"),
-    "torch_version": ColumnKind("str"), "cuda_version": ColumnKind("str"), "driver_version": ColumnKind("str"),
-    "git_commit": ColumnKind("str"), "error": ColumnKind("str"),
-    # extras: optional in an imported file; the default applies when the column is absent
-    "timing_mode": ColumnKind("str", False, "launch"), "device_uuid": ColumnKind("str"),
-    "shard": ColumnKind("str"), "op_version": ColumnKind("int", False, 1),
-    "measured_at": ColumnKind("datetime"), "clock": ColumnKind("str"), "mean_ms": ColumnKind("float"),
-    "min_ms": ColumnKind("float"), "max_ms": ColumnKind("float"), "iqr_ms": ColumnKind("float"),
-    "std_ms": ColumnKind("float"), "rel_ci_halfwidth": ColumnKind("float"), "stop_reason": ColumnKind("str"),
-    "first_call_ms": ColumnKind("float"), "warmup_calls": ColumnKind("int", False, 0),
-    "launches_per_sample": ColumnKind("int", False, 1), "flush_bytes": ColumnKind("int", False, 0),
-    "sm_clock_start_mhz": ColumnKind("float"), "sm_clock_end_mhz": ColumnKind("float"),
-    "sm_clock_max_mhz": ColumnKind("float"), "throttle_reasons": ColumnKind("list", False, ()),
-    "throttled": ColumnKind("bool", False, False), "l2_bytes": ColumnKind("int", False, 0),
+    "params": ColumnKind("object", False), "torch_version": ColumnKind("str"), "cuda_version": ColumnKind("str"),
+    "driver_version": ColumnKind("str"), "git_commit": ColumnKind("str"),
+    "op_version": ColumnKind("int", False, 1), "l2_bytes": ColumnKind("int", False, 0),
     "memory_bytes": ColumnKind("int", False, 0), "sm_count": ColumnKind("int", False, 0),
     "compute_capability": ColumnKind("str"), "finished_at": ColumnKind("datetime"),
     "run_status": ColumnKind("str", False, "complete"), "spec_hash": ColumnKind("str", False, ""),
     "git_dirty": ColumnKind("bool", False, False), "command_line": ColumnKind("str", False, ""),
     "rooflab_version": ColumnKind("str", False, ""),
-    "sync_method": ColumnKind("str"), "flush_method": ColumnKind("str"), "power_w": ColumnKind("float"),
-    "energy_j": ColumnKind("float"), "quality": ColumnKind("str"), "quality_reasons": ColumnKind("list", False, ()),
-    "cpu_threads": ColumnKind("int"),
 }
-assert set(COLUMN_KINDS) == set(ALL_COLUMNS)
+
+
+def _measurement_kinds() -> dict[str, ColumnKind]:
+    """The measurement's own columns, typed from the record's fields (db/measurement_columns.py)."""
+    kinds = {
+        c.name: ColumnKind(c.kind, c.nullable, None if c.default is dataclasses.MISSING else c.default)
+        for c in record_columns()
+    }
+    kinds.update({name: ColumnKind("float") for name in ("intensity", "tflops", "gbps")})  # derived: rates_of
+    return kinds
+
+
+COLUMN_KINDS: dict[str, ColumnKind] = {
+    **_JOINED_KINDS, **_measurement_kinds(),
+    # a file may leave it empty: the run's start stands in for it (db.importer)
+    "measured_at": ColumnKind("datetime"),
+}
+# Everything else the database knows about a result (raw samples excepted), after the export
+# columns: the measurement's own columns in the record's order, then the joined ones.
+EXTRA_COLUMNS: tuple[str, ...] = tuple(name for name in (*_measurement_kinds(), *_JOINED_KINDS)
+                                       if name not in EXPORT_COLUMNS)
+ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
+JSON_COLUMNS: tuple[str, ...] = tuple(name for name in ALL_COLUMNS if COLUMN_KINDS[name].kind in ("object", "list"))
 
 
 def canonical_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: the one spelling of params/identity in files and frames."""
     return json.dumps(list(value) if isinstance(value, tuple) else value, sort_keys=True, separators=(",", ":"))
 
-
-JSON_COLUMNS: tuple[str, ...] = ("params", "throttle_reasons", "quality_reasons")
 
 
 def column_sources() -> dict[str, Any]:

@@ -21,8 +21,9 @@ from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
-from rooflab.db.status import CHECK_STATUSES, ResultStatus, allowed
-from rooflab.db.store import ResultStore, device_key, require_aware, upsert_case
+from rooflab.db.measurement_columns import device_key
+from rooflab.db.store import ResultStore, require_aware, upsert_case
+from rooflab.vocab import CHECK_STATUSES, ResultStatus, allowed
 
 
 @dataclass(frozen=True)

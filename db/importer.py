@@ -23,9 +23,10 @@ from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.load import Batch, LoadCounts, load
+from rooflab.db.measurement_columns import device_key, measurement_column_names, rates_of
 from rooflab.db.schema import open_for_writing
-from rooflab.db.status import ResultStatus, RunStatus
-from rooflab.db.store import device_key, parse_shard
+from rooflab.db.store import parse_shard
+from rooflab.vocab import ResultStatus, RunStatus
 
 _ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}
 _RUN_FIELDS = ("started_at", "host", "suite", "git_commit", "finished_at", "run_status", "spec_hash",
@@ -317,19 +318,11 @@ def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
                 "case_key": rec["case_key"], "op": rec["op"], "op_version": rec["op_version"],
                 "family": rec["family"], "backend": rec["backend"], "dtype": rec["dtype"], "params": rec["params"],
             }
-        columns = {
-            name: rec[name]
-            for name in (
-                "device_uuid", "shard", "cache", "timing_mode", "status", "error", "clock", "median_ms", "mean_ms",
-                "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms", "std_ms", "n_samples", "rel_ci_halfwidth",
-                "stop_reason", "first_call_ms", "warmup_calls", "launches_per_sample", "flush_bytes", "flops",
-                "bytes", "intensity", "tflops", "gbps", "sm_clock_start_mhz", "sm_clock_end_mhz",
-                "sm_clock_max_mhz", "throttle_reasons", "throttled", "sync_method", "flush_method", "power_w",
-                "energy_j", "quality", "quality_reasons", "cpu_threads",
-            )
-        }
+        columns = {name: rec[name] for name in measurement_column_names() if name in rec}
         columns["device_key"] = key
         columns["measured_at"] = rec["measured_at"] or rec["started_at"]
+        # the rates are derived from the figures as the store derives them, never taken from the file
+        columns.update(rates_of(rec["status"], rec["median_ms"], rec["flops"], rec["bytes"]))
         batch.measurements.append((run_id, rec["case_key"], fingerprint, columns, None))
     return batch
 

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
-from rooflab.db.status import RunStatus
+from rooflab.vocab import RunStatus
 
 CHUNK = 2000
 T = TypeVar("T")

@@ -8,12 +8,13 @@ can be pruned on their own.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Column,
     Float,
     ForeignKey,
     Index,
@@ -29,6 +30,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from rooflab.db.measurement_columns import RecordColumn, record_columns
 from rooflab.db.types import BigIntKey, UTCDateTime
 
 NAMING_CONVENTION = {
@@ -140,62 +142,60 @@ class Case(Base):
     params: Mapped[dict[str, Any]]
 
 
-class Measurement(Base):
-    """One case measured (or failed, skipped, ...) in one run on one device."""
+def _sql_type(column: RecordColumn) -> Any:
+    """The SQL type of a record column: its kind, width and size (db/measurement_columns.py)."""
+    if column.kind == "str":
+        return String(column.column.length) if column.column.length else Text()
+    if column.kind == "int":
+        return BigInteger() if column.column.big else Integer()
+    return {"float": Float(), "bool": Boolean(), "datetime": UTCDateTime(), "list": JSON()}[column.kind]
 
-    __tablename__ = "measurements"
-    __table_args__ = (
+
+def _record_columns() -> list[Column]:
+    """The columns of `measurements` that the measurement record fills (rooflab/record.py), then
+    the derived ones: which device, and the rates (db/measurement_columns.py)."""
+    out = [
+        Column(c.name, _sql_type(c), nullable=c.nullable,
+               server_default=text(c.column.server_default) if c.column.server_default else None)
+        for c in record_columns()
+    ]
+    out.append(Column("device_key", String(128), nullable=False))  # device UUID, or the fingerprint without one
+    out.extend(Column(name, Float(), nullable=True) for name in ("intensity", "tflops", "gbps"))  # rates_of
+    return out
+
+
+class Measurement(Base):
+    """One case measured (or failed, skipped, ...) in one run on one device.
+
+    Its columns besides the keys are derived from the measurement record: a field added there is a
+    column here (and needs an Alembic revision; tests/db/test_schema.py holds the two together)."""
+
+    __table__ = Table(
+        "measurements",
+        Base.metadata,
+        Column("id", BigIntKey, primary_key=True),
+        Column("run_id", Integer, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+        Column("case_id", Integer, ForeignKey("cases.id"), nullable=False),
+        Column("environment_id", Integer, ForeignKey("environments.id"), nullable=False),
+        *_record_columns(),
         UniqueConstraint(
             "run_id", "case_id", "cache", "timing_mode", "device_key", name="uq_measurements_run_case_device"
         ),
     )
-
-    id: Mapped[int] = mapped_column(BigIntKey, primary_key=True)
-    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id"))
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
-    device_key: Mapped[str] = mapped_column(String(128))  # device UUID, or the fingerprint without one
-    device_uuid: Mapped[str | None] = mapped_column(String(128))
-    shard: Mapped[str | None] = mapped_column(String(32))
-    cache: Mapped[str] = mapped_column(String(16))
-    timing_mode: Mapped[str] = mapped_column(String(16))
-    status: Mapped[str] = mapped_column(String(16))
-    error: Mapped[str | None] = mapped_column(Text)
-    clock: Mapped[str | None] = mapped_column(String(32))
-    measured_at: Mapped[datetime]
-    median_ms: Mapped[float | None]
-    mean_ms: Mapped[float | None]
-    min_ms: Mapped[float | None]
-    max_ms: Mapped[float | None]
-    p10_ms: Mapped[float | None]
-    p90_ms: Mapped[float | None]
-    iqr_ms: Mapped[float | None]
-    std_ms: Mapped[float | None]
-    n_samples: Mapped[int]
-    rel_ci_halfwidth: Mapped[float | None]
-    stop_reason: Mapped[str | None] = mapped_column(String(32))
-    first_call_ms: Mapped[float | None]
-    warmup_calls: Mapped[int]
-    launches_per_sample: Mapped[int]
-    flush_bytes: Mapped[int] = mapped_column(BigInteger)
-    flops: Mapped[int] = mapped_column(BigInteger)
-    bytes: Mapped[int] = mapped_column(BigInteger)
-    intensity: Mapped[float | None]
-    tflops: Mapped[float | None]
-    gbps: Mapped[float | None]
-    sm_clock_start_mhz: Mapped[float | None]
-    sm_clock_end_mhz: Mapped[float | None]
-    sm_clock_max_mhz: Mapped[float | None]
-    throttle_reasons: Mapped[list[str]]
-    throttled: Mapped[bool]
-    # revision 0003: how the sample was taken, the board's power, and how far it can be trusted
-    sync_method: Mapped[str | None] = mapped_column(String(32))
-    flush_method: Mapped[str | None] = mapped_column(String(32))
-    power_w: Mapped[float | None]
-    energy_j: Mapped[float | None]
-    quality: Mapped[str | None] = mapped_column(String(16))
-    quality_reasons: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
-    cpu_threads: Mapped[int | None]
+    if TYPE_CHECKING:  # the columns the code names directly (all of them are mapped from __table__)
+        id: Mapped[int]
+        run_id: Mapped[int]
+        case_id: Mapped[int]
+        environment_id: Mapped[int]
+        device_key: Mapped[str]
+        device_uuid: Mapped[str | None]
+        cache: Mapped[str]
+        timing_mode: Mapped[str]
+        status: Mapped[str]
+        measured_at: Mapped[datetime]
+        median_ms: Mapped[float | None]
+        flops: Mapped[int]
+        bytes: Mapped[int]
 
 
 # A case's history on one device, in run order (revision 0002).

@@ -21,8 +21,8 @@ from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, canonical_json, column_sources, result_select
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
-from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.db.timeparse import parse_since
+from rooflab.vocab import ResultStatus, RunStatus
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
 _DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")

@@ -21,10 +21,11 @@ from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Database, as_database
-from rooflab.db.records import EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.db.measurement_columns import device_key, measurement_row
 from rooflab.db.samples import pack
-from rooflab.db.status import FINISHED_RANK, ResultStatus, RunStatus, allowed
 from rooflab.db.urls import redact
+from rooflab.record import EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.vocab import FINISHED_RANK, ResultStatus, RunStatus, allowed
 
 T = TypeVar("T")
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
@@ -76,64 +77,12 @@ def require_aware(name: str, value: datetime) -> None:
         raise DatabaseInputError(f"{name} {value!r} must be a timezone-aware datetime (UTC)")
 
 
-def device_key(device_uuid: str | None, device_fingerprint: str) -> str:
-    """Which device a result belongs to: its UUID, or its fingerprint when it has none (a CPU)."""
-    return device_uuid or device_fingerprint
-
-
 def environment_device_uuid(env: EnvironmentRecord) -> str | None:
     for key in ("device_uuid", "uuid"):
         value = env.info.get(key) if env.info else None
         if value:
             return str(value)
     return None
-
-
-def measurement_row(m: MeasurementRecord) -> dict[str, Any]:
-    """The `measurements` columns of a record (foreign keys excluded)."""
-    return {
-        "device_key": device_key(m.device_uuid, m.device_fingerprint),
-        "device_uuid": m.device_uuid,
-        "shard": m.shard,
-        "cache": m.cache,
-        "timing_mode": m.timing_mode,
-        "status": m.status,
-        "error": m.error,
-        "clock": m.clock,
-        "measured_at": m.measured_at,
-        "median_ms": m.median_ms,
-        "mean_ms": m.mean_ms,
-        "min_ms": m.min_ms,
-        "max_ms": m.max_ms,
-        "p10_ms": m.p10_ms,
-        "p90_ms": m.p90_ms,
-        "iqr_ms": m.iqr_ms,
-        "std_ms": m.std_ms,
-        "n_samples": m.n_samples,
-        "rel_ci_halfwidth": m.rel_ci_halfwidth,
-        "stop_reason": m.stop_reason,
-        "first_call_ms": m.first_call_ms,
-        "warmup_calls": m.warmup_calls,
-        "launches_per_sample": m.launches_per_sample,
-        "flush_bytes": m.flush_bytes,
-        "flops": m.flops,
-        "bytes": m.bytes,
-        "intensity": m.intensity,
-        "tflops": m.tflops,
-        "gbps": m.gbps,
-        "sm_clock_start_mhz": m.sm_clock_start_mhz,
-        "sm_clock_end_mhz": m.sm_clock_end_mhz,
-        "sm_clock_max_mhz": m.sm_clock_max_mhz,
-        "throttle_reasons": list(m.throttle_reasons),
-        "throttled": bool(m.throttled),
-        "sync_method": m.sync_method,
-        "flush_method": m.flush_method,
-        "power_w": m.power_w,
-        "energy_j": m.energy_j,
-        "quality": m.quality,
-        "quality_reasons": list(m.quality_reasons),
-        "cpu_threads": m.cpu_threads,
-    }
 
 
 class ResultStore:
@@ -345,24 +294,25 @@ class ResultStore:
         """
         if m.status not in tuple(ResultStatus):
             raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {allowed(ResultStatus)}")
-        require_aware("measured_at", m.measured_at)
+        require_aware("measured_at", m.identity.measured_at)
         row = measurement_row(m)
         blob = pack(m.samples_ms) if m.samples_ms else None
 
         def body(conn: Connection) -> tuple[bool, int, int]:
-            run_pk = self._run_pk_in(conn, m.run_id)
-            env_pk = self._env_pk.get(m.device_fingerprint)
+            run_pk = self._run_pk_in(conn, m.identity.run_id)
+            env_pk = self._env_pk.get(m.identity.device_fingerprint)
             if env_pk is None:
                 env_pk = conn.scalar(
-                    select(models.Environment.id).where(models.Environment.device_fingerprint == m.device_fingerprint)
+                    select(models.Environment.id)
+                    .where(models.Environment.device_fingerprint == m.identity.device_fingerprint)
                 )
                 if env_pk is None:
                     raise DatabaseInputError(
-                        f"device {m.device_fingerprint!r} is not in the database: call add_environment first"
+                        f"device {m.identity.device_fingerprint!r} is not in the database: call add_environment first"
                     )
-            case_pk = self._case_pk.get(m.case.case_key)
+            case_pk = self._case_pk.get(m.identity.case.case_key)
             if case_pk is None:
-                case_pk = upsert_case(conn, m.case)
+                case_pk = upsert_case(conn, m.identity.case)
             new_id = conn.scalar(
                 insert_ignore(conn, models.Measurement.__table__)
                 .values(run_id=run_pk, case_id=case_pk, environment_id=env_pk, **row)
@@ -381,8 +331,8 @@ class ResultStore:
             return True, env_pk, case_pk
 
         added, env_pk, case_pk = self._transaction(body)
-        self._env_pk[m.device_fingerprint] = env_pk
-        self._case_pk[m.case.case_key] = case_pk
+        self._env_pk[m.identity.device_fingerprint] = env_pk
+        self._case_pk[m.identity.case.case_key] = case_pk
         return added
 
     def measured_case_keys(self, run_id: str, device_key: str | None = None) -> set[str]:

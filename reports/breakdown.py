@@ -26,12 +26,11 @@ from typing import Any
 import pandas as pd
 
 from rooflab.db import rates
-from rooflab.db.status import ResultStatus
 from rooflab.reports.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
 from rooflab.reports.diagnosis import _wall, latest_per_case
 from rooflab.reports.frames import params_of
-from rooflab.suite.case import TimingMode
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
+from rooflab.vocab import CeilingKind, ResultStatus, TimingMode, Wall
 
 MATRIX_KINDS = ("matmul", "attention", "backward")
 PART_COLOURS = {
@@ -39,7 +38,8 @@ PART_COLOURS = {
     "norm2": "#7570b3", "mlp_up": "#1f78b4", "activation": "#e6ab02", "mlp_down": "#a6761d", "residual2": "#f781bf",
     "backward": "#666666", "unaccounted": "#cccccc",
 }
-WALL_COLOURS = {"compute": "#1b9e77", "bandwidth": "#d95f02", "overhead": "#999999", None: "#dddddd"}
+WALL_COLOURS: dict[str | None, str] = {Wall.COMPUTE: "#1b9e77", Wall.BANDWIDTH: "#d95f02", Wall.OVERHEAD: "#999999",
+                                       None: "#dddddd"}
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Breakdown:
         out: dict[str | None, float] = {}
         for p in self.parts:
             out[p.wall] = out.get(p.wall, 0.0) + p.time_ms
-        out["overhead"] = out.get("overhead", 0.0) + self.unaccounted_ms
+        out[Wall.OVERHEAD] = out.get(Wall.OVERHEAD, 0.0) + self.unaccounted_ms
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -232,7 +232,7 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
         dtype = str(prof["dtype"])
         whole = float(prof["whole_ms"])
         mine = parts[parts["measurement_id"] == prof["measurement_id"]].sort_values("position")
-        matrix = dc.get("matrix", dtype=dtype)
+        matrix = dc.get(CeilingKind.MATRIX, dtype=dtype)
         sheet = dc.spec.peak_tflops(dtype, matrix=True) if dc.spec is not None else None
         achieved = rates.tflops(float(prof["flops"]), float(prof["median_ms"]))
         params = params_of(prof["params"])
@@ -289,7 +289,7 @@ def stacked_bars_svg(items: list[Breakdown], *, width: int = 760) -> str:
                 x += w
     legend_y = height - 14
     x = left
-    for wall in ("compute", "bandwidth", "overhead"):
+    for wall in Wall:
         out.append(f'<rect x="{x}" y="{legend_y - 9}" width="10" height="10" fill="{WALL_COLOURS[wall]}"/>'
                    f'<text x="{x + 14}" y="{legend_y}">{wall}</text>')
         x += 90

@@ -27,11 +27,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.db import rates
 from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
 from rooflab.reports.opinfo import reads_only
-from rooflab.suite.case import CacheMode
+from rooflab.vocab import CacheMode, CeilingKind
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)
@@ -45,15 +44,15 @@ ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch")
 ROOF_FAMILIES = ("gemm",)
 LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
 
-KINDS = ("hbm_rw", "hbm_ro", "l2", "vector", "matrix", "launch")
-UNITS = {"hbm_rw": "GB/s", "hbm_ro": "GB/s", "l2": "GB/s", "vector": "TFLOP/s", "matrix": "TFLOP/s", "launch": "ms"}
+UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.L2: "GB/s", CeilingKind.VECTOR: "TFLOP/s",
+         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms"}
 
 
 @dataclass(frozen=True)
 class Ceiling:
     """One measured ceiling and where it came from."""
 
-    kind: str  # one of KINDS
+    kind: CeilingKind
     value: float  # GB/s, TFLOP/s or ms (see `unit`)
     case_key: str
     run_id: str
@@ -135,18 +134,18 @@ def _best(rows: pd.DataFrame, column: str) -> pd.Series | None:
 def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | None:
     if spec is None:
         return None
-    if kind in ("hbm_rw", "hbm_ro"):
+    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
         return spec.memory_gbps
-    if kind == "vector" and dtype:
+    if kind == CeilingKind.VECTOR and dtype:
         return spec.peak_tflops(dtype, matrix=False)
-    if kind == "matrix" and dtype:
+    if kind == CeilingKind.MATRIX and dtype:
         return spec.peak_tflops(dtype, matrix=True) or (
             spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_DTYPES else None
         )
     return None
 
 
-def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
+def _ceiling(row: pd.Series, kind: CeilingKind, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
              timing_mode: str | None = None) -> Ceiling:
     fig = _datasheet(spec, kind, dtype)
     return Ceiling(
@@ -186,14 +185,15 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
     hot = rows["cache"] == CacheMode.HOT
     big = nbytes >= HBM_MIN_L2_MULTIPLE * l2
     for kind, ops, mask in (
-        ("hbm_rw", STREAM_RW_OPS, cold & big),
-        ("hbm_ro", STREAM_RO_OPS, cold & big),
-        ("l2", STREAM_OPS, hot & (nbytes <= l2) if l2 else hot & False),
+        (CeilingKind.HBM_RW, STREAM_RW_OPS, cold & big),
+        (CeilingKind.HBM_RO, STREAM_RO_OPS, cold & big),
+        (CeilingKind.L2, STREAM_OPS, hot & (nbytes <= l2) if l2 else hot & False),
     ):
         best = _best(rows[mask & rows["op"].isin(ops)], "gbps")
         if best is not None:
             out.append(_ceiling(best, kind, best["gbps"], spec))
-    for kind, mask in (("vector", rows["op"] == "fma_intensity"), ("matrix", rows["family"] == "gemm")):
+    compute_sets = ((CeilingKind.VECTOR, rows["op"] == "fma_intensity"), (CeilingKind.MATRIX, rows["family"] == "gemm"))
+    for kind, mask in compute_sets:
         subset = rows[mask]
         for dtype in sorted(subset["dtype"].dropna().unique()):
             best = _best(subset[subset["dtype"] == dtype], "tflops")
@@ -207,7 +207,7 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
         medians = pd.to_numeric(sub["median_ms"], errors="coerce")
         floor = float(medians.median())
         nearest = sub.loc[(medians - floor).abs().idxmin()]
-        out.append(_ceiling(nearest, "launch", floor, spec, timing_mode=str(mode)))
+        out.append(_ceiling(nearest, CeilingKind.LAUNCH, floor, spec, timing_mode=str(mode)))
     return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
 
 
@@ -216,9 +216,9 @@ def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
     cold case of at least 4x L2, an L2 figure only from a hot case that fits in the L2 (as for the
     probes); a compute figure from any case."""
     nbytes = float(row["bytes"] or 0)
-    if kind in ("hbm_rw", "hbm_ro"):
+    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
         return row["cache"] == CacheMode.COLD and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
-    if kind == "l2":
+    if kind == CeilingKind.L2:
         return row["cache"] == CacheMode.HOT and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
     return True
 
@@ -226,13 +226,12 @@ def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
 def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     """`dc` with every measured ceiling that a trustworthy row of `rows` beats replaced by that
     row's figure (the best such row per ceiling); see the module doc."""
-    bw = [c.value for c in dc.ceilings if c.kind in ("hbm_rw", "hbm_ro", "l2")]
-    fl = [c.value for c in dc.ceilings if c.kind in ("vector", "matrix")]
+    bw = [c.value for c in dc.ceilings if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2)]
+    fl = [c.value for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
     if rows.empty or not (bw or fl):
         return dc
-    median_ms = pd.to_numeric(rows["median_ms"], errors="coerce")
-    gbps = rates.gbps(pd.to_numeric(rows["bytes"], errors="coerce").fillna(0), median_ms)
-    tflops = rates.tflops(pd.to_numeric(rows["flops"], errors="coerce").fillna(0), median_ms)
+    gbps = pd.to_numeric(rows["gbps"], errors="coerce")  # the rates as stored (db/measurement_columns.py)
+    tflops = pd.to_numeric(rows["tflops"], errors="coerce")
     beyond = ((gbps > min(bw)) if bw else False) | ((tflops > min(fl)) if fl else False)
     candidates = rows[beyond & (rows["op"] != "launch")]
     best: dict[int, tuple[float, pd.Series]] = {}
@@ -289,17 +288,18 @@ def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None
 def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling | Roof | None:
     """The measured ceiling a compute roof is, or the datasheet roof when that comes first."""
     vector_dtype = "float32" if dtype == "tf32" else dtype
-    order = [("matrix", dtype), ("vector", vector_dtype)] if matrix else [("vector", vector_dtype)]
+    order = ([(CeilingKind.MATRIX, dtype), (CeilingKind.VECTOR, vector_dtype)] if matrix
+             else [(CeilingKind.VECTOR, vector_dtype)])
     if vector_dtype in HALF_DTYPES and not matrix:
         # pointwise math on half types runs in float32 (torch's opmath), so float32 is their roof
         # when neither a half-precision vector ceiling nor datasheet figure exists
-        order.append(("vector", "float32"))
+        order.append((CeilingKind.VECTOR, "float32"))
     for kind, dt in order:
         c = dc.get(kind, dtype=dt)
         if c is not None:
             return c
         if dc.spec is not None:
-            fig = dc.spec.peak_tflops(dt, matrix=kind == "matrix")
+            fig = dc.spec.peak_tflops(dt, matrix=kind == CeilingKind.MATRIX)
             if fig is not None:
                 return Roof(fig.value, "datasheet", f"{dc.spec.key}: {fig.source}")
     return None
@@ -317,7 +317,8 @@ def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = F
 
 def _bandwidth_choice(dc: DeviceCeilings, *, hot: bool, read_only: bool) -> Ceiling | None:
     """The measured ceiling a bandwidth roof is (None: the datasheet's, or none)."""
-    kinds = (["l2"] if hot else []) + (["hbm_ro", "hbm_rw"] if read_only else ["hbm_rw", "hbm_ro"])
+    memory = [CeilingKind.HBM_RO, CeilingKind.HBM_RW] if read_only else [CeilingKind.HBM_RW, CeilingKind.HBM_RO]
+    kinds = ([CeilingKind.L2] if hot else []) + memory
     for kind in kinds:
         c = dc.get(kind)
         if c is not None:
@@ -332,5 +333,5 @@ def l2_resident(dc: DeviceCeilings, cache: str, nbytes: float) -> bool:
 
 
 def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:
-    c = dc.get("launch", timing_mode=timing_mode)
+    c = dc.get(CeilingKind.LAUNCH, timing_mode=timing_mode)
     return c.value if c else None

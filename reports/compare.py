@@ -28,6 +28,7 @@ from rooflab.reports.diagnosis import diagnose
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import select_device
 from rooflab.reports.opinfo import reads_only
+from rooflab.vocab import Wall
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,15 @@ def _ratio(a, b) -> float:
 def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeilings) -> float:
     """Candidate roof / baseline roof for the wall the case hits on the baseline."""
     wall = case["wall"]
-    if wall == "bandwidth":
+    if wall == Wall.BANDWIDTH:
         nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), reads_only(case["op"])
         return _ratio(bandwidth_roof(cand, hot=l2_resident(cand, cache, nbytes), read_only=ro),
                       bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
-    if wall == "compute":
+    if wall == Wall.COMPUTE:
         matrix = uses_matrix_units(str(case["family"]), str(case["dtype"]))
         return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix),
                       compute_roof(base, str(case["dtype"]), matrix=matrix))
-    if wall == "overhead":
+    if wall == Wall.OVERHEAD:
         a, b = launch_floor_ms(base, str(case["timing_mode"])), launch_floor_ms(cand, str(case["timing_mode"]))
         return a / b if a and b else math.nan
     return math.nan

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 
 from rooflab.db.crosscheck import summarize_groups
-from rooflab.db.status import ResultStatus
 from rooflab.reports import plots
+from rooflab.vocab import ResultStatus
 
 REASON_TEXT = {
     "contended": "the machine was contended",

@@ -41,9 +41,9 @@ from rooflab.reports.ceilings import (
 )
 from rooflab.reports.frames import params_of, quality_of, usable
 from rooflab.reports.opinfo import fusion_chain_ops, reads_only, unfused_bytes
+from rooflab.vocab import Wall
 
 OVERHEAD_FACTOR = 2.0
-WALLS = ("compute", "bandwidth", "overhead")
 
 DIAGNOSIS_COLUMNS = [
     "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
@@ -111,7 +111,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
             "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if nbytes else math.nan,
-            "tflops": rates.tflops(flops, median_ms), "gbps": rates.gbps(nbytes, median_ms),
+            "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
             "compute_ms": compute_ms, "memory_ms": memory_ms, "roofline_ms": roofline_ms,
             "efficiency": math.nan if suspect else efficiency, "wall": wall, "launch_floor_ms": floor,
             "compute_roof_tflops": croof.value if croof else math.nan,
@@ -134,20 +134,21 @@ def _float_or_nan(value: Any) -> float:  # any cell of a results frame
         return math.nan
 
 
-def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float, floor: float | None) -> str | None:
+def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float,
+          floor: float | None) -> Wall | None:
     if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor
                               or (roofline_ms == roofline_ms and roofline_ms < floor)):
-        return "overhead"
+        return Wall.OVERHEAD
     c = 0.0 if math.isnan(compute_ms) else compute_ms
     m = 0.0 if math.isnan(memory_ms) else memory_ms
     if c == 0 and m == 0:
-        return "overhead" if floor is not None else None
-    return "compute" if c >= m else "bandwidth"
+        return Wall.OVERHEAD if floor is not None else None
+    return Wall.COMPUTE if c >= m else Wall.BANDWIDTH
 
 
 def most_left_on_table(diag: pd.DataFrame, limit: int = 15) -> pd.DataFrame:
     """Cases furthest from their roof (lowest efficiency), overhead-bound cases excluded."""
-    rows = diag[(diag["wall"] != "overhead") & diag["efficiency"].notna()].copy()
+    rows = diag[(diag["wall"] != Wall.OVERHEAD) & diag["efficiency"].notna()].copy()
     rows["left_ms"] = rows["median_ms"] - rows["roofline_ms"]
     return rows.sort_values(["efficiency", "left_ms"], ascending=[True, False]).head(limit)
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from rooflab.db.status import ResultStatus
 from rooflab.reports.errors import ReportInputError
-from rooflab.suite.quality import Quality, noisy
+from rooflab.suite.quality import noisy
+from rooflab.vocab import DeviceKind, Quality, ResultStatus
 
 
 def usable(df: pd.DataFrame) -> pd.DataFrame:
@@ -55,6 +55,12 @@ def params_of(value: Any) -> dict[str, Any]:
             return {}
         return parsed if isinstance(parsed, dict) else {}
     return {}
+
+
+def is_cpu(rows: pd.DataFrame) -> bool:
+    """Whether the rows (of one device) were measured on a CPU: their `device_kind` column."""
+    kinds = rows["device_kind"].dropna() if "device_kind" in rows.columns else pd.Series(dtype=object)
+    return not kinds.empty and str(kinds.iloc[0]) == DeviceKind.CPU
 
 
 def device_names(df: pd.DataFrame) -> list[str]:

@@ -40,9 +40,9 @@ def series_of_run(history: Any, run_id: str) -> Any:
 def check_history(db: Any, run_id: str, options: RegressionOptions = RegressionOptions()) -> HistoryCheck:
     """Judge the series `run_id` measured in the database `db` (a URL or a db.handle.Database)."""
     from rooflab.db.query import results, run_ids
-    from rooflab.db.status import ResultStatus
     from rooflab.reports.regressions import detect_in_database
     from rooflab.reports.series import DETECT_COLUMNS, detect
+    from rooflab.vocab import ResultStatus
 
     this_run = results(db, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
     counts = {str(status): int((this_run["status"] == status).sum()) for status in ResultStatus}

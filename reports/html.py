@@ -14,7 +14,6 @@ from typing import Any
 import jinja2
 import pandas as pd
 
-from rooflab.db.status import FAULTS, ResultStatus
 from rooflab.db.timeparse import Since
 from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
@@ -22,10 +21,11 @@ from rooflab.reports.breakdown_section import LayerProfiles
 from rooflab.reports.breakdown_section import section as breakdown_section
 from rooflab.reports.ceilings import compute_ceilings
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
-from rooflab.reports.frames import device_names, first_value
+from rooflab.reports.frames import device_names, is_cpu
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
 from rooflab.reports.series import detect
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
+from rooflab.vocab import FAULTS, CeilingKind, ResultStatus
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
@@ -178,9 +178,9 @@ def render_report(
         s = slug(name)
         diag = diagnose(rows, dc)
         walls = diag["wall"].value_counts().to_dict() if not diag.empty else {}
-        is_cpu = first_value(rows, "device_kind") == "cpu"
+        on_cpu = is_cpu(rows)
         ctx = {
-            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes, "is_cpu": is_cpu,
+            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes, "is_cpu": on_cpu,
             "ceilings": [c.as_dict() for c in dc.ceilings], "plan": plan, "run_info": _run_info(counts, plan),
             "environments": _environments(rows),
             "roofline_svg": plots.roofline_svg(rows, dc, inline=True),
@@ -241,7 +241,7 @@ def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
     """Every device against the one with the lowest measured (else datasheet) HBM bandwidth."""
     def hbm(item):
         rows, dc = item[1]
-        c = dc.get("hbm_rw")
+        c = dc.get(CeilingKind.HBM_RW)
         return (c.value if c else (dc.spec.memory_gbps.value if dc.spec else math.inf), item[0])
 
     ordered = sorted(by_device.items(), key=hbm)

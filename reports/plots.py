@@ -20,14 +20,11 @@ import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
 
-from rooflab.db import rates  # noqa: E402 - after matplotlib.use
-from rooflab.db.status import ResultStatus  # noqa: E402 - after matplotlib.use
 from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402 - after matplotlib.use
-from rooflab.reports.frames import quality_of, usable  # noqa: E402 - after matplotlib.use
+from rooflab.reports.frames import is_cpu, quality_of, usable  # noqa: E402 - after matplotlib.use
 from rooflab.reports.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.reports.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
-from rooflab.suite.case import CacheMode  # noqa: E402 - after matplotlib.use
-from rooflab.suite.quality import Quality  # noqa: E402 - after matplotlib.use
+from rooflab.vocab import CacheMode, CeilingKind, Quality, ResultStatus  # noqa: E402 - after matplotlib.use
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -112,8 +109,8 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
              & (pd.to_numeric(ok["bytes"], errors="coerce") > 0)].copy()
     pts = pts.sort_values([c for c in ("family", "op", "case_key", "run_id") if c in pts.columns], kind="stable")
     pts["x"] = pts["flops"].astype(float) / pts["bytes"].astype(float)
-    pts["y"] = rates.tflops(pts["flops"].astype(float), pts["median_ms"].astype(float))
-    pts["intensity"], pts["tflops"] = pts["x"], pts["y"]
+    pts["y"] = pts["tflops"].astype(float)  # as stored (db/measurement_columns.py derives it once)
+    pts["intensity"] = pts["x"]
     pts["quality"] = quality_of(pts)
     pts["point"] = range(1, len(pts) + 1)
     for col in POINT_COLUMNS:
@@ -133,9 +130,9 @@ def _point_title(r: pd.Series) -> str:
     return "\n".join(lines)
 
 
-def _bandwidth_label(kind: str, llc: bool) -> str:
-    return {"hbm_rw": "DRAM" if llc else "HBM", "hbm_ro": "DRAM read" if llc else "HBM read",
-            "l2": "LLC" if llc else "L2"}[kind]
+def _bandwidth_label(kind: CeilingKind, llc: bool) -> str:
+    return {CeilingKind.HBM_RW: "DRAM" if llc else "HBM", CeilingKind.HBM_RO: "DRAM read" if llc else "HBM read",
+            CeilingKind.L2: "LLC" if llc else "L2"}[kind]
 
 
 def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False) -> str:
@@ -149,8 +146,7 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
     cache is called LLC and its memory DRAM. `inline`: without the XML prologue, to embed in HTML.
     """
     pts = roofline_points(rows)
-    kinds = rows["device_kind"].dropna() if "device_kind" in rows.columns else pd.Series(dtype=object)
-    llc = not kinds.empty and str(kinds.iloc[0]) == "cpu"
+    llc = is_cpu(rows)
     titles: dict[str, list[tuple[int, str]]] = {}
     with _figure(9.0, 6.0) as (fig, ax):
         ax.set_xscale("log")
@@ -159,7 +155,7 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
         if not pts.empty:
             xs = [min(xs[0], pts["x"].min() / 2), max(xs[1], pts["x"].max() * 2)]
         grid = np.logspace(math.log10(xs[0]), math.log10(xs[1]), 200)
-        compute = [c for c in dc.ceilings if c.kind in ("vector", "matrix")]
+        compute = [c for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
         if compute:
             top = max(c.value for c in compute)
         elif not pts.empty:
@@ -167,18 +163,19 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
         else:
             top = 1.0
         for c in dc.ceilings:
-            if c.kind in ("hbm_rw", "hbm_ro", "l2"):
-                roof_color = {"hbm_rw": "black", "hbm_ro": "dimgray", "l2": "tab:brown"}[c.kind]
+            if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2):
+                roof_color = {CeilingKind.HBM_RW: "black", CeilingKind.HBM_RO: "dimgray",
+                              CeilingKind.L2: "tab:brown"}[c.kind]
                 ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=roof_color, zorder=2)
-                x0 = grid[3] if c.kind != "hbm_ro" else grid[12]
+                x0 = grid[3] if c.kind != CeilingKind.HBM_RO else grid[12]
                 raised = " (raised by a result)" if c.raised else ""
                 ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}", (x0, x0 * c.value / 1e3),
                             fontsize=8, color=roof_color, rotation=0, ha="left", va="bottom",
                             xytext=(0, 3), textcoords="offset points")
-        hbm = dc.get("hbm_rw") or dc.get("hbm_ro")
-        shades = {kind: iter(sns.color_palette("Reds_d" if kind == "matrix" else "Blues_d",
+        hbm = dc.get(CeilingKind.HBM_RW) or dc.get(CeilingKind.HBM_RO)
+        shades = {kind: iter(sns.color_palette("Reds_d" if kind == CeilingKind.MATRIX else "Blues_d",
                                                max(1, sum(c.kind == kind for c in compute))))
-                  for kind in ("matrix", "vector")}
+                  for kind in (CeilingKind.MATRIX, CeilingKind.VECTOR)}
         for c in compute:
             start = c.value * 1e3 / hbm.value if hbm else xs[0]
             color = next(shades[c.kind])
@@ -298,7 +295,7 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
     with _figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log")
         if not sel.empty:
-            sel = sel.assign(gbps_=rates.gbps(sel["bytes"].astype(float), sel["median_ms"].astype(float)))
+            sel = sel.assign(gbps_=sel["gbps"].astype(float))  # as stored
             ops = sorted(sel["op"].astype(str).unique())
             colors = dict(zip(ops, sns.color_palette("tab10", len(ops)), strict=True))
             raster = len(sel) > RASTERIZE_ABOVE

@@ -25,7 +25,7 @@ from rooflab.reports.ceilings import (
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import device_names, select_device
 from rooflab.reports.gpu_specs import SPECS, match_device
-from rooflab.suite.case import CacheMode, TimingMode
+from rooflab.vocab import CacheMode, TimingMode, Wall
 
 
 @dataclass(frozen=True)
@@ -144,9 +144,9 @@ def _prediction(op_name, params, dtype, dc, flops, nbytes, croof: Roof, broof: R
     roofline_s = max(rates.ms_at_tflops(flops, croof.value), rates.ms_at_gbps(nbytes, broof.value)) / rates.MS_PER_S
     attainable = min(peak, intensity * bw) if nbytes else peak
     if floor is not None and roofline_s * 1e3 < floor:
-        wall = "overhead"
+        wall = Wall.OVERHEAD
     else:
-        wall = "compute" if intensity >= ridge else "bandwidth"
+        wall = Wall.COMPUTE if intensity >= ridge else Wall.BANDWIDTH
     return Prediction(
         op=op_name, params=dict(params), dtype=dtype, device=dc.device_name, flops=flops, bytes=nbytes,
         intensity=intensity, compute_tflops=croof.value, compute_origin=croof.origin, compute_source=croof.source,

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.db.status import ResultStatus
 from rooflab.db.timeparse import Since
 from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS
 from rooflab.reports.errors import ReportInputError
+from rooflab.vocab import ResultStatus
 
 COUNT_KEYS = ["run_id", "run_order", "started_at", "host", "suite", "git_commit", "device_name",
               "device_fingerprint", "op", "family", "status"]

@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.query import shared_strings
-from rooflab.db.status import ResultStatus
 from rooflab.reports.frames import quality_of
 from rooflab.reports.gate import Point, SeriesVerdict, drift_start, history_pass, judge
 from rooflab.reports.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
-from rooflab.suite.quality import Quality
+from rooflab.vocab import Quality, ResultStatus
 
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 

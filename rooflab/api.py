@@ -22,7 +22,7 @@ from rooflab.suite.ops.registry import register
 if TYPE_CHECKING:  # pandas, torch and the runners load only when a function is called
     import pandas as pd
 
-    from rooflab.db.records import EnvironmentRecord
+    from rooflab.record import EnvironmentRecord, MachineObservation, Statistics, TimingMethod
     from rooflab.runners.machine.clocks import ClockReport
     from rooflab.runners.orchestration.session import RunSummary
 
@@ -64,38 +64,30 @@ class MachineState:
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """One callable timed by rooflab's engine: raw samples, their statistics and the machine state.
+    """One callable timed by rooflab's engine: the same parts a run's measurement record holds.
 
-    Times are milliseconds per call (per launch in graph mode: a replay's time over its launches).
+    `stats` (rooflab.record.Statistics: median, p10/p90, mean, extremes, IQR, std, the median's
+    95 % CI), `method` (TimingMethod: cache and timing mode, clock, hold, flush, why sampling
+    stopped, first call, warmup), `observation` (MachineObservation: clocks, throttling, power,
+    quality) and the raw `samples_ms`. Every field of those parts also reads directly
+    (`result.median_ms`, `result.stop_reason`, `result.quality`). Times are milliseconds per call
+    (per launch in graph mode: a replay's time over its launches).
     """
 
     samples_ms: tuple[float, ...] = field(repr=False)  # every kept sample, in the order taken
-    median_ms: float
-    p10_ms: float
-    p90_ms: float
-    mean_ms: float
-    min_ms: float
-    max_ms: float
-    iqr_ms: float  # p75 - p25
-    std_ms: float | None  # None for a single sample
-    ci_low_ms: float | None  # 95 % confidence interval of the median; None under 6 samples
-    ci_high_ms: float | None
-    rel_ci_halfwidth: float | None  # CI half-width / median
-    n_samples: int
-    stop_reason: str  # converged | max_time | max_samples | ... (runners.engine.stopping.StopReason)
-    first_call_ms: float  # the first call, timed apart (compile, autotune, allocator)
-    warmup_calls: int
-    warmup_ms: float  # host wall time of the warmup
-    sampling_ms: float  # host wall time of the sampling phase
-    cache: str  # "cold" | "hot"
-    timing_mode: str  # "launch" | "graph"
-    clock: str  # "cuda_events" | "perf_counter"
-    sync_method: str  # how host time was kept out of the samples (runners.engine.stream_hold.SyncMethod)
-    flush_method: str  # how the cache was flushed before a sample ("none" when hot)
-    flush_bytes: int
-    launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
+    stats: Statistics
+    method: TimingMethod
+    observation: MachineObservation
     device: str  # torch device string, e.g. "cuda:0" or "cpu"
     machine: MachineState = field(repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """A field of `stats`, `method` or `observation` by its own name (`result.median_ms`)."""
+        if not name.startswith("_"):
+            for part in (self.stats, self.method, self.observation):
+                if name in type(part).__dataclass_fields__:
+                    return getattr(part, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def device_name(self) -> str:
@@ -106,9 +98,11 @@ class MeasureResult:
         return self.machine.environment.device_fingerprint
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field as plain JSON-serialisable data (samples included)."""
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "machine"}
-        out["samples_ms"] = list(self.samples_ms)
+        """Every field of the parts, flat, as plain JSON-serialisable data (samples included)."""
+        out: dict[str, Any] = {"samples_ms": list(self.samples_ms)}
+        for part in (self.stats, self.method, self.observation):
+            out.update(_plain(asdict(part)))
+        out["device"] = self.device
         out["machine"] = self.machine.to_dict()
         return out
 
@@ -135,8 +129,8 @@ def measure(
     """
     from rooflab.runners.engine.timing import measure as engine_measure
     from rooflab.runners.errors import UserInputError
-    from rooflab.runners.machine.clocks import ClockMonitor
     from rooflab.runners.machine.environment import best_device, capture
+    from rooflab.runners.machine.observe import watching
     from rooflab.runners.orchestration.session import validate_timing_overrides
     from rooflab.suite.timing import TimingSettings
 
@@ -153,23 +147,12 @@ def measure(
         raise ValueError(str(exc)) from None
     settings = TimingSettings().override(overrides)
     environment, info = capture(device or best_device())
-    monitor = ClockMonitor(info).start()
-    try:
+    with watching(info) as watch:
         timed = engine_measure(fn, device=info, settings=settings, cache=cache, timing_mode=timing_mode)
-    finally:
-        clocks = monitor.stop()
-    stats = timed.stats
     return MeasureResult(
-        samples_ms=tuple(float(x) for x in timed.samples_ms),
-        median_ms=stats.median_ms, p10_ms=stats.p10_ms, p90_ms=stats.p90_ms, mean_ms=stats.mean_ms,
-        min_ms=stats.min_ms, max_ms=stats.max_ms, iqr_ms=stats.iqr_ms, std_ms=stats.std_ms,
-        ci_low_ms=stats.ci_low_ms, ci_high_ms=stats.ci_high_ms, rel_ci_halfwidth=stats.rel_ci_halfwidth,
-        n_samples=stats.n_samples, stop_reason=str(timed.stop_reason), first_call_ms=timed.first_call_ms,
-        warmup_calls=timed.warmup_calls, warmup_ms=timed.warmup_ms, sampling_ms=timed.sampling_ms,
-        cache=timed.cache, timing_mode=timed.timing_mode, clock=timed.clock,
-        sync_method=str(timed.sync_method), flush_method=str(timed.flush_method),
-        flush_bytes=timed.flush_bytes, launches_per_sample=timed.launches_per_sample,
-        device=info.torch_device, machine=MachineState(environment, clocks),
+        samples_ms=tuple(float(x) for x in timed.samples_ms), stats=timed.stats, method=timed.method,
+        observation=watch.observation(timed.stats, timed.method.stop_reason), device=info.torch_device,
+        machine=MachineState(environment, watch.clocks),
     )
 
 

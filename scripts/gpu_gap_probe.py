@@ -78,8 +78,9 @@ def _engine(fn: Any, device: Any, **kw: Any) -> Figure:
                               target_precision=0.005)
     name = kw.pop("name")
     r = measure(fn, device=device, settings=settings, cache="cold", timing_mode="launch", **kw)
+    how = r.method
     return figure(name, list(r.samples_ms),
-                  note=f"rooflab's engine: flush {r.flush_method}, hold {r.sync_method}, stop {r.stop_reason}")
+                  note=f"rooflab's engine: flush {how.flush_method}, hold {how.sync_method}, stop {how.stop_reason}")
 
 
 def flush_probe(device: Any) -> list[Figure]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import CACHE_MODES, TIMING_MODES, CacheMode, TimingMode
 
 FAMILIES = ("pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe")
 BACKENDS = ("eager", "compiled", "cupy")
@@ -28,21 +28,6 @@ DTYPES = (
     "int32",
 )
 
-
-class CacheMode(StrEnum):
-    COLD = "cold"  # the cache is flushed before each timed call
-    HOT = "hot"  # repeated calls on a warm cache
-
-
-class TimingMode(StrEnum):
-    LAUNCH = "launch"  # each sample times one launch (CUDA events on a GPU, perf_counter on a CPU)
-    # each sample times the replay of a CUDA graph holding back-to-back launches, divided by their
-    # count, which removes the CPU launch overhead (CUDA only)
-    GRAPH = "graph"
-
-
-CACHE_MODES = tuple(CacheMode)
-TIMING_MODES = tuple(TimingMode)
 
 
 def mode_conflict(cache: str, timing_mode: str) -> str | None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rooflab.vocab import DeviceKind
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    kind: str  # "cuda" or "cpu"
+    kind: str  # a DeviceKind: "cuda" or "cpu"
     name: str  # "NVIDIA H100 80GB HBM3", or the CPU model
     torch_device: str  # "cuda:0", "cpu"
     memory_bytes: int  # total device memory (host RAM for the CPU)
@@ -20,4 +22,4 @@ class DeviceInfo:
 
     @property
     def is_cuda(self) -> bool:
-        return self.kind == "cuda"
+        return self.kind == DeviceKind.CUDA

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
-from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case, ParamValue
+from rooflab.suite.case import BACKENDS, DTYPES, FAMILIES, Case, ParamValue
 from rooflab.suite.errors import SpecError
 from rooflab.suite.ops.base import Op
+from rooflab.vocab import CACHE_MODES, TIMING_MODES
 
 CASE_KEYS = ("op", "family", "backend", "dtype", "cache", "timing_mode", "benchmark", "tag")
 

@@ -16,20 +16,13 @@ it for results stored before quality was recorded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-from rooflab.suite.timing import UNCONVERGED_STOPS
+from rooflab.vocab import UNCONVERGED_STOPS, Quality
 
 NOISY_REL_CI = 0.05  # CI95 half-width / median above which an unconverged result is noisy
-
-
-class Quality(StrEnum):
-    GOOD = "good"
-    NOISY = "noisy"
-    CONTENDED = "contended"
 
 
 def noisy(rel_ci_halfwidth: Any, stop_reason: Any) -> Any:

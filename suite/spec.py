@@ -63,21 +63,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from rooflab.suite import sweep
-from rooflab.suite.case import (
-    BACKENDS,
-    CACHE_MODES,
-    DTYPES,
-    TIMING_MODES,
-    CacheMode,
-    Case,
-    TimingMode,
-    mode_conflict,
-)
+from rooflab.suite.case import BACKENDS, DTYPES, Case, mode_conflict
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import apply_filters
 from rooflab.suite.ops.base import Op, ParamValueError
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_value
 from rooflab.suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
+from rooflab.vocab import CACHE_MODES, TIMING_MODES, CacheMode, DeviceKind, TimingMode
 
 __all__ = [
     "Benchmark",
@@ -93,7 +85,7 @@ __all__ = [
 ]
 
 SPECS_DIR = Path(__file__).parent / "specs"
-DEVICE_KINDS = ("cpu", "cuda")
+DEVICE_KINDS = tuple(DeviceKind)
 DEFAULT_MAX_CASES = 5000
 DEFAULT_BACKENDS = ("eager",)
 DEFAULT_DTYPES = ("float32",)

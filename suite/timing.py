@@ -7,32 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from enum import StrEnum
 from typing import Any
-
-
-class SampleKind(StrEnum):
-    """What one sample of an op measures (an op's `sample_kind`)."""
-
-    DEVICE_TIME = "device_time"  # GPU time of one launch (event pair), host time on a CPU
-    HOST_PER_LAUNCH = "host_per_launch"  # host wall time per launch of back-to-back launches, one sync at the end
-
-
-class StopReason(StrEnum):
-    """Why sampling stopped (runners.engine.stopping decides; the database stores the value): the CI
-    reached the target precision, the CI is no wider than the clock's resolution, the noise estimate
-    settled, or a bound was hit."""
-
-    CONVERGED = "converged"
-    CLOCK_RESOLUTION = "clock_resolution"
-    NOISE_SETTLED = "noise_settled"
-    MAX_SAMPLES = "max_samples"
-    MAX_TIME = "max_time"
-
-
-# stop reasons of a case that never reached its target precision: it ran out of time or samples, or
-# its noise estimate settled above the target (an inherently noisy case)
-UNCONVERGED_STOPS = (StopReason.MAX_TIME, StopReason.MAX_SAMPLES, StopReason.NOISE_SETTLED)
 
 
 class TimingSettingError(ValueError):

@@ -7,11 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.reports.verdicts import FailOn, Verdict
-from rooflab.suite.case import CacheMode, TimingMode
-from rooflab.suite.quality import Quality
-from rooflab.suite.timing import StopReason
+from rooflab.vocab import CacheMode, Quality, ResultStatus, RunStatus, StopReason, TimingMode
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("suite", "runners", "db", "reports", "rooflab")

@@ -91,12 +91,11 @@ def test_readme_plugin_from_the_command_line(example_dir):
 
 def test_the_example_check_catches_a_wrong_output(example_dir):
     """The example's reference check is real: its own output passes, a perturbed one does not."""
+    import my_ops
     import torch
 
     from rooflab.runners.machine.environment import capture
     from rooflab.suite.case import Case
-
-    import my_ops
 
     _, device = capture("cpu")
     op = my_ops.Axpy()

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from rooflab.db.status import ResultStatus
 from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:
     from rooflab.runners.crosscheck.session import PeerCheck

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Any
 
 import typer
@@ -11,11 +10,7 @@ from rich.markup import escape
 from rooflab.runners.cli.common import JsonOption, console, fail, print_json
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
-
-
-class DeviceKind(StrEnum):
-    cpu = "cpu"
-    cuda = "cuda"
+from rooflab.vocab import DeviceKind
 
 
 def _si(value: float, unit: str = "") -> str:

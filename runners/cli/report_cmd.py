@@ -23,6 +23,7 @@ from rooflab.runners.cli.common import (
     print_json,
     require_database,
 )
+from rooflab.vocab import CeilingKind
 
 if TYPE_CHECKING:  # pandas loads only in the commands that read results
     import pandas as pd
@@ -77,6 +78,7 @@ def roofline_cmd(
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from rooflab.reports import plots
     from rooflab.reports.ceilings import compute_ceilings
+    from rooflab.reports.frames import is_cpu
     from rooflab.reports.html import slug
     from rooflab.reports.load import ROOFLINE_COLUMNS, load_device_results
     from rooflab.reports.runsel import choose_runs, counts_of, rows_for
@@ -89,7 +91,7 @@ def roofline_cmd(
         fail(f"--run/--since: no results of {escape(name)} in the chosen runs")
     rows, roof_rows = rows_for(rows, plan)
     dc = compute_ceilings(roof_rows, name)
-    llc = bool((rows.get("device_kind") == "cpu").any()) if "device_kind" in rows.columns else False
+    llc = is_cpu(rows)
     figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
@@ -111,7 +113,7 @@ def roofline_cmd(
     table.add_column("ratio", justify="right", no_wrap=True)
     sources = []
     for i, c in enumerate(dc.ceilings, start=1):
-        kind = "LLC" if llc and c.kind == "l2" else c.kind
+        kind = "LLC" if llc and c.kind == CeilingKind.L2 else c.kind
         label = f"{kind} {c.dtype or c.timing_mode or ''}".strip()
         table.add_row(str(i), escape(label), f"{_fmt(c.value)} {c.unit}" + (" *" if c.raised else ""),
                       _fmt(c.datasheet), _pct(c.ratio))
@@ -148,7 +150,7 @@ def predict_cmd(
 ) -> None:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
     from rooflab.reports.predict import parse_shape, predict
-    from rooflab.suite.case import CACHE_MODES
+    from rooflab.vocab import CACHE_MODES
 
     if cache not in CACHE_MODES:
         fail(f"--cache: {escape(cache)!r} is not allowed; allowed: {', '.join(CACHE_MODES)}")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
-from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming
+from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 N_WARMUP = 10  # cupyx's default
 N_REPEAT = 10_000  # cupyx's default; max_duration ends it earlier for slow calls

@@ -12,9 +12,10 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
-from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 WARMUP_MS = 25  # do_bench's defaults: target durations in milliseconds, not call counts
 REP_MS = 100

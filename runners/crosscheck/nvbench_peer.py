@@ -25,17 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rooflab.runners.crosscheck.peer import (
-    CacheMode,
-    Call,
-    PeerClock,
-    PeerName,
-    PeerTiming,
-    package_version,
-    run_in_own_process,
-)
+from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version, run_in_own_process
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 BENCHMARK_NAME = "rooflab_crosscheck"
 TIMEOUT_S = 15.0  # nvbench's default per measurement

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
-from rooflab.suite.case import CacheMode, Case
+from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 
 class PeerName(StrEnum):

@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rooflab.db.status import ResultStatus
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason
+from rooflab.vocab import ResultStatus
 
 
 def _ms(value: float | None) -> str:

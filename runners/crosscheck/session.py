@@ -22,12 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rooflab.db.crosscheck import GroupSummary, summarize_groups
-from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.crosscheck.peer import OwnProcessPeer, Peer, PeerTiming
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, summarize_timer
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
+from rooflab.vocab import DeviceKind, ResultStatus, RunStatus, device_kind_of
 
 MAX_ROUNDS = 50
 
@@ -142,7 +142,7 @@ class _RooflabRounds:
 
 @contextlib.contextmanager
 def _on_device(torch_device: str) -> Iterator[None]:
-    if not torch_device.startswith("cuda"):
+    if device_kind_of(torch_device) is not DeviceKind.CUDA:
         yield
         return
     import torch
@@ -285,8 +285,8 @@ def run_crosscheck(
 
     `peer_objects` replaces the peers named by `peers` (tests use it to plant a peer)."""
     from rooflab.db.crosscheck import CrossCheckRecord, add_crosscheck
-    from rooflab.db.records import RunRecord
     from rooflab.db.store import ResultStore, environment_device_uuid
+    from rooflab.record import RunRecord
     from rooflab.runners.machine.environment import capture, git_state
     from rooflab.runners.orchestration.session import _rooflab_version
     from rooflab.suite.ops.registry import all_ops
@@ -295,7 +295,7 @@ def run_crosscheck(
     rounds = validate_rounds(rounds)
     names = parse_peers(peers)
     torch_device = resolve_device(device)
-    spec, cases = select_cases(spec_path, filters, torch_device.split(":")[0])
+    spec, cases = select_cases(spec_path, filters, device_kind_of(torch_device).value)
     chosen = list(peer_objects) if peer_objects is not None else peers_for(names)
 
     all_ops()  # plugins (ROOFLAB_PLUGINS) are loaded before the first case, as in a worker

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rooflab.runners.crosscheck.peer import CacheMode, Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 MIN_RUN_TIME_S = 0.2  # blocked_autorange's own default
 

@@ -21,8 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
+from rooflab.runners.crosscheck.peer import PeerClock
 from rooflab.runners.engine.stats import summarize
+from rooflab.vocab import CacheMode
 
 # Below this duration a kernel is about as short as its launch from Python (a few to tens of µs),
 # so a timer whose event pair is not held behind a blocking kernel measures launches, not kernels.

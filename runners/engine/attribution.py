@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rooflab.db.records import LayerPartRecord, LayerProfileRecord
+from rooflab.record import LayerPartRecord, LayerProfileRecord
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to

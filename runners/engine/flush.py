@@ -13,23 +13,16 @@ full of dirty lines (50 MiB on an H100) that the timed kernel would pay to write
 """
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Protocol
 
 import numpy as np
 
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import FlushMethod
 
 FLUSH_FACTOR = 2
 _ALIGN = 4096
 _FILL_SEED = 0x5EED
-
-
-class FlushMethod(StrEnum):
-    """How the cache was cleaned before a cold sample (the measurement's `flush_method`)."""
-
-    READ_SWEEP = "read_sweep"  # a read-only pass over >= 2x the cache: ends with clean lines only
-    NONE = "none"  # hot mode: no flush
 
 
 class Flusher(Protocol):

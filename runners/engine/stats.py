@@ -12,30 +12,13 @@ such j exists (even [min, max] covers only 1 - 2/2^n < 95 %), so the interval is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from rooflab.record import Statistics
+
 CONFIDENCE = 0.95
-
-
-@dataclass(frozen=True)
-class SampleStats:
-    """Summary of n timing samples (milliseconds)."""
-
-    median_ms: float
-    mean_ms: float
-    min_ms: float
-    max_ms: float
-    p10_ms: float
-    p90_ms: float
-    iqr_ms: float  # p75 - p25
-    std_ms: float | None  # sample standard deviation (ddof=1); None for a single sample
-    n_samples: int
-    ci_low_ms: float | None  # 95 % CI of the median (order statistics); None below 6 samples
-    ci_high_ms: float | None
-    rel_ci_halfwidth: float | None  # (ci_high - ci_low) / 2 / median; None without a CI or a positive median
 
 
 @lru_cache(maxsize=4096)
@@ -74,7 +57,7 @@ def _as_fraction(x: float) -> tuple[int, int]:
     return f.numerator, f.denominator
 
 
-def summarize(samples_ms: Sequence[float]) -> SampleStats:
+def summarize(samples_ms: Sequence[float]) -> Statistics:
     """Median, mean, extremes, p10/p90, IQR, sample std and the median's 95 % CI of `samples_ms`."""
     x = np.sort(np.asarray(samples_ms, dtype=np.float64))
     n = int(x.size)
@@ -90,7 +73,7 @@ def summarize(samples_ms: Sequence[float]) -> SampleStats:
     else:
         ci_low, ci_high = float(x[ranks[0] - 1]), float(x[ranks[1] - 1])
         rel = (ci_high - ci_low) / 2.0 / median if median > 0 else None
-    return SampleStats(
+    return Statistics(
         median_ms=median,
         mean_ms=float(x.mean()),
         min_ms=float(x[0]),

@@ -31,8 +31,10 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rooflab.runners.engine.stats import SampleStats, summarize
-from rooflab.suite.timing import StopReason, TimingSettings
+from rooflab.record import Statistics
+from rooflab.runners.engine.stats import summarize
+from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import StopReason
 
 GROWTH_FRACTION = 0.25  # each later batch adds ~this fraction of the samples taken so far
 NOISE_HISTORY = 512  # noise estimates kept (one per sample, the newest)
@@ -47,7 +49,7 @@ TakeBatch = Callable[[int], Sequence[float]]  # k -> k samples in ms
 @dataclass(frozen=True)
 class SamplingOutcome:
     samples_ms: tuple[float, ...]
-    stats: SampleStats
+    stats: Statistics
     stop_reason: StopReason
     elapsed_ms: float  # wall time of the sampling phase
     batches: int  # how many times the stopping rule was evaluated
@@ -123,7 +125,7 @@ def sample_until_stable(
 
 
 def stop_reason(
-    stats: SampleStats,
+    stats: Statistics,
     n: int,
     elapsed_ms: float,
     s: TimingSettings,

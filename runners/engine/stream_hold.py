@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from enum import StrEnum
 from typing import Any, Protocol
 
 from rooflab.suite.ops.pointwise import external_stream
+from rooflab.vocab import SyncMethod
 
 MAX_SAMPLES_PER_HOLD = 8  # the launch queue is finite: a deep one behind a hold would block the host
 HOLD_TIMEOUT_S = 5.0  # a blocking kernel gives up after this long
@@ -43,15 +43,6 @@ SLEEP_MIN_MS = 0.05  # ... and at least this long
 SLEEP_SHRINK = 0.75  # after a chunk that was covered, the next sleep is at least this fraction as long
 SLEEP_MAX_MS = 500.0
 SLEEP_CALIBRATION_CYCLES = 2_000_000
-
-
-class SyncMethod(StrEnum):
-    """What kept host time out of the samples (the measurement's `sync_method`)."""
-
-    BLOCKING_KERNEL = "blocking_kernel"
-    SLEEP_KERNEL = "sleep_kernel"
-    HOST_SYNC = "host_sync"
-    NONE = "none"
 
 
 class StreamHoldFailed(RuntimeError):

@@ -19,7 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rooflab.runners.engine.flush import Flusher
-from rooflab.runners.engine.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed, SyncMethod
+from rooflab.runners.engine.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed
+from rooflab.vocab import SyncMethod
 
 Sync = Callable[[], None]
 

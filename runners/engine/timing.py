@@ -28,15 +28,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from rooflab.record import Statistics, TimingMethod
 from rooflab.runners.engine import graphs
-from rooflab.runners.engine.flush import Flusher, FlushMethod, make_flusher
-from rooflab.runners.engine.stats import SampleStats
+from rooflab.runners.engine.flush import Flusher, make_flusher
 from rooflab.runners.engine.stopping import sample_until_stable
 from rooflab.runners.engine.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
 from rooflab.runners.engine.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
-from rooflab.suite.case import CacheMode, TimingMode, modes_problem
+from rooflab.suite.case import modes_problem
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.timing import SampleKind, TimingSettings
+from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import CacheMode, FlushMethod, SampleKind, TimingMode
 
 GRAPH_ESTIMATE_CALLS = 5  # eager launches timed to size a graph
 HOST_LAUNCHES_PER_SAMPLE = 100  # back-to-back eager launches per host-timed sample
@@ -48,20 +49,12 @@ class GraphModeUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class TimingResult:
-    samples_ms: tuple[float, ...]  # per launch: graph replay times are divided by launches_per_sample
-    stats: SampleStats
-    stop_reason: str  # runners.engine.stopping.StopReason
-    first_call_ms: float  # host wall time of the first call, synchronised (compile, autotune, ...)
-    warmup_calls: int  # discarded units (calls in launch mode, graph replays in graph mode)
-    warmup_ms: float  # host wall time of the warmup
-    clock: str  # "perf_counter" | "cuda_events"
-    sync_method: str  # runners.engine.stream_hold.SyncMethod: what kept host time out of the samples
-    flush_method: str  # runners.engine.flush.FlushMethod ("none" in hot mode)
-    timing_mode: str  # a TimingMode
-    cache: str  # a CacheMode
-    launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
-    flush_bytes: int  # bytes swept before each sample (0 in hot mode)
-    sampling_ms: float  # host wall time of the sampling phase (flushes and overheads included)
+    """What the engine measured: the kept samples (per launch: graph replay times are divided by
+    launches_per_sample), their statistics, and the method it used (rooflab.record)."""
+
+    samples_ms: tuple[float, ...]
+    stats: Statistics
+    method: TimingMethod
 
 
 def measure(
@@ -118,20 +111,22 @@ def measure(
             source.without_hold()
             outcome = sample_until_stable(source.take_batch, settings, resolution_ms=source.resolution_ms)
     return TimingResult(
-        samples_ms=outcome.samples_ms,
+        samples_ms=tuple(outcome.samples_ms),
         stats=outcome.stats,
-        stop_reason=outcome.stop_reason.value,
-        first_call_ms=first_call_ms,
-        warmup_calls=warmup_calls,
-        warmup_ms=warmup_ms,
-        clock=source.clock,
-        sync_method=source.sync_method,
-        flush_method=used_flusher.flush_method if used_flusher is not None else FlushMethod.NONE.value,
-        timing_mode=timing_mode,
-        cache=cache,
-        launches_per_sample=source.launches_per_sample,
-        flush_bytes=used_flusher.flush_bytes if used_flusher is not None else 0,
-        sampling_ms=outcome.elapsed_ms,
+        method=TimingMethod(
+            cache=cache,
+            timing_mode=timing_mode,
+            clock=source.clock,
+            stop_reason=outcome.stop_reason.value,
+            first_call_ms=first_call_ms,
+            warmup_calls=warmup_calls,
+            launches_per_sample=source.launches_per_sample,
+            flush_bytes=used_flusher.flush_bytes if used_flusher is not None else 0,
+            sync_method=source.sync_method,
+            flush_method=used_flusher.flush_method if used_flusher is not None else FlushMethod.NONE.value,
+            warmup_ms=warmup_ms,
+            sampling_ms=outcome.elapsed_ms,
+        ),
     )
 
 

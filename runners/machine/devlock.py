@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rooflab.vocab import DeviceKind, device_kind_of
+
 LOCK_DIR_ENV = "ROOFLAB_LOCK_DIR"
 POLL_S = 0.25
 
@@ -81,7 +83,7 @@ def pid_alive(pid: int) -> bool:
 def lock_name(torch_device: str) -> str:
     """The file name (without suffix) of a torch device's lock: the physical device where known."""
     kind, _, index_text = torch_device.partition(":")
-    if kind != "cuda":
+    if device_kind_of(torch_device) is not DeviceKind.CUDA:
         return kind
     index = int(index_text or 0)
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")

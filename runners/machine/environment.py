@@ -20,10 +20,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from rooflab.db.records import EnvironmentRecord
+from rooflab.record import EnvironmentRecord
 from rooflab.runners.machine import cpuinfo
 from rooflab.runners.machine.gitinfo import git_state
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import DeviceKind
 
 __all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields"]
 
@@ -54,7 +55,7 @@ def identity_fields(
         "cuda_major": _major(cuda_version),
         "torch_version": torch_version,
     }
-    if kind == "cpu":
+    if kind == DeviceKind.CPU:
         identity["logical_cores"] = logical_cores
     return identity
 
@@ -86,9 +87,9 @@ def capture(torch_device: str) -> tuple[EnvironmentRecord, DeviceInfo]:
         device = torch.device(torch_device)
     except RuntimeError as exc:
         raise ValueError(f"not a device: {torch_device!r} ({exc}); use 'cpu' or 'cuda:N'") from exc
-    if device.type == "cuda":
+    if device.type == DeviceKind.CUDA:
         return _capture_cuda(device)
-    if device.type == "cpu":
+    if device.type == DeviceKind.CPU:
         return _capture_cpu()
     raise ValueError(f"unsupported device {torch_device!r}: rooflab measures on 'cpu' and 'cuda:N'")
 

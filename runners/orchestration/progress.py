@@ -23,10 +23,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from rooflab.db.records import MeasurementRecord
-from rooflab.db.status import ResultStatus
+from rooflab.db.measurement_columns import gbps_of, tflops_of
+from rooflab.record import MeasurementRecord
 from rooflab.suite.case import Case
-from rooflab.suite.quality import Quality
+from rooflab.vocab import Quality, ResultStatus
 
 STATUS_STYLES = {
     ResultStatus.OK: "green",
@@ -52,24 +52,27 @@ def format_ms(value: float | None) -> str:
 
 def describe_result(record: MeasurementRecord) -> str:
     """`median 1.234 ms ±0.4% [p10 1.230 ms, p90 1.240 ms]  812.3 GB/s  0.21 TFLOP/s` or the error."""
-    if record.status != ResultStatus.OK:
+    stats = record.stats
+    if record.status != ResultStatus.OK or stats is None:
         return record.error or ""
-    parts = [f"median {format_ms(record.median_ms)}"]
-    if record.rel_ci_halfwidth is not None:
-        parts[0] += f" ±{record.rel_ci_halfwidth * 100:.1f}%"
-    parts.append(f"[p10 {format_ms(record.p10_ms)}, p90 {format_ms(record.p90_ms)}, n={record.n_samples}]")
-    if record.bytes and record.gbps is not None:
-        parts.append(f"{record.gbps:.1f} GB/s" if record.gbps >= 1 else f"{record.gbps:.3g} GB/s")
-    if record.flops and record.tflops is not None:
-        parts.append(f"{record.tflops:.3g} TFLOP/s")
-    if record.throttled:
+    parts = [f"median {format_ms(stats.median_ms)}"]
+    if stats.rel_ci_halfwidth is not None:
+        parts[0] += f" ±{stats.rel_ci_halfwidth * 100:.1f}%"
+    parts.append(f"[p10 {format_ms(stats.p10_ms)}, p90 {format_ms(stats.p90_ms)}, n={stats.n_samples}]")
+    gbps, tflops = gbps_of(record), tflops_of(record)
+    if record.work.bytes and gbps is not None:
+        parts.append(f"{gbps:.1f} GB/s" if gbps >= 1 else f"{gbps:.3g} GB/s")
+    if record.work.flops and tflops is not None:
+        parts.append(f"{tflops:.3g} TFLOP/s")
+    machine = record.machine
+    if machine.throttled:
         parts.append("THROTTLED")
-    elif "sw_power_cap" in record.throttle_reasons:
+    elif "sw_power_cap" in machine.throttle_reasons:
         parts.append("at power cap")
-    if record.power_w is not None:
-        parts.append(f"{record.power_w:.0f} W")
-    if record.quality and record.quality != Quality.GOOD:
-        parts.append(f"{record.quality.upper()}: {'; '.join(record.quality_reasons)}")
+    if machine.power_w is not None:
+        parts.append(f"{machine.power_w:.0f} W")
+    if machine.quality and machine.quality != Quality.GOOD:
+        parts.append(f"{machine.quality.upper()}: {'; '.join(machine.quality_reasons)}")
     return "  ".join(parts)
 
 

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from rooflab.db.handle import Database, as_database
-from rooflab.db.status import ResultStatus, RunStatus
+from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
+from rooflab.vocab import DeviceKind, ResultStatus, RunStatus, device_kind_of
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -159,7 +160,7 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
     if devices is not None:
         text = devices.strip().lower()
         if text == "all":
-            gpus = [d for d in available if d.startswith("cuda")]
+            gpus = [d for d in available if device_kind_of(d) is DeviceKind.CUDA]
             if not gpus:
                 raise UserInputError(
                     "--devices all: this machine has no CUDA GPU that torch can see; "
@@ -170,7 +171,7 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
         if not parts:
             raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")
         chosen = list(dict.fromkeys(_normalize_device(p, available) for p in parts))
-        kinds = {d.split(":")[0] for d in chosen}
+        kinds = {device_kind_of(d) for d in chosen}
         if len(kinds) > 1:
             raise UserInputError(f"--devices {devices!r}: mixes CPU and CUDA devices; run them separately")
         return chosen
@@ -241,7 +242,7 @@ def run_suite(
             raise UserInputError(f"{name} {value!r}: a run id is a non-empty word without spaces")
     prestart_worker_server()  # workers' imports overlap with loading the spec
     torch_devices = resolve_devices(o.device, o.devices)
-    device_kind = torch_devices[0].split(":")[0]
+    device_kind = device_kind_of(torch_devices[0]).value
 
     # the database is parsed when first needed (a bad spec is reported before a bad URL) and
     # opened once: a handle given by the caller stays open, one made here is closed here
@@ -369,7 +370,7 @@ def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Seq
     """Whether every case of the spec (for this device kind) now has a result on every device of
     this invocation. A shard answers for its own part: it covers the spec when no filter left a case
     out (the run is complete once every shard is)."""
-    from rooflab.db.store import device_key
+    from rooflab.db.measurement_columns import device_key
 
     if shard is not None:
         return len(filtered) == len(expanded)
@@ -384,7 +385,7 @@ def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Seq
 
 
 def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, command_line: str | None) -> Any:
-    from rooflab.db.records import RunRecord
+    from rooflab.record import RunRecord
 
     return RunRecord(
         run_id=run_id,
@@ -440,8 +441,8 @@ def _summary(
             "case_key": r.case.case_key,
             "device": r.lane,
             "median_ms": r.record.median_ms,
-            "gbps": r.record.gbps if r.record.bytes else None,
-            "tflops": r.record.tflops if r.record.flops else None,
+            "gbps": gbps_of(r.record) if r.record.work.bytes else None,
+            "tflops": tflops_of(r.record) if r.record.work.flops else None,
             "elapsed_s": round(r.elapsed_s, 3),
         }
         for r in ok[:SLOWEST_SHOWN]

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rooflab.db.status import ResultStatus
-from rooflab.suite.case import CacheMode, Case
+from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import CacheMode, ResultStatus
 
 # Nominal rates of the cost model. They only decide how cases are spread over shards (relative
 # costs), never a reported figure; they are of the order of a current data-centre GPU.

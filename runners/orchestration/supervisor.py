@@ -22,12 +22,13 @@ from enum import StrEnum
 from multiprocessing.connection import wait
 from typing import Any, Protocol
 
-from rooflab.db.records import CaseRecord, MeasurementRecord
-from rooflab.db.status import ResultStatus, RunStatus
-from rooflab.db.store import device_key, environment_device_uuid
+from rooflab.db.measurement_columns import device_key
+from rooflab.db.store import environment_device_uuid
+from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod, WorkModel
 from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import ResultStatus, RunStatus
 
 # A fresh worker imports torch, captures the environment and initialises the device.
 WORKER_START_TIMEOUT_S = 300.0
@@ -222,7 +223,7 @@ class Supervisor:
         timing_overrides: Mapping[str, Any] | None = None,
         case_timeout_s: float | None = None,
         shard: str | None = None,
-        work_model: Callable[[Case], tuple[int, int]] | None = None,
+        work_model: Callable[[Case], WorkModel] | None = None,
         handle_signals: bool = True,
         cpu_threads: int | None = None,
     ) -> None:
@@ -509,13 +510,19 @@ class Supervisor:
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)
 
 
-def _op_work_model(case: Case) -> tuple[int, int]:
-    """(flops, bytes) of one call, from the op's pure functions."""
+def _op_work_model(case: Case) -> WorkModel:
+    """The FLOPs and bytes of one call, from the op's pure functions."""
     from rooflab.suite.ops.registry import get_op
 
     op = get_op(case.op)
     params = op.resolved_params(case.params)
-    return int(op.flops(params, case.dtype)), int(op.bytes(params, case.dtype))
+    return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)))
+
+
+def case_record(case: Case) -> CaseRecord:
+    """What the database keeps of a case (its identity across runs)."""
+    return CaseRecord(case_key=case.case_key, op=case.op, op_version=case.op_version, family=case.family,
+                      backend=case.backend, dtype=case.dtype, params=dict(case.params))
 
 
 def build_record(
@@ -526,67 +533,25 @@ def build_record(
     device_fingerprint: str,
     device_uuid: str | None,
     shard: str | None,
-    work_model: Callable[[Case], tuple[int, int]],
+    work_model: Callable[[Case], WorkModel],
 ) -> MeasurementRecord:
-    """The MeasurementRecord of one case; FLOPs and bytes are filled in whatever the status."""
+    """The worker's outcome with the identity and the work model added; the work model is filled
+    in whatever the status. Only an ok result keeps its statistics, samples and profile."""
     try:
-        flops, nbytes = work_model(case)
+        work = work_model(case)
     except Exception as exc:  # noqa: BLE001 - an op whose model fails still gets its status stored
-        flops, nbytes = 0, 0
-        extra = f"work model failed: {describe_exception(exc)}"
-        outcome = _with_error(outcome, extra)
-    case_record = CaseRecord(
-        case_key=case.case_key,
-        op=case.op,
-        op_version=case.op_version,
-        family=case.family,
-        backend=case.backend,
-        dtype=case.dtype,
-        params=dict(case.params),
-    )
+        work = WorkModel()
+        outcome = _with_error(outcome, f"work model failed: {describe_exception(exc)}")
     ok = outcome.status == ResultStatus.OK
-    stats = outcome.stats if ok else None
     return MeasurementRecord(
-        run_id=run_id,
-        case=case_record,
-        device_fingerprint=device_fingerprint,
-        cache=case.cache,
-        timing_mode=case.timing_mode,
+        identity=Identity(run_id=run_id, case=case_record(case), device_fingerprint=device_fingerprint,
+                          device_uuid=device_uuid, shard=shard, measured_at=datetime.now(UTC)),
         status=outcome.status,
-        measured_at=datetime.now(UTC),
-        device_uuid=device_uuid,
-        shard=shard,
         error=outcome.error,
-        clock=outcome.clock,
-        median_ms=stats.median_ms if stats else None,
-        mean_ms=stats.mean_ms if stats else None,
-        min_ms=stats.min_ms if stats else None,
-        max_ms=stats.max_ms if stats else None,
-        p10_ms=stats.p10_ms if stats else None,
-        p90_ms=stats.p90_ms if stats else None,
-        iqr_ms=stats.iqr_ms if stats else None,
-        std_ms=stats.std_ms if stats else None,
-        n_samples=stats.n_samples if stats else 0,
-        rel_ci_halfwidth=stats.rel_ci_halfwidth if stats else None,
-        stop_reason=outcome.stop_reason if ok else None,
-        first_call_ms=outcome.first_call_ms,
-        warmup_calls=outcome.warmup_calls if ok else 0,
-        launches_per_sample=outcome.launches_per_sample if ok else 1,
-        flush_bytes=outcome.flush_bytes if ok else 0,
-        flops=flops,
-        bytes=nbytes,
-        sm_clock_start_mhz=outcome.sm_clock_start_mhz,
-        sm_clock_end_mhz=outcome.sm_clock_end_mhz,
-        sm_clock_max_mhz=outcome.sm_clock_max_mhz,
-        throttle_reasons=tuple(outcome.throttle_reasons),
-        throttled=outcome.throttled,
-        sync_method=outcome.sync_method if ok else None,
-        flush_method=outcome.flush_method if ok else None,
-        power_w=outcome.power_w,
-        energy_j=outcome.energy_j,
-        quality=outcome.quality if ok else None,
-        quality_reasons=tuple(outcome.quality_reasons) if ok else (),
-        cpu_threads=outcome.cpu_threads,
+        method=outcome.method or TimingMethod(cache=case.cache, timing_mode=case.timing_mode),
+        stats=outcome.stats if ok else None,
+        machine=outcome.machine,
+        work=work,
         samples_ms=tuple(outcome.samples_ms) if ok else (),
         layer_profile=outcome.layer_profile if ok else None,
     )

@@ -25,12 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rooflab.db.records import EnvironmentRecord, LayerProfileRecord
-from rooflab.db.status import ResultStatus
-from rooflab.runners.engine.stats import SampleStats
-from rooflab.suite.case import CacheMode, Case, TimingMode
+from rooflab.record import EnvironmentRecord, LayerProfileRecord, MachineObservation, Statistics, TimingMethod
+from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import case_skip_reason, format_bytes
+from rooflab.vocab import CacheMode, DeviceKind, ResultStatus, TimingMode, device_kind_of
 
 
 @dataclass(frozen=True)
@@ -52,38 +51,23 @@ class CaseRequest:
 
 @dataclass(frozen=True)
 class CaseOutcome:
-    """The result of one case as typed data; the supervisor turns it into a MeasurementRecord
-    (runners.orchestration.supervisor.build_record)."""
+    """One case as the worker measured it: the parts of the measurement record it fills (status,
+    method, statistics, machine observation, raw samples, layer profile) and the worker's own
+    bookkeeping. The supervisor adds the identity and the work model (supervisor.build_record)."""
 
     case_key: str
     status: str  # ok | incorrect | failed | skipped, or crashed when the device context was lost
     error: str | None = None
     elapsed_s: float = 0.0  # wall time of the whole case inside the worker
-    clock: str | None = None
+    method: TimingMethod | None = None  # None: nothing was timed (the supervisor records the case's modes)
+    stats: Statistics | None = None  # summary of samples_ms (status ok only)
+    machine: MachineObservation = MachineObservation()
     samples_ms: tuple[float, ...] = ()
-    stats: SampleStats | None = None  # summary of samples_ms (status ok only)
-    stop_reason: str | None = None
-    first_call_ms: float | None = None
-    warmup_calls: int = 0
-    launches_per_sample: int = 1
-    flush_bytes: int = 0
-    sm_clock_start_mhz: float | None = None
-    sm_clock_end_mhz: float | None = None
-    sm_clock_max_mhz: float | None = None
-    throttle_reasons: tuple[str, ...] = ()
-    throttled: bool = False
-    sync_method: str | None = None  # what held the stream while a batch was enqueued
-    flush_method: str | None = None  # how the cache was cleaned before a cold sample
-    power_w: float | None = None  # average board power while the case ran
-    energy_j: float | None = None  # energy per call
-    quality: str | None = None  # "good" | "noisy" | "contended"
-    quality_reasons: tuple[str, ...] = ()
-    cpu_threads: int | None = None  # intra-op threads of a CPU case
+    layer_profile: LayerProfileRecord | None = None  # of an op made of parts (runners.engine.attribution)
     worker_unusable: bool = False  # the device context is broken: the worker exits after this case
     # host wall time of the case's phases in the worker, ms (PHASES; not stored, for overhead studies)
     phases_ms: Mapping[str, float] = field(default_factory=dict)
     check_cached: bool = False  # the check verdict came from an earlier case with the same inputs' shape
-    layer_profile: LayerProfileRecord | None = None  # of an op made of parts (runners.engine.attribution)
 
 
 # prepare: inputs and callable; first_call: the worker's timed first call (the only one: the timing
@@ -256,7 +240,8 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float,
     laps.lap("check")
     if problem:
         return CaseOutcome(
-            key, ResultStatus.INCORRECT, problem, time.perf_counter() - started, first_call_ms=first_call_ms,
+            key, ResultStatus.INCORRECT, problem, time.perf_counter() - started,
+            method=TimingMethod(cache=case.cache, timing_mode=case.timing_mode, first_call_ms=first_call_ms),
             phases_ms=dict(laps.phases), check_cached=check_cached,
         )
     return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind, check_cached)
@@ -286,9 +271,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check (ready_case), then timing; never raises."""
     from rooflab.runners.engine.attribution import attribute
-    from rooflab.runners.machine.clocks import ClockMonitor, energy_per_call_j
-    from rooflab.runners.machine.contention import ContentionMonitor
-    from rooflab.suite.quality import judge, noise_reasons
+    from rooflab.runners.machine.observe import watching
 
     case = request.case
     key = case.case_key
@@ -300,50 +283,22 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         ready = ready_case(request, device, started, laps)
         if isinstance(ready, CaseOutcome):
             return ready
-        monitor = ClockMonitor(device)
-        monitor.start()
-        contention = ContentionMonitor.for_device(device).start()
-        try:
+        with watching(device) as watch:
             result = time_ready(ready, case, device)
-        finally:
-            clocks = monitor.stop()
-            seen = contention.stop()
         laps.lap("measure")
-        phases = laps.phases
-        measure_ms = phases.pop("measure")
-        phases["warmup"] = float(result.warmup_ms)
-        phases["sampling"] = float(result.sampling_ms)
-        phases["timing_first_call"] = max(0.0, measure_ms - result.warmup_ms - result.sampling_ms)
-        quality, quality_reasons = judge(noise_reasons(result.stats.rel_ci_halfwidth, result.stop_reason), seen.reasons)
         layer_profile, attribution_error = attribute(ready.prepared, device)
         return CaseOutcome(
             key,
             ResultStatus.OK,
             attribution_error,
             time.perf_counter() - started,
-            clock=result.clock,
-            samples_ms=tuple(float(x) for x in result.samples_ms),
+            method=result.method,
             stats=result.stats,
-            stop_reason=result.stop_reason,
-            first_call_ms=ready.first_call_ms,
-            warmup_calls=int(result.warmup_calls),
-            launches_per_sample=int(result.launches_per_sample),
-            flush_bytes=int(result.flush_bytes),
-            sm_clock_start_mhz=clocks.sm_clock_start_mhz,
-            sm_clock_end_mhz=clocks.sm_clock_end_mhz,
-            sm_clock_max_mhz=clocks.sm_clock_max_mhz,
-            throttle_reasons=tuple(clocks.throttle_reasons),
-            throttled=bool(clocks.throttled),
-            quality=str(quality),
-            quality_reasons=quality_reasons,
-            cpu_threads=ready.cpu_threads,
-            sync_method=result.sync_method,
-            flush_method=result.flush_method,
-            power_w=clocks.power_w,
-            energy_j=energy_per_call_j(clocks.power_w, result.stats.median_ms),
-            phases_ms=dict(phases),
-            check_cached=ready.check_cached,
+            machine=watch.observation(result.stats, result.method.stop_reason, ready.cpu_threads),
+            samples_ms=tuple(float(x) for x in result.samples_ms),
             layer_profile=layer_profile,
+            phases_ms=_phases(laps.phases, result.method),
+            check_cached=ready.check_cached,
         )
     except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
         message = describe_exception(exc)
@@ -361,6 +316,17 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
         key, ResultStatus.CRASHED, f"device context lost: {message}", time.perf_counter() - started,
         worker_unusable=True,
     )
+
+
+def _phases(laps: Mapping[str, float], method: TimingMethod) -> dict[str, float]:
+    """The case's phases (PHASES) from the worker's laps and the engine's own warmup and sampling times."""
+    phases = dict(laps)
+    measure_ms = phases.pop("measure")
+    warmup_ms, sampling_ms = float(method.warmup_ms or 0.0), float(method.sampling_ms or 0.0)
+    phases["warmup"] = warmup_ms
+    phases["sampling"] = sampling_ms
+    phases["timing_first_call"] = max(0.0, measure_ms - warmup_ms - sampling_ms)
+    return phases
 
 
 def _apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
@@ -421,7 +387,7 @@ def _watch_supervisor(supervisor_pid: int) -> None:
 
 
 def _pin(torch_device: str) -> None:
-    if torch_device.startswith("cuda"):
+    if device_kind_of(torch_device) is DeviceKind.CUDA:
         import torch
 
         torch.cuda.set_device(torch.device(torch_device))

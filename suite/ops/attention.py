@@ -41,6 +41,7 @@ from rooflab.suite.ops.common import (
     sample_indices,
 )
 from rooflab.suite.ops.registry import register
+from rooflab.vocab import DeviceKind, device_kind_of
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive")
 CHECK_PAIRS = 4
@@ -117,7 +118,7 @@ def _probe(kernel: str, torch_device: str, dtype: str, head_dim: int, causal: bo
 
     try:
         out = _sdpa(make(seq_q), make(seq_k), make(seq_k), _backend(kernel), causal)
-        if torch_device.startswith("cuda"):
+        if device_kind_of(torch_device) is DeviceKind.CUDA:
             torch.cuda.synchronize()
         del out
     except Exception as exc:  # torch explains in the message why the backend cannot run

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rooflab.suite.case import CACHE_MODES, TIMING_MODES, Case, ParamValue, TimingMode
+from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.timing import SampleKind
+from rooflab.vocab import CACHE_MODES, TIMING_MODES, SampleKind, TimingMode
 
 Params = Mapping[str, ParamValue]
 

@@ -14,6 +14,7 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
 from rooflab.suite.lazy import torch
 from rooflab.suite.ops.base import Op, Params, ParamSpec
+from rooflab.vocab import DeviceKind
 
 CUDA_ONLY_DTYPES = ("tf32", "float8_e4m3fn", "float8_e5m2")
 # Elements compared per chunk, so that the float64 reference never needs much more memory than
@@ -82,7 +83,7 @@ def compiled_skip_reason(kind: str) -> str | None:
             return "torch.compile (dynamo) is not supported on this Python/torch build"
     except Exception as exc:
         return f"torch.compile is unavailable: {exc}"
-    if kind == "cuda":
+    if kind == DeviceKind.CUDA:
         try:
             from torch.utils._triton import has_triton  # noqa: PLC0415 - only for compiled CUDA cases
 

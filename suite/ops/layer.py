@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from rooflab.suite.case import Case, TimingMode
+from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import torch_dtype
 from rooflab.suite.lazy import F, torch
@@ -42,6 +42,7 @@ from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Params, Param
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
 from rooflab.suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
 from rooflab.suite.ops.registry import register
+from rooflab.vocab import TimingMode
 
 KERNELS = tuple(k for k in ATTENTION_KERNELS if k != "naive")
 CHECK_BATCHES = 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rooflab.suite.case import TIMING_MODES, CacheMode, Case
+from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.lazy import torch
 from rooflab.suite.ops import cuda_sources
@@ -21,7 +21,7 @@ from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, esize, generator, randn, require_cupy
 from rooflab.suite.ops.pointwise import cupy_stream
 from rooflab.suite.ops.registry import register
-from rooflab.suite.timing import SampleKind
+from rooflab.vocab import TIMING_MODES, CacheMode, SampleKind
 
 MAX_N = 1 << 16
 

@@ -6,7 +6,7 @@ import random
 import statistics
 from datetime import datetime, timedelta, timezone
 
-from rooflab.db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
+from rooflab.record import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord, record_from_columns
 
 T0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
 
@@ -52,7 +52,7 @@ def make_measurement(
     timing_mode = timing_mode or case.case_key.split(":")[4]
     uuid = str(env.info["uuid"])
     if status != "ok":
-        return MeasurementRecord(
+        return record_from_columns(
             run_id=run.run_id, case=case, device_fingerprint=env.device_fingerprint, cache=cache,
             timing_mode=timing_mode, status=status, measured_at=run.started_at + timedelta(seconds=rng.randint(1, 999)),
             device_uuid=uuid, shard=shard, error=f"planted {status} {rng.random():.6f}", flops=rng.randint(1, 10**9),
@@ -62,7 +62,7 @@ def make_measurement(
     ordered = sorted(samples)
     q = statistics.quantiles(ordered, n=10)
     q4 = statistics.quantiles(ordered, n=4)
-    return MeasurementRecord(
+    return record_from_columns(
         run_id=run.run_id, case=case, device_fingerprint=env.device_fingerprint, cache=cache,
         timing_mode=timing_mode, status="ok", measured_at=run.started_at + timedelta(seconds=rng.randint(1, 999)),
         device_uuid=uuid, shard=shard, clock="cuda_events", median_ms=statistics.median(samples),

@@ -44,7 +44,8 @@ def populate(url: str, n_cases: int = 12) -> int:
                     if status == "failed":
                         m = replace(m, error='CUDA out of memory, "tried" 2.5 GiB\nline two — ünïcode')
                     if i == 1:
-                        m = replace(m, case=replace(m.case, params={"n": 2048, "alpha": 0.1 + rng.random(), "causal": True}))
+                        case = replace(m.identity.case, params={"n": 2048, "alpha": 0.1 + rng.random(), "causal": True})
+                        m = replace(m, identity=replace(m.identity, case=case))
                     store.add_measurement(m)
                     count += 1
             store.finish_run(run_id, "complete")

@@ -8,7 +8,7 @@ import random
 from sqlalchemy import create_engine, text
 
 from rooflab.db.layer_query import layer_profiles
-from rooflab.db.records import LayerPartRecord, LayerProfileRecord
+from rooflab.record import LayerPartRecord, LayerProfileRecord
 from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url
 from tests.db.factories import make_case, make_env, make_measurement, make_run
@@ -39,7 +39,7 @@ def test_a_layer_profile_round_trips_and_goes_with_its_measurement(any_url: str)
     profiles, parts = layer_profiles(any_url)
     assert len(profiles) == 1 and len(parts) == 3
     row = profiles.iloc[0]
-    assert row["case_key"] == m.case.case_key and row["median_ms"] == m.median_ms
+    assert row["case_key"] == m.identity.case.case_key and row["median_ms"] == m.median_ms
     assert row["whole_ms"] == profile.whole_ms and row["gap_ms"] == profile.gap_ms and row["clock"] == "cuda_kernels"
     assert list(parts["name"]) == ["norm1", "qkv", "attention"]
     assert list(parts["time_ms"]) == [p.time_ms for p in profile.parts]

@@ -21,7 +21,7 @@ from rooflab.db.errors import SchemaVersionError
 from rooflab.db.layer_query import layer_profiles
 from rooflab.db.models import Base
 from rooflab.db.prune import prune_samples
-from rooflab.db.records import CaseRecord, EnvironmentRecord, LayerPartRecord, LayerProfileRecord, RunRecord
+from rooflab.record import CaseRecord, EnvironmentRecord, LayerPartRecord, LayerProfileRecord, RunRecord
 from rooflab.db.schema import OWN_TABLES, read_state
 from rooflab.db.store import ResultStore
 from rooflab.runners.cli.app import app

@@ -37,7 +37,7 @@ def test_history_is_ordered_by_run_not_by_insertion_or_measured_at(any_url: str)
                 store.add_environment(run.run_id, env)
                 m = make_measurement(run, case, env, rng=rng)
                 # measured_at deliberately runs backwards against the run order
-                m = replace(m, measured_at=T0 + timedelta(days=30 - day))
+                m = replace(m, identity=replace(m.identity, measured_at=T0 + timedelta(days=30 - day)))
                 store.add_measurement(m)
                 medians[(day, env.device_fingerprint)] = m.median_ms
     history = query.case_history(any_url, case.case_key, env_a.device_fingerprint)

@@ -27,15 +27,15 @@ def test_measurements_round_trip_with_samples_and_derived_figures(any_url: str) 
         records = [make_measurement(run, make_case(i), env, rng=rng) for i in range(6)]
         records.append(make_measurement(run, make_case(6), env, rng=rng, status="failed"))
         assert all(store.add_measurement(m) for m in records)
-        assert store.measured_case_keys("r-1") == {m.case.case_key for m in records}
+        assert store.measured_case_keys("r-1") == {m.identity.case.case_key for m in records}
     frame = query.results(any_url).set_index("case_key")
     for m in records:
-        row = frame.loc[m.case.case_key]
+        row = frame.loc[m.identity.case.case_key]
         assert row["status"] == m.status
         if m.status == "ok":
             assert row["median_ms"] == m.median_ms
-            assert row["tflops"] == pytest.approx(m.flops / (m.median_ms * 1e-3) / 1e12, rel=1e-12)
-            assert row["gbps"] == pytest.approx(m.bytes / (m.median_ms * 1e-3) / 1e9, rel=1e-12)
+            assert row["tflops"] == pytest.approx(m.work.flops / (m.median_ms * 1e-3) / 1e12, rel=1e-12)
+            assert row["gbps"] == pytest.approx(m.work.bytes / (m.median_ms * 1e-3) / 1e9, rel=1e-12)
         else:
             assert row["error"] == m.error
             assert pd.isna(row["tflops"]) and pd.isna(row["gbps"]) and pd.isna(row["median_ms"])
@@ -50,7 +50,7 @@ def test_measurements_round_trip_with_samples_and_derived_figures(any_url: str) 
             )
         }
     engine.dispose()
-    assert stored == {m.case.case_key: m.samples_ms for m in records if m.status == "ok"}
+    assert stored == {m.identity.case.case_key: m.samples_ms for m in records if m.status == "ok"}
 
 
 def test_add_measurement_twice_writes_nothing_the_second_time(any_url: str) -> None:
@@ -67,8 +67,8 @@ def test_add_measurement_twice_writes_nothing_the_second_time(any_url: str) -> N
         assert store.add_measurement(second) is False
         other_device = make_env(1, uuid="GPU-other")
         store.add_environment(run.run_id, other_device)
-        assert store.add_measurement(replace(second, device_uuid="GPU-other")) is True
-        assert store.measured_case_keys("dup", device_key="GPU-other") == {first.case.case_key}
+        assert store.add_measurement(replace(second, identity=replace(second.identity, device_uuid="GPU-other"))) is True
+        assert store.measured_case_keys("dup", device_key="GPU-other") == {first.identity.case.case_key}
     frame = query.results(any_url)
     assert len(frame) == 2
     assert set(frame["median_ms"]) == {first.median_ms, second.median_ms}
@@ -104,7 +104,7 @@ def test_unknown_run_environment_and_status_are_refused(sqlite_url: str) -> None
         with pytest.raises(DatabaseInputError, match="invalid run status"):
             store.finish_run("x", "done")
         with pytest.raises(DatabaseInputError, match="timezone-aware"):
-            store.add_measurement(replace(m, measured_at=datetime(2026, 1, 1)))  # naive
+            store.add_measurement(replace(m, identity=replace(m.identity, measured_at=datetime(2026, 1, 1))))  # naive
         assert store.measured_case_keys("x") == set()
 
 

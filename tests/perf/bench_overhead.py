@@ -52,7 +52,7 @@ def _sampled_ms(outcome: Any) -> float:
 
 def main() -> int:
     args = _parse()
-    from rooflab.db.records import RunRecord
+    from rooflab.record import RunRecord
     from rooflab.db.store import ResultStore
     from rooflab.runners.machine.environment import capture
     from rooflab.runners.orchestration.supervisor import _op_work_model, build_record

@@ -118,8 +118,8 @@ def noisy(n: int, level: float, rel_noise: float, seed: int) -> list[float]:
 
 def write_db(url: str, rows: list[dict]) -> None:
     """Store synthetic rows through db.store.ResultStore (one run per run_id, one environment per fingerprint)."""
-    from rooflab.db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
     from rooflab.db.store import ResultStore
+    from rooflab.record import CaseRecord, EnvironmentRecord, RunRecord, record_from_columns
 
     with ResultStore(url) as store:
         started: set[str] = set()
@@ -140,7 +140,7 @@ def write_db(url: str, rows: list[dict]) -> None:
                 envs.add((r["run_id"], r["device_fingerprint"]))
             ok = r["status"] == "ok"
             params = json.loads(r["params"])
-            store.add_measurement(MeasurementRecord(
+            store.add_measurement(record_from_columns(
                 run_id=r["run_id"],
                 case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=r.get("op_version", 1), family=r["family"],
                                 backend=r["backend"], dtype=r["dtype"], params=params),

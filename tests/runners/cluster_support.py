@@ -13,7 +13,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pytest
 
-from rooflab.db.records import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord
+from rooflab.record import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord, record_from_columns
 
 
 def sqlite_url(tmp_path: Path) -> str:
@@ -84,7 +84,7 @@ def measurement(run_id: str, case: CaseRecord, median_ms: float, rng: np.random.
     samples = np.sort(median_ms * (1.0 + 0.003 * rng.standard_normal(41)))
     med = float(np.median(samples))
     q10, q25, q75, q90 = (float(np.quantile(samples, q)) for q in (0.1, 0.25, 0.75, 0.9))
-    return MeasurementRecord(
+    return record_from_columns(
         run_id=run_id, case=case, device_fingerprint=device.fingerprint, cache="cold", timing_mode="launch",
         status="ok", measured_at=measured_at, device_uuid=device.uuid, shard=shard, clock="cuda_events",
         median_ms=med, mean_ms=float(samples.mean()), min_ms=float(samples[0]), max_ms=float(samples[-1]),

@@ -12,9 +12,10 @@ import os
 import time
 from typing import Any, ClassVar
 
-from rooflab.runners.crosscheck.peer import CacheMode, PeerClock, PeerName, PeerTiming, run_in_own_process
+from rooflab.runners.crosscheck.peer import PeerClock, PeerName, PeerTiming, run_in_own_process
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 _EXECUTED: list[bool] = []
 CALLS_PER_ROUND = 20

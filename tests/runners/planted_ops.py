@@ -25,7 +25,7 @@ import torch
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import Op, ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import Op, Params, ParamSpec, Prepared
 from rooflab.suite.ops.registry import register
 
 

@@ -7,10 +7,10 @@ import time
 import pytest
 
 from rooflab.runners.machine.clocks import (
+    NO_REPORT,
     REASON_BITS,
     ClockMonitor,
     ClockReading,
-    NO_REPORT,
     classify,
     reason_names,
 )

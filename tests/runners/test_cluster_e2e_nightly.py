@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rooflab.db.records import CaseRecord, MeasurementRecord
+from rooflab.record import CaseRecord, record_from_columns
 from rooflab.suite.case import make_case_key
 from tests.runners.cluster_support import run_record, sqlite_url
 
@@ -67,7 +67,7 @@ def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
             store.add_environment(run_id, env)
             for sleep_ms, median_ms in medians.items():
                 samples = np.sort(median_ms * (1 + 0.002 * rng.standard_normal(15)))
-                store.add_measurement(MeasurementRecord(
+                store.add_measurement(record_from_columns(
                     run_id=run_id, case=case(sleep_ms), device_fingerprint=env.device_fingerprint, cache="hot",
                     timing_mode="launch", status="ok", measured_at=started, clock="perf_counter",
                     median_ms=float(np.median(samples)), mean_ms=float(samples.mean()), min_ms=float(samples[0]),

@@ -12,7 +12,8 @@ from rooflab.runners.machine.contention import (
     read_cpu_times,
     read_loadavg_1min,
 )
-from rooflab.suite.quality import NOISY_REL_CI, Quality, judge, noise_reasons
+from rooflab.suite.quality import NOISY_REL_CI, judge, noise_reasons
+from rooflab.vocab import Quality
 
 STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n"
 

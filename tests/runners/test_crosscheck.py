@@ -9,11 +9,12 @@ from typer.testing import CliRunner
 
 from rooflab.db.crosscheck import crosscheck_frame
 from rooflab.runners.cli.app import app
-from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
+from rooflab.runners.crosscheck.peer import PeerClock
 from rooflab.runners.crosscheck.session import run_crosscheck
 from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer, worker_thread_count
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import CacheMode
 
 runner = CliRunner()
 

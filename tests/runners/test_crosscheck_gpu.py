@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.runners.crosscheck.peers import make_peer
 from rooflab.runners.crosscheck.peer import PeerName
+from rooflab.runners.crosscheck.peers import make_peer
 from rooflab.runners.crosscheck.session import run_crosscheck
 
 pytestmark = pytest.mark.gpu

@@ -7,13 +7,21 @@ import random
 import pytest
 
 from rooflab.db.crosscheck import geometric_mean, worst
-from rooflab.runners.errors import UserInputError
-from rooflab.runners.crosscheck.peer import CacheMode, Peer, PeerClock, PeerName
+from rooflab.runners.crosscheck.peer import Peer, PeerClock, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
 from rooflab.runners.crosscheck.verdict import (
-    LAUNCH_SCALE_MS, REASON_TEXT, Reason, TimerSummary, agreement, disagrees, likely_reason, summarize_timer,
+    LAUNCH_SCALE_MS,
+    REASON_TEXT,
+    Reason,
+    TimerSummary,
+    agreement,
+    disagrees,
+    likely_reason,
+    summarize_timer,
 )
+from rooflab.runners.errors import UserInputError
+from rooflab.vocab import CacheMode
 
 
 def test_figure_is_the_median_of_rounds_and_spread_the_larger_of_drift_and_noise() -> None:

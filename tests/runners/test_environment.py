@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from rooflab.runners.machine import cpuinfo
-from rooflab.runners.machine.environment import best_device, capture, describe_cpu, fingerprint, identity_fields, list_devices
+from rooflab.runners.machine.environment import (
+    best_device,
+    capture,
+    describe_cpu,
+    fingerprint,
+    identity_fields,
+    list_devices,
+)
 from rooflab.runners.machine.gitinfo import git_state
 from rooflab.runners.machine.gpuinfo import theoretical_memory_gbps
 

@@ -6,8 +6,8 @@ import time
 import numpy as np
 import pytest
 
-from rooflab.runners.machine.cpuinfo import read_caches
 from rooflab.runners.engine.flush import FLUSH_FACTOR, CpuFlusher, flush_size_bytes, make_flusher
+from rooflab.runners.machine.cpuinfo import read_caches
 from rooflab.suite.device import DeviceInfo
 
 

@@ -12,10 +12,10 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
-from rooflab.runners.machine.clocks import ClockMonitor  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.machine.environment import capture, fingerprint  # noqa: E402 - after pytest.importorskip
 from rooflab.runners.engine.flush import CudaFlusher  # noqa: E402 - after pytest.importorskip
 from rooflab.runners.engine.timing import measure  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.machine.clocks import ClockMonitor  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.machine.environment import capture, fingerprint  # noqa: E402 - after pytest.importorskip
 from rooflab.suite.timing import TimingSettings  # noqa: E402 - after pytest.importorskip
 
 QUICK = TimingSettings(warmup_ms=10, warmup_calls=3, min_samples=20, min_time_ms=20, max_time_ms=1500, target_precision=0.01)
@@ -67,7 +67,7 @@ def test_cuda_flush_buffer_is_sized_from_the_device_l2(gpu) -> None:
     torch.cuda.synchronize()
     assert torch.equal(flusher._words, before)  # a read-only sweep
     r = measure(lambda: None, device=device, settings=QUICK, cache="cold", timing_mode="launch")
-    assert r.flush_bytes >= 2 * l2 and r.clock == "cuda_events" and r.flush_method == "read_sweep"
+    assert r.method.flush_bytes >= 2 * l2 and r.method.clock == "cuda_events" and r.method.flush_method == "read_sweep"
 
 
 def test_events_agree_with_an_independent_timer_on_a_long_gemm(gpu) -> None:
@@ -128,9 +128,9 @@ def test_graph_mode_removes_launch_overhead_of_a_tiny_kernel(gpu) -> None:
 
     launch = measure(tiny, device=device, settings=QUICK, cache="hot", timing_mode="launch")
     graph = measure(tiny, device=device, settings=QUICK, cache="hot", timing_mode="graph")
-    assert graph.clock == "cuda_events" and graph.timing_mode == "graph"
-    assert graph.launches_per_sample > 1
-    assert graph.stats.median_ms * graph.launches_per_sample >= 0.25  # a replay lasts ~1 ms
+    assert graph.method.clock == "cuda_events" and graph.method.timing_mode == "graph"
+    assert graph.method.launches_per_sample > 1
+    assert graph.stats.median_ms * graph.method.launches_per_sample >= 0.25  # a replay lasts ~1 ms
     assert graph.stats.median_ms < launch.stats.median_ms
 
 
@@ -138,7 +138,7 @@ def test_graph_launches_setting_is_obeyed_and_cold_graph_is_refused(gpu) -> None
     _, device = gpu
     x = torch.randn(1 << 20, device="cuda")
     r = measure(lambda: x.mul_(1.0), device=device, settings=QUICK.override({"graph_launches": 7}), cache="hot", timing_mode="graph")
-    assert r.launches_per_sample == 7 and r.flush_bytes == 0
+    assert r.method.launches_per_sample == 7 and r.method.flush_bytes == 0
     assert len(r.samples_ms) == r.stats.n_samples
     with pytest.raises(ValueError, match="graph mode"):
         measure(lambda: x.mul_(1.0), device=device, settings=QUICK, cache="cold", timing_mode="graph")
@@ -153,7 +153,7 @@ def test_held_samples_hot_is_not_slower_than_cold_for_small_kernels(gpu) -> None
     for fn in (lambda: torch.add(x, 1.0, out=y), lambda: torch.nn.functional.gelu(x, approximate="tanh")):
         hot = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch")
         cold = measure(fn, device=device, settings=QUICK, cache="cold", timing_mode="launch")
-        assert hot.sync_method in ("blocking_kernel", "sleep_kernel") and cold.sync_method == hot.sync_method
+        assert hot.method.sync_method in ("blocking_kernel", "sleep_kernel") and cold.method.sync_method == hot.method.sync_method
         assert hot.stats.median_ms <= cold.stats.median_ms * 1.02
         assert hot.stats.median_ms < 0.015  # device time of a 256 KiB elementwise kernel, no dispatch
 
@@ -174,7 +174,7 @@ def test_each_hold_is_device_time_without_dispatch(gpu) -> None:
 
     for hold in (make_stream_hold("cuda:0"), SleepKernelHold("cuda:0")):
         r = measure(slow_dispatch, device=device, settings=QUICK, cache="hot", timing_mode="launch", stream_hold=hold)
-        assert r.sync_method == hold.method
+        assert r.method.sync_method == hold.method
         assert r.stats.median_ms < 0.05  # not the 0.1 ms of dispatch
 
 
@@ -191,11 +191,11 @@ def test_blocking_kernel_times_out_on_a_call_that_synchronises(gpu) -> None:
 
     hold = BlockingKernelHold("cuda:0", cp, timeout_s=0.2)
     r = measure(syncs, device=device, settings=QUICK, cache="hot", timing_mode="launch", stream_hold=hold)
-    assert r.sync_method == "host_sync"
+    assert r.method.sync_method == "host_sync"
 
 
 def test_launch_floor_is_host_time_per_launch_in_a_plausible_range(gpu) -> None:
-    from rooflab.suite.timing import SampleKind
+    from rooflab.vocab import SampleKind
 
     _, device = gpu
     x = torch.randn(1, device="cuda")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rooflab.runners.crosscheck.nvbench_peer import BENCHMARK_NAME, read_states, timing_from
-from rooflab.runners.crosscheck.peer import CacheMode, PeerClock
+from rooflab.runners.crosscheck.peer import PeerClock
+from rooflab.vocab import CacheMode
 
 
 def _summary(tag: str, value: float) -> dict:

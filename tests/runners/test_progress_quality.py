@@ -3,15 +3,16 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from rooflab.db.records import CaseRecord, MeasurementRecord
+from rooflab.record import CaseRecord, MeasurementRecord, record_from_columns
 from rooflab.runners.orchestration.progress import describe_result
 
 
 def _record(quality: str, reasons: tuple[str, ...]) -> MeasurementRecord:
     case = CaseRecord("copy.v1:eager:float32:cold:launch:n=1024", "copy", 1, "pointwise", "eager", "float32", {"n": 1024})
-    return MeasurementRecord(
+    return record_from_columns(
         run_id="r", case=case, device_fingerprint="fp", cache="cold", timing_mode="launch", status="ok",
-        measured_at=datetime.now(timezone.utc), median_ms=1.5, p10_ms=1.4, p90_ms=1.9, n_samples=12,
+        measured_at=datetime.now(timezone.utc), median_ms=1.5, p10_ms=1.4, p90_ms=1.9, n_samples=12, mean_ms=1.6,
+        min_ms=1.3, max_ms=2.2, iqr_ms=0.3, std_ms=0.25,
         rel_ci_halfwidth=0.2, bytes=8192, quality=quality, quality_reasons=reasons,
     )
 

@@ -381,8 +381,8 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 
 
 def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rooflab.runners.machine import environment
     from rooflab.runners.errors import UserInputError
+    from rooflab.runners.machine import environment
     from rooflab.runners.orchestration.session import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
@@ -430,15 +430,16 @@ def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixtu
 
     from rich.console import Console
 
-    from rooflab.db.records import CaseRecord, MeasurementRecord
+    from rooflab.record import CaseRecord, record_from_columns
     from rooflab.runners.orchestration.progress import LogProgress, render_summary
     from rooflab.suite.case import Case
 
     case = Case("copy", 1, "pointwise", "eager", "float32", "cold", "launch", {"n": 1 << 20})
-    record = MeasurementRecord(
+    record = record_from_columns(
         run_id="r", case=CaseRecord(case.case_key, "copy", 1, "pointwise", "eager", "float32", {"n": 1 << 20}),
         device_fingerprint="f", cache="cold", timing_mode="launch", status="ok",
-        measured_at=datetime.now(timezone.utc), median_ms=0.5, p10_ms=0.45, p90_ms=0.6, n_samples=40,
+        measured_at=datetime.now(timezone.utc), median_ms=0.5, p10_ms=0.45, p90_ms=0.6, n_samples=40, mean_ms=0.51,
+        min_ms=0.44, max_ms=0.7, iqr_ms=0.08, std_ms=0.05,
         rel_ci_halfwidth=0.004, flops=0, bytes=8 << 20,
     )
     stream = io.StringIO()

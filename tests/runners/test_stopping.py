@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rooflab.runners.engine.stopping import NOISE_MIN_HISTORY, NoiseTracker, StopReason, next_batch_size, sample_until_stable
+from rooflab.runners.engine.stopping import NOISE_MIN_HISTORY, NoiseTracker, next_batch_size, sample_until_stable
 from rooflab.suite.timing import TimingSettings
 
 

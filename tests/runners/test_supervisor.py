@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.query import results
-from rooflab.db.records import RunRecord
+from rooflab.record import RunRecord
 from rooflab.db.store import ResultStore
 from rooflab.runners.orchestration.supervisor import Supervisor, default_case_timeout_s, describe_exit
 from rooflab.suite.case import Case
@@ -150,8 +150,8 @@ def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, mo
                 self.twin_done = True
                 twin = ResultStore(db_url)
                 last = cases[-1]
-                case = dataclasses.replace(m.case, case_key=last.case_key, params=dict(last.params))
-                assert twin.add_measurement(dataclasses.replace(m, case=case))
+                case = dataclasses.replace(m.identity.case, case_key=last.case_key, params=dict(last.params))
+                assert twin.add_measurement(dataclasses.replace(m, identity=dataclasses.replace(m.identity, case=case)))
                 twin.close()
             return added
 

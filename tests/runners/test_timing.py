@@ -53,19 +53,19 @@ class SpyFlusher:
 @pytest.mark.parametrize("ms", [0.5, 2.0, 5.0])
 def test_median_of_a_known_duration(ms: float) -> None:
     r = measure(sleeper(ms), device=CPU, settings=FAST, cache="hot", timing_mode="launch")
-    assert r.clock == "perf_counter"
+    assert r.method.clock == "perf_counter"
     assert r.stats.min_ms >= ms  # never less than the true duration
     assert ms <= r.stats.median_ms < ms + 0.6  # sleep overshoot is ~0.1 ms; a timing error is not
 
 
 def test_result_keeps_raw_samples_and_their_statistics() -> None:
     r = measure(sleeper(0.2), device=CPU, settings=FAST, cache="hot", timing_mode="launch")
-    assert r.stop_reason in ("converged", "max_time", "max_samples")
+    assert r.method.stop_reason in ("converged", "max_time", "max_samples")
     assert len(r.samples_ms) == r.stats.n_samples >= FAST.min_samples
     assert r.stats == summarize(r.samples_ms)
-    assert r.timing_mode == "launch" and r.cache == "hot" and r.launches_per_sample == 1
-    assert r.flush_bytes == 0
-    assert r.sampling_ms >= FAST.min_time_ms
+    assert r.method.timing_mode == "launch" and r.method.cache == "hot" and r.method.launches_per_sample == 1
+    assert r.method.flush_bytes == 0
+    assert r.method.sampling_ms >= FAST.min_time_ms
 
 
 def test_cold_mode_flushes_once_before_every_warmup_call_and_sample() -> None:
@@ -79,8 +79,8 @@ def test_cold_mode_flushes_once_before_every_warmup_call_and_sample() -> None:
     assert log[0] == "call"  # the first call (timed apart) is not flushed
     rest = log[1:]
     assert rest == ["flush", "call"] * (len(rest) // 2)
-    assert len(rest) // 2 == r.warmup_calls + r.stats.n_samples
-    assert r.flush_bytes == spy.flush_bytes
+    assert len(rest) // 2 == r.method.warmup_calls + r.stats.n_samples
+    assert r.method.flush_bytes == spy.flush_bytes
 
 
 def test_flush_stays_outside_the_timed_region() -> None:
@@ -88,19 +88,19 @@ def test_flush_stays_outside_the_timed_region() -> None:
     settings = TimingSettings(warmup_ms=0, warmup_calls=1, min_samples=10, min_time_ms=0, max_time_ms=2000, target_precision=0.02)
     r = measure(sleeper(1.0), device=CPU, settings=settings, cache="cold", timing_mode="launch", flusher=spy)
     assert r.stats.median_ms < 3.0  # a 5 ms flush inside the region would give >= 6 ms
-    assert r.sampling_ms >= r.stats.n_samples * 5.0  # ... yet the flushes did run, between samples
+    assert r.method.sampling_ms >= r.stats.n_samples * 5.0  # ... yet the flushes did run, between samples
 
 
 def test_hot_mode_never_flushes() -> None:
     log: list[str] = []
     r = measure(lambda: log.append("call"), device=CPU, settings=FAST, cache="hot", timing_mode="launch", flusher=SpyFlusher(log))
-    assert "flush" not in log and r.flush_bytes == 0
+    assert "flush" not in log and r.method.flush_bytes == 0
 
 
 def test_default_cold_flusher_is_sized_from_the_device() -> None:
     device = DeviceInfo(kind="cpu", name="c", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=777_777)
     r = measure(busy_wait(0.05), device=device, settings=FAST, cache="cold", timing_mode="launch")
-    assert r.flush_bytes >= 2 * 777_777
+    assert r.method.flush_bytes >= 2 * 777_777
 
 
 def test_first_call_is_timed_apart_from_the_samples() -> None:
@@ -111,16 +111,16 @@ def test_first_call_is_timed_apart_from_the_samples() -> None:
         time.sleep(0.060 if calls["n"] == 1 else 0.0003)
 
     r = measure(compiles_first, device=CPU, settings=FAST, cache="hot", timing_mode="launch")
-    assert r.first_call_ms >= 60.0
+    assert r.method.first_call_ms >= 60.0
     assert r.stats.median_ms < 5.0
-    assert calls["n"] == 1 + r.warmup_calls + r.stats.n_samples  # so the slow call is not a sample
+    assert calls["n"] == 1 + r.method.warmup_calls + r.stats.n_samples  # so the slow call is not a sample
 
 
 def test_warmup_lasts_at_least_its_time_and_its_count() -> None:
     by_time = measure(sleeper(0.1), device=CPU, settings=FAST.override({"warmup_ms": 30, "warmup_calls": 3}), cache="hot", timing_mode="launch")
-    assert by_time.warmup_ms >= 30 and by_time.warmup_calls > 3
+    assert by_time.method.warmup_ms >= 30 and by_time.method.warmup_calls > 3
     by_count = measure(sleeper(4.0), device=CPU, settings=FAST.override({"warmup_ms": 1, "warmup_calls": 5}), cache="hot", timing_mode="launch")
-    assert by_count.warmup_calls == 5 and by_count.warmup_ms >= 20
+    assert by_count.method.warmup_calls == 5 and by_count.method.warmup_ms >= 20
 
 
 def test_warmup_discards_a_slow_start() -> None:
@@ -132,15 +132,15 @@ def test_warmup_discards_a_slow_start() -> None:
 
     settings = FAST.override({"warmup_calls": 8, "warmup_ms": 0})
     r = measure(ramps_up, device=CPU, settings=settings, cache="hot", timing_mode="launch")
-    assert r.warmup_calls >= 7  # with the first call, all 8 slow calls are discarded
-    assert calls["n"] == 1 + r.warmup_calls + r.stats.n_samples
+    assert r.method.warmup_calls >= 7  # with the first call, all 8 slow calls are discarded
+    assert calls["n"] == 1 + r.method.warmup_calls + r.stats.n_samples
     assert r.stats.median_ms < 10.0
 
 
 def test_stop_reason_passes_through() -> None:
     settings = FAST.override({"max_samples": 12, "target_precision": 1e-9})
     r = measure(busy_wait(0.05), device=CPU, settings=settings, cache="hot", timing_mode="launch")
-    assert r.stop_reason == "max_samples" and r.stats.n_samples == 12
+    assert r.method.stop_reason == "max_samples" and r.stats.n_samples == 12
 
 
 def test_sync_callable_is_inside_the_timed_region_on_a_cpu() -> None:
@@ -195,10 +195,10 @@ def test_calls_before_warmup_with_and_without_a_caller_made_first_call(given_ms:
                 flusher=SpyFlusher(log), first_call_ms=given_ms)
     calls_before_warmup = log.index("flush")
     if given_ms is None:
-        assert calls_before_warmup == 1 and r.first_call_ms > 0
+        assert calls_before_warmup == 1 and r.method.first_call_ms > 0
     else:
-        assert calls_before_warmup == 0 and r.first_call_ms == given_ms
-    assert log.count("call") == calls_before_warmup + r.warmup_calls + r.stats.n_samples
+        assert calls_before_warmup == 0 and r.method.first_call_ms == given_ms
+    assert log.count("call") == calls_before_warmup + r.method.warmup_calls + r.stats.n_samples
 
 
 def test_a_caller_made_first_call_is_made_once_in_hot_mode_too() -> None:
@@ -208,7 +208,7 @@ def test_a_caller_made_first_call_is_made_once_in_hot_mode_too() -> None:
         calls["n"] += 1
 
     r = measure(counted, device=CPU, settings=FAST, cache="hot", timing_mode="launch", first_call_ms=3.5)
-    assert calls["n"] == r.warmup_calls + r.stats.n_samples and r.first_call_ms == 3.5
+    assert calls["n"] == r.method.warmup_calls + r.stats.n_samples and r.method.first_call_ms == 3.5
 
 
 @pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])

@@ -16,11 +16,12 @@ import pytest
 import torch as real_torch
 
 from rooflab.runners.engine import graphs
-from rooflab.runners.engine.stream_hold import SleepKernelHold, StreamHoldFailed
+from rooflab.runners.engine.stream_hold import SleepKernelHold
 from rooflab.runners.engine.timers import HostLaunchSource
 from rooflab.runners.engine.timing import measure
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.timing import SampleKind, TimingSettings
+from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import SampleKind
 
 GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=1 << 20, compute_capability=(9, 0))
 SETTINGS = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=10, min_time_ms=0, max_time_ms=2000, target_precision=0.01)
@@ -213,8 +214,8 @@ def test_held_samples_are_device_time_without_the_hosts_dispatch(cuda: FakeCuda,
                 flusher=flusher, stream_hold=FakeBlockingHold(cuda))
     assert r.stats.median_ms == pytest.approx(0.002)
     assert r.stats.max_ms == pytest.approx(0.002)
-    assert r.sync_method == "blocking_kernel"
-    assert r.flush_method == ("read_sweep" if cache == "cold" else "none")
+    assert r.method.sync_method == "blocking_kernel"
+    assert r.method.flush_method == ("read_sweep" if cache == "cold" else "none")
 
 
 def test_hot_is_not_slower_than_cold_for_a_small_kernel(cuda: FakeCuda) -> None:
@@ -275,7 +276,7 @@ def test_a_call_that_waits_for_the_device_times_the_hold_out_and_falls_back_to_h
 
     hold = FakeBlockingHold(cuda, timeout_ms=50.0)
     r = measure(waits, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch", stream_hold=hold)
-    assert r.sync_method == "host_sync"
+    assert r.method.sync_method == "host_sync"
     assert r.stats.median_ms == pytest.approx(0.022)  # unheld: dispatch included, and labelled so
 
 
@@ -285,7 +286,7 @@ def test_sleep_kernel_hold_grows_until_it_covers_the_enqueue(cuda: FakeCuda) -> 
     assert hold.cycles_per_ms == pytest.approx(CYCLES_PER_MS)
     fn = small_kernel(cuda, host_gap_ms=0.3)
     r = measure(fn, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch", stream_hold=hold)
-    assert r.sync_method == "sleep_kernel"
+    assert r.method.sync_method == "sleep_kernel"
     assert r.stats.median_ms == pytest.approx(0.002)
     assert r.stats.max_ms == pytest.approx(0.002)
     assert hold.sleep_ms >= 2.4
@@ -297,7 +298,7 @@ def test_sleep_kernel_that_never_covers_the_enqueue_falls_back_to_host_sync(cuda
         cuda.synchronize()  # waits out every sleep, however long
 
     r = measure(waits, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch", stream_hold=SleepKernelHold("cuda:0", clock_s=lambda: cuda.host_ms / 1e3))
-    assert r.sync_method == "host_sync"
+    assert r.method.sync_method == "host_sync"
 
 
 def test_cold_graph_is_refused(cuda: FakeCuda) -> None:
@@ -311,9 +312,9 @@ def test_graph_mode_sizes_the_graph_then_divides_replays_by_its_launches(cuda: F
     # those lasts only 92 us, so the graph is captured again with ceil(1 ms / 2 us) = 500 launches
     r = measure(small_kernel(cuda), device=GPU, settings=SETTINGS, cache="hot", timing_mode="graph", stream_hold=FakeBlockingHold(cuda))
     assert cuda.captures == [graphs.launches_for(0.022), 500]
-    assert r.launches_per_sample == 500
+    assert r.method.launches_per_sample == 500
     assert r.stats.median_ms == pytest.approx(0.002)
-    assert r.timing_mode == "graph" and r.flush_bytes == 0 and r.flush_method == "none"
+    assert r.method.timing_mode == "graph" and r.method.flush_bytes == 0 and r.method.flush_method == "none"
     assert "hold record replay500 record" in " ".join(cuda.log)
 
 
@@ -321,7 +322,7 @@ def test_graph_launches_setting_skips_the_sizing(cuda: FakeCuda) -> None:
     fn = lambda: cuda.launch("fn", 0.004, host_gap_ms=0.020)  # noqa: E731 - a named one-line lambda
     r = measure(fn, device=GPU, settings=SETTINGS.override({"graph_launches": 7}), cache="hot", timing_mode="graph",
                 stream_hold=FakeBlockingHold(cuda))
-    assert cuda.captures == [7] and r.launches_per_sample == 7
+    assert cuda.captures == [7] and r.method.launches_per_sample == 7
     assert r.stats.median_ms == pytest.approx(0.004)
 
 
@@ -361,7 +362,7 @@ def test_launch_probe_in_graph_mode_is_per_launch_replay_time(cuda: FakeCuda) ->
     source_fn = small_kernel(cuda, kernel_ms=0.002, host_gap_ms=0.020)
     r = measure(source_fn, device=GPU, settings=SETTINGS.override({"graph_launches": 50}), cache="hot",
                 timing_mode="graph", sample_kind=SampleKind.HOST_PER_LAUNCH)
-    assert r.launches_per_sample == 50 and r.clock == "perf_counter" and r.sync_method == "host_sync"
+    assert r.method.launches_per_sample == 50 and r.method.clock == "perf_counter" and r.method.sync_method == "host_sync"
     assert cuda.log.count("replay50") >= r.stats.n_samples
 
 

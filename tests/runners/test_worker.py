@@ -42,15 +42,15 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
     out = run(planted("planted_scale", cache=cache))
     assert out.status == "ok", out.error
     assert out.error is None
-    assert out.clock == "perf_counter"
+    assert out.method.clock == "perf_counter"
     assert out.stats is not None
     assert out.stats.n_samples == len(out.samples_ms) >= FAST.min_samples
     assert min(out.samples_ms) <= out.stats.median_ms <= max(out.samples_ms)
-    assert out.first_call_ms is not None and out.first_call_ms > 0
-    assert out.stop_reason in ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
-    assert (out.flush_bytes > 0) == (cache == "cold")
-    assert out.sync_method == "none"  # host time on a CPU: nothing to hold
-    assert out.flush_method == ("read_sweep" if cache == "cold" else "none")
+    assert out.method.first_call_ms is not None and out.method.first_call_ms > 0
+    assert out.method.stop_reason in ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
+    assert (out.method.flush_bytes > 0) == (cache == "cold")
+    assert out.method.sync_method == "none"  # host time on a CPU: nothing to hold
+    assert out.method.flush_method == ("read_sweep" if cache == "cold" else "none")
 
 
 def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
@@ -62,9 +62,9 @@ def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
                 cache="hot", timing_mode="launch", params={"n": 1}, timing=FAST)
     out = run(case)
     assert out.status == "ok", out.error
-    assert out.clock == "perf_counter" and out.sync_method == "host_sync"
-    assert out.launches_per_sample == HOST_LAUNCHES_PER_SAMPLE
-    assert out.flush_bytes == 0 and out.flush_method == "none"
+    assert out.method.clock == "perf_counter" and out.method.sync_method == "host_sync"
+    assert out.method.launches_per_sample == HOST_LAUNCHES_PER_SAMPLE
+    assert out.method.flush_bytes == 0 and out.method.flush_method == "none"
     assert 0 < out.stats.median_ms < 1.0  # a torch.add on one element: micro-, not milliseconds
 
 
@@ -72,7 +72,7 @@ def test_cli_overrides_reach_the_timing_engine() -> None:
     out = run(planted("planted_scale"), {"min_samples": 40, "max_samples": 40, "target_precision": 0.5})
     assert out.status == "ok", out.error
     assert out.stats is not None and out.stats.n_samples == 40
-    assert out.stop_reason == "max_samples"
+    assert out.method.stop_reason == "max_samples"
 
 
 def test_exception_in_the_call_is_failed_with_type_and_message() -> None:
@@ -167,8 +167,8 @@ def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
     out = run(planted("planted_scale"))
     assert out.status == "ok", out.error
-    assert out.quality == "contended"
-    assert any(r.startswith("load average") for r in out.quality_reasons)
+    assert out.machine.quality == "contended"
+    assert any(r.startswith("load average") for r in out.machine.quality_reasons)
 
 
 def test_a_quiet_case_has_a_quality_and_its_threads(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
@@ -180,16 +180,17 @@ def test_a_quiet_case_has_a_quality_and_its_threads(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(contention, "PROC_STAT", str(tmp_path / "no-stat"))
     out = run_case(CaseRequest(planted("planted_scale"), seed=7, cpu_threads=1), CPU)
     assert out.status == "ok", out.error
-    assert out.cpu_threads == 1
-    assert out.quality in ("good", "noisy")  # noisy only when this machine's timing did not converge
-    assert (out.quality == "noisy") == bool(out.quality_reasons)
+    assert out.machine.cpu_threads == 1
+    assert out.machine.quality in ("good", "noisy")  # noisy only when this machine's timing did not converge
+    assert (out.machine.quality == "noisy") == bool(out.machine.quality_reasons)
 
 
 def test_outcome_crosses_a_pipe_as_typed_records() -> None:
-    """The statistics arrive as the SampleStats of the samples, not a dict to read back with `.get`."""
+    """The statistics arrive as the Statistics of the samples, not a dict to read back with `.get`."""
     import multiprocessing
 
-    from rooflab.runners.engine.stats import SampleStats, summarize
+    from rooflab.runners.engine.stats import summarize
+    from rooflab.record import Statistics
 
     sent = run(planted("planted_scale"))
     assert sent.status == "ok", sent.error
@@ -199,7 +200,7 @@ def test_outcome_crosses_a_pipe_as_typed_records() -> None:
     here.close()
     there.close()
     assert kind == "result" and got == sent
-    assert isinstance(got.stats, SampleStats)
+    assert isinstance(got.stats, Statistics)
     assert got.stats == summarize(got.samples_ms)
 
 
@@ -207,6 +208,8 @@ def test_measurement_record_is_built_from_the_sample_stats() -> None:
     """Known samples: the stored record carries exactly their summary, and a failed case none of it."""
     import random
 
+    from rooflab.db.measurement_columns import measurement_row
+    from rooflab.record import TimingMethod, WorkModel
     from rooflab.runners.engine.stats import summarize
     from rooflab.runners.orchestration.supervisor import build_record
 
@@ -214,11 +217,18 @@ def test_measurement_record_is_built_from_the_sample_stats() -> None:
     samples = tuple(1.0 + rng.random() for _ in range(25))
     stats = summarize(samples)
     case = planted("planted_scale")
-    kw = dict(run_id="r", device_fingerprint="fp", device_uuid=None, shard=None, work_model=lambda c: (10, 20))
-    ok = CaseOutcome(case.case_key, "ok", samples_ms=samples, stats=stats, stop_reason="max_samples")
+    kw = dict(run_id="r", device_fingerprint="fp", device_uuid=None, shard=None,
+              work_model=lambda c: WorkModel(flops=10, bytes=20))
+    method = TimingMethod(cache=case.cache, timing_mode=case.timing_mode, stop_reason="max_samples")
+    ok = CaseOutcome(case.case_key, "ok", samples_ms=samples, stats=stats, method=method)
     record = build_record(case, ok, **kw)
-    assert record.median_ms == stats.median_ms == sorted(samples)[12]
-    assert (record.p10_ms, record.p90_ms, record.iqr_ms, record.std_ms) == (stats.p10_ms, stats.p90_ms, stats.iqr_ms, stats.std_ms)
-    assert record.n_samples == 25 and record.rel_ci_halfwidth == stats.rel_ci_halfwidth
+    assert record.stats is stats and record.median_ms == sorted(samples)[12]
+    row = measurement_row(record)  # the stored columns are the statistics' own fields
+    assert (row["p10_ms"], row["p90_ms"], row["iqr_ms"], row["std_ms"]) == (stats.p10_ms, stats.p90_ms, stats.iqr_ms,
+                                                                          stats.std_ms)
+    assert row["n_samples"] == 25 and row["rel_ci_halfwidth"] == stats.rel_ci_halfwidth
+    assert row["stop_reason"] == "max_samples" and row["flops"] == 10 and row["bytes"] == 20
     failed = build_record(case, CaseOutcome(case.case_key, "failed", "boom", stats=stats), **kw)
-    assert failed.median_ms is None and failed.n_samples == 0
+    failed_row = measurement_row(failed)
+    assert failed.median_ms is None and failed_row["median_ms"] is None and failed_row["n_samples"] == 0
+    assert failed_row["cache"] == case.cache and failed_row["timing_mode"] == case.timing_mode

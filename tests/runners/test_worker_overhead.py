@@ -54,7 +54,7 @@ def test_check_runs_once_per_shape_across_cache_and_timing_modes(monkeypatch: py
     assert (first.status, second.status) == ("ok", "ok")
     assert counter.calls == 1
     assert not first.check_cached and second.check_cached
-    assert second.first_call_ms is not None and second.first_call_ms > 0  # still made and timed
+    assert second.method.first_call_ms is not None and second.method.first_call_ms > 0  # still made and timed
     other = run(planted("planted_scale", n=8192))  # another shape is checked
     assert other.status == "ok" and not other.check_cached and counter.calls == 2
 
@@ -140,15 +140,15 @@ class CountingCalls:
         monkeypatch.setattr(timing, "measure", measure)
 
     def timed_calls(self) -> int:
-        return sum(r.warmup_calls + r.stats.n_samples for r in self.results)
+        return sum(r.method.warmup_calls + r.stats.n_samples for r in self.results)
 
 
 @pytest.mark.parametrize("cache", ["hot", "cold"])
 def test_the_worker_makes_the_first_call_once(monkeypatch: pytest.MonkeyPatch, cache: str) -> None:
     counter = CountingCalls(monkeypatch, "planted_scale")
     out = run(planted("planted_scale", cache=cache))
-    assert out.status == "ok" and out.first_call_ms is not None and out.first_call_ms > 0
-    assert counter.given == [out.first_call_ms]  # the worker's own first call, handed to the engine
+    assert out.status == "ok" and out.method.first_call_ms is not None and out.method.first_call_ms > 0
+    assert counter.given == [out.method.first_call_ms]  # the worker's own first call, handed to the engine
     assert counter.calls == 1 + counter.timed_calls()  # one first call, then only warmup and samples
 
 

@@ -27,8 +27,8 @@ def test_figure_is_rooflabs_summary_in_microseconds(probe):
 def test_the_write_flusher_writes_its_whole_buffer_and_the_engine_records_it(probe):
     import torch
 
-    from rooflab.runners.machine.environment import capture
     from rooflab.runners.engine.timing import measure
+    from rooflab.runners.machine.environment import capture
     from rooflab.suite.timing import TimingSettings
 
     _, device = capture("cpu")
@@ -39,7 +39,7 @@ def test_the_write_flusher_writes_its_whole_buffer_and_the_engine_records_it(pro
     x = torch.randn(4096)
     settings = TimingSettings(warmup_ms=1, warmup_calls=1, min_samples=5, min_time_ms=1, max_time_ms=50)
     r = measure(lambda: x * 2, device=device, settings=settings, cache="cold", timing_mode="launch", flusher=flusher)
-    assert r.flush_method == "write_sweep" and r.flush_bytes == 1 << 20 and r.stats.n_samples >= 5
+    assert r.method.flush_method == "write_sweep" and r.method.flush_bytes == 1 << 20 and r.stats.n_samples >= 5
 
 
 def test_without_cuda_it_says_skip_and_exits_3(probe, capsys, monkeypatch):

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import Op, ParamSpec, Params, Prepared
+from rooflab.suite.ops.base import Op, Params, ParamSpec, Prepared
 
 
 class _FakeOp(Op):

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import rooflab
-from rooflab.runners.machine.environment import capture
 from rooflab.runners.engine.timing import measure as engine_measure
+from rooflab.runners.machine.environment import capture
 from rooflab.suite.case import mode_conflict, modes_problem
 from rooflab.suite.timing import TimingSettings
 

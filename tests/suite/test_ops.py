@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rooflab.suite.case import BACKENDS, CACHE_MODES, DTYPES, FAMILIES, TIMING_MODES, Case
+from rooflab.suite.case import BACKENDS, DTYPES, FAMILIES, Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import registry
 from rooflab.suite.ops.base import Op, ParamSpec, Prepared, case_skip_reason
 from rooflab.suite.ops.common import as_torch, cupy_module
 from rooflab.suite.ops.registry import all_ops, get_op, register
+from rooflab.vocab import CACHE_MODES, TIMING_MODES
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)

@@ -1,8 +1,6 @@
 """KEY=VALUE filters over expanded cases (suite.spec.apply_filters)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from rooflab.suite.errors import SpecError

@@ -22,24 +22,26 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-_COLUMNS = (
-    sa.Column("sync_method", sa.String(32), nullable=True),
-    sa.Column("flush_method", sa.String(32), nullable=True),
-    sa.Column("power_w", sa.Float(), nullable=True),
-    sa.Column("energy_j", sa.Float(), nullable=True),
-    sa.Column("quality", sa.String(16), nullable=True),
-    sa.Column("quality_reasons", sa.JSON(), nullable=False, server_default=sa.text("'[]'")),
-    sa.Column("cpu_threads", sa.Integer(), nullable=True),
-)
+def _columns() -> tuple[sa.Column, ...]:
+    """Fresh Column objects each time (a Column belongs to the one table it is added to)."""
+    return (
+        sa.Column("sync_method", sa.String(32), nullable=True),
+        sa.Column("flush_method", sa.String(32), nullable=True),
+        sa.Column("power_w", sa.Float(), nullable=True),
+        sa.Column("energy_j", sa.Float(), nullable=True),
+        sa.Column("quality", sa.String(16), nullable=True),
+        sa.Column("quality_reasons", sa.JSON(), nullable=False, server_default=sa.text("'[]'")),
+        sa.Column("cpu_threads", sa.Integer(), nullable=True),
+    )
 
 
 def upgrade() -> None:
     with op.batch_alter_table("measurements") as batch:
-        for column in _COLUMNS:
-            batch.add_column(column.copy())
+        for column in _columns():
+            batch.add_column(column)
 
 
 def downgrade() -> None:
     with op.batch_alter_table("measurements") as batch:
-        for column in reversed(_COLUMNS):
+        for column in reversed(_columns()):
             batch.drop_column(column.name)

@@ -1,0 +1,165 @@
+"""The measurement's vocabulary: every fixed set of words a result carries, in one module at the bottom.
+
+Every package may import this module (`suite`, `runners`, `db`, `reports`); it imports nothing of
+the project and nothing outside the standard library. Each set is a `StrEnum`: a member equals its
+string (`ResultStatus.OK == "ok"`), so the database, the results frames and the JSON outputs hold
+plain text. docs/fixed-sets-and-rules.md says who decides each value and who reads it.
+"""
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+def allowed(values: type[StrEnum] | tuple[StrEnum, ...]) -> str:
+    """`a, b, c`: the values of a fixed set, for a message."""
+    return ", ".join(str(v) for v in values)
+
+
+# -- what became of a case, and of a run ------------------------------------------------------
+
+
+class ResultStatus(StrEnum):
+    """What became of one case on one device."""
+
+    OK = "ok"  # measured and correct
+    INCORRECT = "incorrect"  # the output did not match the reference
+    FAILED = "failed"  # the op raised
+    CRASHED = "crashed"  # the worker died, timed out or lost its device context
+    SKIPPED = "skipped"  # the case cannot run here (dtype, backend, memory, mode)
+
+
+# results that are a fault of the op or of the machine (not a skip)
+FAULTS = (ResultStatus.INCORRECT, ResultStatus.FAILED, ResultStatus.CRASHED)
+# a cross-check of a peer timer: no worker of its own, so it cannot crash
+CHECK_STATUSES = (ResultStatus.OK, ResultStatus.SKIPPED, ResultStatus.FAILED, ResultStatus.INCORRECT)
+
+
+class RunStatus(StrEnum):
+    """Where a run (or one shard of it) stands.
+
+    complete: every case of the run's spec has a result on every device of the run; partial: the run
+    finished what it was asked, but filters left cases of its spec without a result."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+
+# how bad a finished status is, for the status of a run made of shards (the worst of them)
+FINISHED_RANK = {RunStatus.COMPLETE: 0, RunStatus.PARTIAL: 1, RunStatus.INTERRUPTED: 2, RunStatus.FAILED: 3}
+
+
+# -- the device ---------------------------------------------------------------------------------
+
+
+class DeviceKind(StrEnum):
+    """The kind of device a case runs on: the one answer to "is this a GPU or a CPU"."""
+
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+def device_kind_of(torch_device: str) -> DeviceKind:
+    """The kind of a torch device string: `cuda`, `cuda:1` -> CUDA; `cpu` -> CPU (ValueError otherwise)."""
+    return DeviceKind(str(torch_device).split(":", 1)[0])
+
+
+# -- how a sample is taken ----------------------------------------------------------------------
+
+
+class CacheMode(StrEnum):
+    COLD = "cold"  # the cache is flushed before each timed call
+    HOT = "hot"  # repeated calls on a warm cache
+
+
+class TimingMode(StrEnum):
+    LAUNCH = "launch"  # each sample times one launch (CUDA events on a GPU, perf_counter on a CPU)
+    # each sample times the replay of a CUDA graph holding back-to-back launches, divided by their
+    # count, which removes the CPU launch overhead (CUDA only)
+    GRAPH = "graph"
+
+
+CACHE_MODES = tuple(CacheMode)
+TIMING_MODES = tuple(TimingMode)
+
+
+class SampleKind(StrEnum):
+    """What one sample of an op measures (an op's `sample_kind`)."""
+
+    DEVICE_TIME = "device_time"  # GPU time of one launch (event pair), host time on a CPU
+    HOST_PER_LAUNCH = "host_per_launch"  # host wall time per launch of back-to-back launches, one sync at the end
+
+
+class Clock(StrEnum):
+    """Whose clock timed the samples (the measurement's `clock`)."""
+
+    CUDA_EVENTS = "cuda_events"  # a CUDA event pair on the stream: device time
+    PERF_COUNTER = "perf_counter"  # time.perf_counter_ns on the host
+
+
+class SyncMethod(StrEnum):
+    """What kept host time out of the samples (the measurement's `sync_method`)."""
+
+    BLOCKING_KERNEL = "blocking_kernel"
+    SLEEP_KERNEL = "sleep_kernel"
+    HOST_SYNC = "host_sync"
+    NONE = "none"
+
+
+class FlushMethod(StrEnum):
+    """How the cache was cleaned before a cold sample (the measurement's `flush_method`)."""
+
+    READ_SWEEP = "read_sweep"  # a read-only pass over >= 2x the cache: ends with clean lines only
+    NONE = "none"  # hot mode: no flush
+
+
+class StopReason(StrEnum):
+    """Why sampling stopped (runners.engine.stopping decides; the database stores the value): the CI
+    reached the target precision, the CI is no wider than the clock's resolution, the noise estimate
+    settled, or a bound was hit."""
+
+    CONVERGED = "converged"
+    CLOCK_RESOLUTION = "clock_resolution"
+    NOISE_SETTLED = "noise_settled"
+    MAX_SAMPLES = "max_samples"
+    MAX_TIME = "max_time"
+
+
+# stop reasons of a case that never reached its target precision: it ran out of time or samples, or
+# its noise estimate settled above the target (an inherently noisy case)
+UNCONVERGED_STOPS = (StopReason.MAX_TIME, StopReason.MAX_SAMPLES, StopReason.NOISE_SETTLED)
+
+
+# -- how far a result can be trusted ------------------------------------------------------------
+
+
+class Quality(StrEnum):
+    """A result judged by its own samples and its machine (suite.quality holds the rule)."""
+
+    GOOD = "good"
+    NOISY = "noisy"
+    CONTENDED = "contended"
+
+
+# -- what a result means ------------------------------------------------------------------------
+
+
+class CeilingKind(StrEnum):
+    """A measured roof of a device (reports.ceilings says which results set each)."""
+
+    HBM_RW = "hbm_rw"  # memory bandwidth, reads and writes (GB/s)
+    HBM_RO = "hbm_ro"  # memory bandwidth, reads only (GB/s)
+    L2 = "l2"  # cache bandwidth, hot (GB/s)
+    VECTOR = "vector"  # FMA throughput off the tensor cores (TFLOP/s)
+    MATRIX = "matrix"  # GEMM throughput per dtype (TFLOP/s)
+    LAUNCH = "launch"  # the launch floor (ms per launch)
+
+
+class Wall(StrEnum):
+    """The wall a case hits (reports.diagnosis decides)."""
+
+    COMPUTE = "compute"
+    BANDWIDTH = "bandwidth"
+    OVERHEAD = "overhead"
