@@ -1,8 +1,10 @@
 """Errors the database layer raises."""
 from __future__ import annotations
 
+from rooflab.errors import UserError
 
-class DatabaseInputError(ValueError):
+
+class DatabaseInputError(UserError):
     """Invalid input to the database layer (malformed import file, bad URL, bad option): exit code 2."""
 
 

@@ -121,9 +121,9 @@ def measure(
     `fn` takes no arguments and launches the work once; its inputs should already be on `device`.
     `cache` is "cold" (the cache is flushed before every sample, outside the timed region) or "hot";
     `timing_mode` is "launch" or "graph" (CUDA graph replay; GPU only, hot only). `**timing`
-    overrides the timing settings by name: `warmup_ms`, `warmup_calls`, `min_samples`,
-    `max_samples`, `min_time_ms`, `max_time_ms`, `target_precision`, `graph_launches`
-    (suite.timing.TimingSettings holds the defaults). An unknown name, a value out of range or a
+    overrides the timing settings by name: every field of suite.timing.TimingSettings, where each
+    is declared once with its default and its rule (`warmup_ms`, `min_samples`, `max_time_ms`,
+    `target_precision`, ...; `rooflab run` has the same as options). An unknown name, a value out of range or a
     mode that does not exist raises ValueError naming it. On a CPU the samples run with torch's
     current number of threads (a run sets one per physical core).
     """

@@ -58,9 +58,9 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, create_model, field_validator
 
 from rooflab.suite import sweep
 from rooflab.suite.case import BACKENDS, DTYPES, Case, mode_conflict
@@ -105,20 +105,8 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class TimingOverrides(_Model):
+class _TimingOverridesBase(_Model):
     """Overrides of suite.timing.TimingSettings; a field left out keeps the value below it."""
-
-    # any number here (an int is one too): whether one must be whole is the bounds' rule (below), so
-    # that a spec, a CLI flag and the API refuse 2.5 samples with the same message; TimingSettings
-    # holds the whole-number settings as ints
-    warmup_ms: float | None = None
-    warmup_calls: float | None = None
-    min_samples: float | None = None
-    max_samples: float | None = None
-    min_time_ms: float | None = None
-    max_time_ms: float | None = None
-    target_precision: float | None = None
-    graph_launches: float | None = None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -134,6 +122,18 @@ class TimingOverrides(_Model):
 
     def values(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+if TYPE_CHECKING:
+    TimingOverrides = _TimingOverridesBase
+else:
+    # one field per timing setting, made from its declaration in suite.timing. Any number is taken
+    # here (an int is one too): whether one must be whole is the bounds' rule, so that a spec, a CLI
+    # flag and the API refuse 2.5 samples with the same message
+    TimingOverrides = create_model(
+        "TimingOverrides", __base__=_TimingOverridesBase,
+        **{name: (float | None, None) for name in TimingSettings.names()},
+    )
 
 
 class Constraints(_Model):

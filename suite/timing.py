@@ -1,12 +1,15 @@
 """Timing settings: the bounds of warmup and of the adaptive stopping rule.
 
-Defaults here; a spec's benchmark may override any of them, and the CLI overrides the spec.
+Each setting is declared once, as a field of `TimingSettings` with its default, its rule and its
+help: the spec's fields, the command line's options and the Python API's keywords are made from
+that declaration. Defaults here; a spec's benchmark may override any of them, and the CLI overrides
+the spec.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
@@ -21,28 +24,21 @@ class TimingSettingError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Bound:
-    whole: bool  # a whole number (an int field)
-    low: float
-    low_open: bool  # value > low (else >= low)
+class Setting:
+    """What one timing setting may be and what it means. The one declaration of a setting: the spec's
+    `timing:` fields (suite/spec.py), the `rooflab run` options (runners/cli/timing_options.py) and
+    the `rooflab.measure` keywords are made from these, and every one of them checks here."""
+
+    text: str  # what is allowed, for messages ("a whole number >= 1")
+    help: str  # what it does, for the command line's help
+    low: float = 0.0
+    low_open: bool = False  # value > low (else >= low)
     high_open: float | None = None  # value < high_open
-    text: str = ""
+    whole: bool = False  # a whole number (an int field)
 
 
-# The one statement of what each timing setting may be: the spec, the CLI and the Python API all check
-# here (TimingSettings checks itself when it is built).
-BOUNDS: dict[str, _Bound] = {
-    "warmup_ms": _Bound(False, 0.0, False, text=">= 0 (milliseconds)"),
-    "warmup_calls": _Bound(True, 0, False, text="a whole number >= 0"),
-    "min_samples": _Bound(True, 1, False, text="a whole number >= 1"),
-    "max_samples": _Bound(True, 1, False, text="a whole number >= 1"),
-    "min_time_ms": _Bound(False, 0.0, False, text=">= 0 (milliseconds)"),
-    "max_time_ms": _Bound(False, 0.0, True, text="> 0 (milliseconds)"),
-    "target_precision": _Bound(False, 0.0, True, 1.0, text="a fraction in (0, 1), e.g. 0.005 for 0.5 %"),
-    "graph_launches": _Bound(True, 0, False, text="a whole number >= 0 (0: chosen from a probe call)"),
-}
-# (lower, upper): the first may not exceed the second
-ORDERED = (("min_samples", "max_samples"), ("min_time_ms", "max_time_ms"))
+def _setting(default: Any, **setting: Any) -> Any:
+    return field(default=default, metadata={"setting": Setting(**setting)})
 
 
 def check_timing_value(name: str, value: Any) -> int | float:
@@ -71,14 +67,23 @@ def check_timing_order(values: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class TimingSettings:
-    warmup_ms: float = 25.0  # warmup lasts at least this long ...
-    warmup_calls: int = 3  # ... and at least this many calls (the first call is timed apart)
-    min_samples: int = 10
-    max_samples: int = 10_000
-    min_time_ms: float = 50.0  # sample at least this long (sum of timed samples and overhead)
-    max_time_ms: float = 3_000.0  # give up converging after this long per case
-    target_precision: float = 0.005  # CI95 half-width of the median / median
-    graph_launches: int = 0  # launches captured per CUDA graph (graph mode); 0 = chosen from a probe call
+    """The bounds of warmup and of the adaptive stopping rule, each declared once with its rule."""
+
+    warmup_ms: float = _setting(25.0, text=">= 0 (milliseconds)", help="Warmup lasts at least this long (ms).")
+    warmup_calls: int = _setting(3, whole=True, text="a whole number >= 0",
+                                 help="... and at least this many calls (the first call is timed apart).")
+    min_samples: int = _setting(10, whole=True, low=1, text="a whole number >= 1", help="Samples at least this many.")
+    max_samples: int = _setting(10_000, whole=True, low=1, text="a whole number >= 1",
+                                help="Samples at most this many.")
+    min_time_ms: float = _setting(50.0, text=">= 0 (milliseconds)",
+                                  help="Samples at least this long (ms; timed samples and overhead).")
+    max_time_ms: float = _setting(3_000.0, low_open=True, text="> 0 (milliseconds)",
+                                  help="Gives up converging after this long (ms).")
+    target_precision: float = _setting(
+        0.005, low_open=True, high_open=1.0, text="a fraction in (0, 1), e.g. 0.005 for 0.5 %",
+        help="Stop when the median's 95 % CI half-width / median is below this (0, 1).")
+    graph_launches: int = _setting(0, whole=True, text="a whole number >= 0 (0: chosen from a probe call)",
+                                   help="Launches captured per CUDA graph in graph mode (0: sized from a probe call).")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -98,3 +103,9 @@ class TimingSettings:
     @classmethod
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
+
+
+# The rule of each setting, by name (from its declaration above), and the pairs whose first may not
+# exceed the second.
+BOUNDS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in fields(TimingSettings)}
+ORDERED = (("min_samples", "max_samples"), ("min_time_ms", "max_time_ms"))

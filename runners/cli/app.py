@@ -6,6 +6,7 @@ import sys
 import typer
 from rich.markup import escape
 
+from rooflab.errors import UserError
 from rooflab.runners.cli import (
     breakdown_cmd,
     cluster_cmd,
@@ -16,7 +17,7 @@ from rooflab.runners.cli import (
     report_cmd,
     run_cmd,
 )
-from rooflab.runners.cli.common import EXIT_BAD_INPUT, err_console, user_error_types
+from rooflab.runners.cli.common import EXIT_BAD_INPUT, print_error
 
 app = typer.Typer(
     name="rooflab",
@@ -62,9 +63,8 @@ for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the `rooflab` console script."""
-    errors = user_error_types()
     try:
         app(args=argv, standalone_mode=True)
-    except errors as exc:  # raised outside a command's own handling
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+    except UserError as exc:  # raised outside a command's own handling
+        print_error(escape(str(exc)))
         sys.exit(EXIT_BAD_INPUT)

@@ -5,11 +5,11 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
+from rooflab.errors import UserError
 from rooflab.reports.options import RegressionOptions
 from rooflab.reports.verdicts import FailOn
-from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, print_json, user_error_types
+from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, fail_with, print_json
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
@@ -60,7 +60,6 @@ def slurm_command(
     from rooflab.runners.orchestration import slurm
     from rooflab.suite.spec import expand, load_spec
 
-    errors = user_error_types()
     try:
         loaded = load_spec(spec)
         n_cases = len(expand(loaded))
@@ -89,8 +88,8 @@ def slurm_command(
         slurm.validate(job)
         target = output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch"
         written = slurm.write_scripts(job, target.expanduser())
-    except errors as exc:
-        fail(escape(str(exc)))
+    except UserError as exc:
+        fail_with(exc)
     if n_cases < nodes:
         err_console.print(
             f"note: the spec has {n_cases} cases for {nodes} shards; "
@@ -162,10 +161,9 @@ def nightly_command(
                            quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),
         ))
     except DeviceBusyError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(EXIT_DEVICE_BUSY) from None
-    except user_error_types() as exc:
-        fail(escape(str(exc)))
+        fail_with(exc, EXIT_DEVICE_BUSY)
+    except UserError as exc:
+        fail_with(exc)
     except KeyboardInterrupt:
         err_console.print("interrupted", highlight=False)
         raise typer.Exit(130) from None

@@ -10,8 +10,6 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 
-from rooflab.runners.errors import UserInputError
-
 DEFAULT_DB_URL = "sqlite:///results.db"
 EXIT_BAD_INPUT = 2
 
@@ -33,10 +31,23 @@ def db_url(value: str | None) -> str:
     return value or os.environ.get("ROOFLAB_DB") or DEFAULT_DB_URL
 
 
-def fail(message: str) -> NoReturn:
-    """Print one clear message and exit with code 2."""
+def print_error(message: str) -> None:
+    """The one way an error reaches the user: `error: MESSAGE` on stderr (MESSAGE is Rich markup:
+    escape what came from outside, `rich.markup.escape`)."""
     err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
-    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print one clear message (print_error) and exit with `code` (2: bad input)."""
+    print_error(message)
+    raise typer.Exit(code)
+
+
+def fail_with(exc: BaseException, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """fail() with an exception's own message."""
+    from rich.markup import escape
+
+    fail(escape(str(exc)), code)
 
 
 def require_database(url: str) -> None:
@@ -78,11 +89,4 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def user_error_types() -> tuple[type[BaseException], ...]:
-    """Each package's exception for invalid input; `main` turns them into exit code 2."""
-    from rooflab.db.errors import DatabaseInputError
-    from rooflab.reports.errors import ReportInputError
-    from rooflab.suite.errors import SpecError
-    from rooflab.suite.ops.registry import PluginImportError
 
-    return (UserInputError, SpecError, DatabaseInputError, ReportInputError, PluginImportError)

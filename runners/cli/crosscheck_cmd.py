@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+from rooflab.errors import UserError
+from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, fail_with, print_json
 from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:
@@ -43,13 +44,9 @@ def crosscheck_command(
     from rooflab.runners.crosscheck.session import run_crosscheck
 
     if out is not None and not out.parent.exists():
-        err_console.print(f"[bold red]error:[/] --out {escape(str(out))}: "
-                          f"directory {escape(str(out.parent))} does not exist",
-                          soft_wrap=True, highlight=False)
-        raise typer.Exit(2)
+        fail(f"--out {escape(str(out))}: directory {escape(str(out.parent))} does not exist")
     if seed < 0:
-        err_console.print(f"[bold red]error:[/] --seed {seed}: must be >= 0", highlight=False)
-        raise typer.Exit(2)
+        fail(f"--seed {seed}: must be >= 0")
 
     def progress(case: Case, results: list[PeerCheck]) -> None:
         if json_output:
@@ -67,9 +64,8 @@ def crosscheck_command(
     try:
         report = run_crosscheck(spec, db_url=db_url(db), filters=filter_, device=device, peers=peers, rounds=rounds,
                                 seed=seed, on_check=progress)
-    except user_error_types() as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from None
+    except UserError as exc:
+        fail_with(exc)
     except KeyboardInterrupt:
         err_console.print("interrupted; the cases finished so far are stored", highlight=False)
         raise typer.Exit(130) from None

@@ -1,9 +1,11 @@
 """`rooflab run SPEC`: measure a spec's cases into the results database."""
 from __future__ import annotations
 
-import typer
-from rich.markup import escape
+from typing import Any
 
+import typer
+
+from rooflab.errors import UserError
 from rooflab.runners.cli.common import (
     DbOption,
     FilterOption,
@@ -11,17 +13,10 @@ from rooflab.runners.cli.common import (
     console,
     db_url,
     err_console,
+    fail_with,
     print_json,
-    user_error_types,
 )
-from rooflab.suite.timing import TimingSettings
-
-_ENGINE = TimingSettings()
-
-
-def _default(name: str) -> str:
-    """What a timing override falls back to: the benchmark's own setting, else the engine's."""
-    return f"the spec's, else {getattr(_ENGINE, name):g}"
+from rooflab.runners.cli.timing_options import timing_overrides, with_timing_options
 
 RUN_HELP = """Measure the cases of SPEC (a YAML file, or a shipped spec name such as quick) into the database.
 
@@ -34,6 +29,7 @@ A run holds a lock on each device it measures: a second run on a busy device ref
 """
 
 
+@with_timing_options
 def run_command(
     spec: str | None = typer.Argument(None, help="Spec file or shipped spec name; optional with --resume."),
     db: str | None = DbOption,
@@ -52,22 +48,6 @@ def run_command(
         None, "--resume", help="Measure only the cases of RUN_ID that have no result (a SPEC given must be the run's)."
     ),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
-    warmup_ms: float | None = typer.Option(None, "--warmup-ms", show_default=_default("warmup_ms"),
-                                              help="Warmup lasts at least this long (ms)."),
-    warmup_calls: int | None = typer.Option(None, "--warmup-calls", show_default=_default("warmup_calls"),
-                                               help="... and at least this many calls."),
-    min_samples: int | None = typer.Option(None, "--min-samples", show_default=_default("min_samples"),
-                                              help="Samples at least this many."),
-    max_samples: int | None = typer.Option(None, "--max-samples", show_default=_default("max_samples"),
-                                              help="Samples at most this many."),
-    min_time_ms: float | None = typer.Option(None, "--min-time-ms", show_default=_default("min_time_ms"),
-                                                help="Samples at least this long (ms)."),
-    max_time_ms: float | None = typer.Option(None, "--max-time-ms", show_default=_default("max_time_ms"),
-                                                help="Gives up converging after this long (ms)."),
-    target_precision: float | None = typer.Option(
-        None, "--target-precision", show_default=_default("target_precision"),
-        help="Stop when the median's 95 % CI half-width / median is below this (0, 1).",
-    ),
     case_timeout_s: float | None = typer.Option(
         None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
     ),
@@ -85,19 +65,12 @@ def run_command(
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,
+    **timing: Any,
 ) -> None:
     from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
     from rooflab.runners.orchestration.session import RunOptions, run_suite
 
-    overrides = {
-        "warmup_ms": warmup_ms,
-        "warmup_calls": warmup_calls,
-        "min_samples": min_samples,
-        "max_samples": max_samples,
-        "min_time_ms": min_time_ms,
-        "max_time_ms": max_time_ms,
-        "target_precision": target_precision,
-    }
+    overrides = timing_overrides(timing)
     try:
         summary = run_suite(spec, db=db_url(db), options=RunOptions(
             filters=tuple(filter_),
@@ -116,11 +89,9 @@ def run_command(
             lock_wait_s=lock_wait_s,
         ))
     except DeviceBusyError as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(EXIT_DEVICE_BUSY) from None
-    except user_error_types() as exc:
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from None
+        fail_with(exc, EXIT_DEVICE_BUSY)
+    except UserError as exc:
+        fail_with(exc)
     except KeyboardInterrupt:
         err_console.print("interrupted before the run started; nothing was measured", highlight=False)
         raise typer.Exit(130) from None

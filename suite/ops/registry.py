@@ -12,6 +12,7 @@ import importlib
 import os
 import threading
 
+from rooflab.errors import UserError
 from rooflab.suite.ops.base import Op
 
 PLUGINS_ENV = "ROOFLAB_PLUGINS"
@@ -32,7 +33,7 @@ _plugins_loaded: set[str] = set()
 _lock = threading.RLock()
 
 
-class PluginImportError(ImportError):
+class PluginImportError(UserError, ImportError):
     """A module named in ROOFLAB_PLUGINS does not import (the CLI prints it and exits with code 2)."""
 
 

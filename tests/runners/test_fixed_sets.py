@@ -9,7 +9,7 @@ import pytest
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.store import parse_shard as parse_stored_shard
 from rooflab.reports.verdicts import FailOn, Verdict, parse_fail_on, should_fail
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration import slurm
 from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
 from rooflab.runners.orchestration.shards import ShardError, parse_shard

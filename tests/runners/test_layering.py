@@ -24,9 +24,16 @@ def test_library_module_does_not_load_the_cli(module: str) -> None:
     assert done.stdout.strip() == "", f"{module} loads {done.stdout.strip()}"
 
 
-def test_user_input_error_is_one_class() -> None:
-    """The CLI catches the same class the library raises."""
-    from rooflab.runners.cli.common import UserInputError as from_cli
+def test_every_user_error_has_one_base_the_cli_catches() -> None:
+    """Each package's error for bad input derives from rooflab.errors.UserError, the one class the
+    command line catches and prints (exit code 2)."""
+    from rooflab.db.errors import DatabaseInputError, SchemaVersionError
+    from rooflab.errors import UserError
+    from rooflab.reports.errors import ReportInputError
     from rooflab.runners.errors import UserInputError
+    from rooflab.suite.errors import SpecError
+    from rooflab.suite.ops.registry import PluginImportError
 
-    assert from_cli is UserInputError
+    for error in (UserInputError, SpecError, DatabaseInputError, SchemaVersionError, ReportInputError,
+                  PluginImportError):
+        assert issubclass(error, UserError), error

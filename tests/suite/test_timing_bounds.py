@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rooflab.runners.cli.common import UserInputError
+from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.session import check_merged_settings, validate_timing_overrides
 from rooflab.suite.errors import SpecError
 from rooflab.suite.spec import expand, parse_spec
