@@ -19,10 +19,10 @@ from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles
 from rooflab.reports.breakdown_section import section as breakdown_section
-from rooflab.reports.ceilings import compute_ceilings
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
-from rooflab.reports.frames import device_names, is_cpu
-from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
+from rooflab.reports.frames import device_names
+from rooflab.reports.roofline import device_roofline
+from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of
 from rooflab.reports.series import detect
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
 from rooflab.vocab import FAULTS, CeilingKind, ResultStatus
@@ -172,19 +172,19 @@ def render_report(
     ceilings_by_device = {}
     for name in names:
         plan = plans[name]
-        rows, roof_rows = rows_for(df[df["device_name"] == name], plan)
-        dc = compute_ceilings(roof_rows, name)
+        roofline = device_roofline(name, df[df["device_name"] == name], plan)
+        rows, dc = roofline.rows, roofline.ceilings
         ceilings_by_device[name] = (rows, dc)
         s = slug(name)
         diag = diagnose(rows, dc)
         walls = diag["wall"].value_counts().to_dict() if not diag.empty else {}
-        on_cpu = is_cpu(rows)
         ctx = {
-            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes, "is_cpu": on_cpu,
+            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes,
+            "is_cpu": roofline.on_cpu,
             "ceilings": [c.as_dict() for c in dc.ceilings], "plan": plan, "run_info": _run_info(counts, plan),
             "environments": _environments(rows),
-            "roofline_svg": plots.roofline_svg(rows, dc, inline=True),
-            "bandwidth_svg": _write_svg(out, f"bandwidth-{s}.svg", plots.bandwidth_svg(rows, dc.l2_bytes, name)),
+            "roofline_svg": roofline.roofline_svg(inline=True),
+            "bandwidth_svg": _write_svg(out, f"bandwidth-{s}.svg", roofline.bandwidth_svg()),
             "walls": walls, "n_cases": len(diag),
             "quality_counts": diag["quality"].value_counts().to_dict() if not diag.empty else {},
             "left": _records(most_left_on_table(diag, limit=25), ["case_key", "wall", "median_ms", "roofline_ms",

@@ -76,12 +76,10 @@ def roofline_cmd(
                                         help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
-    from rooflab.reports import plots
-    from rooflab.reports.ceilings import compute_ceilings
-    from rooflab.reports.frames import is_cpu
     from rooflab.reports.html import slug
     from rooflab.reports.load import ROOFLINE_COLUMNS, load_device_results
-    from rooflab.reports.runsel import choose_runs, counts_of, rows_for
+    from rooflab.reports.roofline import device_roofline
+    from rooflab.reports.runsel import choose_runs, counts_of
 
     url = db_url(db)
     require_database(url)
@@ -89,14 +87,12 @@ def roofline_cmd(
     plan = _guard(lambda: choose_runs(counts_of(rows), runs=run or None, since=since)).get(name)
     if plan is None:
         fail(f"--run/--since: no results of {escape(name)} in the chosen runs")
-    rows, roof_rows = rows_for(rows, plan)
-    dc = compute_ceilings(roof_rows, name)
-    llc = is_cpu(rows)
+    roofline = device_roofline(name, rows, plan)
+    dc, llc = roofline.ceilings, roofline.on_cpu
     figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
-        for kind, svg in (("roofline", plots.roofline_svg(rows, dc)),
-                          ("bandwidth", plots.bandwidth_svg(rows, dc.l2_bytes, name))):
+        for kind, svg in (("roofline", roofline.roofline_svg()), ("bandwidth", roofline.bandwidth_svg())):
             path = folder / f"{kind}-{slug(name)}.svg"
             path.write_text(svg, encoding="utf-8")
             figures.append(str(path))
