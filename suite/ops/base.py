@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from rooflab.suite.case import CACHE_MODES, TIMING_MODES, Case, ParamValue, TimingMode
@@ -22,6 +23,16 @@ Params = Mapping[str, ParamValue]
 # around the whole call, one around each part, named by the prefix and the part's name.
 BLOCK_RANGE = "rooflab.block"
 PART_RANGE_PREFIX = "rooflab.part:"
+
+
+class ElementaryFunction(StrEnum):
+    """The elementary functions an op may declare (`Op.elementary`) and the `elementary` probe
+    measures: each is one FLOP in an op's model, but dozens of instructions or a special-function
+    unit slot on the hardware, so each has a throughput roof of its own (docs/counters.md)."""
+
+    COS = "cos"
+    EXP = "exp"
+    ERF = "erf"
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,11 @@ class Op(ABC):
     @abstractmethod
     def memory_bytes(self, params: Params, dtype: str) -> int:
         """Device memory the case needs at its peak (inputs, outputs, temporaries), for the fit check."""
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        """Elementary functions of one call, by function (each is also one FLOP of `flops`): held
+        against the device's elementary-function roofs by the diagnosis. {} for an op with none."""
+        return {}
 
     def unfused_bytes(self, params: Params, dtype: str) -> int | None:
         """DRAM traffic of the unfused (eager, kernel by kernel) form, each kernel reading its inputs

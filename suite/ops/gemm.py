@@ -27,7 +27,7 @@ from typing import Any
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.lazy import F, torch
-from rooflab.suite.ops.base import Params, ParamSpec, Prepared
+from rooflab.suite.ops.base import ElementaryFunction, Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
     TorchOp,
@@ -301,6 +301,11 @@ class MatmulBiasGelu(TorchOp):
         p = self.p(params)
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
         return 2 * m * n * k + 6 * m * n
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        """One erf per output element (the gelu)."""
+        p = self.p(params)
+        return {ElementaryFunction.ERF: int(p["m"]) * int(p["n"])}
 
     def unfused_bytes(self, params: Params, dtype: str) -> int:
         """matmul (mk + kn + mn), + bias (2mn + n), gelu (2mn): (mk + kn + 5mn + n)·s."""

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.lazy import F, torch
-from rooflab.suite.ops.base import Params, ParamSpec, Prepared
+from rooflab.suite.ops.base import ElementaryFunction, Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
     COMPILE_MODE_PARAM,
     TorchOp,
@@ -145,12 +145,16 @@ class Amax(RowOp):
 
 
 class Softmax(RowOp):
-    """Row softmax. FLOPs 5·rows·cols; bytes 2·rows·cols·s."""
+    """Row softmax. FLOPs 5·rows·cols; bytes 2·rows·cols·s; one exp per element."""
 
     name = "softmax"
     flops_per_element = 5
     keeps_shape = True
     function = staticmethod(_softmax)
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        p = self.p(params)
+        return {ElementaryFunction.EXP: int(p["rows"]) * int(p["cols"])}
 
 
 class LayerNorm(RowOp):
