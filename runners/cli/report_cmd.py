@@ -111,8 +111,7 @@ def roofline_cmd(
     table.add_column("ratio", justify="right", no_wrap=True)
     sources = []
     for i, c in enumerate(dc.ceilings, start=1):
-        kind = "LLC" if llc and c.kind == "l2" else c.kind
-        label = f"{kind} {c.dtype or c.timing_mode or ''}".strip()
+        label = "LLC" if llc and c.kind == "l2" else c.label
         table.add_row(str(i), escape(label), f"{_fmt(c.value)} {c.unit}" + (" *" if c.raised else ""),
                       _fmt(c.datasheet), _pct(c.ratio))
         line = f"[{i}] {c.case_key}  (run {c.run_id})"
