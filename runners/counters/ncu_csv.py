@@ -50,7 +50,7 @@ def unit_scale(unit: str, metric: str = "") -> float:
     text = unit.strip()
     if text in _TIME:
         return _TIME[text]
-    prefix, base = (text[0], text[1:]) if text[:1] in "KMGT" and text[1:] in _COUNT_WORDS else ("", text)
+    prefix, base = (text[0], text[1:]) if text[:1] in ("K", "M", "G", "T") and text[1:] in _COUNT_WORDS else ("", text)
     if base in _COUNT_WORDS:
         return _PREFIX[prefix]
     where = f" of metric {metric}" if metric else ""

@@ -227,10 +227,10 @@ class _Writer:
 def run_counters(
     spec_path: str, *, db_url: str, filters: Sequence[str] = (), device: str | None = "auto", ncu: str | None = None,
     seed: int = 0, on_reading: Callable[[CounterRecord], None] | None = None, command_line: str | None = None,
-    describe: Describe = describe_device, timeout_s: float = PASS_TIMEOUT_S,
+    describe: Describe | None = None, timeout_s: float = PASS_TIMEOUT_S,
 ) -> CountersReport:
     """Refuse, then profile every case and store each reading as soon as it is made (module doc).
-    `describe` gives the device's environment and DeviceInfo (tests plant one)."""
+    `describe` gives the device's environment and DeviceInfo (default `describe_device`; tests plant one)."""
     from rooflab.db.counters import checked_run
     from rooflab.db.handle import schema_state
     from rooflab.db.records import RunRecord
@@ -242,7 +242,7 @@ def run_counters(
     from rooflab.suite.ops.registry import all_ops
 
     started = time.monotonic()
-    environment, info = describe(device)
+    environment, info = (describe or describe_device)(device)
     refuse_device(info, environment, device)
     spec, cases = select_cases(spec_path, filters, info.kind)
     exe = find_ncu(ncu)
