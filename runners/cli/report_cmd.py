@@ -329,7 +329,7 @@ def report_cmd(
     from rooflab.db.urls import redact
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
-    from rooflab.reports.load import PendingVerdicts, load_crosschecks, load_report_results
+    from rooflab.reports.load import PendingVerdicts, load_counters, load_crosschecks, load_report_results
 
     if run and since:
         fail("give either --run or --since, not both")
@@ -341,9 +341,10 @@ def report_cmd(
         df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
         crosschecks = _guard(lambda: load_crosschecks(url))
         layer = _guard(lambda: load_layer_profiles(url))
+        counters = _guard(lambda: load_counters(url))
         index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result,
                                              runs=run or None, since=since, counts=counts, crosschecks=crosschecks,
-                                             layer_profiles=layer))
+                                             layer_profiles=layer, counters=counters))
     finally:
         pending.cancel()  # a report that failed before the regressions page leaves no process behind
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)

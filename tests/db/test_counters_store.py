@@ -35,7 +35,8 @@ METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum")
 def _reading(run, case, env, rng: random.Random, *, checked: str | None = None, **kw) -> CounterRecord:
     base = dict(
         run_id=run.run_id, case=case, device_fingerprint=env.device_fingerprint, device_uuid=str(env.info["uuid"]),
-        cache="cold", timing_mode="launch", status="ok", measured_at=run.started_at + timedelta(seconds=rng.randint(1, 99)),
+        cache="cold", timing_mode="launch", status="ok",
+        measured_at=run.started_at + timedelta(seconds=rng.randint(1, 99)),
         model_flops=rng.randint(1, 10**9), model_bytes=rng.randint(10**6, 10**9), checked_run_id=checked,
         ncu_version=f"2025.{rng.randint(1, 3)}.0.0", metrics=METRICS, missing_metrics=(),
         metric_values={m: float(rng.randint(1, 10**9)) for m in METRICS}, kernels=rng.randint(1, 4),
@@ -48,7 +49,8 @@ def _reading(run, case, env, rng: random.Random, *, checked: str | None = None, 
 
 
 def _store_run_and_readings(url: str, rng: random.Random, prefix: str = "night", env_index: int = 0):
-    run, counters_run, env = make_run(prefix, rng=rng), make_run(f"counters-{prefix}", day=1, rng=rng), make_env(env_index)
+    run, env = make_run(prefix, rng=rng), make_env(env_index)
+    counters_run = make_run(f"counters-{prefix}", day=1, rng=rng)
     cases = [make_case(i) for i in range(4)]
     readings = []
     with ResultStore(url) as store:
@@ -62,8 +64,9 @@ def _store_run_and_readings(url: str, rng: random.Random, prefix: str = "night",
         for i, case in enumerate(cases):  # the last case has no measurement: no link
             r = _reading(counters_run, case, env, rng, checked=run.run_id if i < 3 else None)
             if i == 1:  # a metric that was not reported stays missing, never 0
-                r = _reading(counters_run, case, env, rng, checked=run.run_id, missing_metrics=("dram__bytes_write.sum",),
-                             dram_write_bytes=None, metric_values={"dram__bytes_read.sum": 5.0})
+                r = _reading(counters_run, case, env, rng, checked=run.run_id,
+                             missing_metrics=("dram__bytes_write.sum",), dram_write_bytes=None,
+                             metric_values={"dram__bytes_read.sum": 5.0})
             assert add_counters(store, r)
             assert not add_counters(store, r)  # the same reading twice adds nothing
             readings.append(r)

@@ -41,7 +41,8 @@ def test_every_kernel_of_the_range_is_summed_with_its_thousands_separators() -> 
 
 
 def test_units_are_converted_to_base_units() -> None:
-    header = '"ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum","lts__t_bytes.sum"'
+    header = ('"ID","Kernel Name","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum",'
+              '"lts__t_bytes.sum"')
     text = "\n".join([
         "some output of the profiled program, before ncu's report",
         header,
