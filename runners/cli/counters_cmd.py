@@ -1,13 +1,23 @@
 """`rooflab counters SPEC`: every case's byte and FLOP model held against Nsight Compute's counters."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from rooflab.db.status import ResultStatus
-from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, print_json, user_error_types
+from rooflab.runners.cli.common import (
+    DbOption,
+    JsonOption,
+    console,
+    db_url,
+    err_console,
+    output_dir,
+    print_json,
+    user_error_types,
+)
 
 if TYPE_CHECKING:
     from rooflab.db.counters import CounterRecord
@@ -33,6 +43,8 @@ def counters_command(
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU), or cuda:N."),
     ncu: str | None = typer.Option(None, "--ncu", help="Path of the ncu executable [default: ncu on PATH]."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
+    keep_reports: Path | None = typer.Option(None, "--keep-reports",
+                                             help="Keep each case's ncu report (CSV) and output in this folder."),
     db: str | None = DbOption,
     json_output: bool = JsonOption,
 ) -> None:
@@ -42,6 +54,7 @@ def counters_command(
     if seed < 0:
         err_console.print(f"[bold red]error:[/] --seed {seed}: must be >= 0", highlight=False)
         raise typer.Exit(2)
+    keep = output_dir(keep_reports, "--keep-reports") if keep_reports is not None else None
 
     def progress(record: CounterRecord) -> None:
         if json_output:
@@ -53,7 +66,7 @@ def counters_command(
 
     try:
         report = run_counters(spec, db_url=db_url(db), filters=filter_, device=device, ncu=ncu, seed=seed,
-                              on_reading=progress)
+                              on_reading=progress, keep=keep)
     except user_error_types() as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None

@@ -10,6 +10,7 @@ stored as failed with what ncu or the case said, and the others go on.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 import socket
@@ -157,11 +158,16 @@ def _interpret(base: CounterRecord, out: PassOutput, result_file: Path, asked: S
                    metric_values=dict(reading.values), **metric_names.quantities(reading.values))
 
 
+def keep_name(case_key: str) -> str:
+    """A file name for a case's kept report: its key with every character outside [A-Za-z0-9.=-] as _."""
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", case_key)[:200]
+
+
 def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: str, seed: int,
-                 timeout_s: float = PASS_TIMEOUT_S) -> CounterRecord:
+                 timeout_s: float = PASS_TIMEOUT_S, keep: Path | None = None) -> CounterRecord:
     """Profile one call of `case` under ncu (see runners.counters.child); a metric ncu does not know
     is dropped (and reported missing) and the pass made once more. CountersRefusal when ncu may not
-    read the counters."""
+    read the counters. `keep`: a folder where ncu's report (CSV) and what the pass printed are kept."""
     from rooflab.runners.counters.child import ChildRequest, write_request
     from rooflab.runners.orchestration.worker import CaseRequest
 
@@ -183,6 +189,9 @@ def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: st
                 break
             dropped += unknown
             asked = [m for m in asked if m not in unknown]
+        if keep is not None:
+            (keep / f"{keep_name(case.case_key)}.csv").write_text(out.report, encoding="utf-8")
+            (keep / f"{keep_name(case.case_key)}.log").write_text(out.printed, encoding="utf-8")
         return _interpret(base, out, result_file, asked, dropped, timeout_s)
 
 
@@ -227,10 +236,11 @@ class _Writer:
 def run_counters(
     spec_path: str, *, db_url: str, filters: Sequence[str] = (), device: str | None = "auto", ncu: str | None = None,
     seed: int = 0, on_reading: Callable[[CounterRecord], None] | None = None, command_line: str | None = None,
-    describe: Describe | None = None, timeout_s: float = PASS_TIMEOUT_S,
+    describe: Describe | None = None, timeout_s: float = PASS_TIMEOUT_S, keep: Path | None = None,
 ) -> CountersReport:
     """Refuse, then profile every case and store each reading as soon as it is made (module doc).
-    `describe` gives the device's environment and DeviceInfo (default `describe_device`; tests plant one)."""
+    `describe` gives the device's environment and DeviceInfo (default `describe_device`; tests plant one);
+    `keep`: an existing folder for each pass's ncu report and output (profile_case)."""
     from rooflab.db.counters import checked_run
     from rooflab.db.handle import schema_state
     from rooflab.db.records import RunRecord
@@ -275,7 +285,7 @@ def run_counters(
             if reason:
                 record = replace(base, status=ResultStatus.SKIPPED, error=reason)
             else:
-                record = profile_case(case, base, device=info, exe=exe, seed=seed, timeout_s=timeout_s)
+                record = profile_case(case, base, device=info, exe=exe, seed=seed, timeout_s=timeout_s, keep=keep)
             writer.add(record, passed=not reason)
             readings.append(record)
             if on_reading is not None:

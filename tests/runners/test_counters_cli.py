@@ -109,7 +109,8 @@ def test_counters_end_to_end_with_a_fake_ncu(tmp_path, fake_ncu, monkeypatch) ->
     monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps(SCRIPT))
     monkeypatch.setattr(session, "describe_device", planted_cuda())
 
-    result = runner.invoke(app, ["counters", str(spec), "--db", url, "--json"])
+    keep = tmp_path / "kept"
+    result = runner.invoke(app, ["counters", str(spec), "--db", url, "--json", "--keep-reports", str(keep)])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["ncu_version"] == "2025.1.1.0" and out["metrics"] == list(m.METRICS)
@@ -145,6 +146,11 @@ def test_counters_end_to_end_with_a_fake_ncu(tmp_path, fake_ncu, monkeypatch) ->
     assert caches == ["all", "all", "none", "all", "all", "all", "all"]
     asked = [c["argv"][c["argv"].index("--metrics") + 1].split(",") for c in made]
     assert m.XU_INSTRUCTIONS in asked[3] and m.XU_INSTRUCTIONS not in asked[4]
+
+    kept = keep / "cos_cos.v1_eager_bfloat16_cold_launch_n=1048576.csv"  # ncu's report, as the first GPU run keeps it
+    assert kept.read_text() == (HERE / "fixtures" / "ncu" / "cos_cos_eager_bfloat16.csv").read_text().join(
+        ["==PROF== Disconnected from process\n", ""])
+    assert len(list(keep.glob("*.csv"))) == 6
 
     frame = counters_frame(url)
     assert len(frame) == 6 and list(frame["status"]) == [r["status"] for r in out["readings"]]
