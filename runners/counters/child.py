@@ -55,6 +55,7 @@ def nvtx_range(name: str, on_cuda: bool) -> Iterator[None]:
 
 def profile_one_call(request: ChildRequest) -> dict[str, Any]:
     """Prepare as a worker does, then one call inside the range; the result file's content."""
+    from rooflab.db.status import ResultStatus
     from rooflab.runners.machine.environment import capture
     from rooflab.runners.orchestration.worker import CaseOutcome, _pin, _synchronize, ready_case
     from rooflab.suite.ops.registry import all_ops
@@ -70,7 +71,7 @@ def profile_one_call(request: ChildRequest) -> dict[str, Any]:
     with nvtx_range(RANGE, device.is_cuda):
         prepared.fn()
         _synchronize(device, prepared.sync)
-    return {"status": "ok", "error": None, "first_call_ms": ready.first_call_ms}
+    return {"status": str(ResultStatus.OK), "error": None, "first_call_ms": ready.first_call_ms}
 
 
 def main(argv: list[str]) -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rooflab.runners.errors import UserInputError
+from rooflab.suite.case import CacheMode
 
 RANGE = "rooflab.counters"
 CHILD_MODULE = "rooflab.runners.counters.child"
@@ -75,7 +76,7 @@ def command(exe: str, *, metrics: Sequence[str], cache: str, log_file: Path, req
     """The argv of one profiled pass (see the module doc)."""
     return [
         exe, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{RANGE}/",
-        "--cache-control", "none" if cache == "hot" else "all", "--clock-control", "none",
+        "--cache-control", "none" if cache == CacheMode.HOT else "all", "--clock-control", "none",
         "--metrics", ",".join(metrics), "--csv", "--page", "raw", "--print-units", "base",
         "--log-file", str(log_file), sys.executable, "-m", CHILD_MODULE, str(request),
     ]
