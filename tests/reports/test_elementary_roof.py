@@ -87,3 +87,20 @@ def test_elementary_time_adds_the_functions_and_names_the_largest():
     assert elementary_time(dc, {}, "float32").ms == 0.0
     missing = elementary_time(dc, {"cos": 10, "erf": 10}, "float32")
     assert math.isnan(missing.ms) and missing.missing == ("erf",)
+
+
+def test_a_part_with_more_bandwidth_and_the_same_cos_roof_is_predicted_no_faster():
+    # the H100/H200 story: 1.39x the bandwidth, the same SMs and clocks: a case at its cos roof
+    # is predicted 1.00x, where the bandwidth wall would have predicted 1.39x
+    from rooflab.reports.compare import Side, compare
+
+    median_ms = 2 * N / 1e12 * 1e3
+    base_rows = pd.DataFrame(device_rows(hbm_gbps=3139.0) + [probe("cos", 256, 1000.0), cos_cos(median_ms)])
+    cand_rows = pd.DataFrame(
+        [dict(r, device_name="NVIDIA H200", device_fingerprint="fp-h200")
+         for r in device_rows(hbm_gbps=4373.0) + [probe("cos", 256, 1000.0), cos_cos(median_ms * 1.01)]])
+    base = Side(H100, H100, base_rows, compute_ceilings(base_rows, H100))
+    cand = Side("NVIDIA H200", "NVIDIA H200", cand_rows, compute_ceilings(cand_rows, "NVIDIA H200"))
+    got = compare(base, cand).set_index("op").loc["cos_cos"]
+    assert got["wall"] == "compute" and got["predicted_speedup"] == pytest.approx(1.0)
+    assert got["deviation"] == pytest.approx(1 / 1.01)
