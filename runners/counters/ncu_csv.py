@@ -67,6 +67,11 @@ def parse_number(text: str) -> float | None:
     return float(value.replace(",", ""))
 
 
+def has_header(text: str) -> bool:
+    """Whether `text` holds a raw-page header row."""
+    return any(line.lstrip().startswith(f'"{ID_COLUMN}"') for line in text.splitlines())
+
+
 def _rows(text: str) -> list[list[str]]:
     """The CSV rows from the header row on, ncu's own `==` lines left out."""
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("==")]

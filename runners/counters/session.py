@@ -38,7 +38,7 @@ from rooflab.runners.counters.ncu import (
     run_pass,
     unknown_metrics,
 )
-from rooflab.runners.counters.ncu_csv import NcuFormatError, parse_raw
+from rooflab.runners.counters.ncu_csv import NcuFormatError, has_header, parse_raw
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 
@@ -147,7 +147,8 @@ def _interpret(base: CounterRecord, out: PassOutput, result_file: Path, asked: S
     if out.returncode != 0:
         return replace(base, status=failed, error=f"ncu exited with {out.returncode}: {error_lines(out.text)}")
     try:
-        reading = parse_raw(out.report, asked)
+        # the report is in --log-file; should an ncu print it with its other output, read it there
+        reading = parse_raw(out.report if has_header(out.report) else out.printed, asked)
     except NcuFormatError as exc:
         return replace(base, status=failed, error=f"ncu's CSV: {exc}")
     if reading.kernels == 0:

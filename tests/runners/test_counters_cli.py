@@ -201,3 +201,24 @@ def test_the_python_api_refuses_as_the_command_does(tmp_path) -> None:
     with pytest.raises(CountersRefusal, match="--device cpu is a CPU"):
         rooflab.counters("quick", db=f"sqlite:///{tmp_path / 'x.db'}", device="cpu")
     assert not (tmp_path / "x.db").exists()
+
+
+def test_a_report_that_ncu_printed_with_its_output_is_read_there(tmp_path) -> None:
+    from datetime import UTC, datetime
+
+    from rooflab.db.counters import CounterRecord
+    from rooflab.runners.counters.ncu import PassOutput
+
+    case = expand(load_spec("quick"), "cuda")[0]
+    base = CounterRecord(run_id="r", case=case, device_fingerprint="fp", device_uuid=None, cache="cold",
+                         timing_mode="launch", status="failed", measured_at=datetime.now(UTC), model_flops=0,
+                         model_bytes=2 * N * 4, metrics=m.METRICS)
+    result = tmp_path / "result.json"
+    result.write_text('{"status": "ok", "error": null, "first_call_ms": 1.0}')
+    printed = "==PROF== Connected\n" + (HERE / "fixtures" / "ncu" / "copy_float32.csv").read_text()
+    got = session._interpret(base, PassOutput(0, "", printed), result, list(m.METRICS), [], 60.0)
+    assert got.status == "ok" and got.kernels == 1 and got.dram_write_bytes == 4_194_304
+    none = session._interpret(base, PassOutput(0, "", "==PROF== Connected\n"), result, list(m.METRICS), [], 60.0)
+    assert none.status == "failed" and "no header row" in none.error
+    late = session._interpret(base, PassOutput(None, "", ""), result, list(m.METRICS), [], 60.0)
+    assert late.status == "failed" and "ran past 60 s" in late.error
