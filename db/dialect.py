@@ -15,6 +15,7 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "run_environments": ("run_id", "environment_id", "device_key"),
     "measurements": ("run_id", "case_id", "cache", "timing_mode", "device_key"),
     "crosschecks": ("run_id", "case_id", "cache", "timing_mode", "device_key", "peer"),
+    "counter_readings": ("run_id", "case_id", "cache", "timing_mode", "device_key"),
 }
 
 

@@ -2,7 +2,7 @@
 
 Everything that already exists is kept as it is: runs by run_id, environments by fingerprint,
 cases by case_key, measurements by (run, case, cache, timing mode, device), cross-checks by that
-key and their peer, and layer profiles by their measurement. Loading the same batch twice
+key and their peer, counter readings by that key, and layer profiles by their measurement. Loading the same batch twice
 therefore adds nothing.
 """
 from __future__ import annotations
@@ -35,6 +35,19 @@ class Batch:
     # (run_id, case_key, fingerprint, crosschecks columns incl. device_key, cache, timing_mode, peer)
     crosschecks: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     layer_profiles: list[LayerProfileRows] = field(default_factory=list)
+    counters: list[CounterRows] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CounterRows:
+    """One counter reading, named by natural keys: its run, case and device, and the run of the
+    measurement it checks (None: none), which the target must hold for the link to be kept."""
+
+    run_id: str
+    case_key: str
+    fingerprint: str
+    checked_run_id: str | None
+    columns: dict[str, Any]  # counter_readings columns but the ids
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,7 @@ class LoadCounts:
     skipped: int = 0  # measurements already present
     crosschecks: int = 0
     layer_profiles: int = 0
+    counters: int = 0
 
     def add(self, other: LoadCounts) -> None:
         for name in vars(self):
@@ -180,7 +194,34 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         counts.samples = len(sample_rows)
     counts.crosschecks = _load_crosschecks(conn, batch, run_ids, case_ids, env_ids)
     counts.layer_profiles = _load_layer_profiles(conn, batch, run_ids, case_ids)
+    counts.counters = _load_counters(conn, batch, run_ids, case_ids, env_ids)
     return counts
+
+
+def _load_counters(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int],
+                   env_ids: dict[str, int]) -> int:
+    """Insert the counter readings the target lacks, each linked to the target's copy of the run it
+    checks; returns how many."""
+    if not batch.counters:
+        return 0
+    k_t, run_t = models.CounterReading.__table__, models.Run.__table__
+    key_cols = (k_t.c.run_id, k_t.c.case_id, k_t.c.cache, k_t.c.timing_mode, k_t.c.device_key)
+    existing: set[tuple[Any, ...]] = set()
+    for chunk in _chunks(sorted({run_ids[c.run_id] for c in batch.counters}), 200):
+        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(k_t.c.run_id.in_(chunk))))
+    checked = _ids(conn, run_t.c.id, run_t.c.run_id, {c.checked_run_id for c in batch.counters if c.checked_run_id})
+    rows: list[dict[str, Any]] = []
+    for c in batch.counters:
+        row = dict(c.columns, run_id=run_ids[c.run_id], case_id=case_ids[c.case_key],
+                   environment_id=env_ids[c.fingerprint],
+                   checked_run_id=checked.get(c.checked_run_id) if c.checked_run_id else None)
+        key = tuple(row[column.name] for column in key_cols)
+        if key not in existing:
+            existing.add(key)
+            rows.append(row)
+    for row_chunk in _chunks(rows):
+        conn.execute(k_t.insert(), row_chunk)
+    return len(rows)
 
 
 def _load_crosschecks(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int],
@@ -231,4 +272,4 @@ def _load_layer_profiles(conn: Connection, batch: Batch, run_ids: dict[str, int]
     return len(profiles)
 
 
-__all__ = ["Batch", "LayerProfileRows", "LoadCounts", "load"]
+__all__ = ["Batch", "CounterRows", "LayerProfileRows", "LoadCounts", "load"]

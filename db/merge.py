@@ -1,7 +1,8 @@
 """`rooflab db merge`: copy node-local databases (usually SQLite files) into a target database.
 
 Everything travels: runs with their spec text, shards, devices with identity and per-run info,
-cases, measurements and raw samples, cross-check rows, and layer profiles with their parts.
+cases, measurements and raw samples, cross-check rows, layer profiles with their parts, and
+hardware-counter readings.
 Each source is merged in one transaction; what the target
 already has is kept, so merging the same file again adds nothing.
 """
@@ -16,7 +17,7 @@ from sqlalchemy import Connection, select
 from rooflab.db import models
 from rooflab.db.engine import make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.load import Batch, LayerProfileRows, LoadCounts, load
+from rooflab.db.load import Batch, CounterRows, LayerProfileRows, LoadCounts, load
 from rooflab.db.schema import open_for_writing, require_current
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
@@ -28,6 +29,7 @@ _ENV_COLUMNS = ("device_fingerprint", "device_name", "device_kind", "identity", 
 _CASE_COLUMNS = ("case_key", "op", "op_version", "family", "backend", "dtype", "params")
 _SKIP_MEASUREMENT = {"id", "run_id", "case_id", "environment_id"}
 _SKIP_CROSSCHECK = {"id", "run_id", "case_id", "environment_id"}
+_SKIP_COUNTERS = {"id", "run_id", "case_id", "environment_id", "checked_run_id"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
     e_t, re_t = models.Environment.__table__, models.RunEnvironment.__table__
     c_t, m_t, sm_t = models.Case.__table__, models.Measurement.__table__, models.Sample.__table__
     x_t, lp_t, part_t = models.CrossCheck.__table__, models.LayerProfile.__table__, models.LayerPart.__table__
+    k_t, run_t = models.CounterReading.__table__, models.Run.__table__
     batch = Batch()
     batch.runs[run.run_id] = {name: getattr(run, name) for name in _RUN_COLUMNS}
     for row in conn.execute(select(s_t).where(s_t.c.run_id == run.id)):
@@ -60,7 +63,8 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
     for env in conn.execute(
         select(e_t).where(e_t.c.id.in_(select(m_t.c.environment_id).where(m_t.c.run_id == run.id).union(
             select(re_t.c.environment_id).where(re_t.c.run_id == run.id),
-            select(x_t.c.environment_id).where(x_t.c.run_id == run.id))))
+            select(x_t.c.environment_id).where(x_t.c.run_id == run.id),
+            select(k_t.c.environment_id).where(k_t.c.run_id == run.id))))
     ):
         env_fp[env.id] = env.device_fingerprint
         batch.environments[env.device_fingerprint] = {name: getattr(env, name) for name in _ENV_COLUMNS}
@@ -70,7 +74,8 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         }
     case_key: dict[int, str] = {}
     for case in conn.execute(select(c_t).where(c_t.c.id.in_(select(m_t.c.case_id).where(m_t.c.run_id == run.id).union(
-            select(x_t.c.case_id).where(x_t.c.run_id == run.id))))):
+            select(x_t.c.case_id).where(x_t.c.run_id == run.id),
+            select(k_t.c.case_id).where(k_t.c.run_id == run.id))))):
         case_key[case.id] = case.case_key
         batch.cases[case.case_key] = {name: getattr(case, name) for name in _CASE_COLUMNS}
     query = (
@@ -94,6 +99,14 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         mapping = row._mapping
         columns = {k: v for k, v in mapping.items() if k not in _SKIP_CROSSCHECK}
         batch.crosschecks.append((run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]], columns))
+    checked = run_t.alias("checked")
+    for row in conn.execute(select(k_t, checked.c.run_id.label("_checked_run"))
+                            .select_from(k_t.outerjoin(checked, checked.c.id == k_t.c.checked_run_id))
+                            .where(k_t.c.run_id == run.id).order_by(k_t.c.id)):
+        mapping = row._mapping
+        columns = {k: v for k, v in mapping.items() if k not in _SKIP_COUNTERS and not k.startswith("_")}
+        batch.counters.append(CounterRows(run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]],
+                                          mapping["_checked_run"], columns))
     run_measurements = select(m_t.c.id).where(m_t.c.run_id == run.id)
     parts: dict[int, list[dict[str, Any]]] = {}
     for row in conn.execute(

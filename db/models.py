@@ -289,3 +289,48 @@ class LayerPart(Base):
     flops: Mapped[int] = mapped_column(BigInteger)
     bytes: Mapped[int] = mapped_column(BigInteger)
     events: Mapped[int]
+
+
+class CounterReading(Base):
+    """One case's profiled pass under Nsight Compute (revision 0007): what the hardware
+    counted in the kernels of one timed call, beside the op's model of that call.
+
+    `run_id` is the counters pass's own run; `checked_run_id` with the case, cache, timing mode and
+    device_key names the measurement it checks (that measurement's own key; NULL when the database
+    held no measurement of the case on that device, or that run was deleted). Counts are None where
+    the metric was not reported (`missing_metrics`), never 0; `metric_values` holds every metric
+    summed over the call's kernels, in base units (bytes, nanoseconds, instructions)."""
+
+    __tablename__ = "counter_readings"
+    __table_args__ = (
+        UniqueConstraint(
+            "run_id", "case_id", "cache", "timing_mode", "device_key", name="uq_counter_readings_run_case_device"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.id"))
+    device_key: Mapped[str] = mapped_column(String(128))
+    cache: Mapped[str] = mapped_column(String(16))
+    timing_mode: Mapped[str] = mapped_column(String(16))
+    checked_run_id: Mapped[int | None] = mapped_column(ForeignKey("runs.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)
+    measured_at: Mapped[datetime]
+    ncu_version: Mapped[str | None] = mapped_column(String(64))
+    metrics: Mapped[list[str]]
+    missing_metrics: Mapped[list[str]]
+    metric_values: Mapped[dict[str, Any]]
+    kernels: Mapped[int | None]
+    kernel_ms: Mapped[float | None]
+    dram_read_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    dram_write_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    l2_traffic_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    fp64_flops: Mapped[int | None] = mapped_column(BigInteger)
+    fp32_flops: Mapped[int | None] = mapped_column(BigInteger)
+    fp16_flops: Mapped[int | None] = mapped_column(BigInteger)
+    tensor_instructions: Mapped[int | None] = mapped_column(BigInteger)
+    model_flops: Mapped[int] = mapped_column(BigInteger)
+    model_bytes: Mapped[int] = mapped_column(BigInteger)

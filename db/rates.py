@@ -1,8 +1,9 @@
 """The one derivation of a rate from a measured time, and of the time a work takes at a rate.
 
-TFLOP/s = flops / seconds / 1e12; GB/s = bytes / seconds / 1e9 (decimal units, as datasheets give
-them). The store writes these into each result and every report figure uses the same functions.
-They take plain numbers or pandas Series / numpy arrays alike.
+TFLOP/s = flops / seconds / 1e12; GB/s = bytes / seconds / 1e9; Geval/s = elementary-function
+evaluations / seconds / 1e9 (decimal units, as datasheets give them). The store writes these into
+each result and every report figure uses the same functions. They take plain numbers or pandas
+Series / numpy arrays alike.
 """
 from __future__ import annotations
 
@@ -33,3 +34,16 @@ def ms_at_tflops(flops: N, rate_tflops: N) -> N:
 def ms_at_gbps(nbytes: N, rate_gbps: N) -> N:
     """Milliseconds that `nbytes` take at `rate_gbps` GB/s."""
     return nbytes / (rate_gbps * GB) * MS_PER_S  # type: ignore[operator,return-value]  # N: a float or an array that does arithmetic
+
+
+GEVAL = 1e9  # elementary-function evaluations (cos, exp, erf) are counted in billions per second
+
+
+def gevals(evaluations: N, median_ms: N) -> N:
+    """Billions of elementary-function evaluations per second: `evaluations` in `median_ms` milliseconds."""
+    return evaluations / (median_ms / MS_PER_S) / GEVAL  # type: ignore[operator,return-value]  # N: a float or an array that does arithmetic
+
+
+def ms_at_gevals(evaluations: N, rate_gevals: N) -> N:
+    """Milliseconds that `evaluations` take at `rate_gevals` billion evaluations per second."""
+    return evaluations / (rate_gevals * GEVAL) * MS_PER_S  # type: ignore[operator,return-value]  # N: a float or an array that does arithmetic

@@ -6,6 +6,8 @@
 - L2:             best gbps of hot stream_* whose bytes <= L2
 - vector compute: best tflops of fma_intensity, per dtype
 - matrix compute: best tflops of the gemm family, per dtype
+- elementary:     best rate of the `elementary` probe (cos, exp, erf evaluations per second), per
+                  function and dtype (reports.elementary)
 - launch floor:   median of the `launch` op's medians, per timing mode: what a user pays per launch
                   (host time per launch of back-to-back launches from Python; per launch of a graph
                   replay in graph mode). Version 1 of the op timed a kernel's duration instead, so
@@ -40,12 +42,12 @@ TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", 
 MATRIX_FAMILIES = ("gemm", "attention", "layer")  # a layer's FLOPs are nearly all matmul FLOPs
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
-ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch")
+ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch", "elementary")
 ROOF_FAMILIES = ("gemm",)
 LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
 
 UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.L2: "GB/s", CeilingKind.VECTOR: "TFLOP/s",
-         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms"}
+         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms", CeilingKind.ELEMENTARY: "Geval/s"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Ceiling:
     datasheet_source: str | None = None
     probe_value: float | None = None  # the probe's figure when a trustworthy op beat it (see the module doc)
     probe_case_key: str | None = None
+    function: str | None = None  # elementary ceilings: cos, exp or erf
 
     @property
     def raised(self) -> bool:
@@ -78,7 +81,7 @@ class Ceiling:
 
     @property
     def label(self) -> str:
-        extra = self.dtype or self.timing_mode
+        extra = " ".join(x for x in (self.function, self.dtype or self.timing_mode) if x)
         return f"{self.kind} {extra}" if extra else self.kind
 
     def as_dict(self) -> dict:
@@ -95,6 +98,7 @@ class Ceiling:
             "ratio": self.ratio,
             "probe_value": self.probe_value,
             "probe_case_key": self.probe_case_key,
+            "function": self.function,
         }
 
 
@@ -208,6 +212,9 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
         floor = float(medians.median())
         nearest = sub.loc[(medians - floor).abs().idxmin()]
         out.append(_ceiling(nearest, CeilingKind.LAUNCH, floor, spec, timing_mode=str(mode)))
+    from rooflab.reports.elementary import elementary_ceilings  # it builds Ceilings of this module
+
+    out.extend(elementary_ceilings(rows))
     return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
 
 
@@ -269,6 +276,7 @@ class Roof:
     value: float
     origin: str  # "measured" or "datasheet"
     source: str  # case_key of the measurement, or the datasheet source
+    label: str = ""  # which roof: the measured ceiling's label ("vector float32", "hbm_rw"), or the datasheet's
 
 
 def uses_matrix_units(family: str, dtype: str) -> bool:
@@ -282,7 +290,7 @@ def uses_matrix_units(family: str, dtype: str) -> bool:
 def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None:
     """Compute roof in TFLOP/s for `dtype`, matrix or vector units; measured first, else datasheet."""
     choice = _compute_choice(dc, dtype, matrix=matrix)
-    return Roof(choice.value, "measured", choice.case_key) if isinstance(choice, Ceiling) else choice
+    return Roof(choice.value, "measured", choice.case_key, choice.label) if isinstance(choice, Ceiling) else choice
 
 
 def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling | Roof | None:
@@ -301,7 +309,7 @@ def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling 
         if dc.spec is not None:
             fig = dc.spec.peak_tflops(dt, matrix=kind == CeilingKind.MATRIX)
             if fig is not None:
-                return Roof(fig.value, "datasheet", f"{dc.spec.key}: {fig.source}")
+                return Roof(fig.value, "datasheet", f"{dc.spec.key}: {fig.source}", f"{kind} {dt} (datasheet)")
     return None
 
 
@@ -309,9 +317,10 @@ def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = F
     """Bandwidth roof in GB/s: L2 for hot cases (falling back to HBM), HBM otherwise."""
     c = _bandwidth_choice(dc, hot=hot, read_only=read_only)
     if c is not None:
-        return Roof(c.value, "measured", c.case_key)
+        return Roof(c.value, "measured", c.case_key, c.label)
     if dc.spec is not None:
-        return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}")
+        return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}",
+                    "hbm (datasheet)")
     return None
 
 

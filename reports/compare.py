@@ -4,8 +4,9 @@ the speedup the roofs predict.
 A side is a run id or a device (name, or fingerprint prefix). Per case (case_key ok on both sides,
 newest result per side), speedup = baseline median / candidate median (> 1: the candidate is
 faster). The predicted speedup follows the case's wall on the baseline: the bandwidth-roof ratio
-(L2 for hot cases) when bandwidth-bound, the compute-roof ratio of its dtype when compute-bound, the
-launch-floor ratio when overhead-bound; roofs are measured ceilings, else datasheet figures.
+(L2 for hot cases) when bandwidth-bound, the compute-roof ratio of its dtype when compute-bound (the
+ratio of its elementary-function times when those are its wall), the launch-floor ratio when
+overhead-bound; roofs are measured ceilings, else datasheet figures.
 """
 from __future__ import annotations
 
@@ -25,10 +26,11 @@ from rooflab.reports.ceilings import (
     uses_matrix_units,
 )
 from rooflab.reports.diagnosis import diagnose
+from rooflab.reports.elementary import elementary_time
 from rooflab.reports.errors import ReportInputError
-from rooflab.reports.frames import select_device
-from rooflab.reports.opinfo import reads_only
-from rooflab.vocab import Wall
+from rooflab.reports.frames import params_of, select_device
+from rooflab.reports.opinfo import elementary_counts, reads_only
+from rooflab.vocab import CeilingKind, Wall
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,11 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
         nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), reads_only(case["op"])
         return _ratio(bandwidth_roof(cand, hot=l2_resident(cand, cache, nbytes), read_only=ro),
                       bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
+    if wall == Wall.COMPUTE and str(case.get("wall_roof") or "").startswith(CeilingKind.ELEMENTARY):
+        counts = elementary_counts(str(case["op"]), params_of(case.get("params")), str(case["dtype"]))
+        base_ms = elementary_time(base, counts, str(case["dtype"])).ms
+        cand_ms = elementary_time(cand, counts, str(case["dtype"])).ms
+        return base_ms / cand_ms if cand_ms > 0 else math.nan
     if wall == Wall.COMPUTE:
         matrix = uses_matrix_units(str(case["family"]), str(case["dtype"]))
         return _ratio(compute_roof(cand, str(case["dtype"]), matrix=matrix),

@@ -1,6 +1,6 @@
 """Which wall each case hits, how far it is from it, and what fusion gains.
 
-roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof), where the compute roof
+roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof, elementary_ms), where the compute roof
 is, for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
 tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; and
 the bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise (read-only HBM
@@ -9,6 +9,13 @@ when a ceiling was not measured. efficiency = roofline_ms / median_ms. An effici
 is never reported: it means the roof is suspect (a datasheet figure that a result beats, or a
 noisy or contended result held against a measured roof), so `efficiency` is left empty and
 `roof_suspect` is set. Every row carries its quality (reports.frames.quality_of).
+
+elementary_ms is the time the op's elementary functions (cos, exp, erf: Op.elementary) take at the
+device's measured elementary-function roofs (reports.elementary); an op whose elementary functions
+alone take longer than its bytes and its FLOPs gets the compute wall. `wall_roof` names the roof of
+the wall: "elementary cos float32", "vector float32", "matrix bfloat16", "hbm_rw", ... (a datasheet
+roof says so); `elementary_missing` names functions of the op that have no measured roof (their
+time is then unknown and left out).
 
 wall = overhead when the measured time is within OVERHEAD_FACTOR of the launch floor of its timing
 mode, or the roofline time is below that floor; else compute or bandwidth, whichever term of the
@@ -39,8 +46,9 @@ from rooflab.reports.ceilings import (
     launch_floor_ms,
     uses_matrix_units,
 )
+from rooflab.reports.elementary import elementary_time
 from rooflab.reports.frames import params_of, quality_of, usable
-from rooflab.reports.opinfo import fusion_chain_ops, reads_only, unfused_bytes
+from rooflab.reports.opinfo import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
 from rooflab.vocab import Wall
 
 OVERHEAD_FACTOR = 2.0
@@ -48,9 +56,10 @@ OVERHEAD_FACTOR = 2.0
 DIAGNOSIS_COLUMNS = [
     "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
     "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
-    "compute_ms", "memory_ms", "roofline_ms", "efficiency", "wall", "launch_floor_ms",
+    "compute_ms", "memory_ms", "elementary_ms", "roofline_ms", "efficiency", "wall", "wall_roof", "launch_floor_ms",
     "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
     "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note",
+    "elementary_missing",
 ]
 SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
 POWER_CAP_REASON = "sw_power_cap"
@@ -99,10 +108,13 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
         compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
         no_memory = 0.0 if nbytes == 0 else math.nan
         memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
-        terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
+        elem = elementary_time(dc, elementary_counts(str(r["op"]), params_of(r.get("params")), dtype), dtype)
+        terms = [t for t in (compute_ms, memory_ms, elem.ms) if not math.isnan(t)]
         roofline_ms = max(terms) if terms else math.nan
         floor = launch_floor_ms(dc, str(r["timing_mode"]))
-        wall = _wall(median_ms, roofline_ms, compute_ms, memory_ms, floor)
+        compute_side = max((t for t in (compute_ms, elem.ms) if not math.isnan(t)), default=math.nan)
+        wall = _wall(median_ms, roofline_ms, compute_side, memory_ms, floor)
+        wall_roof = _wall_roof(wall, compute_ms, elem, croof, broof)
         capped = at_power_cap(r.get("throttle_reasons"))
         efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
         suspect = efficiency > SUSPECT_ABOVE
@@ -112,8 +124,9 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if nbytes else math.nan,
             "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
-            "compute_ms": compute_ms, "memory_ms": memory_ms, "roofline_ms": roofline_ms,
-            "efficiency": math.nan if suspect else efficiency, "wall": wall, "launch_floor_ms": floor,
+            "compute_ms": compute_ms, "memory_ms": memory_ms, "elementary_ms": elem.ms, "roofline_ms": roofline_ms,
+            "efficiency": math.nan if suspect else efficiency, "wall": wall, "wall_roof": wall_roof,
+            "launch_floor_ms": floor,
             "compute_roof_tflops": croof.value if croof else math.nan,
             "compute_roof_origin": croof.origin if croof else None,
             "bandwidth_roof_gbps": broof.value if broof else math.nan,
@@ -123,6 +136,7 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "power_w": _float_or_nan(r.get("power_w")),
             "at_power_cap": capped,
             "note": AT_POWER_CAP if capped else "",
+            "elementary_missing": ", ".join(elem.missing),
         })
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
 
@@ -132,6 +146,18 @@ def _float_or_nan(value: Any) -> float:  # any cell of a results frame
         return math.nan if value is None else float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+def _wall_roof(wall: str | None, compute_ms: float, elem: Any, croof: Any, broof: Any) -> str | None:
+    """The roof of the wall: the elementary roof when the op's elementary functions take longer than
+    its FLOPs, else the compute roof; the bandwidth roof; None for overhead or no wall."""
+    if wall == Wall.COMPUTE:
+        if not math.isnan(elem.ms) and elem.ms > (0.0 if math.isnan(compute_ms) else compute_ms):
+            return str(elem.roof)
+        return croof.label if croof else None
+    if wall == Wall.BANDWIDTH:
+        return broof.label if broof else None
+    return None
 
 
 def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float,

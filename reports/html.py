@@ -16,6 +16,7 @@ import pandas as pd
 
 from rooflab.db.timeparse import Since
 from rooflab.reports import compare as cmp_mod
+from rooflab.reports import counters as counters_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles
 from rooflab.reports.breakdown_section import section as breakdown_section
@@ -149,6 +150,7 @@ def render_report(
     counts: pd.DataFrame | None = None,
     crosschecks: pd.DataFrame | None = None,
     layer_profiles: LayerProfiles | None = None,
+    counters: pd.DataFrame | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -159,7 +161,8 @@ def render_report(
     that returns them is called when the regressions page is drawn, after the device and comparison
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
-    (reports.breakdown_section.load_layer_profiles), for the breakdown section."""
+    (reports.breakdown_section.load_layer_profiles), for the breakdown section. `counters`: the counter
+    readings (db.counters.counters_frame), for the model-against-counters section and the diagnosis."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -176,7 +179,8 @@ def render_report(
         rows, dc = roofline.rows, roofline.ceilings
         ceilings_by_device[name] = (rows, dc)
         s = slug(name)
-        diag = diagnose(rows, dc)
+        readings = counters_mod.latest_readings(counters, rows)
+        diag = counters_mod.annotate(diagnose(rows, dc), readings)
         walls = diag["wall"].value_counts().to_dict() if not diag.empty else {}
         ctx = {
             "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes,
@@ -192,9 +196,10 @@ def render_report(
                                                                   "compute_roof_origin", "bandwidth_roof_origin",
                                                                   "quality", "roof_suspect"]),
             "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
-                                  ["case_key", "family", "wall", "median_ms", "roofline_ms", "efficiency",
-                                   "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id", "power_w",
-                                   "note"]),
+                                  ["case_key", "family", "wall", "wall_roof", "median_ms", "roofline_ms",
+                                   "efficiency", "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id",
+                                   "power_w", "note", "elementary_missing", *counters_mod.COUNTED_COLUMNS]),
+            "counters": counters_mod.section(readings),
             "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
             "breakdown": breakdown_section(layer_profiles, rows, dc, plan.shown),
@@ -286,9 +291,9 @@ def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = N
     runs), and the regression verdicts."""
     from rooflab.db.handle import shown
     from rooflab.reports.breakdown_section import load_layer_profiles
-    from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
+    from rooflab.reports.load import load_counters, load_crosschecks, load_report_results, load_verdicts
 
     df, counts = load_report_results(db_url, runs=runs, since=since)
     return render_report(df, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
                          counts=counts, crosschecks=load_crosschecks(db_url),
-                         layer_profiles=load_layer_profiles(db_url))
+                         layer_profiles=load_layer_profiles(db_url), counters=load_counters(db_url))

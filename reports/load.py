@@ -136,6 +136,15 @@ def load_crosschecks(url: Db) -> pd.DataFrame:
     return crosscheck_frame(url)
 
 
+def load_counters(url: Db) -> pd.DataFrame:
+    """Every counter reading (db.counters.counters_frame); an empty frame when there is no database yet."""
+    from rooflab.db.counters import counters_frame
+
+    if _empty(url):
+        return pd.DataFrame()
+    return counters_frame(url)
+
+
 def load_device_results(
     url: Db, device: str, columns: Sequence[str] | None = REPORT_COLUMNS
 ) -> tuple[str, pd.DataFrame]:

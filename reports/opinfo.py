@@ -1,7 +1,8 @@
-"""What reports ask of an op by its stored name: read-only? a fusion chain? its unfused bytes?
+"""What reports ask of an op by its stored name: read-only? a fusion chain? its unfused bytes? its
+elementary functions?
 
 The answers live on the op classes (suite.ops.base.Op: `reads_only`, `fusion_chain`,
-`unfused_bytes`); this module only looks the op up. An op that is not registered in this process
+`unfused_bytes`, `elementary`); this module only looks the op up. An op that is not registered in this process
 (a plugin op whose module is not loaded) has no answers: not read-only, not a chain, no unfused bytes.
 """
 from __future__ import annotations
@@ -40,3 +41,15 @@ def unfused_bytes(op_name: str, params: Mapping[str, Any], dtype: str) -> int | 
         return op.unfused_bytes(dict(params), str(dtype))
     except (KeyError, ValueError, TypeError):
         return None
+
+
+def elementary_counts(op_name: str, params: Mapping[str, Any], dtype: str) -> dict[str, int]:
+    """Elementary functions of one call by function name (Op.elementary); {} when the op declares none,
+    is not registered, or its params or dtype are not ones it knows."""
+    op = _op(str(op_name))
+    if op is None:
+        return {}
+    try:
+        return {str(f): int(n) for f, n in op.elementary(op.with_defaults(dict(params)), str(dtype)).items() if n}
+    except (KeyError, ValueError, TypeError):
+        return {}

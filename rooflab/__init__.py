@@ -6,6 +6,7 @@ The public Python API (rooflab/api.py; README, "The Python API"):
     rooflab.run(spec, db=...)                       -> RunSummary
     rooflab.results(db, ...), rooflab.runs(db), rooflab.history(case_key, db) -> pandas DataFrames
     rooflab.register(OpClass)                       -> adds a user's op to the registry
+    rooflab.counters(spec, db=..., device="cuda:0")  -> each case's model against Nsight Compute's counters
 
 They load on first use, so `import rooflab` stays cheap (no torch, pandas or SQLAlchemy).
 
@@ -26,9 +27,9 @@ if not (_here / "suite").is_dir() and (_checkout / "suite" / "__init__.py").is_f
     __path__.append(str(_checkout))  # noqa: F821 - a package's __path__ is defined by the import system
 
 if TYPE_CHECKING:
-    from rooflab.api import MachineState, MeasureResult, history, measure, register, results, run, runs
+    from rooflab.api import MachineState, MeasureResult, counters, history, measure, register, results, run, runs
 
-__all__ = ["MachineState", "MeasureResult", "history", "measure", "register", "results", "run", "runs"]
+__all__ = ["MachineState", "MeasureResult", "counters", "history", "measure", "register", "results", "run", "runs"]
 
 
 def __getattr__(name: str) -> Any:

@@ -23,10 +23,11 @@ if TYPE_CHECKING:  # pandas, torch and the runners load only when a function is 
     import pandas as pd
 
     from rooflab.record import EnvironmentRecord, MachineObservation, Statistics, TimingMethod
+    from rooflab.runners.counters.session import CountersReport
     from rooflab.runners.machine.clocks import ClockReport
     from rooflab.runners.orchestration.session import RunSummary
 
-__all__ = ["MachineState", "MeasureResult", "measure", "run", "results", "runs", "history", "register"]
+__all__ = ["MachineState", "MeasureResult", "measure", "run", "results", "runs", "history", "register", "counters"]
 
 DEFAULT_DB = "sqlite:///results.db"
 
@@ -177,6 +178,30 @@ def run(
 
     options = RunOptions(filters=tuple(filters), device=device, seed=seed, timing_overrides=timing or None, quiet=quiet)
     return run_suite(spec, db=db, options=options, handle_signals=False)
+
+
+def counters(
+    spec: str | Path,
+    *,
+    db: str = DEFAULT_DB,
+    filters: Sequence[str] = (),
+    device: str = "auto",
+    ncu: str | None = None,
+    seed: int = 0,
+) -> CountersReport:
+    """Hold each case's byte and FLOP model against Nsight Compute's counters, as `rooflab counters` does.
+
+    One call of each case of `spec` (a YAML path or a shipped name), prepared as a run prepares it,
+    is profiled under `ncu` (on PATH, or the path `ncu`) on a CUDA `device`; the readings are stored
+    in `db` and returned (`readings`, each with its model; `to_dict()` adds the comparison).
+    A CPU device, a MIG slice, no ncu or no permission to read the counters raises
+    runners.counters.ncu.CountersRefusal (a UserInputError) before anything is written; a bad spec,
+    filter or database raises what `rooflab counters` reports with exit code 2. docs/counters.md.
+    """
+    from rooflab.runners.counters.session import run_counters
+
+    return run_counters(str(spec), db_url=db, filters=tuple(filters), device=device, ncu=ncu, seed=seed,
+                        command_line="rooflab.counters(...)")
 
 
 def results(db: str = DEFAULT_DB, **where: Any) -> pd.DataFrame:

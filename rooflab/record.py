@@ -239,30 +239,47 @@ class RunRecord:
     rooflab_version: str = ""
 
 
+def _owners() -> dict[str, str]:
+    """Flat field name -> the part of MeasurementRecord that holds it ("" for its own fields)."""
+    owner = {f.name: "" for f in dataclasses.fields(MeasurementRecord) if f.name not in _PARTS}
+    for part, part_type in _PARTS.items():
+        owner.update({g.name: part for g in dataclasses.fields(part_type)})
+    return owner
+
+
+def _split(values: Mapping[str, Any], caller: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    owner = _owners()
+    own: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {part: {} for part in _PARTS}
+    for name, value in values.items():
+        if name not in owner:
+            raise TypeError(f"{caller}: no record field is named {name!r}")
+        if owner[name]:
+            parts[owner[name]][name] = value
+        else:
+            own[name] = value
+    return own, parts
+
+
 def record_from_columns(**values: Any) -> MeasurementRecord:
     """A MeasurementRecord from flat names, as its columns are named (`median_ms=...`, `run_id=...`):
     each name goes to the part that holds it; the statistics are made when any of theirs is given.
     An unknown name raises TypeError. For callers that hold flat rows (tests, plugins, importers)."""
-    top = {f.name: f for f in dataclasses.fields(MeasurementRecord)}
-    parts: dict[str, dict[str, Any]] = {}
-    owner: dict[str, str] = {}
-    for name in top:
-        part_type = _PARTS.get(name)
-        if part_type is not None:
-            parts[name] = {}
-            owner.update({g.name: name for g in dataclasses.fields(part_type)})
-    kwargs: dict[str, Any] = {}
-    for name, value in values.items():
-        if name in owner:
-            parts[owner[name]][name] = value
-        elif name in top and name not in _PARTS:
-            kwargs[name] = value
-        else:
-            raise TypeError(f"record_from_columns: no record field is named {name!r}")
+    own, parts = _split(values, "record_from_columns")
     for name, given in parts.items():
         if given or name not in _OPTIONAL_PARTS:
-            kwargs[name] = _PARTS[name](**given)
-    return MeasurementRecord(**kwargs)
+            own[name] = _PARTS[name](**given)
+    return MeasurementRecord(**own)
+
+
+def with_columns(m: MeasurementRecord, **values: Any) -> MeasurementRecord:
+    """A copy of `m` with the fields named flat (as its columns are) replaced in their parts."""
+    own, parts = _split(values, "with_columns")
+    for name, given in parts.items():
+        if given:
+            current = getattr(m, name)
+            own[name] = dataclasses.replace(current, **given) if current is not None else _PARTS[name](**given)
+    return dataclasses.replace(m, **own)
 
 
 _PARTS: dict[str, Any] = {"identity": Identity, "method": TimingMethod, "stats": Statistics,

@@ -155,6 +155,24 @@ class CeilingKind(StrEnum):
     VECTOR = "vector"  # FMA throughput off the tensor cores (TFLOP/s)
     MATRIX = "matrix"  # GEMM throughput per dtype (TFLOP/s)
     LAUNCH = "launch"  # the launch floor (ms per launch)
+    ELEMENTARY = "elementary"  # elementary-function throughput per function and dtype (Geval/s)
+
+
+class ElementaryFunction(StrEnum):
+    """The elementary functions an op may declare (`Op.elementary`) and the `elementary` probe
+    measures: each is one FLOP in an op's model, but dozens of instructions or a special-function
+    unit slot on the hardware, so each has a throughput roof of its own (docs/counters.md)."""
+
+    COS = "cos"
+    EXP = "exp"
+    ERF = "erf"
+
+
+class BytesReason(StrEnum):
+    """The likeliest reason why a case's DRAM bytes, counted by the hardware, differ from its model."""
+
+    EXTRA_TRAFFIC = "extra_traffic"  # more: intermediates written and read back, inputs read more than once
+    SERVED_FROM_L2 = "served_from_l2"  # fewer: part of the data came from, or stayed in, the L2
 
 
 class Wall(StrEnum):

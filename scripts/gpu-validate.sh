@@ -9,7 +9,8 @@
 #   --part 1     env devices versions test-gpu quick known ceilings export report env-after
 #   --part 2     env devices versions roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report
 #                env-after
-#   --part all   every step (the default; on an H100 it does not fit one 10-minute call: use 1 then 2)
+#   --part all   every step (the default; on an H100 it does not fit one 10-minute call: use 1 then 2,
+#                then --steps env,versions,counters,export,report)
 #   --steps      exactly these steps, in the script's order
 #   --budget-s   wall-clock budget of the whole script (default 540 s with a GPU, 1200 s without):
 #                each step's timeout is cut so that the steps after it keep their reserve
@@ -20,17 +21,17 @@
 # GPU-only steps are skipped with their reason and the others run small CPU versions of themselves.
 # Nothing is installed: on a GPU machine run `source .whl/activate.sh` first (../shared/gpu/fetch-wheels.sh).
 # Environment: GV_PYTHON (interpreter), GV_DEVICE (auto|cpu|cuda), GV_TIMEOUT_<STEP> (seconds, e.g.
-# GV_TIMEOUT_QUICK=400), GV_NIGHTLY_SHARDS (default 24), GV_CROSSCHECK_FILTERS.
+# GV_TIMEOUT_QUICK=400), GV_NIGHTLY_SHARDS (default 24), GV_CROSSCHECK_FILTERS, GV_NCU (the ncu executable).
 # Exit code: 0 when every step ran ok or was skipped for want of a device or a tool, 1 when one failed,
 # timed out or was left out for want of budget, 2 on bad usage.
 set -uo pipefail
 
-ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report
-  env-after)
+ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck counters nightly-sample gap-probe energy-probe known ceilings
+  export report env-after)
 PART1=(env devices versions test-gpu quick known ceilings export report env-after)
 PART2=(env devices versions roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report env-after)
 
-usage() { sed -n '7,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '7,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-validate: $*" >&2; exit 2; }
 
 part=all steps_arg="" budget_s="" archive="" outdir=""
@@ -176,6 +177,44 @@ step_crosscheck() {
       --db "$DB" --json --out "$OUT/crosscheck.json"
   fi
 }
+# the cases of quick under Nsight Compute, one `rooflab counters` per line (docs/counters.md): the
+# 2^26-element float32 copies, both cos_cos forms, softmax and layernorm, two GEMMs, fused and naive
+# attention, and the FMA and elementary-function probes (known FLOP counts)
+export COUNTER_SETS=${GV_COUNTER_SETS:-"-f op=copy,stream_copy -f dtype=float32 -f n=67108864
+-f op=cos_cos
+-f op=softmax,layernorm -f dtype=bfloat16
+-f op=matmul -f dtype=bfloat16 -f m=4096,8192
+-f op=attention -f kernel=sdpa_flash,naive -f seq_q=1024 -f causal=false
+-f op=fma_intensity,elementary -f k=64"}
+step_counters() {
+  if ! rooflab counters --help >/dev/null 2>&1; then
+    echo "ABSENT: this checkout's rooflab has no counters command"; exit 4
+  fi
+  if [ "$KIND" != cuda ]; then  # no counters on a CPU: the command must refuse, write nothing, exit 2
+    rooflab counters quick --device cpu --db "$DB" > "$OUT/counters-refusal.txt" 2>&1; local rc=$?
+    cat "$OUT/counters-refusal.txt"
+    [ "$rc" = 2 ] || { echo "expected rooflab counters to refuse the CPU with exit code 2, got $rc"; return 1; }
+    skip "no CUDA device: rooflab counters refused as it should ($(head -n 1 "$OUT/counters-refusal.txt" | cut -c1-160))"
+  fi
+  local ncu=${GV_NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)}
+  [ -n "$ncu" ] || skip "Nsight Compute (ncu) is not installed: not on PATH, nor in /usr/local/cuda/bin"
+  "$ncu" --version
+  mkdir -p "$OUT/counters"
+  local i=0 rc=0 set
+  while IFS= read -r set; do
+    [ -n "$set" ] || continue
+    i=$((i + 1))
+    echo "== rooflab counters quick $set"
+    # shellcheck disable=SC2086  # the filters are words on purpose
+    rooflab counters quick --device cuda --ncu "$ncu" $set --db "$DB" --keep-reports "$OUT/counters" --json \
+      > "$OUT/counters/counters-$i.json" || rc=$?
+    "$PY" -c 'import json, sys
+for r in json.load(open(sys.argv[1]))["readings"]:
+    print(r["case_key"], r["status"], r["dram_bytes"], r["model_bytes"], r["bytes_ratio"], r["reason"] or "", r["error"] or "")' \
+      "$OUT/counters/counters-$i.json" || true
+  done <<< "$COUNTER_SETS"
+  return $rc
+}
 step_nightly_sample() {
   local spec=nightly extra=(--device cuda) kind_=cuda shards=$NIGHTLY_SHARDS
   if [ "$KIND" != cuda ]; then  # nightly has no CPU case: the same procedure on quick's CPU cases
@@ -223,14 +262,14 @@ step_env_after() {
   nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > "$OUT/env/nvidia-smi-after.txt" && tail -n 40 "$OUT/env/nvidia-smi-after.txt"
 }
 export -f step_env step_devices step_versions step_test_gpu step_quick step_roofline step_crosscheck \
-  step_nightly_sample step_gap_probe step_energy_probe step_known step_ceilings step_export step_report step_env_after
+  step_counters step_nightly_sample step_gap_probe step_energy_probe step_known step_ceilings step_export step_report step_env_after
 
 # timeout (s) of each step with a GPU and without one, and the reserve it keeps for itself when an
 # earlier step's timeout is cut to fit the budget
 declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=240 [quick]=300 [roofline]=240 [crosscheck]=150
-  [nightly-sample]=150 [gap-probe]=90 [energy-probe]=60 [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
+  [counters]=420 [nightly-sample]=150 [gap-probe]=90 [energy-probe]=60 [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
 declare -A T_CPU=([env]=30 [devices]=120 [versions]=120 [test-gpu]=10 [quick]=300 [roofline]=240 [crosscheck]=240
-  [nightly-sample]=300 [gap-probe]=60 [energy-probe]=60 [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
+  [counters]=60 [nightly-sample]=300 [gap-probe]=60 [energy-probe]=60 [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
 declare -A RESERVE=([known]=75 [ceilings]=15 [export]=15 [report]=40 [env-after]=5)
 
 steps_tsv=$OUT/steps.tsv

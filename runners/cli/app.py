@@ -10,6 +10,7 @@ from rooflab.errors import UserError
 from rooflab.runners.cli import (
     breakdown_cmd,
     cluster_cmd,
+    counters_cmd,
     crosscheck_cmd,
     db_cmd,
     devices_cmd,
@@ -57,7 +58,8 @@ def _options(
     """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
 
 
-for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd):
+for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd,
+               counters_cmd):
     module.register(app, db_app)
 
 

@@ -124,14 +124,16 @@ def merge_cmd(
     if as_json:
         print_json([{"source": r.source, "runs": r.runs_seen, "measurements_added": r.counts.measurements,
                      "measurements_present": r.counts.skipped, "samples_added": r.counts.samples,
-                     "crosschecks_added": r.counts.crosschecks, "layer_profiles_added": r.counts.layer_profiles}
+                     "crosschecks_added": r.counts.crosschecks, "layer_profiles_added": r.counts.layer_profiles,
+                     "counters_added": r.counts.counters}
                     for r in results])
         return
     for r in results:
         console.print(
             f"{escape(r.source)}: {r.runs_seen} runs, {r.counts.measurements} measurements added "
             f"({r.counts.samples} with samples), {r.counts.skipped} already present; "
-            f"{r.counts.crosschecks} cross-checks and {r.counts.layer_profiles} layer profiles added",
+            f"{r.counts.crosschecks} cross-checks, {r.counts.layer_profiles} layer profiles and "
+            f"{r.counts.counters} counter readings added",
             highlight=False, soft_wrap=True,
         )
     console.print(f"target: {escape(redact(url))}", highlight=False, soft_wrap=True)

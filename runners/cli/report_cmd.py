@@ -109,8 +109,7 @@ def roofline_cmd(
     table.add_column("ratio", justify="right", no_wrap=True)
     sources = []
     for i, c in enumerate(dc.ceilings, start=1):
-        kind = "LLC" if llc and c.kind == CeilingKind.L2 else c.kind
-        label = f"{kind} {c.dtype or c.timing_mode or ''}".strip()
+        label = "LLC" if llc and c.kind == CeilingKind.L2 else c.label
         table.add_row(str(i), escape(label), f"{_fmt(c.value)} {c.unit}" + (" *" if c.raised else ""),
                       _fmt(c.datasheet), _pct(c.ratio))
         line = f"[{i}] {c.case_key}  (run {c.run_id})"
@@ -327,7 +326,7 @@ def report_cmd(
     from rooflab.db.urls import redact
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
-    from rooflab.reports.load import PendingVerdicts, load_crosschecks, load_report_results
+    from rooflab.reports.load import PendingVerdicts, load_counters, load_crosschecks, load_report_results
 
     if run and since:
         fail("give either --run or --since, not both")
@@ -339,9 +338,10 @@ def report_cmd(
         df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
         crosschecks = _guard(lambda: load_crosschecks(url))
         layer = _guard(lambda: load_layer_profiles(url))
+        counters = _guard(lambda: load_counters(url))
         index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result,
                                              runs=run or None, since=since, counts=counts, crosschecks=crosschecks,
-                                             layer_profiles=layer))
+                                             layer_profiles=layer, counters=counters))
     finally:
         pending.cancel()  # a report that failed before the regressions page leaves no process behind
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)

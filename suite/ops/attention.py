@@ -1,14 +1,16 @@
 """Attention forward: O = softmax(Q·Kᵀ/√d [+ causal mask])·V with Q [batch, heads, seq_q, d] and
 K, V [batch, heads, seq_k, d].
 
-FLOPs 4·batch·heads·seq_q·seq_k·head_dim (the two matmuls), halved when causal and
-seq_q = seq_k; softmax and scaling are not counted (FlashAttention's benchmark convention). With
-causal and seq_q != seq_k the full count is kept (the mask is top-left aligned, as torch's
-is_causal is). Bytes (2·seq_q + 2·seq_k)·batch·heads·head_dim·s: Q, K, V read once, O written
-once, for every kernel. This is the minimum-bytes convention of docs/design.md: the naive kernel's extra
-traffic for the score matrix (written, read and rewritten by softmax, read by the second matmul)
-is not counted in `bytes`, so on a roofline the naive kernel shows up as further below the
-same ceiling rather than at a different intensity; its memory estimate does count the scores.
+FLOPs 4·batch·heads·seq_q·seq_k·head_dim (the two matmuls), halved when causal and seq_q = seq_k;
+softmax and scaling are not counted (FlashAttention's benchmark convention). With causal and
+seq_q != seq_k the full count is kept (the mask is top-left aligned, as torch's is_causal is).
+Elementary functions: one exp per score, batch·heads·seq_q·seq_k, halved as the FLOPs are (a fused
+kernel skips the masked half; the naive kernel takes exp of it too, as -inf). Bytes
+(2·seq_q + 2·seq_k)·batch·heads·head_dim·s: Q, K, V read once, O written once, for every kernel. This is the
+minimum-bytes convention of docs/design.md: the naive kernel's extra traffic for the score matrix
+(written, read and rewritten by softmax, read by the second matmul) is not counted in `bytes`, so on
+a roofline the naive kernel shows up as further below the same ceiling rather than at a different
+intensity; its memory estimate does count the scores.
 
 Kernels: sdpa_flash, sdpa_efficient, sdpa_cudnn, sdpa_math run
 torch.nn.functional.scaled_dot_product_attention restricted to one backend with
@@ -41,7 +43,7 @@ from rooflab.suite.ops.common import (
     sample_indices,
 )
 from rooflab.suite.ops.registry import register
-from rooflab.vocab import DeviceKind, device_kind_of
+from rooflab.vocab import DeviceKind, ElementaryFunction, device_kind_of
 
 KERNELS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "naive")
 CHECK_PAIRS = 4
@@ -151,6 +153,13 @@ class Attention(TorchOp):
         if bool(p["causal"]) and int(p["seq_q"]) == int(p["seq_k"]):
             return full // 2
         return full
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        p = self.p(params)
+        scores = int(p["batch"]) * int(p["heads"]) * int(p["seq_q"]) * int(p["seq_k"])
+        if bool(p["causal"]) and int(p["seq_q"]) == int(p["seq_k"]):
+            scores //= 2
+        return {ElementaryFunction.EXP: scores}
 
     def bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

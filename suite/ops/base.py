@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import CACHE_MODES, TIMING_MODES, SampleKind, TimingMode
+from rooflab.vocab import CACHE_MODES, TIMING_MODES, ElementaryFunction, SampleKind, TimingMode
 
 Params = Mapping[str, ParamValue]
 
@@ -137,6 +137,11 @@ class Op(ABC):
     @abstractmethod
     def memory_bytes(self, params: Params, dtype: str) -> int:
         """Device memory the case needs at its peak (inputs, outputs, temporaries), for the fit check."""
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        """Elementary functions of one call, by function (each is also one FLOP of `flops`): held
+        against the device's elementary-function roofs by the diagnosis. {} for an op with none."""
+        return {}
 
     def unfused_bytes(self, params: Params, dtype: str) -> int | None:
         """DRAM traffic of the unfused (eager, kernel by kernel) form, each kernel reading its inputs

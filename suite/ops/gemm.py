@@ -42,6 +42,7 @@ from rooflab.suite.ops.common import (
 )
 from rooflab.suite.ops.pointwise import Gelu, cupy_stream
 from rooflab.suite.ops.registry import register
+from rooflab.vocab import ElementaryFunction
 
 CHECK_ROWS = 64
 CHECK_BATCHES = 4
@@ -301,6 +302,11 @@ class MatmulBiasGelu(TorchOp):
         p = self.p(params)
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
         return 2 * m * n * k + 6 * m * n
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        """One erf per output element (the gelu)."""
+        p = self.p(params)
+        return {ElementaryFunction.ERF: int(p["m"]) * int(p["n"])}
 
     def unfused_bytes(self, params: Params, dtype: str) -> int:
         """matmul (mk + kn + mn), + bias (2mn + n), gelu (2mn): (mk + kn + 5mn + n)·s."""

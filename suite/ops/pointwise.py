@@ -34,6 +34,7 @@ from rooflab.suite.ops.common import (
     randn,
 )
 from rooflab.suite.ops.registry import register
+from rooflab.vocab import ElementaryFunction
 
 Q = 0.4  # the scalar of scale and triad (BabelStream's startScalar)
 N_PARAM = {"n": ParamSpec(int, 1 << 20, "elements per array"), "compile_mode": COMPILE_MODE_PARAM}
@@ -87,11 +88,17 @@ class PointwiseOp(TorchOp):
     n_inputs: ClassVar[int] = 1
     flops_per_element: ClassVar[int] = 0
     eager_temporaries: ClassVar[int] = 0  # extra arrays of n elements the eager form writes
+    # elementary functions per element (each is also one of flops_per_element)
+    elementary_per_element: ClassVar[dict[ElementaryFunction, int]] = {}
     # ElementwiseKernel of the cupy backend: (in params, out params, body with {C} = compute type)
     cupy_kernel: ClassVar[tuple[str, str, str] | None] = None
 
     def flops(self, params: Params, dtype: str) -> int:
         return self.flops_per_element * int(self.p(params)["n"])
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        n = int(self.p(params)["n"])
+        return {f: per * n for f, per in self.elementary_per_element.items()}
 
     def bytes(self, params: Params, dtype: str) -> int:
         return (self.n_inputs + 1) * int(self.p(params)["n"]) * esize(dtype)
@@ -231,6 +238,7 @@ class Gelu(PointwiseOp):
     name = "gelu"
     n_inputs = 1
     flops_per_element = 5
+    elementary_per_element = {ElementaryFunction.ERF: 1}
     cupy_kernel = ("T x", "T y",
                    "{C} v = ({C})x; y = (T)(({C})0.5 * v * (({C})1 + erf(v * ({C})0.70710678118654752440)))")
 
@@ -255,6 +263,7 @@ class CosCos(PointwiseOp):
     fusion_chain = True
     n_inputs = 1
     flops_per_element = 2
+    elementary_per_element = {ElementaryFunction.COS: 2}
     eager_temporaries = 1
     cupy_kernel = ("T x", "T y", "y = (T)cos(cos(({C})x))")
 
@@ -306,6 +315,10 @@ class BiasGeluDropoutResidual(TorchOp):
 
     def flops(self, params: Params, dtype: str) -> int:
         return 8 * int(self.p(params)["n"])
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        """One erf per element (the gelu)."""
+        return {ElementaryFunction.ERF: int(self.p(params)["n"])}
 
     def bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

@@ -34,6 +34,7 @@ from rooflab.suite.ops.common import (
     randn,
 )
 from rooflab.suite.ops.registry import register
+from rooflab.vocab import ElementaryFunction
 
 EPS = 1e-5
 ROWS_COLS = {
@@ -145,12 +146,16 @@ class Amax(RowOp):
 
 
 class Softmax(RowOp):
-    """Row softmax. FLOPs 5·rows·cols; bytes 2·rows·cols·s."""
+    """Row softmax. FLOPs 5·rows·cols; bytes 2·rows·cols·s; one exp per element."""
 
     name = "softmax"
     flops_per_element = 5
     keeps_shape = True
     function = staticmethod(_softmax)
+
+    def elementary(self, params: Params, dtype: str) -> dict[ElementaryFunction, int]:
+        p = self.p(params)
+        return {ElementaryFunction.EXP: int(p["rows"]) * int(p["cols"])}
 
 
 class LayerNorm(RowOp):

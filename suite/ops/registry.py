@@ -24,6 +24,7 @@ BUILTIN_MODULES = (
     "rooflab.suite.ops.layer",
     "rooflab.suite.ops.overhead",
     "rooflab.suite.ops.probes",
+    "rooflab.suite.ops.elementary",
 )
 
 _ops: dict[str, Op] = {}

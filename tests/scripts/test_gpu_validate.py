@@ -86,3 +86,32 @@ def test_bad_usage_is_one_message_and_exit_code_2(tmp_path, args, message):
     assert proc.returncode == 2
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_counters_on_a_cpu_must_be_refused_and_is_then_skipped(tmp_path):
+    refusing = fake_python(tmp_path, 'case "$*" in *"counters quick --device cpu"*) echo "error: --device cpu is a CPU: '
+                                     'no counters" >&2; exit 2;; esac; exit 0\n')
+    proc, rows = run(tmp_path, refusing, "--steps", "counters")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert rows[0]["status"] == "skipped" and "refused as it should" in rows[0]["note"]
+    assert "--device cpu is a CPU" in (tmp_path / "out" / "counters-refusal.txt").read_text()
+    accepting = fake_python(tmp_path, "exit 0\n")  # a rooflab that would count on a CPU is a failure
+    proc, rows = run(tmp_path, accepting, "--steps", "counters")
+    assert proc.returncode == 1 and rows[0]["status"] == "failed"
+
+
+def test_counters_on_a_gpu_runs_each_set_of_cases_under_the_given_ncu(tmp_path):
+    calls = tmp_path / "calls.txt"
+    python = fake_python(tmp_path, f'echo "$*" >> {calls}\n'
+                                   'case "$*" in *"counters quick --device cuda"*) echo \'{"readings": []}\';; esac\n'
+                                   'exit 0\n')
+    ncu = tmp_path / "ncu"
+    ncu.write_text("#!/usr/bin/env bash\necho 'Version 2025.1.1.0'\n")
+    ncu.chmod(0o755)
+    proc, rows = run(tmp_path, python, "--steps", "counters", GV_DEVICE="cuda", GV_NCU=str(ncu))
+    assert proc.returncode == 0 and rows[0]["status"] == "ok", proc.stdout + proc.stderr
+    runs = [line for line in calls.read_text().splitlines() if line.startswith("-m rooflab counters quick")]
+    assert len(runs) == 6
+    assert all(f"--device cuda --ncu {ncu} -f op=" in r and "--keep-reports" in r and "--json" in r for r in runs)
+    assert "-f op=cos_cos" in runs[1] and "-f kernel=sdpa_flash,naive" in runs[4]
+    assert "Version 2025.1.1.0" in (tmp_path / "out" / "logs" / "counters.log").read_text()

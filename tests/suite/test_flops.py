@@ -55,6 +55,9 @@ CASES = [
     ("stream_dot", {"n": 10}, "float64", 20, 160),
     ("fma_intensity", {"n": 10, "k": 8}, "float32", 160, 80),
     ("fma_intensity", {"n": 10, "k": 1024}, "float16", 2 * 1024 * 10, 40),
+    # elementary: k evaluations per element (erf's step adds one FLOP), one load and one store
+    ("elementary", {"n": 10, "k": 8, "fn": "cos"}, "float32", 80, 80),
+    ("elementary", {"n": 10, "k": 8, "fn": "erf"}, "bfloat16", 160, 40),
 ]
 
 

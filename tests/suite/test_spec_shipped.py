@@ -44,7 +44,8 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
         families = {c.family for c in cases}
         assert families == {"pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe"}
         probes = {c.op for c in cases if c.family == "probe"}
-        assert probes == {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "fma_intensity"}
+        assert probes == {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "fma_intensity",
+                          "elementary"}
         assert any(c.cache == "hot" for c in cases)
         assert {c.backend for c in cases if c.op in ("cos_cos", "bias_gelu_dropout_residual")} == {"eager", "compiled"}
         assert all(c.timing.max_time_ms <= 1000 for c in cases)

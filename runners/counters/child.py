@@ -1,0 +1,95 @@
+"""The profiled process: `python -m rooflab.runners.counters.child REQUEST`, run under ncu.
+
+It prepares the case of REQUEST exactly as a worker does (pin the device, capture it, load the ops
+and plugins, then runners.orchestration.worker.ready_case: skip checks, inputs from the same seed,
+first call, float64 check), then makes ONE call of the timed callable inside the NVTX range that
+ncu's `--nvtx-include` selects, waits for it, and exits. Everything before the range (compilation,
+autotuning, the first call, the check) is left out of what ncu profiles.
+
+What became of the case goes to the request's result file as JSON: {"status", "error",
+"first_call_ms"}; status is ok, skipped, incorrect or failed (an exception, with its message). On
+a CPU device (only in tests, where a fake ncu runs this) there is no NVTX range to open: NVTX marks
+CUDA work, and a CPU build of torch has none.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import pickle
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rooflab.runners.counters.ncu import RANGE
+
+
+@dataclass(frozen=True)
+class ChildRequest:
+    case_request: Any  # runners.orchestration.worker.CaseRequest
+    torch_device: str  # "cuda:0"
+    result_path: str
+
+
+def write_request(request: ChildRequest, path: Path) -> Path:
+    path.write_bytes(pickle.dumps(request))
+    return path
+
+
+@contextlib.contextmanager
+def nvtx_range(name: str, on_cuda: bool) -> Iterator[None]:
+    """A push/pop NVTX range around the block (what `--nvtx-include NAME/` selects); none on a CPU."""
+    if not on_cuda:
+        yield
+        return
+    import torch
+
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def profile_one_call(request: ChildRequest) -> dict[str, Any]:
+    """Prepare as a worker does, then one call inside the range; the result file's content."""
+    from rooflab.runners.machine.environment import capture
+    from rooflab.runners.orchestration.worker import CaseOutcome, _pin, _synchronize, ready_case
+    from rooflab.suite.ops.registry import all_ops
+    from rooflab.vocab import ResultStatus
+
+    _pin(request.torch_device)
+    _environment, device = capture(request.torch_device)
+    all_ops()  # plugins (ROOFLAB_PLUGINS), as in a worker
+    ready = ready_case(request.case_request, device, time.perf_counter())
+    if isinstance(ready, CaseOutcome):
+        first_call_ms = ready.method.first_call_ms if ready.method is not None else None
+        return {"status": str(ready.status), "error": ready.error, "first_call_ms": first_call_ms}
+    prepared = ready.prepared
+    _synchronize(device, prepared.sync)
+    with nvtx_range(RANGE, device.is_cuda):
+        prepared.fn()
+        _synchronize(device, prepared.sync)
+    return {"status": str(ResultStatus.OK), "error": None, "first_call_ms": ready.first_call_ms}
+
+
+def main(argv: list[str]) -> int:
+    from rooflab.runners.orchestration.worker import describe_exception
+    from rooflab.vocab import ResultStatus
+
+    if len(argv) != 1:
+        print("usage: python -m rooflab.runners.counters.child REQUEST", file=sys.stderr)
+        return 2
+    request: ChildRequest = pickle.loads(Path(argv[0]).read_bytes())  # noqa: S301 - written by this process's parent
+    try:
+        result = profile_one_call(request)
+    except Exception as exc:  # noqa: BLE001 - an exception in a case is data: status failed
+        result = {"status": str(ResultStatus.FAILED), "error": describe_exception(exc), "first_call_ms": None}
+    Path(request.result_path).write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

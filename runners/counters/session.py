@@ -1,0 +1,308 @@
+"""One `rooflab counters`: refuse what cannot be counted, then profile each case under ncu, compare
+it with its model, and store the reading.
+
+Refused before anything is written, with one message each (CountersRefusal, exit code 2): a CPU
+device, a MIG slice, no ncu, and ncu without permission to read the counters (ERR_NVGPUCTRPERM,
+known only once ncu has tried: nothing is stored until the first profiled pass has got past it).
+Bad input (spec, filters, database) is refused as everywhere else. A case whose pass fails is
+stored as failed with what ncu or the case said, and the others go on.
+"""
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import shlex
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rooflab.db.counters import CounterRecord, check_model
+from rooflab.runners.counters import metrics as metric_names
+from rooflab.runners.counters.ncu import (
+    RANGE,
+    CountersRefusal,
+    PassOutput,
+    command,
+    error_lines,
+    find_ncu,
+    ncu_version,
+    permission_denied,
+    run_pass,
+    unknown_metrics,
+)
+from rooflab.runners.counters.ncu_csv import NcuFormatError, has_header, parse_raw
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.vocab import ResultStatus, RunStatus
+
+PASS_TIMEOUT_S = 900.0  # one case: start, compile, first call and check, then ncu's replays of one call
+PERMISSION_MESSAGE = (
+    "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM): run as root, or let every user "
+    "read them (the nvidia kernel module's option NVreg_RestrictProfilingToAdminUsers=0, then reload it); "
+    "nothing was written"
+)
+
+Describe = Callable[[str | None], tuple[Any, DeviceInfo]]  # device text -> (EnvironmentRecord, DeviceInfo)
+
+
+def describe_device(device: str | None) -> tuple[Any, DeviceInfo]:
+    """The environment and DeviceInfo of the device `device` names (auto, cpu, cuda:N), as a run captures them."""
+    from rooflab.runners.crosscheck.session import resolve_device
+    from rooflab.runners.machine.environment import capture
+
+    return capture(resolve_device(device))
+
+
+def refuse_device(info: DeviceInfo, environment: Any, asked: str | None) -> None:
+    """CountersRefusal for a device whose counters cannot be read: a CPU, a MIG slice."""
+    if not info.is_cuda:
+        what = "--device auto found no CUDA GPU here" if asked in (None, "", "auto") else f"--device {asked} is a CPU"
+        raise CountersRefusal(
+            f"{what}: counters are read on a CUDA GPU with Nsight Compute, and a CPU ({info.name}) has none that "
+            "rooflab can read; give --device cuda:N on a GPU machine"
+        )
+    extra = getattr(environment, "info", None) or {}
+    uuid = str(extra.get("uuid") or "")
+    if extra.get("mig_enabled") or uuid.upper().startswith("MIG-"):
+        raise CountersRefusal(
+            f"{info.torch_device} ({info.name}) is a MIG slice: rooflab reads counters on a whole GPU only (the "
+            "DRAM and L2 counters of a partitioned GPU need not be this case's alone, and ncu profiles a slice with "
+            "restrictions); run on a GPU with MIG mode off"
+        )
+
+
+def check_database(url: str) -> None:
+    """Refuse a database that cannot be written as it is (older, newer, foreign, an unwritable file)
+    before anything is profiled; nothing is created here."""
+    from rooflab.db.schema import check_sqlite_writable, read_state, refuse
+    from rooflab.db.urls import normalize_url, sqlite_path
+
+    parsed = normalize_url(url)
+    refuse(read_state(parsed), parsed)
+    path = sqlite_path(parsed)
+    if path is not None:
+        check_sqlite_writable(path, parsed)
+
+
+@dataclass(frozen=True)
+class CountersReport:
+    """What one invocation counted; `to_dict()` is the `--json` output."""
+
+    run_id: str
+    suite: str
+    device: str
+    device_name: str
+    ncu: str
+    ncu_version: str
+    metrics: tuple[str, ...]
+    readings: tuple[CounterRecord, ...]
+    elapsed_s: float
+    versions: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "suite": self.suite, "device": self.device, "device_name": self.device_name,
+            "ncu": self.ncu, "ncu_version": self.ncu_version, "metrics": list(self.metrics),
+            "readings": [reading_dict(r) for r in self.readings], "elapsed_s": round(self.elapsed_s, 3),
+            "versions": self.versions,
+        }
+
+
+def reading_dict(r: CounterRecord) -> dict[str, Any]:
+    """One reading as plain data, with its comparison against the model (db.counters.check_model)."""
+    out = {k: v for k, v in asdict(r).items() if k not in ("case", "measured_at")}
+    out.update(case_key=r.case.case_key, op=r.case.op, family=r.case.family, backend=r.case.backend,
+               dtype=r.case.dtype, measured_at=r.measured_at.isoformat(), metrics=list(r.metrics),
+               missing_metrics=list(r.missing_metrics), metric_values=dict(r.metric_values))
+    check = check_model(model_bytes=r.model_bytes, model_flops=r.model_flops, dram_read_bytes=r.dram_read_bytes,
+                        dram_write_bytes=r.dram_write_bytes, fp64_flops=r.fp64_flops, fp32_flops=r.fp32_flops,
+                        fp16_flops=r.fp16_flops, tensor_instructions=r.tensor_instructions)
+    out.update({k: v for k, v in asdict(check).items() if k != "reason"},
+               reason=check.reason.value if check.reason else None, reason_text=check.reason_text)
+    return out
+
+
+# ---------------------------------------------------------------- one case
+
+
+def _interpret(base: CounterRecord, out: PassOutput, result_file: Path, asked: Sequence[str],
+               dropped: Sequence[str], timeout_s: float) -> CounterRecord:
+    """The reading of one pass: the child's verdict on the case, then ncu's CSV."""
+    failed = ResultStatus.FAILED
+    if out.returncode is None:
+        return replace(base, status=failed, error=f"the profiled pass ran past {timeout_s:.0f} s and was ended")
+    if not result_file.exists():
+        return replace(base, status=failed, error=f"the profiled process gave no result (ncu exit code "
+                                                   f"{out.returncode}): {error_lines(out.text)}")
+    child = json.loads(result_file.read_text(encoding="utf-8"))
+    if child["status"] != ResultStatus.OK:
+        return replace(base, status=child["status"], error=child.get("error"))
+    if out.returncode != 0:
+        return replace(base, status=failed, error=f"ncu exited with {out.returncode}: {error_lines(out.text)}")
+    try:
+        # the report is in --log-file; should an ncu print it with its other output, read it there
+        reading = parse_raw(out.report if has_header(out.report) else out.printed, asked)
+    except NcuFormatError as exc:
+        return replace(base, status=failed, error=f"ncu's CSV: {exc}")
+    if reading.kernels == 0:
+        return replace(base, status=failed, error=f"no kernel ran inside the NVTX range {RANGE} "
+                                                  f"(ncu: {error_lines(out.text)})")
+    return replace(base, status=ResultStatus.OK, kernels=reading.kernels,
+                   missing_metrics=tuple(dict.fromkeys([*dropped, *reading.missing])),
+                   metric_values=dict(reading.values), **metric_names.quantities(reading.values))
+
+
+def keep_name(case_key: str) -> str:
+    """A file name for a case's kept report: its key with every character outside [A-Za-z0-9.=-] as _."""
+    return re.sub(r"[^A-Za-z0-9.=-]+", "_", case_key)[:200]
+
+
+def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: str, seed: int,
+                 timeout_s: float = PASS_TIMEOUT_S, keep: Path | None = None) -> CounterRecord:
+    """Profile one call of `case` under ncu (see runners.counters.child); a metric ncu does not know
+    is dropped (and reported missing) and the pass made once more. CountersRefusal when ncu may not
+    read the counters. `keep`: a folder where ncu's report (CSV) and what the pass printed are kept."""
+    from rooflab.runners.counters.child import ChildRequest, write_request
+    from rooflab.runners.orchestration.worker import CaseRequest
+
+    asked, dropped = list(base.metrics), []
+    with tempfile.TemporaryDirectory(prefix="rooflab-counters-") as tmp:
+        folder = Path(tmp)
+        result_file, log_file = folder / "result.json", folder / "ncu.csv"
+        request = write_request(ChildRequest(CaseRequest(case=case, seed=seed), device.torch_device,
+                                             str(result_file)), folder / "request.pkl")
+        for attempt in (1, 2):
+            for stale in (result_file, log_file):
+                stale.unlink(missing_ok=True)
+            argv = command(exe, metrics=asked, cache=case.cache, log_file=log_file, request=request)
+            out = run_pass(argv, log_file=log_file, printed_file=folder / "printed.txt", timeout_s=timeout_s)
+            if permission_denied(out.text):
+                raise CountersRefusal(PERMISSION_MESSAGE)
+            unknown = unknown_metrics(out.text, asked)
+            if not unknown or attempt == 2 or len(unknown) == len(asked):
+                break
+            dropped += unknown
+            asked = [m for m in asked if m not in unknown]
+        if keep is not None:
+            (keep / f"{keep_name(case.case_key)}.csv").write_text(out.report, encoding="utf-8")
+            (keep / f"{keep_name(case.case_key)}.log").write_text(out.printed, encoding="utf-8")
+        return _interpret(base, out, result_file, asked, dropped, timeout_s)
+
+
+# ---------------------------------------------------------------- the command
+
+
+class _Writer:
+    """Stores readings as they come, but only once a profiled pass has got past ncu's permission
+    check (or at the end): a refusal leaves nothing written, not even the run."""
+
+    def __init__(self, db_url: str, run: Any, environment: Any) -> None:
+        self.db_url, self.run, self.environment = db_url, run, environment
+        self.pending: list[CounterRecord] = []
+        self.store: Any = None
+
+    def add(self, record: CounterRecord, *, passed: bool) -> None:
+        self.pending.append(record)
+        if passed or self.store is not None:
+            self.flush()
+
+    def flush(self) -> None:
+        from rooflab.db.counters import add_counters
+        from rooflab.db.store import ResultStore
+
+        if self.store is None:
+            self.store = ResultStore(self.db_url)
+            self.store.start_run(self.run)
+            self.store.add_environment(self.run.run_id, self.environment)
+        for record in self.pending:
+            add_counters(self.store, record)
+        self.pending.clear()
+
+    def finish(self, status: RunStatus) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.finish_run(self.run.run_id, status)
+        finally:
+            self.store.close()
+
+
+def run_counters(
+    spec_path: str, *, db_url: str, filters: Sequence[str] = (), device: str | None = "auto", ncu: str | None = None,
+    seed: int = 0, on_reading: Callable[[CounterRecord], None] | None = None, command_line: str | None = None,
+    describe: Describe | None = None, timeout_s: float = PASS_TIMEOUT_S, keep: Path | None = None,
+) -> CountersReport:
+    """Refuse, then profile every case and store each reading as soon as it is made (module doc).
+    `describe` gives the device's environment and DeviceInfo (default `describe_device`; tests plant one);
+    `keep`: an existing folder for each pass's ncu report and output (profile_case)."""
+    from rooflab.db.counters import checked_run
+    from rooflab.db.handle import schema_state
+    from rooflab.db.measurement_columns import device_key
+    from rooflab.db.store import environment_device_uuid
+    from rooflab.record import RunRecord
+    from rooflab.runners.crosscheck.session import select_cases
+    from rooflab.runners.machine.environment import git_state
+    from rooflab.runners.orchestration.session import _rooflab_version
+    from rooflab.suite.ops.base import case_skip_reason
+    from rooflab.suite.ops.registry import all_ops
+
+    started = time.monotonic()
+    environment, info = (describe or describe_device)(device)
+    refuse_device(info, environment, device)
+    spec, cases = select_cases(spec_path, filters, info.kind)
+    exe = find_ncu(ncu)
+    version = ncu_version(exe)
+    check_database(db_url)
+    ops = all_ops()
+    now = datetime.now(UTC)
+    run_id = f"counters-{spec.name}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
+    commit, dirty = git_state()
+    run = RunRecord(run_id=run_id, suite=spec.name, spec_text=spec.text, spec_hash=spec.sha256, started_at=now,
+                    host=socket.gethostname(), git_commit=commit, git_dirty=dirty, rooflab_version=_rooflab_version(),
+                    command_line=command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]]))
+    uuid = environment_device_uuid(environment)
+    key = device_key(uuid, environment.device_fingerprint)
+    has_results = schema_state(db_url).kind != "empty"
+    writer, readings, final = _Writer(db_url, run, environment), [], RunStatus.FAILED
+    try:
+        for case in cases:
+            op = ops[case.op]
+            base = CounterRecord(
+                run_id=run_id, case=case, device_fingerprint=environment.device_fingerprint, device_uuid=uuid,
+                cache=case.cache, timing_mode=case.timing_mode, status=ResultStatus.FAILED,
+                measured_at=datetime.now(UTC), model_flops=int(op.flops(case.params, case.dtype)),
+                model_bytes=int(op.bytes(case.params, case.dtype)), ncu_version=version,
+                metrics=metric_names.METRICS,
+                checked_run_id=checked_run(db_url, case.case_key, case.cache, case.timing_mode, key)
+                if has_results else None,
+            )
+            reason = case_skip_reason(op, case, info)
+            if reason:
+                record = replace(base, status=ResultStatus.SKIPPED, error=reason)
+            else:
+                record = profile_case(case, base, device=info, exe=exe, seed=seed, timeout_s=timeout_s, keep=keep)
+            writer.add(record, passed=not reason)
+            readings.append(record)
+            if on_reading is not None:
+                on_reading(record)
+        writer.flush()
+        final = RunStatus.COMPLETE
+    except KeyboardInterrupt:
+        final = RunStatus.INTERRUPTED
+        raise
+    finally:
+        writer.finish(final)
+    return CountersReport(
+        run_id=run_id, suite=spec.name, device=info.torch_device, device_name=info.name, ncu=exe,
+        ncu_version=version, metrics=metric_names.METRICS, readings=tuple(readings),
+        elapsed_s=time.monotonic() - started,
+        versions={"torch": environment.torch_version, "cuda": environment.cuda_version,
+                  "driver": environment.driver_version, "rooflab_commit": commit, "rooflab_dirty": dirty},
+    )

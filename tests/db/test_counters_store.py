@@ -1,0 +1,173 @@
+"""Counter readings in the database (db/counters.py, revision 0007): stored beside the model,
+linked to the measurement they check, read back with the comparison, carried by `db merge`, and
+kept consistent when runs are deleted; the comparison rule on known answers."""
+from __future__ import annotations
+
+import json
+import random
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete
+from typer.testing import CliRunner
+
+from rooflab.db import models
+from rooflab.db.counters import MODEL_TOLERANCE, CounterRecord, add_counters, check_model, checked_run, counters_frame
+from rooflab.db.engine import make_engine
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.store import ResultStore
+from rooflab.runners.cli.app import app
+from rooflab.vocab import BytesReason
+from tests.db.factories import make_case, make_env, make_measurement, make_run
+
+runner = CliRunner()
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum")
+
+
+def _reading(run, case, env, rng: random.Random, *, checked: str | None = None, **kw) -> CounterRecord:
+    base = dict(
+        run_id=run.run_id, case=case, device_fingerprint=env.device_fingerprint, device_uuid=str(env.info["uuid"]),
+        cache="cold", timing_mode="launch", status="ok",
+        measured_at=run.started_at + timedelta(seconds=rng.randint(1, 99)),
+        model_flops=rng.randint(1, 10**9), model_bytes=rng.randint(10**6, 10**9), checked_run_id=checked,
+        ncu_version=f"2025.{rng.randint(1, 3)}.0.0", metrics=METRICS, missing_metrics=(),
+        metric_values={m: float(rng.randint(1, 10**9)) for m in METRICS}, kernels=rng.randint(1, 4),
+        kernel_ms=rng.uniform(0.01, 2.0), dram_read_bytes=rng.randint(1, 10**9), dram_write_bytes=rng.randint(1, 10**9),
+        l2_traffic_bytes=rng.randint(1, 10**10), fp32_flops=rng.randint(1, 10**9), fp16_flops=0, fp64_flops=0,
+        tensor_instructions=0,
+    )
+    base.update(kw)
+    return CounterRecord(**base)
+
+
+def _store_run_and_readings(url: str, rng: random.Random, prefix: str = "night", env_index: int = 0):
+    run, env = make_run(prefix, rng=rng), make_env(env_index)
+    counters_run = make_run(f"counters-{prefix}", day=1, rng=rng)
+    cases = [make_case(i) for i in range(4)]
+    readings = []
+    with ResultStore(url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        for case in cases[:3]:
+            store.add_measurement(make_measurement(run, case, env, rng=rng))
+        store.finish_run(run.run_id, "complete")
+        store.start_run(counters_run)
+        store.add_environment(counters_run.run_id, env)
+        for i, case in enumerate(cases):  # the last case has no measurement: no link
+            r = _reading(counters_run, case, env, rng, checked=run.run_id if i < 3 else None)
+            if i == 1:  # a metric that was not reported stays missing, never 0
+                r = _reading(counters_run, case, env, rng, checked=run.run_id,
+                             missing_metrics=("dram__bytes_write.sum",), dram_write_bytes=None,
+                             metric_values={"dram__bytes_read.sum": 5.0})
+            assert add_counters(store, r)
+            assert not add_counters(store, r)  # the same reading twice adds nothing
+            readings.append(r)
+        store.finish_run(counters_run.run_id, "complete")
+    return run, counters_run, env, readings
+
+
+def test_readings_round_trip_with_their_link_and_the_comparison(any_url: str) -> None:
+    rng = random.Random()
+    run, counters_run, env, readings = _store_run_and_readings(any_url, rng)
+    frame = counters_frame(any_url)
+    assert len(frame) == 4 and set(frame["run_id"]) == {counters_run.run_id}
+    assert list(frame["checked_run_id"]) == [run.run_id] * 3 + [None]
+    for (_, got), want in zip(frame.iterrows(), readings, strict=True):
+        assert got["case_key"] == want.case.case_key and got["model_bytes"] == want.model_bytes
+        assert got["ncu_version"] == want.ncu_version and list(got["metrics"]) == list(METRICS)
+        assert got["dram_read_bytes"] == want.dram_read_bytes and got["kernel_ms"] == pytest.approx(want.kernel_ms)
+        assert got["device_key"] == env.info["uuid"]
+        check = check_model(model_bytes=want.model_bytes, model_flops=want.model_flops,
+                            dram_read_bytes=want.dram_read_bytes, dram_write_bytes=want.dram_write_bytes,
+                            fp64_flops=want.fp64_flops, fp32_flops=want.fp32_flops, fp16_flops=want.fp16_flops,
+                            tensor_instructions=want.tensor_instructions)
+        assert got["bytes_ratio"] == check.bytes_ratio and got["bytes_differ"] == check.bytes_differ
+    missing = frame.iloc[1]
+    assert missing["dram_write_bytes"] is None and list(missing["missing_metrics"]) == ["dram__bytes_write.sum"]
+    assert missing["dram_bytes"] is None and missing["bytes_ratio"] is None and not missing["bytes_differ"]
+
+
+def test_the_measurement_checked_is_the_newest_ok_one_on_that_device(sqlite_url: str) -> None:
+    rng = random.Random()
+    env, other = make_env(0), make_env(1)
+    case = make_case(0)
+    with ResultStore(sqlite_url) as store:
+        for day, (run_id, status, device) in enumerate([("a", "ok", env), ("b", "ok", env), ("c", "failed", env),
+                                                        ("d", "ok", other)]):
+            run = make_run(run_id, day=day, rng=rng)
+            store.start_run(run)
+            store.add_environment(run_id, device)
+            store.add_measurement(make_measurement(run, case, device, rng=rng, status=status))
+            store.finish_run(run_id, "complete")
+    uuid = str(env.info["uuid"])
+    assert checked_run(sqlite_url, case.case_key, "cold", "launch", uuid) == "b"
+    assert checked_run(sqlite_url, case.case_key, "hot", "launch", uuid) is None
+    assert checked_run(sqlite_url, make_case(1).case_key, "cold", "launch", uuid) is None
+
+
+def test_a_bad_status_and_an_unknown_run_are_refused(sqlite_url: str) -> None:
+    rng = random.Random()
+    run, env = make_run("r", rng=rng), make_env(0)
+    with ResultStore(sqlite_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        with pytest.raises(DatabaseInputError, match="invalid counters status 'crashed'"):
+            add_counters(store, _reading(run, make_case(0), env, rng, status="crashed"))
+        with pytest.raises(DatabaseInputError, match="run 'nope' is not in the database"):
+            add_counters(store, _reading(make_run("nope", rng=rng), make_case(0), env, rng))
+
+
+@pytest.mark.parametrize("model, read, write, differ, reason", [
+    (1000, 1000, 1000, True, BytesReason.EXTRA_TRAFFIC),  # eager cos_cos: 2x its fused minimum
+    (1000, 540, 540, False, None),  # within 10 %
+    (1000, 300, 400, True, BytesReason.SERVED_FROM_L2),
+    (1000, 500, 599, False, None),
+    (1000, 500, 601, True, BytesReason.EXTRA_TRAFFIC),
+])
+def test_bytes_against_the_model_known_answers(model, read, write, differ, reason) -> None:
+    c = check_model(model_bytes=model, model_flops=10, dram_read_bytes=read, dram_write_bytes=write)
+    assert c.dram_bytes == read + write and c.excess_bytes == read + write - model
+    assert c.bytes_ratio == pytest.approx(model / (read + write))
+    assert c.bytes_differ is differ and c.reason == reason
+    assert (c.reason_text is None) == (reason is None)
+    assert MODEL_TOLERANCE == 0.10
+
+
+def test_flops_against_the_model_and_the_tensor_pipe() -> None:
+    c = check_model(model_bytes=8, model_flops=2 * 10**6, dram_read_bytes=4, dram_write_bytes=4,
+                    fp32_flops=30 * 10**6, fp16_flops=0, fp64_flops=0, tensor_instructions=0)
+    assert c.measured_flops == 30 * 10**6 and c.flops_ratio == pytest.approx(1 / 15) and c.flops_differ
+    gemm = check_model(model_bytes=8, model_flops=2 * 10**9, dram_read_bytes=4, dram_write_bytes=4,
+                       fp32_flops=10**3, fp16_flops=0, fp64_flops=0, tensor_instructions=10**6)
+    assert gemm.flops_ratio is None and not gemm.flops_differ  # tensor-core FLOPs are not counted exactly
+    unknown = check_model(model_bytes=8, model_flops=10, dram_read_bytes=None, dram_write_bytes=4, fp32_flops=None)
+    assert unknown.dram_bytes is None and unknown.measured_flops is None and not unknown.bytes_differ
+
+
+def test_merge_carries_readings_once_and_deleting_runs_keeps_them_consistent(any_url: str, tmp_path: Path) -> None:
+    rng = random.Random()
+    node = tmp_path / "node.db"
+    _, _, _, readings = _store_run_and_readings(f"sqlite:///{node}", rng)
+    with ResultStore(any_url) as store:  # the target holds other runs first, so its ids differ from the node's
+        earlier, env = make_run("earlier", rng=rng), make_env(5)
+        store.start_run(earlier)
+        store.add_environment(earlier.run_id, env)
+        store.add_measurement(make_measurement(earlier, make_case(9), env, rng=rng))
+        store.finish_run(earlier.run_id, "complete")
+    for expected in (4, 0):
+        result = runner.invoke(app, ["db", "merge", str(node), "--db", any_url, "--json"])
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.output)[0]["counters_added"] == expected
+    merged = counters_frame(any_url).drop(columns=["measured_at"])
+    source = counters_frame(f"sqlite:///{node}").drop(columns=["measured_at"])
+    assert merged.astype(str).equals(source.astype(str))
+
+    engine = make_engine(any_url, write=True)  # foreign keys on, as every rooflab connection
+    with engine.begin() as conn:  # the checked run goes: the readings stay, unlinked
+        conn.execute(delete(models.Run.__table__).where(models.Run.run_id == "night"))
+    assert list(counters_frame(any_url)["checked_run_id"]) == [None] * 4
+    with engine.begin() as conn:  # the counters run goes: its readings go with it
+        conn.execute(delete(models.Run.__table__).where(models.Run.run_id == "counters-night"))
+    engine.dispose()
+    assert counters_frame(any_url).empty

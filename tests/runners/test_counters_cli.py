@@ -1,0 +1,224 @@
+"""`rooflab counters` end to end with a fake `ncu`, and each refusal.
+
+What this covers without a GPU: the command line rooflab gives ncu (checked by the fake: flags, NVTX
+filter, metrics, the child command), the child process preparing each case exactly as a worker does
+(it really runs, on the CPU, under the fake ncu), the parsing of a replayed CSV, the comparison
+with the model, the retry without a metric ncu refuses, a failing pass stored as failed while the
+others go on, the storage beside the measurement checked, and the refusals.
+
+The seam: `describe_device` is planted so that the device check sees a CUDA device whose torch
+device is in fact the CPU (kind "cuda", torch_device "cpu"); everything after that check is the
+real code. What only a GPU can show: that real ncu accepts this command line and these metric
+names, that the NVTX range selects the call's kernels, and the counts themselves
+(scripts/gpu-validate.sh --steps counters; docs/counters.md).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import rooflab
+from rooflab.db.counters import counters_frame
+from rooflab.record import CaseRecord, with_columns
+from rooflab.db.store import ResultStore
+from rooflab.runners.cli.app import app
+from rooflab.runners.counters import metrics as m
+from rooflab.runners.counters import session
+from rooflab.runners.counters.ncu import CountersRefusal
+from rooflab.runners.machine.environment import capture
+from rooflab.suite.spec import apply_filters, expand, load_spec
+from tests.db.factories import make_measurement, make_run
+
+HERE = Path(__file__).resolve().parent
+runner = CliRunner()
+N = 1 << 20
+SPEC = f"""name: counters-test
+defaults: {{timing: {{max_time_ms: 50}}}}
+benchmarks:
+  - {{name: copy, op: copy, params: {{n: {N}}}}}
+  - {{name: cos_cos, op: cos_cos, dtypes: [bfloat16], params: {{n: {N}}}}}
+  - {{name: copy_hot, op: copy, cache: [hot], params: {{n: {N}}}}}
+  - {{name: gelu, op: gelu, params: {{n: {N}}}}}
+  - {{name: add, op: add, params: {{n: {N}}}}}
+  - {{name: wrong, op: planted_wrong, params: {{n: 4096}}}}
+"""
+SCRIPT = [
+    {"csv": "copy_float32.csv"},
+    {"csv": "cos_cos_eager_bfloat16.csv"},
+    {"csv": "copy_float32_hot.csv"},
+    {"reject": [m.XU_INSTRUCTIONS], "csv": "gelu_float32_na.csv"},  # the first gelu pass: refused metric
+    {"csv": "gelu_float32_na.csv"},
+    {"error": "planted profiler failure", "run_target": False},
+    {"csv": "copy_float32.csv"},  # planted_wrong: the child finds the output incorrect
+]
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch) -> Path:
+    """A fake `ncu` first on PATH (tests/runners/fake_ncu.py), its log and state in tmp_path."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "ncu"
+    exe.write_text(f"#!{sys.executable}\n" + (HERE / "fake_ncu.py").read_text(encoding="utf-8"))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu-calls.jsonl"))
+    monkeypatch.setenv("FAKE_NCU_STATE", str(tmp_path / "ncu-state"))
+    monkeypatch.setenv("FAKE_NCU_FIXTURES", str(HERE / "fixtures" / "ncu"))
+    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.planted_ops")
+    return exe
+
+
+def calls(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "ncu-calls.jsonl"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def planted_cuda(*, mig: bool = False):
+    """A device description that says CUDA while its torch device is the CPU (the module doc)."""
+    def describe(device):
+        environment, info = capture("cpu")
+        if mig:
+            environment = replace(environment, info={**environment.info, "mig_enabled": True,
+                                                     "uuid": "MIG-5e0f3c7a-planted"})
+        return environment, replace(info, kind="cuda", name="planted CUDA device (the CPU underneath)")
+    return describe
+
+
+def test_counters_end_to_end_with_a_fake_ncu(tmp_path, fake_ncu, monkeypatch) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(SPEC)
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    # a measurement of the cold copy on this device, for the reading to be linked to
+    environment, _info = capture("cpu")
+    copy = next(c for c in expand(load_spec(str(spec)), "cuda") if c.op == "copy" and c.cache == "cold")
+    record = CaseRecord(copy.case_key, copy.op, copy.op_version, copy.family, copy.backend, copy.dtype, copy.params)
+    measured_run = make_run("measured-copy")
+    with ResultStore(url) as store:
+        store.start_run(measured_run)
+        store.add_environment(measured_run.run_id, environment)
+        with_uuid = replace(environment, info={**environment.info, "uuid": "unused"})
+        store.add_measurement(with_columns(make_measurement(measured_run, record, with_uuid), device_uuid=None))
+        store.finish_run(measured_run.run_id, "complete")
+    monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps(SCRIPT))
+    monkeypatch.setattr(session, "describe_device", planted_cuda())
+
+    keep = tmp_path / "kept"
+    result = runner.invoke(app, ["counters", str(spec), "--db", url, "--json", "--keep-reports", str(keep)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["ncu_version"] == "2025.1.1.0" and out["metrics"] == list(m.METRICS)
+    got = {(r["op"], r["cache"]): r for r in out["readings"]}
+    statuses = [r["status"] for r in out["readings"]]
+    assert statuses == ["ok", "ok", "ok", "ok", "failed", "incorrect"], [r["error"] for r in out["readings"]]
+
+    cold = got[("copy", "cold")]
+    assert cold["kernels"] == 1 and cold["kernel_ms"] == pytest.approx(5_344 / 1e6)
+    assert cold["dram_bytes"] == 4_196_352 + 4_194_304 and cold["model_bytes"] == 2 * N * 4
+    assert not cold["bytes_differ"] and cold["reason"] is None
+    assert cold["checked_run_id"] == "measured-copy"
+
+    cos = got[("cos_cos", "cold")]  # two kernels: the eager chain writes and reads an intermediate
+    assert cos["kernels"] == 2 and cos["dram_bytes"] == 2 * (2_099_200 + 2_097_152)
+    assert cos["bytes_differ"] and cos["reason"] == "extra_traffic"
+    assert cos["excess_bytes"] == cos["dram_bytes"] - 2 * N * 2
+    assert cos["fp32_flops"] == 2 * 25 * N and cos["flops_ratio"] == pytest.approx(2 * N / (50 * N))
+
+    hot = got[("copy", "hot")]
+    assert hot["bytes_differ"] and hot["reason"] == "served_from_l2" and hot["checked_run_id"] is None
+
+    gelu = got[("gelu", "cold")]  # ncu refused a metric: the pass was made again without it
+    assert set(gelu["missing_metrics"]) == {m.XU_INSTRUCTIONS, m.L2_TRAFFIC}
+    assert gelu["l2_traffic_bytes"] is None and gelu["dram_bytes"] == 2 * N * 4
+
+    assert "planted profiler failure" in got[("add", "cold")]["error"]
+    assert "max abs error" in got[("planted_wrong", "cold")]["error"]  # the child ran the case's check
+
+    made = calls(tmp_path)
+    assert [c["problems"] for c in made] == [[]] * len(made) and len(made) == 7
+    caches = [c["argv"][c["argv"].index("--cache-control") + 1] for c in made]
+    assert caches == ["all", "all", "none", "all", "all", "all", "all"]
+    asked = [c["argv"][c["argv"].index("--metrics") + 1].split(",") for c in made]
+    assert m.XU_INSTRUCTIONS in asked[3] and m.XU_INSTRUCTIONS not in asked[4]
+
+    kept = keep / "cos_cos.v1_eager_bfloat16_cold_launch_n=1048576.csv"  # ncu's report, as the first GPU run keeps it
+    assert kept.read_text() == (HERE / "fixtures" / "ncu" / "cos_cos_eager_bfloat16.csv").read_text().join(
+        ["==PROF== Disconnected from process\n", ""])
+    assert len(list(keep.glob("*.csv"))) == 6
+
+    frame = counters_frame(url)
+    assert len(frame) == 6 and list(frame["status"]) == [r["status"] for r in out["readings"]]
+    stored = frame.set_index(["op", "cache"])
+    assert stored.loc[("cos_cos", "cold"), "reason"] == "extra_traffic"
+    assert stored.loc[("copy", "cold"), "checked_run_id"] == "measured-copy"
+    assert stored.loc[("gelu", "cold"), "l2_traffic_bytes"] is None
+    runs = rooflab.runs(url).set_index("run_id")
+    assert runs.loc[out["run_id"], "status"] == "complete"
+
+
+def _refused(args: list[str], tmp_path: Path, message: str) -> None:
+    db = tmp_path / "refused.db"
+    result = runner.invoke(app, ["counters", *args, "--db", f"sqlite:///{db}"])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not db.exists(), "a refusal wrote to the database"
+
+
+def test_a_cpu_device_is_refused(tmp_path) -> None:
+    _refused(["quick", "--device", "cpu"], tmp_path, "--device cpu is a CPU: counters are read on a CUDA GPU")
+
+
+def test_no_ncu_is_refused(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(session, "describe_device", planted_cuda())
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing named ncu there
+    _refused(["quick", "-f", "op=copy"], tmp_path, "`ncu` is not on PATH")
+    _refused(["quick", "-f", "op=copy", "--ncu", str(tmp_path / "no-such-ncu")], tmp_path, "not an executable file")
+
+
+def test_a_mig_slice_is_refused(tmp_path, monkeypatch, fake_ncu) -> None:
+    monkeypatch.setattr(session, "describe_device", planted_cuda(mig=True))
+    _refused(["quick", "-f", "op=copy"], tmp_path, "is a MIG slice")
+    assert calls(tmp_path) == []
+
+
+def test_no_permission_to_read_counters_is_refused_and_nothing_is_written(tmp_path, monkeypatch, fake_ncu) -> None:
+    spec = tmp_path / "spec.yaml"  # a case skipped before the refused pass must not be written either
+    spec.write_text("name: p\nbenchmarks:\n  - {name: c, op: copy, backends: [cupy, eager], params: {n: 4096}}\n")
+    assert [c.backend for c in apply_filters(expand(load_spec(str(spec)), "cuda"), [])] == ["cupy", "eager"]
+    monkeypatch.setattr(session, "describe_device", planted_cuda())
+    monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps([{"permission": True}]))
+    _refused([str(spec), "--ncu", str(fake_ncu)], tmp_path, "ERR_NVGPUCTRPERM")
+    assert len(calls(tmp_path)) == 1
+
+
+def test_the_python_api_refuses_as_the_command_does(tmp_path) -> None:
+    with pytest.raises(CountersRefusal, match="--device cpu is a CPU"):
+        rooflab.counters("quick", db=f"sqlite:///{tmp_path / 'x.db'}", device="cpu")
+    assert not (tmp_path / "x.db").exists()
+
+
+def test_a_report_that_ncu_printed_with_its_output_is_read_there(tmp_path) -> None:
+    from datetime import UTC, datetime
+
+    from rooflab.db.counters import CounterRecord
+    from rooflab.runners.counters.ncu import PassOutput
+
+    case = expand(load_spec("quick"), "cuda")[0]
+    base = CounterRecord(run_id="r", case=case, device_fingerprint="fp", device_uuid=None, cache="cold",
+                         timing_mode="launch", status="failed", measured_at=datetime.now(UTC), model_flops=0,
+                         model_bytes=2 * N * 4, metrics=m.METRICS)
+    result = tmp_path / "result.json"
+    result.write_text('{"status": "ok", "error": null, "first_call_ms": 1.0}')
+    printed = "==PROF== Connected\n" + (HERE / "fixtures" / "ncu" / "copy_float32.csv").read_text()
+    got = session._interpret(base, PassOutput(0, "", printed), result, list(m.METRICS), [], 60.0)
+    assert got.status == "ok" and got.kernels == 1 and got.dram_write_bytes == 4_194_304
+    none = session._interpret(base, PassOutput(0, "", "==PROF== Connected\n"), result, list(m.METRICS), [], 60.0)
+    assert none.status == "failed" and "no header row" in none.error
+    late = session._interpret(base, PassOutput(None, "", ""), result, list(m.METRICS), [], 60.0)
+    assert late.status == "failed" and "ran past 60 s" in late.error
