@@ -30,6 +30,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "throttle_reasons", "throttled", "l2_bytes", "memory_bytes", "sm_count", "compute_capability",
     "finished_at", "run_status", "spec_hash", "git_dirty", "command_line", "rooflab_version",
     "sync_method", "flush_method", "power_w", "energy_j", "quality", "quality_reasons", "cpu_threads",
+    "ranks",
 )
 
 ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
@@ -74,7 +75,7 @@ COLUMN_KINDS: dict[str, ColumnKind] = {
     "rooflab_version": ColumnKind("str", False, ""),
     "sync_method": ColumnKind("str"), "flush_method": ColumnKind("str"), "power_w": ColumnKind("float"),
     "energy_j": ColumnKind("float"), "quality": ColumnKind("str"), "quality_reasons": ColumnKind("list", False, ()),
-    "cpu_threads": ColumnKind("int"),
+    "cpu_threads": ColumnKind("int"), "ranks": ColumnKind("int"),
 }
 assert set(COLUMN_KINDS) == set(ALL_COLUMNS)
 

@@ -94,6 +94,23 @@ class LayerProfileRecord:
 
 
 @dataclass(frozen=True)
+class CollectiveRecord:
+    """The group of rank processes a collective case (family collective) ran in.
+
+    `ranks` is the world size the case resolved to (`ranks: all` becomes the run's GPU count);
+    `rank_medians_ms` each rank's own median over the same samples (the case's samples are the
+    slowest rank's), so a straggler shows; `rank_devices` says where each rank ran
+    (host and device, with the GPU's UUID); `comm_version` the NCCL version (None on gloo) and
+    `comm_settings` the NCCL_* / TORCH_NCCL_* / GLOO_* variables the ranks ran with."""
+
+    ranks: int
+    rank_medians_ms: tuple[float, ...] = ()
+    rank_devices: tuple[str, ...] = ()
+    comm_version: str | None = None
+    comm_settings: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class MeasurementRecord:
     """One case measured (or not) in one run on one device."""
 
@@ -142,6 +159,12 @@ class MeasurementRecord:
     cpu_threads: int | None = None  # intra-op threads of a CPU case
     samples_ms: tuple[float, ...] = field(default=(), repr=False)
     layer_profile: LayerProfileRecord | None = None  # ops made of parts (status ok only)
+    collective: CollectiveRecord | None = None  # collectives: the group they ran in (any status)
+
+    @property
+    def ranks(self) -> int | None:
+        """The world size of a collective (None for every other case)."""
+        return self.collective.ranks if self.collective is not None else None
 
     @property
     def intensity(self) -> float | None:
