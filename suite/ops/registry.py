@@ -23,6 +23,7 @@ BUILTIN_MODULES = (
     "rooflab.suite.ops.layer",
     "rooflab.suite.ops.overhead",
     "rooflab.suite.ops.probes",
+    "rooflab.suite.ops.collective",
 )
 
 _ops: dict[str, Op] = {}
