@@ -28,7 +28,13 @@ from rooflab.db.records import CollectiveRecord
 from rooflab.db.status import ResultStatus
 from rooflab.db.store import device_key, environment_device_uuid
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
-from rooflab.runners.orchestration.supervisor import CaseResult, build_record, default_case_timeout_s, worker_context
+from rooflab.runners.orchestration.supervisor import (
+    CaseResult,
+    LaneReport,
+    build_record,
+    default_case_timeout_s,
+    worker_context,
+)
 from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
@@ -95,6 +101,7 @@ class PhaseResult:
     interrupted: bool
     device_key: str | None  # the store's key of rank 0's device (None: nothing was run)
     error: str | None = None  # why the phase could not run at all
+    lane: LaneReport | None = None  # the phase as a line of the run's summary (rank 0's device)
 
 
 class CollectivePhase:
@@ -131,14 +138,16 @@ class CollectivePhase:
             previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
             previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_sigterm)
         already = 0
-        key = None
+        key = error = None
+        env: Any = None
         try:
             try:
                 env, device = self._environment()
             except ChildCallError as exc:
                 error = f"{LANE}: could not describe {self.torch_devices[0]}: {exc}"
                 self.progress.note(error)
-                return PhaseResult((), len(self.cases), 0, False, None, error)
+                return PhaseResult((), len(self.cases), 0, False, None, error,
+                                   LaneReport(LANE, None, None, None, len(self.cases), 0, error))
             key = device_key(environment_device_uuid(env), env.device_fingerprint)
             stored = self.store.measured_case_keys(self.run_id, key)
             pending = [c for c in self.cases if c.case_key not in stored]
@@ -155,7 +164,9 @@ class CollectivePhase:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         left = len(self.cases) - already - len(self.results)
-        return PhaseResult(tuple(self.results), max(0, left), already, self.stop_requested, key)
+        lane = LaneReport(LANE, env.device_name if env else None, environment_device_uuid(env) if env else None,
+                          env.device_fingerprint if env else None, len(self.cases), already, error)
+        return PhaseResult(tuple(self.results), max(0, left), already, self.stop_requested, key, error, lane)
 
     def _environment(self) -> tuple[Any, Any]:
         """Rank 0's device as a worker sees it, captured in a fresh process, and stored with the run."""

@@ -23,6 +23,7 @@ from typing import Any
 from rooflab.db.handle import Database, as_database
 from rooflab.db.status import ResultStatus, RunStatus
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
 from rooflab.runners.orchestration.collectives import CollectivePhase, is_collective
 from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
@@ -370,7 +371,8 @@ def _collective_phase(result: SupervisorResult, phase: CollectivePhase) -> tuple
         status = RunStatus.INTERRUPTED
     elif done.error:
         status = RunStatus.FAILED
-    return replace(result, status=status, results=result.results + done.results,
+    lanes = result.lanes + ((done.lane,) if done.lane is not None else ())
+    return replace(result, status=status, results=result.results + done.results, lanes=lanes,
                    unmeasured=result.unmeasured + done.unmeasured), done.device_key
 
 
@@ -403,6 +405,8 @@ def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Seq
         return False
     wanted = {case.case_key for case in expanded if not is_collective(case)}
     for lane in lanes if wanted else ():
+        if lane.torch_device == COLLECTIVES_LANE:
+            continue
         if lane.device_fingerprint is None:
             return False
         held = store.measured_case_keys(run_id, device_key(lane.device_uuid, lane.device_fingerprint))
