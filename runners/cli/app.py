@@ -9,6 +9,7 @@ from rich.markup import escape
 from rooflab.runners.cli import (
     breakdown_cmd,
     cluster_cmd,
+    collectives_cmd,
     crosscheck_cmd,
     db_cmd,
     devices_cmd,
@@ -56,7 +57,8 @@ def _options(
     """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
 
 
-for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd):
+for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd,
+               collectives_cmd):
     module.register(app, db_app)
 
 

@@ -335,10 +335,15 @@ def _exitcode(rank: _Rank) -> int | None:
 _PEER_FAULT = re.compile(r"by peer|remote worker|remote process|NCCL communicator was aborted", re.IGNORECASE)
 
 
-def _faults(replies: dict[int, RankReply]) -> list[str]:
-    """The faults the ranks reported, the ranks' own first, then those that only saw a peer fail."""
-    errors = [str(replies[r].error) for r in sorted(replies) if replies[r].broken]
+def cause_first(errors: Sequence[str]) -> list[str]:
+    """`errors` (one per rank, in rank order) with the ranks' own faults first, then those of ranks
+    that only saw a peer fail."""
     return sorted(errors, key=lambda e: bool(_PEER_FAULT.search(e)))
+
+
+def _faults(replies: dict[int, RankReply]) -> list[str]:
+    """The faults the ranks reported, the cause first."""
+    return cause_first([str(replies[r].error) for r in sorted(replies) if replies[r].broken])
 
 
 def _died(rank: _Rank, replies: dict[int, RankReply]) -> str:
