@@ -16,6 +16,10 @@ roofline time is larger. The floor is what a user pays per launch (host time per
 in launch mode, per launch of a graph replay in graph mode) and a case's median is its device time:
 a kernel that runs in about the time its launch costs is bound by launching, not by the GPU.
 
+A collective (family collective) has a wall of its own: its bus bytes over the interconnect roof of
+its collective and world size are its roofline time, and it is `overhead` within OVERHEAD_FACTOR of
+that collective's latency floor, `comms` otherwise (reports/interconnect.py).
+
 power: `power_w` is the board's average power while the case ran; `at_power_cap` is True when NVML
 reported the software power cap (`sw_power_cap` among the throttle reasons). Such a case is not
 throttled (its clock stayed above the floor, else it would not be usable): its note reads
@@ -32,25 +36,29 @@ import pandas as pd
 
 from rooflab.db import rates
 from rooflab.reports.ceilings import (
+    COLLECTIVE_FAMILY,
     DeviceCeilings,
+    Roof,
     bandwidth_roof,
     compute_roof,
     l2_resident,
     launch_floor_ms,
     uses_matrix_units,
+    world_sizes,
 )
 from rooflab.reports.frames import params_of, quality_of, usable
+from rooflab.reports.interconnect import interconnect_roof, latency_floor_ms
 from rooflab.reports.opinfo import fusion_chain_ops, reads_only, unfused_bytes
 
 OVERHEAD_FACTOR = 2.0
-WALLS = ("compute", "bandwidth", "overhead")
+WALLS = ("compute", "bandwidth", "overhead", "comms")
 
 DIAGNOSIS_COLUMNS = [
     "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
     "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
     "compute_ms", "memory_ms", "roofline_ms", "efficiency", "wall", "launch_floor_ms",
     "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
-    "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note",
+    "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note", "ranks",
 ]
 SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
 POWER_CAP_REASON = "sw_power_cap"
@@ -88,21 +96,15 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
     out = []
     latest = latest_per_case(df)
     latest = latest.assign(_quality=quality_of(latest)) if not latest.empty else latest
-    for _, r in latest.iterrows():
+    sizes = world_sizes(latest) if not latest.empty else pd.Series(dtype=float)
+    for (_, r), ranks in zip(latest.iterrows(), sizes, strict=True):
         median_ms = float(r["median_ms"])
         flops = float(r["flops"] or 0)
         nbytes = float(r["bytes"] or 0)
         dtype, family = str(r["dtype"]), str(r["family"])
-        croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
-        broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
-        no_compute = 0.0 if flops == 0 else math.nan
-        compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
-        no_memory = 0.0 if nbytes == 0 else math.nan
-        memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
-        terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
-        roofline_ms = max(terms) if terms else math.nan
-        floor = launch_floor_ms(dc, str(r["timing_mode"]))
-        wall = _wall(median_ms, roofline_ms, compute_ms, memory_ms, floor)
+        t = (_collective_terms(r, dc, median_ms, nbytes, ranks) if family == COLLECTIVE_FAMILY
+             else _kernel_terms(r, dc, median_ms, flops, nbytes))
+        croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall = t
         capped = at_power_cap(r.get("throttle_reasons"))
         efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
         suspect = efficiency > SUSPECT_ABOVE
@@ -122,9 +124,43 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "rel_ci_halfwidth": r.get("rel_ci_halfwidth"), "stop_reason": r.get("stop_reason"),
             "power_w": _float_or_nan(r.get("power_w")),
             "at_power_cap": capped,
-            "note": AT_POWER_CAP if capped else "",
+            "note": AT_POWER_CAP if capped else "", "ranks": ranks if family == COLLECTIVE_FAMILY else None,
         })
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
+
+
+Terms = tuple[Roof | None, Roof | None, float, float, float, float | None, str | None]
+
+
+def _kernel_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, flops: float, nbytes: float) -> Terms:
+    """(compute roof, bandwidth roof, compute_ms, memory_ms, roofline_ms, floor, wall) of a kernel."""
+    dtype, family = str(r["dtype"]), str(r["family"])
+    croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
+    broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
+    no_compute = 0.0 if flops == 0 else math.nan
+    compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
+    no_memory = 0.0 if nbytes == 0 else math.nan
+    memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
+    terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
+    roofline_ms = max(terms) if terms else math.nan
+    floor = launch_floor_ms(dc, str(r["timing_mode"]))
+    return croof, broof, compute_ms, memory_ms, roofline_ms, floor, _wall(median_ms, roofline_ms, compute_ms,
+                                                                          memory_ms, floor)
+
+
+def _collective_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, nbytes: float, ranks: float) -> Terms:
+    """The same for a collective: its bus bytes against the interconnect roof of its collective and
+    world size; the wall `overhead` within OVERHEAD_FACTOR of its latency floor, else `comms`. Its adds
+    are not held against a compute roof (compute_ms is 0)."""
+    size = int(ranks) if ranks == ranks else None
+    roof = interconnect_roof(dc, str(r["op"]), size)
+    memory_ms = rates.ms_at_gbps(nbytes, roof.value) if (roof and nbytes > 0) else math.nan
+    floor = latency_floor_ms(dc, str(r["op"]), size)
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (memory_ms == memory_ms and memory_ms < floor)):
+        wall = "overhead"
+    else:
+        wall = "comms" if roof is not None else None
+    return None, roof, 0.0, memory_ms, memory_ms, floor, wall
 
 
 def _float_or_nan(value: Any) -> float:  # any cell of a results frame
