@@ -156,10 +156,9 @@ def _collective_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, nbytes
     roof = interconnect_roof(dc, str(r["op"]), size)
     memory_ms = rates.ms_at_gbps(nbytes, roof.value) if (roof and nbytes > 0) else math.nan
     floor = latency_floor_ms(dc, str(r["op"]), size)
+    wall: str | None = "comms" if roof is not None else None
     if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (memory_ms == memory_ms and memory_ms < floor)):
         wall = "overhead"
-    else:
-        wall = "comms" if roof is not None else None
     return None, roof, 0.0, memory_ms, memory_ms, floor, wall
 
 

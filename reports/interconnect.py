@@ -64,7 +64,7 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
     """The usable collective results of a device, one row each, with the bytes each rank sends in
     (n·s: the message size nccl-tests' count stands for) and nccl-tests' algbw beside the busbw."""
     from rooflab.suite.dtypes import element_size
-    from rooflab.suite.ops.collective import world_size
+    from rooflab.suite.ops.collective import CollectiveOp, world_size
     from rooflab.suite.ops.registry import get_op
 
     ok = usable(rows)
@@ -79,8 +79,9 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
         size = int(ranks) if ranks == ranks else world_size(params.get("ranks", 2))
         gbps = float(r["bytes"]) / float(r["median_ms"]) / 1e6
         try:
-            algbw = get_op(str(r["op"])).algbw_gbps(gbps, size)
-        except (KeyError, AttributeError, ZeroDivisionError):
+            op = get_op(str(r["op"]))
+            algbw = op.algbw_gbps(gbps, size) if isinstance(op, CollectiveOp) else math.nan
+        except (KeyError, ZeroDivisionError):
             algbw = math.nan
         out.append({"op": r["op"], "ranks": size, "dtype": r["dtype"], "backend": r["backend"],
                     "bytes_per_rank": int(params.get("n", 0)) * element_size(str(r["dtype"])),

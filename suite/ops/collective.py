@@ -71,22 +71,21 @@ CPU_ALL_RANKS = 2  # `ranks: all` on a CPU: a fixed small group (loopback, every
 ALL = "all"
 
 
+@dataclass(frozen=True)
 class RanksSpec(ParamSpec):
     """`ranks`: a world size of at least `least` (an integer), or `all`."""
 
-    def __init__(self, default: ParamValue, help: str, least: int = 2) -> None:
-        super().__init__(int, default, help, positive=True)
-        object.__setattr__(self, "least", least)
+    least: int = 2
 
     def allowed_text(self) -> str:
-        return f"an integer >= {self.least}, or all"  # type: ignore[attr-defined]  # set in __init__
+        return f"an integer >= {self.least}, or all"
 
     def check(self, value: Any, name: str, op: str) -> ParamValue:
         if isinstance(value, str) and value.strip().lower() == ALL:
             return ALL
         if isinstance(value, float) and value.is_integer():
             value = int(value)
-        least = self.least  # type: ignore[attr-defined]  # set in __init__
+        least = self.least
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ParamValueError(f"{name} of op {op!r} must be an integer >= {least} or all, got {value!r}")
         return value
@@ -105,7 +104,7 @@ class PreparedCollective(Prepared):
     """A collective ready to time on one rank: `fn` runs it once; `reset` (or None) restores the
     inputs `fn` overwrote, called before each sample outside the timed region."""
 
-    reset: Callable[[], None] | None = None
+    reset: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +143,7 @@ class CollectiveOp(Op):
     cache_modes: ClassVar[tuple[str, ...]] = (CacheMode.HOT,)
     params: ClassVar[dict[str, ParamSpec]] = {
         "n": ParamSpec(int, 1 << 20, "elements per rank (nccl-tests' count)"),
-        "ranks": RanksSpec(ALL, "world size: an integer >= 2, or all (every GPU of the run; 2 on a CPU)"),
+        "ranks": RanksSpec(int, ALL, "world size: an integer >= 2, or all (every GPU of the run; 2 on a CPU)"),
     }
     size_ranks: ClassVar[bool] = False  # S counts n·s·N (all_gather, reduce_scatter, all_to_all), else n·s
     reduces: ClassVar[bool] = False  # forms sums (all_reduce, reduce_scatter)
@@ -388,7 +387,7 @@ class SendRecv(CollectiveOp):
 
     name = "send_recv"
     params = {**CollectiveOp.params,
-              "ranks": RanksSpec(2, "world size: an integer >= 2 (each rank sends to the next), or all")}
+              "ranks": RanksSpec(int, 2, "world size: an integer >= 2 (each rank sends to the next), or all")}
 
     def factor(self, ranks: int) -> float:
         return 1.0
