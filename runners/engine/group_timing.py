@@ -59,7 +59,8 @@ class GroupTiming:
 
 
 class Control:
-    """The decisions and gathers of a group, over a gloo process group of its own (CPU tensors)."""
+    """The decisions, barriers and gathers of a group, over a gloo process group (CPU tensors):
+    `group` None is the default group (a gloo group itself)."""
 
     def __init__(self, group: Any, rank: int, size: int) -> None:
         import torch
