@@ -17,10 +17,12 @@ from typing import Any
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports import plots
 from rooflab.reports.ceilings import DeviceCeilings
 from rooflab.reports.interconnect import curves
 from rooflab.suite.ops.base import format_bytes
+from rooflab.suite.quality import Quality
 
 STRAGGLERS_SHOWN = 15
 
@@ -47,7 +49,7 @@ def interconnect_svg(points: pd.DataFrame, dc: DeviceCeilings) -> str:
             ax.plot(g["bytes_per_rank"], g["gbps"], "-", color=colors[op], lw=1.0,
                     marker=plots.DTYPE_MARKERS.get(str(dtype), "o"), ms=4,
                     label=plots.plain(f"{op} x{ranks} {dtype}"))
-        bad = points[points["quality"] != "good"] if not points.empty else points
+        bad = points[points["quality"] != Quality.GOOD] if not points.empty else points
         if not bad.empty:
             ax.scatter(bad["bytes_per_rank"], bad["gbps"], label="noisy or contended", **plots.UNTRUSTED_MARK)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v).replace(".00", "")))
@@ -70,7 +72,7 @@ def _stragglers(groups: pd.DataFrame | None, rows: pd.DataFrame) -> list[dict]:
     if groups is None or groups.empty or rows.empty:
         return []
     mine = groups[groups["device_fingerprint"].isin(set(rows["device_fingerprint"]))
-                  & groups["run_id"].isin(set(rows["run_id"])) & (groups["status"] == "ok")]
+                  & groups["run_id"].isin(set(rows["run_id"])) & (groups["status"] == ResultStatus.OK)]
     mine = mine[mine["straggler_excess"].notna()].sort_values("straggler_excess", ascending=False)
     out = []
     for _, g in mine.head(STRAGGLERS_SHOWN).iterrows():

@@ -85,6 +85,8 @@ def test_a_hanging_rank_is_killed_at_the_time_limit_and_named_with_where_it_was(
     assert error.startswith("timed out after 3") and "rank 1 in fault (planted_collectives.py" in error, error
     assert "rank 0 in " in error  # the other rank waits inside the collective
     assert alive(pids) == [] and not folder.exists()
+    with RankGroup("gloo", ["cpu"] * 2) as fresh:  # the next case, in a fresh group
+        assert _run(fresh, case("all_reduce")).outcome.status == ResultStatus.OK
 
 
 def test_two_groups_at_once_never_meet() -> None:
