@@ -11,6 +11,7 @@ import pytest
 
 from rooflab.db.collectives import straggler
 from rooflab.db.status import ResultStatus
+from rooflab.runners.crosscheck.session import check_case
 from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
 from rooflab.runners.orchestration.worker import CaseRequest
 from tests.runners.collective_cases import alive, case, plugin_env
@@ -116,3 +117,14 @@ def test_innermost_frame_reads_the_main_threads_stack_from_a_dump() -> None:
             '  File "/x/y/group_timing.py", line 99 in _take_cpu\n')
     assert innermost_frame(dump) == "fault (planted.py:41)"
     assert innermost_frame("garbage") is None
+
+
+def test_the_crosscheck_skips_collectives_with_the_reason() -> None:
+    from rooflab.runners.crosscheck.peer import PeerName
+    from rooflab.runners.crosscheck.peers import peers_for
+    from rooflab.suite.device import DeviceInfo
+
+    cpu = DeviceInfo("cpu", "test cpu", "cpu", 8 << 30, 1 << 20)
+    rows = check_case(case("all_reduce"), cpu, peers_for([PeerName.TORCH]), rounds=1)
+    assert [(r.status, r.peer) for r in rows] == [(ResultStatus.SKIPPED, "torch")]
+    assert "group of rank processes" in rows[0].error
