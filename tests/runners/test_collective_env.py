@@ -70,7 +70,8 @@ def _slurm(rank: int, size: int) -> dict[str, str]:
     return {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(size), "SLURM_LOCALID": str(rank)}
 
 
-def test_three_local_processes_rendezvous_from_the_environment_and_rank_0_stores(tmp_path: Path) -> None:
+def test_local_processes_rendezvous_from_the_environment_rank_0_stores_and_a_fault_ends_the_step(
+        tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
     done = _launch(tmp_path, url, "night", 3, _torchrun, "--filter", "benchmark=every_rank",
                    "--filter", "benchmark=three")
@@ -84,18 +85,15 @@ def test_three_local_processes_rendezvous_from_the_environment_and_rank_0_stores
         "all_gather.v1:gloo:float32:hot:launch:inplace=false,n=1024,ranks=3"}
     assert (rows["status"] == "ok").all() and (rows["ranks"] == 3).all()
     assert all(len(m) == 3 for m in collective_frame(url, run_ids=["night"])["rank_medians_ms"])
-    # started again (a requeued step) with Slurm's variables: nothing is measured twice
-    again = _launch(tmp_path, url, "night", 3, _slurm, "--filter", "benchmark=every_rank")
-    assert [p.returncode for p in again] == [0, 0, 0], [p.stderr[-2000:] for p in again]
-    assert len(results(url, run_id="night")) == 5
-
-
-def test_a_fault_on_one_rank_is_stored_by_rank_0_and_every_process_exits_1(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    done = _launch(tmp_path, url, "night", 2, _slurm, "--filter", "benchmark=faulty")
-    assert [p.returncode for p in done] == [1, 1]
-    row = results(url, run_id="night").iloc[0]
-    assert row["status"] == "failed" and "rank 1: RuntimeError: planted fault on this rank" in row["error"]
+    # started again (a requeued step) with Slurm's variables: nothing is measured twice; then a fault
+    # on rank 1: rank 0 stores the case failed with rank 1's own error, and every process exits 1
+    again = _launch(tmp_path, url, "night", 3, _slurm, "--filter", "benchmark=every_rank",
+                    "--filter", "benchmark=faulty")
+    assert [p.returncode for p in again] == [1, 1, 1], [p.stderr[-2000:] for p in again]
+    rows = results(url, run_id="night")
+    assert len(rows) == 6 and (rows["status"] == "ok").sum() == 5
+    fault = rows[rows["status"] == "failed"].iloc[0]
+    assert fault["error"].startswith("rank 1: RuntimeError: planted fault on this rank"), fault["error"]
 
 
 def test_the_rendezvous_names_what_is_missing() -> None:
