@@ -312,7 +312,7 @@ MASTER_ADDR="${{NODES[0]:?scontrol listed no node of $SLURM_JOB_NODELIST}}"
 MASTER_PORT=$(( 20000 + ${{SLURM_JOB_ID:?submit with sbatch}} % 20000 ))
 export MASTER_ADDR MASTER_PORT
 echo "rooflab: run $RUN_ID collectives on {job.nodes * gpus} ranks, rendezvous $MASTER_ADDR:$MASTER_PORT"
-exec srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={gpus} \
+exec srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={gpus} \\
   "$ROOFLAB" collectives "$SPEC" --run-id "$RUN_ID"
 """
 
