@@ -36,6 +36,7 @@ class Batch:
     crosschecks: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     layer_profiles: list[LayerProfileRows] = field(default_factory=list)
     counters: list[CounterRows] = field(default_factory=list)
+    collectives: list[AttachedRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,20 @@ class CounterRows:
     fingerprint: str
     checked_run_id: str | None
     columns: dict[str, Any]  # counter_readings columns but the ids
+
+
+@dataclass(frozen=True)
+class AttachedRow:
+    """A row of a table keyed by its measurement (`collectives`), named by the measurement's natural
+    key; `measured_at` tells that a target's measurement of that key is the very one it belongs to."""
+
+    run_id: str
+    case_key: str
+    cache: str
+    timing_mode: str
+    device_key: str
+    measured_at: Any  # datetime
+    row: dict[str, Any]  # the table's columns but measurement_id
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,7 @@ class LoadCounts:
     crosschecks: int = 0
     layer_profiles: int = 0
     counters: int = 0
+    collectives: int = 0
 
     def add(self, other: LoadCounts) -> None:
         for name in vars(self):
@@ -195,6 +211,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     counts.crosschecks = _load_crosschecks(conn, batch, run_ids, case_ids, env_ids)
     counts.layer_profiles = _load_layer_profiles(conn, batch, run_ids, case_ids)
     counts.counters = _load_counters(conn, batch, run_ids, case_ids, env_ids)
+    counts.collectives = _load_collectives(conn, batch, run_ids, case_ids)
     return counts
 
 
@@ -272,4 +289,27 @@ def _load_layer_profiles(conn: Connection, batch: Batch, run_ids: dict[str, int]
     return len(profiles)
 
 
-__all__ = ["Batch", "CounterRows", "LayerProfileRows", "LoadCounts", "load"]
+def _load_collectives(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int]) -> int:
+    """Attach each `collectives` row to the target's measurement of the same key and time when that
+    measurement has none yet; returns how many were attached."""
+    if not batch.collectives:
+        return 0
+    m_t, g_t = models.Measurement.__table__, models.Collective.__table__
+    key_cols = (m_t.c.run_id, m_t.c.case_id, m_t.c.cache, m_t.c.timing_mode, m_t.c.device_key)
+    target: dict[tuple[Any, ...], tuple[int, Any, bool]] = {}  # key -> (id, measured_at, has a row)
+    query = select(m_t.c.id, m_t.c.measured_at, g_t.c.measurement_id.is_not(None), *key_cols).select_from(
+        m_t.outerjoin(g_t, g_t.c.measurement_id == m_t.c.id))
+    for chunk in _chunks(sorted({run_ids[g.run_id] for g in batch.collectives}), 200):
+        for pk, measured_at, attached, *key in conn.execute(query.where(m_t.c.run_id.in_(chunk))):
+            target[tuple(key)] = (pk, measured_at, bool(attached))
+    rows = []
+    for g in batch.collectives:
+        found = target.get((run_ids[g.run_id], case_ids[g.case_key], g.cache, g.timing_mode, g.device_key))
+        if found is not None and not found[2] and found[1] == g.measured_at:
+            rows.append(dict(g.row, measurement_id=found[0]))
+    for row_chunk in _chunks(rows):
+        conn.execute(g_t.insert(), row_chunk)
+    return len(rows)
+
+
+__all__ = ["AttachedRow", "Batch", "CounterRows", "LayerProfileRows", "LoadCounts", "load"]

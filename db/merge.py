@@ -1,8 +1,8 @@
 """`rooflab db merge`: copy node-local databases (usually SQLite files) into a target database.
 
 Everything travels: runs with their spec text, shards, devices with identity and per-run info,
-cases, measurements and raw samples, cross-check rows, layer profiles with their parts, and
-hardware-counter readings.
+cases, measurements and raw samples, cross-check rows, layer profiles with their parts,
+hardware-counter readings, and the groups collectives ran in.
 Each source is merged in one transaction; what the target
 already has is kept, so merging the same file again adds nothing.
 """
@@ -17,7 +17,7 @@ from sqlalchemy import Connection, select
 from rooflab.db import models
 from rooflab.db.engine import make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.load import Batch, CounterRows, LayerProfileRows, LoadCounts, load
+from rooflab.db.load import AttachedRow, Batch, CounterRows, LayerProfileRows, LoadCounts, load
 from rooflab.db.schema import open_for_writing, require_current
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
@@ -122,6 +122,12 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
             run.run_id, key, cache, timing_mode, device, measured_at,
             {k: v for k, v in row._mapping.items() if k != "measurement_id"}, tuple(parts.get(row.measurement_id, ())),
         ))
+    g_t = models.Collective.__table__
+    for row in conn.execute(select(g_t).where(g_t.c.measurement_id.in_(run_measurements))
+                            .order_by(g_t.c.measurement_id)):
+        key, cache, timing_mode, device, measured_at = measurement_key[row.measurement_id]
+        batch.collectives.append(AttachedRow(run.run_id, key, cache, timing_mode, device, measured_at,
+                                             {k: v for k, v in row._mapping.items() if k != "measurement_id"}))
     return batch
 
 

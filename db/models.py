@@ -196,6 +196,8 @@ class Measurement(Base):
         median_ms: Mapped[float | None]
         flops: Mapped[int]
         bytes: Mapped[int]
+        gbps: Mapped[float | None]
+        ranks: Mapped[int | None]
 
 
 # A case's history on one device, in run order (revision 0002).
@@ -254,6 +256,22 @@ class CrossCheck(Base):
     measured_at: Mapped[datetime]
     contended: Mapped[bool] = mapped_column(server_default=false())
     contention_reasons: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
+
+
+class Collective(Base):
+    """The group a collective measurement ran in (revision 0008): each rank's own median (the
+    measurement's samples are the slowest rank's), where each rank ran, and the communication
+    library's version and settings. `ranks` (the world size) is the measurement's column."""
+
+    __tablename__ = "collectives"
+
+    measurement_id: Mapped[int] = mapped_column(
+        BigIntKey, ForeignKey("measurements.id", ondelete="CASCADE"), primary_key=True
+    )
+    rank_medians_ms: Mapped[list[float]] = mapped_column(JSON)
+    rank_devices: Mapped[list[str]]
+    comm_version: Mapped[str | None] = mapped_column(String(64))
+    comm_settings: Mapped[dict[str, Any]]
 
 
 class LayerProfile(Base):

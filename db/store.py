@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
+from rooflab.db.collectives import add_collective
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
@@ -328,6 +329,8 @@ class ResultStore:
                 )
             if m.layer_profile is not None:
                 add_layer_profile(conn, new_id, m.layer_profile)
+            if m.collective is not None:
+                add_collective(conn, new_id, m.collective)
             return True, env_pk, case_pk
 
         added, env_pk, case_pk = self._transaction(body)

@@ -289,7 +289,7 @@ def stacked_bars_svg(items: list[Breakdown], *, width: int = 760) -> str:
                 x += w
     legend_y = height - 14
     x = left
-    for wall in Wall:
+    for wall in (Wall.COMPUTE, Wall.BANDWIDTH, Wall.OVERHEAD):  # a block's parts are kernels: no comms wall
         out.append(f'<rect x="{x}" y="{legend_y - 9}" width="10" height="10" fill="{WALL_COLOURS[wall]}"/>'
                    f'<text x="{x + 14}" y="{legend_y}">{wall}</text>')
         x += 90

@@ -12,6 +12,11 @@
                   (host time per launch of back-to-back launches from Python; per launch of a graph
                   replay in graph mode). Version 1 of the op timed a kernel's duration instead, so
                   only results of version LAUNCH_FLOOR_MIN_VERSION and later count
+- interconnect:   best gbps (nccl-tests' bus bandwidth) of each collective (family collective) and
+                  world size: its large messages; held against the datasheet NVLink (else PCIe) figure
+                  per direction
+- comm latency:   the fastest median of each collective and world size: its smallest messages, the
+                  latency floor of the group
 Only trustworthy results count: ok, unthrottled and of good quality (reports.frames.trustworthy;
 noisy and contended results never set a ceiling). A measured roof is the best trustworthy
 evidence: when a trustworthy op's own figure beats the probe's ceiling it is held against (its
@@ -25,11 +30,11 @@ its ratio to the datasheet figure.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from rooflab.reports.frames import first_value, trustworthy
+from rooflab.reports.frames import first_value, params_of, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
 from rooflab.reports.opinfo import reads_only
 from rooflab.vocab import CacheMode, CeilingKind
@@ -47,7 +52,9 @@ ROOF_FAMILIES = ("gemm",)
 LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
 
 UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.L2: "GB/s", CeilingKind.VECTOR: "TFLOP/s",
-         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms", CeilingKind.ELEMENTARY: "Geval/s"}
+         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms", CeilingKind.ELEMENTARY: "Geval/s",
+         CeilingKind.INTERCONNECT: "GB/s", CeilingKind.COMM_LATENCY: "ms"}
+COLLECTIVE_FAMILY = "collective"  # suite.ops.collective.FAMILY: their gbps is a bus bandwidth, not DRAM traffic
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class Ceiling:
     probe_value: float | None = None  # the probe's figure when a trustworthy op beat it (see the module doc)
     probe_case_key: str | None = None
     function: str | None = None  # elementary ceilings: cos, exp or erf
+    collective: str | None = None  # interconnect and comm_latency: the collective ...
+    ranks: int | None = None  # ... and its world size
 
     @property
     def raised(self) -> bool:
@@ -80,8 +89,13 @@ class Ceiling:
         return self.value / self.datasheet if self.datasheet else None
 
     @property
+    def group(self) -> str | None:
+        """`all_reduce x8` for a collective's ceilings."""
+        return f"{self.collective} x{self.ranks}" if self.collective else None
+
+    @property
     def label(self) -> str:
-        extra = " ".join(x for x in (self.function, self.dtype or self.timing_mode) if x)
+        extra = " ".join(x for x in (self.function, self.dtype or self.timing_mode or self.group) if x)
         return f"{self.kind} {extra}" if extra else self.kind
 
     def as_dict(self) -> dict:
@@ -99,6 +113,9 @@ class Ceiling:
             "probe_value": self.probe_value,
             "probe_case_key": self.probe_case_key,
             "function": self.function,
+            "collective": self.collective,
+            "ranks": self.ranks,
+            "group": self.group,
         }
 
 
@@ -111,10 +128,12 @@ class DeviceCeilings:
     l2_bytes: int  # from the results (the device's own report), else the datasheet, else 0
     ceilings: tuple[Ceiling, ...]
 
-    def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None) -> Ceiling | None:
+    def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None,
+            collective: str | None = None, ranks: int | None = None) -> Ceiling | None:
         for c in self.ceilings:
             if (c.kind == kind and (dtype is None or c.dtype == dtype)
-                    and (timing_mode is None or c.timing_mode == timing_mode)):
+                    and (timing_mode is None or c.timing_mode == timing_mode)
+                    and (collective is None or c.collective == collective) and (ranks is None or c.ranks == ranks)):
                 return c
         return None
 
@@ -146,6 +165,8 @@ def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | N
         return spec.peak_tflops(dtype, matrix=True) or (
             spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_DTYPES else None
         )
+    if kind == CeilingKind.INTERCONNECT:
+        return spec.interconnect_gbps
     return None
 
 
@@ -203,6 +224,8 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
             best = _best(subset[subset["dtype"] == dtype], "tflops")
             if best is not None and best["tflops"] > 0:
                 out.append(_ceiling(best, kind, best["tflops"], spec, dtype=str(dtype)))
+    out.extend(collective_ceilings(rows, spec))
+    rows = rows[rows["family"] != COLLECTIVE_FAMILY]
     launch = rows[rows["op"] == "launch"]
     if "op_version" in launch.columns:
         launch = launch[pd.to_numeric(launch["op_version"], errors="coerce").fillna(1) >= LAUNCH_FLOOR_MIN_VERSION]
@@ -216,6 +239,37 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
 
     out.extend(elementary_ceilings(rows))
     return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
+
+
+def world_sizes(rows: pd.DataFrame) -> pd.Series:
+    """Each row's world size: the `ranks` column (what `ranks: all` resolved to), else the integer
+    `ranks` of its params; NaN for a row that is not a collective."""
+    params = rows["params"] if "params" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+    asked = pd.to_numeric(pd.Series([params_of(p).get("ranks") for p in params], index=rows.index, dtype=object),
+                          errors="coerce")
+    if "ranks" not in rows.columns:
+        return asked
+    return pd.to_numeric(rows["ranks"], errors="coerce").fillna(asked)
+
+
+def collective_ceilings(rows: pd.DataFrame, spec: GpuSpec | None) -> list[Ceiling]:
+    """The interconnect ceiling (best busbw) and the latency floor (fastest median) of each collective
+    and world size among trustworthy `rows`."""
+    coll = rows[rows["family"] == COLLECTIVE_FAMILY]
+    if coll.empty:
+        return []
+    coll = coll.assign(_ranks=world_sizes(coll))
+    out = []
+    for (op, ranks), g in coll[coll["_ranks"].notna()].groupby(["op", "_ranks"], sort=True):
+        best = _best(g, "gbps")
+        if best is not None and best["gbps"] > 0:
+            c = _ceiling(best, CeilingKind.INTERCONNECT, best["gbps"], spec)
+            out.append(replace(c, collective=str(op), ranks=int(ranks)))
+        medians = pd.to_numeric(g["median_ms"], errors="coerce")
+        fastest = g.loc[medians.idxmin()]
+        out.append(Ceiling(kind=CeilingKind.COMM_LATENCY, value=float(medians.min()), case_key=str(fastest["case_key"]),
+                           run_id=str(fastest["run_id"]), collective=str(op), ranks=int(ranks)))
+    return out
 
 
 def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
@@ -236,6 +290,9 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     bw = [c.value for c in dc.ceilings if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2)]
     fl = [c.value for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
     if rows.empty or not (bw or fl):
+        return dc
+    rows = rows[rows["family"] != COLLECTIVE_FAMILY]  # a bus bandwidth is not DRAM traffic
+    if rows.empty:
         return dc
     gbps = pd.to_numeric(rows["gbps"], errors="coerce")  # the rates as stored (db/measurement_columns.py)
     tflops = pd.to_numeric(rows["tflops"], errors="coerce")
@@ -260,9 +317,8 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     ceilings = list(dc.ceilings)
     for i, (figure, r) in best.items():
         c = ceilings[i]
-        ceilings[i] = Ceiling(kind=c.kind, value=figure, case_key=str(r["case_key"]), run_id=str(r["run_id"]),
-                              dtype=c.dtype, timing_mode=c.timing_mode, datasheet=c.datasheet,
-                              datasheet_source=c.datasheet_source, probe_value=c.value, probe_case_key=c.case_key)
+        ceilings[i] = replace(c, value=figure, case_key=str(r["case_key"]), run_id=str(r["run_id"]),
+                              probe_value=c.value, probe_case_key=c.case_key)
     return DeviceCeilings(dc.device_name, dc.spec, dc.l2_bytes, tuple(ceilings))
 
 

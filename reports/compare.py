@@ -6,7 +6,9 @@ newest result per side), speedup = baseline median / candidate median (> 1: the 
 faster). The predicted speedup follows the case's wall on the baseline: the bandwidth-roof ratio
 (L2 for hot cases) when bandwidth-bound, the compute-roof ratio of its dtype when compute-bound (the
 ratio of its elementary-function times when those are its wall), the launch-floor ratio when
-overhead-bound; roofs are measured ceilings, else datasheet figures.
+overhead-bound; roofs are measured ceilings, else datasheet figures. A collective (family collective)
+is predicted from the two systems' interconnect roofs of that collective, each at its own world
+size, or from their latency floors when overhead-bound (reports/interconnect.py).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.reports.ceilings import (
+    COLLECTIVE_FAMILY,
     DeviceCeilings,
     bandwidth_roof,
     compute_ceilings,
@@ -29,6 +32,7 @@ from rooflab.reports.diagnosis import diagnose
 from rooflab.reports.elementary import elementary_time
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import params_of, select_device
+from rooflab.reports.interconnect import predicted_speedup as collective_speedup
 from rooflab.reports.opinfo import elementary_counts, reads_only
 from rooflab.vocab import CeilingKind, Wall
 
@@ -66,6 +70,8 @@ def _ratio(a, b) -> float:
 
 def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeilings) -> float:
     """Candidate roof / baseline roof for the wall the case hits on the baseline."""
+    if case["family"] == COLLECTIVE_FAMILY:
+        return collective_speedup(case, base, cand)
     wall = case["wall"]
     if wall == Wall.BANDWIDTH:
         nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), reads_only(case["op"])
@@ -95,7 +101,7 @@ def compare(base: Side, cand: Side) -> pd.DataFrame:
     db, dc = diagnose(base.rows, base.ceilings), diagnose(cand.rows, cand.ceilings)
     if db.empty or dc.empty:
         return pd.DataFrame(columns=COMPARE_COLUMNS)
-    merged = db.merge(dc[["case_key", "median_ms"]], on="case_key", suffixes=("", "_cand"))
+    merged = db.merge(dc[["case_key", "median_ms", "ranks"]], on="case_key", suffixes=("", "_cand"))
     out = pd.DataFrame({
         "case_key": merged["case_key"], "op": merged["op"], "family": merged["family"],
         "backend": merged["backend"], "dtype": merged["dtype"], "cache": merged["cache"],

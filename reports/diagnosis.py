@@ -23,6 +23,10 @@ roofline time is larger. The floor is what a user pays per launch (host time per
 in launch mode, per launch of a graph replay in graph mode) and a case's median is its device time:
 a kernel that runs in about the time its launch costs is bound by launching, not by the GPU.
 
+A collective (family collective) has a wall of its own: its bus bytes over the interconnect roof of
+its collective and world size are its roofline time, and it is `overhead` within OVERHEAD_FACTOR of
+that collective's latency floor, `comms` otherwise (reports/interconnect.py).
+
 power: `power_w` is the board's average power while the case ran; `at_power_cap` is True when NVML
 reported the software power cap (`sw_power_cap` among the throttle reasons). Such a case is not
 throttled (its clock stayed above the floor, else it would not be usable): its note reads
@@ -33,21 +37,26 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from rooflab.db import rates
 from rooflab.reports.ceilings import (
+    COLLECTIVE_FAMILY,
     DeviceCeilings,
+    Roof,
     bandwidth_roof,
     compute_roof,
     l2_resident,
     launch_floor_ms,
     uses_matrix_units,
+    world_sizes,
 )
 from rooflab.reports.elementary import elementary_time
 from rooflab.reports.frames import params_of, quality_of, usable
+from rooflab.reports.interconnect import interconnect_roof, latency_floor_ms
 from rooflab.reports.opinfo import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
 from rooflab.vocab import Wall
 
@@ -59,7 +68,7 @@ DIAGNOSIS_COLUMNS = [
     "compute_ms", "memory_ms", "elementary_ms", "roofline_ms", "efficiency", "wall", "wall_roof", "launch_floor_ms",
     "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
     "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note",
-    "elementary_missing",
+    "elementary_missing", "ranks",
 ]
 SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
 POWER_CAP_REASON = "sw_power_cap"
@@ -97,24 +106,16 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
     out = []
     latest = latest_per_case(df)
     latest = latest.assign(_quality=quality_of(latest)) if not latest.empty else latest
-    for _, r in latest.iterrows():
+    sizes = world_sizes(latest) if not latest.empty else pd.Series(dtype=float)
+    for (_, r), ranks in zip(latest.iterrows(), sizes, strict=True):
         median_ms = float(r["median_ms"])
         flops = float(r["flops"] or 0)
         nbytes = float(r["bytes"] or 0)
         dtype, family = str(r["dtype"]), str(r["family"])
-        croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
-        broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
-        no_compute = 0.0 if flops == 0 else math.nan
-        compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
-        no_memory = 0.0 if nbytes == 0 else math.nan
-        memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
-        elem = elementary_time(dc, elementary_counts(str(r["op"]), params_of(r.get("params")), dtype), dtype)
-        terms = [t for t in (compute_ms, memory_ms, elem.ms) if not math.isnan(t)]
-        roofline_ms = max(terms) if terms else math.nan
-        floor = launch_floor_ms(dc, str(r["timing_mode"]))
-        compute_side = max((t for t in (compute_ms, elem.ms) if not math.isnan(t)), default=math.nan)
-        wall = _wall(median_ms, roofline_ms, compute_side, memory_ms, floor)
-        wall_roof = _wall_roof(wall, compute_ms, elem, croof, broof)
+        t = (_collective_terms(r, dc, median_ms, nbytes, ranks) if family == COLLECTIVE_FAMILY
+             else _kernel_terms(r, dc, median_ms, flops, nbytes))
+        croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall = (
+            t.croof, t.broof, t.compute_ms, t.memory_ms, t.roofline_ms, t.floor, t.wall)
         capped = at_power_cap(r.get("throttle_reasons"))
         efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
         suspect = efficiency > SUSPECT_ABOVE
@@ -124,8 +125,9 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if nbytes else math.nan,
             "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
-            "compute_ms": compute_ms, "memory_ms": memory_ms, "elementary_ms": elem.ms, "roofline_ms": roofline_ms,
-            "efficiency": math.nan if suspect else efficiency, "wall": wall, "wall_roof": wall_roof,
+            "compute_ms": compute_ms, "memory_ms": memory_ms, "elementary_ms": t.elementary_ms,
+            "roofline_ms": roofline_ms, "efficiency": math.nan if suspect else efficiency, "wall": wall,
+            "wall_roof": t.wall_roof,
             "launch_floor_ms": floor,
             "compute_roof_tflops": croof.value if croof else math.nan,
             "compute_roof_origin": croof.origin if croof else None,
@@ -136,9 +138,60 @@ def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
             "power_w": _float_or_nan(r.get("power_w")),
             "at_power_cap": capped,
             "note": AT_POWER_CAP if capped else "",
-            "elementary_missing": ", ".join(elem.missing),
+            "elementary_missing": ", ".join(t.elementary_missing),
+            "ranks": ranks if family == COLLECTIVE_FAMILY else None,
         })
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """A case's roofline terms against the device's roofs, and the wall they give."""
+
+    croof: Roof | None  # the compute roof
+    broof: Roof | None  # the bandwidth (or interconnect) roof
+    compute_ms: float  # its FLOPs at the compute roof
+    memory_ms: float  # its bytes at the bandwidth roof
+    roofline_ms: float  # the largest term
+    floor: float | None  # the launch (or latency) floor of its timing mode
+    wall: Wall | None
+    wall_roof: str | None  # the roof of the wall, named
+    elementary_ms: float = math.nan  # its elementary functions at their roofs
+    elementary_missing: tuple[str, ...] = ()  # elementary functions without a roof
+
+
+def _kernel_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, flops: float, nbytes: float) -> Terms:
+    """The terms of a kernel: FLOPs, bytes and elementary functions against their roofs."""
+    dtype, family = str(r["dtype"]), str(r["family"])
+    croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
+    broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
+    no_compute = 0.0 if flops == 0 else math.nan
+    compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
+    no_memory = 0.0 if nbytes == 0 else math.nan
+    memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
+    elem = elementary_time(dc, elementary_counts(str(r["op"]), params_of(r.get("params")), dtype), dtype)
+    terms = [t for t in (compute_ms, memory_ms, elem.ms) if not math.isnan(t)]
+    roofline_ms = max(terms) if terms else math.nan
+    floor = launch_floor_ms(dc, str(r["timing_mode"]))
+    compute_side = max((t for t in (compute_ms, elem.ms) if not math.isnan(t)), default=math.nan)
+    wall = _wall(median_ms, roofline_ms, compute_side, memory_ms, floor)
+    return Terms(croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall,
+                 _wall_roof(wall, compute_ms, elem, croof, broof), elem.ms, tuple(elem.missing))
+
+
+def _collective_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, nbytes: float, ranks: float) -> Terms:
+    """The same for a collective: its bus bytes against the interconnect roof of its collective and
+    world size; the wall `overhead` within OVERHEAD_FACTOR of its latency floor, else `comms`. Its adds
+    are not held against a compute roof (compute_ms is 0)."""
+    size = int(ranks) if ranks == ranks else None
+    roof = interconnect_roof(dc, str(r["op"]), size)
+    memory_ms = rates.ms_at_gbps(nbytes, roof.value) if (roof and nbytes > 0) else math.nan
+    floor = latency_floor_ms(dc, str(r["op"]), size)
+    wall: Wall | None = Wall.COMMS if roof is not None else None
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (memory_ms == memory_ms and memory_ms < floor)):
+        wall = Wall.OVERHEAD
+    return Terms(None, roof, 0.0, memory_ms, memory_ms, floor, wall,
+                 roof.label if (roof is not None and wall == Wall.COMMS) else None)
 
 
 def _float_or_nan(value: Any) -> float:  # any cell of a results frame

@@ -9,6 +9,12 @@ int8), bandwidth is decimal GB/s, L2 is bytes. Source tags:
   ROCm  ROCm `gpu-arch-info` table
   3p    third-party spec database (lower confidence)
   DS:x  the vendor datasheet named x
+Interconnect figures are per GPU and per direction (datasheets print the two directions added:
+NVLink 4's "900 GB/s" is 450 GB/s each way), since a collective's bus bandwidth (nccl-tests'
+busbw) is held against what one GPU can send: `nvlink_gbps` over NVLink (to an NVSwitch, or a
+bridge between two cards), `pcie_gbps` over the PCIe link to the host (an x16 link's signalling
+rate; a GPU's collectives over PCIe reach less: NCCL's own topology model counts about 24 GB/s
+for Gen4 x16). AMD's Infinity Fabric is given as `nvlink_gbps` (the GPU-to-GPU links).
 These figures are drawn beside measured ceilings for contrast; they never replace a measurement.
 """
 from __future__ import annotations
@@ -40,6 +46,13 @@ class GpuSpec:
     vector_tflops: Mapping[str, Figure] = field(default_factory=dict)  # CUDA-core / vector ALU peaks
     matrix_tflops: Mapping[str, Figure] = field(default_factory=dict)  # tensor-core / matrix peaks
     name_patterns: tuple[str, ...] = ()  # regexes (case-insensitive) matched against a detected name
+    nvlink_gbps: Figure | None = None  # GPU-to-GPU links (NVLink, Infinity Fabric), per direction
+    pcie_gbps: Figure | None = None  # the host link, per direction
+
+    @property
+    def interconnect_gbps(self) -> Figure | None:
+        """The link a collective between the GPUs of a node uses: NVLink where the part has it, else PCIe."""
+        return self.nvlink_gbps or self.pcie_gbps
 
     def figures(self) -> list[dict]:
         """Every figure of the entry as {quantity, value, unit, source} rows."""
@@ -51,6 +64,9 @@ class GpuSpec:
         if self.sm_count is not None:
             rows.append({"quantity": "SMs" if self.vendor == "NVIDIA" else "CUs", "value": self.sm_count.value,
                          "unit": "", "source": self.sm_count.source})
+        for label, link in (("NVLink per direction", self.nvlink_gbps), ("PCIe per direction", self.pcie_gbps)):
+            if link is not None:
+                rows.append({"quantity": label, "value": link.value, "unit": "GB/s", "source": link.source})
         for label, table in (("vector", self.vector_tflops), ("matrix", self.matrix_tflops)):
             for dtype, fig in table.items():
                 rows.append({"quantity": f"{label} {dtype}", "value": fig.value,
@@ -74,6 +90,11 @@ def _f(value: float, source: str) -> Figure:
     return Figure(float(value), source)
 
 
+def _link(both_ways: float, source: str) -> Figure:
+    """A link's per-direction figure from the datasheet's two directions added."""
+    return Figure(both_ways / 2, f"{source}: {both_ways:g} GB/s both directions, half each way")
+
+
 def _half(value: float, source: str) -> dict[str, Figure]:
     fig = _f(value, source)
     return {"float16": fig, "bfloat16": fig}
@@ -92,6 +113,8 @@ SPECS: tuple[GpuSpec, ...] = (
         vector_tflops={"float64": _f(7.8, "LGT"), "float32": _f(15.7, "LGT")},
         matrix_tflops={"float16": _f(125, "LGT (FP16 tensor)")},
         name_patterns=(r"v100.*sxm", r"v100$"),
+        nvlink_gbps=_link(300, "DS: NVIDIA V100 datasheet (NVLink 2)"),
+        pcie_gbps=_link(32, "DS: NVIDIA V100 datasheet (PCIe Gen3 x16)"),
     ),
     GpuSpec(
         key="A100 SXM 80GB",
@@ -107,6 +130,8 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(624, _A100_DS + ", TOPS"),
         },
         name_patterns=(r"a100.*sxm.*80", r"a100.*80.*sxm", r"a100 sxm$", r"a100$"),
+        nvlink_gbps=_link(600, _A100_DS + " (NVLink 3)"),
+        pcie_gbps=_link(64, _A100_DS + " (PCIe Gen4 x16)"),
     ),
     GpuSpec(
         key="A100 SXM 40GB",
@@ -122,6 +147,8 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(624, _A100_DS + ", TOPS"),
         },
         name_patterns=(r"a100.*sxm",),
+        nvlink_gbps=_link(600, _A100_DS + " (NVLink 3)"),
+        pcie_gbps=_link(64, _A100_DS + " (PCIe Gen4 x16)"),
     ),
     GpuSpec(
         key="A100 PCIe 80GB",
@@ -137,6 +164,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(624, _A100_DS + ", TOPS"),
         },
         name_patterns=(r"a100.*80.*pcie", r"a100.*pcie.*80", r"a100 pcie$"),
+        pcie_gbps=_link(64, _A100_DS + " (PCIe Gen4 x16; an optional NVLink bridge joins two cards at 600)"),
     ),
     GpuSpec(
         key="A100 PCIe 40GB",
@@ -152,6 +180,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(624, _A100_DS + ", TOPS"),
         },
         name_patterns=(r"a100.*pcie",),
+        pcie_gbps=_link(64, _A100_DS + " (PCIe Gen4 x16; an optional NVLink bridge joins two cards at 600)"),
     ),
     GpuSpec(
         key="H100 SXM",
@@ -168,6 +197,8 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(1978.9, "LGT, TOPS"),
         },
         name_patterns=(r"h100.*sxm", r"h100 80gb hbm3", r"h100$", r"h100 hbm3"),
+        nvlink_gbps=_link(900, _H100_DS + " (NVLink 4, SXM)"),
+        pcie_gbps=_link(128, _H100_DS + " (PCIe Gen5 x16)"),
     ),
     GpuSpec(
         key="H100 PCIe",
@@ -184,6 +215,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(1513, "LGT, TOPS"),
         },
         name_patterns=(r"h100.*pcie",),
+        pcie_gbps=_link(128, _H100_DS + " (PCIe Gen5 x16; an optional NVLink bridge joins two cards at 600)"),
     ),
     GpuSpec(
         key="H200",
@@ -200,6 +232,8 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(1979, "MLE note: same compute as H100 SXM, TOPS"),
         },
         name_patterns=(r"h200",),
+        nvlink_gbps=_link(900, "DS: NVIDIA H200 datasheet (NVLink 4, SXM)"),
+        pcie_gbps=_link(128, "DS: NVIDIA H200 datasheet (PCIe Gen5 x16)"),
     ),
     GpuSpec(
         key="B200",
@@ -217,6 +251,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(4500, "DSr (9 POPS sparse / 2), TOPS"),
         },
         name_patterns=(r"(?<!g)b200",),
+        nvlink_gbps=_link(1800, "DS: NVIDIA HGX B200 datasheet (NVLink 5)"),
     ),
     GpuSpec(
         key="L40S",
@@ -232,6 +267,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(733, "DSr, TOPS"),
         },
         name_patterns=(r"l40s",),
+        pcie_gbps=_link(64, "DS: NVIDIA L40S datasheet (PCIe Gen4 x16; no NVLink)"),
     ),
     GpuSpec(
         key="L4",
@@ -247,6 +283,7 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(242.5, "NVIDIA L4 datasheet 485 TOPS with sparsity / 2"),
         },
         name_patterns=(r"\bl4\b",),
+        pcie_gbps=_link(64, "DS: NVIDIA L4 datasheet (PCIe Gen4 x16; no NVLink)"),
     ),
     GpuSpec(
         key="A10",
@@ -257,6 +294,7 @@ SPECS: tuple[GpuSpec, ...] = (
         vector_tflops={"float32": _f(31.2, "LGT")},
         matrix_tflops={"tf32": _f(62.5, "LGT"), **_half(125, "LGT"), "int8": _f(250, "LGT, TOPS")},
         name_patterns=(r"\ba10g?\b",),
+        pcie_gbps=_link(64, "DS: NVIDIA A10 datasheet (PCIe Gen4 x16)"),
     ),
     GpuSpec(
         key="MI300X",
@@ -273,6 +311,8 @@ SPECS: tuple[GpuSpec, ...] = (
             "int8": _f(2614.9, "AMD MI300X datasheet, TOPS"),
         },
         name_patterns=(r"mi300x",),
+        nvlink_gbps=_link(896, "DS: AMD Instinct MI300X datasheet (Infinity Fabric, 7 links)"),
+        pcie_gbps=_link(128, "DS: AMD Instinct MI300X datasheet (PCIe Gen5 x16)"),
     ),
 )
 

@@ -22,6 +22,7 @@ from rooflab.reports.breakdown_section import LayerProfiles
 from rooflab.reports.breakdown_section import section as breakdown_section
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.reports.frames import device_names
+from rooflab.reports.interconnect_section import section as interconnect_section
 from rooflab.reports.roofline import device_roofline
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of
 from rooflab.reports.series import detect
@@ -151,6 +152,7 @@ def render_report(
     crosschecks: pd.DataFrame | None = None,
     layer_profiles: LayerProfiles | None = None,
     counters: pd.DataFrame | None = None,
+    collectives: pd.DataFrame | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -162,7 +164,9 @@ def render_report(
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
     (reports.breakdown_section.load_layer_profiles), for the breakdown section. `counters`: the counter
-    readings (db.counters.counters_frame), for the model-against-counters section and the diagnosis."""
+    readings (db.counters.counters_frame), for the model-against-counters section and the diagnosis.
+    `collectives`: the groups collectives ran in (reports.interconnect_section.load_collectives), for
+    the stragglers of the interconnect section."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -203,6 +207,7 @@ def render_report(
             "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
             "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
             "breakdown": breakdown_section(layer_profiles, rows, dc, plan.shown),
+            "interconnect": interconnect_section(rows, dc, collectives, lambda n, svg: _write_svg(out, n, svg), s),
         }
         pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
         devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
@@ -291,9 +296,12 @@ def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = N
     runs), and the regression verdicts."""
     from rooflab.db.handle import shown
     from rooflab.reports.breakdown_section import load_layer_profiles
+    from rooflab.reports.interconnect_section import load_collectives
     from rooflab.reports.load import load_counters, load_crosschecks, load_report_results, load_verdicts
 
     df, counts = load_report_results(db_url, runs=runs, since=since)
+    run_ids = sorted(df["run_id"].astype(str).unique()) if not df.empty else []
     return render_report(df, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
                          counts=counts, crosschecks=load_crosschecks(db_url),
-                         layer_profiles=load_layer_profiles(db_url), counters=load_counters(db_url))
+                         layer_profiles=load_layer_profiles(db_url), counters=load_counters(db_url),
+                         collectives=load_collectives(db_url, run_ids))

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
 
-from rooflab.reports.ceilings import DeviceCeilings  # noqa: E402 - after matplotlib.use
+from rooflab.reports.ceilings import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.frames import is_cpu, quality_of, usable  # noqa: E402 - after matplotlib.use
 from rooflab.reports.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.reports.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
@@ -29,7 +29,7 @@ from rooflab.vocab import CacheMode, CeilingKind, Quality, ResultStatus  # noqa:
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
-FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe")
+FAMILY_ORDER = ("pointwise", "reduction", "gemm", "attention", "overhead", "probe", "collective")
 DTYPE_MARKERS = {"float64": "D", "float32": "o", "tf32": "s", "float16": "^", "bfloat16": "v",
                  "float8_e4m3fn": "P", "float8_e5m2": "X", "int8": "*", "int32": "h"}
 _RC: dict[RcKeyType, Any] = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", "figure.dpi": 100, "savefig.dpi": 150}
@@ -103,6 +103,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
           if not rows.empty else rows)
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
+        ok = ok[ok["family"] != COLLECTIVE_FAMILY]  # bus bytes are not DRAM traffic: the interconnect section
     if ok.empty:
         return pd.DataFrame(columns=list(POINT_COLUMNS) + ["x", "y", "family", "dtype", "cache", "op"])
     pts = ok[(pd.to_numeric(ok["flops"], errors="coerce") > 0)
@@ -289,6 +290,7 @@ def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
 def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
     """Achieved GB/s against working set (bytes, log x) for zero-FLOP ops and the stream probes."""
     ok = usable(rows)
+    ok = ok[ok["family"] != COLLECTIVE_FAMILY] if not ok.empty else ok  # charted in the interconnect section
     sel = (ok[(pd.to_numeric(ok["flops"], errors="coerce") == 0) | ok["op"].astype(str).str.startswith("stream_")]
            if not ok.empty else ok)
     sel = sel[pd.to_numeric(sel["bytes"], errors="coerce") > 0] if not sel.empty else sel

@@ -2,7 +2,9 @@
 
 The op's own FLOP and byte models (suite.ops.registry) give the intensity; the device's roofs come
 from its measured ceilings when the database has them, else from the datasheet table. Each roof
-says which it is.
+says which it is. A collective (family collective; `ranks` must be a number) is held against the
+interconnect roof of that collective and world size instead (reports/interconnect.py): its bus
+bytes over that roof are its time, `overhead` below its latency floor, `comms` otherwise.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pandas as pd
 
 from rooflab.db import rates
 from rooflab.reports.ceilings import (
+    COLLECTIVE_FAMILY,
     DeviceCeilings,
     Roof,
     bandwidth_roof,
@@ -25,6 +28,7 @@ from rooflab.reports.ceilings import (
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.frames import device_names, select_device
 from rooflab.reports.gpu_specs import SPECS, match_device
+from rooflab.reports.interconnect import interconnect_roof, latency_floor_ms
 from rooflab.vocab import CacheMode, TimingMode, Wall
 
 
@@ -46,8 +50,9 @@ class Prediction:
     ridge_flop_per_byte: float
     roofline_ms: float
     attainable_tflops: float
-    wall: str  # compute | bandwidth | overhead
-    launch_floor_ms: float | None
+    wall: str  # compute | bandwidth | overhead | comms
+    launch_floor_ms: float | None  # for a collective: its latency floor
+    collective: bool = False  # the bandwidth roof is the interconnect's, and there is no compute roof
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -127,6 +132,8 @@ def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of one case on one device."""
     op, params = resolve_op_params(op_name, shape, dtype)
     dc = device_ceilings(device, df)
+    if op.family == COLLECTIVE_FAMILY:
+        return _collective_prediction(op, params, dtype, dc, device)
     flops, nbytes = int(op.flops(params, dtype)), int(op.bytes(params, dtype))
     croof = compute_roof(dc, dtype, matrix=uses_matrix_units(op.family, dtype))
     broof = bandwidth_roof(dc, hot=l2_resident(dc, cache, nbytes))
@@ -135,6 +142,30 @@ def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame
             f"--device {device!r} has no {'compute roof for ' + dtype if croof is None else 'bandwidth roof'} "
             "(neither measured nor in the datasheet table)")
     return _prediction(op_name, params, dtype, dc, flops, nbytes, croof, broof, launch_floor_ms(dc, timing_mode))
+
+
+def _collective_prediction(op, params: dict, dtype: str, dc: DeviceCeilings, device: str) -> Prediction:
+    if not isinstance(params.get("ranks"), int):
+        raise ReportInputError(f"--shape: give {op.name}'s world size as a number (e.g. ranks=8), not "
+                               f"{params.get('ranks')!r}: the roofs are per collective and world size")
+    ranks = int(params["ranks"])
+    flops, nbytes = int(op.flops(params, dtype)), int(op.bytes(params, dtype))
+    roof = interconnect_roof(dc, op.name, ranks)
+    if roof is None:
+        raise ReportInputError(f"--device {device!r} has no interconnect roof for {op.name} on {ranks} ranks "
+                               "(neither measured nor a datasheet link figure)")
+    floor = latency_floor_ms(dc, op.name, ranks)
+    time_ms = rates.ms_at_gbps(nbytes, roof.value)
+    nan = math.nan
+    return Prediction(
+        op=op.name, params=dict(params), dtype=dtype, device=dc.device_name, flops=flops, bytes=nbytes,
+        intensity=flops / nbytes if nbytes else math.inf, compute_tflops=nan, compute_origin="none",
+        compute_source="a collective's adds are not held against a compute roof", bandwidth_gbps=roof.value,
+        bandwidth_origin=roof.origin, bandwidth_source=roof.source, ridge_flop_per_byte=nan,
+        roofline_ms=max(time_ms, floor or 0.0), attainable_tflops=nan,
+        wall=Wall.OVERHEAD if floor is not None and time_ms < floor else Wall.COMMS, launch_floor_ms=floor,
+        collective=True,
+    )
 
 
 def _prediction(op_name, params, dtype, dc, flops, nbytes, croof: Roof, broof: Roof, floor) -> Prediction:

@@ -173,6 +173,24 @@ class LayerProfileRecord:
     parts: tuple[LayerPartRecord, ...] = ()
 
 
+@dataclass(frozen=True)
+class CollectiveRecord:
+    """The group of rank processes a collective case (family collective) ran in.
+
+    `ranks` is the world size the case resolved to (`ranks: all` becomes the run's GPU count), a
+    column of `measurements`; the rest is kept in the `collectives` table (db/collectives.py):
+    `rank_medians_ms` each rank's own median over the same samples (the case's samples are the
+    slowest rank's), so a straggler shows; `rank_devices` where each rank ran (host and device,
+    with the GPU's UUID); `comm_version` the NCCL version (None on gloo) and `comm_settings` the
+    NCCL_* / TORCH_NCCL_* / GLOO_* variables the ranks ran with."""
+
+    ranks: int
+    rank_medians_ms: tuple[float, ...] = col((), stored=False)
+    rank_devices: tuple[str, ...] = col((), stored=False)
+    comm_version: str | None = col(None, stored=False)
+    comm_settings: Mapping[str, str] = field(default_factory=dict, metadata={"column": Column(stored=False)})
+
+
 @dataclass(frozen=True, kw_only=True)
 class MeasurementRecord:
     """One case measured (or not) in one run on one device: the parts above, the status and the
@@ -187,6 +205,7 @@ class MeasurementRecord:
     work: WorkModel = WorkModel()
     samples_ms: tuple[float, ...] = col((), stored=False)  # the raw samples (table `samples`)
     layer_profile: LayerProfileRecord | None = col(None, stored=False)  # ops made of parts (status ok)
+    collective: CollectiveRecord | None = None  # collectives: the group they ran in (any status)
 
     @property
     def ok(self) -> bool:
@@ -196,6 +215,11 @@ class MeasurementRecord:
     def median_ms(self) -> float | None:
         """The result's figure (None unless it was timed)."""
         return self.stats.median_ms if self.stats is not None else None
+
+    @property
+    def ranks(self) -> int | None:
+        """The world size of a collective (None for every other case)."""
+        return self.collective.ranks if self.collective is not None else None
 
 
 # -- what a run hands the store beside its measurements ----------------------------------------
@@ -263,11 +287,13 @@ def _split(values: Mapping[str, Any], caller: str) -> tuple[dict[str, Any], dict
 
 def record_from_columns(**values: Any) -> MeasurementRecord:
     """A MeasurementRecord from flat names, as its columns are named (`median_ms=...`, `run_id=...`):
-    each name goes to the part that holds it; the statistics are made when any of theirs is given.
+    each name goes to the part that holds it; an optional part (the statistics, a collective's group)
+    is made when any of its fields is given a value other than its column's empty one (None, or
+    the `empty` of its `col()`: 0 samples).
     An unknown name raises TypeError. For callers that hold flat rows (tests, plugins, importers)."""
     own, parts = _split(values, "record_from_columns")
     for name, given in parts.items():
-        if given or name not in _OPTIONAL_PARTS:
+        if name not in _OPTIONAL_PARTS or any(v != _EMPTY[name].get(k) for k, v in given.items()):
             own[name] = _PARTS[name](**given)
     return MeasurementRecord(**own)
 
@@ -283,5 +309,7 @@ def with_columns(m: MeasurementRecord, **values: Any) -> MeasurementRecord:
 
 
 _PARTS: dict[str, Any] = {"identity": Identity, "method": TimingMethod, "stats": Statistics,
-                          "machine": MachineObservation, "work": WorkModel}
-_OPTIONAL_PARTS = frozenset({"stats"})
+                          "machine": MachineObservation, "work": WorkModel, "collective": CollectiveRecord}
+_OPTIONAL_PARTS = frozenset({"stats", "collective"})
+# an optional part's field -> the value its column holds when the part is absent
+_EMPTY = {name: {f.name: column_of(f).empty for f in dataclasses.fields(_PARTS[name])} for name in _OPTIONAL_PARTS}

@@ -156,6 +156,8 @@ class CeilingKind(StrEnum):
     MATRIX = "matrix"  # GEMM throughput per dtype (TFLOP/s)
     LAUNCH = "launch"  # the launch floor (ms per launch)
     ELEMENTARY = "elementary"  # elementary-function throughput per function and dtype (Geval/s)
+    INTERCONNECT = "interconnect"  # best large-message bus bandwidth per collective and world size (GB/s)
+    COMM_LATENCY = "comm_latency"  # a collective's latency floor: its smallest messages (ms)
 
 
 class ElementaryFunction(StrEnum):
@@ -181,3 +183,4 @@ class Wall(StrEnum):
     COMPUTE = "compute"
     BANDWIDTH = "bandwidth"
     OVERHEAD = "overhead"
+    COMMS = "comms"  # a collective bound by the interconnect's bandwidth

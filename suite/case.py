@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import CACHE_MODES, TIMING_MODES, CacheMode, TimingMode
 
-FAMILIES = ("pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe")
-BACKENDS = ("eager", "compiled", "cupy")
+FAMILIES = ("pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe", "collective")
+# eager, compiled and cupy run one device's kernels; gloo and nccl are the distributed backends a
+# collective (family collective) runs on: gloo over loopback on a CPU, NCCL across GPUs
+BACKENDS = ("eager", "compiled", "cupy", "gloo", "nccl")
 # dtypes as torch spells them, plus `tf32`: float32 GEMM on tensor cores.
 DTYPES = (
     "float64",

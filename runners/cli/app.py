@@ -10,6 +10,7 @@ from rooflab.errors import UserError
 from rooflab.runners.cli import (
     breakdown_cmd,
     cluster_cmd,
+    collectives_cmd,
     counters_cmd,
     crosscheck_cmd,
     db_cmd,
@@ -59,7 +60,7 @@ def _options(
 
 
 for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd,
-               counters_cmd):
+               counters_cmd, collectives_cmd):
     module.register(app, db_app)
 
 

@@ -42,6 +42,8 @@ def slurm_command(
     ),
     time_limit: str = typer.Option("04:00:00", "--time", help="Wall time of each shard task, [D-]HH:MM:SS."),
     finalize_time: str = typer.Option("01:00:00", "--finalize-time", help="Wall time of the finalising job."),
+    collectives_time: str = typer.Option("01:00:00", "--collectives-time",
+                                         help="Wall time of the collective step over all nodes."),
     partition: str | None = typer.Option(None, "--partition", help="Slurm partition."),
     account: str | None = typer.Option(None, "--account", help="Slurm account."),
     out: Path = typer.Option(Path("rooflab-nightly"), "--out", help="Shared directory for logs/ and report/."),
@@ -80,6 +82,7 @@ def slurm_command(
             db_file=db_file,
             time_limit=time_limit,
             finalize_time_limit=finalize_time,
+            collectives_time_limit=collectives_time,
             partition=partition,
             account=account,
             run_id=run_id,
@@ -100,10 +103,11 @@ def slurm_command(
             "note: several nodes writing one SQLite file on a network filesystem risk lock errors and corruption; "
             "prefer PostgreSQL, or node-local SQLite files joined with `rooflab db merge`"
         )
-    array, finalize, submit = written
-    typer.echo(f"array script:    {array}")
-    typer.echo(f"finalise script: {finalize}")
-    typer.echo(f"submit script:   {submit}")
+    array, finalize, submit, collectives = written
+    typer.echo(f"array script:       {array}")
+    typer.echo(f"collectives script: {collectives}")
+    typer.echo(f"finalise script:    {finalize}")
+    typer.echo(f"submit script:      {submit}")
     typer.echo(f"submit tonight's run with: bash {submit}")
 
 

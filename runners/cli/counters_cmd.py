@@ -14,6 +14,7 @@ from rooflab.runners.cli.common import (
     console,
     db_url,
     err_console,
+    fail,
     fail_with,
     output_dir,
     print_json,
@@ -53,8 +54,7 @@ def counters_command(
     from rooflab.runners.counters.session import run_counters
 
     if seed < 0:
-        err_console.print(f"[bold red]error:[/] --seed {seed}: must be >= 0", highlight=False)
-        raise typer.Exit(2)
+        fail(f"--seed {seed}: must be >= 0")
     keep = output_dir(keep_reports, "--keep-reports") if keep_reports is not None else None
 
     def progress(record: CounterRecord) -> None:

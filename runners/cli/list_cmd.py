@@ -26,11 +26,11 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     width = max(len("case_key"), *(len(r["case_key"]) for r in rows))
-    header = f"{'case_key':<{width}}  {'family':<9}  {'benchmark':<16}  {'FLOPs':>9}  {'bytes':>9}"
+    header = f"{'case_key':<{width}}  {'family':<10}  {'benchmark':<16}  {'FLOPs':>9}  {'bytes':>9}"
     lines = [header]
     for r in rows:
         lines.append(
-            f"{r['case_key']:<{width}}  {r['family']:<9}  {r['benchmark']:<16}  {_si(r['flops']):>9}  "
+            f"{r['case_key']:<{width}}  {r['family']:<10}  {r['benchmark']:<16}  {_si(r['flops']):>9}  "
             f"{_si(r['bytes'], 'B'):>9}"
         )
     console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)

@@ -161,7 +161,7 @@ def predict_cmd(
     table = Table(title=f"{escape(op)} {escape(dtype)} on {escape(pred.device)}", show_header=False)
     table.add_column("quantity")
     table.add_column("value", overflow="fold")
-    rows = [
+    rows = _collective_rows(pred) if pred.collective else [
         ("params", ",".join(f"{k}={v}" for k, v in pred.params.items())),
         ("FLOPs", f"{pred.flops:,}"), ("bytes", f"{pred.bytes:,}"),
         ("intensity", f"{_fmt(pred.intensity)} FLOP/byte"),
@@ -176,6 +176,18 @@ def predict_cmd(
     for k, v in rows:
         table.add_row(k, escape(str(v)))
     console.print(table)
+
+
+def _collective_rows(pred: Any) -> list[tuple[str, str]]:
+    return [
+        ("params", ",".join(f"{k}={v}" for k, v in pred.params.items())),
+        ("FLOPs (the reduction's adds)", f"{pred.flops:,}"), ("bus bytes (nccl-tests' S x factor)", f"{pred.bytes:,}"),
+        ("interconnect roof",
+         f"{_fmt(pred.bandwidth_gbps)} GB/s busbw ({pred.bandwidth_origin}: {pred.bandwidth_source})"),
+        ("wall", pred.wall),
+        ("roofline time", f"{_fmt(pred.roofline_ms)} ms"),
+        ("latency floor", f"{_fmt(pred.launch_floor_ms)} ms" if pred.launch_floor_ms else "not measured"),
+    ]
 
 
 def ambiguous_device(device: str, df: pd.DataFrame) -> list[str]:
@@ -326,6 +338,7 @@ def report_cmd(
     from rooflab.db.urls import redact
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
+    from rooflab.reports.interconnect_section import load_collectives
     from rooflab.reports.load import PendingVerdicts, load_counters, load_crosschecks, load_report_results
 
     if run and since:
@@ -339,9 +352,11 @@ def report_cmd(
         crosschecks = _guard(lambda: load_crosschecks(url))
         layer = _guard(lambda: load_layer_profiles(url))
         counters = _guard(lambda: load_counters(url))
+        groups = _guard(lambda: load_collectives(url, sorted(df["run_id"].astype(str).unique()) if not df.empty
+                                                 else []))
         index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result,
                                              runs=run or None, since=since, counts=counts, crosschecks=crosschecks,
-                                             layer_profiles=layer, counters=counters))
+                                             layer_profiles=layer, counters=counters, collectives=groups))
     finally:
         pending.cancel()  # a report that failed before the regressions page leaves no process behind
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)

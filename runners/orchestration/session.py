@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,8 @@ from typing import Any
 from rooflab.db.handle import Database, as_database
 from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
+from rooflab.runners.orchestration.collectives import CollectivePhase, is_collective
 from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
@@ -319,11 +321,13 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
     commit, dirty = git_state()
     run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
     store.start_run(run, shard=shard)
+    lane_cases = [case for case in cases if not is_collective(case)]
+    group_cases = [case for case in cases if is_collective(case)]
     supervisor = Supervisor(
         store=store,
         run_id=effective_run_id,
         torch_devices=torch_devices,
-        cases=cases,
+        cases=lane_cases,
         progress=reporter,
         seed=seed,
         timing_overrides=overrides,
@@ -332,9 +336,15 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
         handle_signals=handle_signals,
         cpu_threads=cpu_threads,
     )
-    reporter.start(len(cases) * len(torch_devices), torch_devices)
+    reporter.start(len(lane_cases) * len(torch_devices) + len(group_cases), torch_devices)
+    group_key = None
     try:
         result = supervisor.run()
+        if group_cases:
+            result, group_key = _collective_phase(result, CollectivePhase(
+                store=store, run_id=effective_run_id, cases=group_cases, torch_devices=torch_devices,
+                progress=reporter, seed=seed, timing_overrides=overrides, case_timeout_s=case_timeout_s, shard=shard,
+                handle_signals=handle_signals))
     except BaseException:
         try:
             store.finish_run(effective_run_id, RunStatus.FAILED, shard=shard)
@@ -345,10 +355,26 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
         reporter.close()
     status = result.status
     if status == RunStatus.COMPLETE and not covers_spec(store, effective_run_id, expanded, filtered, result.lanes,
-                                                       shard):
+                                                       shard, group_key):
         status = RunStatus.PARTIAL
     store.finish_run(effective_run_id, status, shard=shard)
     return status, result
+
+
+def _collective_phase(result: SupervisorResult, phase: CollectivePhase) -> tuple[SupervisorResult, str | None]:
+    """The run's collective cases after its lanes (runners/orchestration/collectives.py), unless the
+    lanes were interrupted; the supervisor's result with the phase's added, and rank 0's device key."""
+    if result.status == RunStatus.INTERRUPTED:
+        return replace(result, unmeasured=result.unmeasured + len(phase.cases)), None
+    done = phase.run()
+    status = result.status
+    if done.interrupted:
+        status = RunStatus.INTERRUPTED
+    elif done.error:
+        status = RunStatus.FAILED
+    lanes = result.lanes + ((done.lane,) if done.lane is not None else ())
+    return replace(result, status=status, results=result.results + done.results, lanes=lanes,
+                   unmeasured=result.unmeasured + done.unmeasured), done.device_key
 
 
 def check_resume_spec(stored_run: Any, spec: Any) -> None:
@@ -366,16 +392,22 @@ def check_resume_spec(stored_run: Any, spec: Any) -> None:
 
 
 def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Sequence[Case],
-                lanes: Sequence[LaneReport], shard: str | None) -> bool:
+                lanes: Sequence[LaneReport], shard: str | None, group_key: str | None = None) -> bool:
     """Whether every case of the spec (for this device kind) now has a result on every device of
-    this invocation. A shard answers for its own part: it covers the spec when no filter left a case
-    out (the run is complete once every shard is)."""
+    this invocation, and every collective case one on rank 0's device (`group_key`). A shard answers
+    for its own part: it covers the spec when no filter left a case out (the run is complete once
+    every shard is)."""
     from rooflab.db.measurement_columns import device_key
 
     if shard is not None:
         return len(filtered) == len(expanded)
-    wanted = {case.case_key for case in expanded}
-    for lane in lanes:
+    grouped = {case.case_key for case in expanded if is_collective(case)}
+    if grouped and (group_key is None or not grouped <= store.measured_case_keys(run_id, group_key)):
+        return False
+    wanted = {case.case_key for case in expanded if not is_collective(case)}
+    for lane in lanes if wanted else ():
+        if lane.torch_device == COLLECTIVES_LANE:
+            continue
         if lane.device_fingerprint is None:
             return False
         held = store.measured_case_keys(run_id, device_key(lane.device_uuid, lane.device_fingerprint))

@@ -1,14 +1,20 @@
 """Slurm batch scripts for a nightly run over many GPU nodes.
 
-Three files are written next to each other:
+Four files are written next to each other:
 
 - `<name>.sbatch`: a job array with one task per node; task I runs shard I/N of the suite on all
-  GPUs of its node (`rooflab run --shard I/N --devices all`), every shard under one run id.
-- `<name>.finalize.sbatch`: one small CPU job that runs once all array tasks have ended, whether
-  they succeeded or not (`--dependency=afterany`): the regression check, the HTML report and the
-  JSON summary (`rooflab nightly --skip-run`).
+  GPUs of its node (`rooflab run --shard I/N --devices all`), every shard under one run id. The
+  collective cases of a shard run there over the GPUs of that node (`ranks: all` = the node's GPUs).
+- `<name>.collectives.sbatch`: one job step over every node and GPU of an allocation (one task per
+  GPU, started by `srun`), after the array: `rooflab collectives` measures the spec's collective
+  cases across all nodes, each task a rank, the rendezvous on the first node (MASTER_ADDR,
+  MASTER_PORT); `ranks: all` is stored under the step's world size (e.g. ranks=32).
+- `<name>.finalize.sbatch`: one small CPU job that runs once the collective step has ended, whether
+  it or the array succeeded or not (`--dependency=afterany`): the regression check, the HTML report
+  and the JSON summary (`rooflab nightly --skip-run`).
 - `<name>.submit.sh`: the driver a user (or cron/scrontab) runs each night: it fixes the run id,
-  creates the log directory, submits the array and then the finalising job depending on it.
+  creates the log directory, submits the array, the collective step depending on it, and the
+  finalising job depending on the collective step.
 
 The database URL never appears on a command line: the scripts export ROOFLAB_DB, which rooflab
 reads. It comes from one of: `--db URL`, written into the scripts, which must not carry a password
@@ -51,6 +57,7 @@ class SlurmJob:
     db_file: Path | None = None  # or a file holding the URL, read by each job
     time_limit: str = "04:00:00"
     finalize_time_limit: str = "01:00:00"
+    collectives_time_limit: str = "01:00:00"
     partition: str | None = None
     account: str | None = None
     run_id: str | None = None  # None: derived at submission as <suite>-<UTC date>
@@ -62,6 +69,7 @@ class SlurmScripts:
     array: str
     finalize: str
     submit: str
+    collectives: str
 
 
 def check_time(value: str, option: str = "--time") -> str:
@@ -133,6 +141,7 @@ def validate(job: SlurmJob) -> SlurmJob:
         check_db_url(job.db_url)
     check_time(job.time_limit)
     check_time(job.finalize_time_limit, "--finalize-time")
+    check_time(job.collectives_time_limit, "--collectives-time")
     check_name(job.partition, "--partition")
     check_name(job.account, "--account")
     if job.run_id is not None:
@@ -266,6 +275,48 @@ exec "$ROOFLAB" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" --device
 """
 
 
+def render_collectives(job: SlurmJob) -> str:
+    gpus = job.gpus_per_node
+    header = _directives(
+        job,
+        lines=[
+            ("--job-name", sbatch_quote(f"rooflab-{job.suite}-collectives")),
+            ("--nodes", str(job.nodes)),
+            ("--ntasks-per-node", str(gpus)),
+            ("--gpus-per-node", str(gpus)),
+            ("--exclusive", None),
+            ("--time", job.collectives_time_limit),
+            ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%j.out"))),
+            ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%j.err"))),
+        ],
+    )
+    return f"""#!/bin/bash
+# rooflab nightly, collectives over the whole allocation: {job.nodes} nodes x {gpus} GPUs = {job.nodes * gpus} ranks.
+#
+# One job step, one task per GPU: each task runs `rooflab collectives`, takes its rank from
+# SLURM_PROCID, the world size from SLURM_NTASKS and its GPU from SLURM_LOCALID, and joins the
+# group through torch.distributed's env:// rendezvous: a TCP store that rank 0 opens on the first
+# node at MASTER_PORT (below; the nodes are exclusive to this job, so no other run uses the port).
+# Rank 0 stores the results into the night's run: the spec's collective cases with `ranks: all`
+# are stored under this step's world size (ranks={job.nodes * gpus}), beside the one-node groups the
+# array measured. A rank that fails ends the step (--kill-on-bad-exit); a second submission of the
+# night measures only the cases still missing.
+{header}
+set -euo pipefail
+
+{_environment(job, with_out=False)}
+
+# the rendezvous: the first node of the allocation, a port derived from the job id
+mapfile -t NODES < <(scontrol show hostnames "${{SLURM_JOB_NODELIST:?submit with sbatch}}")
+MASTER_ADDR="${{NODES[0]:?scontrol listed no node of $SLURM_JOB_NODELIST}}"
+MASTER_PORT=$(( 20000 + ${{SLURM_JOB_ID:?submit with sbatch}} % 20000 ))
+export MASTER_ADDR MASTER_PORT
+echo "rooflab: run $RUN_ID collectives on {job.nodes * gpus} ranks, rendezvous $MASTER_ADDR:$MASTER_PORT"
+exec srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={gpus} \\
+  "$ROOFLAB" collectives "$SPEC" --run-id "$RUN_ID"
+"""
+
+
 def render_finalize(job: SlurmJob) -> str:
     header = _directives(
         job,
@@ -279,9 +330,10 @@ def render_finalize(job: SlurmJob) -> str:
         ],
     )
     return f"""#!/bin/bash
-# rooflab nightly, last step: runs once every shard of the array has ended (the submit script makes
-# it depend on the array with afterany, so it also runs when a shard failed or hit its time limit;
-# shards that did not finish are listed as missing in the summary). Needs no GPU.
+# rooflab nightly, last step: runs once the collective step after the shard array has ended (the
+# submit script makes it depend on that step with afterany, so it also runs when a shard or the step
+# failed or hit its time limit; shards that did not finish are listed as missing in the summary).
+# Needs no GPU.
 #
 # `rooflab nightly --skip-run` does the regression check over the database's history (what
 # `rooflab regressions` prints), writes the HTML report (what `rooflab report` writes) to
@@ -296,7 +348,7 @@ exec "$ROOFLAB" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report
 """
 
 
-def render_submit(job: SlurmJob, array_path: Path, finalize_path: Path) -> str:
+def render_submit(job: SlurmJob, array_path: Path, finalize_path: Path, collectives_path: Path) -> str:
     if job.run_id is not None:
         run = f"RUN_ID={shlex.quote(job.run_id)}"
     else:
@@ -306,12 +358,14 @@ def render_submit(job: SlurmJob, array_path: Path, finalize_path: Path) -> str:
             f'RUN_ID="${{ROOFLAB_RUN_ID:-{job.suite}-$(date -u +%Y%m%d)}}"'
         )
     return f"""#!/bin/bash
-# Submit one rooflab nightly run of {job.suite!r}: the shard array, then the finalising job that waits
-# for all of it (--dependency=afterany:<array job id>). Run it with bash (e.g. from scrontab/cron).
+# Submit one rooflab nightly run of {job.suite!r}: the shard array, the collective step over all
+# nodes when the array has ended, then the finalising job when that step has ended
+# (--dependency=afterany:<job id>). Run it with bash (e.g. from scrontab/cron).
 set -euo pipefail
 
 OUT={shlex.quote(str(job.out_dir))}
 ARRAY_SCRIPT={shlex.quote(str(array_path))}
+COLLECTIVES_SCRIPT={shlex.quote(str(collectives_path))}
 FINALIZE_SCRIPT={shlex.quote(str(finalize_path))}
 {run}
 if [[ ! "$RUN_ID" =~ ^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,127}}$ ]]; then
@@ -325,12 +379,15 @@ mkdir -p -- "$OUT/logs" "$OUT/report"
 # --export passes RUN_ID to both jobs along with the submitting environment.
 ARRAY_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" "$ARRAY_SCRIPT")
 ARRAY_JOB=${{ARRAY_JOB%%;*}}  # --parsable prints <job id>[;<cluster>]
-FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$ARRAY_JOB" \
+COMM_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$ARRAY_JOB" \
+  "$COLLECTIVES_SCRIPT")
+COMM_JOB=${{COMM_JOB%%;*}}
+FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$COMM_JOB" \
   "$FINALIZE_SCRIPT")
 FINAL_JOB=${{FINAL_JOB%%;*}}
 
 echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({job.nodes} nodes x {job.gpus_per_node} GPUs)," \
-  "finalising job $FINAL_JOB"
+  "collective step $COMM_JOB, finalising job $FINAL_JOB"
 echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/summary.json"
 """
 
@@ -349,18 +406,29 @@ def render(job: SlurmJob, array_path: Path) -> SlurmScripts:
     return SlurmScripts(
         array=render_array(job),
         finalize=render_finalize(job),
-        submit=render_submit(job, array_path, finalize_path),
+        submit=render_submit(job, array_path, finalize_path, collectives_path(array_path)),
+        collectives=render_collectives(job),
     )
+
+
+def _stem(array_path: Path) -> str:
+    return array_path.name[: -len(".sbatch")] if array_path.name.endswith(".sbatch") else array_path.name
 
 
 def companion_paths(array_path: Path) -> tuple[Path, Path]:
     """(finalize script, submit script) beside `array_path` (`x.sbatch` -> `x.finalize.sbatch`, `x.submit.sh`)."""
-    stem = array_path.name[: -len(".sbatch")] if array_path.name.endswith(".sbatch") else array_path.name
+    stem = _stem(array_path)
     return array_path.with_name(f"{stem}.finalize.sbatch"), array_path.with_name(f"{stem}.submit.sh")
 
 
+def collectives_path(array_path: Path) -> Path:
+    """The collective step's script beside `array_path` (`x.sbatch` -> `x.collectives.sbatch`)."""
+    return array_path.with_name(f"{_stem(array_path)}.collectives.sbatch")
+
+
 def write_scripts(job: SlurmJob, array_path: Path) -> list[Path]:
-    """Write the three scripts (all rendered before any is written) and return their paths."""
+    """Write the four scripts (all rendered before any is written) and return their paths: array,
+    finalise, submit, collective step."""
     check_path(array_path, "--output")
     array_path = array_path.resolve()
     scripts = render(job, array_path)
@@ -371,6 +439,7 @@ def write_scripts(job: SlurmJob, array_path: Path) -> list[Path]:
         (array_path, scripts.array, 0o644),
         (finalize_path, scripts.finalize, 0o644),
         (submit_path, scripts.submit, 0o755),
+        (collectives_path(array_path), scripts.collectives, 0o644),
     ):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text)

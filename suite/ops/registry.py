@@ -25,6 +25,7 @@ BUILTIN_MODULES = (
     "rooflab.suite.ops.overhead",
     "rooflab.suite.ops.probes",
     "rooflab.suite.ops.elementary",
+    "rooflab.suite.ops.collective",
 )
 
 _ops: dict[str, Op] = {}

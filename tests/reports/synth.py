@@ -194,3 +194,38 @@ def layer_block(*, matrix_tflops: float, hbm_gbps: float, gap_ms: float, compile
         "gap_ms": gap_ms, "unattributed_ms": 0.0, "overlap_ms": 0.0, "host_ms": whole * 1.3, "events": len(parts),
     }
     return [eager, compiled], pd.DataFrame([profile]), pd.DataFrame(parts)
+
+
+def collective(op: str, n: int, ranks: int, *, busbw_gbps: float | None = None, median_ms: float | None = None,
+               dtype: str = "bfloat16", backend: str = "nccl", ranks_param: object = None, **kw) -> dict:
+    """A collective result (family collective) whose busbw (its stored gbps) or median is given; its
+    bytes and FLOPs are the op's own model (nccl-tests' S x factor) at `ranks` ranks; `ranks_param`
+    is the case's `ranks` (default: the number; "all" as a node-level case stores it)."""
+    from rooflab.suite.ops.registry import get_op
+
+    model = get_op(op)
+    params = model.resolved_params({"n": n, "ranks": ranks})
+    nbytes, flops = model.bytes(params, dtype), model.flops(params, dtype)
+    if median_ms is None:
+        median_ms = nbytes / (busbw_gbps * 1e9) * 1e3
+    key_params = dict(params, ranks=ranks_param if ranks_param is not None else ranks)
+    out = row(op=op, family="collective", dtype=dtype, params=key_params, median_ms=median_ms, flops=flops,
+              nbytes=nbytes, cache="hot", backend=backend, **kw)
+    out["ranks"] = ranks
+    return out
+
+
+def collective_sweep(op: str, ranks: int, *, peak_gbps: float, latency_ms: float, exponents=range(3, 31, 3),
+                     dtype: str = "bfloat16", **kw) -> list[dict]:
+    """A message-size sweep (2^e bytes per rank) of one collective whose time is the latency plus
+    its bus bytes at `peak_gbps`: busbw climbs from the latency floor to the peak."""
+    from rooflab.suite.dtypes import element_size
+    from rooflab.suite.ops.registry import get_op
+
+    rows = []
+    for e in exponents:
+        n = max(1, (1 << e) // element_size(dtype))
+        nbytes = get_op(op).bytes({"n": n, "ranks": ranks}, dtype)
+        rows.append(collective(op, n, ranks, median_ms=latency_ms + nbytes / (peak_gbps * 1e9) * 1e3, dtype=dtype,
+                               **kw))
+    return rows

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from rooflab.reports.html import render_report
-from tests.reports.synth import device_rows, frame, gemm, history, layer_block, noisy, row
+from tests.reports.synth import collective_sweep, device_rows, frame, gemm, history, layer_block, noisy, row
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 EVIL = "<script>alert('x')</script>"
@@ -32,6 +32,8 @@ def _site_frame() -> pd.DataFrame:
     rows.append(row(op=EVIL, family="pointwise", params={"n": EVIL}, flops=n, nbytes=8 * n, median_ms=0.1,
                     host=EVIL, run_id=EVIL))
     rows += history(noisy(25, 1.0, 0.02, 3) + [1.2, 1.21], start_order=10)
+    # the newest H100 run also measured collectives over 8 GPUs: the interconnect section
+    rows += collective_sweep("all_reduce", 8, peak_gbps=370.0, latency_ms=0.02, run_id="run-0036", run_order=36)
     rows += history(noisy(25, 0.5, 0.02, 4) + [0.51], start_order=10, device_name=EVIL + " GPU", fingerprint=EVIL)
     return frame(rows)
 
@@ -66,8 +68,9 @@ def test_report_pages_are_written_and_escaped(site):
     assert '<span class="key">run-0036</span>' in dev and "28 other run(s)" in dev
     assert "<title>" in dev and 'href="#pt-1"' in dev and 'id="pt-1"' in dev  # hoverable points, linked to the table
     assert "eager vs compiled" not in dev  # run-1's workload is not shown by default
+    assert "Interconnect: collectives" in dev and "figures/interconnect-" in dev
     other = next(site.glob("device-nvidia-a100*.html")).read_text()
-    assert "No profiled blocks" in other
+    assert "No profiled blocks" in other and "Interconnect: collectives" not in other
 
 
 def test_a_chosen_run_is_shown_instead(tmp_path):
@@ -76,9 +79,15 @@ def test_a_chosen_run_is_shown_instead(tmp_path):
     assert "Showing the chosen run(s)" in dev and "eager vs compiled" in dev
     # the layer breakdown of the block measured in that run: inline SVG bars, the parts' table, MFU
     # and the fusion estimate beside the measured compiled speedup
-    section = dev[dev.index("Where a block"):]
+    section = _breakdown(dev)
     assert section.count("<svg") == 1 and "<rect" in section and "mlp_down" in section
     assert "of the measured matrix ceiling" in section and "measured eager/compiled speedup 1.25" in section
+
+
+def _breakdown(page: str) -> str:
+    """The breakdown section of a device page (up to the interconnect section that follows it)."""
+    section = page[page.index("Where a block"):]
+    return section.split('<h2 id="interconnect">')[0]
 
 
 def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(tmp_path):
@@ -88,7 +97,7 @@ def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(tmp_pa
     newest = "run-0036"  # the H100's newest run in _site_frame
     default = render_report(_site_frame(), tmp_path / "default", layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
     dev = next(default.parent.glob("device-nvidia-h100*.html")).read_text()
-    section = dev[dev.index("Where a block"):]
+    section = _breakdown(dev)
     assert "mlp_down" not in section and "<svg" not in section
     assert "No profiled blocks" in section and "run-1" in section  # where the profiles that exist are
 
@@ -100,7 +109,7 @@ def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(tmp_pa
     both = render_report(frame(list(_site_frame().to_dict("records")) + rows2), tmp_path / "both",
                          layer_profiles=(profiles, parts))
     section = next(both.parent.glob("device-nvidia-h100*.html")).read_text()
-    section = section[section.index("Where a block"):]
+    section = _breakdown(section)
     assert section.count("<h3>") == 1 and f'Profiled in run <span class="key">{newest}</span>' in section
     assert "runs not shown here: <span class=\"key\">run-1</span>" in section
     longest_ms, longest_before_ms = parts2["time_ms"].max(), BLOCK_PARTS["time_ms"].max()
@@ -109,7 +118,7 @@ def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(tmp_pa
 
     chosen = render_report(_site_frame(), tmp_path / "chosen", runs=["run-1"], layer_profiles=(profiles, parts))
     section = next(chosen.parent.glob("device-nvidia-h100*.html")).read_text()
-    section = section[section.index("Where a block"):]
+    section = _breakdown(section)
     assert section.count("<h3>") == 1 and 'Profiled in run <span class="key">run-1</span>' in section
     assert f">{longest_before_ms:.4g}<" in section and f">{longest_ms:.4g}<" not in section
 

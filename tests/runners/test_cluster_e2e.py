@@ -240,7 +240,7 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     url = sqlite_url(tmp_path)
     job = slurm.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=1, out_dir=tmp_path / "out",
                          rooflab=str(wrapper), db_url=slurm.check_db_url(url), run_id="tiny-night")
-    array, finalize, _ = slurm.write_scripts(job, tmp_path / "tiny.sbatch")
+    array, finalize, *_ = slurm.write_scripts(job, tmp_path / "tiny.sbatch")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)
     # two array tasks stand for two nodes: each has its own device locks

@@ -127,9 +127,10 @@ def fake_rooflab(path: Path, log: Path) -> Path:
 
 def test_scripts_are_valid_bash_and_carry_the_requested_directives(awkward_dir):
     job = make_job(awkward_dir, nodes=6, gpus_per_node=4)
-    array, finalize, submit = slurm.write_scripts(job, awkward_dir / "nightly.sbatch")
+    array, finalize, submit, collectives = slurm.write_scripts(job, awkward_dir / "nightly.sbatch")
     assert finalize.name == "nightly.finalize.sbatch" and submit.name == "nightly.submit.sh"
-    for path in (array, finalize, submit):
+    assert collectives.name == "nightly.collectives.sbatch"
+    for path in (array, finalize, submit, collectives):
         bash_n(path)
     assert os.access(submit, os.X_OK)
 
@@ -145,6 +146,11 @@ def test_scripts_are_valid_bash_and_carry_the_requested_directives(awkward_dir):
     expected_logs = job.out_dir / "logs"
     assert Path(slurm_filename(d["--output"], **values)) == expected_logs / "rooflab-nightly-77_3.out"
     assert Path(slurm_filename(d["--error"], **values)) == expected_logs / "rooflab-nightly-77_3.err"
+
+    c = directives(collectives.read_text())  # one step over every node and GPU: one task per GPU
+    assert c["--nodes"] == "6" and c["--ntasks-per-node"] == "4" and c["--gpus-per-node"] == "4"
+    assert "--array" not in c and "--exclusive" in c and c["--time"] == "01:00:00"
+    assert c["--partition"] == "gpu-h100" and c["--account"] == "perf_team"
 
     f = directives(finalize.read_text())
     assert "--array" not in f and "--gpus-per-node" not in f and "--exclusive" not in f
@@ -163,7 +169,7 @@ def test_paths_with_percent_and_quotes_survive_sbatch_parsing(awkward_dir):
 def test_array_task_runs_its_shard_on_all_gpus_under_the_run_id(awkward_dir, task):
     log = awkward_dir / "args.txt"
     job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "venv bin" / "rooflab", log)))
-    array, _, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    array, *_ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), ROOFLAB_RUN_ID="nightly-20261121",
                CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7")
     env.pop("ROOFLAB_DB", None)
@@ -224,9 +230,9 @@ def _calls(log: Path) -> list[list[str]]:
     return calls
 
 
-def test_submit_script_submits_the_array_then_a_dependent_finalising_job(awkward_dir):
+def test_submit_script_submits_the_array_the_collective_step_then_a_dependent_finalising_job(awkward_dir):
     job = make_job(awkward_dir, run_id=None)
-    array, finalize, submit = slurm.write_scripts(job, awkward_dir / "night.sbatch")
+    array, finalize, submit, collectives = slurm.write_scripts(job, awkward_dir / "night.sbatch")
     bin_dir = awkward_dir / "bin"
     bin_dir.mkdir()
     log = awkward_dir / "sbatch.log"
@@ -236,20 +242,48 @@ def test_submit_script_submits_the_array_then_a_dependent_finalising_job(awkward
     today = datetime.now(timezone.utc).strftime("%Y%m%d")
     done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    first, second = _calls(log)
+    first, second, third = _calls(log)
     run_id = f"nightly-{today}"
     assert first == ["--parsable", f"--export=ALL,ROOFLAB_RUN_ID={run_id}", str(array), "ROOFLAB_RUN_ID_ENV="]
     assert second == [
-        "--parsable", f"--export=ALL,ROOFLAB_RUN_ID={run_id}", "--dependency=afterany:1001", str(finalize),
+        "--parsable", f"--export=ALL,ROOFLAB_RUN_ID={run_id}", "--dependency=afterany:1001", str(collectives),
+        "ROOFLAB_RUN_ID_ENV=",
+    ]
+    assert third == [
+        "--parsable", f"--export=ALL,ROOFLAB_RUN_ID={run_id}", "--dependency=afterany:1002", str(finalize),
         "ROOFLAB_RUN_ID_ENV=",
     ]
     assert (job.out_dir / "logs").is_dir()  # Slurm would not create it
-    assert "array job 1001" in done.stdout and "finalising job 1002" in done.stdout
+    assert "array job 1001" in done.stdout and "collective step 1002" in done.stdout
+    assert "finalising job 1003" in done.stdout
+
+
+def test_collective_step_runs_one_rank_per_gpu_over_every_node_with_a_rendezvous(awkward_dir):
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, nodes=3, gpus_per_node=4, rooflab=str(awkward_dir / "venv bin" / "rooflab"))
+    *_, collectives = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    bin_dir = awkward_dir / "bin"
+    q = slurm.shlex.quote
+    # srun records its own arguments and the rendezvous it passes on; scontrol lists the nodes
+    recorder(bin_dir / "srun", f"""{{ for a in "$@"; do printf "%s\\n" "$a"; done
+printf "MASTER=%s:%s\\n" "$MASTER_ADDR" "$MASTER_PORT"; printf "DB=%s\\n" "$ROOFLAB_DB"; }} > {q(str(log))}
+""")
+    recorder(bin_dir / "scontrol", 'printf "gpu-node07\\ngpu-node08\\ngpu-node09\\n"\n')
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", ROOFLAB_RUN_ID="nightly-20261121",
+               SLURM_JOB_ID="123456", SLURM_JOB_NODELIST="gpu-node[07-09]")
+    env.pop("ROOFLAB_DB", None)
+    done = subprocess.run([BASH, str(collectives)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "collectives on 12 ranks, rendezvous gpu-node07:23456" in done.stdout
+    assert log.read_text().splitlines() == [
+        "--kill-on-bad-exit=1", "--nodes=3", "--ntasks-per-node=4", job.rooflab, "collectives", str(job.spec_path),
+        "--run-id", "nightly-20261121", "MASTER=gpu-node07:23456", f"DB={job.db_url}",
+    ]
 
 
 def test_fixed_run_id_and_a_bad_run_id_from_the_environment(awkward_dir):
     job = make_job(awkward_dir, run_id="night-7")
-    _, finalize, submit = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    _, finalize, submit, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     bin_dir = awkward_dir / "bin"
     bin_dir.mkdir()
     log = awkward_dir / "sbatch.log"
@@ -260,7 +294,7 @@ def test_fixed_run_id_and_a_bad_run_id_from_the_environment(awkward_dir):
     assert all("--export=ALL,ROOFLAB_RUN_ID=night-7" in call for call in _calls(log))
     # a derived-id script refuses an unsafe ROOFLAB_RUN_ID before submitting anything
     job2 = make_job(awkward_dir, run_id=None)
-    _, _, submit2 = slurm.write_scripts(job2, awkward_dir / "m.sbatch")
+    _, _, submit2, _ = slurm.write_scripts(job2, awkward_dir / "m.sbatch")
     log.unlink()
     env["ROOFLAB_RUN_ID"] = "a,b c"
     done = subprocess.run([BASH, str(submit2)], env=env, capture_output=True, text=True, timeout=30)
@@ -271,7 +305,7 @@ def test_fixed_run_id_and_a_bad_run_id_from_the_environment(awkward_dir):
 def test_finalising_job_runs_regressions_report_and_summary(awkward_dir):
     log = awkward_dir / "args.txt"
     job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "rl", log)), fail_on="suspect")
-    _, finalize, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    _, finalize, *_ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, ROOFLAB_RUN_ID="nightly-20261121")
     done = subprocess.run([BASH, str(finalize)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -299,7 +333,7 @@ def test_db_file_is_read_by_the_job_and_never_written_into_the_script(awkward_di
 
 def test_environment_pass_through_needs_rooflab_db_at_submission(awkward_dir):
     job = make_job(awkward_dir, db_url=None)
-    _, _, submit = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    _, _, submit, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     bin_dir = awkward_dir / "bin"
     bin_dir.mkdir()
     log = awkward_dir / "sbatch.log"
@@ -312,7 +346,7 @@ def test_environment_pass_through_needs_rooflab_db_at_submission(awkward_dir):
     env["ROOFLAB_DB"] = "postgresql://u:pw@h/db"
     done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert len(_calls(log)) == 2
+    assert len(_calls(log)) == 3
 
 
 def test_password_in_url_is_refused():
@@ -375,7 +409,7 @@ def _cli(*args: str):
     return CliRunner().invoke(app, ["slurm", *args])
 
 
-def test_cli_writes_three_scripts_for_the_spec(awkward_dir):
+def test_cli_writes_four_scripts_for_the_spec(awkward_dir):
     spec = awkward_dir / "nightly spec.yaml"
     spec.write_text(CLI_SPEC)
     venv = awkward_dir / "venv"
@@ -385,7 +419,8 @@ def test_cli_writes_three_scripts_for_the_spec(awkward_dir):
                   "--out", str(out), "--venv", str(venv), "--run-id", "n-1", "--time", "02:00:00")
     assert result.exit_code == 0, result.output
     array = out / "rooflab-nightly.sbatch"
-    for path in (array, out / "rooflab-nightly.finalize.sbatch", out / "rooflab-nightly.submit.sh"):
+    for path in (array, out / "rooflab-nightly.finalize.sbatch", out / "rooflab-nightly.submit.sh",
+                 out / "rooflab-nightly.collectives.sbatch"):
         assert path.is_file() and str(path) in result.output
         bash_n(path)
     text = array.read_text()

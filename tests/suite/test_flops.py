@@ -58,6 +58,29 @@ CASES = [
     # elementary: k evaluations per element (erf's step adds one FLOP), one load and one store
     ("elementary", {"n": 10, "k": 8, "fn": "cos"}, "float32", 80, 80),
     ("elementary", {"n": 10, "k": 8, "fn": "erf"}, "bfloat16", 160, 40),
+    # collectives, n = 1000 elements per rank on N ranks: bytes = nccl-tests' S x busbw factor, FLOPs the adds
+    # all_reduce: S = 4000 (float32), factor 2(N-1)/N = 1, 1.5, 1.75; adds (N-1)·n
+    ("all_reduce", {"n": 1000, "ranks": 2}, "float32", 1000, 4000),
+    ("all_reduce", {"n": 1000, "ranks": 4}, "float32", 3000, 6000),
+    ("all_reduce", {"n": 1000, "ranks": 8}, "float32", 7000, 7000),
+    ("all_reduce", {"n": 1000, "ranks": 3}, "float32", 2000, 5333),  # 4000 · 4/3, to the nearest byte
+    # all_gather: S = n·s·N = 4000, 8000, 16000 (bfloat16), factor (N-1)/N = 1/2, 3/4, 7/8
+    ("all_gather", {"n": 1000, "ranks": 2}, "bfloat16", 0, 2000),
+    ("all_gather", {"n": 1000, "ranks": 4}, "bfloat16", 0, 6000),
+    ("all_gather", {"n": 1000, "ranks": 8}, "bfloat16", 0, 14000),
+    # reduce_scatter: S = n·s·N = 8000, 16000, 32000 (float32), factor (N-1)/N; adds (N-1)·n·N
+    ("reduce_scatter", {"n": 1000, "ranks": 2}, "float32", 2000, 4000),
+    ("reduce_scatter", {"n": 1000, "ranks": 4}, "float32", 12000, 12000),
+    ("reduce_scatter", {"n": 1000, "ranks": 8}, "float32", 56000, 28000),
+    # all_to_all: S = n·s·N = 4000, 8000, 16000 (float16), factor (N-1)/N
+    ("all_to_all", {"n": 1000, "ranks": 2}, "float16", 0, 2000),
+    ("all_to_all", {"n": 1000, "ranks": 4}, "float16", 0, 6000),
+    ("all_to_all", {"n": 1000, "ranks": 8}, "float16", 0, 14000),
+    # broadcast and send_recv: S = n·s, factor 1 whatever N
+    ("broadcast", {"n": 1000, "ranks": 2}, "float32", 0, 4000),
+    ("broadcast", {"n": 1000, "ranks": 8}, "float32", 0, 4000),
+    ("send_recv", {"n": 1000, "ranks": 2}, "float32", 0, 4000),
+    ("send_recv", {"n": 1000, "ranks": 4}, "bfloat16", 0, 2000),
 ]
 
 
@@ -71,6 +94,22 @@ def test_flops_and_bytes_match_hand_computed_values(op_name, params, dtype, flop
 def test_every_op_has_a_hand_computed_case():
     # ops that plugins registered in this test process (other tests plant faulty ones) are not ours
     assert {name for name, *_ in CASES} == set(builtin_ops())
+
+
+def test_a_collective_busbw_is_its_bytes_over_time_and_algbw_its_size_over_time():
+    # nccl-tests: 8 ranks all_reduce 1 GiB (float32) in 5 ms: algbw = 1 GiB / 5 ms, busbw = algbw x 7/4
+    op, params = get_op("all_reduce"), {"n": 1 << 28, "ranks": 8}
+    algbw = (1 << 30) / 5e-3 / 1e9
+    assert op.size_bytes(params, "float32") == 1 << 30
+    assert op.bytes(params, "float32") / 5e-3 / 1e9 == pytest.approx(algbw * 7 / 4, rel=1e-12)
+    assert op.algbw_gbps(algbw * 7 / 4, 8) == pytest.approx(algbw, rel=1e-12)
+
+
+def test_ranks_all_is_the_cpu_group_in_the_pure_models():
+    from rooflab.suite.ops.collective import CPU_ALL_RANKS
+
+    op = get_op("all_gather")
+    assert op.bytes({"n": 1000, "ranks": "all"}, "float32") == op.bytes({"n": 1000, "ranks": CPU_ALL_RANKS}, "float32")
 
 
 def test_defaults_fill_missing_params():

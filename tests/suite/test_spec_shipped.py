@@ -38,11 +38,11 @@ def test_shipped_spec_loads_and_expands(name: str, ops) -> None:
 
 def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) -> None:
     spec = load_spec("quick", ops=ops)
-    for kind, most in (("cpu", 80), ("cuda", 200)):
+    for kind, most in (("cpu", 90), ("cuda", 200)):  # 63 kernel cases and 18 small collectives on a CPU
         cases = expand(spec, kind, ops=ops)
         assert len(cases) <= most
         families = {c.family for c in cases}
-        assert families == {"pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe"}
+        assert families == {"pointwise", "reduction", "gemm", "attention", "layer", "overhead", "probe", "collective"}
         probes = {c.op for c in cases if c.family == "probe"}
         assert probes == {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "fma_intensity",
                           "elementary"}
@@ -53,6 +53,13 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
     assert {c.timing_mode for c in gpu_hot} == {"launch", "graph"}
     assert max(ops[c.op].bytes(c.params, c.dtype) for c in gpu_hot) >= 4 * H100_L2_BYTES
     cpu = expand(spec, "cpu", ops=ops)
+    # collectives on the CPU: gloo, two ranks, 4 KiB .. 16 MiB per rank (all_reduce and all_gather)
+    for op in ("all_reduce", "all_gather"):
+        sizes = sorted(ops[op].size_bytes(c.params, c.dtype) // 2 ** (op == "all_gather")
+                       for c in cpu if c.op == op)
+        assert sizes[0] == 4096 and sizes[-1] == 16 * MIB, op
+    assert {(c.backend, c.params["ranks"]) for c in cpu if c.family == "collective"} == {("gloo", 2)}
+    assert {c.backend for c in expand(spec, "cuda", ops=ops) if c.family == "collective"} == {"nccl"}
     # each compile costs seconds on a small CPU: only a few compiled cases
     assert Counter(c.backend for c in cpu)["compiled"] <= 10
     # cold CPU streams move at least 4x a 32 MiB last-level cache
@@ -106,3 +113,13 @@ def test_nightly_is_gpu_only_and_complete(ops) -> None:
     for op in ("cos_cos", "bias_gelu_dropout_residual", "matmul_bias_gelu"):
         assert {"eager", "compiled"} <= {c.backend for c in cuda if c.op == op}
     assert all(c.max_memory_fraction == 0.8 for c in cuda)
+    # collectives: nccl-tests' range, 8 B .. 1 GiB per rank in x2 steps, on every GPU of the run
+    collectives = [c for c in cuda if c.family == "collective"]
+    assert {c.backend for c in collectives} == {"nccl"} and {c.cache for c in collectives} == {"hot"}
+    five = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+    for op in five:
+        for dtype in ("float32", "bfloat16"):
+            sizes = sorted(c.params["n"] * (4 if dtype == "float32" else 2)
+                           for c in collectives if c.op == op and c.dtype == dtype)
+            assert sizes == [2**e for e in range(3, 31)], (op, dtype)
+            assert {c.params["ranks"] for c in collectives if c.op == op} == {"all"}

@@ -1,0 +1,226 @@
+"""The collective phase of a run: its collective cases (family collective), each in a group of ranks.
+
+A collective needs every device of its group at once, so these cases do not go to the per-device
+worker lanes: `rooflab run` measures them after the lanes have finished, as a phase of the same run
+(runners/orchestration/session.py), one case at a time, each in a RankGroup (runners/orchestration/ranks.py):
+
+- the group: on a CPU `ranks` processes on the CPU (`all`: suite.ops.collective.CPU_ALL_RANKS);
+  on CUDA one rank per GPU of the run (`--devices all` or a list), rank r on the run's r-th GPU
+  (`all`: every GPU of the run). A case asking for more GPUs than the run has, or for one GPU, is
+  `skipped` with the reason;
+- one group serves consecutive cases of the same backend and devices; a fault ends it (every rank
+  killed) and the next case gets a fresh one, with a fresh rendezvous;
+- results are stored like every other (ResultStore.add_measurement, at once) on the device of rank
+  0, with the group's record (db.records.CollectiveRecord); `--resume`, a restarted shard or a
+  second process skip the cases the run already holds on that device, as the lanes do;
+- Ctrl-C as in the supervisor: the first lets the case in flight finish, the second kills the group.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rooflab.db.measurement_columns import device_key
+from rooflab.db.store import environment_device_uuid
+from rooflab.record import CollectiveRecord, WorkModel
+from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
+from rooflab.runners.orchestration.supervisor import (
+    CaseResult,
+    LaneReport,
+    build_record,
+    default_case_timeout_s,
+    worker_context,
+)
+from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest
+from rooflab.suite.case import Case
+from rooflab.suite.child import ChildCall, ChildCallError
+from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, world_size
+from rooflab.suite.ops.registry import get_op
+from rooflab.vocab import ResultStatus
+
+LANE = "collectives"  # how progress lines name the phase
+MAX_CPU_RANKS = 16  # rank processes on one CPU: more says nothing about loopback and starves the machine
+ENVIRONMENT_TIMEOUT_S = 300.0
+
+
+def is_collective(case: Case) -> bool:
+    return case.family == FAMILY
+
+
+def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] | None, int, str | None]:
+    """(the devices of the case's ranks, the world size, None) or (None, the world size asked, why not)."""
+    ranks = case.params.get("ranks", ALL)
+    if not torch_devices[0].startswith("cuda"):
+        size = world_size(ranks, all_ranks=CPU_ALL_RANKS)
+        if size > MAX_CPU_RANKS:
+            return None, size, f"ranks={ranks}: a CPU runs at most {MAX_CPU_RANKS} ranks (loopback)"
+        return ["cpu"] * size, size, None
+    gpus = [d for d in torch_devices if d.startswith("cuda")]
+    size = world_size(ranks, all_ranks=len(gpus))
+    if size < 2:
+        return None, size, (f"a collective needs at least 2 GPUs; this run has {len(gpus)} ({', '.join(gpus)}): "
+                            "measure collectives with --devices all")
+    if size > len(gpus):
+        return None, size, f"ranks={ranks} needs {size} GPUs; this run has {len(gpus)} ({', '.join(gpus)})"
+    return gpus[:size], size, None
+
+
+def work_model_at(size: int) -> Callable[[Case], WorkModel]:
+    """The FLOPs and bytes of a collective case at world size `size` (`ranks: all` resolved)."""
+    def model(case: Case) -> WorkModel:
+        op = get_op(case.op)
+        params = {**op.resolved_params(case.params), "ranks": size}
+        return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)))
+
+    return model
+
+
+def group_skip_reason(case: Case, device: Any, size: int) -> str | None:
+    """The op's rules on rank 0's device, and, on a CPU, the memory of all the ranks together."""
+    from rooflab.suite.ops.base import case_skip_reason, format_bytes
+
+    op = get_op(case.op)
+    reason = case_skip_reason(op, case, device)
+    if reason or device.is_cuda or device.memory_bytes <= 0:
+        return reason
+    need = size * int(op.memory_bytes({**op.resolved_params(case.params), "ranks": size}, case.dtype))
+    allowed = (case.max_memory_fraction or 1.0) * device.memory_bytes
+    if need > allowed:
+        return f"would not fit: {size} ranks need {format_bytes(need)} of {format_bytes(device.memory_bytes)}"
+    return None
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    results: tuple[CaseResult, ...]
+    unmeasured: int  # cases left without a result (interrupted)
+    already_measured: int
+    interrupted: bool
+    device_key: str | None  # the store's key of rank 0's device (None: nothing was run)
+    error: str | None = None  # why the phase could not run at all
+    lane: LaneReport | None = None  # the phase as a line of the run's summary (rank 0's device)
+
+
+class CollectivePhase:
+    """Measures `cases` (all collective) on the run's `torch_devices`; see the module docstring."""
+
+    def __init__(self, *, store: Any, run_id: str, cases: Sequence[Case], torch_devices: Sequence[str],
+                 progress: Any, seed: int = 0, timing_overrides: Mapping[str, Any] | None = None,
+                 case_timeout_s: float | None = None, shard: str | None = None, handle_signals: bool = True) -> None:
+        self.store, self.run_id, self.cases = store, run_id, list(cases)
+        self.torch_devices, self.progress, self.seed = list(torch_devices), progress, seed
+        self.timing_overrides = {k: v for k, v in (timing_overrides or {}).items() if v is not None}
+        self.case_timeout_s, self.shard, self.handle_signals = case_timeout_s, shard, handle_signals
+        self.stop_requested = False
+        self._interrupts = 0
+        self._group: RankGroup | None = None
+        self.results: list[CaseResult] = []
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self._interrupts += 1
+        if self._interrupts == 1:
+            self.stop_requested = True
+            self.progress.note("interrupt: finishing the collective in flight, then stopping (Ctrl-C again stops "
+                               "at once)")
+            return
+        raise KeyboardInterrupt
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stop_requested = True
+        raise KeyboardInterrupt
+
+    def run(self) -> PhaseResult:
+        previous: dict[int, Any] = {}
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
+            previous[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
+            previous[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_sigterm)
+        already = 0
+        key = error = None
+        env: Any = None
+        try:
+            try:
+                env, device = self._environment()
+            except ChildCallError as exc:
+                error = f"{LANE}: could not describe {self.torch_devices[0]}: {exc}"
+                self.progress.note(error)
+                return PhaseResult((), len(self.cases), 0, False, None, error,
+                                   LaneReport(LANE, None, None, None, len(self.cases), 0, error))
+            key = device_key(environment_device_uuid(env), env.device_fingerprint)
+            stored = self.store.measured_case_keys(self.run_id, key)
+            pending = [c for c in self.cases if c.case_key not in stored]
+            already = len(self.cases) - len(pending)
+            self.progress.lane_ready(LANE, f"{device.name}, rank groups", len(pending), already)
+            for case in pending:
+                if self.stop_requested:
+                    break
+                self._measure(case, env, device)
+        except KeyboardInterrupt:
+            self.stop_requested = True
+        finally:
+            self._close_group(kill=self.stop_requested)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        left = len(self.cases) - already - len(self.results)
+        lane = LaneReport(LANE, env.device_name if env else None, environment_device_uuid(env) if env else None,
+                          env.device_fingerprint if env else None, len(self.cases), already, error)
+        return PhaseResult(tuple(self.results), max(0, left), already, self.stop_requested, key, error, lane)
+
+    def _environment(self) -> tuple[Any, Any]:
+        """Rank 0's device as a worker sees it, captured in a fresh process, and stored with the run."""
+        from rooflab.runners.machine.environment import capture
+
+        env, device = ChildCall(capture, (self.torch_devices[0],), worker_context()).result(ENVIRONMENT_TIMEOUT_S)
+        self.store.add_environment(self.run_id, env)
+        return env, device
+
+    def _measure(self, case: Case, env: Any, device: Any) -> None:
+        self.progress.case_started(LANE, case)
+        started = time.monotonic()
+        devices, size, reason = group_devices(case, self.torch_devices)
+        reason = reason or group_skip_reason(case, device, size)
+        collective = CollectiveRecord(ranks=size)
+        if reason or devices is None:
+            outcome = CaseOutcome(case.case_key, ResultStatus.SKIPPED, reason)
+        else:
+            backend = case.backend
+            limit = self.case_timeout_s or default_case_timeout_s(case.timing.override(self.timing_overrides),
+                                                                  backend)
+            outcome, got = self._in_group(case, backend, devices, limit)
+            collective = got or collective
+        self._store(case, outcome, collective, env, size, time.monotonic() - started)
+
+    def _in_group(self, case: Case, backend: str, devices: list[str], limit_s: float
+                  ) -> tuple[CaseOutcome, CollectiveRecord | None]:
+        group = self._group
+        if group is not None and (group.broken or group.backend != backend or list(group.devices) != devices):
+            self._close_group()
+            group = None
+        if group is None:
+            try:
+                group = self._group = RankGroup(backend, devices)
+            except GroupStartError as exc:
+                return CaseOutcome(case.case_key, ResultStatus.CRASHED, f"the rank group did not start: {exc}"), None
+        result = group.run(CaseRequest(case, self.seed, self.timing_overrides), limit_s)
+        if result.broken:
+            self.progress.note(f"{LANE}: {case.describe()}: {result.outcome.error}; the group was ended")
+            self._close_group(kill=True)
+        return result.outcome, result.collective
+
+    def _close_group(self, *, kill: bool = False) -> None:
+        if self._group is not None:
+            self._group.close(kill=kill)
+            self._group = None
+
+    def _store(self, case: Case, outcome: CaseOutcome, collective: CollectiveRecord, env: Any, size: int,
+               elapsed_s: float) -> None:
+        record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=env.device_fingerprint,
+                              device_uuid=environment_device_uuid(env), shard=self.shard,
+                              work_model=work_model_at(size))
+        record = replace(record, collective=collective)
+        stored = self.store.add_measurement(record)
+        self.results.append(CaseResult(LANE, case, record, elapsed_s, stored))
+        self.progress.case_done(LANE, case, record, elapsed_s)

@@ -1,0 +1,226 @@
+"""Collectives over many nodes: every process is one rank, its rendezvous read from the environment.
+
+`rooflab collectives SPEC --run-id RUN` is started once per GPU by a launcher (Slurm's `srun`, or
+torchrun): the process takes its rank, the world size, its GPU and the rendezvous from torchrun's
+variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) or, without them, from Slurm's
+(SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with MASTER_ADDR and MASTER_PORT set by the batch
+script), joins the group through torch.distributed's env:// rendezvous (a TCP store that rank 0
+opens on MASTER_PORT), and runs the same per-rank case code as a group on one node
+(runners/orchestration/rank_case.py). Rank 0 leads: it opens the database, decides for every case
+whether it is still to be measured (`--resume` semantics: the run's cases already stored on its
+device are not measured again) and stores every result.
+
+Which cases: the spec's collective cases whose world size is this step's. `ranks: all` means every
+rank of the step here, so such a case is stored under its size (`ranks=32` in the case key): a
+group over all nodes is another measurement than the group over one node's GPUs that `rooflab run
+--devices all` measures under `ranks=all`, and must not join its history. Cases asking for another
+world size belong to other runs and are left out.
+
+Faults: a rank that raises ends the case `failed` (rank 0 stores it when it can) and every process
+exits with code 1, so that `srun --kill-on-bad-exit=1` ends the step; a rank that dies or hangs is
+seen by the others as a collective that errors or times out after `--case-timeout-s`. Cases left
+without a result are measured by the next start of the step (the run is resumed).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from rooflab.runners.errors import UserInputError
+from rooflab.suite.case import Case
+from rooflab.suite.ops.collective import ALL, FAMILY
+
+EXIT_OK, EXIT_FAULT = 0, 1
+ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
+FAULT_GRACE_S = 3.0  # how long rank 0 waits for the other ranks' errors after a fault
+
+
+@dataclass(frozen=True)
+class EnvRendezvous:
+    rank: int
+    size: int
+    local_rank: int
+    address: str
+    port: int
+
+
+def rendezvous_from_env(environ: Mapping[str, str] | None = None) -> EnvRendezvous:
+    """This process's place in the group, from torchrun's variables or else Slurm's; UserInputError
+    naming what is missing."""
+    env = os.environ if environ is None else environ
+    names = (("RANK", "WORLD_SIZE", "LOCAL_RANK") if "RANK" in env
+             else ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
+    missing = [n for n in (*names, "MASTER_ADDR", "MASTER_PORT") if not env.get(n)]
+    if missing:
+        raise UserInputError(
+            f"rooflab collectives runs as one rank of a group started by srun or torchrun; missing: "
+            f"{', '.join(missing)} (torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; "
+            "under Slurm the batch script written by `rooflab slurm` sets MASTER_ADDR and MASTER_PORT)")
+    try:
+        rank, size, local, port = (int(env[n]) for n in (*names, "MASTER_PORT"))
+    except ValueError:
+        raise UserInputError(f"{', '.join((*names, 'MASTER_PORT'))} must be whole numbers") from None
+    if not (0 <= rank < size and 0 <= local and 0 < port < 65536):
+        raise UserInputError(f"rank {rank} of {size} (local {local}, port {port}) is not a place in a group")
+    return EnvRendezvous(rank, size, local, env["MASTER_ADDR"], port)
+
+
+def cases_for_world(cases: Sequence[Case], size: int) -> list[Case]:
+    """The collective cases a step of `size` ranks measures: `ranks: all` stored as `ranks=size`,
+    and those asking for exactly `size`."""
+    out = []
+    for case in cases:
+        if case.family != FAMILY:
+            continue
+        ranks = case.params.get("ranks", ALL)
+        if ranks == ALL:
+            out.append(replace(case, params={**case.params, "ranks": size}))
+        elif int(ranks) == size:
+            out.append(case)
+    return list({c.case_key: c for c in out}.values())
+
+
+def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequence[str] = (), seed: int = 0,
+                 timing_overrides: Mapping[str, Any] | None = None, case_timeout_s: float = ENV_TIMEOUT_S,
+                 environ: Mapping[str, str] | None = None) -> int:
+    """This process's part of the step; the exit code (0, or 1 after a fault)."""
+    import torch
+
+    from rooflab.runners.machine.environment import capture
+    from rooflab.runners.orchestration.rank_case import rank_device_text
+    from rooflab.runners.orchestration.ranks import init_group
+    from rooflab.runners.orchestration.session import validate_timing_overrides
+    from rooflab.runners.orchestration.worker import _pin
+    from rooflab.suite.ops.registry import all_ops
+    from rooflab.suite.spec import apply_filters, expand, load_spec
+
+    where = rendezvous_from_env(environ)
+    overrides = validate_timing_overrides(timing_overrides)
+    cuda = torch.cuda.is_available()
+    spec = load_spec(spec_path)
+    cases = cases_for_world(apply_filters(expand(spec, "cuda" if cuda else "cpu"), list(filters)), where.size)
+    torch_device = f"cuda:{where.local_rank}" if cuda else "cpu"
+    _pin(torch_device)
+    environment, device = capture(torch_device)
+    all_ops()
+    store = torch.distributed.TCPStore(where.address, where.port, where.size, where.rank == 0,
+                                       timedelta(seconds=case_timeout_s))
+    control = init_group("nccl" if cuda else "gloo", where.rank, where.size, store=store, timeout_s=case_timeout_s)
+    rank_devices = tuple(control.agree(rank_device_text(device, environment)))
+    lead = _Lead(db, run_id, spec, environment) if where.rank == 0 else None
+    try:
+        return _cases(cases, device, control, rank_devices, lead, seed, overrides, _Faults(store, where.size))
+    finally:
+        if lead is not None:
+            lead.close()
+
+
+class _Faults:
+    """Faults told through the rendezvous store, which outlives a broken process group: a rank that
+    raised posts its error; rank 0 collects the others' before it stores the case."""
+
+    def __init__(self, store: Any, size: int) -> None:
+        self.store, self.size = store, size
+
+    def post(self, case: Case, rank: int, error: str) -> None:
+        try:
+            self.store.set(f"rooflab/fault/{case.case_key}/{rank}", error)
+        except Exception:  # noqa: BLE001 - rank 0 (the store's host) may be gone already
+            pass
+
+    def collect(self, case: Case, own: str) -> str:
+        """`own` with every other rank's posted error, the ranks' own faults first."""
+        from rooflab.runners.orchestration.ranks import cause_first
+
+        keys = {r: f"rooflab/fault/{case.case_key}/{r}" for r in range(1, self.size)}
+        errors, deadline = [own], time.monotonic() + FAULT_GRACE_S
+        while keys and time.monotonic() < deadline:
+            for rank, key in list(keys.items()):
+                if self.store.check([key]):
+                    errors.append(self.store.get(key).decode(errors="replace"))
+                    del keys[rank]
+            time.sleep(0.05)
+        return "; ".join(cause_first(errors))
+
+
+def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str, ...], lead: _Lead | None,
+           seed: int, overrides: Mapping[str, Any], faults: _Faults) -> int:
+    from rooflab.runners.orchestration.rank_case import run_rank_case
+    from rooflab.runners.orchestration.worker import CaseRequest
+
+    done = lead.done() if lead is not None else set()
+    for case in cases:
+        if not control.decide(int(case.case_key not in done)):
+            continue
+        reply = run_rank_case(CaseRequest(case, seed, overrides), device, control, rank_devices=rank_devices,
+                              backend=case.backend)
+        if lead is not None and reply.outcome is not None:
+            lead.keep(case, reply.outcome, reply.collective, control.size)
+        if reply.broken:
+            if lead is None:
+                faults.post(case, control.rank, str(reply.error))
+            else:
+                lead.keep_fault(case, faults.collect(case, str(reply.error)), control.size)
+            print(f"rooflab collectives: {case.case_key}: {reply.error}", file=sys.stderr)
+            return EXIT_FAULT
+    if lead is not None:
+        lead.finish()
+    return EXIT_OK
+
+
+class _Lead:
+    """Rank 0's side: the run, its device and every result in the database. The step joins the
+    run the shards of the night write (it never changes that run's status); when it is the first to
+    write, it creates the run and marks it complete at its end."""
+
+    def __init__(self, db: str, run_id: str, spec: Any, environment: Any) -> None:
+        from rooflab.db.measurement_columns import device_key
+        from rooflab.db.store import ResultStore, environment_device_uuid
+        from rooflab.runners.machine.environment import git_state
+        from rooflab.runners.orchestration.session import _new_run_record, check_resume_spec
+
+        self.results = ResultStore(db)
+        self.run_id, self.environment = run_id, environment
+        self.uuid = environment_device_uuid(environment)
+        self.key = device_key(self.uuid, environment.device_fingerprint)
+        existing = self.results.get_run(run_id)
+        self.created = existing is None
+        if existing is None:
+            commit, dirty = git_state()
+            self.results.start_run(_new_run_record(run_id, spec, commit, dirty, None))
+        else:
+            check_resume_spec(existing, spec)
+        self.results.add_environment(run_id, environment)
+
+    def done(self) -> set[str]:
+        return self.results.measured_case_keys(self.run_id, self.key)
+
+    def keep(self, case: Case, outcome: Any, collective: Any, size: int) -> None:
+        from rooflab.record import CollectiveRecord
+        from rooflab.runners.orchestration.collectives import work_model_at
+        from rooflab.runners.orchestration.supervisor import build_record
+
+        record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=self.environment.device_fingerprint,
+                              device_uuid=self.uuid, shard=None, work_model=work_model_at(size))
+        self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size)))
+
+    def keep_fault(self, case: Case, error: str, size: int) -> None:
+        from rooflab.runners.orchestration.worker import CaseOutcome
+        from rooflab.vocab import ResultStatus
+
+        self.keep(case, CaseOutcome(case.case_key, ResultStatus.FAILED, error), None, size)
+
+    def finish(self) -> None:
+        from rooflab.vocab import RunStatus
+
+        if self.created:
+            self.results.finish_run(self.run_id, RunStatus.COMPLETE)
+
+    def close(self) -> None:
+        self.results.close()

@@ -1,0 +1,93 @@
+"""Collectives with planted faults on one rank, loaded as a plugin
+(ROOFLAB_PLUGINS=tests.runners.planted_collectives). Each is a real all_reduce on gloo whose fault
+sits on rank `bad_rank` (param, default 1), in the timed callable after `after` calls (param,
+default 0: at the first call), so the group has prepared, checked and timed before it hits:
+
+    planted_coll_wrong   the rank's output has one element off         -> incorrect, that rank named
+    planted_coll_raise   the rank raises RuntimeError                    -> failed, that rank named
+    planted_coll_die     the rank ends its process with os._exit(3)      -> crashed (exit code 3)
+    planted_coll_hang    the rank sleeps for an hour before its call     -> crashed (timed out)
+    planted_coll_slow    the rank sleeps `slow_ms` after each collective -> ok, slowest rank = that rank
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import Params, ParamSpec
+from rooflab.suite.ops.collective import AllReduce, Group, PreparedCollective
+from rooflab.suite.ops.registry import register
+
+
+class _Planted(AllReduce):
+    params = {
+        **AllReduce.params,
+        "bad_rank": ParamSpec(int, 1, "the rank with the fault", positive=False),
+        "after": ParamSpec(int, 0, "calls before the fault hits", positive=False),
+        "slow_ms": ParamSpec(float, 5.0, "planted_coll_slow: sleep after each collective (ms)"),
+    }
+
+    def fault(self, out: Any, p: Params) -> Any:
+        raise NotImplementedError
+
+    def build(self, case: Case, device: DeviceInfo, seed: int, group: Group, p: Params) -> PreparedCollective:
+        prepared = super().build(case, device, seed, group, p)
+        if group.rank != int(p["bad_rank"]):
+            return prepared
+        inner, calls = prepared.fn, [0]
+
+        def fn() -> Any:
+            calls[0] += 1
+            if calls[0] > int(p["after"]):
+                return self.fault(inner, p)
+            return inner()
+
+        prepared.fn = fn
+        return prepared
+
+
+class Wrong(_Planted):
+    name = "planted_coll_wrong"
+
+    def fault(self, inner: Any, p: Params) -> Any:
+        out = inner()
+        out[3] += 1
+        return out
+
+
+class Raise(_Planted):
+    name = "planted_coll_raise"
+
+    def fault(self, inner: Any, p: Params) -> Any:
+        raise RuntimeError("planted fault on this rank")
+
+
+class Die(_Planted):
+    name = "planted_coll_die"
+
+    def fault(self, inner: Any, p: Params) -> Any:
+        os._exit(3)
+
+
+class Hang(_Planted):
+    name = "planted_coll_hang"
+
+    def fault(self, inner: Any, p: Params) -> Any:
+        time.sleep(3600)
+        return inner()
+
+
+class Slow(_Planted):
+    name = "planted_coll_slow"
+
+    def fault(self, inner: Any, p: Params) -> Any:
+        out = inner()
+        time.sleep(float(p["slow_ms"]) / 1e3)
+        return out
+
+
+for _op in (Wrong, Raise, Die, Hang, Slow):
+    register(_op)

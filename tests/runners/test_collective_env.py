@@ -1,0 +1,117 @@
+"""`rooflab collectives`: one process per rank, the rendezvous from the environment (torchrun's or
+Slurm's variables), run here as several local processes the way srun starts them on many nodes."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rooflab.db.collectives import collective_frame
+from rooflab.db.query import results
+from rooflab.runners.errors import UserInputError
+from rooflab.runners.orchestration.env_ranks import cases_for_world, rendezvous_from_env
+from rooflab.suite.spec import expand, parse_spec
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = """\
+name: comms
+defaults:
+  cache: [hot]
+  backends: [gloo]
+  timing: {warmup_ms: 0, warmup_calls: 2, min_samples: 6, max_samples: 6, min_time_ms: 0, max_time_ms: 2000}
+benchmarks:
+  - name: every_rank
+    op: [all_reduce, broadcast]
+    params: {n: [1024, 4096], ranks: all}
+  - name: three
+    op: all_gather
+    params: {n: 1024, ranks: [2, 3]}
+  - name: faulty
+    op: planted_coll_raise
+    params: {n: 1024, ranks: all, after: 2}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _launch(tmp_path: Path, url: str, run_id: str, size: int, variables, *extra: str) -> list[subprocess.CompletedProcess]:
+    spec = tmp_path / "comms.yaml"
+    spec.write_text(SPEC)
+    port = _free_port()
+    procs = []
+    for rank in range(size):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "ROOFLAB_PLUGINS": "tests.runners.planted_collectives",
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **variables(rank, size)}
+        env.pop("ROOFLAB_DB", None)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "rooflab", "collectives", str(spec), "--run-id", run_id, "--db", url,
+             "--case-timeout-s", "60", *extra], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True))
+    done = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
+
+
+def _torchrun(rank: int, size: int) -> dict[str, str]:
+    return {"RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(rank)}
+
+
+def _slurm(rank: int, size: int) -> dict[str, str]:
+    return {"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(size), "SLURM_LOCALID": str(rank)}
+
+
+def test_local_processes_rendezvous_from_the_environment_rank_0_stores_and_a_fault_ends_the_step(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = _launch(tmp_path, url, "night", 3, _torchrun, "--filter", "benchmark=every_rank",
+                   "--filter", "benchmark=three")
+    assert [p.returncode for p in done] == [0, 0, 0], [p.stderr[-2000:] for p in done]
+    rows = results(url, run_id="night")
+    # ranks=all is stored under the step's size; the all_gather for 2 ranks belongs to other runs
+    assert set(rows["case_key"]) == {
+        "all_reduce.v1:gloo:float32:hot:launch:n=1024,ranks=3,reduce_op=sum",
+        "all_reduce.v1:gloo:float32:hot:launch:n=4096,ranks=3,reduce_op=sum",
+        "broadcast.v1:gloo:float32:hot:launch:n=1024,ranks=3", "broadcast.v1:gloo:float32:hot:launch:n=4096,ranks=3",
+        "all_gather.v1:gloo:float32:hot:launch:inplace=false,n=1024,ranks=3"}
+    assert (rows["status"] == "ok").all() and (rows["ranks"] == 3).all()
+    assert all(len(m) == 3 for m in collective_frame(url, run_ids=["night"])["rank_medians_ms"])
+    # started again (a requeued step) with Slurm's variables: nothing is measured twice; then a fault
+    # on rank 1: rank 0 stores the case failed with rank 1's own error, and every process exits 1
+    again = _launch(tmp_path, url, "night", 3, _slurm, "--filter", "benchmark=every_rank",
+                    "--filter", "benchmark=faulty")
+    assert [p.returncode for p in again] == [1, 1, 1], [p.stderr[-2000:] for p in again]
+    rows = results(url, run_id="night")
+    assert len(rows) == 6 and (rows["status"] == "ok").sum() == 5
+    fault = rows[rows["status"] == "failed"].iloc[0]
+    assert fault["error"].startswith("rank 1: RuntimeError: planted fault on this rank"), fault["error"]
+
+
+def test_the_rendezvous_names_what_is_missing() -> None:
+    assert rendezvous_from_env({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "n1",
+                                "MASTER_PORT": "29500"}).rank == 1
+    slurm = rendezvous_from_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+                                 "MASTER_ADDR": "n1", "MASTER_PORT": "29500"})
+    assert (slurm.rank, slurm.size, slurm.local_rank, slurm.address, slurm.port) == (5, 8, 1, "n1", 29500)
+    with pytest.raises(UserInputError, match="missing: MASTER_ADDR, MASTER_PORT"):
+        rendezvous_from_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_LOCALID": "0"})
+    with pytest.raises(UserInputError, match="not a place in a group"):
+        rendezvous_from_env({"RANK": "4", "WORLD_SIZE": "4", "LOCAL_RANK": "0", "MASTER_ADDR": "n",
+                             "MASTER_PORT": "1"})
+
+
+def test_ranks_all_becomes_the_steps_world_size_and_other_sizes_are_left_out() -> None:
+    spec = parse_spec(SPEC.replace("planted_coll_raise", "all_reduce").replace(", after: 2", ""))
+    cases = cases_for_world(expand(spec, "cpu"), 4)
+    assert {c.params["ranks"] for c in cases} == {4}
+    assert not any(c.op == "all_gather" for c in cases)  # asked for 2 and 3 ranks
+    assert all(":ranks=4" in c.case_key or ",ranks=4" in c.case_key for c in cases)

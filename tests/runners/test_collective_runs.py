@@ -1,0 +1,85 @@
+"""Collective cases in a run: measured after the lanes as a phase of the same run, stored as
+measurements (with the world size and the group's record), a dying rank costing only its case,
+`--resume` and shards treating them as any case, nothing left running."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rooflab.db.collectives import collective_frame
+from rooflab.db.query import results
+from rooflab.runners.orchestration.session import RunOptions, run_suite
+from tests.runners.collective_cases import forkserver_children, plugin_env
+
+SPEC = """\
+name: comms
+defaults:
+  cache: [hot]
+  timing: {warmup_ms: 0, warmup_calls: 2, min_samples: 6, max_samples: 6, min_time_ms: 0, max_time_ms: 2000}
+benchmarks:
+  - name: lane
+    op: copy
+    params: {n: 4096}
+  - name: reduce
+    op: all_reduce
+    backends: [gloo]
+    params: {n: [1024, 65536], ranks: 2}
+  - name: dies
+    op: planted_coll_die
+    backends: [gloo]
+    params: {n: 1024, ranks: 2, after: 3}
+  - name: gather
+    op: all_gather
+    backends: [gloo]
+    params: {n: 1024, ranks: [3, all]}
+"""
+
+
+@pytest.fixture()
+def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    plugin_env(monkeypatch)
+    monkeypatch.delenv("ROOFLAB_DB", raising=False)
+    path = tmp_path / "comms.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def _run(spec: Path, url: str, **options) -> object:
+    return run_suite(spec, db=url, options=RunOptions(device="cpu", quiet=True, **options), handle_signals=False)
+
+
+def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    summary = _run(spec, url, run_id="night")
+    assert summary.counts["ok"] == 5 and summary.counts["crashed"] == 1, summary.counts
+    assert summary.status == "complete" and forkserver_children() == set()
+    frame = results(url, run_id="night").set_index("op", append=True)
+    rows = results(url, run_id="night")
+    assert rows.loc[rows["op"] == "copy", "ranks"].isna().all()
+    reduce = rows[rows["op"] == "all_reduce"].sort_values("bytes")
+    assert list(reduce["ranks"]) == [2, 2] and (reduce["backend"] == "gloo").all()
+    # gbps is nccl-tests' busbw: bytes (S x 2(N-1)/N, here x1) over the median
+    assert list(reduce["bytes"]) == [4096, 262144]
+    assert reduce["gbps"].tolist() == pytest.approx((reduce["bytes"] / reduce["median_ms"] / 1e6).tolist())
+    gathers = rows[rows["op"] == "all_gather"]
+    assert sorted(gathers["ranks"]) == [2, 3]  # ranks=all is the CPU's group of 2
+    died = rows[rows["op"] == "planted_coll_die"].iloc[0]
+    assert died["status"] == "crashed" and "rank 1 died: exit code 3" in died["error"]
+    groups = collective_frame(url, run_ids=["night"])
+    assert len(groups) == 5 and len(frame) == 6
+    ok = groups[groups["status"] == "ok"]
+    assert all(len(m) == r for m, r in zip(ok["rank_medians_ms"], ok["ranks"], strict=True))
+    assert ok["slowest_rank"].notna().all() and (ok["comm_version"].isna()).all()  # gloo: no NCCL
+
+
+def test_resume_and_shards_treat_collectives_as_any_case(spec: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    first = _run(spec, url, run_id="night", shard="0/2")
+    second = _run(spec, url, run_id="night", shard="1/2")
+    measured = results(url, run_id="night")
+    assert len(measured) == 6 and measured["case_key"].is_unique
+    assert sum(first.counts.values()) + sum(second.counts.values()) == 6
+    again = _run(spec, url, resume="night")
+    assert sum(again.counts.values()) == 0 and again.already_measured == 6
+    assert forkserver_children() == set()

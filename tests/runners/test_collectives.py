@@ -1,0 +1,130 @@
+"""Collectives in groups of rank processes on the CPU (gloo over loopback, 2-4 ranks): every
+collective correct, the slowest rank's time and the straggler, planted faults on one rank (a wrong
+result, an exception, a death, a hang) ending as incorrect / failed / crashed with that rank named
+and nothing left running, and rendezvous that never collide."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from rooflab.db.collectives import straggler
+from rooflab.vocab import ResultStatus
+from rooflab.runners.crosscheck.session import check_case
+from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
+from rooflab.runners.orchestration.worker import CaseRequest
+from tests.runners.collective_cases import alive, case, plugin_env
+
+ALL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
+
+
+def _run(group: RankGroup, c, timeout_s: float = 60.0):
+    return group.run(CaseRequest(c, seed=7), timeout_s)
+
+
+def test_every_collective_is_correct_on_three_ranks_in_every_dtype_and_form() -> None:
+    cases = [case(op, ranks=3, dtype=dtype) for op in ALL_OPS for dtype in ("float32", "bfloat16")]
+    cases += [case("all_gather", ranks=3, inplace=True), case("reduce_scatter", ranks=3, inplace=True),
+              case("all_reduce", ranks=3, dtype="float16", n=5000)]
+    with RankGroup("gloo", ["cpu"] * 3) as group:
+        for c in cases:
+            result = _run(group, c)
+            assert result.outcome.status == ResultStatus.OK, (c.case_key, result.outcome.error)
+            assert result.outcome.stats.n_samples == 8 and result.outcome.method.stop_reason == "max_samples"
+            assert result.collective.ranks == 3 and len(result.collective.rank_medians_ms) == 3
+            assert len(result.collective.rank_devices) == 3 and not group.broken
+            # the sample is the slowest rank's: never below any rank's own median
+            assert result.outcome.stats.median_ms >= min(result.collective.rank_medians_ms)
+
+
+def test_a_planted_slow_rank_sets_the_sample_time_and_shows_as_the_straggler(monkeypatch) -> None:
+    plugin_env(monkeypatch)
+    with RankGroup("gloo", ["cpu"] * 2) as group:
+        result = _run(group, case("planted_coll_slow", slow_ms=20.0, bad_rank=1))
+    assert result.outcome.status == ResultStatus.OK, result.outcome.error
+    medians = result.collective.rank_medians_ms
+    assert medians[1] >= 20.0 > medians[0]
+    assert result.outcome.stats.median_ms >= 20.0  # the slowest rank's time
+    rank, excess = straggler(medians)
+    assert rank == 1 and excess > 1.0
+
+
+def test_a_wrong_result_on_one_rank_makes_the_case_incorrect_and_names_the_rank(monkeypatch) -> None:
+    plugin_env(monkeypatch)
+    with RankGroup("gloo", ["cpu"] * 3) as group:
+        result = _run(group, case("planted_coll_wrong", ranks=3, bad_rank=2))
+        assert result.outcome.status == ResultStatus.INCORRECT
+        assert "rank 2 of 3" in result.outcome.error and "index 3" in result.outcome.error
+        assert not group.broken  # every rank agreed on the verdict: the group goes on
+        assert _run(group, case("all_reduce", ranks=3)).outcome.status == ResultStatus.OK
+
+
+@pytest.mark.parametrize("op, status, expected", [
+    ("planted_coll_raise", ResultStatus.FAILED, "rank 1: RuntimeError: planted fault on this rank"),
+    ("planted_coll_die", ResultStatus.CRASHED, "rank 1 died: exit code 3"),
+])
+def test_a_rank_that_raises_or_dies_ends_its_case_and_its_group(monkeypatch, op, status, expected) -> None:
+    plugin_env(monkeypatch)
+    group = RankGroup("gloo", ["cpu"] * 2)
+    pids, folder = group.pids, Path(group.folder)
+    result = _run(group, case(op, after=5))
+    group.close()
+    assert result.outcome.status == status and result.broken
+    assert result.outcome.error.startswith(expected), result.outcome.error  # the cause first
+    assert alive(pids) == [] and not folder.exists()
+
+
+def test_a_hanging_rank_is_killed_at_the_time_limit_and_named_with_where_it_was(monkeypatch) -> None:
+    plugin_env(monkeypatch)
+    group = RankGroup("gloo", ["cpu"] * 2)
+    pids, folder = group.pids, Path(group.folder)
+    result = _run(group, case("planted_coll_hang", after=5), timeout_s=3.0)
+    group.close()
+    error = result.outcome.error
+    assert result.outcome.status == ResultStatus.CRASHED and result.broken
+    assert error.startswith("timed out after 3") and "rank 1 in fault (planted_collectives.py" in error, error
+    assert "rank 0 in " in error  # the other rank waits inside the collective
+    assert alive(pids) == [] and not folder.exists()
+    with RankGroup("gloo", ["cpu"] * 2) as fresh:  # the next case, in a fresh group
+        assert _run(fresh, case("all_reduce")).outcome.status == ResultStatus.OK
+
+
+def test_two_groups_at_once_never_meet() -> None:
+    results: dict[int, object] = {}
+
+    def run(size: int) -> None:
+        with RankGroup("gloo", ["cpu"] * size) as group:
+            results[size] = (group.folder, [_run(group, case("all_reduce", ranks=size, n=65536)).outcome
+                                            for _ in range(3)])
+
+    threads = [threading.Thread(target=run, args=(size,)) for size in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    (folder2, outcomes2), (folder3, outcomes3) = results[2], results[3]
+    assert folder2 != folder3
+    assert all(o.status == ResultStatus.OK for o in outcomes2 + outcomes3), [o.error for o in outcomes2 + outcomes3]
+
+
+def test_innermost_frame_reads_the_main_threads_stack_from_a_dump() -> None:
+    dump = ("main thread 0x00007f00000000aa\n"
+            "Thread 0x00007f00000000bb (most recent call first):\n"
+            '  File "/x/threading.py", line 320 in wait\n\n'
+            "Current thread 0x00007f00000000aa (most recent call first):\n"
+            '  File "/x/y/planted.py", line 41 in fault\n'
+            '  File "/x/y/group_timing.py", line 99 in _take_cpu\n')
+    assert innermost_frame(dump) == "fault (planted.py:41)"
+    assert innermost_frame("garbage") is None
+
+
+def test_the_crosscheck_skips_collectives_with_the_reason() -> None:
+    from rooflab.runners.crosscheck.peer import PeerName
+    from rooflab.runners.crosscheck.peers import peers_for
+    from rooflab.suite.device import DeviceInfo
+
+    cpu = DeviceInfo("cpu", "test cpu", "cpu", 8 << 30, 1 << 20)
+    rows = check_case(case("all_reduce"), cpu, peers_for([PeerName.TORCH]), rounds=1)
+    assert [(r.status, r.peer) for r in rows] == [(ResultStatus.SKIPPED, "torch")]
+    assert "group of rank processes" in rows[0].error
