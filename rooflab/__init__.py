@@ -1,6 +1,6 @@
 """rooflab: a GPU microbenchmark suite with a results database.
 
-The public Python API (rooflab/api.py; README, "The Python API"):
+The public Python API (rooflab/api.py; docs/python-api.md):
 
     rooflab.measure(fn, *, device=None, cache="cold", timing_mode="launch", **timing) -> MeasureResult
     rooflab.run(spec, db=...)                       -> RunSummary
