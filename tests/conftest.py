@@ -1,6 +1,7 @@
 """Fixtures shared by every test package."""
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -27,8 +28,16 @@ def _isolated_op_registry():
     registry._plugins_loaded.update(saved_plugins)
 
 
-@pytest.fixture(autouse=True)
-def _private_device_locks(tmp_path_factory, monkeypatch):
-    """Runs started by a test take their device locks in a folder of their own: a run elsewhere on
-    the host (another checkout's tests, a benchmark) must not make a test wait or refuse."""
-    monkeypatch.setenv("ROOFLAB_LOCK_DIR", str(tmp_path_factory.mktemp("locks")))
+@pytest.fixture(scope="session", autouse=True)
+def _private_device_locks(tmp_path_factory):
+    """Runs started by a test take their device locks in a folder of this test session's own: a run
+    elsewhere on the host (another checkout's tests, a benchmark) must not make a test wait or refuse.
+    Session-wide, so that module-scoped fixtures that run a spec use it too; a test that plants a
+    lock sets a folder of its own (monkeypatch) on top."""
+    saved = os.environ.get("ROOFLAB_LOCK_DIR")
+    os.environ["ROOFLAB_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+    yield
+    if saved is None:
+        os.environ.pop("ROOFLAB_LOCK_DIR", None)
+    else:
+        os.environ["ROOFLAB_LOCK_DIR"] = saved

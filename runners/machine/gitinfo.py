@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # runners/machine/gitinfo.py -> the checkout
 
 
 def _git(root: Path, *args: str) -> str | None:

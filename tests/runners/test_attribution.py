@@ -203,7 +203,7 @@ def planted_db(tmp_path_factory) -> str:
         "    op: transformer_block_slow_part\n"
         "    devices: [cpu]\n"
         "    params: {batch: 1, seq: 64, hidden: 128, heads: 4}\n"
-        "    zip: [{slow_part: [activation, qkv], slow_repeats: [300, 300]}]\n"
+        "    zip: [{slow_part: [activation, qkv], slow_repeats: [800, 800]}]\n"  # dominant even on a loaded host
     )
     url = f"sqlite:///{folder / 'r.db'}"
     env = {**os.environ, "ROOFLAB_PLUGINS": "tests.runners.planted_layer", "PYTHONPATH": str(REPO)}

@@ -118,7 +118,10 @@ def test_theoretical_bandwidth_from_bus_width_and_clock() -> None:
 
 
 def test_git_state_of_this_checkout_and_of_a_plain_directory(tmp_path: Path) -> None:
-    commit, dirty = git_state(ROOT)
+    from rooflab.runners.machine.gitinfo import PROJECT_ROOT
+
+    assert PROJECT_ROOT == ROOT.resolve()  # a run records the commit of the checkout it runs from
+    commit, dirty = git_state()  # the default root, as a run calls it
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode == 0:
         assert commit == head.stdout.strip() and isinstance(dirty, bool)
