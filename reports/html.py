@@ -1,6 +1,7 @@
-"""The static HTML report: index with run metadata, a page per device, the generation comparison
-and the regression page. Jinja2 templates (autoescape on); figures are SVG files next to the pages;
-no external URL is referenced, so the folder can be copied anywhere and opened offline.
+"""The static HTML report: index with run metadata, a page per device, the generation comparison,
+the regression page and the history pages. Jinja2 templates (autoescape on); figures are SVG files
+next to the pages; no external URL is referenced, so the folder can be copied anywhere and opened
+offline. The only script is the history page's own (templates/history.js, inside the page).
 """
 from __future__ import annotations
 
@@ -16,13 +17,16 @@ import pandas as pd
 
 from rooflab.db.status import FAULTS, ResultStatus
 from rooflab.db.timeparse import Since
-from rooflab.reports import compare as cmp_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles
 from rooflab.reports.breakdown_section import section as breakdown_section
 from rooflab.reports.ceilings import compute_ceilings
+from rooflab.reports.comparison import Evidence
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.reports.frames import device_names, first_value
+from rooflab.reports.history import HistoryData, history_of_frame
+from rooflab.reports.history_page import history_site
+from rooflab.reports.load import chosen_runs
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
 from rooflab.reports.series import detect
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
@@ -149,6 +153,8 @@ def render_report(
     counts: pd.DataFrame | None = None,
     crosschecks: pd.DataFrame | None = None,
     layer_profiles: LayerProfiles | None = None,
+    history: HistoryData | None = None,
+    evidence: Evidence | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -159,7 +165,9 @@ def render_report(
     that returns them is called when the regressions page is drawn, after the device and comparison
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
-    (reports.breakdown_section.load_layer_profiles), for the breakdown section."""
+    (reports.breakdown_section.load_layer_profiles), for the breakdown section. `history`: every
+    series' points (reports.load.load_report_inputs); by default framed from `df`. `evidence`: the
+    comparison's raw samples and launch floors (by default the launch results of `df`, no samples)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -206,12 +214,19 @@ def render_report(
                         "results": len(rows), "ok": int((rows["status"] == ResultStatus.OK).sum())})
     has_compare = len(names) >= 2
     if has_compare:
-        pages["compare.html"] = _compare_page(env, out, ceilings_by_device)
+        from rooflab.reports.compare_page import compare_page
+
+        pages["compare.html"] = compare_page(env, lambda n, svg: _write_svg(out, n, svg), slug,
+                                             {n: dc for n, (_, dc) in ceilings_by_device.items()}, df, counts,
+                                             evidence, chosen_runs(plans, runs, since))
     if callable(verdicts):  # still being judged elsewhere (reports.load.PendingVerdicts): wait for them now
         verdicts = verdicts()
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
+    if history is None and not df.empty:
+        history = history_of_frame(df)
+    pages.update(history_site(env, history, verdicts, slug, has_compare=has_compare))
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
         from rooflab.reports.crosscheck import crosscheck_page
@@ -237,32 +252,6 @@ def _run_info(counts: pd.DataFrame, plan: DeviceRuns) -> dict[str, dict]:
             for _, r in sub.iterrows()}
 
 
-def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
-    """Every device against the one with the lowest measured (else datasheet) HBM bandwidth."""
-    def hbm(item):
-        rows, dc = item[1]
-        c = dc.get("hbm_rw")
-        return (c.value if c else (dc.spec.memory_gbps.value if dc.spec else math.inf), item[0])
-
-    ordered = sorted(by_device.items(), key=hbm)
-    base_name, (base_rows, base_dc) = ordered[0]
-    base = cmp_mod.Side(base_name, base_name, base_rows, base_dc)
-    sections = []
-    for name, (rows, dc) in ordered[1:]:
-        cmp = cmp_mod.compare(base, cmp_mod.Side(name, name, rows, dc))
-        sections.append({
-            "candidate": name,
-            "summary": _records(cmp_mod.summary(cmp),
-                                ["family", "dtype", "cases", "speedup_geomean", "predicted_geomean"]),
-            "deviating": _records(cmp_mod.most_deviating(cmp),
-                                  ["case_key", "wall", "speedup", "predicted_speedup", "deviation"]),
-            "svg": _write_svg(out, f"speedup-{slug(name)}.svg", plots.speedup_svg(cmp, base_name, name)),
-            "n": len(cmp),
-        })
-    return env.get_template("compare.html").render(title="rooflab: generation comparison", baseline=base_name,
-                                                   sections=sections)
-
-
 def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str:
     order = tuple(Verdict)  # the most urgent first
     flagged = [v for v in verdicts if v.flagged]
@@ -286,9 +275,10 @@ def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = N
     runs), and the regression verdicts."""
     from rooflab.db.handle import shown
     from rooflab.reports.breakdown_section import load_layer_profiles
-    from rooflab.reports.load import load_crosschecks, load_report_results, load_verdicts
+    from rooflab.reports.load import load_crosschecks, load_report_inputs, load_verdicts
 
-    df, counts = load_report_results(db_url, runs=runs, since=since)
-    return render_report(df, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
-                         counts=counts, crosschecks=load_crosschecks(db_url),
-                         layer_profiles=load_layer_profiles(db_url))
+    inputs = load_report_inputs(db_url, runs=runs, since=since)
+    return render_report(inputs.results, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs,
+                         since=since, counts=inputs.counts, crosschecks=load_crosschecks(db_url),
+                         layer_profiles=load_layer_profiles(db_url), history=inputs.history,
+                         evidence=inputs.evidence)

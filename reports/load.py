@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -11,6 +12,8 @@ from rooflab.reports.options import RegressionOptions
 if TYPE_CHECKING:
     from rooflab.db.handle import Db
     from rooflab.db.timeparse import Since
+    from rooflab.reports.comparison import Evidence
+    from rooflab.reports.history import HistoryData
 
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
@@ -21,7 +24,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
     "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
-    "op_version",
+    "op_version", "flush_method",
 )
 
 # What `rooflab roofline` reads: the ceilings (reports.ceilings) and the two charts (reports.plots).
@@ -49,20 +52,114 @@ def load_results(url: Db, columns: Sequence[str] | None = None) -> pd.DataFrame:
     return results(url, columns=columns)
 
 
-def load_report_results(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
-                        columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(results of the runs the report's device pages need, db.query.result_counts): the runs are
-    chosen from the counts (reports.runsel) before any result is read."""
-    from rooflab.db.query import result_counts, results
+@dataclass(frozen=True)
+class ReportInputs:
+    """What `rooflab report` reads before it draws: the results of the runs its pages show (device
+    pages and comparison), the run counts, the history (empty when the database is) and the
+    comparison's raw samples and launch floors."""
+
+    results: pd.DataFrame
+    counts: pd.DataFrame
+    history: HistoryData | None
+    evidence: Evidence
+
+
+def chosen_runs(plans: dict, runs: Sequence[str] | None, since: Since) -> set[str] | None:
+    """The runs a report was told to show (--run, --since), None when it shows each device's newest."""
+    if not runs and since is None:
+        return None
+    return {r for p in plans.values() for r in p.shown}
+
+
+def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str]) -> Evidence:
+    """The raw samples of the results of `runs` and every launch-probe result of `devices`."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import case_keys, raw_samples
+    from rooflab.reports.comparison import Evidence, samples_by_key
+    from rooflab.reports.floors import FLOOR_COLUMNS
+
+    samples = samples_by_key(raw_samples(url, run_id=list(runs))) if runs else {}
+    keys = case_keys(url, op="launch")
+    launch = results(url, case_key=keys, columns=FLOOR_COLUMNS) if keys else pd.DataFrame(columns=FLOOR_COLUMNS)
+    return Evidence(samples, launch[launch["device_name"].isin(list(devices))])
+
+
+def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
+                       columns: Sequence[str] = REPORT_COLUMNS) -> ReportInputs:
+    """The report's inputs: the history is read first (in one pass, reports.history) and the run
+    counts come from it; then the runs are chosen (reports.runsel for the device pages,
+    reports.pairing for the comparison) and only their results are read."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.comparison import Evidence
+    from rooflab.reports.history import HistoryData, counts_from_history, series_points
+    from rooflab.reports.pairing import comparison_runs
     from rooflab.reports.runsel import choose_runs, needed_runs
 
     if _empty(url):
-        return pd.DataFrame(), pd.DataFrame()
+        return ReportInputs(pd.DataFrame(), pd.DataFrame(), None, Evidence())
+    columns_ = history_columns(url)
+    counts = counts_from_history(columns_)
+    history = HistoryData(columns_.tables_only(), series_points(columns_))
+    del columns_  # every result's columns: the points and the small tables are all the pages need
+    plans = choose_runs(counts, runs=runs, since=since)
+    allowed = chosen_runs(plans, runs, since)
+    compared, sides = comparison_runs(counts, allowed)
+    wanted = sorted(set(needed_runs(plans)) | set(compared))
+    df = results(url, run_id=wanted, columns=columns) if wanted else pd.DataFrame()
+    devices = sorted(counts["device_name"].dropna().astype(str).unique())
+    return ReportInputs(df, counts, history, load_evidence(url, sides, devices) if len(devices) > 1 else Evidence())
+
+
+def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.DataFrame, pd.DataFrame, Evidence]:
+    """(results of the paired runs and their roof runs, run counts, evidence) of `rooflab compare`:
+    the runs are paired from the counts (reports.pairing) before any result is read."""
+    from rooflab.db.query import result_counts, results
+    from rooflab.reports.comparison import Evidence
+    from rooflab.reports.pairing import pair_runs
+
+    if _empty(url):
+        return pd.DataFrame(), pd.DataFrame(), Evidence()
     counts = result_counts(url)
-    wanted = needed_runs(choose_runs(counts, runs=runs, since=since))
-    if not wanted:
-        return pd.DataFrame(), counts
-    return results(url, run_id=wanted, columns=columns), counts
+    pairing = pair_runs(counts, baseline, candidate)
+    df = results(url, run_id=pairing.runs(), columns=REPORT_COLUMNS)
+    sides = pairing.baseline.runs + pairing.candidate.runs
+    evidence = load_evidence(url, sides, [pairing.baseline.device_name, pairing.candidate.device_name])
+    return df, counts, evidence
+
+
+def load_series_views(url: Db, *, case_key: str | None = None, filters: Sequence[str] = (),
+                      device: str | None = None, last: int | None = None) -> list:
+    """The series `rooflab history` shows (reports.series_view): one case's series, or those of the
+    cases matching `filters`, on `device` only when given, with the newest `last` runs each.
+    ReportInputError naming the nearest case keys when nothing matches."""
+    from rooflab.db.query import result_devices, results
+    from rooflab.db.series_query import case_keys, cases
+    from rooflab.reports.errors import ReportInputError
+    from rooflab.reports.frames import select_device
+    from rooflab.reports.series_view import VIEW_COLUMNS, case_keys_for, nearest_keys, select_views, views
+
+    if _empty(url):
+        raise ReportInputError("the database holds no results yet")
+    verdicts: dict[str, set[str]] = {}
+    if case_key is not None:
+        frame = results(url, case_key=case_key, columns=VIEW_COLUMNS)
+        if frame.empty:
+            near = nearest_keys(case_key, case_keys(url))
+            raise ReportInputError(f"no results for case {case_key!r}; nearest case keys: {', '.join(near) or 'none'}")
+    else:
+        keys, verdicts = case_keys_for(cases(url), filters)
+        frame = pd.concat([results(url, case_key=keys[i:i + 500], columns=VIEW_COLUMNS)
+                           for i in range(0, len(keys), 500)], ignore_index=True)
+    if device is not None:
+        name, chosen = select_device(result_devices(url), device)
+        frame = frame[frame["device_fingerprint"].isin(set(chosen["device_fingerprint"]))]
+        if frame.empty:
+            raise ReportInputError(f"--device {device!r}: no result of {name} for the case(s) asked for")
+    found = select_views(views(frame), verdicts, last)
+    if not found:
+        raise ReportInputError(f"no series matches {' '.join(filters)}: none has the verdict asked for")
+    return found
 
 
 def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> list:
