@@ -139,8 +139,9 @@ def history_columns(url: Db) -> HistoryColumns:
         values = {name: tuple(sorted({row[i] for row in distinct if row[i] is not None}))
                   for i, name in enumerate(CODED)}
         statement = str(_bulk_query(values).compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
-        lut = np.full(int(runs["run_pk"].max()) + 1 if len(runs) else 1, -1, dtype=np.int32)
-        lut[runs["run_pk"].to_numpy()] = np.arange(len(runs), dtype=np.int32)
+        pks = runs["run_pk"].to_numpy(dtype=np.int64)
+        lut = np.full(int(pks.max()) + 1 if len(pks) else 1, -1, dtype=np.int32)
+        lut[pks] = np.arange(len(pks), dtype=np.int32)
         kinds = (np.int32, np.int32, None, np.float32, np.float32, np.float32, np.float32, bool) \
             + (np.int16,) * len(CODED)
         parts: list[list[np.ndarray]] = [[] for _ in kinds]

@@ -117,6 +117,9 @@ def series_points(h: HistoryColumns) -> SeriesPoints:
 def counts_from_history(h: HistoryColumns) -> pd.DataFrame:
     """db.query.result_counts' frame (results per run, device, op and status) from the history
     columns, so a report that reads the history reads nothing else to choose its runs."""
+    if len(h) == 0:
+        return pd.DataFrame(columns=["run_id", "run_order", "started_at", "host", "suite", "git_commit", "device_name",
+                                     "device_fingerprint", "op", "family", "status", "n"])
     cases = h.cases.assign(_of=list(zip(h.cases["op"], h.cases["family"], strict=True)))
     op_family, names = pd.factorize(cases["_of"])
     by_case = np.full(int(cases["case_id"].max()) + 1 if len(cases) else 1, -1, dtype=np.int64)
@@ -190,3 +193,32 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
         throttled=_column(df, "throttled", False).fillna(False).astype(bool).to_numpy(),
         codes=codes, values=values, runs=runs, environments=envs, cases=cases)
     return HistoryData(columns.tables_only(), series_points(columns))
+
+
+def newest_ok_runs(h: HistoryColumns, allowed: set[str] | None = None) -> pd.DataFrame:
+    """reports.pairing's case runs from the history: per device name, case and suite, the newest run
+    (within `allowed`, when given) holding an ok result of the case."""
+    from rooflab.reports.pairing import CASE_RUN_COLUMNS
+
+    if len(h) == 0:
+        return pd.DataFrame(columns=CASE_RUN_COLUMNS)
+    keep = _ok_rows(h)
+    if allowed is not None:
+        keep &= h.runs["run_id"].isin(list(allowed)).to_numpy()[h.run_index]
+    envs = h.environments.reset_index(drop=True)
+    device_code, device_names = pd.factorize(envs["device_name"].astype(str))
+    by_env = np.full(int(envs["environment_id"].max()) + 1, -1, dtype=np.int64)
+    by_env[envs["environment_id"].to_numpy()] = device_code
+    suite_code, suites = pd.factorize(h.runs["suite"].astype(str))
+    device, case, run = by_env[h.environment_id[keep]], h.case_id[keep].astype(np.int64), h.run_index[keep]
+    suite = suite_code[run]
+    order = np.lexsort((run, suite, case, device))
+    device, case, suite, run = device[order], case[order], suite[order], run[order]
+    last = np.ones(len(order), dtype=bool)
+    last[:-1] = (device[1:] != device[:-1]) | (case[1:] != case[:-1]) | (suite[1:] != suite[:-1])
+    keys = h.cases.set_index("case_id")["case_key"]
+    return pd.DataFrame({
+        "device_name": np.asarray(device_names, dtype=object)[device[last]],
+        "case_key": keys.reindex(case[last]).to_numpy(), "suite": np.asarray(suites, dtype=object)[suite[last]],
+        "run_id": h.runs["run_id"].to_numpy()[run[last]], "run_order": run[last].astype(np.int64) + 1,
+    })

@@ -71,8 +71,8 @@ def chosen_runs(plans: dict, runs: Sequence[str] | None, since: Since) -> set[st
     return {r for p in plans.values() for r in p.shown}
 
 
-def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str]) -> Evidence:
-    """The raw samples of the results of `runs` and every launch-probe result of `devices`."""
+def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_runs: pd.DataFrame | None) -> Evidence:
+    """The raw samples of the results of `runs`, every launch-probe result of `devices`, and the case runs."""
     from rooflab.db.query import results
     from rooflab.db.series_query import case_keys, raw_samples
     from rooflab.reports.comparison import Evidence, samples_by_key
@@ -81,50 +81,57 @@ def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str]) -> Evide
     samples = samples_by_key(raw_samples(url, run_id=list(runs))) if runs else {}
     keys = case_keys(url, op="launch")
     launch = results(url, case_key=keys, columns=FLOOR_COLUMNS) if keys else pd.DataFrame(columns=FLOOR_COLUMNS)
-    return Evidence(samples, launch[launch["device_name"].isin(list(devices))])
+    return Evidence(samples, launch[launch["device_name"].isin(list(devices))], case_runs)
 
 
 def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
                        columns: Sequence[str] = REPORT_COLUMNS) -> ReportInputs:
-    """The report's inputs: the history is read first (in one pass, reports.history) and the run
-    counts come from it; then the runs are chosen (reports.runsel for the device pages,
+    """The report's inputs: the history is read first (in one pass, db.series_query.history_columns)
+    and the run counts come from it; then the runs are chosen (reports.runsel for the device pages,
     reports.pairing for the comparison) and only their results are read."""
     from rooflab.db.query import results
     from rooflab.db.series_query import history_columns
     from rooflab.reports.comparison import Evidence
-    from rooflab.reports.history import HistoryData, counts_from_history, series_points
+    from rooflab.reports.history import HistoryData, counts_from_history, newest_ok_runs, series_points
     from rooflab.reports.pairing import comparison_runs
     from rooflab.reports.runsel import choose_runs, needed_runs
 
     if _empty(url):
         return ReportInputs(pd.DataFrame(), pd.DataFrame(), None, Evidence())
-    columns_ = history_columns(url)
-    counts = counts_from_history(columns_)
-    history = HistoryData(columns_.tables_only(), series_points(columns_))
-    del columns_  # every result's columns: the points and the small tables are all the pages need
+    everything = history_columns(url)
+    counts = counts_from_history(everything)
     plans = choose_runs(counts, runs=runs, since=since)
     allowed = chosen_runs(plans, runs, since)
-    compared, sides = comparison_runs(counts, allowed)
+    devices = sorted(counts["device_name"].dropna().astype(str).unique())
+    case_runs = newest_ok_runs(everything, allowed) if len(devices) > 1 else None
+    history = HistoryData(everything.tables_only(), series_points(everything))
+    del everything  # every result's columns: the points and the small tables are all the pages need
+    compared, sides = comparison_runs(counts, case_runs, allowed) if case_runs is not None else ([], [])
     wanted = sorted(set(needed_runs(plans)) | set(compared))
     df = results(url, run_id=wanted, columns=columns) if wanted else pd.DataFrame()
-    devices = sorted(counts["device_name"].dropna().astype(str).unique())
-    return ReportInputs(df, counts, history, load_evidence(url, sides, devices) if len(devices) > 1 else Evidence())
+    evidence = load_evidence(url, sides, devices, case_runs) if case_runs is not None else Evidence()
+    return ReportInputs(df, counts, history, evidence)
 
 
 def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.DataFrame, pd.DataFrame, Evidence]:
     """(results of the paired runs and their roof runs, run counts, evidence) of `rooflab compare`:
-    the runs are paired from the counts (reports.pairing) before any result is read."""
-    from rooflab.db.query import result_counts, results
+    the results are paired from the history's run counts and case runs (reports.pairing) before
+    any of them is read."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import history_columns
     from rooflab.reports.comparison import Evidence
+    from rooflab.reports.history import counts_from_history, newest_ok_runs
     from rooflab.reports.pairing import pair_runs
 
     if _empty(url):
         return pd.DataFrame(), pd.DataFrame(), Evidence()
-    counts = result_counts(url)
-    pairing = pair_runs(counts, baseline, candidate)
+    everything = history_columns(url)
+    counts, case_runs = counts_from_history(everything), newest_ok_runs(everything)
+    del everything
+    pairing = pair_runs(counts, case_runs, baseline, candidate)
     df = results(url, run_id=pairing.runs(), columns=REPORT_COLUMNS)
     sides = pairing.baseline.runs + pairing.candidate.runs
-    evidence = load_evidence(url, sides, [pairing.baseline.device_name, pairing.candidate.device_name])
+    evidence = load_evidence(url, sides, [pairing.baseline.device_name, pairing.candidate.device_name], case_runs)
     return df, counts, evidence
 
 
