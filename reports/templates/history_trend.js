@@ -6,9 +6,11 @@
   function axis(min, max, n) {
     const step = Math.pow(10, Math.floor(Math.log10((max - min) / n || 1))), ticks = [];
     const nice = [1, 2, 5, 10].map((m) => m * step).find((s) => (max - min) / s <= n) || 10 * step;
-    for (let v = Math.ceil(min / nice) * nice; v <= max + 1e-12; v += nice) ticks.push(v);
+    const digits = Math.max(0, -Math.floor(Math.log10(nice)));
+    for (let v = Math.ceil(min / nice) * nice; v <= max + nice * 1e-9; v += nice) ticks.push([v, v.toFixed(digits)]);
     return ticks;
   }
+  const label = (x, text, y, cls) => `<text class="${cls}" x="${+x > W - 160 ? +x - 3 : +x + 3}" y="${y}" text-anchor="${+x > W - 160 ? "end" : "start"}">${esc(text)}</text>`;
   function chart(i, line, segs) {
     const ks = [];
     for (const j of line) for (let k = start[j]; k < start[j + 1]; k++) ks.push(k);
@@ -23,7 +25,7 @@
     const x0 = Math.min(...xs), x1 = Math.max(...xs), xspan = x1 - x0 || 1;
     const X = (x) => (L + (x - x0) / xspan * (W - L - R)).toFixed(1), Y = (v) => (T + (ymax - v) / (ymax - ymin) * (H - T - B)).toFixed(1);
     const out = [`<svg class="trend" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="trend of ${esc(S.key[i])}">`];
-    for (const v of axis(ymin, ymax, 6)) out.push(`<line class="grid" x1="${L}" x2="${W - R}" y1="${Y(v)}" y2="${Y(v)}"/><text class="tick" x="${L - 6}" y="${Y(v)}" text-anchor="end" dy="3">${num(v)}</text>`);
+    for (const [v, text] of axis(ymin, ymax, 6)) out.push(`<line class="grid" x1="${L}" x2="${W - R}" y1="${Y(v)}" y2="${Y(v)}"/><text class="tick" x="${L - 6}" y="${Y(v)}" text-anchor="end" dy="3">${text}</text>`);
     const xt = ks.filter((_, n) => n % Math.max(1, Math.ceil(ks.length / 7)) === 0);
     for (const k of xt) out.push(`<text class="tick" x="${X(at.get(k))}" y="${H - B + 16}" text-anchor="middle">${useTime ? date(run[k]).slice(0, 10) : "run " + RID[run[k]]}</text>`);
     out.push(`<text class="tick" x="${L}" y="${T - 3}">median ms (band: p10-p90 of each run)</text>`);
@@ -41,12 +43,12 @@
       for (let k = a; k < e; k++) { up.push(X(at.get(k)) + "," + Y(band(k, hi[k]))); down.unshift(X(at.get(k)) + "," + Y(band(k, -lo[k]))); mid.push(X(at.get(k)) + "," + Y(med[k])); }
       out.push(`<polygon class="p1090${j === i ? "" : " other"}" points="${up.concat(down).join(" ")}"/><polyline class="median${j === i ? "" : " other"}" points="${mid.join(" ")}"/>`);
     }
-    for (const g of segs) out.push(`<line class="segment" x1="${X(at.get(g.k))}" x2="${X(at.get(g.k))}" y1="${T}" y2="${H - B}"><title>segment starts: ${esc(g.why)}</title></line><text class="seg-label" x="${+X(at.get(g.k)) + 3}" y="${T + 10}">${esc(g.why)}</text>`);
+    for (const g of segs) out.push(`<line class="segment" x1="${X(at.get(g.k))}" x2="${X(at.get(g.k))}" y1="${T}" y2="${H - B}"><title>segment starts: ${esc(g.why)}</title></line>` + label(X(at.get(g.k)), g.why, T + 10, "seg-label"));
     for (const c of S.cp[i]) {
       const k = ks.find((q) => q >= start[i] && q < start[i + 1] && run[q] === c[0]);
       if (k === undefined) continue;
       const dir = c[1] > 0 ? "slower" : "faster";
-      out.push(`<line class="cp cp-${dir}" x1="${X(at.get(k))}" x2="${X(at.get(k))}" y1="${T}" y2="${H - B}"><title>change point, ${dir} ${pct(c[1])} at run ${esc(RID[c[0]])} (p = ${c[2]})</title></line><text class="cp-label cp-${dir}" x="${+X(at.get(k)) + 3}" y="${H - B - 4}">change ${pct(c[1])}</text>`);
+      out.push(`<line class="cp cp-${dir}" x1="${X(at.get(k))}" x2="${X(at.get(k))}" y1="${T}" y2="${H - B}"><title>change point, ${dir} ${pct(c[1])} at run ${esc(RID[c[0]])} (p = ${c[2]})</title></line>` + label(X(at.get(k)), "change " + pct(c[1]), H - B - 4, "cp-label cp-" + dir));
     }
     const flagged = new Set(S.fl[i]);
     for (const k of ks) {
@@ -86,7 +88,7 @@
       (S.b[i] !== null ? `; baseline ${num(S.b[i])} ms, spread ${num(S.s[i])} ms; change of the newest ${pct(S.c[i])}` : "") +
       (fb ? `; ${fb}` : "") + (S.dr[i] ? `; drift ${pct(S.dr[i][1])} over ${S.dr[i][2]} runs` : "") + `. <span class="note">${esc(S.nt[i] || "")}</span></p>` +
       others + `<div class="figure">${chart(i, line, segs)}</div>` +
-      `<p class="note">Blue: per-run medians with their p10-p90 band; hollow: kept out of the baseline; red diamonds: nights the regression check flagged; black ring: first bad run; shaded box: the baseline +/- ${D.z} spreads; red dash-dot (slower) and green (faster): change points; purple: drift window; green dashed: a segment starts (${segs.length ? esc(segs.map((g) => g.why).join("; ")) : "none in this trend"}). Hover a point for its run, date and commit.</p>` +
+      `<p class="note">Blue: per-run medians with their p10-p90 band; hollow: kept out of the baseline; large red dots: nights the regression check flagged; black ring: first bad run; shaded box: the baseline +/- ${D.z} spreads; red dash-dot (slower) and green (faster): change points; purple: drift window; green dashed: a segment starts (${segs.length ? esc(segs.map((g) => g.why).join("; ")) : "none in this trend"}). Hover a point for its run, date and commit.</p>` +
       `<table class="runs"><thead><tr><th>run</th><th>started (UTC)</th><th>commit</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th><th>flush</th><th>note</th></tr></thead><tbody>${runsTable(i, false)}</tbody></table>` +
       (b - a > 30 ? '<p><button id="all-runs" type="button">all runs</button></p>' : "");
     box.hidden = false;
