@@ -151,6 +151,18 @@ class Browser:
             raise CdpError(f"{expression!r}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    def wait_for(self, expression: str, timeout_s: float = 10.0) -> Any:
+        """The value of `expression` once it is truthy (a click on a link changes the hash, and the
+        page hears of it a moment later); CdpError when it is not within `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            value = self.js(expression)
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise CdpError(f"{expression!r} still false after {timeout_s} s")
+            time.sleep(0.02)
+
     def click(self, selector: str) -> None:
         """A left click at the centre of the first element matching `selector`, scrolled into view."""
         box = self.js(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"

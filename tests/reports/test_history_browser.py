@@ -73,8 +73,7 @@ def test_the_history_page_in_chromium(site, tmp_path):
         b.select("#f-verdict", "regression")
         assert _matches(b).startswith("1 of 300") and _shown_keys(b) == [keys["step"]]
         b.click("#series tbody tr:first-child a.open")  # open the series, as a user clicks it
-        detail = b.js("document.getElementById('detail').hidden")
-        assert detail is False
+        b.wait_for("!document.getElementById('detail').hidden")
         cp = b.js("[...document.querySelectorAll('#detail text.cp-label')].map(t => t.textContent)")
         assert len(cp) == 1 and cp[0].startswith(f"change +{100 * STEP:.0f}".rstrip("0")[:9]), cp
         assert b.js("document.querySelectorAll('#detail line.cp-slower').length") == 1
@@ -85,13 +84,14 @@ def test_the_history_page_in_chromium(site, tmp_path):
         assert "run nightly-089" in titles[-1] and "commit 0089c0ffee" in titles[-1]
         assert "first bad run" in b.js("document.getElementById('detail').textContent")
         b.click("#detail a.close")
-        assert b.js("document.getElementById('detail').hidden") is True
+        b.wait_for("document.getElementById('detail').hidden")
         b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@fp-0')}")
+        b.wait_for("document.querySelector('#detail text.seg-label')")
         segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
         assert segments == ["flush method read_sweep \u2192 write_sweep"]
         assert b.js("document.querySelectorAll('#detail line.segment').length") == 1
         b.js(f"location.hash = {json.dumps('#open=' + keys['throttled'] + '@fp-0')}")
-        assert b.js("document.querySelectorAll('#detail circle.excluded').length") == 1
+        assert b.wait_for("document.querySelectorAll('#detail circle.excluded').length") == 1
         b.screenshot(tmp_path / "history.png")
         assert not b.console and not b.exceptions, (b.console, b.exceptions)
     from tests.reports.test_html import _blank
