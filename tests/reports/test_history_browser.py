@@ -86,7 +86,7 @@ def test_the_history_page_in_chromium(site, tmp_path):
         b.click("#detail a.close")
         b.wait_for("document.getElementById('detail').hidden")
         b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@fp-0')}")
-        b.wait_for("document.querySelector('#detail text.seg-label')")
+        b.wait_for("!!document.querySelector('#detail text.seg-label')")
         segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
         assert segments == ["flush method read_sweep \u2192 write_sweep"]
         assert b.js("document.querySelectorAll('#detail line.segment').length") == 1
