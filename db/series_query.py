@@ -74,10 +74,10 @@ class HistoryColumns:
     case_id: np.ndarray  # int32: cases.id (the `cases` frame's case_id)
     environment_id: np.ndarray  # int32: environments.id
     run_index: np.ndarray  # int32: row of `runs` (0-based run order)
-    median_ms: np.ndarray  # float32, NaN where none (p10_ms, p90_ms, rel_ci_halfwidth alike)
-    p10_ms: np.ndarray
+    median_ms: np.ndarray  # float64 (the stored value, which the regression check judges), NaN where none
+    p10_ms: np.ndarray  # float32 (drawn only), NaN where none
     p90_ms: np.ndarray
-    rel_ci_halfwidth: np.ndarray
+    rel_ci_halfwidth: np.ndarray  # float64 (the noise rule compares it with its bound)
     throttled: np.ndarray  # bool
     codes: dict[str, np.ndarray]  # CODED column -> int16 code into `values[column]` (-1: NULL)
     values: dict[str, tuple[str, ...]]  # CODED column -> its distinct values
@@ -142,7 +142,7 @@ def history_columns(url: Db) -> HistoryColumns:
         pks = runs["run_pk"].to_numpy(dtype=np.int64)
         lut = np.full(int(pks.max()) + 1 if len(pks) else 1, -1, dtype=np.int32)
         lut[pks] = np.arange(len(pks), dtype=np.int32)
-        kinds = (np.int32, np.int32, None, np.float32, np.float32, np.float32, np.float32, bool) \
+        kinds = (np.int32, np.int32, None, np.float64, np.float32, np.float32, np.float64, bool) \
             + (np.int16,) * len(CODED)
         parts: list[list[np.ndarray]] = [[] for _ in kinds]
         raw = engine.raw_connection()  # the driver's own cursor: no per-row processing above it

@@ -75,7 +75,7 @@ def _ratio(a, b) -> float:
     return a.value / b.value if (a is not None and b is not None and b.value) else math.nan
 
 
-def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeilings) -> float:
+def predicted_speedup(case: Mapping[str, Any], base: DeviceCeilings, cand: DeviceCeilings) -> float:
     """Candidate roof / baseline roof for the wall the case hits on the baseline (the launch
     floors of the ceilings for an overhead-bound case; `predict_range` gives their spread)."""
     wall = case["wall"]
@@ -93,7 +93,8 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
     return math.nan
 
 
-def predict_range(case: pd.Series, base: Side, cand: Side, floors: pd.DataFrame | None) -> tuple[PredictedRange, str]:
+def predict_range(case: Mapping[str, Any], base: Side, cand: Side,
+                  floors: pd.DataFrame | None) -> tuple[PredictedRange, str]:
     """The predicted speedup as a range, and what it rests on ("" for a roof ratio)."""
     if case["wall"] == "overhead" and floors is not None:
         found, backend = predicted_launch_range(floors, (base.device_name, base.runs), (cand.device_name, cand.runs),
@@ -119,18 +120,21 @@ COMPARE_COLUMNS = ["case_key", "op", "family", "backend", "dtype", "cache", "tim
                    "predicted_from", "deviation", "note"]
 
 
-def _side_info(side: Side) -> pd.DataFrame:
-    rows = latest_per_case(side.rows)  # the row diagnose judges for each case
+def _side_info(side: Side) -> dict[str, dict[str, Any]]:
+    """case_key -> run_id, median_ms, quality, flush, rel_ci, uuid of the row diagnose judges for it."""
+    rows = latest_per_case(side.rows)
     if rows.empty:
-        return pd.DataFrame(columns=["case_key"])
-    info = pd.DataFrame({"case_key": rows["case_key"].astype(str), "run_id": rows["run_id"].astype(str),
-                         "median_ms": pd.to_numeric(rows["median_ms"], errors="coerce"),
-                         "quality": quality_of(rows).astype(str)})
-    info["flush"] = rows["flush_method"] if "flush_method" in rows.columns else None
-    info["rel_ci"] = rows["rel_ci_halfwidth"] if "rel_ci_halfwidth" in rows.columns else math.nan
+        return {}
     uuids = rows["device_uuid"] if "device_uuid" in rows.columns else pd.Series("", index=rows.index)
-    info["uuid"] = uuids.astype(object).where(uuids.notna(), "").astype(str)
-    return info.set_index("case_key")
+    info = pd.DataFrame({
+        "run_id": rows["run_id"].astype(str), "median_ms": pd.to_numeric(rows["median_ms"], errors="coerce"),
+        "quality": quality_of(rows).astype(str),
+        "flush": rows["flush_method"] if "flush_method" in rows.columns else None,
+        "rel_ci": rows["rel_ci_halfwidth"] if "rel_ci_halfwidth" in rows.columns else math.nan,
+        "uuid": uuids.astype(object).where(uuids.notna(), "").astype(str),
+    })
+    records = info.to_dict("records")
+    return dict(zip(rows["case_key"].astype(str), records, strict=True))
 
 
 def _flush_differs(a: Any, b: Any) -> bool:
@@ -138,7 +142,7 @@ def _flush_differs(a: Any, b: Any) -> bool:
     return len(known) == 2 and known[0] != known[1]
 
 
-def _case_ratio(key: str, b: pd.Series, c: pd.Series, base: Side, cand: Side) -> tuple[iv.Ratio, str]:
+def _case_ratio(key: str, b: dict, c: dict, base: Side, cand: Side) -> tuple[iv.Ratio, str]:
     bs, cs = base.samples.get((b["run_id"], key, b["uuid"])), cand.samples.get((c["run_id"], key, c["uuid"]))
     ratio = iv.speedup(key, float(b["median_ms"]), float(c["median_ms"]), baseline_samples=bs, candidate_samples=cs,
                        baseline_rel_ci=b["rel_ci"], candidate_rel_ci=c["rel_ci"])
@@ -151,7 +155,7 @@ def _case_ratio(key: str, b: pd.Series, c: pd.Series, base: Side, cand: Side) ->
     return ratio, note
 
 
-def _standing(ratio: iv.Ratio, b: pd.Series, c: pd.Series) -> tuple[Standing, str]:
+def _standing(ratio: iv.Ratio, b: dict, c: dict) -> tuple[Standing, str]:
     if _flush_differs(b["flush"], c["flush"]):
         return Standing.NOT_COMPARABLE, f"flush methods differ ({b['flush']} / {c['flush']}): not paired"
     bad = [f"{name} {s['quality']}" for name, s in (("baseline", b), ("candidate", c)) if s["quality"] != Quality.GOOD]
@@ -170,9 +174,9 @@ def compare(base: Side, cand: Side, floors: pd.DataFrame | None = None) -> pd.Da
     keys = db_[db_["case_key"].isin(set(dc_["case_key"]))]
     bi, ci = _side_info(base), _side_info(cand)
     out = []
-    for _, case in keys.iterrows():
+    for case in keys.to_dict("records"):
         key = str(case["case_key"])
-        b, c = bi.loc[key], ci.loc[key]
+        b, c = bi[key], ci[key]
         ratio, note = _case_ratio(key, b, c, base, cand)
         standing, why = _standing(ratio, b, c)
         pred, source = predict_range(case, base, cand, floors)

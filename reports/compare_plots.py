@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
+from matplotlib.ticker import ScalarFormatter
 
 from rooflab.reports.plots import _family_colors, _figure, _svg, plain
 
@@ -21,6 +23,16 @@ def _interval_errors(rows: pd.DataFrame, value: str, low: str, high: str) -> tup
     return below, above
 
 
+def _bars(ax, rows: pd.DataFrame, value: str, low: str, high: str, color, alpha: float, lw: float) -> None:
+    """Vertical interval bars (one collection) from interval columns; rows without one get none."""
+    below, above = (np.asarray(e) for e in _interval_errors(rows, value, low, high))
+    v = rows[value].astype(float).to_numpy()
+    keep = [b > 0 or a > 0 for b, a in zip(below, above, strict=True)]
+    if any(keep):
+        x = rows["x"].to_numpy()[keep]
+        ax.vlines(x, (v - below)[keep], (v + above)[keep], colors=[color], linewidths=lw, alpha=alpha, zorder=2)
+
+
 def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
     """Measured speedup against intensity, each with its 95 % interval (a vertical bar), and the
     predicted speedup (x, with the launch floors' range as a bar for overhead-bound cases)."""
@@ -35,18 +47,20 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
                 for faint, part in ((False, g[judged[g.index]]), (True, g[~judged[g.index]])):
                     if part.empty:
                         continue
-                    below, above = _interval_errors(part, "speedup", "speedup_low", "speedup_high")
-                    ax.errorbar(part["x"], part["speedup"], yerr=[below, above], fmt="o", ms=4, color=col, lw=1.0,
-                                capsize=2, alpha=UNJUDGED_ALPHA if faint else 1.0, zorder=3,
-                                label=plain(f"{family} measured (95 % interval)" if not faint
-                                            else f"{family} untrusted or not comparable"))
+                    alpha = UNJUDGED_ALPHA if faint else 1.0
+                    _bars(ax, part, "speedup", "speedup_low", "speedup_high", col, alpha, 1.0)
+                    ax.scatter(part["x"], part["speedup"], s=16, color=col, alpha=alpha, zorder=3,
+                               label=plain(f"{family} measured (95 % interval)" if not faint
+                                           else f"{family} untrusted or not comparable"))
                 pred = g[g["predicted_speedup"].notna()]
                 if not pred.empty:
-                    below, above = _interval_errors(pred, "predicted_speedup", "predicted_low", "predicted_high")
-                    ax.errorbar(pred["x"], pred["predicted_speedup"], yerr=[below, above], fmt="x", ms=5, color=col,
-                                lw=0.8, ls="none", alpha=0.8, label=plain(f"{family} predicted"))
+                    _bars(ax, pred, "predicted_speedup", "predicted_low", "predicted_high", col, 0.6, 0.8)
+                    ax.scatter(pred["x"], pred["predicted_speedup"], marker="x", s=20, color=col, alpha=0.8,
+                               label=plain(f"{family} predicted"))
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(ScalarFormatter())
         else:
             ax.text(0.5, 0.5, "no case ok on both sides", transform=ax.transAxes, ha="center")
         ax.axhline(1.0, color="black", lw=0.8)
@@ -81,7 +95,6 @@ def geomeans_svg(summary: pd.DataFrame, baseline: str, candidate: str) -> str:
                             zip(rows["family"][::-1], rows["dtype"][::-1], rows["compared"][::-1], strict=True)],
                            fontsize=7)
         ax.axvline(1.0, color="gray", lw=0.8)
-        ax.set_xscale("log")
         ax.set_xlabel("geometric mean of the speedups: 95 % interval (bar), predicted (red x); hollow: no interval")
         ax.set_title(plain(f"{candidate} against {baseline}, by family and dtype (compared cases)"), fontsize=9)
         return _svg(fig)

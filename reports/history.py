@@ -181,15 +181,15 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
     codes, values = {}, {}
     for name in ("status", "quality", "stop_reason", "flush_method"):
         codes[name], values[name] = _codes(_column(df, name))
-    def f32(name: str) -> np.ndarray:
-        return pd.to_numeric(_column(df, name), errors="coerce").to_numpy(dtype=np.float32)
+    def floats(name: str, dtype: type = np.float32) -> np.ndarray:
+        return pd.to_numeric(_column(df, name), errors="coerce").to_numpy(dtype=dtype)
     columns = HistoryColumns(
         case_id=df["case_key"].map(dict(zip(cases["case_key"], cases["case_id"], strict=True))).to_numpy(np.int32),
         environment_id=df["device_fingerprint"].map(dict(zip(envs["device_fingerprint"], envs["environment_id"],
                                                              strict=True))).to_numpy(np.int32),
         run_index=df["run_id"].map({r: i for i, r in enumerate(runs["run_id"])}).to_numpy(np.int32),
-        median_ms=f32("median_ms"), p10_ms=f32("p10_ms"), p90_ms=f32("p90_ms"),
-        rel_ci_halfwidth=f32("rel_ci_halfwidth"),
+        median_ms=floats("median_ms", np.float64), p10_ms=floats("p10_ms"), p90_ms=floats("p90_ms"),
+        rel_ci_halfwidth=floats("rel_ci_halfwidth", np.float64),
         throttled=_column(df, "throttled", False).fillna(False).astype(bool).to_numpy(),
         codes=codes, values=values, runs=runs, environments=envs, cases=cases)
     return HistoryData(columns.tables_only(), series_points(columns))

@@ -172,10 +172,13 @@ def history_pages(h: HistoryColumns, pts: SeriesPoints, verdicts: Iterable[Any],
 
 
 def history_site(env: Any, history: Any, verdicts: Iterable[Any], slug: Callable[[str], str], *,
-                 has_compare: bool = False, page_points: int = PAGE_POINTS) -> dict[str, str]:
-    """File name -> HTML of the history pages (reports.history.HistoryData; None: no results)."""
-    pages = ([] if history is None or history.points.n_series == 0
-             else history_pages(history.tables, history.points, verdicts, slug=slug, page_points=page_points))
+                 has_compare: bool = False, page_points: int = PAGE_POINTS,
+                 pages: list[HistoryPage] | None = None) -> dict[str, str]:
+    """File name -> HTML of the history pages of `history` (reports.history.HistoryData; None: no
+    results), or of the `pages` already made (history_pages)."""
+    if pages is None:
+        pages = ([] if history is None or history.points.n_series == 0
+                 else history_pages(history.tables, history.points, verdicts, slug=slug, page_points=page_points))
     out: dict[str, str] = {}
     for page in pages:
         out[page.file] = env.get_template("history.html").render(

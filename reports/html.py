@@ -153,7 +153,7 @@ def render_report(
     counts: pd.DataFrame | None = None,
     crosschecks: pd.DataFrame | None = None,
     layer_profiles: LayerProfiles | None = None,
-    history: HistoryData | None = None,
+    history: HistoryData | Callable[[], list] | None = None,
     evidence: Evidence | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
@@ -166,7 +166,8 @@ def render_report(
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
     (reports.breakdown_section.load_layer_profiles), for the breakdown section. `history`: every
-    series' points (reports.load.load_report_inputs); by default framed from `df`. `evidence`: the
+    series' points (reports.load.load_report_inputs), or a callable that returns the history pages
+    drawn elsewhere (reports.load.PendingVerdicts.pages); by default framed from `df`. `evidence`: the
     comparison's raw samples and launch floors (by default the launch results of `df`, no samples)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -224,9 +225,12 @@ def render_report(
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
-    if history is None and not df.empty:
-        history = history_of_frame(df)
-    pages.update(history_site(env, history, verdicts, slug, has_compare=has_compare))
+    if callable(history):  # drawn elsewhere with the verdicts (reports.load.PendingVerdicts)
+        pages.update(history_site(env, None, verdicts, slug, has_compare=has_compare, pages=history()))
+    else:
+        if history is None and not df.empty:
+            history = history_of_frame(df)
+        pages.update(history_site(env, history, verdicts, slug, has_compare=has_compare))
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
         from rooflab.reports.crosscheck import crosscheck_page
@@ -271,14 +275,16 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 
 def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = None, since: Since = None) -> Path:
     """Write the site for the database at `db_url` (a URL or a db.handle.Database); returns
-    index.html. Reads the run counts, then only the runs the device pages show (and their roof
-    runs), and the regression verdicts."""
+    index.html. Reads the history (run counts, case runs), then only the runs the device and
+    comparison pages show (and their roof runs), and judges the history (the verdicts and the
+    history pages, reports.load.judge_history)."""
     from rooflab.db.handle import shown
     from rooflab.reports.breakdown_section import load_layer_profiles
-    from rooflab.reports.load import load_crosschecks, load_report_inputs, load_verdicts
+    from rooflab.reports.load import judge_history, load_crosschecks, load_report_inputs
 
-    inputs = load_report_inputs(db_url, runs=runs, since=since)
-    return render_report(inputs.results, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs,
+    inputs = load_report_inputs(db_url, runs=runs, since=since, with_history=False)
+    verdicts, history_pages = judge_history(db_url)
+    return render_report(inputs.results, out_dir, source=shown(db_url), verdicts=verdicts, runs=runs,
                          since=since, counts=inputs.counts, crosschecks=load_crosschecks(db_url),
-                         layer_profiles=load_layer_profiles(db_url), history=inputs.history,
+                         layer_profiles=load_layer_profiles(db_url), history=lambda: history_pages,
                          evidence=inputs.evidence)

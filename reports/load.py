@@ -85,10 +85,11 @@ def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_run
 
 
 def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
-                       columns: Sequence[str] = REPORT_COLUMNS) -> ReportInputs:
+                       columns: Sequence[str] = REPORT_COLUMNS, with_history: bool = True) -> ReportInputs:
     """The report's inputs: the history is read first (in one pass, db.series_query.history_columns)
     and the run counts come from it; then the runs are chosen (reports.runsel for the device pages,
-    reports.pairing for the comparison) and only their results are read."""
+    reports.pairing for the comparison) and only their results are read. `with_history`: also
+    every series' points (the history pages; `rooflab report` has them drawn in a process of its own)."""
     from rooflab.db.query import results
     from rooflab.db.series_query import history_columns
     from rooflab.reports.comparison import Evidence
@@ -104,7 +105,7 @@ def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Sin
     allowed = chosen_runs(plans, runs, since)
     devices = sorted(counts["device_name"].dropna().astype(str).unique())
     case_runs = newest_ok_runs(everything, allowed) if len(devices) > 1 else None
-    history = HistoryData(everything.tables_only(), series_points(everything))
+    history = HistoryData(everything.tables_only(), series_points(everything)) if with_history else None
     del everything  # every result's columns: the points and the small tables are all the pages need
     compared, sides = comparison_runs(counts, case_runs, allowed) if case_runs is not None else ([], [])
     wanted = sorted(set(needed_runs(plans)) | set(compared))
@@ -180,51 +181,86 @@ def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> 
     return detect_in_database(url, **options.as_kwargs())
 
 
-def _verdicts_for_report(url: str, options: RegressionOptions) -> tuple[str, Any]:
-    """("ok", load_verdicts) with the points of every series that is not flagged left out (the
-    report draws trends of flagged series only, and counts the others: the list crosses a process
-    boundary), or ("input", message) for invalid input, which the caller reports as such."""
+def for_report(verdicts: list) -> list:
+    """The verdicts as the report draws them: the flagged ones whole, the others without their
+    points (`n_points` keeps their number): the report draws trends of flagged series only (the
+    history pages draw every series from the history itself), and the list crosses a process boundary."""
     from dataclasses import replace
 
+    return [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
+                                        else len(v.points)) for v in verdicts]
+
+
+def judge_history(url: Db, options: RegressionOptions = RegressionOptions()) -> tuple[list, list]:
+    """(every series' verdict, the history pages): one read of the whole history
+    (db.series_query.history_columns), the regression check judged on it (reports.history_verdicts:
+    the verdicts load_verdicts gives) and the history pages drawn from it with those verdicts."""
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.history import series_points
+    from rooflab.reports.history_page import history_pages
+    from rooflab.reports.history_verdicts import verdicts_of_history
+    from rooflab.reports.html import slug
+
+    if _empty(url):
+        return [], []
+    columns = history_columns(url)
+    verdicts = verdicts_of_history(columns, options)
+    points = series_points(columns)
+    tables = columns.tables_only()
+    del columns
+    return verdicts, history_pages(tables, points, verdicts, slug=slug)
+
+
+def _history_for_report(url: str, options: RegressionOptions) -> tuple[str, Any]:
+    """("ok", (judge_history's verdicts as the report draws them, its pages)), or ("input",
+    message) for invalid input, which the caller reports as such."""
     from rooflab.db.errors import DatabaseInputError
     from rooflab.reports.errors import ReportInputError
 
     try:
-        verdicts = load_verdicts(url, options)
+        verdicts, pages = judge_history(url, options)
     except (ReportInputError, DatabaseInputError) as exc:
         return "input", str(exc)
-    return "ok", [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
-                                                else len(v.points))
-                  for v in verdicts]
+    return "ok", (for_report(verdicts), pages)
 
 
 class PendingVerdicts:
-    """`load_verdicts` running in a process of its own, started now; `result()` waits for it.
+    """`judge_history` running in a process of its own, started now; `result()` (the verdicts) and
+    `pages()` (the history pages) wait for it.
 
-    On a long history the verdicts (reading the newest runs, judging every series) and the rest of
-    the report (reading the shown runs, drawing and writing the pages) take about the same time and
-    need nothing from each other until the regressions page: in two processes they run side by side
-    on two cores. The process is spawned (it shares no database connection with this one); an
-    error in it comes back from `result()`; `cancel()` ends it early. What comes back is what the report draws: the
-    flagged verdicts whole, the others without their points (`n_points` keeps their number)."""
+    On a long history the verdicts and the history pages (reading every result, judging every
+    series, drawing every series) and the rest of the report (reading the shown runs, drawing and
+    writing the pages) take about the same time and need nothing from each other until the
+    regressions page: in two processes they run side by side on two cores. The process is spawned
+    (it shares no database connection with this one); an error in it comes back from `result()`;
+    `cancel()` ends it early. The verdicts that come back are what the report draws (`for_report`)."""
 
     def __init__(self, url: str, options: RegressionOptions = RegressionOptions()) -> None:
         import multiprocessing
 
         from rooflab.suite.child import ChildCall
 
-        self._call = ChildCall(_verdicts_for_report, (url, options), multiprocessing.get_context("spawn"))
+        self._call = ChildCall(_history_for_report, (url, options), multiprocessing.get_context("spawn"))
+        self._payload: tuple[list, list] | None = None
+
+    def _wait(self) -> tuple[list, list]:
+        from rooflab.reports.errors import ReportInputError
+
+        if self._payload is None:
+            kind, payload = self._call.result()
+            if kind == "input":
+                raise ReportInputError(payload)
+            self._payload = payload
+        return self._payload
 
     def result(self) -> list:
         """The verdicts; ReportInputError for invalid input, suite.child.ChildCallError when judging
         them failed otherwise."""
-        from rooflab.reports.errors import ReportInputError
+        return self._wait()[0]
 
-        kind, payload = self._call.result()
-        if kind == "input":
-            raise ReportInputError(payload)
-        verdicts: list = payload
-        return verdicts
+    def pages(self) -> list:
+        """The history pages (reports.history_page.HistoryPage)."""
+        return self._wait()[1]
 
     def cancel(self) -> None:
         """Stop judging (the report failed before it needed the verdicts)."""

@@ -88,8 +88,8 @@ def case_runs_of(df: pd.DataFrame) -> pd.DataFrame:
     order = pd.to_numeric(ok["run_order"], errors="coerce") if "run_order" in ok.columns else \
         pd.to_datetime(ok["started_at"], utc=True).rank(method="dense")
     frame = ok.assign(run_order=order, suite=ok["suite"] if "suite" in ok.columns else "")[CASE_RUN_COLUMNS]
-    return (frame.sort_values(["run_order", "run_id"]).drop_duplicates(["device_name", "case_key", "suite"], keep="last")
-            .reset_index(drop=True))
+    newest = frame.sort_values(["run_order", "run_id"])
+    return newest.drop_duplicates(["device_name", "case_key", "suite"], keep="last").reset_index(drop=True)
 
 
 @dataclass(frozen=True)

@@ -376,12 +376,12 @@ def report_cmd(
     folder = output_dir(out)
     pending = PendingVerdicts(url)  # judged side by side with the reading and drawing below
     try:
-        inputs = _guard(lambda: load_report_inputs(url, runs=run or None, since=since))
+        inputs = _guard(lambda: load_report_inputs(url, runs=run or None, since=since, with_history=False))
         crosschecks = _guard(lambda: load_crosschecks(url))
         layer = _guard(lambda: load_layer_profiles(url))
         index = _guard(lambda: render_report(inputs.results, folder, source=redact(url), verdicts=pending.result,
                                              runs=run or None, since=since, counts=inputs.counts,
-                                             crosschecks=crosschecks, layer_profiles=layer, history=inputs.history,
+                                             crosschecks=crosschecks, layer_profiles=layer, history=pending.pages,
                                              evidence=inputs.evidence))
     finally:
         pending.cancel()  # a report that failed before the regressions page leaves no process behind
