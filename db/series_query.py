@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sqlalchemy import Select, case, literal, select
+from sqlalchemy import case, func, literal, select
 
 from rooflab.db import models
 from rooflab.db.columns import canonical_json
 from rooflab.db.handle import Db, reading
 from rooflab.db.samples import unpack
+from rooflab.db.status import ResultStatus
 
 _PARTITION_ROWS = 50_000
 CODED = ("status", "quality", "stop_reason", "flush_method")  # string columns read as codes (-1: NULL)
@@ -95,10 +96,15 @@ class HistoryColumns:
                        p90_ms=empty, rel_ci_halfwidth=empty, throttled=empty,
                        codes={k: empty for k in self.codes})
 
-    def decoded(self, column: str) -> np.ndarray:
-        """A CODED column as an object array of its values (None where NULL)."""
+    def decoded(self, column: str, rows: np.ndarray | None = None) -> np.ndarray:
+        """A CODED column (of `rows` only, when given) as an object array of its values (None where NULL)."""
         table = np.array(list(self.values[column]) + [None], dtype=object)
-        return table[self.codes[column]]  # -1 picks the trailing None
+        codes = self.codes[column] if rows is None else self.codes[column][rows]
+        return table[codes]  # -1 picks the trailing None
+
+    def code_of(self, column: str, value: str) -> int:
+        """The code of `value` in a CODED column (-2, which no row has, when no row has the value)."""
+        return self.values[column].index(value) if value in self.values[column] else -2
 
 
 def _coded(column: Any, values: Sequence[str]) -> Any:
@@ -107,10 +113,12 @@ def _coded(column: Any, values: Sequence[str]) -> Any:
     return case({v: i for i, v in enumerate(values)}, value=column, else_=-1)
 
 
-def _bulk_query(values: dict[str, tuple[str, ...]]) -> Select:
-    m = models.Measurement
-    return select(m.case_id, m.environment_id, m.run_id, m.median_ms, m.p10_ms, m.p90_ms, m.rel_ci_halfwidth,
-                  m.throttled, *(_coded(getattr(m, name), values[name]) for name in CODED))
+# the numeric columns of HistoryColumns: (field, the measurement's column, its dtype; None: a run index)
+NUMBERS = (("case_id", "case_id", np.int32), ("environment_id", "environment_id", np.int32),
+           ("run_index", "run_id", None), ("median_ms", "median_ms", np.float64), ("p10_ms", "p10_ms", np.float32),
+           ("p90_ms", "p90_ms", np.float32), ("rel_ci_halfwidth", "rel_ci_halfwidth", np.float64),
+           ("throttled", "throttled", bool))
+KEYS = ("case_id", "environment_id", "run_index", "median_ms", "status")  # what `keys_only` reads
 
 
 def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -127,40 +135,63 @@ def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
     return runs, envs, _case_frame(conn)
 
 
-def history_columns(url: Db) -> HistoryColumns:
+def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
     """Every measurement's case, environment, run, median, p10, p90, CI, throttled flag, status,
     quality, stop reason and flush method (the four strings as codes), read in partitions straight
-    from the database driver into numpy arrays: one pass, a few bytes per result."""
+    from the database driver into numpy arrays: one pass, a few bytes per result. `keys_only`: only
+    the case, environment, run, median and status (KEYS; the other columns are left empty): what
+    the run counts and the comparison's pairing need."""
     m = models.Measurement
+    numbers = [f for f in NUMBERS if not keys_only or f[0] in KEYS]
+    coded = [name for name in CODED if not keys_only or name in KEYS]
     with reading(url) as engine:
         with engine.connect() as conn:
             runs, envs, cases = _dimension_frames(conn)
-            distinct = conn.execute(select(*(getattr(m, n) for n in CODED)).distinct()).all()
+            found = [n for n in coded if n != "status"]
+            distinct = conn.execute(select(*(getattr(m, n) for n in found)).distinct()).all() if found else []
+            total = conn.execute(select(func.count()).select_from(m)).scalar_one()
         values = {name: tuple(sorted({row[i] for row in distinct if row[i] is not None}))
-                  for i, name in enumerate(CODED)}
-        statement = str(_bulk_query(values).compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+                  for i, name in enumerate(found)}
+        values["status"] = tuple(sorted(str(s) for s in ResultStatus))
+        query = select(*(getattr(m, column) for _, column, _ in numbers),
+                       *(_coded(getattr(m, name), values[name]) for name in coded))
+        statement = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
         pks = runs["run_pk"].to_numpy(dtype=np.int64)
         lut = np.full(int(pks.max()) + 1 if len(pks) else 1, -1, dtype=np.int32)
         lut[pks] = np.arange(len(pks), dtype=np.int32)
-        kinds = (np.int32, np.int32, None, np.float64, np.float32, np.float32, np.float64, bool) \
-            + (np.int16,) * len(CODED)
-        parts: list[list[np.ndarray]] = [[] for _ in kinds]
-        raw = engine.raw_connection()  # the driver's own cursor: no per-row processing above it
-        try:
-            cursor = raw.cursor()
-            cursor.execute(statement)
-            while part := cursor.fetchmany(_PARTITION_ROWS):
-                block = np.array(part, dtype=np.float64).T
-                for i, kind in enumerate(kinds):
-                    parts[i].append(lut[block[i].astype(np.int64)] if kind is None
-                                    else block[i] > 0 if kind is bool else block[i].astype(kind))
-            cursor.close()
-        finally:
-            raw.close()
-    cols = [np.concatenate(p) if p else np.empty(0, dtype=k or np.int32) for p, k in zip(parts, kinds, strict=True)]
+        kinds = [kind for _, _, kind in numbers] + [np.int16] * len(coded)
+        cols = _read(engine, statement, kinds, total, lut)
+    read = dict(zip([f for f, _, _ in numbers] + coded, cols, strict=True))
+
+    def field(name: str, dtype: Any) -> np.ndarray:
+        return read.get(name, np.empty(0, dtype=dtype))
+
     return HistoryColumns(
-        case_id=cols[0], environment_id=cols[1], run_index=cols[2], median_ms=cols[3], p10_ms=cols[4],
-        p90_ms=cols[5], rel_ci_halfwidth=cols[6], throttled=cols[7],
-        codes={name: cols[8 + i] for i, name in enumerate(CODED)}, values=values,
+        **{name: field(name, kind or np.int32) for name, _, kind in NUMBERS},
+        codes={name: field(name, np.int16) for name in CODED}, values={n: values.get(n, ()) for n in CODED},
         runs=runs.drop(columns="run_pk"), environments=envs, cases=cases,
     )
+
+
+def _read(engine: Any, statement: str, kinds: list, total: int, lut: np.ndarray) -> list[np.ndarray]:
+    """The rows of `statement`, read with the driver's own cursor (no per-row processing above it)
+    into one preallocated array per column (no second copy); a kind of None maps run keys to run
+    indices through `lut`."""
+    cols = [np.empty(total, dtype=kind or np.int32) for kind in kinds]
+    done = 0
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(statement)
+        while part := cursor.fetchmany(_PARTITION_ROWS):
+            block = np.array(part, dtype=np.float64).T
+            end = min(done + block.shape[1], total)  # results added since the count: read next time
+            block = block[:, :end - done]
+            for i, kind in enumerate(kinds):
+                cols[i][done:end] = (lut[block[i].astype(np.int64)] if kind is None
+                                     else block[i] > 0 if kind is bool else block[i])
+            done = end
+        cursor.close()
+    finally:
+        raw.close()
+    return [c[:done] for c in cols]

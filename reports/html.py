@@ -5,9 +5,7 @@ offline. The only script is the history page's own (templates/history.js, inside
 """
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from rooflab.reports.history_page import history_site
 from rooflab.reports.load import chosen_runs
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
 from rooflab.reports.series import detect
+from rooflab.reports.slugs import slug
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -79,11 +78,6 @@ def _num(v: Any, digits: int = 4) -> str:
             return f"{f:.{digits - 1}e}"
         return f"{f:.{digits}g}"
     return str(v)
-
-
-def slug(text: str) -> str:
-    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
-    return f"{base}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
 
 
 def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:

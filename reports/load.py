@@ -99,7 +99,7 @@ def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Sin
 
     if _empty(url):
         return ReportInputs(pd.DataFrame(), pd.DataFrame(), None, Evidence())
-    everything = history_columns(url)
+    everything = history_columns(url, keys_only=not with_history)
     counts = counts_from_history(everything)
     plans = choose_runs(counts, runs=runs, since=since)
     allowed = chosen_runs(plans, runs, since)
@@ -126,7 +126,7 @@ def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.D
 
     if _empty(url):
         return pd.DataFrame(), pd.DataFrame(), Evidence()
-    everything = history_columns(url)
+    everything = history_columns(url, keys_only=True)
     counts, case_runs = counts_from_history(everything), newest_ok_runs(everything)
     del everything
     pairing = pair_runs(counts, case_runs, baseline, candidate)
@@ -198,16 +198,20 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions()) -> 
     from rooflab.db.series_query import history_columns
     from rooflab.reports.history import series_points
     from rooflab.reports.history_page import history_pages
-    from rooflab.reports.history_verdicts import verdicts_of_history
-    from rooflab.reports.html import slug
+    from rooflab.reports.history_verdicts import ReadSource
+    from rooflab.reports.regressions import DatabaseSource, detect_with
+    from rooflab.reports.slugs import slug
 
     if _empty(url):
         return [], []
     columns = history_columns(url)
-    verdicts = verdicts_of_history(columns, options)
+    if len(columns) == 0:
+        return [], []
     points = series_points(columns)
+    source = ReadSource(columns, options.window, again=DatabaseSource(url))
     tables = columns.tables_only()
-    del columns
+    del columns  # every result's columns: from here on the points, the newest runs and the summary
+    verdicts = detect_with(source, **options.as_kwargs())
     return verdicts, history_pages(tables, points, verdicts, slug=slug)
 
 
