@@ -12,7 +12,7 @@ import pandas as pd
 
 from rooflab.reports import compare as c
 from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS, compute_ceilings
-from rooflab.reports.floors import per_run_floors
+from rooflab.reports.floors import LAUNCH_OP, per_run_floors
 from rooflab.reports.pairing import Pairing, SideRuns, case_runs_of, pair_runs
 
 
@@ -71,7 +71,7 @@ def _side(df: pd.DataFrame, side: SideRuns, samples: Mapping[c.SampleKey, Any]) 
 
 def launch_rows_of(df: pd.DataFrame) -> pd.DataFrame:
     """The launch-probe rows of a results frame (the evidence's launch rows when nothing else is read)."""
-    return df[df["op"] == "launch"] if not df.empty and "op" in df.columns else pd.DataFrame()
+    return df[df["op"] == LAUNCH_OP] if not df.empty and "op" in df.columns else pd.DataFrame()
 
 
 def compare_devices(df: pd.DataFrame, counts: pd.DataFrame, baseline: str, candidate: str, *,

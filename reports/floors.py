@@ -25,6 +25,7 @@ from rooflab.reports.frames import trustworthy
 FLOOR_COLUMNS = ("run_id", "run_order", "device_name", "case_key", "op", "op_version", "backend", "timing_mode",
                  "status", "median_ms", "throttled", "quality", "rel_ci_halfwidth", "stop_reason")
 DEFAULT_BACKEND = "eager"
+LAUNCH_OP = "launch"  # the launch probe's op name
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def per_run_floors(launch_rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["device_name", "run_id", "run_order", "backend", "timing_mode", "floor_ms"]
     if launch_rows is None or launch_rows.empty:
         return pd.DataFrame(columns=cols)
-    rows = launch_rows[launch_rows["op"] == "launch"]
+    rows = launch_rows[launch_rows["op"] == LAUNCH_OP]
     if "op_version" in rows.columns:
         rows = rows[pd.to_numeric(rows["op_version"], errors="coerce").fillna(1) >= LAUNCH_FLOOR_MIN_VERSION]
     rows = trustworthy(rows)

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.series_query import HistoryColumns
+from rooflab.db.status import ResultStatus
 from rooflab.reports.gate import SeriesVerdict
 from rooflab.reports.options import RegressionOptions
 from rooflab.reports.regressions import HistorySource, detect_with, history_runs
@@ -69,7 +70,7 @@ class ColumnsSource:
         n_env, n_run = len(self._envs) + 1, len(self._run_ids) + 1
         pair = h.case_id.astype(np.int64) * n_env + self._env_row[h.environment_id]
         every = np.unique(pair)
-        ok = (h.codes["status"] == h.code_of("status", "ok")) & (h.median_ms > 0)
+        ok = (h.codes["status"] == h.code_of("status", ResultStatus.OK)) & (h.median_ms > 0)
         ok_runs = np.unique(pair[ok] * n_run + h.run_index[ok])  # sorted: by series, then run
         del pair
         ok_pair, ok_run = ok_runs // n_run, ok_runs % n_run

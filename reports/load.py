@@ -76,10 +76,10 @@ def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_run
     from rooflab.db.query import results
     from rooflab.db.series_query import case_keys, raw_samples
     from rooflab.reports.comparison import Evidence, samples_by_key
-    from rooflab.reports.floors import FLOOR_COLUMNS
+    from rooflab.reports.floors import FLOOR_COLUMNS, LAUNCH_OP
 
     samples = samples_by_key(raw_samples(url, run_id=list(runs))) if runs else {}
-    keys = case_keys(url, op="launch")
+    keys = case_keys(url, op=LAUNCH_OP)
     launch = results(url, case_key=keys, columns=FLOOR_COLUMNS) if keys else pd.DataFrame(columns=FLOOR_COLUMNS)
     return Evidence(samples, launch[launch["device_name"].isin(list(devices))], case_runs)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db.status import ResultStatus
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.gate import SeriesVerdict
 from rooflab.reports.series import DETECT_COLUMNS, ENV_COLUMNS, detect, run_points, series_points
@@ -44,7 +45,7 @@ class SeriesView:
 
 def _per_run(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (series, run): the medians of the ok results' p10 and p90, and the flush method."""
-    ok = frame[frame["status"] == "ok"]
+    ok = frame[frame["status"] == ResultStatus.OK]
     keys = ["case_key", "device_fingerprint", "run_id"]
     agg = ok.groupby(keys, sort=False).agg(p10_ms=("p10_ms", "median"), p90_ms=("p90_ms", "median"))
     flush = frame.assign(flush_method=frame["flush_method"].astype(object).where(frame["flush_method"].notna(), ""))
