@@ -17,8 +17,9 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -151,6 +152,12 @@ def _clean(value: Any) -> Any:
 def history_pages(h: HistoryColumns, pts: SeriesPoints, verdicts: Iterable[Any], *,
                   slug: Callable[[str], str], page_points: int = PAGE_POINTS) -> list[HistoryPage]:
     """The pages: one (history.html) while every series fits in `page_points`, else one per device."""
+    return list(iter_history_pages(h, pts, verdicts, slug=slug, page_points=page_points))
+
+
+def iter_history_pages(h: HistoryColumns, pts: SeriesPoints, verdicts: Iterable[Any], *,
+                       slug: Callable[[str], str], page_points: int = PAGE_POINTS) -> Iterator[HistoryPage]:
+    """history_pages, one page at a time (a year of nightlies is 13 MB of data a device)."""
     by_key = {(v.case_key, v.device_fingerprint): v for v in verdicts}
     env_device = h.environments.set_index("environment_id")["device_name"]
     devices = env_device.reindex(pts.environment_id).fillna("").astype(str).to_numpy()
@@ -162,28 +169,22 @@ def history_pages(h: HistoryColumns, pts: SeriesPoints, verdicts: Iterable[Any],
         groups = [("history.html", tuple(names), order)]
     else:
         groups = [(f"history-{slug(n)}.html", (n,), order[devices[order] == n]) for n in names]
-    pages = []
     for file, group_devices, chosen in groups:
         title = "history" if len(group_devices) != 1 else f"history: {group_devices[0]}"
         data, counts = _page_data(h, pts, chosen, by_key, title)
-        pages.append(HistoryPage(file, group_devices, len(chosen), int(sizes[chosen].sum()), counts,
-                                 safe_json(_clean(data))))
-    return pages
+        yield HistoryPage(file, group_devices, len(chosen), int(sizes[chosen].sum()), counts, safe_json(_clean(data)))
 
 
 def history_site(env: Any, history: Any, verdicts: Iterable[Any], slug: Callable[[str], str], *,
-                 has_compare: bool = False, page_points: int = PAGE_POINTS,
-                 pages: list[HistoryPage] | None = None) -> dict[str, str]:
+                 has_compare: bool = False, page_points: int = PAGE_POINTS) -> dict[str, str]:
     """File name -> HTML of the history pages of `history` (reports.history.HistoryData; None: no
-    results), or of the `pages` already made (history_pages)."""
-    if pages is None:
-        pages = ([] if history is None or history.points.n_series == 0
-                 else history_pages(history.tables, history.points, verdicts, slug=slug, page_points=page_points))
+    results), all in memory (`write_history_site` writes them one at a time)."""
+    pages = ([] if history is None or history.points.n_series == 0
+             else history_pages(history.tables, history.points, verdicts, slug=slug, page_points=page_points))
     out: dict[str, str] = {}
     for page in pages:
         out[page.file] = env.get_template("history.html").render(
-            title=f"rooflab: {page_title(page)}", page=page,
-            pages=pages, page_points=page_points, has_compare=has_compare)
+            title=f"rooflab: {page_title(page)}", page=page, page_points=page_points, has_compare=has_compare)
     if len(pages) != 1:
         out["history.html"] = env.get_template("history_index.html").render(
             title="rooflab: history", pages=pages, page_points=page_points, has_compare=has_compare)
@@ -192,3 +193,25 @@ def history_site(env: Any, history: Any, verdicts: Iterable[Any], slug: Callable
 
 def page_title(page: HistoryPage) -> str:
     return "history" if len(page.devices) != 1 else f"history of {page.devices[0]}"
+
+
+def write_history_site(out_dir: Path, history: Any, verdicts: Iterable[Any], slug: Callable[[str], str], *,
+                       has_compare: bool = False, page_points: int = PAGE_POINTS) -> list[HistoryPage]:
+    """Write the history pages of `history` (reports.history.HistoryData) into `out_dir`, one page
+    built and written at a time; the pages come back without their data."""
+    from rooflab.reports.templating import environment
+
+    env, written = environment(), []
+    verdicts = list(verdicts)
+    pages = ([] if history is None or history.points.n_series == 0
+             else iter_history_pages(history.tables, history.points, verdicts, slug=slug, page_points=page_points))
+    for page in pages:
+        html = env.get_template("history.html").render(title=f"rooflab: {page_title(page)}", page=page,
+                                                       page_points=page_points, has_compare=has_compare)
+        (out_dir / page.file).write_text(html, encoding="utf-8")
+        written.append(replace(page, data_json=""))
+    if len(written) != 1:
+        (out_dir / "history.html").write_text(env.get_template("history_index.html").render(
+            title="rooflab: history", pages=written, page_points=page_points, has_compare=has_compare),
+            encoding="utf-8")
+    return written

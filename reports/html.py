@@ -5,7 +5,6 @@ offline. The only script is the history page's own (templates/history.js, inside
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,56 +27,12 @@ from rooflab.reports.load import chosen_runs
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of, rows_for
 from rooflab.reports.series import detect
 from rooflab.reports.slugs import slug
+from rooflab.reports.templating import environment, missing, num
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
 
-TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = _num
-    env.filters["fromjson"] = _json_list
-    env.filters["pct"] = lambda v: "" if _missing(v) else f"{100 * float(v):.1f} %"
-    return env
-
-
-def _json_list(v: Any) -> list:
-    """A list column (quality_reasons) as a list: stored as JSON text, or already a list."""
-    import json
-
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    if isinstance(v, str) and v:
-        try:
-            parsed = json.loads(v)
-        except json.JSONDecodeError:
-            return [v]
-        return parsed if isinstance(parsed, list) else [str(parsed)]
-    return []
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT
-
-
-def _num(v: Any, digits: int = 4) -> str:
-    if _missing(v):
-        return ""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        f = float(v)
-        if f == 0:
-            return "0"
-        if abs(f) >= 1e6 or abs(f) < 1e-3:
-            return f"{f:.{digits - 1}e}"
-        return f"{f:.{digits}g}"
-    return str(v)
+# the names the site's modules and tests use for the template environment and its number format
+_env, _num, _missing = environment, num, missing
 
 
 def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
@@ -160,8 +115,9 @@ def render_report(
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
     (reports.breakdown_section.load_layer_profiles), for the breakdown section. `history`: every
-    series' points (reports.load.load_report_inputs), or a callable that returns the history pages
-    drawn elsewhere (reports.load.PendingVerdicts.pages); by default framed from `df`. `evidence`: the
+    series' points (reports.load.load_report_inputs), or a callable that returns once the history
+    pages are written into `out_dir` elsewhere (reports.load.PendingVerdicts.pages); by default
+    framed from `df`. `evidence`: the
     comparison's raw samples and launch floors (by default the launch results of `df`, no samples)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -219,8 +175,8 @@ def render_report(
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
-    if callable(history):  # drawn elsewhere with the verdicts (reports.load.PendingVerdicts)
-        pages.update(history_site(env, None, verdicts, slug, has_compare=has_compare, pages=history()))
+    if callable(history):  # written into `out_dir` elsewhere (reports.load.judge_history): wait for them
+        history()
     else:
         if history is None and not df.empty:
             history = history_of_frame(df)
@@ -277,8 +233,9 @@ def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = N
     from rooflab.reports.load import judge_history, load_crosschecks, load_report_inputs
 
     inputs = load_report_inputs(db_url, runs=runs, since=since, with_history=False)
-    verdicts, history_pages = judge_history(db_url)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    verdicts, written = judge_history(db_url, out_dir=Path(out_dir), runs=runs, since=since)
     return render_report(inputs.results, out_dir, source=shown(db_url), verdicts=verdicts, runs=runs,
                          since=since, counts=inputs.counts, crosschecks=load_crosschecks(db_url),
-                         layer_profiles=load_layer_profiles(db_url), history=lambda: history_pages,
+                         layer_profiles=load_layer_profiles(db_url), history=lambda: written,
                          evidence=inputs.evidence)

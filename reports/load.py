@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -191,15 +192,19 @@ def for_report(verdicts: list) -> list:
                                         else len(v.points)) for v in verdicts]
 
 
-def judge_history(url: Db, options: RegressionOptions = RegressionOptions()) -> tuple[list, list]:
+def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, out_dir: Path | None = None,
+                  runs: Sequence[str] | None = None, since: Since = None) -> tuple[list, list]:
     """(every series' verdict, the history pages): one read of the whole history
     (db.series_query.history_columns), the regression check judged on it (reports.history_verdicts:
-    the verdicts load_verdicts gives) and the history pages drawn from it with those verdicts."""
+    the verdicts load_verdicts gives) and the history pages drawn from it with those verdicts,
+    written into `out_dir` one at a time when given (then they come back without their data;
+    `runs` and `since` are the report's, which decide whether its pages link a comparison)."""
     from rooflab.db.series_query import history_columns
-    from rooflab.reports.history import series_points
-    from rooflab.reports.history_page import history_pages
+    from rooflab.reports.history import HistoryData, counts_from_history, series_points
+    from rooflab.reports.history_page import history_pages, write_history_site
     from rooflab.reports.history_verdicts import ReadSource
     from rooflab.reports.regressions import DatabaseSource, detect_with
+    from rooflab.reports.runsel import choose_runs
     from rooflab.reports.slugs import slug
 
     if _empty(url):
@@ -207,22 +212,27 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions()) -> 
     columns = history_columns(url)
     if len(columns) == 0:
         return [], []
+    has_compare = len(choose_runs(counts_from_history(columns), runs=runs, since=since)) >= 2
     points = series_points(columns)
     source = ReadSource(columns, options.window, again=DatabaseSource(url))
     tables = columns.tables_only()
     del columns  # every result's columns: from here on the points, the newest runs and the summary
     verdicts = detect_with(source, **options.as_kwargs())
-    return verdicts, history_pages(tables, points, verdicts, slug=slug)
+    if out_dir is None:
+        return verdicts, history_pages(tables, points, verdicts, slug=slug)
+    return verdicts, write_history_site(out_dir, HistoryData(tables, points), verdicts, slug,
+                                        has_compare=has_compare)
 
 
-def _history_for_report(url: str, options: RegressionOptions) -> tuple[str, Any]:
-    """("ok", (judge_history's verdicts as the report draws them, its pages)), or ("input",
-    message) for invalid input, which the caller reports as such."""
+def _history_for_report(url: str, options: RegressionOptions, out_dir: Path | None, runs: Sequence[str] | None,
+                        since: Since) -> tuple[str, Any]:
+    """("ok", (judge_history's verdicts as the report draws them, its pages, written into
+    `out_dir`)), or ("input", message) for invalid input, which the caller reports as such."""
     from rooflab.db.errors import DatabaseInputError
     from rooflab.reports.errors import ReportInputError
 
     try:
-        verdicts, pages = judge_history(url, options)
+        verdicts, pages = judge_history(url, options, out_dir=out_dir, runs=runs, since=since)
     except (ReportInputError, DatabaseInputError) as exc:
         return "input", str(exc)
     return "ok", (for_report(verdicts), pages)
@@ -239,12 +249,14 @@ class PendingVerdicts:
     (it shares no database connection with this one); an error in it comes back from `result()`;
     `cancel()` ends it early. The verdicts that come back are what the report draws (`for_report`)."""
 
-    def __init__(self, url: str, options: RegressionOptions = RegressionOptions()) -> None:
+    def __init__(self, url: str, options: RegressionOptions = RegressionOptions(), *, out_dir: Path | None = None,
+                 runs: Sequence[str] | None = None, since: Since = None) -> None:
         import multiprocessing
 
         from rooflab.suite.child import ChildCall
 
-        self._call = ChildCall(_history_for_report, (url, options), multiprocessing.get_context("spawn"))
+        self._call = ChildCall(_history_for_report, (url, options, out_dir, runs, since),
+                               multiprocessing.get_context("spawn"))
         self._payload: tuple[list, list] | None = None
 
     def _wait(self) -> tuple[list, list]:
@@ -263,7 +275,8 @@ class PendingVerdicts:
         return self._wait()[0]
 
     def pages(self) -> list:
-        """The history pages (reports.history_page.HistoryPage)."""
+        """The history pages (reports.history_page.HistoryPage; written into `out_dir` when one was
+        given, and then without their data)."""
         return self._wait()[1]
 
     def cancel(self) -> None:

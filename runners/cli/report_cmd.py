@@ -374,7 +374,8 @@ def report_cmd(
     url = db_url(db)
     require_database(url)
     folder = output_dir(out)
-    pending = PendingVerdicts(url)  # judged side by side with the reading and drawing below
+    # judged, and the history pages drawn and written, side by side with the reading and drawing below
+    pending = PendingVerdicts(url, out_dir=folder, runs=run or None, since=since)
     try:
         inputs = _guard(lambda: load_report_inputs(url, runs=run or None, since=since, with_history=False))
         crosschecks = _guard(lambda: load_crosschecks(url))
