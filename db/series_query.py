@@ -139,8 +139,9 @@ def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
     """Every measurement's case, environment, run, median, p10, p90, CI, throttled flag, status,
     quality, stop reason and flush method (the four strings as codes), read in partitions straight
     from the database driver into numpy arrays: one pass, a few bytes per result. `keys_only`: only
-    the case, environment, run, median and status (KEYS; the other columns are left empty): what
-    the run counts and the comparison's pairing need."""
+    the case, environment, run, status and whether the median is positive (median_ms 1.0 where it
+    is, NaN elsewhere; the other columns are left empty): what the run counts and the comparison's
+    pairing need."""
     m = models.Measurement
     numbers = [f for f in NUMBERS if not keys_only or f[0] in KEYS]
     coded = [name for name in CODED if not keys_only or name in KEYS]
@@ -153,7 +154,10 @@ def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
         values = {name: tuple(sorted({row[i] for row in distinct if row[i] is not None}))
                   for i, name in enumerate(found)}
         values["status"] = tuple(sorted(str(s) for s in ResultStatus))
-        query = select(*(getattr(m, column) for _, column, _ in numbers),
+        # with keys only, the median is read as 1 where it is positive (NULL elsewhere): a small
+        # integer is one shared object, a float a new one per row
+        read_as = {"median_ms": case((m.median_ms > 0, 1))} if keys_only else {}
+        query = select(*(read_as.get(column, getattr(m, column)) for _, column, _ in numbers),
                        *(_coded(getattr(m, name), values[name]) for name in coded))
         statement = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
         pks = runs["run_pk"].to_numpy(dtype=np.int64)

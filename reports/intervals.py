@@ -57,13 +57,29 @@ class Significance(StrEnum):
 
 @dataclass(frozen=True)
 class Ratio:
-    """A ratio with its interval (low, high: None without one) and the log-ratio draws behind it."""
+    """A ratio with its interval (low, high: None without one) and what its log-ratio draws come
+    from: the bootstrap's own (kept, as float32), or a normal of standard error `log_se` drawn again
+    from the generator of `key` when asked (a year's comparison is thousands of cases)."""
 
     value: float
     low: float | None
     high: float | None
     method: Method
     log_draws: np.ndarray | None = field(default=None, repr=False, compare=False)
+    log_se: float | None = None
+    key: str = ""
+
+    @property
+    def has_draws(self) -> bool:
+        return self.log_draws is not None or self.log_se is not None
+
+    def draws(self, n_draws: int = N_DRAWS) -> np.ndarray:
+        """The log-ratio draws (float64): the bootstrap's, or the stored-CI normal's, reproducibly."""
+        if self.log_draws is not None:
+            return self.log_draws.astype(np.float64)
+        if self.log_se is None:
+            raise ValueError("a ratio without an interval has no draws")
+        return math.log(self.value) + self.log_se * case_seed(self.key, BASE_SEED + 1).standard_normal(n_draws)
 
     @property
     def significance(self) -> Significance:
@@ -112,7 +128,7 @@ def _percentiles(log_draws: np.ndarray, level: float) -> tuple[float, float]:
 
 
 def bootstrap_ratio(baseline: Sequence[float] | np.ndarray, candidate: Sequence[float] | np.ndarray, *,
-                    rng: np.random.Generator, n_draws: int = N_DRAWS, level: float = LEVEL) -> Ratio:
+                    rng: np.random.Generator, n_draws: int = N_DRAWS, level: float = LEVEL, key: str = "") -> Ratio:
     """median(baseline) / median(candidate) with its percentile-bootstrap interval."""
     base, cand = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
     if len(base) == 0 or len(cand) == 0 or not (np.all(base > 0) and np.all(cand > 0)):
@@ -120,17 +136,17 @@ def bootstrap_ratio(baseline: Sequence[float] | np.ndarray, candidate: Sequence[
     value = float(np.median(base) / np.median(cand))
     draws = np.log(bootstrap_medians(base, rng, n_draws)) - np.log(bootstrap_medians(cand, rng, n_draws))
     low, high = _percentiles(draws, level)
-    return Ratio(value, low, high, Method.BOOTSTRAP, draws)
+    return Ratio(value, low, high, Method.BOOTSTRAP, draws.astype(np.float32), key=key)
 
 
 def stored_ci_ratio(baseline_ms: float, baseline_rel_ci: float, candidate_ms: float, candidate_rel_ci: float, *,
-                    rng: np.random.Generator, n_draws: int = N_DRAWS) -> Ratio:
+                    key: str = "") -> Ratio:
     """baseline_ms / candidate_ms with a 95 % interval from each median's stored 95 % CI (half-width
     over the median): normal on the log scale, the two log half-widths added in quadrature."""
     value = baseline_ms / candidate_ms
     se = math.hypot(math.log1p(baseline_rel_ci), math.log1p(candidate_rel_ci)) / Z95
-    draws = math.log(value) + se * rng.standard_normal(n_draws)
-    return Ratio(value, value * math.exp(-Z95 * se), value * math.exp(Z95 * se), Method.STORED_CI, draws)
+    return Ratio(value, value * math.exp(-Z95 * se), value * math.exp(Z95 * se), Method.STORED_CI, log_se=se,
+                 key=key)
 
 
 def ratio_alone(baseline_ms: float, candidate_ms: float) -> Ratio:
@@ -151,28 +167,28 @@ def speedup(key: str, baseline_ms: float, candidate_ms: float, *,
     """The speedup of one case (baseline / candidate) with the best interval its inputs allow: the
     bootstrap when both sides have raw samples, else the stored CIs when both have one, else none.
     With samples the ratio is that of the samples' medians (the stored medians are those)."""
-    rng = case_seed(key)
     if baseline_samples is not None and candidate_samples is not None and len(baseline_samples) \
             and len(candidate_samples):
-        return bootstrap_ratio(baseline_samples, candidate_samples, rng=rng, n_draws=n_draws)
+        return bootstrap_ratio(baseline_samples, candidate_samples, rng=case_seed(key), n_draws=n_draws, key=key)
     if usable_ci(baseline_rel_ci) and usable_ci(candidate_rel_ci):
         assert baseline_rel_ci is not None and candidate_rel_ci is not None  # usable_ci checked them
-        return stored_ci_ratio(baseline_ms, baseline_rel_ci, candidate_ms, candidate_rel_ci, rng=rng,
-                               n_draws=n_draws)
+        return stored_ci_ratio(baseline_ms, baseline_rel_ci, candidate_ms, candidate_rel_ci, key=key)
     return ratio_alone(baseline_ms, candidate_ms)
 
 
-def geomean_ratio(ratios: Sequence[Ratio], level: float = LEVEL) -> Ratio:
+def geomean_ratio(ratios: Sequence[Ratio], level: float = LEVEL, n_draws: int = N_DRAWS) -> Ratio:
     """The geometric mean of `ratios`; its interval from the cases' draws, averaged draw by draw,
     when every case has draws (else the geometric mean alone)."""
     if not ratios:
         return Ratio(math.nan, None, None, Method.NONE)
     value = math.exp(sum(math.log(r.value) for r in ratios) / len(ratios))
-    draws = [r.log_draws for r in ratios]
-    if any(d is None for d in draws) or len({len(d) for d in draws if d is not None}) != 1:
+    if not all(r.has_draws for r in ratios):
         return Ratio(value, None, None, Method.NONE)
-    mean = np.mean(np.vstack([d for d in draws if d is not None]), axis=0)
+    total = np.zeros(next((len(r.log_draws) for r in ratios if r.log_draws is not None), n_draws))
+    for r in ratios:  # a running sum: one case's draws at a time
+        total += r.draws(len(total))
+    mean = total / len(ratios)
     low, high = _percentiles(mean, level)
     methods = {r.method for r in ratios}
     method = Method.BOOTSTRAP if methods == {Method.BOOTSTRAP} else Method.STORED_CI
-    return Ratio(value, low, high, method, mean)
+    return Ratio(value, low, high, method, mean.astype(np.float32))

@@ -194,7 +194,7 @@ def for_report(verdicts: list) -> list:
 
 def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, out_dir: Path | None = None,
                   runs: Sequence[str] | None = None, since: Since = None) -> tuple[list, list]:
-    """(every series' verdict, the history pages): one read of the whole history
+    """(every series' verdict as the report draws it, the history pages): one read of the whole history
     (db.series_query.history_columns), the regression check judged on it (reports.history_verdicts:
     the verdicts load_verdicts gives) and the history pages drawn from it with those verdicts,
     written into `out_dir` one at a time when given (then they come back without their data;
@@ -217,7 +217,8 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
     source = ReadSource(columns, options.window, again=DatabaseSource(url))
     tables = columns.tables_only()
     del columns  # every result's columns: from here on the points, the newest runs and the summary
-    verdicts = detect_with(source, **options.as_kwargs())
+    verdicts = for_report(detect_with(source, **options.as_kwargs()))  # what the report draws of them
+    del source
     if out_dir is None:
         return verdicts, history_pages(tables, points, verdicts, slug=slug)
     return verdicts, write_history_site(out_dir, HistoryData(tables, points), verdicts, slug,
@@ -230,12 +231,14 @@ def _history_for_report(url: str, options: RegressionOptions, out_dir: Path | No
     `out_dir`)), or ("input", message) for invalid input, which the caller reports as such."""
     from rooflab.db.errors import DatabaseInputError
     from rooflab.reports.errors import ReportInputError
+    from rooflab.reports.memory import keep_mmap_threshold
 
+    keep_mmap_threshold()
     try:
         verdicts, pages = judge_history(url, options, out_dir=out_dir, runs=runs, since=since)
     except (ReportInputError, DatabaseInputError) as exc:
         return "input", str(exc)
-    return "ok", (for_report(verdicts), pages)
+    return "ok", (verdicts, pages)
 
 
 class PendingVerdicts:

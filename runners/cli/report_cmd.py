@@ -368,12 +368,14 @@ def report_cmd(
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
     from rooflab.reports.load import PendingVerdicts, load_crosschecks, load_report_inputs
+    from rooflab.reports.memory import keep_mmap_threshold
 
     if run and since:
         fail("give either --run or --since, not both")
     url = db_url(db)
     require_database(url)
     folder = output_dir(out)
+    keep_mmap_threshold()
     # judged, and the history pages drawn and written, side by side with the reading and drawing below
     pending = PendingVerdicts(url, out_dir=folder, runs=run or None, since=since)
     try:

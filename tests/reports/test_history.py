@@ -99,13 +99,18 @@ def test_the_database_read_gives_the_frame_read_and_the_run_counts(stored):
 
     from_db = HistoryData(columns.tables_only(), series_points(columns))
     _same(_as_history(history_of_frame(results(stored))), _as_history(from_db))
-    keys = ["run_id", "device_name", "device_fingerprint", "op", "family", "status"]
-    mine = counts_from_history(columns).sort_values(keys).reset_index(drop=True)
-    theirs = result_counts(stored).sort_values(keys).reset_index(drop=True)
+    by = ["run_id", "device_name", "device_fingerprint", "op", "family", "status"]
+    mine = counts_from_history(columns).sort_values(by).reset_index(drop=True)
+    theirs = result_counts(stored).sort_values(by).reset_index(drop=True)
     pd.testing.assert_frame_equal(mine, theirs, check_dtype=False)
     cols = ["device_name", "case_key", "suite", "run_id"]
-    assert (newest_ok_runs(columns).sort_values(cols)[cols].reset_index(drop=True)
-            .equals(case_runs_of(results(stored)).sort_values(cols)[cols].reset_index(drop=True)))
+    expected = case_runs_of(results(stored)).sort_values(cols)[cols].reset_index(drop=True)
+    assert newest_ok_runs(columns).sort_values(cols)[cols].reset_index(drop=True).equals(expected)
+    keys = history_columns(stored, keys_only=True)  # what the report's main process reads
+    assert len(keys.p10_ms) == 0 and set(np.unique(keys.median_ms[~np.isnan(keys.median_ms)])) == {1.0}
+    pd.testing.assert_frame_equal(counts_from_history(keys).sort_values(by).reset_index(drop=True), theirs,
+                                  check_dtype=False)
+    assert newest_ok_runs(keys).sort_values(cols)[cols].reset_index(drop=True).equals(expected)
 
 
 def _decode(data: dict, name: str, dtype) -> np.ndarray:

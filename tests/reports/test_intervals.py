@@ -67,7 +67,7 @@ def test_the_stored_ci_interval_covers_at_least_its_nominal_rate():
         sa, sb = summarize(a), summarize(b)
         assert sa.rel_ci_halfwidth is not None and sb.rel_ci_halfwidth is not None
         r = iv.stored_ci_ratio(sa.median_ms, sa.rel_ci_halfwidth, sb.median_ms, sb.rel_ci_halfwidth,
-                               rng=iv.case_seed(f"trial-{trial}"))
+                               key=f"trial-{trial}")
         hits += r.low <= TRUE_RATIO <= r.high
     assert 0.94 <= hits / 1000 <= 0.99
 
