@@ -56,11 +56,13 @@ def _per_run(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _segment_reasons(runs: pd.DataFrame) -> list[str]:
     """Why a segment starts at each run (a driver, CUDA, torch or flush-method change), "" elsewhere."""
-    out = [""]
-    for (_, before), (_, now) in zip(runs.iloc[:-1].iterrows(), runs.iloc[1:].iterrows(), strict=True):
-        what = [f"{c.split('_')[0]} {before[c] or '?'} -> {now[c] or '?'}" for c in (*ENV_COLUMNS, "flush_method")
-                if (before[c] or "") != (now[c] or "")]
-        out.append(", ".join(what))
+    out = [""] * len(runs)
+    for c in (*ENV_COLUMNS, "flush_method"):
+        now = runs[c].astype(object).where(runs[c].notna(), "").astype(str).tolist()
+        for i in range(1, len(now)):
+            if now[i] != now[i - 1]:
+                what = f"{c.split('_')[0]} {now[i - 1] or '?'} -> {now[i] or '?'}"
+                out[i] = f"{out[i]}, {what}" if out[i] else what
     return out
 
 
@@ -69,13 +71,13 @@ def views(frame: pd.DataFrame) -> list[SeriesView]:
     if frame.empty:
         return []
     verdicts = {(v.case_key, v.device_fingerprint): v for v in detect(frame)}
-    points = run_points(frame)
-    extra = _per_run(frame)
+    keys = ["case_key", "device_fingerprint", "run_id"]
+    merged = run_points(frame).merge(_per_run(frame), on=keys, how="left")
     out = []
-    for (key, fp), rows in points.groupby(["case_key", "device_fingerprint"], sort=True):
+    for (key, fp), rows in merged.groupby(["case_key", "device_fingerprint"], sort=True):
+        rows = rows.sort_values(["order", "run_id"], kind="stable")
         pts = {p.run_id: p for p in series_points(rows)}
-        runs = rows.merge(extra, on=["case_key", "device_fingerprint", "run_id"], how="left")
-        runs = runs[runs["run_id"].isin(list(pts))].reset_index(drop=True)
+        runs = rows[rows["run_id"].isin(list(pts))].reset_index(drop=True)
         table = pd.DataFrame({
             "run_id": runs["run_id"], "started_at": runs["started_at"], "git_commit": runs["git_commit"],
             "median_ms": runs["median_ms"], "p10_ms": runs["p10_ms"], "p90_ms": runs["p90_ms"],
