@@ -175,12 +175,7 @@ def render_report(
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
-    if callable(history):  # written into `out_dir` elsewhere (reports.load.judge_history): wait for them
-        history()
-    else:
-        if history is None and not df.empty:
-            history = history_of_frame(df)
-        pages.update(history_site(env, history, verdicts, slug, has_compare=has_compare))
+    pages.update(_history_pages(env, history, df, verdicts, has_compare))
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
         from rooflab.reports.crosscheck import crosscheck_page
@@ -196,6 +191,17 @@ def render_report(
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
     return out / "index.html"
+
+
+def _history_pages(env: jinja2.Environment, history: HistoryData | Callable[[], list] | None, df: pd.DataFrame,
+                   verdicts: list, has_compare: bool) -> dict[str, str]:
+    """The history pages to write (none when a callable says they were written elsewhere)."""
+    if callable(history):  # written into the folder elsewhere (reports.load.judge_history): wait for them
+        history()
+        return {}
+    if history is None and not df.empty:
+        history = history_of_frame(df)
+    return history_site(env, history, verdicts, slug, has_compare=has_compare)
 
 
 def _run_info(counts: pd.DataFrame, plan: DeviceRuns) -> dict[str, dict]:
