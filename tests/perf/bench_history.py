@@ -20,6 +20,12 @@ PostgreSQL (measured at 10 nights, 60,000 measurements): 106 us per measurement 
 read only what they need: `rooflab regressions` takes 11.8 s (656 MB peak), `rooflab roofline
 --device` 10.4 s (1.3 GB), `rooflab report` 94 s (7.0 GB: it still reads every result to draw
 every measurement).
+
+`--samples 0 --report DIR --report-only` (the year above, no raw samples, 710 MiB of SQLite):
+`rooflab report` with its history pages took 14.7 and 14.5 s wall, 23 s of CPU in its two
+processes, 853-855 MB at the peak of both together, at load 1.6 on the 2-core machine (52-53 s wall
+at load 5-8); each device's history page, 13.2 MiB, was drawn in Chromium in 307-344 ms
+(docs/history.md).
 """
 from __future__ import annotations
 
