@@ -14,6 +14,7 @@ into one trend and names what changed between them).
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -204,9 +205,11 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
     return HistoryData(columns.tables_only(), series_points(columns))
 
 
-def newest_ok_runs(h: HistoryColumns, allowed: set[str] | None = None) -> pd.DataFrame:
+def newest_ok_runs(h: HistoryColumns, allowed: set[str] | None = None,
+                   named: Collection[str] = ()) -> pd.DataFrame:
     """reports.pairing's case runs from the history: per device name, case and suite, the newest run
-    (within `allowed`, when given) holding an ok result of the case."""
+    (within `allowed`, when given) holding an ok result of the case, and every ok case of the runs
+    `named` (a comparison side named by its run)."""
     from rooflab.reports.pairing import CASE_RUN_COLUMNS
 
     if len(h) == 0:
@@ -225,9 +228,11 @@ def newest_ok_runs(h: HistoryColumns, allowed: set[str] | None = None) -> pd.Dat
     device, case, suite, run = device[order], case[order], suite[order], run[order]
     last = np.ones(len(order), dtype=bool)
     last[:-1] = (device[1:] != device[:-1]) | (case[1:] != case[:-1]) | (suite[1:] != suite[:-1])
+    if named:  # and every ok result of a named run
+        last |= h.runs["run_id"].isin(list(named)).to_numpy()[run]
     keys = h.cases.set_index("case_id")["case_key"]
     return pd.DataFrame({
         "device_name": np.asarray(device_names, dtype=object)[device[last]],
         "case_key": keys.reindex(case[last]).to_numpy(), "suite": np.asarray(suites, dtype=object)[suite[last]],
         "run_id": h.runs["run_id"].to_numpy()[run[last]], "run_order": run[last].astype(np.int64) + 1,
-    })
+    }).drop_duplicates().reset_index(drop=True)  # several GPUs of one fingerprint: one row a run

@@ -128,7 +128,9 @@ def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.D
     if _empty(url):
         return pd.DataFrame(), pd.DataFrame(), Evidence()
     everything = history_columns(url, keys_only=True)
-    counts, case_runs = counts_from_history(everything), newest_ok_runs(everything)
+    counts = counts_from_history(everything)
+    named = set(counts["run_id"].astype(str)) & {baseline, candidate}  # a side named by its run
+    case_runs = newest_ok_runs(everything, named=named)
     del everything
     pairing = pair_runs(counts, case_runs, baseline, candidate)
     df = results(url, run_id=pairing.runs(), columns=REPORT_COLUMNS)

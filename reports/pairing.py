@@ -18,9 +18,10 @@ newest run of that device, started no later than the newest run compared, that d
 (reports.runsel, the device pages' rule).
 
 Everything works on two small frames: the run counts (db.query.result_counts, or
-reports.runsel.counts_of a results frame) and the newest ok run of each case per device and
-suite (`case_runs`: reports.history.newest_ok_runs of the history, or `case_runs_of` a results
-frame), so the results are chosen before any of them is read.
+reports.runsel.counts_of a results frame) and the runs holding an ok result of each case per
+device and suite (`case_runs`: at least the newest of them, and every one of a run named:
+reports.history.newest_ok_runs of the history, or `case_runs_of` a results frame), so the results
+are chosen before any of them is read.
 """
 from __future__ import annotations
 
@@ -81,15 +82,15 @@ class Pairing:
 
 
 def case_runs_of(df: pd.DataFrame) -> pd.DataFrame:
-    """The newest run holding an ok result of each case, per device and suite, of a results frame."""
+    """Every run holding an ok result of each case, per device and suite, of a results frame (the
+    pairing takes the newest where a side is a device, and a run's own where it is named)."""
     if df.empty:
         return pd.DataFrame(columns=CASE_RUN_COLUMNS)
     ok = df[(df["status"] == ResultStatus.OK) & (pd.to_numeric(df["median_ms"], errors="coerce") > 0)]
     order = pd.to_numeric(ok["run_order"], errors="coerce") if "run_order" in ok.columns else \
         pd.to_datetime(ok["started_at"], utc=True).rank(method="dense")
     frame = ok.assign(run_order=order, suite=ok["suite"] if "suite" in ok.columns else "")[CASE_RUN_COLUMNS]
-    newest = frame.sort_values(["run_order", "run_id"])
-    return newest.drop_duplicates(["device_name", "case_key", "suite"], keep="last").reset_index(drop=True)
+    return frame.drop_duplicates(["device_name", "case_key", "suite", "run_id"]).reset_index(drop=True)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ def sampled(tmp_path_factory) -> str:
     rows = device_rows(**h100) + device_rows(hbm_gbps=4300.0, **h200)
     rows += [_timed("add", 1.0, 1, **h100), _timed("add", 1.0 / 1.05, 2, **h200),  # a planted 5 % speedup
              _timed("triad", 1.0, 3, **h100), _timed("triad", 1.0, 4, **h200)]  # and 0 %
+
     write_db(url, rows)
     return url
 
@@ -67,6 +68,23 @@ def test_intervals_from_raw_samples_then_from_stored_cis_once_pruned(sampled, tm
     prune_samples(sampled, timedelta(days=1), now=datetime.now(UTC) + timedelta(days=3650))
     add = _cases(sampled)["add"]
     assert add["interval"] == "stored_ci" and "without raw samples" in add["note"]
+
+
+def test_two_runs_of_one_device(tmp_path):
+    """Named by their runs: every case of the older run is compared, though a newer run measured it
+    again; nothing changed between them, so no interval excludes 1."""
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    first = dict(device_name=H100, fingerprint="fp-h100", run_id="h100-run", run_order=1)
+    again = dict(first, run_id="h100-run-2", run_order=2)
+    write_db(url, [_timed("add", 1.0, 1, **first), _timed("triad", 1.0, 3, **first),
+                   _timed("add", 1.0, 5, **again), _timed("triad", 1.0, 6, **again)])
+    res = _run("compare", "--baseline", "h100-run", "--candidate", "h100-run-2", "--db", url, "--json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["pairing"]["reason"] == "the runs named"
+    cases = {c["case_key"].split(".")[0]: c for c in data["cases"]}
+    assert set(cases) == {"add", "triad"}
+    assert all(c["standing"] == "not_significant" for c in cases.values()), cases
 
 
 @pytest.fixture(scope="module")

@@ -104,8 +104,13 @@ def test_the_database_read_gives_the_frame_read_and_the_run_counts(stored):
     theirs = result_counts(stored).sort_values(by).reset_index(drop=True)
     pd.testing.assert_frame_equal(mine, theirs, check_dtype=False)
     cols = ["device_name", "case_key", "suite", "run_id"]
-    expected = case_runs_of(results(stored)).sort_values(cols)[cols].reset_index(drop=True)
+    every = case_runs_of(results(stored))
+    newest = every.sort_values("run_order").drop_duplicates(["device_name", "case_key", "suite"], keep="last")
+    expected = newest.sort_values(cols)[cols].reset_index(drop=True)
     assert newest_ok_runs(columns).sort_values(cols)[cols].reset_index(drop=True).equals(expected)
+    named = newest_ok_runs(columns, named={"nightly-003"})  # a run named keeps every ok case of its own
+    assert set(named.loc[named["run_id"] == "nightly-003", "case_key"]) == set(
+        every.loc[every["run_id"] == "nightly-003", "case_key"])
     keys = history_columns(stored, keys_only=True)  # what the report's main process reads
     assert len(keys.p10_ms) == 0 and set(np.unique(keys.median_ms[~np.isnan(keys.median_ms)])) == {1.0}
     pd.testing.assert_frame_equal(counts_from_history(keys).sort_values(by).reset_index(drop=True), theirs,

@@ -68,6 +68,9 @@ def test_a_run_against_a_device_and_two_runs():
     assert p.candidate.runs == ("h200-quick-4",) and "the run named is h100-quick-1" in p.reason
     p = _pair(df, "h100-quick-1", "h100-quick-3")
     assert p.reason == "the runs named" and p.baseline.device_name == p.candidate.device_name == H100
+    # a run named keeps all its cases, also those a newer run of its device measured again
+    assert len(p.baseline.cases) == 3 and set(p.baseline.cases["run_id"]) == {"h100-quick-1"}
+    assert len(p.candidate.cases) == 1
 
 
 def test_allowed_runs_and_bad_sides():
