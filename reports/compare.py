@@ -1,77 +1,91 @@
-"""Generation comparison: measured speedup of each case on a candidate against a baseline, beside
-the speedup the roofs predict.
+"""Generation comparison: each case's speedup on a candidate against a baseline, with its 95 %
+interval, beside the speedup the roofs predict.
 
-A side is a run id or a device (name, or fingerprint prefix). Per case (case_key ok on both sides,
-newest result per side), speedup = baseline median / candidate median (> 1: the candidate is
-faster). The predicted speedup follows the case's wall on the baseline: the bandwidth-roof ratio
-(L2 for hot cases) when bandwidth-bound, the compute-roof ratio of its dtype when compute-bound (the
-ratio of its elementary-function times when those are its wall), the launch-floor ratio when
-overhead-bound; roofs are measured ceilings, else datasheet figures. A collective (family collective)
-is predicted from the two systems' interconnect roofs of that collective, each at its own world
-size, or from their latency floors when overhead-bound (reports/interconnect.py).
+Which runs each side draws from is reports.pairing's rule (the CLI and the report page share it).
+Per case (case_key ok on both sides; the newest result of each side's paired runs), speedup =
+baseline median / candidate median (> 1: the candidate is faster), with its interval from the raw
+samples of both sides, else from their stored CIs, else none (reports.intervals). A case is
+compared only when both results were timed alike and are trustworthy:
+
+- results of different flush methods (read_sweep, write_sweep) are not paired: the case is listed
+  as not_comparable and left out of everything else;
+- a noisy or contended result on either side (reports.frames.quality_of) makes the case untrusted:
+  shown, but left out of the geometric means and the deviations, as it never sets a ceiling either.
+
+The predicted speedup follows the case's wall on the baseline: the bandwidth-roof ratio (L2 for
+hot cases) when bandwidth-bound, the compute-roof ratio of its dtype when compute-bound (the ratio
+of its elementary-function times when those are its wall), the launch-floor ratio when
+overhead-bound, where it is a range over the floors measured in every run of both devices
+(reports.floors). A collective (family collective) is predicted from the two systems' interconnect
+roofs of that collective, each at its own world size, or from their latency floors when
+overhead-bound (reports/interconnect.py). The deviation is measured / predicted, against the
+nearest end of the predicted range: a speedup inside the range is no deviation.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rooflab.reports import intervals as iv
 from rooflab.reports.ceilings import (
     COLLECTIVE_FAMILY,
     DeviceCeilings,
     bandwidth_roof,
-    compute_ceilings,
     compute_roof,
     l2_resident,
     launch_floor_ms,
     uses_matrix_units,
 )
-from rooflab.reports.diagnosis import diagnose
+from rooflab.reports.diagnosis import diagnose, latest_per_case
 from rooflab.reports.elementary import elementary_time
-from rooflab.reports.errors import ReportInputError
-from rooflab.reports.frames import params_of, select_device
+from rooflab.reports.floors import PredictedRange, predicted_launch_range
+from rooflab.reports.frames import params_of, quality_of
 from rooflab.reports.interconnect import predicted_speedup as collective_speedup
 from rooflab.reports.opinfo import elementary_counts, reads_only
-from rooflab.vocab import CeilingKind, Wall
+from rooflab.vocab import CeilingKind, Quality, Wall
+
+SampleKey = tuple[str, str, str]  # run_id, case_key, device_uuid ("" without one)
+
+
+class Standing(StrEnum):
+    """What a compared case's speedup says (the first four are reports.intervals.Significance)."""
+
+    FASTER = "faster"  # the interval lies above 1
+    SLOWER = "slower"  # the interval lies below 1
+    NOT_SIGNIFICANT = "not_significant"  # the interval contains 1
+    NO_INTERVAL = "no_interval"  # no raw samples nor stored CI on a side: the ratio alone
+    UNTRUSTED = "untrusted"  # a side is noisy or contended: shown, not judged
+    NOT_COMPARABLE = "not_comparable"  # the two sides used different flush methods: not paired
+
+
+COMPARED = (Standing.FASTER, Standing.SLOWER, Standing.NOT_SIGNIFICANT, Standing.NO_INTERVAL)
 
 
 @dataclass(frozen=True)
 class Side:
     label: str
     device_name: str
-    rows: pd.DataFrame  # the side's results
+    rows: pd.DataFrame  # the side's results (its paired runs)
     ceilings: DeviceCeilings
-
-
-def resolve_side(df: pd.DataFrame, text: str, *, option: str) -> Side:
-    """A run id (exact) or a device; ReportInputError naming the runs and devices otherwise."""
-    if not df.empty and text in set(df["run_id"].astype(str)):
-        rows = df[df["run_id"].astype(str) == text]
-        names = sorted(rows["device_name"].dropna().unique())
-        if len(names) != 1:
-            raise ReportInputError(f"{option}: run {text!r} measured several devices ({', '.join(names)}); "
-                                   "name one device")
-        name = str(names[0])
-        device_rows = df[df["device_name"] == name]
-        return Side(f"run {text}", name, rows, compute_ceilings(device_rows, name))
-    try:
-        name, rows = select_device(df, text)
-    except ReportInputError as exc:
-        runs = sorted(df["run_id"].astype(str).unique()) if not df.empty else []
-        raise ReportInputError(f"{option}: {exc}; or a run id: {', '.join(runs[-10:]) or 'none'}") from None
-    return Side(name, name, rows, compute_ceilings(rows, name))
+    runs: tuple[str, ...] = ()  # the paired runs (the launch floors' central value comes from them)
+    samples: Mapping[SampleKey, Any] = field(default_factory=dict)  # raw samples of the paired results
 
 
 def _ratio(a, b) -> float:
     return a.value / b.value if (a is not None and b is not None and b.value) else math.nan
 
 
-def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeilings) -> float:
-    """Candidate roof / baseline roof for the wall the case hits on the baseline."""
+def predicted_speedup(case: Mapping[str, Any], base: DeviceCeilings, cand: DeviceCeilings) -> float:
+    """Candidate roof / baseline roof for the wall the case hits on the baseline (the launch
+    floors of the ceilings for an overhead-bound case; `predict_range` gives their spread)."""
     if case["family"] == COLLECTIVE_FAMILY:
-        return collective_speedup(case, base, cand)
+        return collective_speedup(pd.Series(case), base, cand)
     wall = case["wall"]
     if wall == Wall.BANDWIDTH:
         nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), reads_only(case["op"])
@@ -92,26 +106,108 @@ def predicted_speedup(case: pd.Series, base: DeviceCeilings, cand: DeviceCeiling
     return math.nan
 
 
+def predict_range(case: Mapping[str, Any], base: Side, cand: Side,
+                  floors: pd.DataFrame | None) -> tuple[PredictedRange, str]:
+    """The predicted speedup as a range, and what it rests on ("" for a roof ratio)."""
+    if case["wall"] == Wall.OVERHEAD and case["family"] != COLLECTIVE_FAMILY and floors is not None:
+        found, backend = predicted_launch_range(floors, (base.device_name, base.runs), (cand.device_name, cand.runs),
+                                                str(case["backend"]), str(case["timing_mode"]))
+        if found is not None:
+            return found, f"{backend} launch floors"
+    value = predicted_speedup(case, base.ceilings, cand.ceilings)
+    return PredictedRange(value, value, value), ""
+
+
+def _deviation(speedup: float, pred: PredictedRange) -> float:
+    """measured / predicted, against the nearest end of the predicted range (1.0 inside it)."""
+    if not (speedup > 0) or not (pred.low > 0) or math.isnan(pred.value):
+        return math.nan
+    if pred.contains(speedup):
+        return 1.0
+    return speedup / (pred.high if speedup > pred.high else pred.low)
+
+
 COMPARE_COLUMNS = ["case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "intensity", "wall",
-                   "baseline_ms", "candidate_ms", "speedup", "predicted_speedup", "deviation"]
+                   "baseline_run", "candidate_run", "baseline_ms", "candidate_ms", "speedup", "speedup_low",
+                   "speedup_high", "interval", "standing", "predicted_speedup", "predicted_low", "predicted_high",
+                   "predicted_from", "deviation", "note"]
 
 
-def compare(base: Side, cand: Side) -> pd.DataFrame:
-    """One row per case ok on both sides."""
-    db, dc = diagnose(base.rows, base.ceilings), diagnose(cand.rows, cand.ceilings)
-    if db.empty or dc.empty:
-        return pd.DataFrame(columns=COMPARE_COLUMNS)
-    merged = db.merge(dc[["case_key", "median_ms", "ranks"]], on="case_key", suffixes=("", "_cand"))
-    out = pd.DataFrame({
-        "case_key": merged["case_key"], "op": merged["op"], "family": merged["family"],
-        "backend": merged["backend"], "dtype": merged["dtype"], "cache": merged["cache"],
-        "timing_mode": merged["timing_mode"], "intensity": merged["intensity"], "wall": merged["wall"],
-        "baseline_ms": merged["median_ms"], "candidate_ms": merged["median_ms_cand"],
+def _side_info(side: Side) -> dict[str, dict[str, Any]]:
+    """case_key -> run_id, median_ms, quality, flush, rel_ci, uuid of the row diagnose judges for it."""
+    rows = latest_per_case(side.rows)
+    if rows.empty:
+        return {}
+    uuids = rows["device_uuid"] if "device_uuid" in rows.columns else pd.Series("", index=rows.index)
+    info = pd.DataFrame({
+        "run_id": rows["run_id"].astype(str), "median_ms": pd.to_numeric(rows["median_ms"], errors="coerce"),
+        "quality": quality_of(rows).astype(str),
+        "flush": rows["flush_method"] if "flush_method" in rows.columns else None,
+        "rel_ci": rows["rel_ci_halfwidth"] if "rel_ci_halfwidth" in rows.columns else math.nan,
+        "uuid": uuids.astype(object).where(uuids.notna(), "").astype(str),
     })
-    out["speedup"] = out["baseline_ms"] / out["candidate_ms"]
-    out["predicted_speedup"] = [predicted_speedup(r, base.ceilings, cand.ceilings) for _, r in merged.iterrows()]
-    out["deviation"] = out["speedup"] / out["predicted_speedup"]
-    return out.reset_index(drop=True)
+    records = info.to_dict("records")
+    return dict(zip(rows["case_key"].astype(str), records, strict=True))
+
+
+def _flush_differs(a: Any, b: Any) -> bool:
+    known = [x for x in (a, b) if isinstance(x, str) and x]
+    return len(known) == 2 and known[0] != known[1]
+
+
+def _case_ratio(key: str, b: dict, c: dict, base: Side, cand: Side) -> tuple[iv.Ratio, str]:
+    bs, cs = base.samples.get((b["run_id"], key, b["uuid"])), cand.samples.get((c["run_id"], key, c["uuid"]))
+    ratio = iv.speedup(key, float(b["median_ms"]), float(c["median_ms"]), baseline_samples=bs, candidate_samples=cs,
+                       baseline_rel_ci=b["rel_ci"], candidate_rel_ci=c["rel_ci"])
+    missing = [name for name, s in (("baseline", bs), ("candidate", cs)) if s is None]
+    note = ""
+    if missing:
+        why = " and ".join(missing) + " without raw samples (pruned, or imported from an export)"
+        note = why + ("; interval from the stored CIs of the medians" if ratio.method == iv.Method.STORED_CI
+                      else "; the ratio alone")
+    return ratio, note
+
+
+def _standing(ratio: iv.Ratio, b: dict, c: dict) -> tuple[Standing, str]:
+    if _flush_differs(b["flush"], c["flush"]):
+        return Standing.NOT_COMPARABLE, f"flush methods differ ({b['flush']} / {c['flush']}): not paired"
+    bad = [f"{name} {s['quality']}" for name, s in (("baseline", b), ("candidate", c)) if s["quality"] != Quality.GOOD]
+    if bad:
+        return Standing.UNTRUSTED, ", ".join(bad) + ": not judged"
+    return Standing(str(ratio.significance)), ""
+
+
+def compare(base: Side, cand: Side, floors: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per case ok on both sides (COMPARE_COLUMNS, and `ratio`: its reports.intervals.Ratio).
+    `floors`: reports.floors.per_run_floors of both devices' launch results (the overhead range)."""
+    db_ = diagnose(base.rows, base.ceilings)
+    dc_ = diagnose(cand.rows, cand.ceilings)
+    if db_.empty or dc_.empty:
+        return pd.DataFrame(columns=COMPARE_COLUMNS + ["ratio"])
+    keys = db_[db_["case_key"].isin(set(dc_["case_key"]))]
+    cand_ranks = dict(zip(dc_["case_key"].astype(str), dc_["ranks"], strict=True))
+    bi, ci = _side_info(base), _side_info(cand)
+    out = []
+    for case in keys.to_dict("records"):
+        key = str(case["case_key"])
+        case["ranks_cand"] = cand_ranks.get(key)  # a collective's world size on the candidate
+        b, c = bi[key], ci[key]
+        ratio, note = _case_ratio(key, b, c, base, cand)
+        standing, why = _standing(ratio, b, c)
+        pred, source = predict_range(case, base, cand, floors)
+        judged = standing in COMPARED
+        out.append({
+            **{k: case[k] for k in ("case_key", "op", "family", "backend", "dtype", "cache", "timing_mode",
+                                     "intensity", "wall")},
+            "baseline_run": b["run_id"], "candidate_run": c["run_id"], "baseline_ms": float(b["median_ms"]),
+            "candidate_ms": float(c["median_ms"]), "speedup": ratio.value,
+            "speedup_low": ratio.low if judged else None, "speedup_high": ratio.high if judged else None,
+            "interval": str(ratio.method), "standing": str(standing), "predicted_speedup": pred.value,
+            "predicted_low": pred.low, "predicted_high": pred.high, "predicted_from": source,
+            "deviation": _deviation(ratio.value, pred) if judged else math.nan,
+            "note": "; ".join(x for x in (why, note) if x), "ratio": ratio,
+        })
+    return pd.DataFrame(out, columns=COMPARE_COLUMNS + ["ratio"]).reset_index(drop=True)
 
 
 def geomean(values: pd.Series) -> float:
@@ -120,21 +216,36 @@ def geomean(values: pd.Series) -> float:
     return float(np.exp(np.log(v).mean())) if len(v) else math.nan
 
 
+SUMMARY_COLUMNS = ["cases", "compared", "faster", "slower", "not_significant", "no_interval", "left_out",
+                   "speedup_geomean", "speedup_low", "speedup_high", "predicted_geomean"]
+
+
+def _summary_row(g: pd.DataFrame) -> list:
+    judged = g[g["standing"].isin([str(s) for s in COMPARED])]
+    mean = iv.geomean_ratio(list(judged["ratio"])) if len(judged) else iv.Ratio(math.nan, None, None, iv.Method.NONE)
+    counts = [int((judged["standing"] == str(s)).sum()) for s in COMPARED]
+    return [len(g), len(judged), *counts, len(g) - len(judged), mean.value, mean.low, mean.high,
+            geomean(judged["predicted_speedup"])]
+
+
 def summary(cmp: pd.DataFrame, by: tuple[str, ...] = ("family", "dtype")) -> pd.DataFrame:
-    """Geometric mean of measured and predicted speedups per group, plus the overall row."""
-    cols = list(by) + ["cases", "speedup_geomean", "predicted_geomean"]
+    """Per group and overall: cases, how many are compared (not untrusted or not comparable) and
+    how each stands, the geometric mean of their speedups with its 95 % interval, and of the
+    predicted speedups."""
+    cols = list(by) + SUMMARY_COLUMNS
     if cmp.empty:
         return pd.DataFrame(columns=cols)
     rows = []
     for key, g in cmp.groupby(list(by), sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append([*key, len(g), geomean(g["speedup"]), geomean(g["predicted_speedup"])])
-    rows.append(["all"] + [""] * (len(by) - 1) + [len(cmp), geomean(cmp["speedup"]), geomean(cmp["predicted_speedup"])])
+        rows.append([*key, *_summary_row(g)])
+    rows.append(["all"] + [""] * (len(by) - 1) + _summary_row(cmp))
     return pd.DataFrame(rows, columns=cols)
 
 
 def most_deviating(cmp: pd.DataFrame, limit: int = 15) -> pd.DataFrame:
-    """Cases whose measured speedup differs most (in log ratio) from the predicted one."""
-    rows = cmp[cmp["deviation"].notna() & (cmp["deviation"] > 0)].copy()
-    rows["log_deviation"] = np.log(rows["deviation"]).abs()
+    """Compared cases whose measured speedup lies furthest (in log ratio) outside the predicted one
+    (a speedup inside the predicted range is no deviation)."""
+    rows = cmp[cmp["deviation"].notna() & (cmp["deviation"] > 0) & (cmp["deviation"] != 1.0)].copy()
+    rows["log_deviation"] = np.log(rows["deviation"].astype(float)).abs()
     return rows.sort_values("log_deviation", ascending=False).head(limit).drop(columns="log_deviation")

@@ -1,12 +1,10 @@
-"""The static HTML report: index with run metadata, a page per device, the generation comparison
-and the regression page. Jinja2 templates (autoescape on); figures are SVG files next to the pages;
-no external URL is referenced, so the folder can be copied anywhere and opened offline.
+"""The static HTML report: index with run metadata, a page per device, the generation comparison,
+the regression page and the history pages. Jinja2 templates (autoescape on); figures are SVG files
+next to the pages; no external URL is referenced, so the folder can be copied anywhere and opened
+offline. The only script is the history page's own (templates/history.js, inside the page).
 """
 from __future__ import annotations
 
-import hashlib
-import math
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,73 +13,31 @@ import jinja2
 import pandas as pd
 
 from rooflab.db.timeparse import Since
-from rooflab.reports import compare as cmp_mod
 from rooflab.reports import counters as counters_mod
 from rooflab.reports import plots
 from rooflab.reports.breakdown_section import LayerProfiles
 from rooflab.reports.breakdown_section import section as breakdown_section
+from rooflab.reports.comparison import Evidence
 from rooflab.reports.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.reports.frames import device_names
+from rooflab.reports.history import HistoryData, history_of_frame
+from rooflab.reports.history_page import history_site
 from rooflab.reports.interconnect_section import section as interconnect_section
+from rooflab.reports.load import chosen_runs
 from rooflab.reports.roofline import device_roofline
 from rooflab.reports.runsel import DeviceRuns, choose_runs, counts_of
 from rooflab.reports.series import detect
+from rooflab.reports.slugs import slug
+from rooflab.reports.templating import environment, missing, num
 from rooflab.reports.verdicts import SHOWN_VERDICTS, Verdict
-from rooflab.vocab import FAULTS, CeilingKind, ResultStatus
+from rooflab.vocab import FAULTS, ResultStatus
 
 TEMPLATES = Path(__file__).with_name("templates")
 MAX_TREND_PLOTS = 60
 
 
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["num"] = _num
-    env.filters["fromjson"] = _json_list
-    env.filters["pct"] = lambda v: "" if _missing(v) else f"{100 * float(v):.1f} %"
-    return env
-
-
-def _json_list(v: Any) -> list:
-    """A list column (quality_reasons) as a list: stored as JSON text, or already a list."""
-    import json
-
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    if isinstance(v, str) and v:
-        try:
-            parsed = json.loads(v)
-        except json.JSONDecodeError:
-            return [v]
-        return parsed if isinstance(parsed, list) else [str(parsed)]
-    return []
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA or v is pd.NaT
-
-
-def _num(v: Any, digits: int = 4) -> str:
-    if _missing(v):
-        return ""
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        f = float(v)
-        if f == 0:
-            return "0"
-        if abs(f) >= 1e6 or abs(f) < 1e-3:
-            return f"{f:.{digits - 1}e}"
-        return f"{f:.{digits}g}"
-    return str(v)
-
-
-def slug(text: str) -> str:
-    base = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
-    return f"{base}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+# the names the site's modules and tests use for the template environment and its number format
+_env, _num, _missing = environment, num, missing
 
 
 def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
@@ -153,6 +109,8 @@ def render_report(
     layer_profiles: LayerProfiles | None = None,
     counters: pd.DataFrame | None = None,
     collectives: pd.DataFrame | None = None,
+    history: HistoryData | Callable[[], list] | None = None,
+    evidence: Evidence | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -166,7 +124,11 @@ def render_report(
     (reports.breakdown_section.load_layer_profiles), for the breakdown section. `counters`: the counter
     readings (db.counters.counters_frame), for the model-against-counters section and the diagnosis.
     `collectives`: the groups collectives ran in (reports.interconnect_section.load_collectives), for
-    the stragglers of the interconnect section."""
+    the stragglers of the interconnect section. `history`: every series' points
+    (reports.load.load_report_inputs), or a callable that returns once the history pages are written
+    into `out_dir` elsewhere (reports.load.PendingVerdicts.pages); by default framed from `df`.
+    `evidence`: the comparison's raw samples and launch floors (by default the launch results of
+    `df`, no samples)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -216,12 +178,17 @@ def render_report(
                         "results": len(rows), "ok": int((rows["status"] == ResultStatus.OK).sum())})
     has_compare = len(names) >= 2
     if has_compare:
-        pages["compare.html"] = _compare_page(env, out, ceilings_by_device)
+        from rooflab.reports.compare_page import compare_page
+
+        pages["compare.html"] = compare_page(env, lambda n, svg: _write_svg(out, n, svg), slug,
+                                             {n: dc for n, (_, dc) in ceilings_by_device.items()}, df, counts,
+                                             evidence, chosen_runs(plans, runs, since))
     if callable(verdicts):  # still being judged elsewhere (reports.load.PendingVerdicts): wait for them now
         verdicts = verdicts()
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
     pages["regressions.html"] = _regressions_page(env, out, verdicts)
+    pages.update(_history_pages(env, history, df, verdicts, has_compare))
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
         from rooflab.reports.crosscheck import crosscheck_page
@@ -239,38 +206,23 @@ def render_report(
     return out / "index.html"
 
 
+def _history_pages(env: jinja2.Environment, history: HistoryData | Callable[[], list] | None, df: pd.DataFrame,
+                   verdicts: list, has_compare: bool) -> dict[str, str]:
+    """The history pages to write (none when a callable says they were written elsewhere)."""
+    if callable(history):  # written into the folder elsewhere (reports.load.judge_history): wait for them
+        history()
+        return {}
+    if history is None and not df.empty:
+        history = history_of_frame(df)
+    return history_site(env, history, verdicts, slug, has_compare=has_compare)
+
+
 def _run_info(counts: pd.DataFrame, plan: DeviceRuns) -> dict[str, dict]:
     """run id -> started_at, host, suite of the runs a device page names."""
     wanted = set(plan.shown) | set(plan.roof_runs)
     sub = counts[counts["run_id"].isin(wanted)].drop_duplicates("run_id")
     return {str(r["run_id"]): {"started_at": r["started_at"], "host": r["host"], "suite": r["suite"]}
             for _, r in sub.iterrows()}
-
-
-def _compare_page(env: jinja2.Environment, out: Path, by_device: dict) -> str:
-    """Every device against the one with the lowest measured (else datasheet) HBM bandwidth."""
-    def hbm(item):
-        rows, dc = item[1]
-        c = dc.get(CeilingKind.HBM_RW)
-        return (c.value if c else (dc.spec.memory_gbps.value if dc.spec else math.inf), item[0])
-
-    ordered = sorted(by_device.items(), key=hbm)
-    base_name, (base_rows, base_dc) = ordered[0]
-    base = cmp_mod.Side(base_name, base_name, base_rows, base_dc)
-    sections = []
-    for name, (rows, dc) in ordered[1:]:
-        cmp = cmp_mod.compare(base, cmp_mod.Side(name, name, rows, dc))
-        sections.append({
-            "candidate": name,
-            "summary": _records(cmp_mod.summary(cmp),
-                                ["family", "dtype", "cases", "speedup_geomean", "predicted_geomean"]),
-            "deviating": _records(cmp_mod.most_deviating(cmp),
-                                  ["case_key", "wall", "speedup", "predicted_speedup", "deviation"]),
-            "svg": _write_svg(out, f"speedup-{slug(name)}.svg", plots.speedup_svg(cmp, base_name, name)),
-            "n": len(cmp),
-        })
-    return env.get_template("compare.html").render(title="rooflab: generation comparison", baseline=base_name,
-                                                   sections=sections)
 
 
 def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str:
@@ -292,16 +244,21 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
 
 def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = None, since: Since = None) -> Path:
     """Write the site for the database at `db_url` (a URL or a db.handle.Database); returns
-    index.html. Reads the run counts, then only the runs the device pages show (and their roof
-    runs), and the regression verdicts."""
+    index.html. Reads the history (run counts, case runs), then only the runs the device and
+    comparison pages show (and their roof runs), and judges the history (the verdicts and the
+    history pages, reports.load.judge_history)."""
     from rooflab.db.handle import shown
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.interconnect_section import load_collectives
-    from rooflab.reports.load import load_counters, load_crosschecks, load_report_results, load_verdicts
+    from rooflab.reports.load import judge_history, load_counters, load_crosschecks, load_report_inputs
 
-    df, counts = load_report_results(db_url, runs=runs, since=since)
+    inputs = load_report_inputs(db_url, runs=runs, since=since, with_history=False)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    verdicts, written = judge_history(db_url, out_dir=Path(out_dir), runs=runs, since=since)
+    df = inputs.results
     run_ids = sorted(df["run_id"].astype(str).unique()) if not df.empty else []
-    return render_report(df, out_dir, source=shown(db_url), verdicts=load_verdicts(db_url), runs=runs, since=since,
-                         counts=counts, crosschecks=load_crosschecks(db_url),
+    return render_report(df, out_dir, source=shown(db_url), verdicts=verdicts, runs=runs,
+                         since=since, counts=inputs.counts, crosschecks=load_crosschecks(db_url),
                          layer_profiles=load_layer_profiles(db_url), counters=load_counters(db_url),
-                         collectives=load_collectives(db_url, run_ids))
+                         collectives=load_collectives(db_url, run_ids), history=lambda: written,
+                         evidence=inputs.evidence)

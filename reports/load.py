@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -11,6 +13,8 @@ from rooflab.reports.options import RegressionOptions
 if TYPE_CHECKING:
     from rooflab.db.handle import Db
     from rooflab.db.timeparse import Since
+    from rooflab.reports.comparison import Evidence
+    from rooflab.reports.history import HistoryData
 
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
@@ -21,7 +25,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
     "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
-    "op_version", "ranks",
+    "op_version", "ranks", "flush_method",
 )
 
 # What `rooflab roofline` reads: the ceilings (reports.ceilings) and the two charts (reports.plots).
@@ -50,20 +54,124 @@ def load_results(url: Db, columns: Sequence[str] | None = None) -> pd.DataFrame:
     return results(url, columns=columns)
 
 
-def load_report_results(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
-                        columns: Sequence[str] = REPORT_COLUMNS) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(results of the runs the report's device pages need, db.query.result_counts): the runs are
-    chosen from the counts (reports.runsel) before any result is read."""
-    from rooflab.db.query import result_counts, results
+@dataclass(frozen=True)
+class ReportInputs:
+    """What `rooflab report` reads before it draws: the results of the runs its pages show (device
+    pages and comparison), the run counts, the history (empty when the database is) and the
+    comparison's raw samples and launch floors."""
+
+    results: pd.DataFrame
+    counts: pd.DataFrame
+    history: HistoryData | None
+    evidence: Evidence
+
+
+def chosen_runs(plans: dict, runs: Sequence[str] | None, since: Since) -> set[str] | None:
+    """The runs a report was told to show (--run, --since), None when it shows each device's newest."""
+    if not runs and since is None:
+        return None
+    return {r for p in plans.values() for r in p.shown}
+
+
+def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_runs: pd.DataFrame | None) -> Evidence:
+    """The raw samples of the results of `runs`, every launch-probe result of `devices`, and the case runs."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import case_keys, raw_samples
+    from rooflab.reports.comparison import Evidence, samples_by_key
+    from rooflab.reports.floors import FLOOR_COLUMNS, LAUNCH_OP
+
+    samples = samples_by_key(raw_samples(url, run_id=list(runs))) if runs else {}
+    keys = case_keys(url, op=LAUNCH_OP)
+    launch = results(url, case_key=keys, columns=FLOOR_COLUMNS) if keys else pd.DataFrame(columns=FLOOR_COLUMNS)
+    return Evidence(samples, launch[launch["device_name"].isin(list(devices))], case_runs)
+
+
+def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
+                       columns: Sequence[str] = REPORT_COLUMNS, with_history: bool = True) -> ReportInputs:
+    """The report's inputs: the history is read first (in one pass, db.series_query.history_columns)
+    and the run counts come from it; then the runs are chosen (reports.runsel for the device pages,
+    reports.pairing for the comparison) and only their results are read. `with_history`: also
+    every series' points (the history pages; `rooflab report` has them drawn in a process of its own)."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.comparison import Evidence
+    from rooflab.reports.history import HistoryData, counts_from_history, newest_ok_runs, series_points
+    from rooflab.reports.pairing import comparison_runs
     from rooflab.reports.runsel import choose_runs, needed_runs
 
     if _empty(url):
-        return pd.DataFrame(), pd.DataFrame()
-    counts = result_counts(url)
-    wanted = needed_runs(choose_runs(counts, runs=runs, since=since))
-    if not wanted:
-        return pd.DataFrame(), counts
-    return results(url, run_id=wanted, columns=columns), counts
+        return ReportInputs(pd.DataFrame(), pd.DataFrame(), None, Evidence())
+    everything = history_columns(url, keys_only=not with_history)
+    counts = counts_from_history(everything)
+    plans = choose_runs(counts, runs=runs, since=since)
+    allowed = chosen_runs(plans, runs, since)
+    devices = sorted(counts["device_name"].dropna().astype(str).unique())
+    case_runs = newest_ok_runs(everything, allowed) if len(devices) > 1 else None
+    history = HistoryData(everything.tables_only(), series_points(everything)) if with_history else None
+    del everything  # every result's columns: the points and the small tables are all the pages need
+    compared, sides = comparison_runs(counts, case_runs, allowed) if case_runs is not None else ([], [])
+    wanted = sorted(set(needed_runs(plans)) | set(compared))
+    df = results(url, run_id=wanted, columns=columns) if wanted else pd.DataFrame()
+    evidence = load_evidence(url, sides, devices, case_runs) if case_runs is not None else Evidence()
+    return ReportInputs(df, counts, history, evidence)
+
+
+def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.DataFrame, pd.DataFrame, Evidence]:
+    """(results of the paired runs and their roof runs, run counts, evidence) of `rooflab compare`:
+    the results are paired from the history's run counts and case runs (reports.pairing) before
+    any of them is read."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.comparison import Evidence
+    from rooflab.reports.history import counts_from_history, newest_ok_runs
+    from rooflab.reports.pairing import pair_runs
+
+    if _empty(url):
+        return pd.DataFrame(), pd.DataFrame(), Evidence()
+    everything = history_columns(url, keys_only=True)
+    counts = counts_from_history(everything)
+    named = set(counts["run_id"].astype(str)) & {baseline, candidate}  # a side named by its run
+    case_runs = newest_ok_runs(everything, named=named)
+    del everything
+    pairing = pair_runs(counts, case_runs, baseline, candidate)
+    df = results(url, run_id=pairing.runs(), columns=REPORT_COLUMNS)
+    sides = pairing.baseline.runs + pairing.candidate.runs
+    evidence = load_evidence(url, sides, [pairing.baseline.device_name, pairing.candidate.device_name], case_runs)
+    return df, counts, evidence
+
+
+def load_series_views(url: Db, *, case_key: str | None = None, filters: Sequence[str] = (),
+                      device: str | None = None, last: int | None = None) -> list:
+    """The series `rooflab history` shows (reports.series_view): one case's series, or those of the
+    cases matching `filters`, on `device` only when given, with the newest `last` runs each.
+    ReportInputError naming the nearest case keys when nothing matches."""
+    from rooflab.db.query import result_devices, results
+    from rooflab.db.series_query import case_keys, cases
+    from rooflab.reports.errors import ReportInputError
+    from rooflab.reports.frames import select_device
+    from rooflab.reports.series_view import VIEW_COLUMNS, case_keys_for, nearest_keys, select_views, views
+
+    if _empty(url):
+        raise ReportInputError("the database holds no results yet")
+    verdicts: dict[str, set[str]] = {}
+    if case_key is not None:
+        frame = results(url, case_key=case_key, columns=VIEW_COLUMNS)
+        if frame.empty:
+            near = nearest_keys(case_key, case_keys(url))
+            raise ReportInputError(f"no results for case {case_key!r}; nearest case keys: {', '.join(near) or 'none'}")
+    else:
+        keys, verdicts = case_keys_for(cases(url), filters)
+        frame = pd.concat([results(url, case_key=keys[i:i + 500], columns=VIEW_COLUMNS)
+                           for i in range(0, len(keys), 500)], ignore_index=True)
+    if device is not None:
+        name, chosen = select_device(result_devices(url), device)
+        frame = frame[frame["device_fingerprint"].isin(set(chosen["device_fingerprint"]))]
+        if frame.empty:
+            raise ReportInputError(f"--device {device!r}: no result of {name} for the case(s) asked for")
+    found = select_views(views(frame), verdicts, last)
+    if not found:
+        raise ReportInputError(f"no series matches {' '.join(filters)}: none has the verdict asked for")
+    return found
 
 
 def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> list:
@@ -77,51 +185,105 @@ def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> 
     return detect_in_database(url, **options.as_kwargs())
 
 
-def _verdicts_for_report(url: str, options: RegressionOptions) -> tuple[str, Any]:
-    """("ok", load_verdicts) with the points of every series that is not flagged left out (the
-    report draws trends of flagged series only, and counts the others: the list crosses a process
-    boundary), or ("input", message) for invalid input, which the caller reports as such."""
+def for_report(verdicts: list) -> list:
+    """The verdicts as the report draws them: the flagged ones whole, the others without their
+    points (`n_points` keeps their number): the report draws trends of flagged series only (the
+    history pages draw every series from the history itself), and the list crosses a process boundary."""
     from dataclasses import replace
 
+    return [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
+                                        else len(v.points)) for v in verdicts]
+
+
+def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, out_dir: Path | None = None,
+                  runs: Sequence[str] | None = None, since: Since = None) -> tuple[list, list]:
+    """(every series' verdict as the report draws it, the history pages): one read of the whole history
+    (db.series_query.history_columns), the regression check judged on it (reports.history_verdicts:
+    the verdicts load_verdicts gives) and the history pages drawn from it with those verdicts,
+    written into `out_dir` one at a time when given (then they come back without their data;
+    `runs` and `since` are the report's, which decide whether its pages link a comparison)."""
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.history import HistoryData, counts_from_history, series_points
+    from rooflab.reports.history_page import history_pages, write_history_site
+    from rooflab.reports.history_verdicts import ReadSource
+    from rooflab.reports.regressions import DatabaseSource, detect_with
+    from rooflab.reports.runsel import choose_runs
+    from rooflab.reports.slugs import slug
+
+    if _empty(url):
+        return [], []
+    columns = history_columns(url)
+    if len(columns) == 0:
+        return [], []
+    has_compare = len(choose_runs(counts_from_history(columns), runs=runs, since=since)) >= 2
+    points = series_points(columns)
+    source = ReadSource(columns, options.window, again=DatabaseSource(url))
+    tables = columns.tables_only()
+    del columns  # every result's columns: from here on the points, the newest runs and the summary
+    verdicts = for_report(detect_with(source, **options.as_kwargs()))  # what the report draws of them
+    del source
+    if out_dir is None:
+        return verdicts, history_pages(tables, points, verdicts, slug=slug)
+    return verdicts, write_history_site(out_dir, HistoryData(tables, points), verdicts, slug,
+                                        has_compare=has_compare)
+
+
+def _history_for_report(url: str, options: RegressionOptions, out_dir: Path | None, runs: Sequence[str] | None,
+                        since: Since) -> tuple[str, Any]:
+    """("ok", (judge_history's verdicts as the report draws them, its pages, written into
+    `out_dir`)), or ("input", message) for invalid input, which the caller reports as such."""
     from rooflab.db.errors import DatabaseInputError
     from rooflab.reports.errors import ReportInputError
+    from rooflab.reports.memory import keep_mmap_threshold
 
+    keep_mmap_threshold()
     try:
-        verdicts = load_verdicts(url, options)
+        verdicts, pages = judge_history(url, options, out_dir=out_dir, runs=runs, since=since)
     except (ReportInputError, DatabaseInputError) as exc:
         return "input", str(exc)
-    return "ok", [v if v.flagged else replace(v, points=(), n_points=v.n_points if v.n_points is not None
-                                                else len(v.points))
-                  for v in verdicts]
+    return "ok", (verdicts, pages)
 
 
 class PendingVerdicts:
-    """`load_verdicts` running in a process of its own, started now; `result()` waits for it.
+    """`judge_history` running in a process of its own, started now; `result()` (the verdicts) and
+    `pages()` (the history pages) wait for it.
 
-    On a long history the verdicts (reading the newest runs, judging every series) and the rest of
-    the report (reading the shown runs, drawing and writing the pages) take about the same time and
-    need nothing from each other until the regressions page: in two processes they run side by side
-    on two cores. The process is spawned (it shares no database connection with this one); an
-    error in it comes back from `result()`; `cancel()` ends it early. What comes back is what the report draws: the
-    flagged verdicts whole, the others without their points (`n_points` keeps their number)."""
+    On a long history the verdicts and the history pages (reading every result, judging every
+    series, drawing every series) and the rest of the report (reading the shown runs, drawing and
+    writing the pages) take about the same time and need nothing from each other until the
+    regressions page: in two processes they run side by side on two cores. The process is spawned
+    (it shares no database connection with this one); an error in it comes back from `result()`;
+    `cancel()` ends it early. The verdicts that come back are what the report draws (`for_report`)."""
 
-    def __init__(self, url: str, options: RegressionOptions = RegressionOptions()) -> None:
+    def __init__(self, url: str, options: RegressionOptions = RegressionOptions(), *, out_dir: Path | None = None,
+                 runs: Sequence[str] | None = None, since: Since = None) -> None:
         import multiprocessing
 
         from rooflab.suite.child import ChildCall
 
-        self._call = ChildCall(_verdicts_for_report, (url, options), multiprocessing.get_context("spawn"))
+        self._call = ChildCall(_history_for_report, (url, options, out_dir, runs, since),
+                               multiprocessing.get_context("spawn"))
+        self._payload: tuple[list, list] | None = None
+
+    def _wait(self) -> tuple[list, list]:
+        from rooflab.reports.errors import ReportInputError
+
+        if self._payload is None:
+            kind, payload = self._call.result()
+            if kind == "input":
+                raise ReportInputError(payload)
+            self._payload = payload
+        return self._payload
 
     def result(self) -> list:
         """The verdicts; ReportInputError for invalid input, suite.child.ChildCallError when judging
         them failed otherwise."""
-        from rooflab.reports.errors import ReportInputError
+        return self._wait()[0]
 
-        kind, payload = self._call.result()
-        if kind == "input":
-            raise ReportInputError(payload)
-        verdicts: list = payload
-        return verdicts
+    def pages(self) -> list:
+        """The history pages (reports.history_page.HistoryPage; written into `out_dir` when one was
+        given, and then without their data)."""
+        return self._wait()[1]
 
     def cancel(self) -> None:
         """Stop judging (the report failed before it needed the verdicts)."""

@@ -322,32 +322,6 @@ def bandwidth_svg(rows: pd.DataFrame, l2_bytes: int, device_name: str) -> str:
         return _svg(fig)
 
 
-def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
-    """Measured speedup (filled) and predicted speedup (x) against intensity."""
-    with _figure(8.0, 4.5) as (fig, ax):
-        rows = cmp[cmp["speedup"].notna()] if not cmp.empty else cmp
-        if not rows.empty:
-            rows = rows.assign(x=rows["intensity"].fillna(0).clip(lower=1e-3))
-            colors = _family_colors(rows["family"].astype(str))
-            for family, g in rows.groupby("family", sort=True):
-                c = colors[str(family)]
-                ax.scatter(g["x"], g["speedup"], color=c, s=30, label=plain(f"{family} measured"), zorder=3)
-                pred = g[g["predicted_speedup"].notna()]
-                ax.scatter(pred["x"], pred["predicted_speedup"], color=c, marker="x", s=30,
-                           label=plain(f"{family} predicted"))
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-        else:
-            ax.text(0.5, 0.5, "no case ok on both sides", transform=ax.transAxes, ha="center")
-        ax.axhline(1.0, color="black", lw=0.8)
-        ax.set_xlabel("arithmetic intensity (FLOP/byte; zero-FLOP ops at 1e-3)")
-        ax.set_ylabel("speedup (baseline ms / candidate ms)")
-        ax.set_title(plain(f"{candidate} against {baseline}"), fontsize=10)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        return _svg(fig)
-
-
 def _run_axis(points: tuple[Point, ...]) -> tuple[list[Any], str]:
     """x positions of a series' points: their run dates when every point has one, else run order."""
     if points and all(p.started_at for p in points):

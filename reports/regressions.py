@@ -1,11 +1,14 @@
 """The regression check over a results database: read the newest runs, judge every series
-(reports.series, reports.gate), and read again in full only the series that need it.
+(reports.series, reports.gate), and read again in full only the series that need it. The reads go
+through a HistorySource: the database (DatabaseSource), or the history's columns when the report
+has read them already (reports.history_verdicts).
 """
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
+from typing import Protocol
 
 import pandas as pd
 
@@ -24,9 +27,72 @@ def history_runs(window: int) -> int:
     CHANGE_HISTORY points of the change-point pass when more; and some slack."""
     return max(window + max(1, window // 2) + 2, CHANGE_HISTORY) + HISTORY_SLACK_RUNS
 
+class HistorySource(Protocol):
+    """Where `detect_with` reads a history from: the database (`DatabaseSource`) or the history's
+    columns already read (reports.history_verdicts.ColumnsSource)."""
+
+    def run_ids(self) -> list[str]:
+        """Every run id, in run order."""
+        ...
+
+    def tail(self, runs: list[str]) -> pd.DataFrame:
+        """The DETECT_COLUMNS of every result of `runs`."""
+        ...
+
+    def summary(self) -> pd.DataFrame:
+        """db.query.series_summary's frame."""
+        ...
+
+    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+        """The DETECT_COLUMNS of every result of the series `keys` (case_key, device_fingerprint)."""
+        ...
+
+
+class DatabaseSource:
+    """A history read from the database at `url` through db.query."""
+
+    def __init__(self, url: Db) -> None:
+        self.url = url
+
+    def run_ids(self) -> list[str]:
+        from rooflab.db import query
+
+        return query.run_ids(self.url)
+
+    def tail(self, runs: list[str]) -> pd.DataFrame:
+        from rooflab.db import query
+
+        return query.results(self.url, run_id=runs, columns=DETECT_COLUMNS)
+
+    def summary(self) -> pd.DataFrame:
+        from rooflab.db import query
+
+        return query.series_summary(self.url)
+
+    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+        from rooflab.db import query
+
+        cases = sorted({k for k, _ in keys})
+        if len(keys) > REFETCH_ALL_ABOVE:
+            history = query.results(self.url, columns=DETECT_COLUMNS)
+        else:
+            history = pd.concat([query.results(self.url, case_key=cases[i:i + 200], columns=DETECT_COLUMNS)
+                                 for i in range(0, len(cases), 200)], ignore_index=True)
+        mask = [(k, f) in keys for k, f in zip(history["case_key"].astype(str),
+                                               history["device_fingerprint"].astype(str), strict=True)]
+        return history[mask]
+
+
 def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
                        *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
-    """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history.
+    """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history
+    (`detect_with` a DatabaseSource)."""
+    return detect_with(DatabaseSource(url), window, z_threshold, min_change, min_baseline=min_baseline)
+
+
+def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float = Z_THRESHOLD,
+                min_change: float = MIN_CHANGE, *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
+    """`detect` on every result of the history `source`, computed from the newest runs instead.
 
     Reads the newest `history_runs(window)` runs (a few columns), judges every series on them, and
     reads the whole history again only of the series that it flags (so their trend plots show it
@@ -37,21 +103,19 @@ def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THR
     ok run. Verdicts, their `as_dict()` and their order equal those of `detect` on the whole
     history; only an unflagged series' `points` hold its newest points (`n_points` counts all).
     """
-    from rooflab.db import query
-
-    run_ids = query.run_ids(url)
+    run_ids = source.run_ids()
     if not run_ids:
         return []
     recent = run_ids[-history_runs(window):]
     judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
                         min_baseline=min_baseline)
     if len(recent) == len(run_ids):
-        return judge_all(query.results(url, run_id=recent, columns=DETECT_COLUMNS))
+        return judge_all(source.tail(recent))
     # the per-series summary is one grouped query over every result: the database works on it
     # (without the GIL) while this thread reads and judges the newest runs
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(query.series_summary, url)
-        tail = query.results(url, run_id=recent, columns=DETECT_COLUMNS)
+        pending = pool.submit(source.summary)
+        tail = source.tail(recent)
         by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
         del tail  # a year-scale history: hundreds of MB not needed any more
         summary = pending.result()
@@ -70,14 +134,6 @@ def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THR
             by_key[key] = replace(v, n_points=n_total,
                                   segment_start_run=first_run if one_segment else v.segment_start_run)
     if again:
-        keys = sorted({k for k, _ in again})
-        if len(again) > REFETCH_ALL_ABOVE:
-            history = query.results(url, columns=DETECT_COLUMNS)
-        else:
-            history = pd.concat([query.results(url, case_key=keys[i:i + 200], columns=DETECT_COLUMNS)
-                                 for i in range(0, len(keys), 200)], ignore_index=True)
-        mask = [(k, f) in again for k, f in zip(history["case_key"].astype(str),
-                                                history["device_fingerprint"].astype(str), strict=True)]
-        for v in judge_all(history[mask]):
+        for v in judge_all(source.series(again)):
             by_key[(v.case_key, v.device_fingerprint)] = v
     return [by_key[key] for key in sorted(by_key)]

@@ -15,6 +15,7 @@ from rooflab.runners.cli import (
     crosscheck_cmd,
     db_cmd,
     devices_cmd,
+    history_cmd,
     list_cmd,
     report_cmd,
     run_cmd,
@@ -59,8 +60,8 @@ def _options(
     """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
 
 
-for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd,
-               counters_cmd, collectives_cmd):
+for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, history_cmd, cluster_cmd, crosscheck_cmd,
+               breakdown_cmd, counters_cmd, collectives_cmd):
     module.register(app, db_app)
 
 

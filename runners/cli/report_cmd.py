@@ -217,48 +217,86 @@ def compare_cmd(
     candidate: str = typer.Option(..., "--candidate", help="Device (name or fingerprint) or run id."),
     db: str | None = DbOption,
     as_json: bool = JsonOption,
-    out: Path | None = typer.Option(None, "--out", help="Write the speedup-against-intensity chart (SVG) here."),
+    out: Path | None = typer.Option(None, "--out", help="Write the speedup and geometric-mean charts (SVG) here."),
+    show_all: bool = typer.Option(False, "--all", help="Also list every case with its interval."),
 ) -> None:
-    """Per-case speedup of the candidate over the baseline beside the speedup the roofs predict."""
-    from rooflab.reports import compare as c
-    from rooflab.reports import plots
-    from rooflab.reports.load import REPORT_COLUMNS
+    """Per-case speedup of the candidate over the baseline with its 95 % interval, beside the
+    speedup the roofs predict; the runs paired are named, with the rule that paired them."""
+    from rooflab.reports import compare_plots
+    from rooflab.reports.comparison import compare_devices
+    from rooflab.reports.load import load_comparison_inputs
 
-    require_database(db_url(db))
-    df = _load(db, REPORT_COLUMNS)
-    base = _guard(lambda: c.resolve_side(df, baseline, option="--baseline"))
-    cand = _guard(lambda: c.resolve_side(df, candidate, option="--candidate"))
-    cmp = c.compare(base, cand)
-    summary, deviating = c.summary(cmp), c.most_deviating(cmp)
+    url = db_url(db)
+    require_database(url)
+    df, counts, evidence = _guard(lambda: load_comparison_inputs(url, baseline, candidate))
+    if counts.empty:
+        fail("the database holds no results yet: nothing to compare")
+    cmp = _guard(lambda: compare_devices(df, counts, baseline, candidate, evidence=evidence))
     figures: list[str] = []
     folder = _out_dir(out)
     if folder is not None:
-        path = folder / "speedup.svg"
-        path.write_text(plots.speedup_svg(cmp, base.label, cand.label), encoding="utf-8")
-        figures.append(str(path))
+        for name, svg in (("speedup.svg", compare_plots.speedup_svg(cmp.cases, cmp.baseline, cmp.candidate)),
+                          ("geomeans.svg", compare_plots.geomeans_svg(cmp.summary, cmp.baseline, cmp.candidate))):
+            (folder / name).write_text(svg, encoding="utf-8")
+            figures.append(str(folder / name))
     if as_json:
-        print_json({"baseline": base.label, "candidate": cand.label, "cases": _rows(cmp), "summary": _rows(summary),
-                    "most_deviating": _rows(deviating), "figures": figures})
+        print_json({"baseline": cmp.baseline, "candidate": cmp.candidate, "pairing": cmp.pairing.as_dict(),
+                    "cases": _rows(cmp.cases), "summary": _rows(cmp.summary),
+                    "most_deviating": _rows(cmp.deviating), "figures": figures})
         return
-    t = Table(title=f"{escape(cand.label)} against {escape(base.label)}: {len(cmp)} cases ok on both")
-    for col in ("family", "dtype", "cases", "speedup (geomean)", "predicted (geomean)"):
-        t.add_column(col)
-    for _, r in summary.iterrows():
-        t.add_row(escape(str(r["family"])), escape(str(r["dtype"])), str(r["cases"]), _fmt(r["speedup_geomean"], 3),
-                  _fmt(r["predicted_geomean"], 3))
-    console.print(t)
-    d = Table(title="cases that deviate most from the prediction")
-    for col in ("case", "wall", "speedup", "predicted", "measured / predicted"):
-        d.add_column(col, overflow="fold")
-    for _, r in deviating.iterrows():
-        d.add_row(escape(r["case_key"]), escape(str(r["wall"])), _fmt(r["speedup"], 3), _fmt(r["predicted_speedup"], 3),
-                  _fmt(r["deviation"], 3))
-    console.print(d)
+    _print_comparison(cmp, show_all)
     for figure in figures:
         console.print(f"wrote {escape(figure)}", highlight=False)
 
 
+def _interval(value: Any, low: Any, high: Any) -> str:
+    text = _fmt(value, 3)
+    if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
+        return text
+    return f"{text} [{_fmt(low, 3)}, {_fmt(high, 3)}]"
+
+
+def _print_comparison(cmp: Any, show_all: bool) -> None:
+    console.print(f"paired runs: {escape(cmp.pairing.describe())}", highlight=False, soft_wrap=True)
+    t = Table(title=f"{escape(cmp.candidate)} against {escape(cmp.baseline)}: {len(cmp.cases)} cases ok on both")
+    for col in ("family", "dtype", "cases", "faster", "slower", "n.s.", "no CI", "left out",
+                "speedup (geomean) [95 %]", "predicted (geomean)"):
+        t.add_column(col)
+    for _, r in cmp.summary.iterrows():
+        t.add_row(escape(str(r["family"])), escape(str(r["dtype"])), str(r["cases"]), str(r["faster"]),
+                  str(r["slower"]), str(r["not_significant"]), str(r["no_interval"]), str(r["left_out"]),
+                  _interval(r["speedup_geomean"], r["speedup_low"], r["speedup_high"]), _fmt(r["predicted_geomean"], 3))
+    console.print(t)
+    console.print("n.s.: the 95 % interval contains 1; left out: untrusted (noisy or contended) or not comparable "
+                  "(different flush methods)", highlight=False)
+    d = Table(title="cases that deviate most from the prediction (outside its range)")
+    for col in ("case", "wall", "speedup [95 %]", "predicted", "measured / predicted"):
+        d.add_column(col, overflow="fold")
+    for _, r in cmp.deviating.iterrows():
+        ranged = r["predicted_low"] != r["predicted_high"]
+        d.add_row(escape(r["case_key"]), escape(str(r["wall"])),
+                  _interval(r["speedup"], r["speedup_low"], r["speedup_high"]),
+                  _interval(r["predicted_speedup"], r["predicted_low"] if ranged else None,
+                            r["predicted_high"] if ranged else None), _fmt(r["deviation"], 3))
+    console.print(d)
+    left = cmp.cases[~cmp.cases["standing"].isin(["faster", "slower", "not_significant", "no_interval"])]
+    for _, r in left.head(20).iterrows():
+        console.print(f"left out: {escape(r['case_key'])}: {escape(r['note'])}", highlight=False, soft_wrap=True)
+    if len(left) > 20:
+        console.print(f"... and {len(left) - 20} more left out (--json lists them)", highlight=False)
+    if show_all:
+        a = Table(title="every case")
+        for col in ("case", "speedup [95 %]", "standing", "interval from", "note"):
+            a.add_column(col, overflow="fold")
+        for _, r in cmp.cases.iterrows():
+            a.add_row(escape(r["case_key"]), _interval(r["speedup"], r["speedup_low"], r["speedup_high"]),
+                      escape(str(r["standing"])), escape(str(r["interval"])), escape(str(r["note"])))
+        console.print(a)
+
+
 def _rows(frame) -> list[dict]:
+    """Records for JSON: NaN as null; the Ratio objects behind the intervals left out."""
+    frame = frame.drop(columns=[c for c in ("ratio",) if c in frame.columns])
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
             for row in frame.to_dict(orient="records")]
 
@@ -339,24 +377,29 @@ def report_cmd(
     from rooflab.reports.breakdown_section import load_layer_profiles
     from rooflab.reports.html import render_report
     from rooflab.reports.interconnect_section import load_collectives
-    from rooflab.reports.load import PendingVerdicts, load_counters, load_crosschecks, load_report_results
+    from rooflab.reports.load import PendingVerdicts, load_counters, load_crosschecks, load_report_inputs
+    from rooflab.reports.memory import keep_mmap_threshold
 
     if run and since:
         fail("give either --run or --since, not both")
     url = db_url(db)
     require_database(url)
     folder = output_dir(out)
-    pending = PendingVerdicts(url)  # judged side by side with the reading and drawing below
+    keep_mmap_threshold()
+    # judged, and the history pages drawn and written, side by side with the reading and drawing below
+    pending = PendingVerdicts(url, out_dir=folder, runs=run or None, since=since)
     try:
-        df, counts = _guard(lambda: load_report_results(url, runs=run or None, since=since))
+        inputs = _guard(lambda: load_report_inputs(url, runs=run or None, since=since, with_history=False))
         crosschecks = _guard(lambda: load_crosschecks(url))
         layer = _guard(lambda: load_layer_profiles(url))
         counters = _guard(lambda: load_counters(url))
+        df = inputs.results
         groups = _guard(lambda: load_collectives(url, sorted(df["run_id"].astype(str).unique()) if not df.empty
                                                  else []))
-        index = _guard(lambda: render_report(df, folder, source=redact(url), verdicts=pending.result,
-                                             runs=run or None, since=since, counts=counts, crosschecks=crosschecks,
-                                             layer_profiles=layer, counters=counters, collectives=groups))
+        index = _guard(lambda: render_report(inputs.results, folder, source=redact(url), verdicts=pending.result,
+                                             runs=run or None, since=since, counts=inputs.counts,
+                                             crosschecks=crosschecks, layer_profiles=layer, counters=counters,
+                                             collectives=groups, history=pending.pages, evidence=inputs.evidence))
     finally:
         pending.cancel()  # a report that failed before the regressions page leaves no process behind
     console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)

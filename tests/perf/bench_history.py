@@ -20,6 +20,12 @@ PostgreSQL (measured at 10 nights, 60,000 measurements): 106 us per measurement 
 read only what they need: `rooflab regressions` takes 11.8 s (656 MB peak), `rooflab roofline
 --device` 10.4 s (1.3 GB), `rooflab report` 94 s (7.0 GB: it still reads every result to draw
 every measurement).
+
+`--samples 0 --report DIR --report-only` (the year above, no raw samples, 710 MiB of SQLite):
+`rooflab report` with its history pages took 14.7 and 14.5 s wall, 23 s of CPU in its two
+processes, 853-855 MB at the peak of both together, at load 1.6 on the 2-core machine (52-53 s wall
+at load 5-8); each device's history page, 13.2 MiB, was drawn in Chromium in 307-344 ms
+(docs/history.md).
 """
 from __future__ import annotations
 
@@ -161,6 +167,10 @@ def run_benchmark(url: str, args: argparse.Namespace, workdir: Path) -> None:
           f"{cpu_total - generate_cpu:9.2f} s cpu ({(total - generate_s) / n_rows * 1e6:.1f} us/measurement wall; "
           f"generating the rows took {generate_s:.1f} s more)")
     print(f"  {'database size':<48} {_size(url):>9}")
+    if args.report is not None:
+        time_report(url, args.report)
+    if args.report_only:
+        return
 
     # one more night as a CSV export, imported with `rooflab import`'s code
     extra = f"sqlite:///{workdir / 'one-night.db'}"
@@ -211,6 +221,69 @@ def run_benchmark(url: str, args: argparse.Namespace, workdir: Path) -> None:
         _timed("case_history(case, device) after prune", lambda: query.case_history(url, key, fingerprint))
 
 
+def _tree_rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            rss[int(entry.name)] = int((entry / "statm").read_text().split()[1]) * 4096
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo.extend(children.get(p, []))
+    return total
+
+
+def time_report(url: str, out: Path) -> None:
+    """`rooflab report` on the history as a user runs it (a process of its own, which starts one
+    more): wall time, CPU time of both, the peak of their summed resident memory (sampled every
+    50 ms) and the load average; then each history page opened in headless Chromium (its ready
+    time: the page's own mark once its table is drawn)."""
+    import os
+    import subprocess
+
+    load_before = os.getloadavg()
+    start, cpu = time.perf_counter(), os.times()
+    proc = subprocess.Popen([sys.executable, "-m", "rooflab", "report", "--db", url, "--out", str(out)],
+                            stdout=subprocess.DEVNULL)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, _tree_rss_bytes(proc.pid))
+        time.sleep(0.05)
+    wall, done = time.perf_counter() - start, os.times()
+    used = (done.children_user - cpu.children_user) + (done.children_system - cpu.children_system)
+    print(f"  {'rooflab report (exit ' + str(proc.returncode) + ')':<48} {wall:9.2f} s wall {used:9.2f} s cpu, "
+          f"peak {peak / 1e6:,.0f} MB (all its processes), load {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}")
+    pages = sorted(out.glob("history*.html"))
+    for page in pages:
+        size = page.stat().st_size
+        ready = _ready_ms(page) if size > 10_000 else None
+        shown = f"ready in {ready:.0f} ms" if ready is not None else "an index of the device pages"
+        print(f"  {'  ' + page.name[:44]:<48} {size / 2**20:9.1f} MiB, {shown}")
+
+
+def _ready_ms(page: Path) -> float | None:
+    """ms from navigation to the history page's own 'history-ready' mark in headless Chromium."""
+    from tests.reports.cdp import CHROMIUM, Browser
+
+    if CHROMIUM is None:
+        return None
+    with Browser() as b:
+        b.open(page.as_uri())
+        ready = b.js("performance.getEntriesByName('history-ready')[0].startTime")
+        if b.console or b.exceptions:
+            print(f"    console: {b.console} {b.exceptions}")
+        return float(ready)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=365, help="nightly runs (default 365)")
@@ -222,10 +295,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", metavar="URL", help="also run against a fresh database on this PostgreSQL server")
     parser.add_argument("--dir", type=Path, help="where to put the SQLite file (default: a temporary directory)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--report", type=Path, metavar="DIR",
+                        help="also time `rooflab report --out DIR` on the history and open its history pages")
+    parser.add_argument("--report-only", action="store_true",
+                        help="after the bulk load, time only the report (with --report)")
     args = parser.parse_args(argv)
     for name in ("runs", "cases", "gpus"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if args.report_only and args.report is None:
+        parser.error("--report-only needs --report DIR")
     with (nullcontext(str(args.dir)) if args.dir else tempfile.TemporaryDirectory(prefix="rooflab-bench-")) as folder:
         workdir = Path(folder)
         workdir.mkdir(parents=True, exist_ok=True)

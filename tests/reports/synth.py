@@ -151,8 +151,8 @@ def write_db(url: str, rows: list[dict]) -> None:
                 p90_ms=r["p90_ms"], iqr_ms=r["iqr_ms"] if ok else None, std_ms=r["std_ms"] if ok else None,
                 n_samples=r["n_samples"], rel_ci_halfwidth=r["rel_ci_halfwidth"] if ok else None,
                 stop_reason=r["stop_reason"], flops=int(r["flops"]), bytes=int(r["bytes"]),
-                throttled=bool(r["throttled"]),
-                samples_ms=tuple([r["median_ms"]] * 5) if ok else ()))
+                throttled=bool(r["throttled"]), flush_method=r.get("flush_method"), quality=r.get("quality"),
+                samples_ms=tuple(r.get("samples_ms") or [r["median_ms"]] * 5) if ok else ()))
         for run_id in started:
             store.finish_run(run_id, "complete")
 

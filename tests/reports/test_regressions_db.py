@@ -165,3 +165,17 @@ def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which)
         assert by_kind["regression"] and by_kind["improvement"]
     frame = query.results(url, run_id=run_id)
     assert counts["ok"] == int((frame["status"] == "ok").sum()) and sum(counts.values()) == len(frame)
+
+
+@pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 3}])
+def test_the_verdicts_from_the_history_columns_are_those_read_from_the_database(url, kw):
+    """The report judges from the history it has read (reports.history_verdicts): the same verdicts,
+    as_dict and points, as detect_in_database reading the database itself."""
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.history_verdicts import ColumnsSource
+    from rooflab.reports.regressions import detect_with
+
+    read = detect_in_database(url, **kw)
+    columns = detect_with(ColumnsSource(history_columns(url)), **kw)
+    assert [v.as_dict() for v in columns] == [v.as_dict() for v in read]
+    assert [(v.points, v.n_points) for v in columns] == [(v.points, v.n_points) for v in read]

@@ -89,6 +89,8 @@ def test_report_on_database_and_on_missing_database(db, tmp_path):
     res = _run("report", "--out", str(tmp_path / "site"), "--db", db)
     assert res.exit_code == 0, res.output
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "compare.html").is_file()
+    history = (tmp_path / "site" / "history.html").read_text()  # written by the side process
+    assert 'id="history-data"' in history and "stream_triad.v1" in history and '"regression"' in history
     missing = _run("report", "--out", str(tmp_path / "missing"), "--db", f"sqlite:///{tmp_path / 'none.db'}")
     assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "missing").exists()
