@@ -132,7 +132,7 @@ def measure(
     from rooflab.runners.errors import UserInputError
     from rooflab.runners.machine.environment import best_device, capture
     from rooflab.runners.machine.observe import watching
-    from rooflab.runners.orchestration.session import validate_timing_overrides
+    from rooflab.runners.orchestration.run_options import validate_timing_overrides
     from rooflab.suite.timing import TimingSettings
 
     problem = modes_problem(cache, timing_mode)
@@ -174,7 +174,8 @@ def run(
     (`run_id`, `status`, `counts` by status, ...); results are read back with `results(db, run_id=...)`.
     A bad spec, filter or setting raises the same error the command reports with exit code 2.
     """
-    from rooflab.runners.orchestration.session import RunOptions, run_suite
+    from rooflab.runners.orchestration.run_options import RunOptions
+    from rooflab.runners.orchestration.session import run_suite
 
     options = RunOptions(filters=tuple(filters), device=device, seed=seed, timing_overrides=timing or None, quiet=quiet)
     return run_suite(spec, db=db, options=options, handle_signals=False)

@@ -59,24 +59,24 @@ def slurm_command(
                                 help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
-    from rooflab.runners.orchestration import slurm
+    from rooflab.runners.orchestration import slurm, slurm_job
     from rooflab.suite.spec import expand, load_spec
 
     try:
         loaded = load_spec(spec)
         n_cases = len(expand(loaded))
-        db_url = slurm.check_db_url(db) if db is not None else None
+        db_url = slurm_job.check_db_url(db) if db is not None else None
         if db_file is not None:
-            slurm.check_path(db_file, "--db-file")
+            slurm_job.check_path(db_file, "--db-file")
             db_file = db_file.expanduser().resolve()
             if not db_file.is_file():
                 fail(f"--db-file {db_file}: no such file (it must hold the database URL)")
-        job = slurm.SlurmJob(
+        job = slurm_job.SlurmJob(
             spec_path=loaded.path.resolve(),
             suite=loaded.name,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
-            out_dir=slurm.check_path(out, "--out").expanduser().resolve(),
+            out_dir=slurm_job.check_path(out, "--out").expanduser().resolve(),
             rooflab=_venv_rooflab(venv),
             db_url=db_url,
             db_file=db_file,
@@ -88,7 +88,7 @@ def slurm_command(
             run_id=run_id,
             fail_on=fail_on,
         )
-        slurm.validate(job)
+        slurm_job.validate(job)
         target = output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch"
         written = slurm.write_scripts(job, target.expanduser())
     except UserError as exc:
@@ -155,7 +155,7 @@ def nightly_command(
 ) -> None:
     from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
     from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
-    from rooflab.runners.orchestration.session import RunOptions
+    from rooflab.runners.orchestration.run_options import RunOptions
 
     try:
         summary = nightly(spec, db=db_url(db), options=NightlyOptions(

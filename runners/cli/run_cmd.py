@@ -68,7 +68,8 @@ def run_command(
     **timing: Any,
 ) -> None:
     from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from rooflab.runners.orchestration.session import RunOptions, run_suite
+    from rooflab.runners.orchestration.run_options import RunOptions
+    from rooflab.runners.orchestration.session import run_suite
 
     overrides = timing_overrides(timing)
     try:

@@ -99,7 +99,7 @@ def validate_rounds(rounds: int) -> int:
 
 
 def resolve_device(device: str | None) -> str:
-    from rooflab.runners.orchestration.session import resolve_devices
+    from rooflab.runners.orchestration.run_options import resolve_devices
 
     return resolve_devices(device, None)[0]
 

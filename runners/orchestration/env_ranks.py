@@ -95,7 +95,7 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
     from rooflab.runners.machine.environment import capture
     from rooflab.runners.orchestration.rank_case import rank_device_text
     from rooflab.runners.orchestration.ranks import init_group
-    from rooflab.runners.orchestration.session import validate_timing_overrides
+    from rooflab.runners.orchestration.run_options import validate_timing_overrides
     from rooflab.runners.orchestration.worker import _pin
     from rooflab.suite.ops.registry import all_ops
     from rooflab.suite.spec import apply_filters, expand, load_spec

@@ -23,7 +23,7 @@ from rooflab.db.handle import Database, as_database
 from rooflab.reports.options import RegressionOptions
 from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
-from rooflab.runners.orchestration.session import RunOptions
+from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.vocab import RunStatus
 
 EXIT_OK = 0

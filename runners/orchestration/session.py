@@ -8,12 +8,11 @@ re-started shard and a second process with the same `--run-id` measure nothing t
 from __future__ import annotations
 
 import math
-import secrets
 import shlex
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -25,10 +24,16 @@ from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
 from rooflab.runners.orchestration.collectives import CollectivePhase, is_collective
+from rooflab.runners.orchestration.run_options import (
+    RunOptions,
+    check_merged_settings,
+    derive_run_id,
+    resolve_devices,
+    validate_timing_overrides,
+)
 from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
 from rooflab.suite.case import Case
-from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
-from rooflab.vocab import DeviceKind, ResultStatus, RunStatus, device_kind_of
+from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -77,117 +82,6 @@ class RunSummary:
             "elapsed_s": round(self.elapsed_s, 3),
             "slowest": [dict(s) for s in self.slowest],
         }
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """What one `rooflab run` is asked to do besides its spec and database (the CLI's flags);
-    `run_suite` validates it."""
-
-    filters: Sequence[str] = ()
-    device: str | None = "auto"
-    devices: str | None = None  # all, or a list such as 0,1
-    shard: str | None = None  # I/N
-    run_id: str | None = None
-    resume: str | None = None  # run id to measure the rest of
-    timing_overrides: Mapping[str, Any] | None = None  # TimingSettings names -> value (None: not given)
-    quiet: bool = False
-    seed: int = 0
-    case_timeout_s: float | None = None
-    json_output: bool = False
-    command_line: str | None = None  # stored with the run; None: this process's argv
-    cpu_threads: int | None = None
-    lock: bool = True
-    lock_wait_s: float = 0.0
-
-
-# ---------------------------------------------------------------- validation of the inputs
-
-
-def validate_timing_overrides(values: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The non-None overrides, checked one by one; UserInputError names the flag and the rule."""
-    if not values:
-        return {}
-    known = set(TimingSettings.names())
-    out: dict[str, Any] = {}
-    for name, value in values.items():
-        if value is None:
-            continue
-        flag = "--" + name.replace("_", "-")
-        if name not in known:
-            raise UserInputError(f"{flag}: unknown timing setting; allowed: {', '.join(sorted(known))}")
-        try:
-            out[name] = check_timing_value(name, value)
-        except TimingSettingError as exc:
-            raise UserInputError(f"{flag}: {exc.reason}") from None
-    try:
-        check_timing_order(out)
-    except TimingSettingError as exc:
-        raise UserInputError(f"--{exc.name.replace('_', '-')}: {exc.reason}") from None
-    return out
-
-
-def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, Any]) -> None:
-    """The CLI overrides must not contradict a benchmark's own settings (e.g. min above max)."""
-    for case in cases:
-        try:
-            case.timing.override(overrides)
-        except TimingSettingError as exc:
-            raise UserInputError(
-                f"benchmark {case.benchmark!r}, after the command-line overrides: {exc.reason}"
-            ) from None
-
-
-def _normalize_device(text: str, available: Sequence[str]) -> str:
-    value = text.strip().lower()
-    if value.isdigit():
-        value = f"cuda:{value}"
-    if value == "cuda":
-        value = "cuda:0"
-    if value not in available:
-        raise UserInputError(
-            f"unknown device {text!r}; devices here: {', '.join(available)} "
-            "(allowed: auto, cpu, cuda:N, or for --devices: all or a list such as 0,1)"
-        )
-    return value
-
-
-def resolve_devices(device: str | None, devices: str | None) -> list[str]:
-    """The torch devices to run on, one worker each; UserInputError for a device not present."""
-    from rooflab.runners.machine.environment import best_device, list_devices
-
-    available = list(dict.fromkeys(["cpu", *list_devices()]))
-    if devices is not None and device not in (None, "auto"):
-        raise UserInputError("give either --device or --devices, not both")
-    if devices is not None:
-        text = devices.strip().lower()
-        if text == "all":
-            gpus = [d for d in available if device_kind_of(d) is DeviceKind.CUDA]
-            if not gpus:
-                raise UserInputError(
-                    "--devices all: this machine has no CUDA GPU that torch can see; "
-                    "use --device cpu to measure the CPU"
-                )
-            return gpus
-        parts = [p for p in (x.strip() for x in text.split(",")) if p]
-        if not parts:
-            raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")
-        chosen = list(dict.fromkeys(_normalize_device(p, available) for p in parts))
-        kinds = {device_kind_of(d) for d in chosen}
-        if len(kinds) > 1:
-            raise UserInputError(f"--devices {devices!r}: mixes CPU and CUDA devices; run them separately")
-        return chosen
-    if device in (None, "", "auto"):
-        return [best_device()]
-    return [_normalize_device(device, available)]
-
-
-def derive_run_id(suite: str, *, sharded: bool, now: datetime | None = None) -> str:
-    """`quick-20261121` for a sharded run (all shards of a night share it), else `quick-20261121T173000Z-1a2b`."""
-    now = now or datetime.now(UTC)
-    if sharded:
-        return f"{suite}-{now:%Y%m%d}"
-    return f"{suite}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
 
 
 def _rooflab_version() -> str:

@@ -1,5 +1,9 @@
 """Collectives: the communication wall, measured the way nccl-tests reports it.
 
+(About 400 lines on purpose: the six collectives' work models, each with where its factor comes
+from, read best side by side against nccl-tests' table; their data and checks are in
+collective_data.py.)
+
 One op per collective of torch.distributed: all_reduce, all_gather, reduce_scatter, broadcast,
 all_to_all and send_recv. A case runs in a group of `ranks` processes (runners/orchestration/ranks.py),
 one device each: NCCL over the GPUs of a node (backend `nccl`), gloo over loopback on a CPU

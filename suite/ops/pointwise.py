@@ -1,5 +1,8 @@
 """Pointwise ops over arrays of n elements.
 
+(Over 400 lines on purpose: the family's dozen ops, each a short class with its model, its inputs
+and its reference, read best side by side; a module per op would scatter one table.)
+
 FLOPs and bytes (s = element size): copy 0 and 2·n·s; scale n and 2·n·s; add n and 3·n·s;
 triad 2·n and 3·n·s (the reference table of docs/design.md). Ops outside the table state their count below; an
 elementary function (erf, cos) counts as one FLOP.

@@ -221,7 +221,7 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     """The generated array script (tasks 0 and 1, as Slurm would start them) and then the finalising
     script, with the real rooflab: every flag they pass is one `rooflab run` and `nightly` accept."""
     from rooflab.db.query import results
-    from rooflab.runners.orchestration import slurm
+    from rooflab.runners.orchestration import slurm, slurm_job
 
     bash = shutil.which("bash")
     if bash is None:
@@ -238,8 +238,8 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     )
     wrapper.chmod(0o755)
     url = sqlite_url(tmp_path)
-    job = slurm.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=1, out_dir=tmp_path / "out",
-                         rooflab=str(wrapper), db_url=slurm.check_db_url(url), run_id="tiny-night")
+    job = slurm_job.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=1, out_dir=tmp_path / "out",
+                         rooflab=str(wrapper), db_url=slurm_job.check_db_url(url), run_id="tiny-night")
     array, finalize, *_ = slurm.write_scripts(job, tmp_path / "tiny.sbatch")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)

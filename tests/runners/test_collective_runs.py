@@ -9,7 +9,8 @@ import pytest
 
 from rooflab.db.collectives import collective_frame
 from rooflab.db.query import results
-from rooflab.runners.orchestration.session import RunOptions, run_suite
+from rooflab.runners.orchestration.session import run_suite
+from rooflab.runners.orchestration.run_options import RunOptions
 from tests.runners.collective_cases import forkserver_children, plugin_env
 
 SPEC = """\

@@ -10,7 +10,7 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.store import parse_shard as parse_stored_shard
 from rooflab.reports.verdicts import FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.errors import UserInputError
-from rooflab.runners.orchestration import slurm
+from rooflab.runners.orchestration import slurm_job
 from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
 from rooflab.runners.orchestration.shards import ShardError, parse_shard
 from rooflab.vocab import ResultStatus, RunStatus
@@ -35,15 +35,15 @@ def test_shard_text_with_spaces_is_accepted_on_the_command_line_only() -> None:
 
 @pytest.mark.parametrize("fail_on", list(FailOn))
 def test_every_fail_on_is_accepted_by_the_slurm_writer_nightly_and_the_check(tmp_path: Path, fail_on: FailOn) -> None:
-    assert slurm.validate(make_job(tmp_path, fail_on=str(fail_on))).fail_on == fail_on  # drift was refused here
+    assert slurm_job.validate(make_job(tmp_path, fail_on=str(fail_on))).fail_on == fail_on  # drift was refused here
     assert parse_fail_on(str(fail_on)) is fail_on
 
 
 def test_a_bad_fail_on_gets_one_reason_everywhere(tmp_path: Path) -> None:
     with pytest.raises(ValueError) as base:
         parse_fail_on("sometimes")
-    with pytest.raises(slurm.SlurmArgumentError) as from_slurm:
-        slurm.validate(make_job(tmp_path, fail_on="sometimes"))
+    with pytest.raises(slurm_job.SlurmArgumentError) as from_slurm:
+        slurm_job.validate(make_job(tmp_path, fail_on="sometimes"))
     from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
 
     with pytest.raises(UserInputError) as from_nightly:

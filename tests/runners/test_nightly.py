@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
 from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
-from rooflab.runners.orchestration.session import RunOptions
+from rooflab.runners.orchestration.run_options import RunOptions
 from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
 
 CASES = [case_record("copy", n) for n in (1 << 20, 1 << 22, 1 << 24)]

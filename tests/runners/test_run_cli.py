@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
-from rooflab.runners.orchestration.session import RunOptions, run_suite
+from rooflab.runners.orchestration.session import run_suite
+from rooflab.runners.orchestration.run_options import RunOptions
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.runners.planted_ops"
@@ -383,7 +384,7 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     from rooflab.runners.errors import UserInputError
     from rooflab.runners.machine import environment
-    from rooflab.runners.orchestration.session import resolve_devices
+    from rooflab.runners.orchestration.run_options import resolve_devices
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     monkeypatch.setattr(environment, "best_device", lambda: "cpu")
@@ -399,7 +400,7 @@ def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
     from datetime import datetime, timezone
 
-    from rooflab.runners.orchestration.session import derive_run_id
+    from rooflab.runners.orchestration.run_options import derive_run_id
 
     night = datetime(2026, 11, 21, 23, 59, tzinfo=timezone.utc)
     assert derive_run_id("nightly", sharded=True, now=night) == "nightly-20261121"
@@ -410,7 +411,7 @@ def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
 
 def test_timing_overrides_are_checked_and_typed() -> None:
     from rooflab.runners.errors import UserInputError
-    from rooflab.runners.orchestration.session import validate_timing_overrides
+    from rooflab.runners.orchestration.run_options import validate_timing_overrides
 
     assert validate_timing_overrides({"min_samples": 20.0, "max_time_ms": 50, "warmup_ms": None}) == {
         "min_samples": 20,

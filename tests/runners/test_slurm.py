@@ -9,13 +9,13 @@ import os
 import shutil
 import stat
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from rooflab.runners.orchestration import slurm
-from rooflab.runners.orchestration.slurm import SlurmArgumentError, SlurmJob
+from rooflab.runners.orchestration import slurm, slurm_job
+from rooflab.runners.orchestration.slurm_job import SlurmArgumentError, SlurmJob
 from rooflab.suite.errors import SpecError
 
 BASH = shutil.which("bash")
@@ -239,7 +239,7 @@ def test_submit_script_submits_the_array_the_collective_step_then_a_dependent_fi
     _fake_sbatch(bin_dir, log)
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     env.pop("ROOFLAB_RUN_ID", None)
-    today = datetime.now(timezone.utc).strftime("%Y%m%d")
+    today = datetime.now(UTC).strftime("%Y%m%d")
     done = subprocess.run([BASH, str(submit)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     first, second, third = _calls(log)
@@ -351,15 +351,15 @@ def test_environment_pass_through_needs_rooflab_db_at_submission(awkward_dir):
 
 def test_password_in_url_is_refused():
     with pytest.raises(SlurmArgumentError, match="password"):
-        slurm.check_db_url("postgresql://rooflab:hunter2@db/rooflab")
-    assert slurm.check_db_url("postgresql://rooflab@db/rooflab") == "postgresql+psycopg://rooflab@db/rooflab"
+        slurm_job.check_db_url("postgresql://rooflab:hunter2@db/rooflab")
+    assert slurm_job.check_db_url("postgresql://rooflab@db/rooflab") == "postgresql+psycopg://rooflab@db/rooflab"
 
 
 def test_relative_sqlite_path_becomes_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert slurm.check_db_url("sqlite:///results.db") == f"sqlite:///{tmp_path / 'results.db'}"
+    assert slurm_job.check_db_url("sqlite:///results.db") == f"sqlite:///{tmp_path / 'results.db'}"
     with pytest.raises(SlurmArgumentError):
-        slurm.check_db_url("sqlite://")
+        slurm_job.check_db_url("sqlite://")
 
 
 @pytest.mark.parametrize(
@@ -383,13 +383,13 @@ def test_relative_sqlite_path_becomes_absolute(tmp_path, monkeypatch):
 )
 def test_invalid_arguments_are_refused(tmp_path, overrides, fragment):
     with pytest.raises(SlurmArgumentError, match=fragment) as info:
-        slurm.validate(make_job(tmp_path, **overrides))
+        slurm_job.validate(make_job(tmp_path, **overrides))
     assert isinstance(info.value, SpecError)  # exit code 2 through the CLI
 
 
 @pytest.mark.parametrize("value", ["04:00:00", "1-00:00:00", "100:00:00", "0:05:00"])
 def test_valid_time_limits(value):
-    assert slurm.check_time(value) == value
+    assert slurm_job.check_time(value) == value
 
 
 CLI_SPEC = """name: nightly

@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rooflab.db.query import environments, results  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.orchestration.session import RunOptions, run_suite  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.orchestration.session import run_suite
+from rooflab.runners.orchestration.run_options import RunOptions  # noqa: E402 - after pytest.importorskip
 
 pytestmark = [
     pytest.mark.gpu,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rooflab.runners.errors import UserInputError
-from rooflab.runners.orchestration.session import check_merged_settings, validate_timing_overrides
+from rooflab.runners.orchestration.run_options import check_merged_settings, validate_timing_overrides
 from rooflab.suite.errors import SpecError
 from rooflab.suite.spec import expand, parse_spec
 from rooflab.suite.timing import BOUNDS, TimingSettingError, TimingSettings
