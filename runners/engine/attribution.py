@@ -87,36 +87,11 @@ def split(
     missing = [n for n in names if PART_RANGE_PREFIX + n not in ranges]
     if missing:
         raise ValueError(f"the profile has no range for part(s) {', '.join(missing)}")
-    per_part: dict[str | None, list[tuple[float, float]]] = {n: [] for n in names}
-    per_part[None] = []  # inside the block, outside every part
     if clock == CUDA_CLOCK:
-        # a kernel's link is the correlation id of the operator that launched it; operators are
-        # preferred over runtime calls (link 0 against a link of their own), whose ids may collide
-        launchers: dict[int, list[Interval]] = {}
-        for e in sorted((e for e in events if e.kind == "op"), key=lambda e: e.link != 0):
-            launchers.setdefault(e.id, []).append(e)
-        part_ranges = [(n, ranges[PART_RANGE_PREFIX + n]) for n in names]
-        for k in (e for e in events if e.kind == "kernel"):
-            inside = [op for op in launchers.get(k.link, ()) if block.start_us <= op.start_us <= block.end_us]
-            if not inside:
-                continue  # not launched by this call
-            t = inside[0].start_us
-            owner = next((n for n, r in part_ranges if r.start_us <= t <= r.end_us), None)
-            per_part[owner].append((k.start_us, k.end_us))
-        measured = [iv for ivs in per_part.values() for iv in ivs]
-        if not measured:
-            raise ValueError("no device kernel was launched inside the block's range")
-        whole_us = max(e for _, e in measured) - min(s for s, _ in measured)
+        per_part, whole_us = _kernels_by_part(events, ranges, block, names)
     else:
-        for op in events:
-            if op.kind != "op" or op.parent is None:
-                continue
-            if op.parent == BLOCK_RANGE:
-                per_part[None].append((op.start_us, op.end_us))
-            elif (name := _part_of(op.parent)) is not None and name in per_part:
-                per_part[name].append((op.start_us, op.end_us))
-        measured = [iv for ivs in per_part.values() for iv in ivs]
-        whole_us = block.duration_us
+        per_part, whole_us = _operators_by_part(events, block, names)
+    measured = [iv for ivs in per_part.values() for iv in ivs]
     covered_us = union_us(measured)
     summed_us = sum(e - s for s, e in measured)
     parts = tuple(
@@ -141,6 +116,48 @@ def split(
         events=len(measured),
         parts=parts,
     )
+
+
+PerPart = dict[str | None, list[tuple[float, float]]]  # part name (None: inside the block, in no part) -> spans
+
+
+def _kernels_by_part(events: Sequence[Interval], ranges: dict[str, Interval], block: Interval,
+                     names: Sequence[str]) -> tuple[PerPart, float]:
+    """The device kernels of one call by the part whose range launched them, and the whole (first
+    kernel start to last kernel end). A kernel's link is the correlation id of the operator that
+    launched it; operators are preferred over runtime calls (link 0 against a link of their own),
+    whose ids may collide."""
+    per_part: PerPart = {n: [] for n in names}
+    per_part[None] = []
+    launchers: dict[int, list[Interval]] = {}
+    for e in sorted((e for e in events if e.kind == "op"), key=lambda e: e.link != 0):
+        launchers.setdefault(e.id, []).append(e)
+    part_ranges = [(n, ranges[PART_RANGE_PREFIX + n]) for n in names]
+    for k in (e for e in events if e.kind == "kernel"):
+        inside = [op for op in launchers.get(k.link, ()) if block.start_us <= op.start_us <= block.end_us]
+        if not inside:
+            continue  # not launched by this call
+        t = inside[0].start_us
+        owner = next((n for n, r in part_ranges if r.start_us <= t <= r.end_us), None)
+        per_part[owner].append((k.start_us, k.end_us))
+    measured = [iv for ivs in per_part.values() for iv in ivs]
+    if not measured:
+        raise ValueError("no device kernel was launched inside the block's range")
+    return per_part, max(e for _, e in measured) - min(s for s, _ in measured)
+
+
+def _operators_by_part(events: Sequence[Interval], block: Interval, names: Sequence[str]) -> tuple[PerPart, float]:
+    """The top-level CPU operators of one call by the part range they ran in, and the block's range."""
+    per_part: PerPart = {n: [] for n in names}
+    per_part[None] = []
+    for op in events:
+        if op.kind != "op" or op.parent is None:
+            continue
+        if op.parent == BLOCK_RANGE:
+            per_part[None].append((op.start_us, op.end_us))
+        elif (name := _part_of(op.parent)) is not None and name in per_part:
+            per_part[name].append((op.start_us, op.end_us))
+    return per_part, block.duration_us
 
 
 def _is_range(name: str) -> bool:
