@@ -1,4 +1,5 @@
-"""Timing settings: the bounds of warmup and of the adaptive stopping rule.
+"""Timing settings: the bounds of warmup and of the adaptive stopping rule, how a cold sample's
+cache is flushed and the pace of the samples.
 
 Defaults here; a spec's benchmark may override any of them, and the CLI overrides the spec.
 """
@@ -30,6 +31,38 @@ class StopReason(StrEnum):
     MAX_TIME = "max_time"
 
 
+class FlushMethod(StrEnum):
+    """How the cache is made cold before a sample (a setting, and the measurement's `flush_method`).
+
+    The sweep covers at least the cache (runners.engine.flush sizes it); docs/timing.md says why
+    writing is the default."""
+
+    WRITE_SWEEP = "write_sweep"  # a write of the whole buffer: the cache ends full of dirty lines
+    READ_SWEEP = "read_sweep"  # a read-only pass: the cache ends holding clean lines only
+    NONE = "none"  # hot mode: no flush (recorded only, never a setting)
+
+
+class Pace(StrEnum):
+    """How samples follow one another (a setting, and the measurement's `pace`)."""
+
+    BACK_TO_BACK = "back_to_back"  # each sample right behind the previous one (batched behind a stream hold)
+    IDLE = "idle"  # synchronise after each sample, then leave the device idle at least as long as the sample took
+
+
+# the values a setting may take (FlushMethod.NONE is what a hot result records, not a choice)
+FLUSH_CHOICES = (FlushMethod.WRITE_SWEEP.value, FlushMethod.READ_SWEEP.value)
+PACE_CHOICES = tuple(p.value for p in Pace)
+# pace idle: the idle time after a sample is its own duration, but at most this long (and at least
+# IDLE_MIN_MS, so that a microsecond kernel still leaves the device idle for a measurable time)
+IDLE_MAX_MS = 100.0
+IDLE_MIN_MS = 0.05
+
+
+def idle_after_ms(sample_ms: float) -> float:
+    """How long pace `idle` leaves the device idle after a sample of `sample_ms`."""
+    return min(max(sample_ms, IDLE_MIN_MS), IDLE_MAX_MS)
+
+
 # stop reasons of a case that never reached its target precision: it ran out of time or samples, or
 # its noise estimate settled above the target (an inherently noisy case)
 UNCONVERGED_STOPS = (StopReason.MAX_TIME, StopReason.MAX_SAMPLES, StopReason.NOISE_SETTLED)
@@ -54,9 +87,20 @@ class _Bound:
     text: str = ""
 
 
+@dataclass(frozen=True)
+class _Choice:
+    """A setting that takes one of a few names (an enum's values)."""
+
+    choices: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+
 # The one statement of what each timing setting may be: the spec, the CLI and the Python API all check
 # here (TimingSettings checks itself when it is built).
-BOUNDS: dict[str, _Bound] = {
+BOUNDS: dict[str, _Bound | _Choice] = {
     "warmup_ms": _Bound(False, 0.0, False, text=">= 0 (milliseconds)"),
     "warmup_calls": _Bound(True, 0, False, text="a whole number >= 0"),
     "min_samples": _Bound(True, 1, False, text="a whole number >= 1"),
@@ -65,15 +109,22 @@ BOUNDS: dict[str, _Bound] = {
     "max_time_ms": _Bound(False, 0.0, True, text="> 0 (milliseconds)"),
     "target_precision": _Bound(False, 0.0, True, 1.0, text="a fraction in (0, 1), e.g. 0.005 for 0.5 %"),
     "graph_launches": _Bound(True, 0, False, text="a whole number >= 0 (0: chosen from a probe call)"),
+    "flush_method": _Choice(FLUSH_CHOICES),
+    "pace": _Choice(PACE_CHOICES),
 }
+CHOICE_SETTINGS = tuple(name for name, b in BOUNDS.items() if isinstance(b, _Choice))
 # (lower, upper): the first may not exceed the second
 ORDERED = (("min_samples", "max_samples"), ("min_time_ms", "max_time_ms"))
 
 
-def check_timing_value(name: str, value: Any) -> int | float:
-    """`value` as the setting `name` holds it (an int for a whole-number setting given as 20.0), or
-    TimingSettingError. An unknown name is a KeyError."""
+def check_timing_value(name: str, value: Any) -> int | float | str:
+    """`value` as the setting `name` holds it (an int for a whole-number setting given as 20.0, the
+    plain string of a named choice), or TimingSettingError. An unknown name is a KeyError."""
     bound = BOUNDS[name]
+    if isinstance(bound, _Choice):
+        if not isinstance(value, str) or value not in bound.choices:
+            raise TimingSettingError(name, f"must be {bound.text}; got {value!r}")
+        return str(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise TimingSettingError(name, f"must be {bound.text}; got {value!r}, not a finite number")
     if bound.whole and int(value) != value:
@@ -104,6 +155,8 @@ class TimingSettings:
     max_time_ms: float = 3_000.0  # give up converging after this long per case
     target_precision: float = 0.005  # CI95 half-width of the median / median
     graph_launches: int = 0  # launches captured per CUDA graph (graph mode); 0 = chosen from a probe call
+    flush_method: str = FlushMethod.WRITE_SWEEP.value  # how a cold sample's cache is flushed (a FlushMethod)
+    pace: str = Pace.BACK_TO_BACK.value  # how samples follow one another (a Pace)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -21,7 +21,8 @@ _ENGINE = TimingSettings()
 
 def _default(name: str) -> str:
     """What a timing override falls back to: the benchmark's own setting, else the engine's."""
-    return f"the spec's, else {getattr(_ENGINE, name):g}"
+    value = getattr(_ENGINE, name)
+    return f"the spec's, else {value if isinstance(value, str) else format(value, 'g')}"
 
 RUN_HELP = """Measure the cases of SPEC (a YAML file, or a shipped spec name such as quick) into the database.
 
@@ -68,6 +69,16 @@ def run_command(
         None, "--target-precision", show_default=_default("target_precision"),
         help="Stop when the median's 95 % CI half-width / median is below this (0, 1).",
     ),
+    flush_method: str | None = typer.Option(
+        None, "--flush-method", show_default=_default("flush_method"),
+        help="How a cold case's cache is flushed before each sample: write_sweep (a cache of dirty lines, "
+             "as after a kernel that wrote) or read_sweep (clean lines). Recorded per result.",
+    ),
+    pace: str | None = typer.Option(
+        None, "--pace", show_default=_default("pace"),
+        help="back_to_back, or idle: synchronise after each sample and leave the device idle about as long "
+             "as the sample took (at most 100 ms). Recorded per result.",
+    ),
     case_timeout_s: float | None = typer.Option(
         None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
     ),
@@ -97,6 +108,8 @@ def run_command(
         "min_time_ms": min_time_ms,
         "max_time_ms": max_time_ms,
         "target_precision": target_precision,
+        "flush_method": flush_method,
+        "pace": pace,
     }
     try:
         summary = run_suite(spec, db=db_url(db), options=RunOptions(

@@ -51,7 +51,32 @@ class SyncMethod(StrEnum):
     BLOCKING_KERNEL = "blocking_kernel"
     SLEEP_KERNEL = "sleep_kernel"
     HOST_SYNC = "host_sync"
+    UNHELD = "unheld"  # GPU, asked for (a peer's mode): event pairs queued back to back, no hold, no sync between
     NONE = "none"
+
+
+class HoldMode(StrEnum):
+    """What the engine is asked to do about host time in GPU samples (the default, or a peer's way)."""
+
+    HELD = "held"  # a stream hold per chunk of samples (host_sync when no hold can cover the call)
+    SYNC_PER_SAMPLE = "sync_per_sample"  # no hold; the device is synchronised after every sample (host_sync)
+    UNHELD = "unheld"  # no hold and no synchronisation between samples: event pairs queued back to back
+
+
+class NoHold:
+    """The stream is not held: samples are enqueued back to back and the GPU starts on them at once,
+    so an event pair holds whatever wait for the host fell between its records (do_bench's way)."""
+
+    method = SyncMethod.UNHELD.value
+
+    def hold(self, stream: Any) -> None:
+        pass
+
+    def release(self) -> bool:
+        return True
+
+    def timed_out(self) -> bool:
+        return False
 
 
 class StreamHoldFailed(RuntimeError):
