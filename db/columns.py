@@ -29,7 +29,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "launches_per_sample", "flush_bytes", "sm_clock_start_mhz", "sm_clock_end_mhz", "sm_clock_max_mhz",
     "throttle_reasons", "throttled", "l2_bytes", "memory_bytes", "sm_count", "compute_capability",
     "finished_at", "run_status", "spec_hash", "git_dirty", "command_line", "rooflab_version",
-    "sync_method", "flush_method", "power_w", "energy_j", "quality", "quality_reasons", "cpu_threads",
+    "sync_method", "flush_method", "power_w", "energy_j", "quality", "quality_reasons", "cpu_threads", "pace",
 )
 
 ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
@@ -75,6 +75,8 @@ COLUMN_KINDS: dict[str, ColumnKind] = {
     "sync_method": ColumnKind("str"), "flush_method": ColumnKind("str"), "power_w": ColumnKind("float"),
     "energy_j": ColumnKind("float"), "quality": ColumnKind("str"), "quality_reasons": ColumnKind("list", False, ()),
     "cpu_threads": ColumnKind("int"),
+    # results stored or exported before revision 0007 ran back to back (the only pace there was)
+    "pace": ColumnKind("str", True, "back_to_back"),
 }
 assert set(COLUMN_KINDS) == set(ALL_COLUMNS)
 

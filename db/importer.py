@@ -325,7 +325,7 @@ def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
                 "stop_reason", "first_call_ms", "warmup_calls", "launches_per_sample", "flush_bytes", "flops",
                 "bytes", "intensity", "tflops", "gbps", "sm_clock_start_mhz", "sm_clock_end_mhz",
                 "sm_clock_max_mhz", "throttle_reasons", "throttled", "sync_method", "flush_method", "power_w",
-                "energy_j", "quality", "quality_reasons", "cpu_threads",
+                "energy_j", "quality", "quality_reasons", "cpu_threads", "pace",
             )
         }
         columns["device_key"] = key

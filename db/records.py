@@ -135,6 +135,7 @@ class MeasurementRecord:
     throttled: bool = False  # clock below 75 % of max while busy, or thermal/hardware slowdown seen
     sync_method: str | None = None  # what held the stream while a batch was enqueued
     flush_method: str | None = None  # how the cache was cleaned before a cold sample
+    pace: str | None = None  # how the samples followed one another: back_to_back | idle (revision 0007)
     power_w: float | None = None  # average board power while the case ran
     energy_j: float | None = None  # energy per call
     quality: str | None = None  # "good" | "noisy" | "contended" (None: not judged)

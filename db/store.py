@@ -133,6 +133,7 @@ def measurement_row(m: MeasurementRecord) -> dict[str, Any]:
         "quality": m.quality,
         "quality_reasons": list(m.quality_reasons),
         "cpu_threads": m.cpu_threads,
+        "pace": m.pace,
     }
 
 

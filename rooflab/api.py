@@ -93,6 +93,7 @@ class MeasureResult:
     sync_method: str  # how host time was kept out of the samples (runners.engine.stream_hold.SyncMethod)
     flush_method: str  # how the cache was flushed before a sample ("none" when hot)
     flush_bytes: int
+    pace: str  # how the samples followed one another: "back_to_back" | "idle"
     launches_per_sample: int  # 1 in launch mode; N launches per replayed graph in graph mode
     device: str  # torch device string, e.g. "cuda:0" or "cpu"
     machine: MachineState = field(repr=False)
@@ -168,7 +169,7 @@ def measure(
         warmup_calls=timed.warmup_calls, warmup_ms=timed.warmup_ms, sampling_ms=timed.sampling_ms,
         cache=timed.cache, timing_mode=timed.timing_mode, clock=timed.clock,
         sync_method=str(timed.sync_method), flush_method=str(timed.flush_method),
-        flush_bytes=timed.flush_bytes, launches_per_sample=timed.launches_per_sample,
+        flush_bytes=timed.flush_bytes, pace=str(timed.pace), launches_per_sample=timed.launches_per_sample,
         device=info.torch_device, machine=MachineState(environment, clocks),
     )
 

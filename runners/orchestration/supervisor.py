@@ -582,6 +582,7 @@ def build_record(
         throttled=outcome.throttled,
         sync_method=outcome.sync_method if ok else None,
         flush_method=outcome.flush_method if ok else None,
+        pace=outcome.pace if ok else None,
         power_w=outcome.power_w,
         energy_j=outcome.energy_j,
         quality=outcome.quality if ok else None,

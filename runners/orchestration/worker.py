@@ -74,6 +74,7 @@ class CaseOutcome:
     throttled: bool = False
     sync_method: str | None = None  # what held the stream while a batch was enqueued
     flush_method: str | None = None  # how the cache was cleaned before a cold sample
+    pace: str | None = None  # how the samples followed one another (suite.timing.Pace)
     power_w: float | None = None  # average board power while the case ran
     energy_j: float | None = None  # energy per call
     quality: str | None = None  # "good" | "noisy" | "contended"
@@ -339,6 +340,7 @@ def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
             cpu_threads=ready.cpu_threads,
             sync_method=result.sync_method,
             flush_method=result.flush_method,
+            pace=result.pace,
             power_w=clocks.power_w,
             energy_j=energy_per_call_j(clocks.power_w, result.stats.median_ms),
             phases_ms=dict(phases),

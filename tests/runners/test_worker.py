@@ -51,12 +51,13 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
     assert (out.flush_bytes > 0) == (cache == "cold")
     assert out.sync_method == "none"  # host time on a CPU: nothing to hold
     assert out.flush_method == ("write_sweep" if cache == "cold" else "none")  # cold means after a write
+    assert out.pace == "back_to_back"
 
 
 def test_flush_method_and_pace_come_from_the_settings_and_are_recorded() -> None:
     out = run(planted("planted_scale", cache="cold"), {"flush_method": "read_sweep", "pace": "idle"})
     assert out.status == "ok", out.error
-    assert out.flush_method == "read_sweep"
+    assert (out.flush_method, out.pace) == ("read_sweep", "idle")
     assert out.flush_bytes >= 2 * CPU.l2_bytes
 
 
