@@ -29,20 +29,35 @@ from rooflab.suite.timing import Pace, idle_after_ms
 Sync = Callable[[], None]
 Sleep = Callable[[float], None]  # seconds
 
+
+def pause_s(seconds: float) -> None:
+    """Leave the device idle (pace idle): the host sleeps and enqueues nothing."""
+    time.sleep(seconds)
+
 CUDA_EVENT_RESOLUTION_MS = 0.0005  # cudaEventElapsedTime resolves about 0.5 us
 HOLD_RETAKES = 3  # a batch whose hold ended too early is taken again at most this many times
+
+
+class _Paced:
+    """What pace idle adds to a source: a rest after each sample (see the module doc)."""
+
+    _sleep_s: Sleep | None = None
+
+    def _rest(self, sample_ms: float) -> None:
+        (self._sleep_s or pause_s)(idle_after_ms(sample_ms) / 1e3)
 
 
 def perf_counter_resolution_ms() -> float:
     return time.get_clock_info("perf_counter").resolution * 1e3
 
 
-class PerfCounterSource:
+class PerfCounterSource(_Paced):
     clock = "perf_counter"
     sync_method = SyncMethod.NONE.value
 
     def __init__(self, fn: Callable[[], Any], *, flusher: Flusher | None, sync: Sync | None,
-                 pace: str = Pace.BACK_TO_BACK, launches_per_sample: int = 1, sleep_s: Sleep = time.sleep) -> None:
+                 pace: str = Pace.BACK_TO_BACK, launches_per_sample: int = 1,
+                 sleep_s: Sleep | None = None) -> None:
         self._fn = fn
         self._flusher = flusher
         self._sync = sync
@@ -75,11 +90,11 @@ class PerfCounterSource:
             del out  # freeing the output stays outside the timed region
             samples.append((t1 - t0) / 1e6 / per)
             if self._idle:
-                self._sleep_s(idle_after_ms((t1 - t0) / 1e6) / 1e3)
+                self._rest((t1 - t0) / 1e6)
         return samples
 
 
-class CudaEventSource:
+class CudaEventSource(_Paced):
     """CUDA events around `fn` on torch's current stream of `torch_device`.
 
     Assumption: everything `fn` launches runs on torch's current stream (a CuPy op must wrap that
@@ -101,7 +116,7 @@ class CudaEventSource:
         launches_per_sample: int = 1,
         hold: StreamHold | None = None,
         pace: str = Pace.BACK_TO_BACK,
-        sleep_s: Sleep = time.sleep,
+        sleep_s: Sleep | None = None,
     ) -> None:
         import torch
 
@@ -208,7 +223,7 @@ class CudaEventSource:
                 )
             if held:
                 device_ms = start.elapsed_time(end)
-                self._sleep_s(idle_after_ms(device_ms) / 1e3)
+                self._rest(device_ms)
                 return device_ms / float(self.launches_per_sample)
         raise StreamHoldFailed(f"the {self._hold.method if self._hold else ''} hold ended before a sample was "
                                f"enqueued in {HOLD_RETAKES} tries")
@@ -246,7 +261,7 @@ class CudaEventSource:
         return start.elapsed_time(end)
 
 
-class HostLaunchSource:
+class HostLaunchSource(_Paced):
     """Host wall time per launch of back-to-back launches, one synchronisation at the end.
 
     A sample: synchronise (untimed, so the queue starts empty), read the clock, call `call`
@@ -268,7 +283,7 @@ class HostLaunchSource:
         launches_per_call: int = 1,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
         pace: str = Pace.BACK_TO_BACK,
-        sleep_s: Sleep = time.sleep,
+        sleep_s: Sleep | None = None,
     ) -> None:
         if calls_per_sample < 1 or launches_per_call < 1:
             raise ValueError("calls_per_sample and launches_per_call must be >= 1")
@@ -302,5 +317,5 @@ class HostLaunchSource:
             t1 = clock()
             samples.append((t1 - t0) / 1e6 / per)
             if self._idle:
-                self._sleep_s(idle_after_ms((t1 - t0) / 1e6) / 1e3)
+                self._rest((t1 - t0) / 1e6)
         return samples
