@@ -18,8 +18,10 @@ may set that ceiling: cold and at least 4x L2 for HBM, hot and within the L2 for
 above the compute ceiling), the ceiling becomes that op's figure and keeps the probe's figure as `probe_value`.
 Datasheet roofs are never raised. The L2 size is the one the device reported (l2_bytes), else the
 datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
-Each ceiling keeps the case and run it came from and, when the device is in the datasheet table,
-its ratio to the datasheet figure.
+Each ceiling keeps the case and run it came from, how that result was measured (its cache mode,
+flush method and pace: a cold and a hot figure, or a back-to-back and an idle-paced one, answer
+different questions) and, when the device is in the datasheet table, its ratio to the datasheet
+figure.
 """
 from __future__ import annotations
 
@@ -63,6 +65,16 @@ class Ceiling:
     datasheet_source: str | None = None
     probe_value: float | None = None  # the probe's figure when a trustworthy op beat it (see the module doc)
     probe_case_key: str | None = None
+    cache: str | None = None  # how the result that set it was measured: cold | hot ...
+    flush_method: str | None = None  # ... write_sweep | read_sweep | none ...
+    pace: str | None = None  # ... back_to_back | idle (None: not recorded)
+
+    @property
+    def method(self) -> str:
+        """How the result that set this ceiling was measured, e.g. `cold write_sweep, back_to_back`."""
+        flush = f" {self.flush_method}" if self.cache == CacheMode.COLD and self.flush_method else ""
+        pace = f", {self.pace}" if self.pace else ""
+        return f"{self.cache or ''}{flush}{pace}"
 
     @property
     def raised(self) -> bool:
@@ -96,6 +108,10 @@ class Ceiling:
             "ratio": self.ratio,
             "probe_value": self.probe_value,
             "probe_case_key": self.probe_case_key,
+            "cache": self.cache,
+            "flush_method": self.flush_method,
+            "pace": self.pace,
+            "method": self.method,
         }
 
 
@@ -158,7 +174,17 @@ def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, *, d
         datasheet_source=fig.source if fig else None,
         dtype=dtype,
         timing_mode=timing_mode,
+        **method_of(row),
     )
+
+
+def method_of(row: pd.Series) -> dict[str, str | None]:
+    """The cache mode, flush method and pace of a result row (None where the frame lacks them)."""
+    out: dict[str, str | None] = {}
+    for name in ("cache", "flush_method", "pace"):
+        value = row.get(name)
+        out[name] = str(value) if isinstance(value, str) and value else None
+    return out
 
 
 def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:
@@ -256,7 +282,8 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
         c = ceilings[i]
         ceilings[i] = Ceiling(kind=c.kind, value=figure, case_key=str(r["case_key"]), run_id=str(r["run_id"]),
                               dtype=c.dtype, timing_mode=c.timing_mode, datasheet=c.datasheet,
-                              datasheet_source=c.datasheet_source, probe_value=c.value, probe_case_key=c.case_key)
+                              datasheet_source=c.datasheet_source, probe_value=c.value, probe_case_key=c.case_key,
+                              **method_of(r))
     return DeviceCeilings(dc.device_name, dc.spec, dc.l2_bytes, tuple(ceilings))
 
 

@@ -30,6 +30,7 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
     "median_ms", "flops", "bytes", "tflops", "gbps", "timing_mode", "throttled", "l2_bytes", "quality",
     "rel_ci_halfwidth", "stop_reason", "device_kind", "run_order", "started_at",
     "op_version",  # the launch floor counts only the op version that times host time per launch
+    "flush_method", "pace",  # how the result that sets a ceiling was measured
 )
 
 
