@@ -26,6 +26,7 @@ figure.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import pandas as pd
 
@@ -178,13 +179,22 @@ def _ceiling(row: pd.Series, kind: str, value: float, spec: GpuSpec | None, *, d
     )
 
 
-def method_of(row: pd.Series) -> dict[str, str | None]:
+class Method(TypedDict):
+    """How a result was measured, as a Ceiling keeps it."""
+
+    cache: str | None
+    flush_method: str | None
+    pace: str | None
+
+
+def method_of(row: pd.Series) -> Method:
     """The cache mode, flush method and pace of a result row (None where the frame lacks them)."""
-    out: dict[str, str | None] = {}
-    for name in ("cache", "flush_method", "pace"):
+
+    def text(name: str) -> str | None:
         value = row.get(name)
-        out[name] = str(value) if isinstance(value, str) and value else None
-    return out
+        return str(value) if isinstance(value, str) and value else None
+
+    return Method(cache=text("cache"), flush_method=text("flush_method"), pace=text("pace"))
 
 
 def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:
