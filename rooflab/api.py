@@ -129,8 +129,11 @@ def measure(
     `cache` is "cold" (the cache is flushed before every sample, outside the timed region) or "hot";
     `timing_mode` is "launch" or "graph" (CUDA graph replay; GPU only, hot only). `**timing`
     overrides the timing settings by name: `warmup_ms`, `warmup_calls`, `min_samples`,
-    `max_samples`, `min_time_ms`, `max_time_ms`, `target_precision`, `graph_launches`
-    (suite.timing.TimingSettings holds the defaults). An unknown name, a value out of range or a
+    `max_samples`, `min_time_ms`, `max_time_ms`, `target_precision`, `graph_launches`,
+    `flush_method` ("write_sweep", the default: a cold sample starts behind another buffer's dirty
+    lines; or "read_sweep": clean lines) and `pace` ("back_to_back", the default, or "idle": the
+    device rests as long as each sample took before the next) (suite.timing.TimingSettings holds
+    the defaults; docs/timing.md). An unknown name, a value out of range or a
     mode that does not exist raises ValueError naming it. On a CPU the samples run with torch's
     current number of threads (a run sets one per physical core).
     """
