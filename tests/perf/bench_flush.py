@@ -3,6 +3,7 @@
     .venv/bin/python -m tests.perf.bench_flush                   # 0.5x .. 32x the LLC, 11 rounds
     .venv/bin/python -m tests.perf.bench_flush --rounds 5 --multiples 0.5,1,2 --json out.json
     .venv/bin/python -m tests.perf.bench_flush --cache-bytes 2097152   # sized against another cache
+    .venv/bin/python -m tests.perf.bench_flush --threads 1            # one thread (a loaded machine)
 
 The working set of each case (copy: 2 arrays, triad: 3; float32) is a multiple of the cache size
 (`--cache-bytes`, default the last-level cache the machine reports, as the environment capture
@@ -142,6 +143,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cache-bytes", type=int, default=None, help="size the working sets against this cache "
                                                                        "(default: the reported LLC)")
     parser.add_argument("--max-gib", type=float, default=5.0, help="skip a case whose arrays + flush exceed this")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default torch's: one per core; 1 keeps a small op from "
+                             "waiting on a second thread that another process holds)")
     parser.add_argument("--json", type=Path)
     return parser.parse_args(argv)
 
@@ -153,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     from rooflab.runners.machine.environment import capture
 
     args = _parse(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     load_before = _load()
     _, device = capture("cpu")
     cache = args.cache_bytes or device.l2_bytes
