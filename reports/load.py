@@ -21,7 +21,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
     "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
-    "op_version",
+    "op_version", "flush_method", "pace",
 )
 
 # What `rooflab roofline` reads: the ceilings (reports.ceilings) and the two charts (reports.plots).

@@ -23,6 +23,7 @@ from rooflab.suite.quality import Quality
 
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 METHOD_COLUMNS = ("flush_method", "pace")  # how a result was measured: a change starts a segment too
+UNKNOWN = "?"  # a method value not recorded (a result stored before its column): it matches any
 SEGMENT_COLUMNS = ENV_COLUMNS + METHOD_COLUMNS
 
 def run_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -44,8 +45,10 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     noisy = quality_of(df) != Quality.GOOD  # stored, or judged by the one noise rule
     env = _joined(df, ENV_COLUMNS)
     # the method is an ok result's (a failed one was not measured at all): elsewhere NaN, which the
-    # segments read as "as before"
-    method = _joined(df, METHOD_COLUMNS).where(ok) if any(c in df.columns for c in METHOD_COLUMNS) else np.nan
+    # segments read as "as before"; within it a value not recorded (a result stored before the
+    # column existed) is UNKNOWN, which matches any value
+    method = (_joined(df, METHOD_COLUMNS, missing=UNKNOWN).where(ok) if any(c in df.columns for c in METHOD_COLUMNS)
+              else np.nan)
     device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
               else df.get("device_name", pd.Series("", index=df.index)))
     d = pd.DataFrame({
@@ -72,14 +75,28 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
 
 
-def _joined(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.Series:
+def _joined(df: pd.DataFrame, columns: tuple[str, ...], missing: str = "") -> pd.Series:
     """The values of `columns` joined by "|" per row; a missing value (None or NaN, e.g. no driver on
-    a CPU) reads as ""."""
+    a CPU) reads as `missing`, and so does a column the frame lacks when `missing` is given."""
     out = pd.Series("", index=df.index)
     for col in columns:
         if col in df.columns:
-            out = out + "|" + df[col].astype(object).where(df[col].notna(), "").astype(str)
+            out = out + "|" + df[col].astype(object).where(df[col].notna(), missing).astype(str)
+        elif missing:
+            out = out + "|" + missing
     return out
+
+
+def _method_changed(method: str, known: list[str | None]) -> bool:
+    """Whether `method` (a joined METHOD_COLUMNS value) differs from the values known so far in a
+    value both record; `known` is updated with its recorded values."""
+    changed = False
+    for i, value in enumerate(method.split("|")[1:]):
+        if value == UNKNOWN:
+            continue
+        changed = changed or (known[i] is not None and known[i] != value)
+        known[i] = value
+    return changed
 
 
 def _iso_times(when: pd.Series) -> np.ndarray:
@@ -110,18 +127,18 @@ def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
 def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
     """series_points of rows start:end of `run_points` given as column lists (POINT_FIELDS)."""
     points: list[Point] = []
-    segment, last_env, last_method = 0, None, None
+    segment, last_env = 0, None
+    known: list[str | None] = [None] * len(METHOD_COLUMNS)  # the newest recorded value of each method column
     run_ids, orders, medians, envs, methods = c["run_id"], c["order"], c["median_ms"], c["env"], c["method"]
     not_ok, throttled, noisy = c["not_ok"], c["throttled"], c["noisy"]
     starts, commits = c["started_at"], c["git_commit"]
     for i in range(start, end):
         env, method = envs[i], methods[i]
-        if not isinstance(method, str):  # no ok result in this run: measured as before, as far as anyone knows
-            method = last_method
-        changed_method = last_method is not None and method != last_method
+        # no ok result in this run (NaN): measured as before, as far as anyone knows
+        changed_method = isinstance(method, str) and _method_changed(method, known)
         if last_env is not None and (env != last_env or changed_method):
             segment += 1
-        last_env, last_method = env, method
+        last_env = env
         median = medians[i]
         if not median == median:  # NaN: no ok result in this run
             continue

@@ -56,3 +56,16 @@ def test_a_failed_night_without_a_method_does_not_start_a_segment():
 def test_a_hot_case_flushing_nothing_is_one_segment():
     v = _only(detect(frame(history(noisy(25, 1.0, 0.005, 5), cache="hot"))))
     assert v.status == "ok" and {p.segment for p in v.points} == {0}
+
+
+def test_results_that_do_not_record_their_method_join_the_segment_that_follows():
+    """Results stored before the method columns existed (no flush_method, no pace) are not a way of
+    measuring of their own: the history runs on into the recorded ones without a new segment."""
+    rows = history(noisy(30, 1.0, 0.005, 6))
+    for i, r in enumerate(rows):
+        if i < 15:
+            r.update(flush_method=None, pace=None)
+    v = _only(detect(frame(rows)))
+    assert v.status == "ok" and {p.segment for p in v.points} == {0}
+    rows[29]["flush_method"] = rows[28]["flush_method"] = "read_sweep"  # a recorded change still counts
+    assert _only(detect(frame(rows))).segment_start_run == "run-0029"
