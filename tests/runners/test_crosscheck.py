@@ -140,8 +140,9 @@ def test_a_method_difference_is_shown_apart_and_the_same_mode_agrees(tmp_path: P
     assert check.status == "ok"
     assert check.peer_median_ms - check.rooflab_median_ms > 0.3  # as configured: a quarter of 2 ms apart
     assert check.method_differences == ("sample: per call / block mean",)
-    assert abs(check.in_mode_median_ms - check.peer_median_ms) < 0.15  # in torch's mode: the same figure
-    assert 0.85 < check.in_mode_ratio < 1.15 and check.ratio < 0.8
+    # in torch's mode: the same figure, up to what a loaded 2-core machine does to a 0.2 s block
+    # timing (a factor of two, a peer timing two calls per call, would be far outside)
+    assert 0.7 < check.in_mode_ratio < 1.4 and check.ratio < 0.8 and check.ratio < 0.7 * check.in_mode_ratio
     assert not check.disagrees and check.likely_reason is None
     assert not check.contended and check.contention_reasons == ()
     row = crosscheck_frame(db).iloc[0]
