@@ -1,9 +1,10 @@
 """One case of a cross-check: prepared as a worker prepares it, timed round by round by rooflab as
 configured, by rooflab in each peer's mode and by each peer, and judged (runners.crosscheck.verdict).
 
-Within a round: rooflab as configured, then for each peer rooflab in that peer's mode (a mode
-shared by two peers, or equal to the configured one, is timed once and used for both) and the
-peer. A peer that times in a process of its own (OwnProcessPeer: nvbench) runs all its rounds
+Within a round: rooflab as configured, then for each peer the peer and rooflab in that peer's mode
+(a mode shared by two peers, or equal to the configured one, is timed once and used for both; a
+block mean takes as many calls per sample as the peer says it just took, else as many as the
+peer's rule would choose). A peer that times in a process of its own (OwnProcessPeer: nvbench) runs all its rounds
 after the case's buffers are released here; its in-mode rounds run here with the others.
 """
 from __future__ import annotations
@@ -171,16 +172,18 @@ def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[_PeerRounds],
         timed: set[TimerMode] = set()
         for entry in theirs:
             assert entry.mode is not None
+            if entry.error is None and not isinstance(entry.peer, OwnProcessPeer):
+                try:
+                    entry.timings.append(entry.peer.time(ready.prepared.fn, case=case, device=device,
+                                                         sync=ready.prepared.sync))
+                except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
+                    entry.error = describe(exc)
             if entry.mode != configured and entry.mode not in timed:
-                in_mode.setdefault(entry.mode, _Rounds()).add(measure_in_mode(ready, device, entry.mode, blocks))
+                # a block mean takes as many calls per sample as the peer just did, where it says
+                said = entry.timings[-1].calls_per_sample if entry.timings else None
+                sizes = blocks if said is None else (lambda _mode, n=said: n)
+                in_mode.setdefault(entry.mode, _Rounds()).add(measure_in_mode(ready, device, entry.mode, sizes))
                 timed.add(entry.mode)
-            if entry.error is not None or isinstance(entry.peer, OwnProcessPeer):
-                continue
-            try:
-                entry.timings.append(entry.peer.time(ready.prepared.fn, case=case, device=device,
-                                                     sync=ready.prepared.sync))
-            except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
-                entry.error = describe(exc)
     in_mode[configured] = ours
     return ours, in_mode, configured
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import timeit
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -161,18 +162,16 @@ def measure_in_mode(ready: Any, device: DeviceInfo, mode: TimerMode,
 
 def timer_block_calls(call: Callable[[], Any], synchronize: Callable[[], None],
                       clock_s: Callable[[], float] = time.perf_counter) -> int:
-    """The calls per block torch's Timer.blocked_autorange(min_run_time=0.2) would take for `call`:
-    its overhead is the median of five empty timings; the block grows tenfold until it lasts at least
-    0.2 ms with the overhead at most 1e-4 of it, or longer than 0.2 s."""
+    """The calls per block torch's Timer.blocked_autorange(min_run_time=0.2) would take for `call`,
+    by its own rule on the standard library's timeit (which torch's Timer runs on): the overhead is
+    the median of five `timeit(0)` (a synchronisation in each clock read on a GPU); the block grows
+    tenfold until it lasts at least 0.2 ms with the overhead at most 1e-4 of it, or longer than 0.2 s."""
 
-    def timed(number: int) -> float:
+    def timer() -> float:
         synchronize()
-        start = clock_s()
-        for _ in range(number):
-            call()
-        synchronize()
-        return clock_s() - start
+        return clock_s()
 
+    timed = timeit.Timer(stmt="call()", timer=timer, globals={"call": call}).timeit
     overhead = statistics.median(timed(0) for _ in range(5))
     number = 1
     while True:

@@ -42,6 +42,7 @@ class PeerTiming:
     samples_ms: tuple[float, ...]  # what the peer handed back per call or per block (ms); may be empty
     cache: CacheMode  # the cache mode this figure is
     clock: PeerClock
+    calls_per_sample: int | None = None  # the calls the peer averaged per sample, where it says (a block mean)
 
 
 Call = Callable[[], Any]

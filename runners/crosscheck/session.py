@@ -3,8 +3,8 @@ round with rooflab's engine and every available peer, judge, store, report.
 
 Everything runs in this one process, on one device, so that whatever the machine does (a clock
 change, another job) hits every timer alike: within a round the timers follow one another on the
-same prepared callable (rooflab as configured, then for each peer in `--peers` order rooflab in
-that peer's mode and the peer), and the rounds repeat that. A peer that times in a process of its
+same prepared callable (rooflab as configured, then for each peer in `--peers` order the peer and
+rooflab in that peer's mode), and the rounds repeat that. A peer that times in a process of its
 own (nvbench) runs its rounds after the others; rooflab's rounds in its mode run with the rest.
 Invalid input (spec, filters, device, peers, rounds) is refused before the database is opened.
 """

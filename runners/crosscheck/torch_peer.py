@@ -63,4 +63,5 @@ class TorchTimerPeer:
             samples_ms=tuple(float(t) * 1e3 for t in measurement.times),
             cache=CacheMode.HOT,
             clock=PeerClock.HOST_BLOCK_MEAN,
+            calls_per_sample=int(measurement.number_per_run),
         )

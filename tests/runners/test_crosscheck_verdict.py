@@ -133,3 +133,23 @@ def test_peers_option() -> None:
             parse_peers(bad)
     for name in PeerName:
         assert isinstance(make_peer(name), Peer) and make_peer(name).name is name
+
+
+def test_a_block_of_the_timers_size_by_the_timers_rule() -> None:
+    """torch's blocked_autorange rule on a fake clock: a call of 1 us grows to the first power of ten
+    whose block outlasts 1e4 x the overhead of an empty timing; a call of 300 ms is one block."""
+    from rooflab.runners.crosscheck.mode import timer_block_calls
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1e-7  # every clock read costs 0.1 us: the overhead of an empty timing is 0.1 us
+        return now[0]
+
+    def call(seconds: float):  # type: ignore[no-untyped-def] - a test helper, left untyped
+        def run() -> None:
+            now[0] += seconds
+        return run
+
+    assert timer_block_calls(call(1e-6), lambda: None, clock) == 1000  # 1 ms block: 1e-4 x 1 ms > 0.1 us
+    assert timer_block_calls(call(0.3), lambda: None, clock) == 1
