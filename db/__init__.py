@@ -2,5 +2,5 @@
 
 Writing: `db.store.ResultStore`. Reading: `db.query` (pandas DataFrames). Files: `db.export`,
 `db.importer`. Maintenance: `db.schema` (Alembic revisions in `db/migrations`), `db.merge`,
-`db.prune`. `db` knows nothing of torch: runners hand it the plain records of `db.records`.
+`db.prune`. `db` knows nothing of torch: runners hand it the plain records of `rooflab.record`.
 """

@@ -69,6 +69,8 @@ COLUMN_KINDS: dict[str, ColumnKind] = {
     **_JOINED_KINDS, **_measurement_kinds(),
     # a file may leave it empty: the run's start stands in for it (db.importer)
     "measured_at": ColumnKind("datetime"),
+    # a file written before the pace was recorded: its results ran back to back, the only pace there was
+    "pace": ColumnKind("str", True, "back_to_back"),
 }
 # Everything else the database knows about a result (raw samples excepted), after the export
 # columns: the measurement's own columns in the record's order, then the joined ones.

@@ -44,7 +44,7 @@ REASON_TEXT = {
 @dataclass(frozen=True)
 class CounterRecord:
     run_id: str  # the counters run
-    case: Any  # suite.case.Case or db.records.CaseRecord
+    case: Any  # suite.case.Case or rooflab.record.CaseRecord
     device_fingerprint: str
     device_uuid: str | None
     cache: str

@@ -29,7 +29,7 @@ from rooflab.vocab import CHECK_STATUSES, ResultStatus, allowed
 @dataclass(frozen=True)
 class CrossCheckRecord:
     run_id: str
-    case: Any  # suite.case.Case or db.records.CaseRecord: case_key, op, op_version, family, backend, dtype, params
+    case: Any  # suite.case.Case or rooflab.record.CaseRecord: case_key, op, op_version, family, backend, dtype, params
     device_fingerprint: str
     device_uuid: str | None
     cache: str
@@ -53,6 +53,14 @@ class CrossCheckRecord:
     measured_at: datetime
     contended: bool = False  # the machine was seen contended while either timer ran
     contention_reasons: tuple[str, ...] = ()
+    # revision 0007: rooflab timed in the peer's mode, and how its configured mode differs
+    peer_mode: str | None = None
+    rooflab_mode: str | None = None
+    method_differences: tuple[str, ...] = ()
+    in_mode_median_ms: float | None = None
+    in_mode_spread: float | None = None
+    in_mode_ratio: float | None = None
+    in_mode_rounds_ms: tuple[float, ...] = ()
 
 
 def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
@@ -87,6 +95,9 @@ def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
                 rooflab_rounds_ms=[float(x) for x in r.rooflab_rounds_ms],
                 peer_rounds_ms=[float(x) for x in r.peer_rounds_ms], measured_at=r.measured_at,
                 contended=bool(r.contended), contention_reasons=list(r.contention_reasons),
+                peer_mode=r.peer_mode, rooflab_mode=r.rooflab_mode, method_differences=list(r.method_differences),
+                in_mode_median_ms=r.in_mode_median_ms, in_mode_spread=r.in_mode_spread, in_mode_ratio=r.in_mode_ratio,
+                in_mode_rounds_ms=[float(x) for x in r.in_mode_rounds_ms],
             )
             .returning(models.CrossCheck.id)
         )
@@ -103,7 +114,8 @@ FRAME_COLUMNS: tuple[str, ...] = (
     "run_id", "device_name", "device_kind", "device_fingerprint", "case_key", "op", "family", "backend", "dtype",
     "cache", "timing_mode", "peer", "peer_version", "status", "error", "peer_cache", "peer_clock", "rounds",
     "rooflab_median_ms", "rooflab_spread", "peer_median_ms", "peer_spread", "ratio", "disagrees", "likely_reason",
-    "measured_at", "contended", "contention_reasons",
+    "measured_at", "contended", "contention_reasons", "peer_mode", "rooflab_mode", "method_differences",
+    "in_mode_median_ms", "in_mode_spread", "in_mode_ratio",
 )
 
 
@@ -115,7 +127,8 @@ def crosscheck_frame(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFr
             r.run_id, e.device_name, e.device_kind, e.device_fingerprint, c.case_key, c.op, c.family, c.backend,
             c.dtype, x.cache, x.timing_mode, x.peer, x.peer_version, x.status, x.error, x.peer_cache, x.peer_clock,
             x.rounds, x.rooflab_median_ms, x.rooflab_spread, x.peer_median_ms, x.peer_spread, x.ratio, x.disagrees,
-            x.likely_reason, x.measured_at, x.contended, x.contention_reasons,
+            x.likely_reason, x.measured_at, x.contended, x.contention_reasons, x.peer_mode, x.rooflab_mode,
+            x.method_differences, x.in_mode_median_ms, x.in_mode_spread, x.in_mode_ratio,
         )
         .join(r, r.id == x.run_id)
         .join(e, e.id == x.environment_id)
@@ -136,7 +149,8 @@ def crosscheck_frame(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFr
 class GroupSummary:
     """One peer over one family (family `all`: every case): how many cases, how many disagree,
     how many were timed on a contended machine, and over the others the geometric-mean ratio and
-    the worst case."""
+    the worst case, of both ratios (as configured: the method difference; in the peer's mode: the
+    engines' agreement, on which a disagreement is judged)."""
 
     peer: str
     family: str
@@ -146,6 +160,9 @@ class GroupSummary:
     worst_case_key: str | None
     worst_ratio: float | None
     contended: int = 0
+    in_mode_ratio_geomean: float | None = None  # None also for rows stored before revision 0007
+    in_mode_worst_case_key: str | None = None
+    in_mode_worst_ratio: float | None = None
 
 
 def geometric_mean(ratios: Iterable[float]) -> float | None:
@@ -166,9 +183,10 @@ def worst(ratios: dict[str, float]) -> tuple[str, float] | None:
 def summarize_groups(rows: Iterable[Any], *, with_all: bool) -> list[GroupSummary]:
     """Per peer (in order of first appearance): every family together (`all`, when `with_all`),
     then each family. `rows` have the attributes peer, family, case_key, status, ratio, disagrees
-    and contended; only `ok` rows with a ratio count. A contended row is counted and its
-    disagreement too, but its ratio is left out of the geometric mean and the worst case: a figure
-    taken while something else competed for the machine says nothing about either timer."""
+    and contended (and in_mode_ratio, where known); only `ok` rows with a ratio count. A contended
+    row is counted and its disagreement too, but its ratios are left out of the geometric means and
+    the worst cases: a figure taken while something else competed for the machine says nothing
+    about either timer."""
     ok = [r for r in rows if r.status == ResultStatus.OK and r.ratio is not None and not _missing(r.ratio)]
     out: list[GroupSummary] = []
     for peer in dict.fromkeys(r.peer for r in ok):
@@ -176,13 +194,17 @@ def summarize_groups(rows: Iterable[Any], *, with_all: bool) -> list[GroupSummar
         families = (["all"] if with_all else []) + list(dict.fromkeys(r.family for r in mine))
         for family in families:
             group = mine if family == "all" else [r for r in mine if r.family == family]
-            ratios = {str(r.case_key): float(r.ratio) for r in group if not bool(r.contended)}
-            w = worst(ratios)
+            clean = [r for r in group if not bool(r.contended)]
+            ratios = {str(r.case_key): float(r.ratio) for r in clean}
+            in_mode = {str(r.case_key): float(x) for r in clean
+                       if (x := getattr(r, "in_mode_ratio", None)) is not None and not _missing(x)}
+            w, wm = worst(ratios), worst(in_mode)
             out.append(GroupSummary(
                 peer=str(peer), family=str(family), cases=len(group),
                 disagreements=sum(bool(r.disagrees) for r in group), ratio_geomean=geometric_mean(ratios.values()),
                 worst_case_key=w[0] if w else None, worst_ratio=w[1] if w else None,
-                contended=sum(bool(r.contended) for r in group),
+                contended=sum(bool(r.contended) for r in group), in_mode_ratio_geomean=geometric_mean(in_mode.values()),
+                in_mode_worst_case_key=wm[0] if wm else None, in_mode_worst_ratio=wm[1] if wm else None,
             ))
     return out
 

@@ -198,6 +198,8 @@ class Measurement(Base):
         bytes: Mapped[int]
         gbps: Mapped[float | None]
         ranks: Mapped[int | None]
+        flush_method: Mapped[str | None]
+        pace: Mapped[str | None]
 
 
 # A case's history on one device, in run order (revision 0002).
@@ -221,7 +223,9 @@ class CrossCheck(Base):
 
     `ratio` = rooflab_median_ms / peer_median_ms; spreads are relative; the per-round medians of
     both timers are kept. A peer that could not run leaves status skipped or failed with `error`.
-    `contended` (revision 0006): the machine was seen contended while either timer ran."""
+    `contended` (revision 0006): the machine was seen contended while either timer ran.
+    Revision 0009: `in_mode_ratio` = rooflab timed in the peer's mode / peer, on which `disagrees`
+    is judged from then on; `ratio` is the method difference `method_differences` describes."""
 
     __tablename__ = "crosschecks"
     __table_args__ = (
@@ -256,6 +260,14 @@ class CrossCheck(Base):
     measured_at: Mapped[datetime]
     contended: Mapped[bool] = mapped_column(server_default=false())
     contention_reasons: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
+    # revision 0009: rooflab timed the way the peer times (its mode), and how the configured mode differs
+    peer_mode: Mapped[str | None] = mapped_column(String(200))
+    rooflab_mode: Mapped[str | None] = mapped_column(String(200))
+    method_differences: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
+    in_mode_median_ms: Mapped[float | None]
+    in_mode_spread: Mapped[float | None]
+    in_mode_ratio: Mapped[float | None]  # in_mode_median_ms / peer_median_ms: the engine's agreement
+    in_mode_rounds_ms: Mapped[list[float]] = mapped_column(JSON, server_default=text("'[]'"))
 
 
 class Collective(Base):

@@ -263,6 +263,34 @@ def series_summary(url: Db) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "n_ok_runs", "first_ok_run"])
 
 
+def series_method_spans(url: Db) -> pd.DataFrame:
+    """One row per series (case_key x device_fingerprint) and way of measuring it (flush_method,
+    pace, both recorded) that has an ok result with a positive median: the start times of the
+    earliest and of the newest run holding one (`first_ok_start`, `last_ok_start`), and
+    `first_ok_run`, that earliest run (None when another run started at the same instant: run
+    order alone does not tell which came first among their ok results). Results that do not record
+    their way (stored before the columns existed) are left out: they belong to whichever way
+    follows them. One grouped pass over the measurements."""
+    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
+    query = (
+        select(c.case_key, e.device_fingerprint, m.flush_method, m.pace,
+               func.min(r.started_at).label("first_ok_start"), func.max(r.started_at).label("last_ok_start"))
+        .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
+        .where(m.status == ResultStatus.OK, m.median_ms > 0, m.flush_method.is_not(None), m.pace.is_not(None))
+        .group_by(c.case_key, e.device_fingerprint, m.flush_method, m.pace)
+        .order_by(c.case_key, e.device_fingerprint)
+    )
+    with _connect(url) as engine, engine.connect() as conn:
+        rows = conn.execute(query).all()
+        by_start: dict[Any, list[str]] = {}
+        for run_id_, started in conn.execute(select(r.run_id, r.started_at)).all():
+            by_start.setdefault(started, []).append(run_id_)
+    out = [(key, fp, flush, pace, first, last, by_start[first][0] if len(by_start[first]) == 1 else None)
+           for key, fp, flush, pace, first, last in rows]
+    return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "flush_method", "pace", "first_ok_start",
+                                      "last_ok_start", "first_ok_run"])
+
+
 def result_devices(url: Db) -> pd.DataFrame:
     """device_name, device_fingerprint and device_kind of every environment that has a result."""
     e, m = models.Environment, models.Measurement

@@ -22,7 +22,7 @@ from rooflab.db.samples import unpack
 from rooflab.vocab import ResultStatus
 
 _PARTITION_ROWS = 50_000
-CODED = ("status", "quality", "stop_reason", "flush_method")  # string columns read as codes (-1: NULL)
+CODED = ("status", "quality", "stop_reason", "flush_method", "pace")  # string columns read as codes (-1: NULL)
 
 
 def raw_samples(url: Db, *, run_id: Sequence[str], case_key: Sequence[str] | None = None) -> pd.DataFrame:
@@ -137,7 +137,7 @@ def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
 
 def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
     """Every measurement's case, environment, run, median, p10, p90, CI, throttled flag, status,
-    quality, stop reason and flush method (the four strings as codes), read in partitions straight
+    quality, stop reason, flush method and pace (the strings as codes), read in partitions straight
     from the database driver into numpy arrays: one pass, a few bytes per result. `keys_only`: only
     the case, environment, run, status and whether the median is positive (median_ms 1.0 where it
     is, NaN elsewhere; the other columns are left empty): what the run counts and the comparison's

@@ -25,12 +25,15 @@ may set that ceiling: cold and at least 4x L2 for HBM, hot and within the L2 for
 above the compute ceiling), the ceiling becomes that op's figure and keeps the probe's figure as `probe_value`.
 Datasheet roofs are never raised. The L2 size is the one the device reported (l2_bytes), else the
 datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
-Each ceiling keeps the case and run it came from and, when the device is in the datasheet table,
-its ratio to the datasheet figure.
+Each ceiling keeps the case and run it came from, how that result was measured (its cache mode,
+flush method and pace: a cold and a hot figure, or a back-to-back and an idle-paced one, answer
+different questions) and, when the device is in the datasheet table, its ratio to the datasheet
+figure.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
 import pandas as pd
 
@@ -74,6 +77,16 @@ class Ceiling:
     function: str | None = None  # elementary ceilings: cos, exp or erf
     collective: str | None = None  # interconnect and comm_latency: the collective ...
     ranks: int | None = None  # ... and its world size
+    cache: str | None = None  # how the result that set it was measured: cold | hot ...
+    flush_method: str | None = None  # ... write_sweep | read_sweep | none ...
+    pace: str | None = None  # ... back_to_back | idle (None: not recorded)
+
+    @property
+    def method(self) -> str:
+        """How the result that set this ceiling was measured, e.g. `cold write_sweep, back_to_back`."""
+        flush = f" {self.flush_method}" if self.cache == CacheMode.COLD and self.flush_method else ""
+        pace = f", {self.pace}" if self.pace else ""
+        return f"{self.cache or ''}{flush}{pace}"
 
     @property
     def raised(self) -> bool:
@@ -116,6 +129,10 @@ class Ceiling:
             "collective": self.collective,
             "ranks": self.ranks,
             "group": self.group,
+            "cache": self.cache,
+            "flush_method": self.flush_method,
+            "pace": self.pace,
+            "method": self.method,
         }
 
 
@@ -182,7 +199,26 @@ def _ceiling(row: pd.Series, kind: CeilingKind, value: float, spec: GpuSpec | No
         datasheet_source=fig.source if fig else None,
         dtype=dtype,
         timing_mode=timing_mode,
+        **method_of(row),
     )
+
+
+class Method(TypedDict):
+    """How a result was measured, as a Ceiling keeps it."""
+
+    cache: str | None
+    flush_method: str | None
+    pace: str | None
+
+
+def method_of(row: pd.Series) -> Method:
+    """The cache mode, flush method and pace of a result row (None where the frame lacks them)."""
+
+    def text(name: str) -> str | None:
+        value = row.get(name)
+        return str(value) if isinstance(value, str) and value else None
+
+    return Method(cache=text("cache"), flush_method=text("flush_method"), pace=text("pace"))
 
 
 def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:
@@ -318,7 +354,7 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     for i, (figure, r) in best.items():
         c = ceilings[i]
         ceilings[i] = replace(c, value=figure, case_key=str(r["case_key"]), run_id=str(r["run_id"]),
-                              probe_value=c.value, probe_case_key=c.case_key)
+                              probe_value=c.value, probe_case_key=c.case_key, **method_of(r))
     return DeviceCeilings(dc.device_name, dc.spec, dc.l2_bytes, tuple(ceilings))
 
 

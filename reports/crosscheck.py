@@ -1,5 +1,7 @@
-"""The cross-check page of the report: per device, the ratio table and a plot of the ratio
-rooflab / peer against the kernel's duration (where timers disagree is small kernels).
+"""The cross-check page of the report: per device, the ratio table and a plot of the ratios against
+the kernel's duration (where timers disagree is small kernels): rooflab in the peer's mode / peer
+(the engines' agreement, on which a disagreement is judged) and, faint, rooflab as configured /
+peer (the method difference, named in the table by the modes that differ).
 
 Reads nothing itself: `crosscheck_page` takes the frame `db.crosscheck.crosscheck_frame` gives;
 only the newest cross-check run of each device is shown.
@@ -36,21 +38,33 @@ def newest_per_device(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[[(d, r) in keep for d, r in zip(frame["device_name"], frame["run_id"], strict=True)]]
 
 
+def judged_ratio(rows: pd.DataFrame) -> pd.Series:
+    """The ratio a row's verdict was judged on: in the peer's mode (revision 0007 on), else as configured."""
+    in_mode = pd.to_numeric(rows.get("in_mode_ratio", pd.Series(index=rows.index, dtype=float)), errors="coerce")
+    return in_mode.fillna(pd.to_numeric(rows["ratio"], errors="coerce"))
+
+
 def ratio_svg(rows: pd.DataFrame, device: str) -> str:
-    """Ratio (log) against rooflab's median (log), one marker per peer, disagreements filled red."""
+    """The judged ratio (log) against rooflab's median (log), one marker per peer, disagreements filled
+    red; the ratio as configured (the method difference) in grey where it differs."""
     import matplotlib.ticker as mticker
 
     ok = rows[(rows["status"] == ResultStatus.OK) & rows["ratio"].notna()]
     with plots._figure(8.0, 4.5) as (fig, ax):
+        judged = judged_ratio(ok)
+        has_mode = judged.ne(pd.to_numeric(ok["ratio"], errors="coerce"))
+        if has_mode.any():
+            ax.scatter(ok["rooflab_median_ms"][has_mode], ok["ratio"][has_mode], marker="x", color="0.6",
+                       label="as configured / peer (method difference)")
         for peer, group in ok.groupby("peer", sort=True):
             marker = PEER_MARKERS.get(str(peer), "o")
             agree = group[~group["disagrees"].astype(bool)]
             differ = group[group["disagrees"].astype(bool)]
-            ax.scatter(agree["rooflab_median_ms"], agree["ratio"], marker=marker, facecolors="none",
-                       edgecolors="tab:blue", label=f"{plots.plain(peer)} agrees")
+            ax.scatter(agree["rooflab_median_ms"], judged[agree.index], marker=marker, facecolors="none",
+                       edgecolors="tab:blue", label=f"{plots.plain(peer)} agrees (in its mode)")
             if not differ.empty:
-                ax.scatter(differ["rooflab_median_ms"], differ["ratio"], marker=marker, color="tab:red",
-                           label=f"{plots.plain(peer)} disagrees")
+                ax.scatter(differ["rooflab_median_ms"], judged[differ.index], marker=marker, color="tab:red",
+                           label=f"{plots.plain(peer)} disagrees (in its mode)")
         ax.axhline(1.0, color="grey", linewidth=1)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -61,6 +75,10 @@ def ratio_svg(rows: pd.DataFrame, device: str) -> str:
         if not ok.empty:
             ax.legend(loc="best", fontsize="small")
         return plots._svg(fig)
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or value != value else float(value)
 
 
 def summary(rows: pd.DataFrame) -> list[dict[str, Any]]:
@@ -87,6 +105,10 @@ def crosscheck_page(env: Any, write_svg: Callable[[str, str], str], frame: pd.Da
                 "peer_median_ms": r.peer_median_ms, "peer_spread": r.peer_spread, "ratio": r.ratio,
                 "disagrees": bool(r.disagrees), "reason": REASON_TEXT.get(r.likely_reason or "", r.likely_reason),
                 "contended": bool(r.contended), "contention": "; ".join(r.contention_reasons or ()),
+                "peer_mode": getattr(r, "peer_mode", None), "rooflab_mode": getattr(r, "rooflab_mode", None),
+                "differences": "; ".join(getattr(r, "method_differences", None) or ()),
+                "in_mode_median_ms": getattr(r, "in_mode_median_ms", None),
+                "in_mode_ratio": _number(getattr(r, "in_mode_ratio", None)),
             })
         sections.append({
             "device": device, "run_id": rows["run_id"].iloc[0], "rows": records, "summary": summary(rows),

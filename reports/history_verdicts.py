@@ -11,7 +11,7 @@ from rooflab.db.series_query import HistoryColumns
 from rooflab.reports.gate import SeriesVerdict
 from rooflab.reports.options import RegressionOptions
 from rooflab.reports.regressions import HistorySource, detect_with, history_runs
-from rooflab.reports.series import DETECT_COLUMNS
+from rooflab.reports.series import DETECT_COLUMNS, METHOD_COLUMNS
 from rooflab.vocab import ResultStatus
 
 
@@ -53,6 +53,7 @@ class ColumnsSource:
             "started_at": pd.DatetimeIndex(runs["started_at"]).take(run),
             "git_commit": runs["git_commit"].to_numpy(dtype=object)[run],
             **{c: of_env(c) for c in ("driver_version", "cuda_version", "torch_version")},
+            **{c: h.decoded(c, rows) for c in METHOD_COLUMNS},
         }
         # string columns stay object columns of shared strings: pandas would copy each string into a
         # column of its own string type (420,000 rows of a year's newest runs: over 100 MB)
@@ -62,6 +63,35 @@ class ColumnsSource:
     def tail(self, runs: list[str]) -> pd.DataFrame:
         wanted = self.h.runs["run_id"].isin(runs).to_numpy()
         return self._frame(wanted[self.h.run_index])
+
+    def method_spans(self) -> pd.DataFrame:
+        """db.query.series_method_spans's frame, from the arrays: per series and way of measuring it
+        (flush method and pace, both recorded) with an ok result of positive median, the start
+        times of the earliest and newest run holding one, and that earliest run (None when another
+        run started at the same instant)."""
+        h = self.h
+        ok = ((h.codes["status"] == h.code_of("status", ResultStatus.OK)) & (h.median_ms > 0)
+              & (h.codes["flush_method"] >= 0) & (h.codes["pace"] >= 0))
+        rows = np.flatnonzero(ok)
+        columns = ["case_key", "device_fingerprint", "flush_method", "pace", "first_ok_start", "last_ok_start",
+                   "first_ok_run"]
+        if not len(rows):
+            return pd.DataFrame(columns=columns)
+        starts = pd.DatetimeIndex(self.h.runs["started_at"])
+        env = self._env_row[h.environment_id[rows]]
+        frame = pd.DataFrame({
+            "case_key": self._key_of[h.case_id[rows]],
+            "device_fingerprint": self._envs["device_fingerprint"].to_numpy(dtype=object)[env],
+            "flush_method": h.decoded("flush_method", rows), "pace": h.decoded("pace", rows),
+            "start": starts.take(h.run_index[rows]),
+        })
+        spans = (frame.groupby(["case_key", "device_fingerprint", "flush_method", "pace"], sort=True)["start"]
+                 .agg(first_ok_start="min", last_ok_start="max").reset_index())
+        runs_at = pd.Series(self._run_ids, index=starts)
+        unique = ~runs_at.index.duplicated(keep=False)
+        first_run = runs_at[unique]
+        spans["first_ok_run"] = [first_run.get(s) for s in spans["first_ok_start"]]
+        return spans[columns]
 
     def summary(self) -> pd.DataFrame:
         """db.query.series_summary's frame: per series with any result, the runs holding an ok
@@ -109,6 +139,7 @@ class ReadSource:
         self._recent = self._run_ids[-history_runs(window):]
         self._tail: pd.DataFrame | None = columns.tail(self._recent)
         self._summary = columns.summary()
+        self._spans = columns.method_spans()
         self._again = again
 
     def run_ids(self) -> list[str]:
@@ -122,6 +153,9 @@ class ReadSource:
 
     def summary(self) -> pd.DataFrame:
         return self._summary
+
+    def method_spans(self) -> pd.DataFrame:
+        return self._spans
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
         return self._again.series(keys)

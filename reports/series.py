@@ -3,7 +3,9 @@
 A series is one case_key on one device_fingerprint; its points are per-run medians (the median of
 the result medians a run has for it, e.g. several GPUs of one node), ordered by run order. Each
 point carries whether it may enter a baseline (suite.quality decides noisy; throttled and results
-that are not ok stay out too) and its environment segment.
+that are not ok stay out too) and its environment segment. A segment ends where the driver, CUDA
+or torch version changes, or the method of measuring: the cache flush (`flush_method`) or the pace
+of the samples (`pace`); results taken two ways are not one history.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from rooflab.reports.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOL
 from rooflab.vocab import Quality, ResultStatus
 
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
+METHOD_COLUMNS = ("flush_method", "pace")  # how a result was measured: a change starts a segment too
+UNKNOWN = "?"  # a method value not recorded (a result stored before its column): it matches any
+SEGMENT_COLUMNS = ENV_COLUMNS + METHOD_COLUMNS
 
 def run_points(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (case_key, device_fingerprint, run_id): run order, median of the ok medians,
@@ -37,17 +42,19 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
                  else pd.Series(False, index=df.index))
     noisy = quality_of(df) != Quality.GOOD  # stored, or judged by the one noise rule
-    env = pd.Series("", index=df.index)
-    for col in ENV_COLUMNS:
-        if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
-            env = env + "|" + df[col].astype(object).where(df[col].notna(), "").astype(str)
+    env = _joined(df, ENV_COLUMNS)
+    # the method is an ok result's (a failed one was not measured at all): elsewhere NaN, which the
+    # segments read as "as before"; within it a value not recorded (a result stored before the
+    # column existed) is UNKNOWN, which matches any value
+    method = (_joined(df, METHOD_COLUMNS, missing=UNKNOWN).where(ok) if any(c in df.columns for c in METHOD_COLUMNS)
+              else np.nan)
     device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
               else df.get("device_name", pd.Series("", index=df.index)))
     d = pd.DataFrame({
         "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
         "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
         "ok_median": median.where(ok),
-        "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
+        "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env, "method": method,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
         "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
                        else pd.Series(pd.NaT, index=df.index, dtype="datetime64[ns, UTC]")),
@@ -57,7 +64,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     several = d.duplicated(keys, keep=False)  # e.g. several GPUs of one fingerprint in a run
     agg = d[several].groupby(keys, sort=False).agg(
         order=("order", "min"), median_ms=("ok_median", "median"), not_ok=("not_ok", "any"),
-        throttled=("throttled", "any"), noisy=("noisy", "any"), env=("env", "first"),
+        throttled=("throttled", "any"), noisy=("noisy", "any"), env=("env", "first"), method=("method", "first"),
         device_name=("device_name", "first"), started_at=("started_at", "min"), git_commit=("git_commit", "first"),
     ).reset_index()
     if not several.all():  # a key with one row is its own aggregate
@@ -65,6 +72,30 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         agg = single if agg.empty else pd.concat([agg, single], ignore_index=True)
     agg["started_at"] = _iso_times(agg["started_at"])
     return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def _joined(df: pd.DataFrame, columns: tuple[str, ...], missing: str = "") -> pd.Series:
+    """The values of `columns` joined by "|" per row; a missing value (None or NaN, e.g. no driver on
+    a CPU) reads as `missing`, and so does a column the frame lacks when `missing` is given."""
+    out = pd.Series("", index=df.index)
+    for col in columns:
+        if col in df.columns:
+            out = out + "|" + df[col].astype(object).where(df[col].notna(), missing).astype(str)
+        elif missing:
+            out = out + "|" + missing
+    return out
+
+
+def _method_changed(method: str, known: list[str | None]) -> bool:
+    """Whether `method` (a joined METHOD_COLUMNS value) differs from the values known so far in a
+    value both record; `known` is updated with its recorded values."""
+    changed = False
+    for i, value in enumerate(method.split("|")[1:]):
+        if value == UNKNOWN:
+            continue
+        changed = changed or (known[i] is not None and known[i] != value)
+        known[i] = value
+    return changed
 
 
 def _iso_times(when: pd.Series) -> np.ndarray:
@@ -78,7 +109,8 @@ def _iso_times(when: pd.Series) -> np.ndarray:
     return out
 
 
-POINT_FIELDS = ("run_id", "order", "median_ms", "not_ok", "throttled", "noisy", "env", "started_at", "git_commit")
+POINT_FIELDS = ("run_id", "order", "median_ms", "not_ok", "throttled", "noisy", "env", "method", "started_at",
+                "git_commit")
 SHARED_FIELDS = ("run_id", "started_at", "git_commit")  # one value per run: every series' points can share it
 
 
@@ -95,12 +127,15 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
     """series_points of rows start:end of `run_points` given as column lists (POINT_FIELDS)."""
     points: list[Point] = []
     segment, last_env = 0, None
-    run_ids, orders, medians, envs = c["run_id"], c["order"], c["median_ms"], c["env"]
+    known: list[str | None] = [None] * len(METHOD_COLUMNS)  # the newest recorded value of each method column
+    run_ids, orders, medians, envs, methods = c["run_id"], c["order"], c["median_ms"], c["env"], c["method"]
     not_ok, throttled, noisy = c["not_ok"], c["throttled"], c["noisy"]
     starts, commits = c["started_at"], c["git_commit"]
     for i in range(start, end):
-        env = envs[i]
-        if last_env is not None and env != last_env:
+        env, method = envs[i], methods[i]
+        # no ok result in this run (NaN): measured as before, as far as anyone knows
+        changed_method = isinstance(method, str) and _method_changed(method, known)
+        if last_env is not None and (env != last_env or changed_method):
             segment += 1
         last_env = env
         median = medians[i]
@@ -170,6 +205,6 @@ def detect_in_slices(df: pd.DataFrame, *, slice_rows: int = SLICE_ROWS, **option
 # The columns of the results frame that `detect` reads.
 DETECT_COLUMNS = ("case_key", "device_fingerprint", "device_name", "run_id", "run_order", "median_ms", "status",
                   "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality", "started_at",
-                  "git_commit") + ENV_COLUMNS
+                  "git_commit") + SEGMENT_COLUMNS
 HISTORY_SLACK_RUNS = 10
 REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead

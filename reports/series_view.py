@@ -15,11 +15,11 @@ import pandas as pd
 
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.gate import SeriesVerdict
-from rooflab.reports.series import DETECT_COLUMNS, ENV_COLUMNS, detect, run_points, series_points
+from rooflab.reports.series import DETECT_COLUMNS, ENV_COLUMNS, METHOD_COLUMNS, detect, run_points, series_points
 from rooflab.reports.verdicts import DRIFT, Verdict
 from rooflab.vocab import ResultStatus
 
-VIEW_COLUMNS = tuple(dict.fromkeys(DETECT_COLUMNS + ("p10_ms", "p90_ms", "flush_method", "op", "family", "backend",
+VIEW_COLUMNS = tuple(dict.fromkeys(DETECT_COLUMNS + ("p10_ms", "p90_ms", *METHOD_COLUMNS, "op", "family", "backend",
                                                      "dtype", "cache", "timing_mode", "params")))
 VERDICT_KEY = "verdict"
 NEAREST = 5
@@ -48,19 +48,24 @@ def _per_run(frame: pd.DataFrame) -> pd.DataFrame:
     ok = frame[frame["status"] == ResultStatus.OK]
     keys = ["case_key", "device_fingerprint", "run_id"]
     agg = ok.groupby(keys, sort=False).agg(p10_ms=("p10_ms", "median"), p90_ms=("p90_ms", "median"))
-    flush = frame.assign(flush_method=frame["flush_method"].astype(object).where(frame["flush_method"].notna(), ""))
-    agg = agg.join(flush.groupby(keys, sort=False)["flush_method"].first())
+    method = frame.assign(**{c: frame[c].astype(object).where(frame[c].notna(), "") for c in METHOD_COLUMNS})
+    agg = agg.join(method.groupby(keys, sort=False)[list(METHOD_COLUMNS)].first())
     envs = frame.groupby(keys, sort=False)[list(ENV_COLUMNS)].first()
     return agg.join(envs).reset_index()
 
 
 def _segment_reasons(runs: pd.DataFrame) -> list[str]:
-    """Why a segment starts at each run (a driver, CUDA, torch or flush-method change), "" elsewhere."""
+    """Why a segment starts at each run (a driver, CUDA or torch change, or a change of the way it was
+    measured: flush method, pace; the columns reports.series segments by), "" elsewhere. A method a
+    run does not record (stored before it was) is no change, as for the gate."""
     out = [""] * len(runs)
-    for c in (*ENV_COLUMNS, "flush_method"):
+    for c in (*ENV_COLUMNS, *METHOD_COLUMNS):
         now = runs[c].astype(object).where(runs[c].notna(), "").astype(str).tolist()
+        if c in METHOD_COLUMNS:  # carry the newest recorded value over runs that recorded none
+            for i in range(1, len(now)):
+                now[i] = now[i] or now[i - 1]
         for i in range(1, len(now)):
-            if now[i] != now[i - 1]:
+            if now[i] != now[i - 1] and (c not in METHOD_COLUMNS or now[i - 1]):
                 what = f"{c.split('_')[0]} {now[i - 1] or '?'} -> {now[i] or '?'}"
                 out[i] = f"{out[i]}, {what}" if out[i] else what
     return out
@@ -82,7 +87,7 @@ def views(frame: pd.DataFrame) -> list[SeriesView]:
             "run_id": runs["run_id"], "started_at": runs["started_at"], "git_commit": runs["git_commit"],
             "median_ms": runs["median_ms"], "p10_ms": runs["p10_ms"], "p90_ms": runs["p90_ms"],
             "excluded": [pts[r].excluded_because or "" for r in runs["run_id"]],
-            "flush_method": runs["flush_method"].fillna(""),
+            "flush_method": runs["flush_method"].fillna(""), "pace": runs["pace"].fillna(""),
         })
         table["segment_start"] = _segment_reasons(runs) if len(runs) else []
         out.append(SeriesView(verdicts[(key, fp)], table))

@@ -124,7 +124,10 @@ def measure(
     `timing_mode` is "launch" or "graph" (CUDA graph replay; GPU only, hot only). `**timing`
     overrides the timing settings by name: every field of suite.timing.TimingSettings, where each
     is declared once with its default and its rule (`warmup_ms`, `min_samples`, `max_time_ms`,
-    `target_precision`, ...; `rooflab run` has the same as options). An unknown name, a value out of range or a
+    `target_precision`, ...; `rooflab run` has the same as options), among them `flush_method`
+    ("write_sweep", the default: a cold sample starts behind another buffer's dirty lines; or
+    "read_sweep": clean lines) and `pace` ("back_to_back", the default, or "idle": the device rests
+    as long as each sample took before the next; docs/timing.md). An unknown name, a value out of range or a
     mode that does not exist raises ValueError naming it. On a CPU the samples run with torch's
     current number of threads (a run sets one per physical core).
     """

@@ -87,6 +87,7 @@ class TimingMethod:
     flush_bytes: int = col(0, big=True)  # bytes swept before each cold sample (0 when hot)
     sync_method: str | None = col(None, length=32)  # a SyncMethod: what held the stream
     flush_method: str | None = col(None, length=32)  # a FlushMethod: how the cache was cleaned
+    pace: str | None = col(None, length=16)  # a Pace: how the samples followed one another
     warmup_ms: float | None = col(None, stored=False)  # host wall time of the warmup
     sampling_ms: float | None = col(None, stored=False)  # host wall time of the sampling phase
 

@@ -105,14 +105,26 @@ class SyncMethod(StrEnum):
     BLOCKING_KERNEL = "blocking_kernel"
     SLEEP_KERNEL = "sleep_kernel"
     HOST_SYNC = "host_sync"
+    UNHELD = "unheld"  # GPU, asked for (a peer's mode): event pairs queued back to back, no hold, no sync between
     NONE = "none"
 
 
 class FlushMethod(StrEnum):
-    """How the cache was cleaned before a cold sample (the measurement's `flush_method`)."""
+    """How the cache is made cold before a sample (a setting, and the measurement's `flush_method`).
 
-    READ_SWEEP = "read_sweep"  # a read-only pass over >= 2x the cache: ends with clean lines only
-    NONE = "none"  # hot mode: no flush
+    The sweep covers at least the cache (runners.engine.flush sizes it); docs/timing.md says why
+    writing is the default."""
+
+    WRITE_SWEEP = "write_sweep"  # a write of the whole buffer: the cache ends full of dirty lines
+    READ_SWEEP = "read_sweep"  # a read-only pass: the cache ends holding clean lines only
+    NONE = "none"  # hot mode: no flush (recorded only, never a setting)
+
+
+class Pace(StrEnum):
+    """How samples follow one another (a setting, and the measurement's `pace`)."""
+
+    BACK_TO_BACK = "back_to_back"  # each sample right behind the previous one (batched behind a stream hold)
+    IDLE = "idle"  # synchronise after each sample, then leave the device idle at least as long as the sample took
 
 
 class StopReason(StrEnum):

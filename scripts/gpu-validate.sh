@@ -7,8 +7,8 @@
 # usage: scripts/gpu-validate.sh [--part all|1|2] [--steps a,b,...] [--budget-s S] [--archive FILE] OUTDIR
 #
 #   --part 1     env devices versions test-gpu quick known ceilings export report env-after
-#   --part 2     env devices versions roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report
-#                env-after
+#   --part 2     env devices versions roofline crosscheck crosscheck-like nightly-sample gap-probe energy-probe known
+#                ceilings export report env-after
 #   --part all   every step (the default; on an H100 it does not fit one 10-minute call: use 1 then 2,
 #                then --steps env,versions,counters,export,report)
 #   --steps      exactly these steps, in the script's order
@@ -26,10 +26,11 @@
 # timed out or was left out for want of budget, 2 on bad usage.
 set -uo pipefail
 
-ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck counters nightly-sample gap-probe energy-probe known ceilings
-  export report env-after)
+ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck crosscheck-like counters nightly-sample gap-probe
+  energy-probe known ceilings export report env-after)
 PART1=(env devices versions test-gpu quick known ceilings export report env-after)
-PART2=(env devices versions roofline crosscheck nightly-sample gap-probe energy-probe known ceilings export report env-after)
+PART2=(env devices versions roofline crosscheck crosscheck-like nightly-sample gap-probe energy-probe known ceilings export
+  report env-after)
 
 usage() { sed -n '7,26p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "gpu-validate: $*" >&2; exit 2; }
@@ -215,6 +216,28 @@ for r in json.load(open(sys.argv[1]))["readings"]:
   done <<< "$COUNTER_SETS"
   return $rc
 }
+step_crosscheck_like() {  # like for like: copies and GEMMs of 50 us and more, rooflab in each peer's own mode
+  if ! rooflab crosscheck --help >/dev/null 2>&1; then
+    echo "ABSENT: this checkout's rooflab has no crosscheck command"; exit 4
+  fi
+  if [ "$KIND" = cuda ]; then
+    rooflab crosscheck quick --device cuda --peers do_bench,nvbench -f benchmark=gpu_pointwise,gpu_gemm_peak \
+      -f op=copy,matmul -f dtype=float32,bfloat16 --db "$DB" --json --out "$OUT/crosscheck-like.json"
+  else  # the torch peer on quick's hot CPU cases: the same mode but for what a sample is
+    rooflab crosscheck quick --device cpu --peers torch -f cache=hot -f op=stream_copy -f n=524288,2097152,8388608 \
+      --db "$DB" --json --out "$OUT/crosscheck-like.json"
+  fi
+  "$PY" - "$OUT/crosscheck-like.json" <<'PYEOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+print("case | peer | ms | ratio as configured | modes that differ | in-mode ratio | verdict")
+for c in report["checks"]:
+    if c["status"] == "ok":
+        print(f'{c["case_key"]} | {c["peer"]} | {c["rooflab_median_ms"]:.4g} | {c["ratio"]:.3f} | '
+              f'{"; ".join(c["method_differences"]) or "none"} | {c["in_mode_ratio"]:.3f} | '
+              f'{"DISAGREE" if c["disagrees"] else "agree"}{" (contended)" if c["contended"] else ""}')
+PYEOF
+}
 step_nightly_sample() {
   local spec=nightly extra=(--device cuda) kind_=cuda shards=$NIGHTLY_SHARDS
   if [ "$KIND" != cuda ]; then  # nightly has no CPU case: the same procedure on quick's CPU cases
@@ -228,8 +251,12 @@ step_nightly_sample() {
     --goal-s 1200 --json "$OUT/nightly-projection.json" --markdown "$OUT/nightly-projection.md" || return $?
   return $rc
 }
-step_gap_probe() {  # why cold figures differ from the peers': flush by write, duty cycle (docs/crosscheck.md)
-  "$PY" scripts/gpu_gap_probe.py --json "$OUT/gap-probe.json" --markdown "$OUT/gap-probe.md"
+step_gap_probe() {  # read against write flush, back to back against idle pace (docs/crosscheck.md, docs/timing.md)
+  if [ "$KIND" = cuda ]; then
+    "$PY" scripts/gpu_gap_probe.py --json "$OUT/gap-probe.json" --markdown "$OUT/gap-probe.md"
+  else
+    "$PY" scripts/gpu_gap_probe.py --device cpu --json "$OUT/gap-probe.json" --markdown "$OUT/gap-probe.md"
+  fi
 }
 step_energy_probe() {  # the NVML energy counter's period, and power_w against a tight-loop reference
   "$PY" scripts/gpu_energy_probe.py --json "$OUT/energy-probe.json" --markdown "$OUT/energy-probe.md"
@@ -262,14 +289,16 @@ step_env_after() {
   nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > "$OUT/env/nvidia-smi-after.txt" && tail -n 40 "$OUT/env/nvidia-smi-after.txt"
 }
 export -f step_env step_devices step_versions step_test_gpu step_quick step_roofline step_crosscheck \
-  step_counters step_nightly_sample step_gap_probe step_energy_probe step_known step_ceilings step_export step_report step_env_after
+  step_crosscheck_like step_counters step_nightly_sample step_gap_probe step_energy_probe step_known step_ceilings step_export step_report step_env_after
 
 # timeout (s) of each step with a GPU and without one, and the reserve it keeps for itself when an
 # earlier step's timeout is cut to fit the budget
 declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=240 [quick]=300 [roofline]=240 [crosscheck]=150
-  [counters]=420 [nightly-sample]=150 [gap-probe]=90 [energy-probe]=60 [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
+  [crosscheck-like]=150 [counters]=420 [nightly-sample]=150 [gap-probe]=120 [energy-probe]=60 [known]=150 [ceilings]=60
+  [export]=60 [report]=120 [env-after]=20)
 declare -A T_CPU=([env]=30 [devices]=120 [versions]=120 [test-gpu]=10 [quick]=300 [roofline]=240 [crosscheck]=240
-  [counters]=60 [nightly-sample]=300 [gap-probe]=60 [energy-probe]=60 [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
+  [crosscheck-like]=180 [counters]=60 [nightly-sample]=300 [gap-probe]=180 [energy-probe]=60 [known]=400 [ceilings]=120
+  [export]=120 [report]=240 [env-after]=10)
 declare -A RESERVE=([known]=75 [ceilings]=15 [export]=15 [report]=40 [env-after]=5)
 
 steps_tsv=$OUT/steps.tsv

@@ -28,9 +28,10 @@ import math
 import statistics
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 MIN_REPS = 20
 WARMUP_CALLS = 3
@@ -152,25 +153,20 @@ def torch_dtype(dtype: str) -> Any:
 
 
 class CacheFlush:
-    """Write one buffer of twice the cache size, then read another: the cache ends up holding clean
-    lines of the second buffer, none of the timed kernel's inputs or outputs (and nothing dirty
-    that the timed kernel would have to write back)."""
+    """Write a buffer of twice the cache size (a new value each time): the cache ends up full of that
+    buffer's dirty lines, none of the timed kernel's inputs or outputs, as after a kernel that wrote.
+    That is rooflab's default cold flush (docs/timing.md), so the figures compare like with like."""
 
     def __init__(self, device: str, cache_bytes: int) -> None:
         import torch
 
         n = max(2 * cache_bytes // 4, 1 << 16)
         self.write = torch.empty(n, dtype=torch.float32, device=device)
-        self.read = torch.rand(n, dtype=torch.float32, device=device)
-        self.sink = torch.empty((), dtype=torch.float32, device=device)
         self.count = 0
 
     def __call__(self) -> None:
-        import torch
-
         self.count += 1
         self.write.fill_(float(self.count))
-        torch.sum(self.read, dim=0, out=self.sink)
 
 
 def time_calls_ms(fn: Callable[[], Any], device: str, flush: Callable[[], None], reps: int = MIN_REPS,

@@ -13,7 +13,9 @@ A spec file::
       timing_modes: [launch]          # launch and/or graph; default [launch]
       devices: [cpu, cuda]            # device kinds the benchmarks run on; default: all
       tags: [example]                 # added to every benchmark's own tags
-      timing: {max_time_ms: 500}      # fields of suite.timing.TimingSettings
+      timing: {max_time_ms: 500}      # fields of suite.timing.TimingSettings, e.g. also
+                                      # flush_method: write_sweep | read_sweep (cold cases; default
+                                      # write_sweep) and pace: back_to_back | idle (default back_to_back)
       constraints: {max_memory_fraction: 0.5}
     benchmarks:
       - name: gemm_square             # required, unique in the spec
@@ -67,7 +69,7 @@ from rooflab.suite.case import BACKENDS, DTYPES, Case, mode_conflict
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import apply_filters
 from rooflab.suite.ops.base import Op, ParamValueError
-from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_value
+from rooflab.suite.timing import CHOICE_SETTINGS, TimingSettingError, TimingSettings, check_timing_value
 from rooflab.suite.yaml_lines import LoadedYaml, NodePath, YamlInputError, format_path, load_with_lines
 from rooflab.vocab import CACHE_MODES, TIMING_MODES, CacheMode, DeviceKind, TimingMode
 
@@ -112,8 +114,11 @@ class _TimingOverridesBase(_Model):
     @classmethod
     def _in_bounds(cls, value: Any, info: ValidationInfo) -> Any:
         # the bounds are suite.timing's (one statement for the spec, the CLI and the API); what is not
-        # a number is left to the type check ("expected a number")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        # a number is left to the type check ("expected a number"), except where a name is expected
+        named = str(info.field_name) in CHOICE_SETTINGS
+        if not named and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return value
+        if named and not isinstance(value, str):
             return value
         try:
             return check_timing_value(str(info.field_name), value)
@@ -132,7 +137,7 @@ else:
     # flag and the API refuse 2.5 samples with the same message
     TimingOverrides = create_model(
         "TimingOverrides", __base__=_TimingOverridesBase,
-        **{name: (float | None, None) for name in TimingSettings.names()},
+        **{name: (str | None if name in CHOICE_SETTINGS else float | None, None) for name in TimingSettings.names()},
     )
 
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from rooflab.vocab import FlushMethod, Pace
+
 
 class TimingSettingError(ValueError):
     """A timing setting breaks its rule. `name` is the setting, `reason` what is wrong and what is
@@ -35,16 +37,35 @@ class Setting:
     low_open: bool = False  # value > low (else >= low)
     high_open: float | None = None  # value < high_open
     whole: bool = False  # a whole number (an int field)
+    choices: tuple[str, ...] = ()  # a setting that takes one of these names (an enum's values)
+
+
+# the values a choice setting may take (FlushMethod.NONE is what a hot result records, not a choice)
+FLUSH_CHOICES = (FlushMethod.WRITE_SWEEP.value, FlushMethod.READ_SWEEP.value)
+PACE_CHOICES = tuple(p.value for p in Pace)
+# pace idle: the idle time after a sample is its own duration, but at most this long (and at least
+# IDLE_MIN_MS, so that a microsecond kernel still leaves the device idle for a measurable time)
+IDLE_MAX_MS = 100.0
+IDLE_MIN_MS = 0.05
+
+
+def idle_after_ms(sample_ms: float) -> float:
+    """How long pace `idle` leaves the device idle after a sample of `sample_ms`."""
+    return min(max(sample_ms, IDLE_MIN_MS), IDLE_MAX_MS)
 
 
 def _setting(default: Any, **setting: Any) -> Any:
     return field(default=default, metadata={"setting": Setting(**setting)})
 
 
-def check_timing_value(name: str, value: Any) -> int | float:
-    """`value` as the setting `name` holds it (an int for a whole-number setting given as 20.0), or
-    TimingSettingError. An unknown name is a KeyError."""
+def check_timing_value(name: str, value: Any) -> int | float | str:
+    """`value` as the setting `name` holds it (an int for a whole-number setting given as 20.0, the
+    plain string of a named choice), or TimingSettingError. An unknown name is a KeyError."""
     bound = BOUNDS[name]
+    if bound.choices:
+        if not isinstance(value, str) or value not in bound.choices:
+            raise TimingSettingError(name, f"must be {bound.text}; got {value!r}")
+        return str(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise TimingSettingError(name, f"must be {bound.text}; got {value!r}, not a finite number")
     if bound.whole and int(value) != value:
@@ -84,6 +105,12 @@ class TimingSettings:
         help="Stop when the median's 95 % CI half-width / median is below this (0, 1).")
     graph_launches: int = _setting(0, whole=True, text="a whole number >= 0 (0: chosen from a probe call)",
                                    help="Launches captured per CUDA graph in graph mode (0: sized from a probe call).")
+    flush_method: str = _setting(
+        FlushMethod.WRITE_SWEEP.value, choices=FLUSH_CHOICES, text="one of " + ", ".join(FLUSH_CHOICES),
+        help="How a cold sample's cache is flushed: write_sweep (as after a kernel that wrote) or read_sweep.")
+    pace: str = _setting(
+        Pace.BACK_TO_BACK.value, choices=PACE_CHOICES, text="one of " + ", ".join(PACE_CHOICES),
+        help="back_to_back, or idle: synchronise after each sample and leave the device idle as long.")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -108,4 +135,5 @@ class TimingSettings:
 # The rule of each setting, by name (from its declaration above), and the pairs whose first may not
 # exceed the second.
 BOUNDS: dict[str, Setting] = {f.name: f.metadata["setting"] for f in fields(TimingSettings)}
+CHOICE_SETTINGS = tuple(name for name, rule in BOUNDS.items() if rule.choices)
 ORDERED = (("min_samples", "max_samples"), ("min_time_ms", "max_time_ms"))

@@ -48,6 +48,8 @@ def test_cold_measure_flushes_and_the_result_is_plain_json():
         ({"cache": "lukewarm"}, "cache 'lukewarm'"),
         ({"timing_mode": "batch"}, "timing_mode 'batch'"),
         ({"cache": "cold", "timing_mode": "graph"}, "graph mode"),
+        ({"flush_method": "memset"}, "--flush-method: must be one of write_sweep, read_sweep; got 'memset'"),
+        ({"pace": "slow"}, "--pace: must be one of back_to_back, idle; got 'slow'"),
     ],
 )
 def test_bad_settings_raise_one_clear_value_error(kwargs, needle):
@@ -56,6 +58,15 @@ def test_bad_settings_raise_one_clear_value_error(kwargs, needle):
         rooflab.measure(lambda: calls.append(1), device="cpu", **kwargs)
     assert needle in str(info.value)
     assert calls == []  # nothing ran
+
+
+def test_measure_takes_the_flush_method_and_the_pace_and_records_them():
+    default = rooflab.measure(lambda: sum(range(1000)), device="cpu", **FAST)
+    assert (default.flush_method, default.pace) == ("write_sweep", "back_to_back")  # cold means after a write
+    chosen = rooflab.measure(lambda: time.sleep(0.001), device="cpu", flush_method="read_sweep", pace="idle", **FAST)
+    assert (chosen.flush_method, chosen.pace) == ("read_sweep", "idle")
+    assert chosen.sampling_ms >= 2 * sum(chosen.samples_ms)  # a rest as long as each sample after it
+    assert chosen.to_dict()["pace"] == "idle"
 
 
 def test_import_rooflab_loads_neither_torch_nor_pandas():

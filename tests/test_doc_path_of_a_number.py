@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "path-of-a-number.md"
-# `runners/engine/stats.py:summarize` or `db/records.py:MeasurementRecord.tflops`
+# `runners/engine/stats.py:summarize` or `rooflab/record.py:MeasurementRecord.median_ms`
 REF = re.compile(r"`([\w/]+\.py):([A-Za-z_][\w.]*)")
 
 

@@ -19,7 +19,7 @@ ALLOWED = {
 WIRING = {
     "runners/cli": "the command line: the one place that wires suite, runners, db and reports together",
     "runners/orchestration/nightly.py": "a night's steps in order (run, history check, report), as the CLI calls them",
-    "runners/orchestration/slurm.py": "names the --fail-on choices of the nightly step it writes (reports.verdicts)",
+    "runners/orchestration/slurm_job.py": "names the --fail-on choices of the nightly step it writes (reports.verdicts)",
 }
 
 

@@ -20,9 +20,12 @@ CROSSCHECK_HELP = """Time each case of SPEC with rooflab's engine and with peer 
 process.
 
 Each case is prepared exactly as `rooflab run` prepares it; the same callable then goes to
-rooflab's engine and to each available peer (torch, do_bench, nvbench, cupyx), A B C A B C over
---rounds rounds. Reported per case and peer: both medians, the spreads, ratio = rooflab / peer,
-and a mark where they disagree by more than either spread, with the likely reason when known.
+rooflab's engine as configured, to rooflab's engine in each peer's own mode (its flush kind and
+size, pace, hold, clock and sample) and to each available peer (torch, do_bench, nvbench, cupyx),
+round after round over --rounds rounds. Reported per case and peer: the medians and spreads, ratio
+= rooflab as configured / peer (the method difference, with the modes that differ), in-mode ratio
+= rooflab in the peer's mode / peer (the engines' agreement), and a mark where the latter two
+disagree by more than either spread.
 Results are stored in the database (table crosschecks) and shown in `rooflab report`.
 """
 
@@ -55,7 +58,8 @@ def crosscheck_command(
         for r in results:
             if r.status == ResultStatus.OK:
                 mark = " DISAGREE" if r.disagrees else ""
-                parts.append(f"{r.peer} {r.ratio:.3f}{mark}")
+                in_mode = f", in its mode {r.in_mode_ratio:.3f}" if r.in_mode_ratio is not None else ""
+                parts.append(f"{r.peer} {r.ratio:.3f}{in_mode}{mark}")
             elif (r.status != ResultStatus.SKIPPED
                   or r.error and "importable" not in r.error and "needs a CUDA" not in r.error):
                 parts.append(f"{r.peer} {r.status}")

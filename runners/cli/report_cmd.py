@@ -107,11 +107,12 @@ def roofline_cmd(
     table.add_column("measured", justify="right", no_wrap=True)
     table.add_column("datasheet", justify="right", no_wrap=True)
     table.add_column("ratio", justify="right", no_wrap=True)
+    table.add_column("measured as", no_wrap=True)
     sources = []
     for i, c in enumerate(dc.ceilings, start=1):
         label = "LLC" if llc and c.kind == CeilingKind.L2 else c.label
         table.add_row(str(i), escape(label), f"{_fmt(c.value)} {c.unit}" + (" *" if c.raised else ""),
-                      _fmt(c.datasheet), _pct(c.ratio))
+                      _fmt(c.datasheet), _pct(c.ratio), escape(c.method))
         line = f"[{i}] {c.case_key}  (run {c.run_id})"
         if c.raised:
             line += f"\n    * raised: this result beat the probe's {_fmt(c.probe_value)} {c.unit} ({c.probe_case_key})"

@@ -1,7 +1,8 @@
 """The `rooflab run` options of the timing settings, made from their declaration (suite/timing.py).
 
-Each field of `TimingSettings` becomes `--name-with-dashes` with its help, its type (a whole number
-or a number) and, as its shown default, the benchmark's own setting else the engine's default. A
+Each field of `TimingSettings` becomes `--name-with-dashes` with its help, its type (a whole number,
+a number, or a name of a choice setting, checked by its rule as the spec's are) and, as its shown
+default, the benchmark's own setting else the engine's default. A
 command decorated with `with_timing_options` receives them as keyword arguments and hands
 `timing_overrides(kwargs)` to the run; a setting added to TimingSettings is an option here at once.
 """
@@ -26,9 +27,10 @@ def option_name(setting: str) -> str:
 
 def _parameter(name: str) -> inspect.Parameter:
     rule = BOUNDS[name]
-    kind: type = int if rule.whole else float
-    option = typer.Option(None, option_name(name), help=rule.help,
-                          show_default=f"the spec's, else {getattr(_ENGINE, name):g}")
+    kind: type = str if rule.choices else int if rule.whole else float
+    default = getattr(_ENGINE, name)
+    shown = default if isinstance(default, str) else format(default, "g")
+    option = typer.Option(None, option_name(name), help=rule.help, show_default=f"the spec's, else {shown}")
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind | None)
 
 

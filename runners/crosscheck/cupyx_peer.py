@@ -10,7 +10,9 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
+from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, hot_mode
 from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming
+from rooflab.runners.engine.stream_hold import HoldMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CacheMode
@@ -38,8 +40,10 @@ class CupyxPeer:
             return f"cupy is not importable: {exc}"
         return None
 
-    def cache_for(self, case: Case) -> CacheMode:
-        return CacheMode.HOT
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        """Hot (no flush); an event pair around each call, recorded before the host launches it, and a
+        synchronisation after each (no hold, no rest); median of the calls."""
+        return hot_mode(device, hold=HoldMode.SYNC_PER_SAMPLE, clock=Clock.DEVICE, sample=Sample.PER_CALL)
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         import cupy

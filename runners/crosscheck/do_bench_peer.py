@@ -12,13 +12,16 @@ from __future__ import annotations
 import statistics
 from typing import ClassVar
 
+from rooflab.runners.crosscheck.mode import TimerMode, cold_mode
 from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version
+from rooflab.runners.engine.stream_hold import HoldMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import CacheMode
+from rooflab.vocab import CacheMode, Pace
 
 WARMUP_MS = 25  # do_bench's defaults: target durations in milliseconds, not call counts
 REP_MS = 100
+FLUSH_BYTES = 256 * 1024 * 1024  # triton's cache buffer on NVIDIA: 256 MiB of int32, zeroed before each call
 
 
 class DoBenchPeer:
@@ -36,8 +39,10 @@ class DoBenchPeer:
             return f"triton is not importable: {exc}"
         return None
 
-    def cache_for(self, case: Case) -> CacheMode:
-        return CacheMode.COLD
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        """Cold, always: 256 MiB zeroed (a write) before each call; event pairs queued back to back on
+        the current stream with no hold and one synchronisation at the end; median of the calls."""
+        return cold_mode(device, flush_bytes=FLUSH_BYTES, pace=Pace.BACK_TO_BACK, hold=HoldMode.UNHELD)
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         from triton.testing import do_bench

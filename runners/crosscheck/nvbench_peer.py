@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, cold_mode, hot_mode
 from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version, run_in_own_process
+from rooflab.runners.engine.stream_hold import HoldMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import CacheMode
+from rooflab.vocab import CacheMode, Pace
 
 BENCHMARK_NAME = "rooflab_crosscheck"
 TIMEOUT_S = 15.0  # nvbench's default per measurement
@@ -156,8 +158,15 @@ class NvbenchPeer:
             return f"cuda-bench (cuda.bench) is not importable: {exc}"
         return None
 
-    def cache_for(self, case: Case) -> CacheMode:
-        return CacheMode(case.cache)
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        """Cold case: a memset of exactly the L2, then a synchronisation; the sample behind the blocking
+        kernel; a synchronisation after it and a host gap before the next (pace idle); median.
+        Hot case: launches back to back between one event pair (the batch), synchronised after it;
+        the mean per launch. An op that synchronises itself turns the blocking kernel off (`sync=True`)."""
+        hold = HoldMode.SYNC_PER_SAMPLE if op_syncs else HoldMode.HELD
+        if CacheMode(case.cache) is CacheMode.HOT:
+            return hot_mode(device, hold=HoldMode.SYNC_PER_SAMPLE, clock=Clock.DEVICE, sample=Sample.BLOCK_MEAN)
+        return cold_mode(device, flush_bytes=device.l2_bytes, pace=Pace.IDLE, hold=hold)
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         raise RuntimeError("nvbench runs once per process: it times whole cases in a child (time_rounds)")
@@ -167,5 +176,5 @@ class NvbenchPeer:
         states = run_in_own_process(run_in_child, (request, device, rounds), timeout_s=CHILD_TIMEOUT_S * rounds)
         if len(states) != rounds:
             raise RuntimeError(f"nvbench measured {len(states)} rounds, not {rounds}")
-        mode = self.cache_for(request.case)
+        mode = CacheMode(request.case.cache)
         return [timing_from(summaries, mode) for summaries in states]

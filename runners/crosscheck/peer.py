@@ -1,9 +1,10 @@
 """What every peer timer implements, and the figure it hands back.
 
 A peer times a callable that rooflab prepared; it never prepares anything itself. It says before
-timing whether it can run here (`unavailable_reason`), which cache mode its number will be for a
-case (`cache_for`: some peers can only run hot, one always flushes), and what its number is
-(`clock`: whose clock, per call or averaged over a block, host or device time).
+timing whether it can run here (`unavailable_reason`), how it will time a case (`mode_for`: its
+cache state and flush, pace, hold, clock and what a sample is, as its own code does it; some peers
+can only run hot, one always flushes), so that rooflab's engine can time the case the same way,
+and what its number is (`PeerTiming.clock`: whose clock, per call or averaged over a block).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+from rooflab.runners.crosscheck.mode import TimerMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CacheMode
@@ -41,6 +43,7 @@ class PeerTiming:
     samples_ms: tuple[float, ...]  # what the peer handed back per call or per block (ms); may be empty
     cache: CacheMode  # the cache mode this figure is
     clock: PeerClock
+    calls_per_sample: int | None = None  # the calls the peer averaged per sample, where it says (a block mean)
 
 
 Call = Callable[[], Any]
@@ -57,8 +60,9 @@ class Peer(Protocol):
     def unavailable_reason(self, device: DeviceInfo) -> str | None:
         """Why this peer cannot time on `device` (not importable, not meaningful there), or None."""
 
-    def cache_for(self, case: Case) -> CacheMode:
-        """The cache mode this peer's number will be for `case` (as close to the case's as it allows)."""
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        """How this peer times `case` on `device` (as close to the case's cache mode as it allows);
+        `op_syncs`: the op synchronises the device itself (runners.crosscheck.mode.TimerMode)."""
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         """Time `fn` (already warmed up once and checked by rooflab); `sync` is the op's extra sync."""

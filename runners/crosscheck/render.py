@@ -40,31 +40,43 @@ def render(report: dict[str, Any], console: Console) -> None:
             f"[bold yellow]{len(contended)} of {len(timed)} rows were timed on a contended machine[/] "
             f"({escape('; '.join(reasons))}): they are marked and left out of the geometric means", highlight=False,
         )
-    table = Table(title="per case (ratio = rooflab / peer)", show_lines=False)
-    for column in ("case", "peer", "peer mode", "rooflab ms", "spread", "peer ms", "peer spread", "ratio", "verdict"):
-        table.add_column(column, justify="right" if column not in ("case", "peer", "peer mode", "verdict") else "left")
+    table = Table(title="per case: ratio = rooflab as configured / peer (the method difference, named by the "
+                        "modes that differ); in-mode ratio = rooflab in the peer's mode / peer (the engines' "
+                        "agreement, on which `disagree` is judged)", show_lines=False)
+    for column in ("case", "peer", "peer mode", "rooflab ms", "spread", "peer ms", "peer spread", "ratio",
+                   "modes that differ", "in-mode ms", "in-mode ratio", "verdict"):
+        table.add_column(column, justify="left" if column in _TEXT_COLUMNS else "right")
     for c in report["checks"]:
         if c["status"] != ResultStatus.OK:
             if c["status"] == ResultStatus.SKIPPED and not report["peers"].get(c["peer"], {}).get("available", True):
                 continue  # said once above
-            table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "",
+            table.add_row(escape(c["case_key"]), c["peer"], "", "", "", "", "", "", "", "", "",
                           f"{c['status']}: {escape(c['error'] or '')}")
             continue
-        verdict = "agree (contended)" if c["contended"] else "agree"
-        if c["disagrees"]:
-            reason = c["likely_reason"]
-            why = f" ({escape(REASON_TEXT[Reason(reason)])})" if reason else " (reason unknown)"
-            verdict = "[bold red]DISAGREE[/]" + why
         table.add_row(
-            escape(c["case_key"]), c["peer"], f"{c['peer_cache']}, {c['peer_clock']}", _ms(c["rooflab_median_ms"]),
-            _pct(c["rooflab_spread"]), _ms(c["peer_median_ms"]), _pct(c["peer_spread"]), _ratio(c["ratio"]), verdict,
+            escape(c["case_key"]), c["peer"], escape(c.get("peer_mode") or f"{c['peer_cache']}, {c['peer_clock']}"),
+            _ms(c["rooflab_median_ms"]), _pct(c["rooflab_spread"]), _ms(c["peer_median_ms"]), _pct(c["peer_spread"]),
+            _ratio(c["ratio"]), escape("; ".join(c.get("method_differences") or ()) or "none"),
+            _ms(c.get("in_mode_median_ms")), _ratio(c.get("in_mode_ratio")), _verdict(c),
         )
     console.print(table)
-    summary = Table(title="per peer and family")
+    summary = Table(title="per peer and family (geometric means and worst cases leave contended rows out)")
     for column in ("peer", "family", "cases", "disagree", "on a contended machine", "ratio geomean", "worst ratio",
-                   "worst case"):
-        summary.add_column(column, justify="left" if column in ("peer", "family", "worst case") else "right")
+                   "in-mode ratio geomean", "in-mode worst", "in-mode worst case"):
+        summary.add_column(column, justify="left" if column in ("peer", "family", "in-mode worst case") else "right")
     for s in report["summaries"]:
         summary.add_row(s["peer"], s["family"], str(s["cases"]), str(s["disagreements"]), str(s["contended"]),
-                        _ratio(s["ratio_geomean"]), _ratio(s["worst_ratio"]), escape(s["worst_case_key"] or ""))
+                        _ratio(s["ratio_geomean"]), _ratio(s["worst_ratio"]), _ratio(s.get("in_mode_ratio_geomean")),
+                        _ratio(s.get("in_mode_worst_ratio")), escape(s.get("in_mode_worst_case_key") or ""))
     console.print(summary)
+
+
+_TEXT_COLUMNS = ("case", "peer", "peer mode", "modes that differ", "verdict")
+
+
+def _verdict(c: dict[str, Any]) -> str:
+    if not c["disagrees"]:
+        return "agree (contended)" if c["contended"] else "agree"
+    reason = c["likely_reason"]
+    why = f" ({escape(REASON_TEXT[Reason(reason)])})" if reason else " (in the same mode: reason unknown)"
+    return "[bold red]DISAGREE[/]" + why

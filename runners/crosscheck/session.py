@@ -3,65 +3,32 @@ round with rooflab's engine and every available peer, judge, store, report.
 
 Everything runs in this one process, on one device, so that whatever the machine does (a clock
 change, another job) hits every timer alike: within a round the timers follow one another on the
-same prepared callable (rooflab, then each peer in `--peers` order), and the rounds repeat that.
+same prepared callable (rooflab as configured, then for each peer in `--peers` order the peer and
+rooflab in that peer's mode), and the rounds repeat that. A peer that times in a process of its
+own (nvbench) runs its rounds after the others; rooflab's rounds in its mode run with the rest.
 Invalid input (spec, filters, device, peers, rounds) is refused before the database is opened.
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import secrets
 import shlex
 import socket
-import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from rooflab.db.crosscheck import GroupSummary, summarize_groups
-from rooflab.runners.crosscheck.peer import OwnProcessPeer, Peer, PeerTiming
+from rooflab.runners.crosscheck.case_check import PeerCheck, check_case
+from rooflab.runners.crosscheck.peer import Peer
 from rooflab.runners.crosscheck.peers import parse_peers, peers_for
-from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, summarize_timer
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
-from rooflab.vocab import DeviceKind, ResultStatus, RunStatus, device_kind_of
+from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
 
 MAX_ROUNDS = 50
-
-
-@dataclass(frozen=True)
-class PeerCheck:
-    """One case against one peer: both figures, the peer's spread, the ratio and the verdict."""
-
-    case_key: str
-    op: str
-    family: str
-    cache: str
-    peer: str
-    peer_version: str | None
-    status: str  # ok | skipped | failed | incorrect
-    error: str | None = None
-    peer_cache: str | None = None
-    peer_clock: str | None = None
-    rooflab_median_ms: float | None = None
-    rooflab_spread: float | None = None
-    peer_median_ms: float | None = None
-    peer_spread: float | None = None
-    ratio: float | None = None  # rooflab / peer
-    disagrees: bool = False
-    likely_reason: str | None = None
-    rooflab_rounds_ms: tuple[float, ...] = ()
-    peer_rounds_ms: tuple[float, ...] = ()
-    contended: bool = False  # the machine was seen contended while rooflab or the peer timed the case
-    contention_reasons: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["reason_text"] = REASON_TEXT[Reason(self.likely_reason)] if self.likely_reason else None
-        return out
 
 
 @dataclass(frozen=True)
@@ -120,144 +87,6 @@ def select_cases(spec_path: str, filters: Sequence[str], device_kind: str) -> tu
 def derive_run_id(suite: str, now: datetime | None = None) -> str:
     now = now or datetime.now(UTC)
     return f"crosscheck-{suite}-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-
-
-# ---------------------------------------------------------------- one case
-
-
-@dataclass
-class _PeerRounds:
-    peer: Peer
-    timings: list[PeerTiming] = field(default_factory=list)
-    error: str | None = None
-    contention: tuple[str, ...] = ()  # what competed for the machine while rooflab or this peer timed
-
-
-@dataclass
-class _RooflabRounds:
-    medians_ms: list[float] = field(default_factory=list)
-    means_ms: list[float] = field(default_factory=list)
-    samples_ms: list[tuple[float, ...]] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def _on_device(torch_device: str) -> Iterator[None]:
-    if device_kind_of(torch_device) is not DeviceKind.CUDA:
-        yield
-        return
-    import torch
-
-    with torch.cuda.device(torch.device(torch_device)):
-        yield
-
-
-def check_case(
-    case: Case,
-    device: Any,
-    peers: Sequence[Peer],
-    *,
-    rounds: int,
-    seed: int = 0,
-    timing_overrides: dict[str, Any] | None = None,
-) -> list[PeerCheck]:
-    """Prepare `case` as a worker does, time it `rounds` times with rooflab then each peer, judge."""
-    from rooflab.runners.orchestration.worker import (
-        CaseOutcome,
-        CaseRequest,
-        _release_quietly,
-        describe_exception,
-        ready_case,
-        time_ready,
-    )
-
-    versions = {p.name: p.version() for p in peers}
-
-    def rows(status: str, error: str | None) -> list[PeerCheck]:
-        return [
-            PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value, versions[p.name], status, error)
-            for p in peers
-        ]
-
-    if case.family == "collective":
-        return rows(ResultStatus.SKIPPED, "a collective is timed in a group of rank processes (rooflab run); "
-                                          "no peer timer times one")
-    request = CaseRequest(case=case, seed=seed, timing_overrides=timing_overrides or {})
-    ready = None
-    theirs = [_PeerRounds(p) for p in peers]
-    in_process = [e for e in theirs if not isinstance(e.peer, OwnProcessPeer)]
-    watch = _machine_watch(device)
-    try:
-        with _on_device(device.torch_device):
-            ready = ready_case(request, device, time.perf_counter())
-            if isinstance(ready, CaseOutcome):
-                return rows(ready.status, ready.error)
-            ours = _RooflabRounds()
-            for _ in range(rounds):
-                result = time_ready(ready, case, device)
-                ours.medians_ms.append(result.stats.median_ms)
-                ours.means_ms.append(result.stats.mean_ms)
-                ours.samples_ms.append(tuple(result.samples_ms))
-                for entry in in_process:
-                    if entry.error is not None:
-                        continue
-                    try:
-                        entry.timings.append(
-                            entry.peer.time(ready.prepared.fn, case=case, device=device, sync=ready.prepared.sync)
-                        )
-                    except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
-                        entry.error = describe_exception(exc)
-    except Exception as exc:  # noqa: BLE001 - a case that fails to prepare or time is data: status failed
-        return rows(ResultStatus.FAILED, describe_exception(exc))
-    finally:
-        ready = None
-        seen_here = watch.stop().reasons
-        _release_quietly(device)
-    for entry in theirs:  # after the release: the peer's own process prepares the case again
-        if isinstance(entry.peer, OwnProcessPeer):
-            # that process computes on the GPU: here it is the peer, not another job
-            child_watch = _machine_watch(device, gpu=False)
-            try:
-                entry.timings = entry.peer.time_rounds(request, device=device, rounds=rounds)
-            except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
-                entry.error = describe_exception(exc)
-            finally:
-                entry.contention = tuple(dict.fromkeys(seen_here + child_watch.stop().reasons))
-        else:
-            entry.contention = seen_here
-    return [_judge(case, entry, ours, versions[entry.peer.name], device.is_cuda) for entry in theirs]
-
-
-def _machine_watch(device: Any, *, gpu: bool = True) -> Any:
-    """A started ContentionMonitor (the one the worker runs around a case); `gpu=False` leaves out
-    the count of other processes on the GPU."""
-    from rooflab.runners.machine import contention
-
-    if gpu:
-        return contention.ContentionMonitor.for_device(device).start()
-    return contention.ContentionMonitor(loadavg_path=contention.LOADAVG, stat_path=contention.PROC_STAT).start()
-
-
-def _judge(case: Case, entry: _PeerRounds, ours: _RooflabRounds, version: str | None, on_gpu: bool) -> PeerCheck:
-    contended = bool(entry.contention)
-    base = functools.partial(PeerCheck, case_key=case.case_key, op=case.op, family=case.family, cache=case.cache,
-                             peer=entry.peer.name.value, peer_version=version, contended=contended,
-                             contention_reasons=entry.contention)
-    if entry.error is not None:
-        return base(status=ResultStatus.FAILED, error=entry.error)
-    rooflab = summarize_timer(ours.medians_ms, ours.samples_ms)
-    peer = summarize_timer([t.median_ms for t in entry.timings], [t.samples_ms for t in entry.timings])
-    first = entry.timings[0]
-    verdict = agreement(
-        rooflab, peer, rooflab_mean_ms=float(statistics.median(ours.means_ms)), case_cache=case.cache,
-        peer_cache=first.cache, peer_clock=first.clock, on_gpu=on_gpu, contended=contended,
-    )
-    return base(
-        status=ResultStatus.OK, peer_cache=first.cache.value, peer_clock=first.clock.value,
-        rooflab_median_ms=rooflab.median_ms, rooflab_spread=rooflab.spread, peer_median_ms=peer.median_ms,
-        peer_spread=peer.spread, ratio=verdict.ratio, disagrees=verdict.disagrees,
-        likely_reason=verdict.reason.value if verdict.reason else None,
-        rooflab_rounds_ms=rooflab.rounds_ms, peer_rounds_ms=peer.rounds_ms,
-    )
 
 
 # ---------------------------------------------------------------- summaries
@@ -341,7 +170,10 @@ def run_crosscheck(
                     peer_median_ms=c.peer_median_ms, peer_spread=c.peer_spread, ratio=c.ratio, disagrees=c.disagrees,
                     likely_reason=c.likely_reason, rooflab_rounds_ms=c.rooflab_rounds_ms,
                     peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC), contended=c.contended,
-                    contention_reasons=c.contention_reasons,
+                    contention_reasons=c.contention_reasons, peer_mode=c.peer_mode, rooflab_mode=c.rooflab_mode,
+                    method_differences=c.method_differences, in_mode_median_ms=c.in_mode_median_ms,
+                    in_mode_spread=c.in_mode_spread, in_mode_ratio=c.in_mode_ratio,
+                    in_mode_rounds_ms=c.in_mode_rounds_ms,
                 ))
             checks.extend(results)
             if on_check is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, hot_mode
 from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
@@ -42,8 +43,10 @@ class TorchTimerPeer:
             return f"torch.utils.benchmark is not importable: {exc}"
         return None
 
-    def cache_for(self, case: Case) -> CacheMode:
-        return CacheMode.HOT
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        """Hot (it cannot flush), back to back, host clock around a synchronised block of calls; the
+        figure is the median of the block means."""
+        return hot_mode(device, hold=None, clock=Clock.HOST, sample=Sample.BLOCK_MEAN)
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         from torch.utils.benchmark import Timer
@@ -61,4 +64,5 @@ class TorchTimerPeer:
             samples_ms=tuple(float(t) * 1e3 for t in measurement.times),
             cache=CacheMode.HOT,
             clock=PeerClock.HOST_BLOCK_MEAN,
+            calls_per_sample=int(measurement.number_per_run),
         )

@@ -1,4 +1,4 @@
-"""From per-round figures to a verdict: medians, spreads, the ratio, disagreements and their likely reason.
+"""From per-round figures to a verdict: medians, spreads, the two ratios, disagreements and their reason.
 
 Pure functions on plain numbers; nothing here times anything.
 
@@ -6,12 +6,15 @@ Pure functions on plain numbers; nothing here times anything.
 - Its spread (relative) is the larger of half the range of its per-round medians (drift between
   rounds) and the median over rounds of the 95 % CI half-width of the median of the samples it
   handed back in that round (noise within a round; runners.engine.stats, None below 6 samples).
-- ratio = rooflab median / peer median (below 1: rooflab's figure is the smaller).
-- The two disagree when |rooflab - peer| is larger than the spread of either, in ms:
-  larger than max(rooflab spread x rooflab median, peer spread x peer median).
-- A disagreement gets the first likely reason that the facts support (`likely_reason`); a case timed
-  while the machine was contended (runners/machine/contention.py: load above the CPUs, CPU steal, another
-  process on the GPU) gets `contended` before any other, since such figures explain nothing else.
+- ratio = rooflab as configured / peer (below 1: rooflab's figure is the smaller): the difference
+  of method, named by the aspects of the two modes that differ (runners.crosscheck.mode.differences).
+- in-mode ratio = rooflab timed in the peer's mode / peer: the engines' agreement.
+- The two disagree when |rooflab in the peer's mode - peer| is larger than the spread of either,
+  in ms: larger than max(in-mode spread x in-mode median, peer spread x peer median). The first
+  ratio is never judged: a method difference is explained by its modes, not a disagreement.
+- A disagreement on a contended machine (runners/machine/contention.py: load above the CPUs, CPU
+  steal, another process on the GPU) is put down to that (`contended`), since such figures explain
+  nothing else; otherwise no reason is known: the two timed the same way.
 """
 from __future__ import annotations
 
@@ -21,21 +24,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from rooflab.runners.crosscheck.peer import PeerClock
 from rooflab.runners.engine.stats import summarize
-from rooflab.vocab import CacheMode
-
-# Below this duration a kernel is about as short as its launch from Python (a few to tens of µs),
-# so a timer whose event pair is not held behind a blocking kernel measures launches, not kernels.
-LAUNCH_SCALE_MS = 0.05
 
 
 class Reason(StrEnum):
     CONTENDED = "contended"  # something else competed for the machine while the case was timed
-    COLD_VS_HOT = "cold_vs_hot"  # one figure flushed the cache before each call, the other did not
-    MEAN_VS_MEDIAN = "mean_vs_median"  # the peer averages calls; rooflab's calls are skewed (its mean is near the peer)
-    HOST_TIME = "host_time"  # the peer's figure is host wall time, which holds the launch and the sync
-    LAUNCH_OVERHEAD = "launch_overhead"  # a short kernel: the peer's event pair also holds the wait for the host
+    # the reasons of rows stored before revision 0007, judged on rooflab as configured against the
+    # peer (the method difference); they are read back and shown, never given now
+    COLD_VS_HOT = "cold_vs_hot"
+    MEAN_VS_MEDIAN = "mean_vs_median"
+    HOST_TIME = "host_time"
+    LAUNCH_OVERHEAD = "launch_overhead"
 
 
 REASON_TEXT = {
@@ -58,7 +57,7 @@ class TimerSummary:
 
 @dataclass(frozen=True)
 class Agreement:
-    ratio: float  # rooflab / peer
+    ratio: float  # rooflab in the peer's mode / peer
     disagrees: bool
     reason: Reason | None  # only when disagrees
 
@@ -88,50 +87,9 @@ def disagrees(rooflab: TimerSummary, peer: TimerSummary) -> bool:
     return gap_ms > max(rooflab.spread * rooflab.median_ms, peer.spread * peer.median_ms)
 
 
-def likely_reason(
-    *,
-    rooflab_ms: float,
-    rooflab_mean_ms: float,
-    peer_ms: float,
-    case_cache: str,
-    peer_cache: CacheMode,
-    peer_clock: PeerClock,
-    on_gpu: bool,
-    contended: bool = False,
-) -> Reason | None:
-    """The first known explanation the figures support, or None."""
-    if contended:
-        return Reason.CONTENDED
-    rooflab_slower = rooflab_ms > peer_ms
-    if case_cache != peer_cache.value and rooflab_slower == (case_cache == CacheMode.COLD.value):
-        return Reason.COLD_VS_HOT
-    averaging = peer_clock in (PeerClock.HOST_BLOCK_MEAN, PeerClock.DEVICE_BATCH_MEAN)
-    if averaging and abs(rooflab_mean_ms - peer_ms) <= 0.5 * abs(rooflab_ms - peer_ms):
-        return Reason.MEAN_VS_MEDIAN
-    if on_gpu and not rooflab_slower and peer_clock is PeerClock.HOST_BLOCK_MEAN:
-        return Reason.HOST_TIME
-    if (on_gpu and not rooflab_slower and peer_clock is PeerClock.DEVICE_EVENTS_PER_CALL
-            and rooflab_ms < LAUNCH_SCALE_MS):
-        return Reason.LAUNCH_OVERHEAD
-    return None
-
-
-def agreement(
-    rooflab: TimerSummary,
-    peer: TimerSummary,
-    *,
-    rooflab_mean_ms: float,
-    case_cache: str,
-    peer_cache: CacheMode,
-    peer_clock: PeerClock,
-    on_gpu: bool,
-    contended: bool = False,
-) -> Agreement:
-    ratio = rooflab.median_ms / peer.median_ms
-    if not disagrees(rooflab, peer):
+def agreement(in_mode: TimerSummary, peer: TimerSummary, *, contended: bool = False) -> Agreement:
+    """The engines' agreement: rooflab timed in the peer's mode against the peer (see the module doc)."""
+    ratio = in_mode.median_ms / peer.median_ms
+    if not disagrees(in_mode, peer):
         return Agreement(ratio, False, None)
-    reason = likely_reason(
-        rooflab_ms=rooflab.median_ms, rooflab_mean_ms=rooflab_mean_ms, peer_ms=peer.median_ms,
-        case_cache=case_cache, peer_cache=peer_cache, peer_clock=peer_clock, on_gpu=on_gpu, contended=contended,
-    )
-    return Agreement(ratio, True, reason)
+    return Agreement(ratio, True, Reason.CONTENDED if contended else None)

@@ -1,19 +1,26 @@
-"""Cache flushers: evict the last-level cache before a cold sample with a read-only sweep.
+"""Cache flushers: make the cache cold before a sample, by writing a buffer (the default) or by reading it.
 
 The buffer is allocated once per flusher (never per sample), filled once with random words (so its
 pages are real and its contents are not a constant), and is FLUSH_FACTOR times the cache size
 given by the device description (`DeviceInfo.l2_bytes`: the L2 of a GPU, the last-level cache of a
-CPU), so every line the timed call could reuse is evicted by lines of the buffer.
+CPU) unless the caller names another size (a peer's mode: a fixed 256 MiB, or exactly the L2).
 
-Each flush *reads* the whole buffer (a sum into one word) and writes nothing else. A write-back
-cache then ends the flush holding only clean lines of the buffer: the dirty lines the previous
-sample left are written back during the flush, outside the timed region, and the next sample's
-misses evict clean lines for free. A flush that *wrote* its buffer would instead leave the cache
-full of dirty lines (50 MiB on an H100) that the timed kernel would pay to write back.
+- `write_sweep` (FlushMethod.WRITE_SWEEP, the default) writes every word of the buffer (a fill
+  kernel on the current stream on a GPU, a numpy fill on a CPU, with a value that changes from
+  flush to flush). A write-back cache ends it full of the buffer's dirty lines, as it ends a kernel
+  that wrote: the timed call pays to write them back as it evicts them, as it would behind a real
+  predecessor, and leaves its own dirty lines for the next flush to pay. In steady state a kernel in
+  a pipeline pays for exactly as many write-backs as it causes, and so does a sample here.
+- `read_sweep` reads the whole buffer (a sum into one word) and writes nothing else. The cache ends
+  holding clean lines only: the timed call's misses evict them for free, and up to a cache of the
+  call's own output is never written back inside the timed region. A streaming kernel reads that
+  much faster than it runs in a pipeline; it stays available, recorded as such.
+
+docs/timing.md gives the argument and the measured cost of each.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -23,6 +30,7 @@ from rooflab.vocab import FlushMethod
 FLUSH_FACTOR = 2
 _ALIGN = 4096
 _FILL_SEED = 0x5EED
+_SWEEPS = (FlushMethod.WRITE_SWEEP, FlushMethod.READ_SWEEP)
 
 
 class Flusher(Protocol):
@@ -30,7 +38,7 @@ class Flusher(Protocol):
     flush_method: str
 
     def flush(self) -> None:
-        """Read the whole buffer (asynchronously on a GPU, on the current stream)."""
+        """Sweep the whole buffer (asynchronously on a GPU, on the current stream)."""
 
 
 def flush_size_bytes(cache_bytes: int) -> int:
@@ -43,48 +51,91 @@ def flush_size_bytes(cache_bytes: int) -> int:
     return -(-want // _ALIGN) * _ALIGN
 
 
+def _sweep(method: str) -> FlushMethod:
+    chosen = FlushMethod(method)
+    if chosen not in _SWEEPS:
+        raise ValueError(f"flush method {method!r}: allowed: {', '.join(m.value for m in _SWEEPS)}")
+    return chosen
+
+
+def _size(device: DeviceInfo, flush_bytes: int | None) -> int:
+    if flush_bytes is None:
+        return flush_size_bytes(device.l2_bytes)
+    if flush_bytes < 8:
+        raise ValueError(f"flush_bytes must be at least one 8-byte word, got {flush_bytes}")
+    return -(-flush_bytes // 8) * 8
+
+
 class CpuFlusher:
-    """Reads a host buffer of >= 2x the last-level cache with numpy (a sum of its 8-byte words)."""
+    """Sweeps a host buffer of 8-byte words with numpy: a fill (write_sweep) or a sum (read_sweep).
 
-    flush_method = FlushMethod.READ_SWEEP.value
+    numpy's fill is a plain store loop (not a streaming store that would bypass the cache), so the
+    written lines stay in the cache, dirty."""
 
-    def __init__(self, device: DeviceInfo) -> None:
-        self.flush_bytes = flush_size_bytes(device.l2_bytes)
-        rng = np.random.default_rng(_FILL_SEED)
-        self._buf = rng.integers(0, 1 << 62, self.flush_bytes // 8, dtype=np.int64)
-        self._buf.flags.writeable = False  # the sweep only reads
+    def __init__(self, device: DeviceInfo, method: str = FlushMethod.WRITE_SWEEP, flush_bytes: int | None = None,
+                 *, _buf: Any = None) -> None:
+        self.flush_method = _sweep(method).value
+        if _buf is None:
+            size = _size(device, flush_bytes)
+            _buf = np.random.default_rng(_FILL_SEED).integers(0, 1 << 62, size // 8, dtype=np.int64)
+        self._device = device
+        self._buf = _buf
+        self.flush_bytes = int(_buf.nbytes)
         self._sink = 0
+        self._fills = 0
         self.flush()
 
+    def using(self, method: str) -> CpuFlusher:
+        """A flusher of `method` over the same buffer (one buffer per device serves both sweeps)."""
+        return self if method == self.flush_method else CpuFlusher(self._device, method, _buf=self._buf)
+
     def flush(self) -> None:
-        self._sink = int(self._buf.sum())
+        if self.flush_method == FlushMethod.WRITE_SWEEP:
+            self._fills += 1
+            self._buf.fill(self._fills)
+        else:
+            self._sink = int(self._buf.sum())
 
 
 class CudaFlusher:
-    """Reads a device buffer of >= 2x the GPU's L2 with one reduction kernel on the current stream.
+    """Sweeps a device buffer of 8-byte words with one kernel on the current stream: a fill
+    (write_sweep; `fill_` with a value that changes per flush) or a sum into a one-word device
+    tensor (read_sweep; `torch.sum(..., out=)`, which allocates nothing and writes 8 bytes)."""
 
-    The buffer is 8-byte words summed into a one-word device tensor (`torch.sum(..., out=)`), so
-    a flush allocates nothing and writes 8 bytes."""
-
-    flush_method = FlushMethod.READ_SWEEP.value
-
-    def __init__(self, device: DeviceInfo) -> None:
+    def __init__(self, device: DeviceInfo, method: str = FlushMethod.WRITE_SWEEP, flush_bytes: int | None = None,
+                 *, _words: Any = None) -> None:
         import torch
 
         if not device.is_cuda:
             raise ValueError(f"CudaFlusher needs a CUDA device, got {device.torch_device}")
-        self.flush_bytes = flush_size_bytes(device.l2_bytes)
+        self.flush_method = _sweep(method).value
         dev = torch.device(device.torch_device)
-        self._words = torch.empty(self.flush_bytes // 8, dtype=torch.int64, device=dev)
-        self._words.random_()  # once: real pages, contents that no compression can shortcut
+        if _words is None:
+            _words = torch.empty(_size(device, flush_bytes) // 8, dtype=torch.int64, device=dev)
+            _words.random_()  # once: real pages, contents that no compression can shortcut
+        self._device = device
+        self._words = _words
+        self.flush_bytes = int(_words.numel()) * 8
         self._sink = torch.empty((), dtype=torch.int64, device=dev)
+        self._fills = 0
         self._torch = torch
         self.flush()
 
+    def using(self, method: str) -> CudaFlusher:
+        """A flusher of `method` over the same buffer (one buffer per device serves both sweeps)."""
+        return self if method == self.flush_method else CudaFlusher(self._device, method, _words=self._words)
+
     def flush(self) -> None:
-        self._torch.sum(self._words, 0, out=self._sink)
+        if self.flush_method == FlushMethod.WRITE_SWEEP:
+            self._fills = self._fills % 0x7FFF + 1
+            self._words.fill_(self._fills)
+        else:
+            self._torch.sum(self._words, 0, out=self._sink)
 
 
-def make_flusher(device: DeviceInfo) -> Flusher:
-    """The flusher for `device`, sized from its description."""
-    return CudaFlusher(device) if device.is_cuda else CpuFlusher(device)
+def make_flusher(device: DeviceInfo, method: str = FlushMethod.WRITE_SWEEP,
+                 flush_bytes: int | None = None) -> CpuFlusher | CudaFlusher:
+    """The flusher for `device`: `method` a sweep of FlushMethod, `flush_bytes` None for
+    FLUSH_FACTOR x the device's cache, else that many bytes (rounded up to whole words)."""
+    cls = CudaFlusher if device.is_cuda else CpuFlusher
+    return cls(device, method, flush_bytes)

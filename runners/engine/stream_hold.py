@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any, Protocol
 
 from rooflab.suite.ops.pointwise import external_stream
@@ -43,6 +44,30 @@ SLEEP_MIN_MS = 0.05  # ... and at least this long
 SLEEP_SHRINK = 0.75  # after a chunk that was covered, the next sleep is at least this fraction as long
 SLEEP_MAX_MS = 500.0
 SLEEP_CALIBRATION_CYCLES = 2_000_000
+
+
+class HoldMode(StrEnum):
+    """What the engine is asked to do about host time in GPU samples (the default, or a peer's way)."""
+
+    HELD = "held"  # a stream hold per chunk of samples (host_sync when no hold can cover the call)
+    SYNC_PER_SAMPLE = "sync_per_sample"  # no hold; the device is synchronised after every sample (host_sync)
+    UNHELD = "unheld"  # no hold and no synchronisation between samples: event pairs queued back to back
+
+
+class NoHold:
+    """The stream is not held: samples are enqueued back to back and the GPU starts on them at once,
+    so an event pair holds whatever wait for the host fell between its records (do_bench's way)."""
+
+    method = SyncMethod.UNHELD.value
+
+    def hold(self, stream: Any) -> None:
+        pass
+
+    def release(self) -> bool:
+        return True
+
+    def timed_out(self) -> bool:
+        return False
 
 
 class StreamHoldFailed(RuntimeError):

@@ -11,6 +11,10 @@ A source times one unit of work per sample and knows how to run one untimed unit
 
 In cold mode the flusher sweeps its buffer before each sample, outside the timed region: on the
 host before the first clock read, on the GPU before the start event in stream order.
+
+Pace `idle` (suite.timing.Pace) takes samples one at a time instead: flush, synchronise, the
+sample (behind its own hold on a GPU), synchronise, then the device is left idle for
+`suite.timing.idle_after_ms(sample)` (the sample's own duration, within bounds) before the next.
 """
 from __future__ import annotations
 
@@ -20,28 +24,48 @@ from typing import Any
 
 from rooflab.runners.engine.flush import Flusher
 from rooflab.runners.engine.stream_hold import MAX_SAMPLES_PER_HOLD, StreamHold, StreamHoldFailed
-from rooflab.vocab import SyncMethod
+from rooflab.suite.timing import idle_after_ms
+from rooflab.vocab import Pace, SyncMethod
 
 Sync = Callable[[], None]
+Sleep = Callable[[float], None]  # seconds
+
+
+def pause_s(seconds: float) -> None:
+    """Leave the device idle (pace idle): the host sleeps and enqueues nothing."""
+    time.sleep(seconds)
 
 CUDA_EVENT_RESOLUTION_MS = 0.0005  # cudaEventElapsedTime resolves about 0.5 us
 HOLD_RETAKES = 3  # a batch whose hold ended too early is taken again at most this many times
+
+
+class _Paced:
+    """What pace idle adds to a source: a rest after each sample (see the module doc)."""
+
+    _sleep_s: Sleep | None = None
+
+    def _rest(self, sample_ms: float) -> None:
+        (self._sleep_s or pause_s)(idle_after_ms(sample_ms) / 1e3)
 
 
 def perf_counter_resolution_ms() -> float:
     return time.get_clock_info("perf_counter").resolution * 1e3
 
 
-class PerfCounterSource:
+class PerfCounterSource(_Paced):
     clock = "perf_counter"
     sync_method = SyncMethod.NONE.value
 
-    def __init__(self, fn: Callable[[], Any], *, flusher: Flusher | None, sync: Sync | None) -> None:
+    def __init__(self, fn: Callable[[], Any], *, flusher: Flusher | None, sync: Sync | None,
+                 pace: str = Pace.BACK_TO_BACK, launches_per_sample: int = 1,
+                 sleep_s: Sleep | None = None) -> None:
         self._fn = fn
         self._flusher = flusher
         self._sync = sync
-        self.launches_per_sample = 1
-        self.resolution_ms = perf_counter_resolution_ms()
+        self._idle = Pace(pace) is Pace.IDLE
+        self._sleep_s = sleep_s
+        self.launches_per_sample = launches_per_sample  # calls of `fn` per sample's call (a block); divided out
+        self.resolution_ms = perf_counter_resolution_ms() / launches_per_sample
 
     def call(self) -> None:
         """One untimed unit: flush (cold) then the call, completed."""
@@ -54,6 +78,7 @@ class PerfCounterSource:
 
     def take_batch(self, k: int) -> list[float]:
         fn, flusher, sync, clock = self._fn, self._flusher, self._sync, time.perf_counter_ns
+        per = float(self.launches_per_sample)
         samples = []
         for _ in range(k):
             if flusher is not None:
@@ -64,11 +89,13 @@ class PerfCounterSource:
                 sync()
             t1 = clock()
             del out  # freeing the output stays outside the timed region
-            samples.append((t1 - t0) / 1e6)
+            samples.append((t1 - t0) / 1e6 / per)
+            if self._idle:
+                self._rest((t1 - t0) / 1e6)
         return samples
 
 
-class CudaEventSource:
+class CudaEventSource(_Paced):
     """CUDA events around `fn` on torch's current stream of `torch_device`.
 
     Assumption: everything `fn` launches runs on torch's current stream (a CuPy op must wrap that
@@ -89,6 +116,8 @@ class CudaEventSource:
         sync: Sync | None,
         launches_per_sample: int = 1,
         hold: StreamHold | None = None,
+        pace: str = Pace.BACK_TO_BACK,
+        sleep_s: Sleep | None = None,
     ) -> None:
         import torch
 
@@ -98,6 +127,8 @@ class CudaEventSource:
         self._flusher = flusher
         self._sync = sync
         self._hold = hold
+        self._idle = Pace(pace) is Pace.IDLE
+        self._sleep_s = sleep_s
         self.launches_per_sample = launches_per_sample
         self.resolution_ms = CUDA_EVENT_RESOLUTION_MS / launches_per_sample
 
@@ -122,6 +153,8 @@ class CudaEventSource:
         self.synchronize()
 
     def take_batch(self, k: int) -> list[float]:
+        if self._idle:
+            return [self._take_paced() for _ in range(k)]
         if self._hold is None:
             return self._take_synced(k)
         for _ in range(HOLD_RETAKES):
@@ -162,6 +195,40 @@ class CudaEventSource:
             return None
         return self._elapsed(starts, ends)
 
+    def _take_paced(self) -> float:
+        """One sample at pace idle: the flush completes first, the sample runs behind its own hold (if
+        any), then the device is synchronised and left idle (see the module doc)."""
+        torch = self._torch
+        stream = torch.cuda.current_stream(self._device)
+        for _ in range(HOLD_RETAKES):
+            if self._flusher is not None:
+                self._flusher.flush()
+                self.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            hold = self._hold
+            held = True
+            if hold is not None:
+                hold.hold(stream)
+            try:
+                start.record(stream)
+                out = self._fn()
+                end.record(stream)
+                del out
+            finally:  # a call that raises must not leave the stream held
+                if hold is not None:
+                    held = hold.release()
+            self.synchronize()
+            if hold is not None and hold.timed_out():
+                raise StreamHoldFailed(
+                    f"the {hold.method} hold timed out: the timed call seems to wait for the device on the host"
+                )
+            if held:
+                device_ms = start.elapsed_time(end)
+                self._rest(device_ms)
+                return device_ms / float(self.launches_per_sample)
+        raise StreamHoldFailed(f"the {self._hold.method if self._hold else ''} hold ended before a sample was "
+                               f"enqueued in {HOLD_RETAKES} tries")
+
     def _take_synced(self, k: int) -> list[float]:
         torch = self._torch
         stream = torch.cuda.current_stream(self._device)
@@ -195,7 +262,7 @@ class CudaEventSource:
         return start.elapsed_time(end)
 
 
-class HostLaunchSource:
+class HostLaunchSource(_Paced):
     """Host wall time per launch of back-to-back launches, one synchronisation at the end.
 
     A sample: synchronise (untimed, so the queue starts empty), read the clock, call `call`
@@ -216,10 +283,14 @@ class HostLaunchSource:
         calls_per_sample: int,
         launches_per_call: int = 1,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
+        pace: str = Pace.BACK_TO_BACK,
+        sleep_s: Sleep | None = None,
     ) -> None:
         if calls_per_sample < 1 or launches_per_call < 1:
             raise ValueError("calls_per_sample and launches_per_call must be >= 1")
         self._clock_ns = clock_ns
+        self._idle = Pace(pace) is Pace.IDLE
+        self._sleep_s = sleep_s
         self._call = call
         self._synchronize = synchronize
         self._calls = calls_per_sample
@@ -246,4 +317,6 @@ class HostLaunchSource:
             synchronize()
             t1 = clock()
             samples.append((t1 - t0) / 1e6 / per)
+            if self._idle:
+                self._rest((t1 - t0) / 1e6)
         return samples

@@ -9,8 +9,10 @@
    each unit run exactly as a sample is (flush included in cold mode) and completed;
 3. sampling in batches under the adaptive stopping rule (`runners.engine.stopping`); each sample is one
    call (`launch` mode) or one replay of a CUDA graph of N launches divided by N (`graph` mode);
-   in `cold` mode the cache is flushed before each sample, outside the timed region (`cold` with
-   `graph` is refused: see `suite.case.mode_conflict`).
+   in `cold` mode the cache is flushed before each sample, outside the timed region, by the sweep
+   `settings.flush_method` names (`cold` with `graph` is refused: see `suite.case.mode_conflict`);
+   `settings.pace` says whether samples follow back to back or one at a time with the device left
+   idle between them (runners.engine.timers).
 On a GPU a sample is device time: the stream is held (`runners.engine.stream_hold`) while a chunk of
 samples is enqueued; when the hold cannot cover the timed call (it waits for the device on the
 host), sampling starts again with a synchronisation per sample (`host_sync`). The method is
@@ -18,6 +20,11 @@ returned as `sync_method`.
 An op whose `sample_kind` is `host_per_launch` (the `launch` op) is timed instead on the host, per
 launch of back-to-back launches with one synchronisation at the end (`timers.HostLaunchSource`).
 Raw samples are returned with their statistics.
+
+A caller that must time a case the way another timer does (runners.crosscheck's peer modes) can
+also ask for a flusher of its own size and kind (`flusher=`), no hold (`hold=`), host time per
+block of calls (`sample_kind=host_per_launch` with `calls_per_sample=`), or a device-time mean
+over a block of calls (`calls_per_sample=` with device time); the method is the same engine.
 """
 from __future__ import annotations
 
@@ -32,12 +39,12 @@ from rooflab.record import Statistics, TimingMethod
 from rooflab.runners.engine import graphs
 from rooflab.runners.engine.flush import Flusher, make_flusher
 from rooflab.runners.engine.stopping import sample_until_stable
-from rooflab.runners.engine.stream_hold import StreamHold, StreamHoldFailed, stream_hold_for
+from rooflab.runners.engine.stream_hold import HoldMode, NoHold, StreamHold, StreamHoldFailed, stream_hold_for
 from rooflab.runners.engine.timers import CudaEventSource, HostLaunchSource, PerfCounterSource
 from rooflab.suite.case import modes_problem
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import CacheMode, FlushMethod, SampleKind, TimingMode
+from rooflab.vocab import CacheMode, FlushMethod, Pace, SampleKind, TimingMode
 
 GRAPH_ESTIMATE_CALLS = 5  # eager launches timed to size a graph
 HOST_LAUNCHES_PER_SAMPLE = 100  # back-to-back eager launches per host-timed sample
@@ -70,43 +77,43 @@ def measure(
     stream_hold: StreamHold | None = None,
     sample_kind: str = SampleKind.DEVICE_TIME,
     first_call_ms: float | None = None,
+    hold: str = HoldMode.HELD,
+    calls_per_sample: int | None = None,
 ) -> TimingResult:
-    """Time `fn` on `device`; see the module doc. `flusher` replaces the default one (cold mode),
-    `stream_hold` the default hold (GPU, device-time samples). `first_call_ms`: the caller has
-    already made the first call of `fn` (synchronised) and timed it; it is reported as given and
-    `fn` is not called before warmup. None: `measure` makes and times the first call itself."""
+    """Time `fn` on `device`; see the module doc. `flusher` replaces the default one (cold mode:
+    `settings.flush_method` over FLUSH_FACTOR x the cache), `stream_hold` the default hold (GPU,
+    device-time samples, `hold` held). `first_call_ms`: the caller has already made the first call
+    of `fn` (synchronised) and timed it; it is reported as given and `fn` is not called before
+    warmup. None: `measure` makes and times the first call itself. `hold`: a HoldMode (GPU only).
+    `calls_per_sample`: calls of `fn` per sample, the sample being their mean (host_per_launch:
+    default HOST_LAUNCHES_PER_SAMPLE; device time: default 1, launch mode only)."""
     if first_call_ms is not None and not (math.isfinite(first_call_ms) and first_call_ms >= 0):
         raise ValueError(f"first_call_ms must be a finite duration >= 0 (or None), got {first_call_ms!r}")
-    problem = modes_problem(cache, timing_mode)
-    if problem:
-        raise ValueError(problem)
-    kind = SampleKind(sample_kind)
-    if timing_mode == TimingMode.GRAPH:
-        if not device.is_cuda:
-            raise GraphModeUnavailable(f"graph timing needs a CUDA device, not {device.torch_device}")
-        if not graph_safe:
-            raise GraphModeUnavailable("this op cannot be captured in a CUDA graph (graph_safe=False)")
+    kind, hold_mode, block = _checked(device, cache, timing_mode, graph_safe, sample_kind, hold, calls_per_sample)
+    pace = Pace(settings.pace)
     with _on_device(device):
-        used_flusher = (flusher or make_flusher(device)) if cache == CacheMode.COLD else None
+        used_flusher = (flusher or make_flusher(device, settings.flush_method)) if cache == CacheMode.COLD else None
         if first_call_ms is None:
             first_call_ms = _first_call_ms(fn, device, sync)
+        timed = fn if block == 1 else _block_of(fn, block)
         if kind is SampleKind.HOST_PER_LAUNCH:
-            source: Any = _host_launch_source(fn, device, settings, timing_mode, sync)
+            source: Any = _host_launch_source(fn, device, settings, timing_mode, sync, calls_per_sample)
             used_flusher = None  # back-to-back launches: nothing is flushed between them
         elif not device.is_cuda:
-            source = PerfCounterSource(fn, flusher=used_flusher, sync=sync)
+            source = PerfCounterSource(timed, flusher=used_flusher, sync=sync, pace=pace, launches_per_sample=block)
         else:
-            hold = stream_hold if stream_hold is not None else stream_hold_for(device.torch_device)
+            held = _hold_for(device, hold_mode, stream_hold)
             if timing_mode == TimingMode.LAUNCH:
-                source = CudaEventSource(
-                    fn, torch_device=device.torch_device, flusher=used_flusher, sync=sync, hold=hold
-                )
+                source = CudaEventSource(timed, torch_device=device.torch_device, flusher=used_flusher, sync=sync,
+                                         hold=held, pace=pace, launches_per_sample=block)
             else:
-                source = _graph_source(fn, device, settings, used_flusher, sync, hold)
+                source = _graph_source(fn, device, settings, used_flusher, sync, held)
         warmup_calls, warmup_ms = warm_up(source.call, settings)
         try:
             outcome = sample_until_stable(source.take_batch, settings, resolution_ms=source.resolution_ms)
         except StreamHoldFailed:
+            if hold_mode is not HoldMode.HELD:
+                raise
             # the hold cannot cover this call: start sampling again, synchronised per sample
             source.without_hold()
             outcome = sample_until_stable(source.take_batch, settings, resolution_ms=source.resolution_ms)
@@ -126,8 +133,47 @@ def measure(
             flush_method=used_flusher.flush_method if used_flusher is not None else FlushMethod.NONE.value,
             warmup_ms=warmup_ms,
             sampling_ms=outcome.elapsed_ms,
+            pace=pace.value,
         ),
     )
+
+
+def _checked(device: DeviceInfo, cache: str, timing_mode: str, graph_safe: bool, sample_kind: str, hold: str,
+             calls_per_sample: int | None) -> tuple[SampleKind, HoldMode, int]:
+    """The request's sample kind, hold mode and calls per device-time sample, or the error it makes."""
+    problem = modes_problem(cache, timing_mode)
+    if problem:
+        raise ValueError(problem)
+    if calls_per_sample is not None and calls_per_sample < 1:
+        raise ValueError(f"calls_per_sample must be >= 1, got {calls_per_sample}")
+    kind = SampleKind(sample_kind)
+    block = calls_per_sample if kind is SampleKind.DEVICE_TIME and calls_per_sample else 1
+    if block > 1 and timing_mode == TimingMode.GRAPH:
+        raise ValueError("calls_per_sample applies to launch mode (a graph sample is already a block of launches)")
+    if timing_mode == TimingMode.GRAPH:
+        if not device.is_cuda:
+            raise GraphModeUnavailable(f"graph timing needs a CUDA device, not {device.torch_device}")
+        if not graph_safe:
+            raise GraphModeUnavailable("this op cannot be captured in a CUDA graph (graph_safe=False)")
+    return kind, HoldMode(hold), block
+
+
+def _hold_for(device: DeviceInfo, mode: HoldMode, given: StreamHold | None) -> StreamHold | None:
+    """The hold of a GPU source: the given or default hold (held), none (sync per sample), NoHold (unheld)."""
+    if mode is HoldMode.HELD:
+        return given if given is not None else stream_hold_for(device.torch_device)
+    return NoHold() if mode is HoldMode.UNHELD else None
+
+
+def _block_of(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+    """A call of `fn` `calls` times in a row (one sample of a block mean)."""
+
+    def block() -> None:
+        for _ in range(calls):
+            out = fn()
+            del out
+
+    return block
 
 
 def warm_up(call: Callable[[], None], settings: TimingSettings) -> tuple[int, float]:
@@ -207,6 +253,7 @@ def _graph_source(
         sync=sync,
         launches_per_sample=launches,
         hold=hold,
+        pace=settings.pace,
     )
 
 
@@ -216,13 +263,18 @@ def _host_launch_source(
     settings: TimingSettings,
     timing_mode: str,
     sync: Callable[[], None] | None,
+    calls_per_sample: int | None = None,
 ) -> HostLaunchSource:
-    """Host time per launch: HOST_LAUNCHES_PER_SAMPLE eager calls, or one replay of a graph of N."""
+    """Host time per launch: `calls_per_sample` (default HOST_LAUNCHES_PER_SAMPLE) eager calls, or one
+    replay of a graph of N."""
     synchronize = _synchronizer(device, sync)
+    pace = settings.pace
     if timing_mode == TimingMode.GRAPH:
         graph, launches = _sized_graph(fn, device, settings, sync)
-        return HostLaunchSource(graph.replay, synchronize=synchronize, calls_per_sample=1, launches_per_call=launches)
-    return HostLaunchSource(fn, synchronize=synchronize, calls_per_sample=HOST_LAUNCHES_PER_SAMPLE)
+        return HostLaunchSource(graph.replay, synchronize=synchronize, calls_per_sample=1, launches_per_call=launches,
+                                pace=pace)
+    return HostLaunchSource(fn, synchronize=synchronize, calls_per_sample=calls_per_sample or HOST_LAUNCHES_PER_SAMPLE,
+                            pace=pace)
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ worker lanes: `rooflab run` measures them after the lanes have finished, as a ph
 - one group serves consecutive cases of the same backend and devices; a fault ends it (every rank
   killed) and the next case gets a fresh one, with a fresh rendezvous;
 - results are stored like every other (ResultStore.add_measurement, at once) on the device of rank
-  0, with the group's record (db.records.CollectiveRecord); `--resume`, a restarted shard or a
+  0, with the group's record (rooflab.record.CollectiveRecord); `--resume`, a restarted shard or a
   second process skip the cases the run already holds on that device, as the lanes do;
 - Ctrl-C as in the supervisor: the first lets the case in flight finish, the second kills the group.
 """

@@ -76,7 +76,7 @@ class GroupResult:
     """One case's result from a group: rank 0's outcome (or the fault), and whether the group broke."""
 
     outcome: CaseOutcome
-    collective: Any  # db.records.CollectiveRecord | None
+    collective: Any  # rooflab.record.CollectiveRecord | None
     broken: bool
 
 

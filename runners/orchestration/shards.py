@@ -19,8 +19,8 @@ from typing import Any
 
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
-from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import CacheMode, ResultStatus
+from rooflab.suite.timing import TimingSettings, idle_after_ms
+from rooflab.vocab import CacheMode, Pace, ResultStatus
 
 # Nominal rates of the cost model. They only decide how cases are spread over shards (relative
 # costs), never a reported figure; they are of the order of a current data-centre GPU.
@@ -96,9 +96,12 @@ def sampling_time_s(per_call_s: float, timing: TimingSettings, cache: str) -> fl
     """Expected wall time of warmup and sampling for a call of `per_call_s`, under `timing`.
 
     Warmup lasts max(warmup_ms, warmup_calls calls); sampling runs at least min_time_ms and
-    min_samples samples, and gives up after max_time_ms (but not before min_samples).
+    min_samples samples, and gives up after max_time_ms (but not before min_samples); at pace idle
+    each sample is followed by a rest of about its own length.
     """
     per_sample_s = per_call_s + (COLD_FLUSH_S if cache == CacheMode.COLD else 0.0)
+    if timing.pace == Pace.IDLE:  # a rest as long as the sample after each one
+        per_sample_s += idle_after_ms(per_call_s * 1e3) / 1e3
     warmup_s = max(timing.warmup_ms * 1e-3, timing.warmup_calls * per_call_s) + per_call_s
     floor_s = timing.min_samples * per_sample_s
     sample_s = min(max(timing.min_time_ms * 1e-3, floor_s), timing.max_time_ms * 1e-3)

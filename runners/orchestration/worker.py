@@ -262,7 +262,7 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
         timing_mode=case.timing_mode,
         sync=prepared.sync,
         graph_safe=prepared.graph_safe,
-        flusher=_flusher(device) if case.cache == CacheMode.COLD else None,
+        flusher=_flusher(device, ready.settings.flush_method) if case.cache == CacheMode.COLD else None,
         sample_kind=ready.sample_kind,
         first_call_ms=ready.first_call_ms,
     )
@@ -347,14 +347,14 @@ def _apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
 _FLUSHERS: dict[str, Any] = {}
 
 
-def _flusher(device: DeviceInfo) -> Any:
-    """One flush buffer per worker and device, reused by every cold case."""
+def _flusher(device: DeviceInfo, method: str) -> Any:
+    """One flush buffer per worker and device, reused by every cold case, swept by `method`."""
     flusher = _FLUSHERS.get(device.torch_device)
     if flusher is None:
         from rooflab.runners.engine.flush import make_flusher
 
-        flusher = _FLUSHERS[device.torch_device] = make_flusher(device)
-    return flusher
+        flusher = _FLUSHERS[device.torch_device] = make_flusher(device, method)
+    return flusher.using(method)
 
 
 def _release_quietly(device: DeviceInfo) -> None:

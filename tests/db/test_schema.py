@@ -223,3 +223,33 @@ def test_crosscheck_rows_stored_before_revision_0006_read_as_not_contended(any_u
     assert list(after["ratio"]) == [1.25, 1.25] and list(after["likely_reason"].fillna("")) == ["contended", ""]
     assert not after["contended"].astype(bool).any()
     assert all(list(r) == [] for r in after["contention_reasons"])
+
+
+def test_results_stored_before_revision_0009_read_as_back_to_back(any_url: str) -> None:
+    """Every result measured before the pace existed ran back to back: the upgrade says so for ok
+    rows (so a series does not start a new segment at the upgrade) and leaves the others empty; a
+    result stored at head keeps its own pace."""
+    from rooflab.record import with_columns
+    from tests.db.factories import make_measurement
+
+    run, env = make_run("paced"), make_env(5)
+    with ResultStore(any_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        store.add_measurement(with_columns(make_measurement(run, make_case(1), env, rng=random.Random(1)), pace="idle"))
+        store.add_measurement(make_measurement(run, make_case(2), env, rng=random.Random(2), status="failed"))
+    engine = create_engine(normalize_url(any_url))
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0008")
+    engine.dispose()
+    assert read_state(any_url).kind == "older"
+    assert runner.invoke(app, ["db", "upgrade", "--db", any_url]).exit_code == 0
+    after = query.results(any_url).set_index("status")
+    assert after.loc["ok", "pace"] == "back_to_back" and after["pace"].isna()["failed"]
+    with ResultStore(any_url) as store:
+        later = make_run("paced-later")
+        store.start_run(later)
+        store.add_environment(later.run_id, env)
+        store.add_measurement(with_columns(make_measurement(later, make_case(1), env, rng=random.Random(3)), pace="idle"))
+    latest = query.results(any_url, run_id="paced-later")
+    assert list(latest["pace"]) == ["idle"]

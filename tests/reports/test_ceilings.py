@@ -169,3 +169,21 @@ def test_launch_floor_ignores_version_1_results_that_timed_the_kernel() -> None:
     old = [launch(0.002, op_version=1, run_id=f"old-{i}") for i in range(3)]
     dc, _ = _dc(old + [launch(0.006)])
     assert dc.get("launch", timing_mode="launch").value == pytest.approx(0.006)
+
+
+def test_each_ceiling_says_how_the_result_that_set_it_was_measured():
+    rows = device_rows(hbm_gbps=2900.0, bf16_tflops=720.0)
+    rows.append(gemm(8192, 8192, 8192, 790.0, cache="hot", pace="back_to_back"))  # the peak finder, hot
+    rows.append(gemm(8192, 8192, 4096, 760.0, cache="cold", pace="idle", flush_method="read_sweep"))
+    dc, _ = _dc(rows)
+    matrix = dc.get("matrix", dtype="bfloat16")
+    assert matrix.value == pytest.approx(790.0)
+    assert (matrix.cache, matrix.pace, matrix.method) == ("hot", "back_to_back", "hot, back_to_back")
+    hbm = dc.get("hbm_rw")
+    assert (hbm.cache, hbm.flush_method, hbm.method) == ("cold", "write_sweep", "cold write_sweep, back_to_back")
+    assert hbm.as_dict()["method"] == hbm.method and hbm.as_dict()["pace"] == "back_to_back"
+    # a result stored without a method (an old frame) says nothing rather than something wrong
+    old = stream("stream_copy", 1 << 27, 3100.0)
+    del old["flush_method"], old["pace"]
+    dc_old, _ = _dc([old])
+    assert dc_old.get("hbm_rw").method == "cold" and dc_old.get("hbm_rw").pace is None

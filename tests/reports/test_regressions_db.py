@@ -79,6 +79,19 @@ def _rows() -> list[dict]:
     _series(rows, {o: None for o in range(RUNS - 5, RUNS + 1)}, n=10)  # never ok, recent runs
     _series(rows, {o: (None if o == 3 else v) for o, v in zip(range(3, RUNS + 1), _noise(11))}, n=11)  # starts at a tie
     _series(rows, dict(zip(range(3, RUNS + 1), _noise(13))), n=13)  # ok in both tied runs
+    # the flush method changed long before the newest runs, with a 6 % step: one segment in them
+    _series(rows, dict(zip(orders, _noise(14))), n=14,
+            flush_method=lambda o: "read_sweep" if o < 15 else "write_sweep")
+    for r in rows[-RUNS:]:
+        if int(r["run_id"][4:]) < 15:
+            r["median_ms"] /= 1.06
+    # ways that alternate (read, write for two nights, read again), and a 6 % step on the newest two
+    # nights, which changed method
+    _series(rows, dict(zip(orders, _noise(15))), n=15,
+            flush_method=lambda o: "write_sweep" if o in (10, 11) else "read_sweep")
+    changed = _noise(16)
+    changed[-2:] = [v * 1.06 for v in changed[-2:]]
+    _series(rows, dict(zip(orders, changed)), n=16, flush_method=lambda o: "write_sweep" if o > RUNS - 2 else "read_sweep")
     two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
     for r, v in zip(two_gpus, _noise(12)):
         r.update(device_uuid="GPU-1", median_ms=v)
@@ -123,6 +136,26 @@ def test_the_planted_series_get_their_verdicts(url):
     assert by_n[("11", "fp-h100")].segment_start_run == "run-0004"
     assert by_n[("13", "fp-h100")].segment_start_run == "run-0003"
     assert by_n[("9", "fp-h100")].status == by_n[("10", "fp-h100")].status == "insufficient_data"
+
+
+def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(url):
+    by_n = {v.case_key.split("n=")[-1]: v for v in load_verdicts(url) if v.device_fingerprint == "fp-h100"}
+    older = by_n["14"]  # changed at run 15, before the newest runs: found from the method spans
+    assert older.status == "ok" and older.segment_start_run == "run-0015" and older.n_points == RUNS
+    assert by_n["15"].segment_start_run == "run-0012"  # alternating: read again in full
+    newest = by_n["16"]  # the newest two nights, 6 % slower, measured the other way
+    assert newest.status == "insufficient_data" and newest.segment_start_run == f"run-{RUNS - 1:04d}"
+    assert not newest.flagged and not newest.change_points
+
+
+def test_method_spans_hold_each_way_of_measuring(url):
+    spans = query.series_method_spans(url)
+    mine = spans[spans["case_key"].str.endswith("n=14") & (spans["device_fingerprint"] == "fp-h100")]
+    by_method = mine.set_index("flush_method")
+    assert set(by_method.index) == {"read_sweep", "write_sweep"}
+    assert by_method.loc["write_sweep", "first_ok_run"] == "run-0015"
+    assert by_method.loc["read_sweep", "last_ok_start"] < by_method.loc["write_sweep", "first_ok_start"]
+    assert set(mine["pace"]) == {"back_to_back"}
 
 
 def test_series_summary_counts_the_ok_runs_of_every_series(url):
@@ -179,3 +212,18 @@ def test_the_verdicts_from_the_history_columns_are_those_read_from_the_database(
     columns = detect_with(ColumnsSource(history_columns(url)), **kw)
     assert [v.as_dict() for v in columns] == [v.as_dict() for v in read]
     assert [(v.points, v.n_points) for v in columns] == [(v.points, v.n_points) for v in read]
+
+
+def test_the_method_spans_from_the_history_columns_are_those_of_the_database(url):
+    """The report's column source finds where each way of measuring a series starts and ends as the
+    database's grouped query does (the windowed check renumbers segments by them)."""
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.history_verdicts import ColumnsSource
+
+    keys = ["case_key", "device_fingerprint", "flush_method", "pace"]
+    want = query.series_method_spans(url).sort_values(keys).reset_index(drop=True)
+    got = ColumnsSource(history_columns(url)).method_spans().sort_values(keys).reset_index(drop=True)
+    assert len(want) > 0 and want["flush_method"].nunique() == 2
+    assert got[keys + ["first_ok_run"]].equals(want[keys + ["first_ok_run"]])
+    for column in ("first_ok_start", "last_ok_start"):
+        assert list(pd.to_datetime(got[column], utc=True)) == list(pd.to_datetime(want[column], utc=True))

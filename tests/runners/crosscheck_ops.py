@@ -3,8 +3,9 @@
     planted_sometimes_slow  y = 2 x, correct; one call in `every` also sleeps `sleep_ms`.
 
 rooflab's median of single calls sees the fast calls (three in four by default); a peer that
-averages blocks of calls sees fast + sleep / every. The two must be marked as disagreeing, with
-the mean-against-median reason. (With one slow call in two, the median of an even number of
+averages blocks of calls sees fast + sleep / every. As configured the two are far apart (the
+difference of method, `sample: per call / block mean`); rooflab timed in the peer's mode (block
+means) must agree with the peer. (With one slow call in two, the median of an even number of
 samples is itself the mean of a fast and a slow call, so both timers would report the same
 figure: the plant needs the slow calls to be a minority.)
 """

@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any, ClassVar
 
+from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, hot_mode
 from rooflab.runners.crosscheck.peer import PeerClock, PeerName, PeerTiming, run_in_own_process
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
@@ -54,8 +55,8 @@ class OncePerProcessPeer:
     def unavailable_reason(self, device: DeviceInfo) -> str | None:
         return None
 
-    def cache_for(self, case: Case) -> CacheMode:
-        return CacheMode.HOT
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        return hot_mode(device, hold=None, clock=Clock.HOST, sample=Sample.BLOCK_MEAN)
 
     def time(self, fn: Any, *, case: Case, device: DeviceInfo, sync: Any) -> PeerTiming:
         raise AssertionError("an own-process peer is never asked to time in the parent")

@@ -105,10 +105,15 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
     overall = next(s for s in report.summaries if s.peer == "torch" and s.family == "all")
     low, high = GEOMEAN_BAND
     assert low <= overall.ratio_geomean <= high, [(c.case_key, c.ratio) for c in ok]
+    assert low <= overall.in_mode_ratio_geomean <= high, [(c.case_key, c.in_mode_ratio) for c in ok]
     for c in ok:
         assert c.peer_cache == "hot" and c.peer_clock == "host_block_mean"
-        assert len(c.rooflab_rounds_ms) == 3 and len(c.peer_rounds_ms) == 3
+        assert len(c.rooflab_rounds_ms) == 3 and len(c.peer_rounds_ms) == 3 and len(c.in_mode_rounds_ms) == 3
         assert c.ratio == pytest.approx(c.rooflab_median_ms / c.peer_median_ms)
+        assert c.in_mode_ratio == pytest.approx(c.in_mode_median_ms / c.peer_median_ms)
+        # hot against hot: the one method difference is what a sample is
+        assert c.method_differences == ("sample: per call / block mean",)
+        assert c.peer_mode == "hot, back_to_back, host, block mean" and c.rooflab_mode == "hot, back_to_back, host, per call"
     # every row is in the database, linked to the run, the case and the device
     frame = crosscheck_frame(db)
     assert len(frame) == 4 * 4  # four cases x (torch + three GPU peers skipped on a CPU)
@@ -116,44 +121,71 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
     torch_rows = frame[frame["peer"] == "torch"]
     assert set(torch_rows["status"]) == {"ok"}
     assert sorted(torch_rows["ratio"]) == pytest.approx(sorted(c.ratio for c in ok))
+    assert sorted(torch_rows["in_mode_ratio"]) == pytest.approx(sorted(c.in_mode_ratio for c in ok))
+    assert all(list(d) == ["sample: per call / block mean"] for d in torch_rows["method_differences"])
     skipped = frame[frame["peer"] != "torch"]
     assert set(skipped["status"]) == {"skipped"} and skipped["error"].str.contains("CUDA").all()
 
 
 @pytest.mark.usefixtures("quiet_machine")
-def test_a_callable_that_is_sometimes_slow_is_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_method_difference_is_shown_apart_and_the_same_mode_agrees(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """One call in four sleeps 2 ms: rooflab's per-call median sees the fast calls, torch's block
+    means carry a quarter of each sleep. As configured the two differ by far more than their spread
+    (the method difference, named); timed in torch's mode (host block means), rooflab agrees."""
     monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
     db = f"sqlite:///{tmp_path / 'x.db'}"
     report = run_crosscheck(_spec(tmp_path, PLANTED_SPEC, "planted"), db_url=db, device="cpu", peers="torch",
                             rounds=2, command_line="test")
     (check,) = report.checks
     assert check.status == "ok"
-    # rooflab's median sees the fast calls; torch's block means carry a quarter of each 2 ms sleep
-    assert check.peer_median_ms - check.rooflab_median_ms > 0.3
-    assert check.disagrees and check.likely_reason == "mean_vs_median"
+    assert check.peer_median_ms - check.rooflab_median_ms > 0.3  # as configured: a quarter of 2 ms apart
+    assert check.method_differences == ("sample: per call / block mean",)
+    # in torch's mode: the same figure, up to what a loaded 2-core machine does to a 0.2 s block
+    # timing (a factor of two, a peer timing two calls per call, would be far outside)
+    assert 0.7 < check.in_mode_ratio < 1.4 and check.ratio < 0.8 and check.ratio < 0.7 * check.in_mode_ratio
+    assert not check.disagrees and check.likely_reason is None
     assert not check.contended and check.contention_reasons == ()
     row = crosscheck_frame(db).iloc[0]
-    assert bool(row["disagrees"]) and row["likely_reason"] == "mean_vs_median"
+    assert not bool(row["disagrees"]) and row["in_mode_ratio"] == pytest.approx(check.in_mode_ratio)
+    assert row["peer_mode"] == "hot, back_to_back, host, block mean"
     assert not bool(row["contended"]) and list(row["contention_reasons"]) == []
+
+
+class TwoCallsPerCallPeer(TorchTimerPeer):
+    """A planted wrong peer: torch's Timer, but its figure is twice what it measured."""
+
+    def time(self, fn, *, case, device, sync):  # type: ignore[no-untyped-def] - the Peer protocol's signature
+        t = super().time(fn, case=case, device=device, sync=sync)
+        return type(t)(2 * t.median_ms, tuple(2 * x for x in t.samples_ms), t.cache, t.clock)
+
+
+@pytest.mark.usefixtures("quiet_machine")
+def test_a_peer_off_by_two_disagrees_in_its_own_mode(tmp_path: Path) -> None:
+    report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=f"sqlite:///{tmp_path / 'x.db'}",
+                            device="cpu", rounds=1, command_line="test", filters=["op=matmul"],
+                            peer_objects=[TwoCallsPerCallPeer()])
+    (check,) = report.checks
+    assert check.disagrees and check.likely_reason is None  # the same mode: no method explains it
+    assert 0.35 < check.in_mode_ratio < 0.7
 
 
 def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A load average far above the CPUs while the case is timed: the row is contended with the
-    reason, a disagreement is put down to it, the stored row says so, the summary has no geometric
-    mean, and the printed table says what was left out."""
+    reason, a disagreement (a peer off by two) is put down to it, the stored row says so, the
+    summary has no geometric mean, and the printed table says what was left out."""
     import io
 
     from rich.console import Console
 
     from rooflab.runners.crosscheck.render import render
 
-    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
     _machine(tmp_path, monkeypatch, 99.0)
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    report = run_crosscheck(_spec(tmp_path, PLANTED_SPEC, "planted"), db_url=db, device="cpu", peers="torch",
-                            rounds=2, command_line="test")
+    report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=db, device="cpu", rounds=1,
+                            command_line="test", filters=["op=matmul"], peer_objects=[TwoCallsPerCallPeer()])
     (check,) = report.checks
     assert check.status == "ok" and check.contended
     assert len(check.contention_reasons) == 1 and check.contention_reasons[0].startswith("load average 99.00 above")

@@ -1,8 +1,10 @@
 """The GPU peers against rooflab on a CUDA device (skipped without one, or without the peer's package).
 
-Cases of about a millisecond (a 256 MiB copy, a 4096^3 bf16 GEMM) are far from launch overhead,
-so every peer must agree with rooflab in the same cache mode within 10 %, and do_bench (always
-cold) must be no faster than rooflab's hot figure for a case that does not fit in L2."""
+Cases of a few hundred microseconds (a 256 MiB copy, a 4096^3 bf16 GEMM) are far from launch
+overhead, so every peer must agree with rooflab as configured in the same cache mode within 10 %,
+rooflab timed in the peer's own mode within 2 % (issue 20's goal for kernels of 50 us and more),
+and do_bench (always cold) must be no faster than rooflab's hot figure for a case that does not
+fit in L2."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -64,6 +66,7 @@ def test_gpu_peer_agrees_in_the_same_cache_mode(tmp_path: Path, peer: PeerName, 
     for c in checks:
         assert c.peer_cache == cache
         assert 0.9 <= c.ratio <= 1.1, (c.case_key, c.ratio, c.rooflab_median_ms, c.peer_median_ms)
+        assert 0.98 <= c.in_mode_ratio <= 1.02, (c.case_key, c.peer_mode, c.in_mode_median_ms, c.peer_median_ms)
 
 
 def test_do_bench_is_cold_even_for_a_hot_case(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The cross-check's rules on known numbers: spreads, disagreement, likely reasons, summaries, --peers."""
+"""The cross-check's rules on known numbers: spreads, disagreement (on the in-mode figures), the
+peers' modes and how they differ from rooflab's, summaries, --peers."""
 from __future__ import annotations
 
 import math
@@ -7,21 +8,22 @@ import random
 import pytest
 
 from rooflab.db.crosscheck import geometric_mean, worst
-from rooflab.runners.crosscheck.peer import Peer, PeerClock, PeerName
+from rooflab.runners.errors import UserInputError
+from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, configured_mode, differences
+from rooflab.runners.crosscheck.peer import Peer, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
-from rooflab.runners.crosscheck.verdict import (
-    LAUNCH_SCALE_MS,
-    REASON_TEXT,
-    Reason,
-    TimerSummary,
-    agreement,
-    disagrees,
-    likely_reason,
-    summarize_timer,
-)
-from rooflab.runners.errors import UserInputError
-from rooflab.vocab import CacheMode
+from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, TimerSummary, agreement, disagrees, summarize_timer
+from rooflab.suite.case import Case
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.timing import TimingSettings
+
+H100 = DeviceInfo(kind="cuda", name="H100", torch_device="cuda:0", memory_bytes=80 << 30, l2_bytes=50 << 20)
+CPU = DeviceInfo(kind="cpu", name="cpu", torch_device="cpu", memory_bytes=16 << 30, l2_bytes=32 << 20)
+
+
+def _case(cache: str) -> Case:
+    return Case("copy", 1, "pointwise", "eager", "float32", cache, "launch", {"n": 1 << 26})
 
 
 def test_figure_is_the_median_of_rounds_and_spread_the_larger_of_drift_and_noise() -> None:
@@ -42,29 +44,46 @@ def test_disagreement_needs_a_gap_larger_than_either_spread() -> None:
     assert not disagrees(TimerSummary(1.0, 0.5, (1.0,)), TimerSummary(1.3, 0.01, (1.3,)))  # rooflab's own spread
 
 
-def _reason(**kw):  # type: ignore[no-untyped-def] - a test helper, left untyped
-    base = dict(rooflab_ms=1.0, rooflab_mean_ms=1.0, peer_ms=0.5, case_cache="cold", peer_cache=CacheMode.HOT,
-                peer_clock=PeerClock.HOST_BLOCK_MEAN, on_gpu=False)
-    return likely_reason(**(base | kw))
+def test_agreement_is_judged_on_the_in_mode_figures_only() -> None:
+    peer = TimerSummary(2.1, 0.01, (2.1,))
+    same = agreement(TimerSummary(2.1, 0.01, (2.1,)), peer)
+    assert same.ratio == pytest.approx(1.0) and not same.disagrees and same.reason is None
+    apart = agreement(TimerSummary(2.5, 0.01, (2.5,)), peer)
+    assert apart.disagrees and apart.reason is None  # the same mode: no method difference explains it
+    busy = agreement(TimerSummary(2.5, 0.01, (2.5,)), peer, contended=True)
+    assert busy.disagrees and busy.reason is Reason.CONTENDED and busy.ratio == pytest.approx(2.5 / 2.1)
 
 
-def test_likely_reasons() -> None:
-    assert _reason() is Reason.COLD_VS_HOT  # cold rooflab slower than a hot peer
-    assert _reason(peer_ms=2.0) is None  # cold slower is the explanation, not cold faster
-    assert _reason(case_cache="hot", peer_cache=CacheMode.COLD, peer_ms=2.0,
-                   peer_clock=PeerClock.DEVICE_EVENTS_PER_CALL) is Reason.COLD_VS_HOT
-    assert _reason(case_cache="hot", peer_ms=2.0, rooflab_mean_ms=1.9) is Reason.MEAN_VS_MEDIAN
-    assert _reason(case_cache="hot", peer_ms=2.0, on_gpu=True) is Reason.HOST_TIME
-    assert _reason(case_cache="hot", rooflab_ms=LAUNCH_SCALE_MS / 5, rooflab_mean_ms=LAUNCH_SCALE_MS / 5, peer_ms=0.02,
-                   peer_cache=CacheMode.HOT, peer_clock=PeerClock.DEVICE_EVENTS_PER_CALL, on_gpu=True) is Reason.LAUNCH_OVERHEAD
-    assert _reason(case_cache="hot", rooflab_ms=1.0, peer_ms=2.0, peer_clock=PeerClock.DEVICE_EVENTS_PER_CALL,
-                   on_gpu=True) is None  # a long kernel: launch overhead cannot explain it
+def test_each_peer_states_its_mode_as_its_code_times() -> None:
+    """docs/crosscheck.md's table of modes, held against the peers' mode_for."""
+    cold, hot = _case("cold"), _case("hot")
+    modes = {name: make_peer(name) for name in PeerName}
+    do_bench = modes[PeerName.DO_BENCH].mode_for(hot, H100)  # cold whatever the case asks
+    assert do_bench.label() == "cold (write_sweep 256 MiB), back_to_back, unheld, device, per call"
+    nv_cold = modes[PeerName.NVBENCH].mode_for(cold, H100)
+    assert nv_cold.label() == "cold (write_sweep 50 MiB), idle, held, device, per call"
+    assert modes[PeerName.NVBENCH].mode_for(cold, H100, op_syncs=True).hold == "sync_per_sample"
+    assert modes[PeerName.NVBENCH].mode_for(hot, H100).label() == "hot, back_to_back, sync_per_sample, device, block mean"
+    assert modes[PeerName.TORCH].mode_for(cold, H100).label() == "hot, back_to_back, host, block mean"
+    assert modes[PeerName.CUPYX].mode_for(cold, H100).label() == "hot, back_to_back, sync_per_sample, device, per call"
+    assert modes[PeerName.TORCH].mode_for(cold, CPU).hold is None  # a CPU has nothing to hold
 
 
-def test_agreement_gives_the_ratio_and_no_reason_when_they_agree() -> None:
-    a = agreement(TimerSummary(2.0, 0.1, (2.0,)), TimerSummary(2.1, 0.1, (2.1,)), rooflab_mean_ms=2.0,
-                  case_cache="hot", peer_cache=CacheMode.HOT, peer_clock=PeerClock.HOST_BLOCK_MEAN, on_gpu=False)
-    assert a.ratio == pytest.approx(2.0 / 2.1) and not a.disagrees and a.reason is None
+def test_the_method_difference_is_named_by_the_aspects_that_differ() -> None:
+    ours = configured_mode(_case("cold"), TimingSettings(), H100)
+    assert ours.label() == "cold (write_sweep 100 MiB), back_to_back, held, device, per call"
+    nvbench = make_peer(PeerName.NVBENCH).mode_for(_case("cold"), H100)
+    assert differences(ours, nvbench) == ("cache: cold (write_sweep 100 MiB) / cold (write_sweep 50 MiB)",
+                                          "pace: back_to_back / idle")
+    assert differences(ours, ours) == ()
+    read_idle = configured_mode(_case("cold"), TimingSettings(flush_method="read_sweep", pace="idle"), H100)
+    assert read_idle.flush_method == "read_sweep" and "pace: idle / back_to_back" in differences(read_idle, ours)
+    torch_cpu = make_peer(PeerName.TORCH).mode_for(_case("cold"), CPU)
+    on_cpu = differences(configured_mode(_case("cold"), TimingSettings(), CPU), torch_cpu)
+    assert on_cpu == ("cache: cold (write_sweep 64 MiB) / hot", "sample: per call / block mean")
+    hot_cpu = configured_mode(_case("hot"), TimingSettings(), CPU)
+    assert differences(hot_cpu, torch_cpu) == ("sample: per call / block mean",)
+    assert isinstance(hot_cpu, TimerMode) and hot_cpu.clock is Clock.HOST and hot_cpu.sample is Sample.PER_CALL
 
 
 def test_geometric_mean_and_worst_case() -> None:
@@ -76,7 +95,7 @@ def test_geometric_mean_and_worst_case() -> None:
 def test_summaries_per_peer_and_family() -> None:
     def check(key: str, family: str, ratio: float, peer: str = "torch", status: str = "ok") -> PeerCheck:
         return PeerCheck(key, "op", family, "hot", peer, "1", status, ratio=ratio if status == "ok" else None,
-                         disagrees=ratio > 1.5)
+                         disagrees=ratio > 1.5, in_mode_ratio=1.0 + (ratio - 1.0) / 10 if status == "ok" else None)
 
     checks = [check("a", "gemm", 2.0), check("b", "gemm", 0.5), check("c", "pointwise", 1.0),
               check("d", "pointwise", 3.0, status="failed"), check("e", "gemm", 4.0, peer="do_bench")]
@@ -84,18 +103,11 @@ def test_summaries_per_peer_and_family() -> None:
     assert by[("torch", "all")].cases == 3 and by[("torch", "all")].ratio_geomean == pytest.approx(1.0)
     assert by[("torch", "gemm")].disagreements == 1 and by[("torch", "gemm")].worst_ratio in (2.0, 0.5)
     assert by[("do_bench", "all")].worst_case_key == "e" and math.isclose(by[("do_bench", "gemm")].ratio_geomean, 4.0)
+    gemm = by[("torch", "gemm")]  # the in-mode ratios: 1.1 and 0.95
+    assert gemm.in_mode_ratio_geomean == pytest.approx(math.sqrt(1.1 * 0.95)) and gemm.in_mode_worst_case_key == "a"
 
 
-def test_contended_comes_before_every_other_reason() -> None:
-    # cold rooflab slower than a hot peer would be cold_vs_hot; on a contended machine it is contended
-    kw = dict(rooflab_ms=2.0, rooflab_mean_ms=2.0, peer_ms=1.0, case_cache="cold", peer_cache=CacheMode.HOT,
-              peer_clock=PeerClock.HOST_BLOCK_MEAN, on_gpu=False)
-    assert likely_reason(**kw) is Reason.COLD_VS_HOT
-    assert likely_reason(**kw, contended=True) is Reason.CONTENDED
-    a, b = TimerSummary(2.0, 0.01, (2.0,)), TimerSummary(1.0, 0.01, (1.0,))
-    verdict = agreement(a, b, rooflab_mean_ms=2.0, case_cache="hot", peer_cache=CacheMode.HOT,
-                        peer_clock=PeerClock.DEVICE_EVENTS_PER_CALL, on_gpu=True, contended=True)
-    assert verdict.disagrees and verdict.reason is Reason.CONTENDED and verdict.ratio == 2.0
+def test_contended_text() -> None:
     assert REASON_TEXT[Reason.CONTENDED].startswith("the machine was contended")
 
 
@@ -121,3 +133,23 @@ def test_peers_option() -> None:
             parse_peers(bad)
     for name in PeerName:
         assert isinstance(make_peer(name), Peer) and make_peer(name).name is name
+
+
+def test_a_block_of_the_timers_size_by_the_timers_rule() -> None:
+    """torch's blocked_autorange rule on a fake clock: a call of 1 us grows to the first power of ten
+    whose block outlasts 1e4 x the overhead of an empty timing; a call of 300 ms is one block."""
+    from rooflab.runners.crosscheck.mode import timer_block_calls
+
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1e-7  # every clock read costs 0.1 us: the overhead of an empty timing is 0.1 us
+        return now[0]
+
+    def call(seconds: float):  # type: ignore[no-untyped-def] - a test helper, left untyped
+        def run() -> None:
+            now[0] += seconds
+        return run
+
+    assert timer_block_calls(call(1e-6), lambda: None, clock) == 1000  # 1 ms block: 1e-4 x 1 ms > 0.1 us
+    assert timer_block_calls(call(0.3), lambda: None, clock) == 1

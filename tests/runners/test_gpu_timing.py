@@ -60,14 +60,19 @@ def test_cuda_flush_buffer_is_sized_from_the_device_l2(gpu) -> None:
     _, device = gpu
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flusher = CudaFlusher(device)
-    assert flusher.flush_bytes >= 2 * l2
+    assert flusher.flush_bytes >= 2 * l2 and flusher.flush_method == "write_sweep"
     assert flusher._words.numel() * flusher._words.element_size() == flusher.flush_bytes
     before = flusher._words.clone()
     flusher.flush()
     torch.cuda.synchronize()
-    assert torch.equal(flusher._words, before)  # a read-only sweep
+    assert not torch.equal(flusher._words, before) and bool((flusher._words == flusher._words[0]).all())  # written
+    reader = flusher.using("read_sweep")
+    written = flusher._words.clone()
+    reader.flush()
+    torch.cuda.synchronize()
+    assert torch.equal(reader._words, written)  # a read-only sweep of the same buffer
     r = measure(lambda: None, device=device, settings=QUICK, cache="cold", timing_mode="launch")
-    assert r.method.flush_bytes >= 2 * l2 and r.method.clock == "cuda_events" and r.method.flush_method == "read_sweep"
+    assert r.method.flush_bytes >= 2 * l2 and r.method.clock == "cuda_events" and r.method.flush_method == "write_sweep"
 
 
 def test_events_agree_with_an_independent_timer_on_a_long_gemm(gpu) -> None:

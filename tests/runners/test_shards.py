@@ -185,6 +185,9 @@ def test_sampling_time_known_answers():
     # cold adds the flush to each sample
     cold = sampling_time_s(0.02, SETTINGS, "cold")
     assert cold == pytest.approx(0.08 + 10 * (0.02 + shards.COLD_FLUSH_S))
+    # pace idle rests about as long as each sample after it
+    idle = sampling_time_s(0.02, SETTINGS.override({"pace": "idle"}), "hot")
+    assert idle == pytest.approx(0.08 + 10 * (0.02 + 0.02))
 
 
 class _FakeOp:

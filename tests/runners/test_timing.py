@@ -103,6 +103,66 @@ def test_default_cold_flusher_is_sized_from_the_device() -> None:
     assert r.method.flush_bytes >= 2 * 777_777
 
 
+def test_default_cold_flush_writes_and_read_sweep_is_a_setting() -> None:
+    device = DeviceInfo(kind="cpu", name="c", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=64 * 1024)
+    written = measure(busy_wait(0.02), device=device, settings=FAST, cache="cold", timing_mode="launch")
+    read = measure(busy_wait(0.02), device=device, settings=FAST.override({"flush_method": "read_sweep"}),
+                   cache="cold", timing_mode="launch")
+    assert (written.method.flush_method, read.method.flush_method) == ("write_sweep", "read_sweep")
+    assert written.method.pace == read.method.pace == "back_to_back"
+
+
+@pytest.mark.parametrize("pace", ["back_to_back", "idle"])
+def test_pace_idle_rests_after_each_sample_for_its_own_duration(monkeypatch: pytest.MonkeyPatch, pace: str) -> None:
+    from rooflab.runners.engine import timers
+    from rooflab.suite.timing import IDLE_MAX_MS, idle_after_ms
+
+    log: list[tuple[str, float]] = []
+
+    def fn() -> None:
+        log.append(("call", 0.0))
+        time.sleep(0.002)
+
+    monkeypatch.setattr(timers, "pause_s", lambda seconds: log.append(("pause", seconds * 1e3)))
+    r = measure(fn, device=CPU, settings=FAST.override({"pace": pace}), cache="hot", timing_mode="launch")
+    assert r.method.pace == pace
+    pauses = [ms for what, ms in log if what == "pause"]
+    if pace == "back_to_back":
+        assert pauses == []
+        return
+    assert len(pauses) == r.stats.n_samples  # one rest per sample, none in warmup
+    assert [p for p in pauses] == pytest.approx([idle_after_ms(s) for s in r.samples_ms])
+    assert all(p >= s for p, s in zip(pauses, r.samples_ms, strict=True))  # at least the sample's own time
+    assert idle_after_ms(10 * IDLE_MAX_MS) == IDLE_MAX_MS  # ... within the bound
+
+
+def test_pace_idle_leaves_the_machine_idle_as_long_as_it_worked() -> None:
+    settings = FAST.override({"pace": "idle", "min_time_ms": 0, "max_time_ms": 5000})
+    paced = measure(busy_wait(2.0), device=CPU, settings=settings, cache="hot", timing_mode="launch")
+    assert paced.method.sampling_ms >= 2 * sum(paced.samples_ms)  # a rest of at least each sample's length
+
+
+def test_host_block_mean_and_device_block_mean_divide_by_the_calls() -> None:
+    from rooflab.vocab import SampleKind
+
+    calls = {"n": 0}
+
+    def fn() -> None:
+        calls["n"] += 1
+        time.sleep(0.0005)
+
+    host = measure(fn, device=CPU, settings=FAST, cache="hot", timing_mode="launch",
+                   sample_kind=SampleKind.HOST_PER_LAUNCH, calls_per_sample=7)
+    assert host.method.launches_per_sample == 7 and 0.5 <= host.stats.median_ms < 1.5
+    calls["n"] = 0
+    block = measure(fn, device=CPU, settings=FAST, cache="hot", timing_mode="launch", calls_per_sample=5,
+                    first_call_ms=0.0)
+    assert block.method.launches_per_sample == 5 and 0.5 <= block.stats.median_ms < 1.5
+    assert calls["n"] == 5 * (block.method.warmup_calls + block.stats.n_samples)
+    with pytest.raises(ValueError, match="calls_per_sample"):
+        measure(fn, device=CPU, settings=FAST, cache="hot", timing_mode="launch", calls_per_sample=0)
+
+
 def test_first_call_is_timed_apart_from_the_samples() -> None:
     calls = {"n": 0}
 

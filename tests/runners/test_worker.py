@@ -50,7 +50,15 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
     assert out.method.stop_reason in ("converged", "clock_resolution", "noise_settled", "max_time", "max_samples")
     assert (out.method.flush_bytes > 0) == (cache == "cold")
     assert out.method.sync_method == "none"  # host time on a CPU: nothing to hold
-    assert out.method.flush_method == ("read_sweep" if cache == "cold" else "none")
+    assert out.method.flush_method == ("write_sweep" if cache == "cold" else "none")  # cold means after a write
+    assert out.method.pace == "back_to_back"
+
+
+def test_flush_method_and_pace_come_from_the_settings_and_are_recorded() -> None:
+    out = run(planted("planted_scale", cache="cold"), {"flush_method": "read_sweep", "pace": "idle"})
+    assert out.status == "ok", out.error
+    assert (out.method.flush_method, out.method.pace) == ("read_sweep", "idle")
+    assert out.method.flush_bytes >= 2 * CPU.l2_bytes
 
 
 def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:

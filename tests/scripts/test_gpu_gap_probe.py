@@ -1,5 +1,6 @@
-"""scripts/gpu_gap_probe.py off a GPU: its summary arithmetic, its write-sweep flusher through
-rooflab's engine, and the skip it reports without CUDA."""
+"""scripts/gpu_gap_probe.py off a GPU: its summary arithmetic, its probes through rooflab's engine on
+a CPU (flush by writing and by reading, pace back to back and idle), and the skip it reports
+without CUDA."""
 from __future__ import annotations
 
 import pytest
@@ -24,22 +25,23 @@ def test_figure_is_rooflabs_summary_in_microseconds(probe):
         probe.figure("z", [])
 
 
-def test_the_write_flusher_writes_its_whole_buffer_and_the_engine_records_it(probe):
-    import torch
+def test_the_probes_run_through_the_engine_each_in_its_own_way(probe, monkeypatch):
+    from rooflab.suite.device import DeviceInfo
 
-    from rooflab.runners.engine.timing import measure
-    from rooflab.runners.machine.environment import capture
-    from rooflab.suite.timing import TimingSettings
-
-    _, device = capture("cpu")
-    flusher = probe.WriteFlusher(1 << 20, "cpu")
-    flusher._words.random_()
-    flusher.flush()
-    assert int(flusher._words.count_nonzero()) == 0 and flusher._words.numel() * 8 == 1 << 20
-    x = torch.randn(4096)
-    settings = TimingSettings(warmup_ms=1, warmup_calls=1, min_samples=5, min_time_ms=1, max_time_ms=50)
-    r = measure(lambda: x * 2, device=device, settings=settings, cache="cold", timing_mode="launch", flusher=flusher)
-    assert r.method.flush_method == "write_sweep" and r.method.flush_bytes == 1 << 20 and r.stats.n_samples >= 5
+    monkeypatch.setitem(probe.COPY_ELEMENTS, "cpu", 1 << 16)
+    monkeypatch.setitem(probe.GEMM_SIZE, "cpu", 64)
+    monkeypatch.setattr(probe, "PROBE_TIMING", probe.PROBE_TIMING | {"min_samples": 10, "min_time_ms": 10,
+                                                                     "max_time_ms": 100})
+    small = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=256 * 1024)
+    flush = probe.flush_probe(small)
+    assert [f.note.split(", hold")[0] for f in flush] == ["cold, flush write_sweep, pace back_to_back",
+                                                         "cold, flush read_sweep, pace back_to_back"]
+    pace = probe.pace_probe(small)
+    assert [f.note.split(", hold")[0] for f in pace] == ["cold, flush write_sweep, pace back_to_back",
+                                                        "cold, flush write_sweep, pace idle",
+                                                        "hot, flush none, pace back_to_back"]
+    assert all(f.n >= 10 and f.median_us > 0 and f.sm_clock_mhz is None for f in flush + pace)
+    assert "| matmul float32 64^3, cold, idle between samples |" in probe.markdown(pace, "test cpu")
 
 
 def test_without_cuda_it_says_skip_and_exits_3(probe, capsys, monkeypatch):

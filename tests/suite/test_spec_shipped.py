@@ -88,6 +88,9 @@ def test_roofline_probes(ops) -> None:
     assert fma == {(d, 2**e) for d in ("float32", "float16", "bfloat16", "float64") for e in range(11)}
     peak_dtypes = {c.dtype for c in cuda if c.benchmark == "gemm_peak"}
     assert peak_dtypes == {"float64", "float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"}
+    # the matrix roof is what the part sustains: the peak finder runs hot, back to back
+    peak = [c for c in cuda if c.benchmark == "gemm_peak"]
+    assert {(c.cache, c.timing.pace) for c in peak} == {("hot", "back_to_back")}
     assert {(c.backend, c.timing_mode) for c in cuda if c.op == "launch"} == {
         ("eager", "launch"),
         ("eager", "graph"),
@@ -96,6 +99,7 @@ def test_roofline_probes(ops) -> None:
     }
     cpu = expand(spec, "cpu", ops=ops)
     assert cpu and all(c.timing_mode == "launch" for c in cpu)
+    assert {c.cache for c in cpu if c.benchmark == "cpu_gemm_peak"} == {"hot"}
     assert min(_stream_bytes(cpu, ops, "cold")) >= 4 * CPU_LLC_BYTES
 
 
