@@ -5,7 +5,7 @@ Who fills what (docs/development.md, "Adding a measured field"):
 - the timing engine (runners.engine.timing) returns the samples, their `Statistics` and the
   `TimingMethod` it used;
 - the worker (runners.orchestration.worker) adds its `MachineObservation` (clocks, power, quality)
-  and the status, and sends them to the supervisor as a `runners.orchestration.worker.CaseOutcome`;
+  and the status, and sends them to the supervisor as a `runners.orchestration.messages.CaseOutcome`;
 - the supervisor adds the `Identity` (run, case, device) and the op's `WorkModel`, and hands the
   `MeasurementRecord` to `db.store.ResultStore.add_measurement`.
 

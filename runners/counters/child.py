@@ -1,7 +1,7 @@
 """The profiled process: `python -m rooflab.runners.counters.child REQUEST`, run under ncu.
 
 It prepares the case of REQUEST exactly as a worker does (pin the device, capture it, load the ops
-and plugins, then runners.orchestration.worker.ready_case: skip checks, inputs from the same seed,
+and plugins, then runners.orchestration.prepare.ready_case: skip checks, inputs from the same seed,
 first call, float64 check), then makes ONE call of the timed callable inside the NVTX range that
 ncu's `--nvtx-include` selects, waits for it, and exits. Everything before the range (compilation,
 autotuning, the first call, the check) is left out of what ncu profiles.
@@ -28,7 +28,7 @@ from rooflab.runners.counters.ncu import RANGE
 
 @dataclass(frozen=True)
 class ChildRequest:
-    case_request: Any  # runners.orchestration.worker.CaseRequest
+    case_request: Any  # runners.orchestration.messages.CaseRequest
     torch_device: str  # "cuda:0"
     result_path: str
 
@@ -56,7 +56,9 @@ def nvtx_range(name: str, on_cuda: bool) -> Iterator[None]:
 def profile_one_call(request: ChildRequest) -> dict[str, Any]:
     """Prepare as a worker does, then one call inside the range; the result file's content."""
     from rooflab.runners.machine.environment import capture
-    from rooflab.runners.orchestration.worker import CaseOutcome, _pin, _synchronize, ready_case
+    from rooflab.runners.orchestration.messages import CaseOutcome
+    from rooflab.runners.orchestration.prepare import ready_case, synchronize
+    from rooflab.runners.orchestration.worker import _pin
     from rooflab.suite.ops.registry import all_ops
     from rooflab.vocab import ResultStatus
 
@@ -68,10 +70,10 @@ def profile_one_call(request: ChildRequest) -> dict[str, Any]:
         first_call_ms = ready.method.first_call_ms if ready.method is not None else None
         return {"status": str(ready.status), "error": ready.error, "first_call_ms": first_call_ms}
     prepared = ready.prepared
-    _synchronize(device, prepared.sync)
+    synchronize(device, prepared.sync)
     with nvtx_range(RANGE, device.is_cuda):
         prepared.fn()
-        _synchronize(device, prepared.sync)
+        synchronize(device, prepared.sync)
     return {"status": str(ResultStatus.OK), "error": None, "first_call_ms": ready.first_call_ms}
 
 

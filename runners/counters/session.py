@@ -170,7 +170,7 @@ def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: st
     is dropped (and reported missing) and the pass made once more. CountersRefusal when ncu may not
     read the counters. `keep`: a folder where ncu's report (CSV) and what the pass printed are kept."""
     from rooflab.runners.counters.child import ChildRequest, write_request
-    from rooflab.runners.orchestration.worker import CaseRequest
+    from rooflab.runners.orchestration.messages import CaseRequest
 
     asked, dropped = list(base.metrics), []
     with tempfile.TemporaryDirectory(prefix="rooflab-counters-") as tmp:

@@ -114,8 +114,9 @@ def check_case(
     timing_overrides: dict[str, Any] | None = None,
 ) -> list[PeerCheck]:
     """Prepare `case` as a worker does, time it `rounds` times (see the module doc), judge."""
-    from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest, _release_quietly, describe_exception
-    from rooflab.runners.orchestration.worker import ready_case as prepare
+    from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+    from rooflab.runners.orchestration.prepare import ready_case as prepare
+    from rooflab.runners.orchestration.worker import _release_quietly, describe_exception
 
     versions = {p.name: p.version() for p in peers}
 
@@ -162,7 +163,7 @@ def check_case(
 def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[_PeerRounds], rounds: int,
                  describe: Callable[[BaseException], str]) -> tuple[_Rounds, dict[TimerMode, _Rounds], TimerMode]:
     """Every round of rooflab as configured, of rooflab in each peer's mode and of each in-process peer."""
-    from rooflab.runners.orchestration.worker import time_ready
+    from rooflab.runners.orchestration.prepare import time_ready
 
     configured = configured_mode(case, ready.settings, device)
     op_syncs = ready.prepared.sync is not None
@@ -201,12 +202,12 @@ class _BlockSizes:
 
     def __call__(self, mode: TimerMode) -> int:
         if mode.clock not in self._sizes:
-            fn, sync = self._ready.prepared.fn, self._synchronize()
+            fn, sync = self._ready.prepared.fn, self.synchronize()
             pick = timer_block_calls if mode.clock is Clock.HOST else batch_calls
             self._sizes[mode.clock] = pick(fn, sync)
         return self._sizes[mode.clock]
 
-    def _synchronize(self) -> Callable[[], None]:
+    def synchronize(self) -> Callable[[], None]:
         sync = self._ready.prepared.sync
         if not self._device.is_cuda:
             return sync or (lambda: None)

@@ -123,7 +123,7 @@ def cold_mode(device: DeviceInfo, *, flush_bytes: int, pace: Pace, hold: HoldMod
 _BUFFERS: dict[tuple[str, int], CpuFlusher | CudaFlusher] = {}  # (device, bytes) -> flusher, one buffer each
 
 
-def _flusher(device: DeviceInfo, mode: TimerMode) -> CpuFlusher | CudaFlusher:
+def shared_flusher(device: DeviceInfo, mode: TimerMode) -> CpuFlusher | CudaFlusher:
     key = (device.torch_device, mode.flush_bytes)
     flusher = _BUFFERS.get(key)
     if flusher is None:
@@ -151,7 +151,7 @@ def measure_in_mode(ready: Any, device: DeviceInfo, mode: TimerMode,
     return measure(
         prepared.fn, device=device, settings=ready.settings.override(overrides), cache=mode.cache,
         timing_mode=mode.timing_mode, sync=prepared.sync, graph_safe=prepared.graph_safe,
-        flusher=_flusher(device, mode) if cold else None,
+        flusher=shared_flusher(device, mode) if cold else None,
         sample_kind=SampleKind.HOST_PER_LAUNCH if host_block else SampleKind.DEVICE_TIME,
         first_call_ms=ready.first_call_ms, hold=mode.hold or HoldMode.HELD.value,
         calls_per_sample=block_calls(mode) if mode.sample is Sample.BLOCK_MEAN else None,

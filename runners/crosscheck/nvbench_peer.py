@@ -72,7 +72,8 @@ def run_in_child(request: Any, device: DeviceInfo, rounds: int) -> list[list[dic
     import cuda.bench as bench
     import torch
 
-    from rooflab.runners.orchestration.worker import CaseOutcome, ready_case
+    from rooflab.runners.orchestration.messages import CaseOutcome
+    from rooflab.runners.orchestration.prepare import ready_case
     from rooflab.suite.ops.registry import all_ops
 
     all_ops()  # plugins, as in a worker

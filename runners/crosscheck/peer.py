@@ -74,7 +74,7 @@ class OwnProcessPeer(Peer, Protocol):
     process of its own that prepares the case from the same request (and seed) as rooflab's."""
 
     def time_rounds(self, request: Any, *, device: DeviceInfo, rounds: int) -> list[PeerTiming]:
-        """One figure per round for the case of `request` (a runners.orchestration.worker.CaseRequest)."""
+        """One figure per round for the case of `request` (a runners.orchestration.messages.CaseRequest)."""
 
 
 def run_in_own_process(fn: Callable[..., T], args: tuple[Any, ...], *, timeout_s: float) -> T:

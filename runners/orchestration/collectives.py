@@ -27,6 +27,7 @@ from typing import Any
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import CollectiveRecord, WorkModel
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
 from rooflab.runners.orchestration.supervisor import (
     CaseResult,
@@ -35,7 +36,6 @@ from rooflab.runners.orchestration.supervisor import (
     default_case_timeout_s,
     worker_context,
 )
-from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, world_size

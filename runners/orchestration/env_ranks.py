@@ -151,8 +151,8 @@ class _Faults:
 
 def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str, ...], lead: _Lead | None,
            seed: int, overrides: Mapping[str, Any], faults: _Faults) -> int:
+    from rooflab.runners.orchestration.messages import CaseRequest
     from rooflab.runners.orchestration.rank_case import run_rank_case
-    from rooflab.runners.orchestration.worker import CaseRequest
 
     done = lead.done() if lead is not None else set()
     for case in cases:
@@ -211,7 +211,7 @@ class _Lead:
         self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size)))
 
     def keep_fault(self, case: Case, error: str, size: int) -> None:
-        from rooflab.runners.orchestration.worker import CaseOutcome
+        from rooflab.runners.orchestration.messages import CaseOutcome
         from rooflab.vocab import ResultStatus
 
         self.keep(case, CaseOutcome(case.case_key, ResultStatus.FAILED, error), None, size)

@@ -20,13 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rooflab.record import CollectiveRecord, TimingMethod
-from rooflab.runners.orchestration.worker import (
-    CaseOutcome,
-    CaseRequest,
-    case_seed,
-    describe_exception,
-    generic_skip_reason,
-)
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
+from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import FlushMethod, ResultStatus
 
@@ -88,7 +84,7 @@ def _cpu_threads(device: DeviceInfo, size: int) -> int | None:
     return threads
 
 
-def _synchronize(device: DeviceInfo) -> None:
+def synchronize(device: DeviceInfo) -> None:
     if device.is_cuda:
         import torch
 
@@ -112,10 +108,10 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: Any, *, ran
         settings = case.timing.override(dict(request.timing_overrides))
         threads = _cpu_threads(device, size)
         prepared = op.prepare(case, device, case_seed(request.seed, case.case_key))
-        _synchronize(device)
+        synchronize(device)
         t0 = time.perf_counter_ns()
         output = prepared.fn()
-        _synchronize(device)
+        synchronize(device)
         first_call_ms = (time.perf_counter_ns() - t0) / 1e6
         problem = prepared.check(output)
         output = None

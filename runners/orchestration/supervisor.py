@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod, WorkModel
-from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest, WorkerReady, describe_exception, worker_main
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
+from rooflab.runners.orchestration.worker import describe_exception, worker_main
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import ResultStatus, RunStatus

@@ -100,7 +100,7 @@ def main() -> int:
     parser.add_argument("--ranks", type=int, default=2)
     args = parser.parse_args()
     from rooflab.runners.orchestration.ranks import RankGroup
-    from rooflab.runners.orchestration.worker import CaseRequest
+    from rooflab.runners.orchestration.messages import CaseRequest
     from rooflab.suite.case import Case
     from rooflab.suite.ops.registry import get_op
     from rooflab.suite.timing import TimingSettings

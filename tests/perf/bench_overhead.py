@@ -56,7 +56,8 @@ def main() -> int:
     from rooflab.db.store import ResultStore
     from rooflab.runners.machine.environment import capture
     from rooflab.runners.orchestration.supervisor import _op_work_model, build_record
-    from rooflab.runners.orchestration.worker import CaseRequest, run_case
+    from rooflab.runners.orchestration.worker import run_case
+    from rooflab.runners.orchestration.messages import CaseRequest
     from rooflab.suite.ops.registry import all_ops
     from rooflab.suite.spec import apply_filters, expand, load_spec
 

@@ -13,7 +13,7 @@ from rooflab.db.collectives import straggler
 from rooflab.vocab import ResultStatus
 from rooflab.runners.crosscheck.session import check_case
 from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
-from rooflab.runners.orchestration.worker import CaseRequest
+from rooflab.runners.orchestration.messages import CaseRequest
 from tests.runners.collective_cases import alive, case, plugin_env
 
 ALL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")

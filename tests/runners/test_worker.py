@@ -6,7 +6,9 @@ import pickle
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from rooflab.runners.orchestration.worker import CaseOutcome, CaseRequest, case_seed, generic_skip_reason, run_case
+from rooflab.runners.orchestration.worker import run_case
+from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.registry import get_op
@@ -152,12 +154,12 @@ def test_a_lost_device_context_is_a_crash_and_retires_the_worker(monkeypatch: py
 
 
 def test_graph_mode_of_an_op_that_cannot_be_captured_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rooflab.runners.orchestration.worker as worker
+    import rooflab.runners.orchestration.prepare as prepare
 
     # a CUDA device whose tensors live on the host: the case gets as far as prepare, which is where
     # an op says that its call cannot be captured (graph_safe=False)
     gpu = DeviceInfo(kind="cuda", name="fake gpu", torch_device="cpu", memory_bytes=8 * 1024**3, l2_bytes=1024**2)
-    monkeypatch.setattr(worker, "_available_memory_bytes", lambda device: None)
+    monkeypatch.setattr(prepare, "_available_memory_bytes", lambda device: None)
     out = run(planted("planted_uncapturable", timing_mode="graph"), device=gpu)
     assert out.status == "skipped", out.error
     assert out.error is not None and "cannot be captured in a CUDA graph" in out.error

@@ -8,17 +8,19 @@ from typing import Any
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from rooflab.runners.orchestration import worker
-from rooflab.runners.orchestration.worker import PHASES, CaseRequest, check_key, run_case
+from rooflab.runners.orchestration import prepare, worker
+from rooflab.runners.orchestration.worker import run_case
+from rooflab.runners.orchestration.prepare import check_key
+from rooflab.runners.orchestration.messages import PHASES, CaseRequest
 from rooflab.suite.ops.registry import get_op
 from tests.runners.test_worker import CPU, planted
 
 
 @pytest.fixture(autouse=True)
 def fresh_verdicts() -> None:
-    worker._CHECK_VERDICTS.clear()
+    prepare._CHECK_VERDICTS.clear()
     yield
-    worker._CHECK_VERDICTS.clear()
+    prepare._CHECK_VERDICTS.clear()
 
 
 class CountingChecks:
@@ -104,7 +106,7 @@ def test_free_memory_counts_the_allocators_unused_cache(monkeypatch: pytest.Monk
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda dev: 30 << 30)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev: 2 << 30)
     # 10 GiB free at the driver + 28 GiB cached by torch and unused: a 30 GiB case fits
-    assert worker._available_memory_bytes(gpu) == 38 << 30
+    assert prepare._available_memory_bytes(gpu) == 38 << 30
 
 
 class CountingCalls:

@@ -363,7 +363,7 @@ def test_cuda_only_dtypes_and_graph_mode_are_skipped_on_the_cpu():
 
 def test_can_this_case_run_here_is_decided_once():
     """The worker asks suite.ops.base.case_skip_reason: one answer and one message per case."""
-    from rooflab.runners.orchestration.worker import generic_skip_reason
+    from rooflab.runners.orchestration.prepare import generic_skip_reason
 
     mm, layer = get_op("matmul"), get_op("transformer_block")
     cases = [
