@@ -78,10 +78,10 @@ class OwnProcessPeer(Peer, Protocol):
 
 
 def run_in_own_process(fn: Callable[..., T], args: tuple[Any, ...], *, timeout_s: float) -> T:
-    """`fn(*args)` in a fresh process started as workers are (runners.orchestration.supervisor.worker_context), with
+    """`fn(*args)` in a fresh process started as workers are (runners.orchestration.processes.worker_context), with
     this process's environment of now; an error in it, its death or no result in `timeout_s` raises
     (suite.child.ChildCallError) and the process is ended."""
-    from rooflab.runners.orchestration.supervisor import worker_context
+    from rooflab.runners.orchestration.processes import worker_context
     from rooflab.suite.child import ChildCall
 
     result: T = ChildCall(fn, args, worker_context()).result(timeout_s)

@@ -28,14 +28,10 @@ from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import CollectiveRecord, WorkModel
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+from rooflab.runners.orchestration.processes import worker_context
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
-from rooflab.runners.orchestration.supervisor import (
-    CaseResult,
-    LaneReport,
-    build_record,
-    default_case_timeout_s,
-    worker_context,
-)
+from rooflab.runners.orchestration.records import build_record
+from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, default_case_timeout_s
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, world_size

@@ -204,7 +204,7 @@ class _Lead:
     def keep(self, case: Case, outcome: Any, collective: Any, size: int) -> None:
         from rooflab.record import CollectiveRecord
         from rooflab.runners.orchestration.collectives import work_model_at
-        from rooflab.runners.orchestration.supervisor import build_record
+        from rooflab.runners.orchestration.records import build_record
 
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=self.environment.device_fingerprint,
                               device_uuid=self.uuid, shard=None, work_model=work_model_at(size))

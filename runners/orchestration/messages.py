@@ -37,7 +37,7 @@ class CaseRequest:
 class CaseOutcome:
     """One case as the worker measured it: the parts of the measurement record it fills (status,
     method, statistics, machine observation, raw samples, layer profile) and the worker's own
-    bookkeeping. The supervisor adds the identity and the work model (supervisor.build_record)."""
+    bookkeeping. The supervisor adds the identity and the work model (records.build_record)."""
 
     case_key: str
     status: str  # ok | incorrect | failed | skipped, or crashed when the device context was lost

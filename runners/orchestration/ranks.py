@@ -1,7 +1,7 @@
 """A group of rank processes on this node, for collective cases: started, used, torn down.
 
 `RankGroup(backend, devices)` starts one process per rank from the workers' fork server
-(runners.orchestration.supervisor.worker_context), rank r pinned to `devices[r]` ("cpu" for every
+(runners.orchestration.processes.worker_context), rank r pinned to `devices[r]` ("cpu" for every
 rank of a gloo group, "cuda:r" for NCCL). Their rendezvous is a torch.distributed FileStore in a
 private temporary folder that this group alone creates (mode 0700, a fresh random name), so two
 groups of one run, or of two runs at once on the machine, never meet; no fixed port is taken
@@ -45,8 +45,9 @@ from typing import Any
 
 from rooflab.record import EnvironmentRecord
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+from rooflab.runners.orchestration.processes import describe_exit, worker_context
 from rooflab.runners.orchestration.rank_case import RankReply, rank_device_text, run_rank_case
-from rooflab.runners.orchestration.supervisor import WORKER_START_TIMEOUT_S, describe_exit, worker_context
+from rooflab.runners.orchestration.supervisor import WORKER_START_TIMEOUT_S
 from rooflab.runners.orchestration.worker import _pin, _watch_supervisor, describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import ResultStatus

@@ -24,6 +24,7 @@ from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
 from rooflab.runners.orchestration.collectives import CollectivePhase, is_collective
+from rooflab.runners.orchestration.processes import prestart_worker_server
 from rooflab.runners.orchestration.run_options import (
     RunOptions,
     check_merged_settings,
@@ -31,7 +32,7 @@ from rooflab.runners.orchestration.run_options import (
     resolve_devices,
     validate_timing_overrides,
 )
-from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult, prestart_worker_server
+from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult
 from rooflab.suite.case import Case
 from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
 

@@ -6,27 +6,29 @@ sent; a worker that dies marks its case `crashed` (exit code or signal) and a fr
 the next case; a worker that outlives the per-case wall-clock limit is killed and its case marked
 `crashed` ("timed out"). The first SIGINT lets the cases in flight finish and be stored, then the
 run stops as `interrupted`; a second SIGINT (or a SIGTERM) stops at once. What was stored stays.
+
+(About 430 lines on purpose: one event loop and its handlers, a lane's whole life from start to
+the last result, read best in one place; the processes, the records and the messages are modules
+of their own.)
 """
 from __future__ import annotations
 
-import multiprocessing
-import os
 import signal
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from multiprocessing.connection import wait
 from typing import Any, Protocol
 
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
-from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod, WorkModel
+from rooflab.record import MeasurementRecord, WorkModel
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
-from rooflab.runners.orchestration.worker import describe_exception, worker_main
+from rooflab.runners.orchestration.processes import WorkerProcess, describe_exit
+from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import ResultStatus, RunStatus
@@ -51,19 +53,6 @@ def default_case_timeout_s(settings: TimingSettings, backend: str) -> float:
     budget_s = (settings.warmup_ms + settings.max_time_ms) / 1e3
     allowance = CASE_ALLOWANCE_S + (COMPILE_ALLOWANCE_S if backend == "compiled" else 0.0)
     return allowance + CASE_BUDGET_FACTOR * budget_s
-
-
-def describe_exit(exitcode: int | None) -> str:
-    """`signal SIGSEGV (-11)` or `exit code 3`."""
-    if exitcode is None:
-        return "unknown exit status"
-    if exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        return f"signal {name} ({exitcode})"
-    return f"exit code {exitcode}"
 
 
 class Store(Protocol):
@@ -110,75 +99,6 @@ class SupervisorResult:
     unmeasured: int  # cases left without a result (interrupt, a lane that failed)
 
 
-# Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
-# instead of importing torch again. Importing them does not initialise CUDA, so every worker still
-# initialises its own CUDA context, as a spawned one would.
-WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.orchestration.worker", "rooflab.runners.engine.timing",
-                  "rooflab.runners.machine.clocks", "rooflab.runners.machine.environment")
-
-
-def worker_context() -> Any:
-    """`forkserver` with the heavy imports preloaded where the platform has it, else `spawn`.
-
-    Both start workers from a process that never touched CUDA (a plain fork of the supervisor
-    would not be safe once the supervisor had)."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(list(WORKER_PRELOAD))
-        return ctx
-    return multiprocessing.get_context("spawn")
-
-
-def prestart_worker_server() -> None:
-    """Start the fork server now, so its imports overlap with the caller's own work."""
-    if worker_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-
-
-class _WorkerProcess:
-    """One spawned worker and the parent's end of its pipe."""
-
-    def __init__(self, torch_device: str) -> None:
-        ctx = worker_context()
-        self.conn, child_conn = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(
-            target=worker_main,
-            args=(child_conn, torch_device, os.getpid(), dict(os.environ)),
-            name=f"rooflab-worker[{torch_device}]",
-            daemon=False,  # a daemonic process may not start children (torch.compile's workers do)
-        )
-        self.process.start()
-        child_conn.close()
-
-    @property
-    def sentinel(self) -> int:
-        return self.process.sentinel
-
-    def send(self, message: tuple[str, Any]) -> None:
-        self.conn.send(message)
-
-    def kill(self) -> None:
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5.0)
-        self.conn.close()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask the worker to exit; kill it if it does not."""
-        try:
-            self.conn.send(("stop", None))
-        except (BrokenPipeError, OSError):
-            pass
-        self.process.join(timeout_s)
-        self.kill()
-
-    def exitcode_after_death(self) -> int | None:
-        self.process.join(5.0)
-        return self.process.exitcode
-
-
 class LaneState(StrEnum):
     """Where one device's lane stands."""
 
@@ -193,7 +113,7 @@ class LaneState(StrEnum):
 class _Lane:
     torch_device: str
     cases: list[Case]
-    worker: _WorkerProcess | None = None
+    worker: WorkerProcess | None = None
     state: LaneState = LaneState.NEW
     deadline: float = 0.0
     pending: deque[Case] | None = None  # known once the first worker reported its device
@@ -236,7 +156,7 @@ class Supervisor:
         self.timing_overrides = {k: v for k, v in (timing_overrides or {}).items() if v is not None}
         self.case_timeout_s = case_timeout_s
         self.progress = progress
-        self.work_model = work_model or _op_work_model
+        self.work_model = work_model or op_work_model
         self.handle_signals = handle_signals
         self.lanes = [_Lane(d, list(cases)) for d in torch_devices]
         self.stop_requested = False
@@ -354,7 +274,7 @@ class Supervisor:
             if not lane.cases or (lane.pending is not None and not lane.pending):
                 self._finish_lane(lane)
                 return
-            lane.worker = _WorkerProcess(lane.torch_device)
+            lane.worker = WorkerProcess(lane.torch_device)
             lane.state = LaneState.STARTING
             lane.deadline = time.monotonic() + WORKER_START_TIMEOUT_S
             return
@@ -511,55 +431,3 @@ class Supervisor:
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)
 
 
-def _op_work_model(case: Case) -> WorkModel:
-    """The FLOPs and bytes of one call, from the op's pure functions."""
-    from rooflab.suite.ops.registry import get_op
-
-    op = get_op(case.op)
-    params = op.resolved_params(case.params)
-    return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)))
-
-
-def case_record(case: Case) -> CaseRecord:
-    """What the database keeps of a case (its identity across runs)."""
-    return CaseRecord(case_key=case.case_key, op=case.op, op_version=case.op_version, family=case.family,
-                      backend=case.backend, dtype=case.dtype, params=dict(case.params))
-
-
-def build_record(
-    case: Case,
-    outcome: CaseOutcome,
-    *,
-    run_id: str,
-    device_fingerprint: str,
-    device_uuid: str | None,
-    shard: str | None,
-    work_model: Callable[[Case], WorkModel],
-) -> MeasurementRecord:
-    """The worker's outcome with the identity and the work model added; the work model is filled
-    in whatever the status. Only an ok result keeps its statistics, samples and profile."""
-    try:
-        work = work_model(case)
-    except Exception as exc:  # noqa: BLE001 - an op whose model fails still gets its status stored
-        work = WorkModel()
-        outcome = _with_error(outcome, f"work model failed: {describe_exception(exc)}")
-    ok = outcome.status == ResultStatus.OK
-    return MeasurementRecord(
-        identity=Identity(run_id=run_id, case=case_record(case), device_fingerprint=device_fingerprint,
-                          device_uuid=device_uuid, shard=shard, measured_at=datetime.now(UTC)),
-        status=outcome.status,
-        error=outcome.error,
-        method=outcome.method or TimingMethod(cache=case.cache, timing_mode=case.timing_mode),
-        stats=outcome.stats if ok else None,
-        machine=outcome.machine,
-        work=work,
-        samples_ms=tuple(outcome.samples_ms) if ok else (),
-        layer_profile=outcome.layer_profile if ok else None,
-    )
-
-
-def _with_error(outcome: CaseOutcome, extra: str) -> CaseOutcome:
-    from dataclasses import replace
-
-    error = f"{outcome.error}; {extra}" if outcome.error else extra
-    return replace(outcome, error=error)

@@ -61,7 +61,7 @@ class PlainLoop:
     def __init__(self, ranks: int) -> None:
         import tempfile
 
-        from rooflab.runners.orchestration.supervisor import worker_context
+        from rooflab.runners.orchestration.processes import worker_context
 
         ctx = worker_context()
         self.folder = tempfile.mkdtemp(prefix="bench-loop-")
@@ -99,8 +99,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--ranks", type=int, default=2)
     args = parser.parse_args()
-    from rooflab.runners.orchestration.ranks import RankGroup
     from rooflab.runners.orchestration.messages import CaseRequest
+    from rooflab.runners.orchestration.ranks import RankGroup
     from rooflab.suite.case import Case
     from rooflab.suite.ops.registry import get_op
     from rooflab.suite.timing import TimingSettings

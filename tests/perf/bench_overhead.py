@@ -52,12 +52,12 @@ def _sampled_ms(outcome: Any) -> float:
 
 def main() -> int:
     args = _parse()
-    from rooflab.record import RunRecord
     from rooflab.db.store import ResultStore
+    from rooflab.record import RunRecord
     from rooflab.runners.machine.environment import capture
-    from rooflab.runners.orchestration.supervisor import _op_work_model, build_record
-    from rooflab.runners.orchestration.worker import run_case
     from rooflab.runners.orchestration.messages import CaseRequest
+    from rooflab.runners.orchestration.records import build_record, op_work_model
+    from rooflab.runners.orchestration.worker import run_case
     from rooflab.suite.ops.registry import all_ops
     from rooflab.suite.spec import apply_filters, expand, load_spec
 
@@ -82,7 +82,7 @@ def main() -> int:
             outcome = run_case(CaseRequest(case, seed=args.seed), device)
             t1 = time.perf_counter()
             record = build_record(case, outcome, run_id=run_id, device_fingerprint=environment.device_fingerprint,
-                                  device_uuid=None, shard=None, work_model=_op_work_model)
+                                  device_uuid=None, shard=None, work_model=op_work_model)
             store.add_measurement(record)
             t2 = time.perf_counter()
             phases = dict(getattr(outcome, "phases_ms", {}) or {})

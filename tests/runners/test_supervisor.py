@@ -9,7 +9,8 @@ import pytest
 from rooflab.db.query import results
 from rooflab.record import RunRecord
 from rooflab.db.store import ResultStore
-from rooflab.runners.orchestration.supervisor import Supervisor, default_case_timeout_s, describe_exit
+from rooflab.runners.orchestration.supervisor import Supervisor, default_case_timeout_s
+from rooflab.runners.orchestration.processes import describe_exit
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 

@@ -221,7 +221,7 @@ def test_measurement_record_is_built_from_the_sample_stats() -> None:
     from rooflab.db.measurement_columns import measurement_row
     from rooflab.record import TimingMethod, WorkModel
     from rooflab.runners.engine.stats import summarize
-    from rooflab.runners.orchestration.supervisor import build_record
+    from rooflab.runners.orchestration.records import build_record
 
     rng = random.Random(11)
     samples = tuple(1.0 + rng.random() for _ in range(25))
