@@ -25,7 +25,7 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.load import Batch, LoadCounts, load
 from rooflab.db.measurement_columns import device_key, measurement_column_names, rates_of
 from rooflab.db.schema import open_for_writing
-from rooflab.db.store import parse_shard
+from rooflab.db.shards import parse_shard
 from rooflab.vocab import ResultStatus, RunStatus
 
 _ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}

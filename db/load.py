@@ -123,7 +123,7 @@ def _insert_missing(conn: Connection, table: Any, key_column: Any,
 
 def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -> None:
     """Shards and runs that the target still sees running but the batch saw finish take the batch's state."""
-    from rooflab.db.store import aggregate_shards
+    from rooflab.db.shards import aggregate_shards
 
     shard_t, run_t = models.RunShard.__table__, models.Run.__table__
     if batch.shards:

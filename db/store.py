@@ -7,9 +7,7 @@ result are skipped by the database's unique constraints, never by a read-then-wr
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -24,52 +22,16 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Database, as_database
 from rooflab.db.measurement_columns import device_key, measurement_row
 from rooflab.db.samples import pack
+from rooflab.db.shards import ShardStatus, aggregate_shards, parse_shard
 from rooflab.db.urls import redact
 from rooflab.record import EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
-from rooflab.vocab import FINISHED_RANK, ResultStatus, RunStatus, allowed
+from rooflab.vocab import ResultStatus, RunStatus, allowed
 
 T = TypeVar("T")
-_SHARD = re.compile(r"^(\d+)/(\d+)$")
-
-
-@dataclass(frozen=True)
-class ShardStatus:
-    """One shard of a run as the database knows it."""
-
-    shard: str  # "I/N"
-    shard_count: int
-    host: str
-    status: str  # a RunStatus
-    started_at: datetime
-    finished_at: datetime | None
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-class ShardFormatError(DatabaseInputError):
-    """A shard's text is not I/N with 0 <= I < N; `reason` says which part is wrong."""
-
-    def __init__(self, shard: object, reason: str) -> None:
-        super().__init__(f"invalid shard {shard!r}: {reason}")
-        self.reason = reason
-
-
-def parse_shard(shard: str) -> tuple[int, int]:
-    """`"I/N"` -> (I, N), the 0-based index I of N shards: the one rule for a shard's text, stored,
-    imported or given on the command line (runners.orchestration.shards.parse_shard); ShardFormatError otherwise."""
-    match = _SHARD.match(shard.strip()) if isinstance(shard, str) else None
-    if match is None:
-        raise ShardFormatError(
-            shard, "expected I/N with whole numbers, the 0-based shard index I of N shards (e.g. 0/4 ... 3/4)"
-        )
-    index, count = int(match.group(1)), int(match.group(2))
-    if count < 1:
-        raise ShardFormatError(shard, "the shard count N must be at least 1")
-    if index >= count:
-        raise ShardFormatError(shard, f"the shard index I must be in 0..{count - 1} (0-based)")
-    return index, count
 
 
 def require_aware(name: str, value: datetime) -> None:
@@ -370,25 +332,6 @@ def add_layer_profile(conn: Connection, measurement_pk: int, profile: LayerProfi
                 for p in profile.parts
             ],
         )
-
-
-def aggregate_shards(conn: Connection, run_pk: int) -> None:
-    """Once all N shards of a run have finished, give the run the worst of their statuses."""
-    shards = conn.execute(
-        select(models.RunShard.status, models.RunShard.shard_count, models.RunShard.finished_at).where(
-            models.RunShard.run_id == run_pk
-        )
-    ).all()
-    if not shards:
-        return
-    expected = max(s.shard_count for s in shards)
-    finished = [s for s in shards if s.status != RunStatus.RUNNING]
-    if len(finished) >= expected and len(finished) == len(shards):
-        failed_rank = FINISHED_RANK[RunStatus.FAILED]
-        worst = max((s.status for s in finished), key=lambda status: FINISHED_RANK.get(status, failed_rank))
-        last = max(s.finished_at for s in finished if s.finished_at is not None) if any(
-            s.finished_at is not None for s in finished) else None
-        conn.execute(update(models.Run).where(models.Run.id == run_pk).values(status=worst, finished_at=last))
 
 
 def upsert_case(conn: Connection, case: Any) -> int:

@@ -37,7 +37,7 @@ from typing import TypedDict
 
 import pandas as pd
 
-from rooflab.reports.frames import first_value, params_of, trustworthy
+from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
 from rooflab.reports.opinfo import reads_only
 from rooflab.vocab import CacheMode, CeilingKind
@@ -164,7 +164,7 @@ class DeviceCeilings:
         }
 
 
-def _best(rows: pd.DataFrame, column: str) -> pd.Series | None:
+def best_of(rows: pd.DataFrame, column: str) -> pd.Series | None:
     values = pd.to_numeric(rows[column], errors="coerce") if not rows.empty else None
     if values is None or values.dropna().empty:
         return None
@@ -187,7 +187,7 @@ def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | N
     return None
 
 
-def _ceiling(row: pd.Series, kind: CeilingKind, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
+def ceiling_of(row: pd.Series, kind: CeilingKind, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
              timing_mode: str | None = None) -> Ceiling:
     fig = _datasheet(spec, kind, dtype)
     return Ceiling(
@@ -250,16 +250,18 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
         (CeilingKind.HBM_RO, STREAM_RO_OPS, cold & big),
         (CeilingKind.L2, STREAM_OPS, hot & (nbytes <= l2) if l2 else hot & False),
     ):
-        best = _best(rows[mask & rows["op"].isin(ops)], "gbps")
+        best = best_of(rows[mask & rows["op"].isin(ops)], "gbps")
         if best is not None:
-            out.append(_ceiling(best, kind, best["gbps"], spec))
+            out.append(ceiling_of(best, kind, best["gbps"], spec))
     compute_sets = ((CeilingKind.VECTOR, rows["op"] == "fma_intensity"), (CeilingKind.MATRIX, rows["family"] == "gemm"))
     for kind, mask in compute_sets:
         subset = rows[mask]
         for dtype in sorted(subset["dtype"].dropna().unique()):
-            best = _best(subset[subset["dtype"] == dtype], "tflops")
+            best = best_of(subset[subset["dtype"] == dtype], "tflops")
             if best is not None and best["tflops"] > 0:
-                out.append(_ceiling(best, kind, best["tflops"], spec, dtype=str(dtype)))
+                out.append(ceiling_of(best, kind, best["tflops"], spec, dtype=str(dtype)))
+    from rooflab.reports.interconnect import collective_ceilings  # it builds Ceilings of this module
+
     out.extend(collective_ceilings(rows, spec))
     rows = rows[rows["family"] != COLLECTIVE_FAMILY]
     launch = rows[rows["op"] == "launch"]
@@ -270,42 +272,11 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
         medians = pd.to_numeric(sub["median_ms"], errors="coerce")
         floor = float(medians.median())
         nearest = sub.loc[(medians - floor).abs().idxmin()]
-        out.append(_ceiling(nearest, CeilingKind.LAUNCH, floor, spec, timing_mode=str(mode)))
+        out.append(ceiling_of(nearest, CeilingKind.LAUNCH, floor, spec, timing_mode=str(mode)))
     from rooflab.reports.elementary import elementary_ceilings  # it builds Ceilings of this module
 
     out.extend(elementary_ceilings(rows))
     return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
-
-
-def world_sizes(rows: pd.DataFrame) -> pd.Series:
-    """Each row's world size: the `ranks` column (what `ranks: all` resolved to), else the integer
-    `ranks` of its params; NaN for a row that is not a collective."""
-    params = rows["params"] if "params" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
-    asked = pd.to_numeric(pd.Series([params_of(p).get("ranks") for p in params], index=rows.index, dtype=object),
-                          errors="coerce")
-    if "ranks" not in rows.columns:
-        return asked
-    return pd.to_numeric(rows["ranks"], errors="coerce").fillna(asked)
-
-
-def collective_ceilings(rows: pd.DataFrame, spec: GpuSpec | None) -> list[Ceiling]:
-    """The interconnect ceiling (best busbw) and the latency floor (fastest median) of each collective
-    and world size among trustworthy `rows`."""
-    coll = rows[rows["family"] == COLLECTIVE_FAMILY]
-    if coll.empty:
-        return []
-    coll = coll.assign(_ranks=world_sizes(coll))
-    out = []
-    for (op, ranks), g in coll[coll["_ranks"].notna()].groupby(["op", "_ranks"], sort=True):
-        best = _best(g, "gbps")
-        if best is not None and best["gbps"] > 0:
-            c = _ceiling(best, CeilingKind.INTERCONNECT, best["gbps"], spec)
-            out.append(replace(c, collective=str(op), ranks=int(ranks)))
-        medians = pd.to_numeric(g["median_ms"], errors="coerce")
-        fastest = g.loc[medians.idxmin()]
-        out.append(Ceiling(kind=CeilingKind.COMM_LATENCY, value=float(medians.min()), case_key=str(fastest["case_key"]),
-                           run_id=str(fastest["run_id"]), collective=str(op), ranks=int(ranks)))
-    return out
 
 
 def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:

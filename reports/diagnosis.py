@@ -52,11 +52,10 @@ from rooflab.reports.ceilings import (
     l2_resident,
     launch_floor_ms,
     uses_matrix_units,
-    world_sizes,
 )
 from rooflab.reports.elementary import elementary_time
 from rooflab.reports.frames import params_of, quality_of, usable
-from rooflab.reports.interconnect import interconnect_roof, latency_floor_ms
+from rooflab.reports.interconnect import interconnect_roof, latency_floor_ms, world_sizes
 from rooflab.reports.opinfo import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
 from rooflab.vocab import Wall
 

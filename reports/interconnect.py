@@ -12,11 +12,13 @@ collective's speedup from the two systems' interconnect roofs (or floors, when o
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 
-from rooflab.reports.ceilings import COLLECTIVE_FAMILY, DeviceCeilings, Roof, world_sizes
-from rooflab.reports.frames import usable
+from rooflab.reports.ceilings import COLLECTIVE_FAMILY, Ceiling, DeviceCeilings, Roof, best_of, ceiling_of
+from rooflab.reports.frames import params_of, usable
+from rooflab.reports.gpu_specs import GpuSpec
 from rooflab.vocab import CeilingKind, Wall
 
 SECTION_CURVE_COLUMNS = ("op", "ranks", "dtype", "backend", "bytes_per_rank", "median_ms", "gbps", "algbw_gbps",
@@ -90,3 +92,34 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
                     "run_id": r["run_id"], "quality": quality})
     return pd.DataFrame(out, columns=list(SECTION_CURVE_COLUMNS)).sort_values(
         ["op", "ranks", "dtype", "bytes_per_rank"], kind="stable").reset_index(drop=True)
+
+
+def world_sizes(rows: pd.DataFrame) -> pd.Series:
+    """Each row's world size: the `ranks` column (what `ranks: all` resolved to), else the integer
+    `ranks` of its params; NaN for a row that is not a collective."""
+    params = rows["params"] if "params" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+    asked = pd.to_numeric(pd.Series([params_of(p).get("ranks") for p in params], index=rows.index, dtype=object),
+                          errors="coerce")
+    if "ranks" not in rows.columns:
+        return asked
+    return pd.to_numeric(rows["ranks"], errors="coerce").fillna(asked)
+
+
+def collective_ceilings(rows: pd.DataFrame, spec: GpuSpec | None) -> list[Ceiling]:
+    """The interconnect ceiling (best busbw) and the latency floor (fastest median) of each collective
+    and world size among trustworthy `rows`."""
+    coll = rows[rows["family"] == COLLECTIVE_FAMILY]
+    if coll.empty:
+        return []
+    coll = coll.assign(_ranks=world_sizes(coll))
+    out = []
+    for (op, ranks), g in coll[coll["_ranks"].notna()].groupby(["op", "_ranks"], sort=True):
+        best = best_of(g, "gbps")
+        if best is not None and best["gbps"] > 0:
+            c = ceiling_of(best, CeilingKind.INTERCONNECT, best["gbps"], spec)
+            out.append(replace(c, collective=str(op), ranks=int(ranks)))
+        medians = pd.to_numeric(g["median_ms"], errors="coerce")
+        fastest = g.loc[medians.idxmin()]
+        out.append(Ceiling(kind=CeilingKind.COMM_LATENCY, value=float(medians.min()), case_key=str(fastest["case_key"]),
+                           run_id=str(fastest["run_id"]), collective=str(op), ranks=int(ranks)))
+    return out

@@ -37,9 +37,9 @@ class ShardError(SpecError):
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """`"I/N"` -> `(I, N)` as given to --shard (white space ignored): db.store.parse_shard's rule."""
-    from rooflab.db.store import ShardFormatError
-    from rooflab.db.store import parse_shard as parse_stored_shard
+    """`"I/N"` -> `(I, N)` as given to --shard (white space ignored): db.shards.parse_shard's rule."""
+    from rooflab.db.shards import ShardFormatError
+    from rooflab.db.shards import parse_shard as parse_stored_shard
 
     try:
         return parse_stored_shard("".join((text or "").split()))

@@ -1,8 +1,8 @@
 """Database fixtures: a fresh SQLite file, a fresh PostgreSQL database (skipped without a server)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

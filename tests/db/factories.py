@@ -4,11 +4,11 @@ from __future__ import annotations
 import hashlib
 import random
 import statistics
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from rooflab.record import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord, record_from_columns
 
-T0 = datetime(2026, 3, 1, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 
 
 def make_run(run_id: str, *, day: int = 0, rng: random.Random | None = None, spec_text: str | None = None) -> RunRecord:

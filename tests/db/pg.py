@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 ENV_VAR = "ROOFLAB_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = f"no PostgreSQL server: set {ENV_VAR} (.ci/run starts one and sets it)"

@@ -17,8 +17,8 @@ from rooflab.db.export import export
 from rooflab.db.importer import import_file
 from rooflab.db.merge import merge
 from rooflab.db.query import results
-from rooflab.record import CaseRecord, CollectiveRecord
 from rooflab.db.store import ResultStore
+from rooflab.record import CaseRecord, CollectiveRecord
 from tests.db.factories import make_env, make_measurement, make_run
 
 CASE = CaseRecord(case_key="all_reduce.v1:nccl:bfloat16:hot:launch:n=1048576,ranks=all,reduce_op=sum",

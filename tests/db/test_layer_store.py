@@ -8,9 +8,9 @@ import random
 from sqlalchemy import create_engine, text
 
 from rooflab.db.layer_query import layer_profiles
-from rooflab.record import LayerPartRecord, LayerProfileRecord
 from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url
+from rooflab.record import LayerPartRecord, LayerProfileRecord
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 

@@ -21,9 +21,9 @@ from rooflab.db.errors import SchemaVersionError
 from rooflab.db.layer_query import layer_profiles
 from rooflab.db.models import Base
 from rooflab.db.prune import prune_samples
-from rooflab.record import CaseRecord, EnvironmentRecord, LayerPartRecord, LayerProfileRecord, RunRecord
 from rooflab.db.schema import OWN_TABLES, read_state
 from rooflab.db.store import ResultStore
+from rooflab.record import CaseRecord, EnvironmentRecord, LayerPartRecord, LayerProfileRecord, RunRecord
 from rooflab.runners.cli.app import app
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -89,7 +89,7 @@ def test_merge_refuses_a_missing_source_and_the_target_itself(tmp_path: Path) ->
 
 def test_prune_removes_old_samples_and_keeps_summaries(any_url: str) -> None:
     rng = random.Random()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     env = make_env(0)
     ages = {"old-1": 200, "old-2": 100, "recent": 10}
     with ResultStore(any_url) as store:
@@ -125,7 +125,7 @@ def test_prune_cli_validates_the_duration(sqlite_url: str) -> None:
 
 def _runs_aged(url: str, ages_days: dict[str, float]) -> None:
     rng = random.Random()
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     env = make_env(0)
     with ResultStore(url) as store:
         for run_id, age in ages_days.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.errors import DatabaseInputError
-from rooflab.db.store import parse_shard as parse_stored_shard
+from rooflab.db.shards import parse_shard as parse_stored_shard
 from rooflab.reports.verdicts import FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration import slurm_job
