@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
 from rooflab.runners.cli.timing_options import option_name
-from rooflab.suite.spec import TimingOverrides
+from rooflab.suite.spec_schema import TimingOverrides
 from rooflab.suite.timing import BOUNDS, TimingSettings
 
 

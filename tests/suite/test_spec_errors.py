@@ -100,7 +100,7 @@ def test_missing_file_names_the_shipped_specs(tmp_path: Path) -> None:
 
 
 def test_timing_override_fields_match_timing_settings() -> None:
-    from rooflab.suite.spec import TimingOverrides
+    from rooflab.suite.spec_schema import TimingOverrides
 
     assert tuple(TimingOverrides.model_fields) == TimingSettings.names()
 
