@@ -11,6 +11,7 @@ from rooflab.runners.cli import (
     breakdown_cmd,
     cluster_cmd,
     collectives_cmd,
+    compare_cmd,
     counters_cmd,
     crosscheck_cmd,
     db_cmd,
@@ -18,6 +19,7 @@ from rooflab.runners.cli import (
     history_cmd,
     list_cmd,
     report_cmd,
+    roofline_cmd,
     run_cmd,
 )
 from rooflab.runners.cli.common import EXIT_BAD_INPUT, print_error
@@ -60,8 +62,10 @@ def _options(
     """GPU microbenchmarks with a results database: rooflines, comparisons, regressions."""
 
 
-for module in (run_cmd, list_cmd, devices_cmd, db_cmd, report_cmd, history_cmd, cluster_cmd, crosscheck_cmd,
-               breakdown_cmd, counters_cmd, collectives_cmd):
+for module in (
+    run_cmd, list_cmd, devices_cmd, db_cmd, roofline_cmd, compare_cmd, report_cmd,
+    history_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd, counters_cmd, collectives_cmd,
+):
     module.register(app, db_app)
 
 

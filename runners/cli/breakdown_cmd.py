@@ -5,8 +5,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, print_json
-from rooflab.runners.cli.report_cmd import _fmt, _guard, _pct
+from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, fmt, guarded, pct, print_json
 
 
 def breakdown_cmd(
@@ -19,7 +18,7 @@ def breakdown_cmd(
     measured eager/compiled speedup."""
     from rooflab.reports.breakdown import device_breakdowns, label
 
-    name, items = _guard(lambda: device_breakdowns(db_url(db), device))
+    name, items = guarded(lambda: device_breakdowns(db_url(db), device))
     if as_json:
         print_json({"device": name, "blocks": [b.as_dict() for b in items]})
         return
@@ -31,29 +30,29 @@ def breakdown_cmd(
         for col in ("part", "kind", "ms", "share", "TFLOP/s", "GB/s", "wall", "efficiency"):
             table.add_column(col, no_wrap=True)
         for p in b.parts:
-            table.add_row(escape(p.name), p.kind, _fmt(p.time_ms), _pct(p.share), _fmt(p.tflops), _fmt(p.gbps),
-                          p.wall or "", _pct(p.efficiency))
-        table.add_row("unaccounted", "gap + outside parts", _fmt(b.unaccounted_ms), _pct(b.unaccounted_ms / b.whole_ms),
+            table.add_row(escape(p.name), p.kind, fmt(p.time_ms), pct(p.share), fmt(p.tflops), fmt(p.gbps),
+                          p.wall or "", pct(p.efficiency))
+        table.add_row("unaccounted", "gap + outside parts", fmt(b.unaccounted_ms), pct(b.unaccounted_ms / b.whole_ms),
                       "", "", "overhead", "")
         console.print(table)
         check = "ok" if b.sums_ok else "NOT within tolerance"
         lines = [
-            f"profiled whole {_fmt(b.whole_ms)} ms ({b.clock}), event-timed median {_fmt(b.median_ms)} ms: "
-            f"profiler overhead {_pct(b.profiler_overhead)}; host wall of the profiled call {_fmt(b.host_ms)} ms",
-            f"parts + unattributed + gap against the whole: error {_pct(b.sum_error)} (tolerance "
-            f"{_pct(b.as_dict()['sum_tolerance'])}): {check}; overlap {_fmt(b.overlap_ms)} ms",
-            f"MFU {_pct(b.mfu_measured) or 'n/a'} of the measured matrix ceiling "
-            f"({_fmt(b.matrix_roof_tflops) + ' TFLOP/s' if b.matrix_roof_tflops else 'not measured'}), "
-            f"{_pct(b.mfu_datasheet) or 'n/a'} of the datasheet peak "
-            f"({_fmt(b.datasheet_tflops) + ' TFLOP/s' if b.datasheet_tflops else 'no datasheet entry'})",
+            f"profiled whole {fmt(b.whole_ms)} ms ({b.clock}), event-timed median {fmt(b.median_ms)} ms: "
+            f"profiler overhead {pct(b.profiler_overhead)}; host wall of the profiled call {fmt(b.host_ms)} ms",
+            f"parts + unattributed + gap against the whole: error {pct(b.sum_error)} (tolerance "
+            f"{pct(b.as_dict()['sum_tolerance'])}): {check}; overlap {fmt(b.overlap_ms)} ms",
+            f"MFU {pct(b.mfu_measured) or 'n/a'} of the measured matrix ceiling "
+            f"({fmt(b.matrix_roof_tflops) + ' TFLOP/s' if b.matrix_roof_tflops else 'not measured'}), "
+            f"{pct(b.mfu_datasheet) or 'n/a'} of the datasheet peak "
+            f"({fmt(b.datasheet_tflops) + ' TFLOP/s' if b.datasheet_tflops else 'no datasheet entry'})",
         ]
         for c in b.chains:
-            at = (f"{_fmt(c.saved_ms)} ms at {_fmt(b.bandwidth_roof_gbps)} GB/s" if b.bandwidth_roof_gbps
+            at = (f"{fmt(c.saved_ms)} ms at {fmt(b.bandwidth_roof_gbps)} GB/s" if b.bandwidth_roof_gbps
                   else "time n/a (no bandwidth roof)")
             lines.append(f"fusion chain {' + '.join(c.parts)}: "
                          f"{c.saved_bytes:,} of {c.unfused_bytes:,} bytes saved, {at}")
-        estimate = f"{_fmt(b.estimated_speedup)}x" if b.estimated_speedup else "n/a (no bandwidth roof)"
-        measured = f"{_fmt(b.compiled_speedup)}x" if b.compiled_speedup else "not measured"
+        estimate = f"{fmt(b.estimated_speedup)}x" if b.estimated_speedup else "n/a (no bandwidth roof)"
+        measured = f"{fmt(b.compiled_speedup)}x" if b.compiled_speedup else "not measured"
         lines.append(f"fusion estimate: eager/fused speedup {estimate}; measured eager/compiled {measured}")
         for line in lines:
             console.print(line, highlight=False)

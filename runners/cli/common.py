@@ -4,11 +4,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+
+from rooflab.errors import UserError
 
 DEFAULT_DB_URL = "sqlite:///results.db"
 EXIT_BAD_INPUT = 2
@@ -89,4 +92,54 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+T = TypeVar("T")
 
+
+def guarded(action: Callable[[], T]) -> T:
+    """Run `action`; invalid input (any UserError: a report option, a database URL or file) is
+    printed once and becomes exit code 2."""
+    try:
+        return action()
+    except UserError as exc:
+        fail_with(exc)
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """A table cell: a float to `digits` significant digits, nothing for None or NaN (markup escaped)."""
+    import math
+
+    from rich.markup import escape
+
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return escape(str(value))
+
+
+def pct(value: Any) -> str:
+    """A fraction as a percentage cell, nothing for None or NaN."""
+    import math
+
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
+
+
+def optional_output_dir(out: Path | None) -> Path | None:
+    """output_dir(out), or None when no folder was asked for."""
+    return None if out is None else output_dir(out)
+
+
+def load_results_or_fail(db: str | None, columns: Sequence[str] | None = None) -> Any:
+    """Every result of the database (reports.load.load_results), or one message and exit code 2."""
+    from rooflab.reports.load import load_results
+
+    return guarded(lambda: load_results(db_url(db), columns=columns))
+
+
+def json_rows(frame: Any) -> list[dict]:
+    """A frame's records for JSON: NaN as null; the Ratio objects behind the intervals left out."""
+    import math
+
+    frame = frame.drop(columns=[c for c in ("ratio",) if c in frame.columns])
+    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in frame.to_dict(orient="records")]

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -17,6 +16,7 @@ from rooflab.runners.cli.common import (
     db_url,
     err_console,
     fail,
+    guarded,
     print_json,
     require_database,
 )
@@ -27,16 +27,6 @@ if TYPE_CHECKING:
     from rooflab.db.prune import PruneResult
 
 T = TypeVar("T")
-
-
-def _guard(action: Callable[[], T]) -> T:
-    """Run `action`; invalid input (DatabaseInputError) becomes one message and exit code 2."""
-    from rooflab.db.errors import DatabaseInputError
-
-    try:
-        return action()
-    except DatabaseInputError as exc:
-        fail(escape(str(exc)))
 
 
 def export_cmd(
@@ -51,7 +41,7 @@ def export_cmd(
     from rooflab.db.export import export
 
     url = db_url(db)
-    count = _guard(lambda: export(url, fmt.lower(), out, run_id=run, since=since))
+    count = guarded(lambda: export(url, fmt.lower(), out, run_id=run, since=since))
     if out is not None:
         err_console.print(f"exported {count} rows to {escape(str(out))}", highlight=False, soft_wrap=True)
 
@@ -66,7 +56,7 @@ def import_cmd(
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    result = _guard(lambda: import_file(url, file))
+    result = guarded(lambda: import_file(url, file))
     c = result.counts
     if as_json:
         print_json({"file": str(file), "rows": result.rows, "measurements_added": c.measurements,
@@ -86,7 +76,7 @@ def upgrade_cmd(db: str | None = DbOption) -> None:
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    before, after = _guard(lambda: upgrade(url))
+    before, after = guarded(lambda: upgrade(url))
     if before == after:
         console.print(f"{escape(redact(url))} is already at schema revision {after}", highlight=False, soft_wrap=True)
     else:
@@ -100,7 +90,7 @@ def current_cmd(db: str | None = DbOption, as_json: bool = JsonOption) -> None:
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    state = _guard(lambda: read_state(url))
+    state = guarded(lambda: read_state(url))
     if as_json:
         print_json({"db": redact(url), "state": state.kind, "revision": state.revision, "head": head_revision()})
         return
@@ -120,7 +110,7 @@ def merge_cmd(
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    results = _guard(lambda: merge(url, sources))
+    results = guarded(lambda: merge(url, sources))
     if as_json:
         print_json([{"source": r.source, "runs": r.runs_seen, "measurements_added": r.counts.measurements,
                      "measurements_present": r.counts.skipped, "samples_added": r.counts.samples,
@@ -166,10 +156,10 @@ def prune_cmd(
     from rooflab.db.timeparse import parse_duration
 
     url = db_url(db)
-    age = _guard(lambda: parse_duration(samples_older_than, option="--samples-older-than"))
+    age = guarded(lambda: parse_duration(samples_older_than, option="--samples-older-than"))
     require_database(url)
     now = datetime.now(UTC)
-    plan = _guard(lambda: prune_samples(url, age, dry_run=True, now=now))
+    plan = guarded(lambda: prune_samples(url, age, dry_run=True, now=now))
     if dry_run or plan.measurements == 0:
         _print_prune(plan, as_json)
         return
@@ -182,7 +172,7 @@ def prune_cmd(
         if not typer.confirm("Remove them?", default=False):
             err_console.print("nothing removed", highlight=False)
             raise typer.Exit(1)
-    result = _guard(lambda: prune_samples(url, age, vacuum=vacuum, now=now))
+    result = guarded(lambda: prune_samples(url, age, vacuum=vacuum, now=now))
     _print_prune(result, as_json)
 
 

@@ -1,0 +1,111 @@
+"""CLI: `compare`, each case's speedup between two devices or runs with its interval, beside what the
+roofs predict (a thin wrapper over reports/comparison.py)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from rooflab.runners.cli.common import (
+    DbOption,
+    JsonOption,
+    console,
+    db_url,
+    fail,
+    fmt,
+    guarded,
+    json_rows,
+    optional_output_dir,
+    print_json,
+    require_database,
+)
+
+
+def compare_cmd(
+    baseline: str = typer.Option(..., "--baseline", help="Device (name or fingerprint) or run id."),
+    candidate: str = typer.Option(..., "--candidate", help="Device (name or fingerprint) or run id."),
+    db: str | None = DbOption,
+    as_json: bool = JsonOption,
+    out: Path | None = typer.Option(None, "--out", help="Write the speedup and geometric-mean charts (SVG) here."),
+    show_all: bool = typer.Option(False, "--all", help="Also list every case with its interval."),
+) -> None:
+    """Per-case speedup of the candidate over the baseline with its 95 % interval, beside the
+    speedup the roofs predict; the runs paired are named, with the rule that paired them."""
+    from rooflab.reports import compare_plots
+    from rooflab.reports.comparison import compare_devices
+    from rooflab.reports.load import load_comparison_inputs
+
+    url = db_url(db)
+    require_database(url)
+    df, counts, evidence = guarded(lambda: load_comparison_inputs(url, baseline, candidate))
+    if counts.empty:
+        fail("the database holds no results yet: nothing to compare")
+    cmp = guarded(lambda: compare_devices(df, counts, baseline, candidate, evidence=evidence))
+    figures: list[str] = []
+    folder = optional_output_dir(out)
+    if folder is not None:
+        for name, svg in (("speedup.svg", compare_plots.speedup_svg(cmp.cases, cmp.baseline, cmp.candidate)),
+                          ("geomeans.svg", compare_plots.geomeans_svg(cmp.summary, cmp.baseline, cmp.candidate))):
+            (folder / name).write_text(svg, encoding="utf-8")
+            figures.append(str(folder / name))
+    if as_json:
+        print_json({"baseline": cmp.baseline, "candidate": cmp.candidate, "pairing": cmp.pairing.as_dict(),
+                    "cases": json_rows(cmp.cases), "summary": json_rows(cmp.summary),
+                    "most_deviating": json_rows(cmp.deviating), "figures": figures})
+        return
+    _print_comparison(cmp, show_all)
+    for figure in figures:
+        console.print(f"wrote {escape(figure)}", highlight=False)
+
+
+def _interval(value: Any, low: Any, high: Any) -> str:
+    text = fmt(value, 3)
+    if low is None or high is None or (isinstance(low, float) and math.isnan(low)):
+        return text
+    return f"{text} [{fmt(low, 3)}, {fmt(high, 3)}]"
+
+
+def _print_comparison(cmp: Any, show_all: bool) -> None:
+    console.print(f"paired runs: {escape(cmp.pairing.describe())}", highlight=False, soft_wrap=True)
+    t = Table(title=f"{escape(cmp.candidate)} against {escape(cmp.baseline)}: {len(cmp.cases)} cases ok on both")
+    for col in ("family", "dtype", "cases", "faster", "slower", "n.s.", "no CI", "left out",
+                "speedup (geomean) [95 %]", "predicted (geomean)"):
+        t.add_column(col)
+    for _, r in cmp.summary.iterrows():
+        t.add_row(escape(str(r["family"])), escape(str(r["dtype"])), str(r["cases"]), str(r["faster"]),
+                  str(r["slower"]), str(r["not_significant"]), str(r["no_interval"]), str(r["left_out"]),
+                  _interval(r["speedup_geomean"], r["speedup_low"], r["speedup_high"]), fmt(r["predicted_geomean"], 3))
+    console.print(t)
+    console.print("n.s.: the 95 % interval contains 1; left out: untrusted (noisy or contended) or not comparable "
+                  "(different flush methods)", highlight=False)
+    d = Table(title="cases that deviate most from the prediction (outside its range)")
+    for col in ("case", "wall", "speedup [95 %]", "predicted", "measured / predicted"):
+        d.add_column(col, overflow="fold")
+    for _, r in cmp.deviating.iterrows():
+        ranged = r["predicted_low"] != r["predicted_high"]
+        d.add_row(escape(r["case_key"]), escape(str(r["wall"])),
+                  _interval(r["speedup"], r["speedup_low"], r["speedup_high"]),
+                  _interval(r["predicted_speedup"], r["predicted_low"] if ranged else None,
+                            r["predicted_high"] if ranged else None), fmt(r["deviation"], 3))
+    console.print(d)
+    left = cmp.cases[~cmp.cases["standing"].isin(["faster", "slower", "not_significant", "no_interval"])]
+    for _, r in left.head(20).iterrows():
+        console.print(f"left out: {escape(r['case_key'])}: {escape(r['note'])}", highlight=False, soft_wrap=True)
+    if len(left) > 20:
+        console.print(f"... and {len(left) - 20} more left out (--json lists them)", highlight=False)
+    if show_all:
+        a = Table(title="every case")
+        for col in ("case", "speedup [95 %]", "standing", "interval from", "note"):
+            a.add_column(col, overflow="fold")
+        for _, r in cmp.cases.iterrows():
+            a.add_row(escape(r["case_key"]), _interval(r["speedup"], r["speedup_low"], r["speedup_high"]),
+                      escape(str(r["standing"])), escape(str(r["interval"])), escape(str(r["note"])))
+        console.print(a)
+
+
+def register(app: typer.Typer, db_app: typer.Typer) -> None:
+    app.command("compare")(compare_cmd)
