@@ -95,19 +95,13 @@ def measure(
         used_flusher = (flusher or make_flusher(device, settings.flush_method)) if cache == CacheMode.COLD else None
         if first_call_ms is None:
             first_call_ms = _first_call_ms(fn, device, sync)
-        timed = fn if block == 1 else _block_of(fn, block)
         if kind is SampleKind.HOST_PER_LAUNCH:
-            source: Any = _host_launch_source(fn, device, settings, timing_mode, sync, calls_per_sample)
             used_flusher = None  # back-to-back launches: nothing is flushed between them
-        elif not device.is_cuda:
-            source = PerfCounterSource(timed, flusher=used_flusher, sync=sync, pace=pace, launches_per_sample=block)
+            source: Any = _host_launch_source(fn, device, settings, timing_mode, sync, calls_per_sample)
         else:
-            held = _hold_for(device, hold_mode, stream_hold)
-            if timing_mode == TimingMode.LAUNCH:
-                source = CudaEventSource(timed, torch_device=device.torch_device, flusher=used_flusher, sync=sync,
-                                         hold=held, pace=pace, launches_per_sample=block)
-            else:
-                source = _graph_source(fn, device, settings, used_flusher, sync, held)
+            source = _device_time_source(fn, device, settings, timing_mode, sync, used_flusher,
+                                         _hold_for(device, hold_mode, stream_hold) if device.is_cuda else None,
+                                         pace, block)
         warmup_calls, warmup_ms = warm_up(source.call, settings)
         try:
             outcome = sample_until_stable(source.take_batch, settings, resolution_ms=source.resolution_ms)
@@ -121,21 +115,28 @@ def measure(
         samples_ms=tuple(outcome.samples_ms),
         stats=outcome.stats,
         method=TimingMethod(
-            cache=cache,
-            timing_mode=timing_mode,
-            clock=source.clock,
-            stop_reason=outcome.stop_reason.value,
-            first_call_ms=first_call_ms,
-            warmup_calls=warmup_calls,
-            launches_per_sample=source.launches_per_sample,
+            cache=cache, timing_mode=timing_mode, clock=source.clock, stop_reason=outcome.stop_reason.value,
+            first_call_ms=first_call_ms, warmup_calls=warmup_calls, launches_per_sample=source.launches_per_sample,
             flush_bytes=used_flusher.flush_bytes if used_flusher is not None else 0,
             sync_method=source.sync_method,
             flush_method=used_flusher.flush_method if used_flusher is not None else FlushMethod.NONE.value,
-            warmup_ms=warmup_ms,
-            sampling_ms=outcome.elapsed_ms,
-            pace=pace.value,
+            warmup_ms=warmup_ms, sampling_ms=outcome.elapsed_ms, pace=pace.value,
         ),
     )
+
+
+def _device_time_source(fn: Callable[[], Any], device: DeviceInfo, settings: TimingSettings, timing_mode: str,
+                        sync: Callable[[], None] | None, flusher: Flusher | None, held: StreamHold | None,
+                        pace: Pace, block: int) -> Any:
+    """The sample source of a device-time op: the host clock on a CPU, an event pair per call (or
+    per block of `block` calls) in launch mode, a graph replay in graph mode."""
+    timed = fn if block == 1 else _block_of(fn, block)
+    if not device.is_cuda:
+        return PerfCounterSource(timed, flusher=flusher, sync=sync, pace=pace, launches_per_sample=block)
+    if timing_mode == TimingMode.LAUNCH:
+        return CudaEventSource(timed, torch_device=device.torch_device, flusher=flusher, sync=sync, hold=held,
+                               pace=pace, launches_per_sample=block)
+    return _graph_source(fn, device, settings, flusher, sync, held)
 
 
 def _checked(device: DeviceInfo, cache: str, timing_mode: str, graph_safe: bool, sample_kind: str, hold: str,
