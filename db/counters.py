@@ -21,7 +21,6 @@ from sqlalchemy.orm import aliased
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
-from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.measurement_columns import device_key
@@ -104,11 +103,7 @@ def add_counters(store: ResultStore, r: CounterRecord) -> bool:
         )
         return new_id is not None
 
-    def attempt() -> bool:
-        with store.engine.begin() as conn:
-            return body(conn)
-
-    return retry_locked(attempt)
+    return store.transaction(body)
 
 
 _COUNT_COLUMNS = ("kernels", "kernel_ms", "dram_read_bytes", "dram_write_bytes", "l2_traffic_bytes", "fp64_flops",

@@ -18,7 +18,6 @@ from sqlalchemy import Connection, select
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
-from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.measurement_columns import device_key
@@ -103,11 +102,7 @@ def add_crosscheck(store: ResultStore, r: CrossCheckRecord) -> bool:
         )
         return new_id is not None
 
-    def attempt() -> bool:
-        with store.engine.begin() as conn:
-            return body(conn)
-
-    return retry_locked(attempt)
+    return store.transaction(body)
 
 
 FRAME_COLUMNS: tuple[str, ...] = (

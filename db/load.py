@@ -215,6 +215,23 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     return counts
 
 
+def _insert_new_rows(conn: Connection, table: Any, key_cols: tuple[Any, ...], rows: list[dict[str, Any]]) -> int:
+    """Insert those of `rows` (their keys resolved to the target's ids) whose natural key
+    `key_cols` the target lacks; returns how many."""
+    existing: set[tuple[Any, ...]] = set()
+    for chunk in _chunks(sorted({row["run_id"] for row in rows}), 200):
+        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(table.c.run_id.in_(chunk))))
+    new: list[dict[str, Any]] = []
+    for row in rows:
+        key = tuple(row[column.name] for column in key_cols)
+        if key not in existing:
+            existing.add(key)
+            new.append(row)
+    for row_chunk in _chunks(new):
+        conn.execute(table.insert(), row_chunk)
+    return len(new)
+
+
 def _load_counters(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int],
                    env_ids: dict[str, int]) -> int:
     """Insert the counter readings the target lacks, each linked to the target's copy of the run it
@@ -223,22 +240,11 @@ def _load_counters(conn: Connection, batch: Batch, run_ids: dict[str, int], case
         return 0
     k_t, run_t = models.CounterReading.__table__, models.Run.__table__
     key_cols = (k_t.c.run_id, k_t.c.case_id, k_t.c.cache, k_t.c.timing_mode, k_t.c.device_key)
-    existing: set[tuple[Any, ...]] = set()
-    for chunk in _chunks(sorted({run_ids[c.run_id] for c in batch.counters}), 200):
-        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(k_t.c.run_id.in_(chunk))))
     checked = _ids(conn, run_t.c.id, run_t.c.run_id, {c.checked_run_id for c in batch.counters if c.checked_run_id})
-    rows: list[dict[str, Any]] = []
-    for c in batch.counters:
-        row = dict(c.columns, run_id=run_ids[c.run_id], case_id=case_ids[c.case_key],
-                   environment_id=env_ids[c.fingerprint],
-                   checked_run_id=checked.get(c.checked_run_id) if c.checked_run_id else None)
-        key = tuple(row[column.name] for column in key_cols)
-        if key not in existing:
-            existing.add(key)
-            rows.append(row)
-    for row_chunk in _chunks(rows):
-        conn.execute(k_t.insert(), row_chunk)
-    return len(rows)
+    rows = [dict(c.columns, run_id=run_ids[c.run_id], case_id=case_ids[c.case_key],
+                 environment_id=env_ids[c.fingerprint],
+                 checked_run_id=checked.get(c.checked_run_id) if c.checked_run_id else None) for c in batch.counters]
+    return _insert_new_rows(conn, k_t, key_cols, rows)
 
 
 def _load_crosschecks(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int],
@@ -246,19 +252,9 @@ def _load_crosschecks(conn: Connection, batch: Batch, run_ids: dict[str, int], c
     """Insert the cross-check rows the target lacks; returns how many."""
     x_t = models.CrossCheck.__table__
     key_cols = (x_t.c.run_id, x_t.c.case_id, x_t.c.cache, x_t.c.timing_mode, x_t.c.device_key, x_t.c.peer)
-    existing: set[tuple[Any, ...]] = set()
-    for chunk in _chunks(sorted({run_ids[run_id] for run_id, *_ in batch.crosschecks}), 200):
-        existing.update(tuple(row) for row in conn.execute(select(*key_cols).where(x_t.c.run_id.in_(chunk))))
-    rows: list[dict[str, Any]] = []
-    for run_id, case_key, fingerprint, columns in batch.crosschecks:
-        row = dict(columns, run_id=run_ids[run_id], case_id=case_ids[case_key], environment_id=env_ids[fingerprint])
-        key = tuple(row[column.name] for column in key_cols)
-        if key not in existing:
-            existing.add(key)
-            rows.append(row)
-    for row_chunk in _chunks(rows):
-        conn.execute(x_t.insert(), row_chunk)
-    return len(rows)
+    rows = [dict(columns, run_id=run_ids[run_id], case_id=case_ids[case_key], environment_id=env_ids[fingerprint])
+            for run_id, case_key, fingerprint, columns in batch.crosschecks]
+    return _insert_new_rows(conn, x_t, key_cols, rows)
 
 
 def _load_layer_profiles(conn: Connection, batch: Batch, run_ids: dict[str, int], case_ids: dict[str, int]) -> int:

@@ -91,7 +91,8 @@ class ResultStore:
 
     # -- transactions -------------------------------------------------------------------------
 
-    def _transaction(self, body: Callable[[Connection], T]) -> T:
+    def transaction(self, body: Callable[[Connection], T]) -> T:
+        """`body(conn)` in one transaction, retried while SQLite is locked by another writer."""
         def attempt() -> T:
             with self.engine.begin() as conn:
                 return body(conn)
@@ -161,7 +162,7 @@ class ResultStore:
                 )
             return row.id
 
-        self._run_pk[run.run_id] = self._transaction(body)
+        self._run_pk[run.run_id] = self.transaction(body)
 
     def finish_run(self, run_id: str, status: str, shard: str | None = None) -> None:
         """Mark a run (or one shard of it) finished with a RunStatus.
@@ -192,7 +193,7 @@ class ResultStore:
                 raise DatabaseInputError(f"shard {shard} of run {run_id!r} was never started")
             aggregate_shards(conn, pk)
 
-        self._transaction(body)
+        self.transaction(body)
 
     def run_shards(self, run_id: str) -> list[ShardStatus]:
         """The shards of a run that have started, in shard order."""
@@ -245,7 +246,7 @@ class ResultStore:
             )
             return env_pk
 
-        self._env_pk[env.device_fingerprint] = self._transaction(body)
+        self._env_pk[env.device_fingerprint] = self.transaction(body)
 
     # -- measurements ----------------------------------------------------------------------------
 
@@ -295,7 +296,7 @@ class ResultStore:
                 add_collective(conn, new_id, m.collective)
             return True, env_pk, case_pk
 
-        added, env_pk, case_pk = self._transaction(body)
+        added, env_pk, case_pk = self.transaction(body)
         self._env_pk[m.identity.device_fingerprint] = env_pk
         self._case_pk[m.identity.case.case_key] = case_pk
         return added
