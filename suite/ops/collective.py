@@ -48,6 +48,7 @@ output a slice of the input, as nccl-tests' in-place runs).
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -189,9 +190,9 @@ class CollectiveOp(Op):
         p = self.with_defaults(params)
         return self.buffer_elements(int(p["n"]), world_size(p["ranks"]), p) * element_size(dtype)
 
+    @abstractmethod
     def buffer_elements(self, n: int, ranks: int, params: Params) -> int:
         """Elements one rank allocates (inputs, outputs, a pristine copy for `reset`)."""
-        raise NotImplementedError
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -219,8 +220,9 @@ class CollectiveOp(Op):
             raise RuntimeError(f"{case.op} with ranks={p['ranks']} runs in a group of {group.size} processes")
         return self.build(case, device, seed, group, p)
 
+    @abstractmethod
     def build(self, case: Case, device: DeviceInfo, seed: int, group: Group, p: Params) -> PreparedCollective:
-        raise NotImplementedError
+        """This rank's buffers and its one collective call, for the group `group`."""
 
     def empty(self, count: int, case: Case, device: DeviceInfo) -> torch.Tensor:
         return torch.empty(count, dtype=torch_dtype(case.dtype), device=device.torch_device)

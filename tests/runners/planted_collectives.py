@@ -31,7 +31,8 @@ class _Planted(AllReduce):
     }
 
     def fault(self, out: Any, p: Params) -> Any:
-        raise NotImplementedError
+        """What this planted op does to the faulty rank's output (each subclass plants its own)."""
+        raise TypeError(f"{type(self).__name__} plants no fault")
 
     def build(self, case: Case, device: DeviceInfo, seed: int, group: Group, p: Params) -> PreparedCollective:
         prepared = super().build(case, device, seed, group, p)
