@@ -39,13 +39,12 @@ def collectives_command(
                             case_timeout_s=case_timeout_s)
     except UserError as exc:
         fail_with(exc)
-    if code != 0:
-        # the process group is broken: its destructors could abort the interpreter at exit (a
-        # collective may still hold its threads), so leave at once with the code (the results are stored)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    raise typer.Exit(code)
+    # the results are stored and the group is left (or broken, after a fault): leave at once with the
+    # code, since the process group's C++ destructors can abort the interpreter at exit (a collective
+    # may still hold its threads, or the store's host may be gone)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

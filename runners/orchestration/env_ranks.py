@@ -39,6 +39,7 @@ from rooflab.suite.ops.collective import ALL, FAMILY
 EXIT_OK, EXIT_FAULT = 0, 1
 ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
 FAULT_GRACE_S = 3.0  # how long rank 0 waits for the other ranks' errors after a fault
+LEAVE_WAIT_S = 30.0  # how long rank 0 (the store's host) waits for the other ranks to leave
 
 
 @dataclass(frozen=True)
@@ -115,10 +116,31 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
     rank_devices = tuple(control.agree(rank_device_text(device, environment)))
     lead = _Lead(db, run_id, spec, environment) if where.rank == 0 else None
     try:
-        return _cases(cases, device, control, rank_devices, lead, seed, overrides, _Faults(store, where.size))
+        code = _cases(cases, device, control, rank_devices, lead, seed, overrides, _Faults(store, where.size))
     finally:
         if lead is not None:
             lead.close()
+    if code == EXIT_OK:
+        _leave(store, where)
+    return code
+
+
+def _leave(store: Any, where: EnvRendezvous) -> None:
+    """Leave the group in order. Rank 0 hosts the rendezvous store: a rank whose store went away
+    before its process ended aborts at exit ("terminate called without an active exception", seen
+    in CI as exit -6), so every rank destroys its process group and says so through the store, and
+    rank 0 waits for all of them before it ends. The caller then leaves with os._exit (no C++
+    destructor of the group's threads runs)."""
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+    if where.rank != 0:
+        store.set(f"rooflab/left/{where.rank}", "1")
+        return
+    try:
+        store.wait([f"rooflab/left/{r}" for r in range(1, where.size)], timedelta(seconds=LEAVE_WAIT_S))
+    except Exception:  # noqa: BLE001 - a rank that never says it left cannot hold rank 0 forever
+        pass
 
 
 class _Faults:

@@ -42,13 +42,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(tmp_path: Path, url: str, run_id: str, size: int, variables, *extra: str) -> list[subprocess.CompletedProcess]:
+def _launch(tmp_path: Path, url: str, run_id: str, size: int, variables, *extra: str,
+            plugins: str = "tests.runners.planted_collectives") -> list[subprocess.CompletedProcess]:
     spec = tmp_path / "comms.yaml"
     spec.write_text(SPEC)
     port = _free_port()
     procs = []
     for rank in range(size):
-        env = {**os.environ, "PYTHONPATH": str(REPO), "ROOFLAB_PLUGINS": "tests.runners.planted_collectives",
+        env = {**os.environ, "PYTHONPATH": str(REPO), "ROOFLAB_PLUGINS": plugins,
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **variables(rank, size)}
         env.pop("ROOFLAB_DB", None)
         procs.append(subprocess.Popen(
@@ -94,6 +95,48 @@ def test_local_processes_rendezvous_from_the_environment_rank_0_stores_and_a_fau
     assert len(rows) == 6 and (rows["status"] == "ok").sum() == 5
     fault = rows[rows["status"] == "failed"].iloc[0]
     assert fault["error"].startswith("rank 1: RuntimeError: planted fault on this rank"), fault["error"]
+
+
+def test_ranks_slower_to_end_than_the_stores_host_still_exit_cleanly(tmp_path: Path) -> None:
+    # ranks 1 and 2 take 2 s more to end than rank 0 (an exit handler): before the ranks left in
+    # order, rank 0 ended first, its store went with it, and both aborted at exit (-6, as in CI)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = _launch(tmp_path, url, "night", 3, _torchrun, "--filter", "benchmark=three",
+                   plugins="tests.runners.planted_collectives,tests.runners.slow_exit")
+    assert [p.returncode for p in done] == [0, 0, 0], [p.stderr[-2000:] for p in done]
+    assert list(results(url, run_id="night")["status"]) == ["ok"]
+
+
+class _FakeStore:
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}
+        self.waited: list[tuple[list[str], float]] = []
+
+    def set(self, key: str, value: str) -> None:
+        self.keys[key] = value
+
+    def wait(self, keys: list[str], timeout) -> None:
+        self.waited.append((keys, timeout.total_seconds()))
+        if not all(k in self.keys for k in keys):
+            raise RuntimeError("Wait timeout")
+
+
+def test_rank_0_waits_for_every_other_rank_to_leave_and_a_missing_one_does_not_hold_it(monkeypatch) -> None:
+    import torch.distributed as dist
+
+    from rooflab.runners.orchestration import env_ranks
+
+    destroyed = []
+    monkeypatch.setattr(dist, "destroy_process_group", lambda: destroyed.append(True))
+    store = _FakeStore()
+    for rank in (1, 2, 3):
+        env_ranks._leave(store, env_ranks.EnvRendezvous(rank, 4, rank, "h", 1))
+    assert sorted(store.keys) == ["rooflab/left/1", "rooflab/left/2", "rooflab/left/3"] and not store.waited
+    env_ranks._leave(store, env_ranks.EnvRendezvous(0, 4, 0, "h", 1))
+    assert store.waited == [(["rooflab/left/1", "rooflab/left/2", "rooflab/left/3"], env_ranks.LEAVE_WAIT_S)]
+    assert len(destroyed) == 4
+    del store.keys["rooflab/left/2"]  # rank 2 never says it left: rank 0 still returns
+    env_ranks._leave(store, env_ranks.EnvRendezvous(0, 4, 0, "h", 1))
 
 
 def test_the_rendezvous_names_what_is_missing() -> None:
