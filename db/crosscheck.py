@@ -52,7 +52,7 @@ class CrossCheckRecord:
     measured_at: datetime
     contended: bool = False  # the machine was seen contended while either timer ran
     contention_reasons: tuple[str, ...] = ()
-    # revision 0007: rooflab timed in the peer's mode, and how its configured mode differs
+    # revision 0009: rooflab timed in the peer's mode, and how its configured mode differs
     peer_mode: str | None = None
     rooflab_mode: str | None = None
     method_differences: tuple[str, ...] = ()
@@ -155,7 +155,7 @@ class GroupSummary:
     worst_case_key: str | None
     worst_ratio: float | None
     contended: int = 0
-    in_mode_ratio_geomean: float | None = None  # None also for rows stored before revision 0007
+    in_mode_ratio_geomean: float | None = None  # None also for rows stored before revision 0009
     in_mode_worst_case_key: str | None = None
     in_mode_worst_ratio: float | None = None
 

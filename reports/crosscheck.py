@@ -39,7 +39,7 @@ def newest_per_device(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def judged_ratio(rows: pd.DataFrame) -> pd.Series:
-    """The ratio a row's verdict was judged on: in the peer's mode (revision 0007 on), else as configured."""
+    """The ratio a row's verdict was judged on: in the peer's mode (revision 0009 on), else as configured."""
     in_mode = pd.to_numeric(rows.get("in_mode_ratio", pd.Series(index=rows.index, dtype=float)), errors="coerce")
     return in_mode.fillna(pd.to_numeric(rows["ratio"], errors="coerce"))
 

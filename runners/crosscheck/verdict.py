@@ -29,7 +29,7 @@ from rooflab.runners.engine.stats import summarize
 
 class Reason(StrEnum):
     CONTENDED = "contended"  # something else competed for the machine while the case was timed
-    # the reasons of rows stored before revision 0007, judged on rooflab as configured against the
+    # the reasons of rows stored before revision 0009, judged on rooflab as configured against the
     # peer (the method difference); they are read back and shown, never given now
     COLD_VS_HOT = "cold_vs_hot"
     MEAN_VS_MEDIAN = "mean_vs_median"
