@@ -30,11 +30,11 @@ from rooflab.record import CollectiveRecord, WorkModel
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
-from rooflab.runners.orchestration.records import build_record
+from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, default_case_timeout_s
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
-from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, world_size
+from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, at_world_size, world_size
 from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import ResultStatus
 
@@ -68,22 +68,24 @@ def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] |
 def work_model_at(size: int) -> Callable[[Case], WorkModel]:
     """The FLOPs and bytes of a collective case at world size `size` (`ranks: all` resolved)."""
     def model(case: Case) -> WorkModel:
-        op = get_op(case.op)
-        params = {**op.resolved_params(case.params), "ranks": size}
-        return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)))
+        return op_work_model(at_world_size(case, size))
 
     return model
 
 
 def group_skip_reason(case: Case, device: Any, size: int) -> str | None:
-    """The op's rules on rank 0's device, and, on a CPU, the memory of all the ranks together."""
+    """Before a group starts: the op's rules and one rank's memory at the world size `size` the case
+    runs at (suite.ops.collective.at_world_size: `ranks: all` is the run's GPUs, not the CPU's two) on
+    rank 0's device (each rank checks its own device's free memory again, rank_case.py); on a CPU,
+    where the ranks share the host's memory, also all the ranks together."""
     from rooflab.suite.ops.base import case_skip_reason, format_bytes
 
     op = get_op(case.op)
-    reason = case_skip_reason(op, case, device)
+    sized = at_world_size(case, size)
+    reason = case_skip_reason(op, sized, device)
     if reason or device.is_cuda or device.memory_bytes <= 0:
         return reason
-    need = size * int(op.memory_bytes({**op.resolved_params(case.params), "ranks": size}, case.dtype))
+    need = size * int(op.memory_bytes(op.resolved_params(sized.params), case.dtype))
     allowed = (case.max_memory_fraction or 1.0) * device.memory_bytes
     if need > allowed:
         return f"would not fit: {size} ranks need {format_bytes(need)} of {format_bytes(device.memory_bytes)}"

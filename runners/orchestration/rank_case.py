@@ -3,7 +3,8 @@
 The steps, each agreed by the whole group before the next (`Control.agree`), so that no rank times
 a collective the others have given up on:
 
-1. skip: the worker's rules on this rank's device (memory free now, the op's own reasons);
+1. skip: the worker's rules on this rank's device (memory free now, the op's own reasons), the
+   case's memory taken at the group's world size (`ranks: all` resolved);
 2. prepare this rank's seeded input, make the first call (timed apart) and check this rank's output
    against the exact expected values: any rank off makes the case `incorrect`, with that rank named;
 3. warm up and sample together (runners.engine.group_timing): rank 0 decides when to stop.
@@ -24,6 +25,7 @@ from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.collective import at_world_size
 from rooflab.vocab import FlushMethod, ResultStatus
 
 COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")  # settings that change how the library moves data
@@ -100,7 +102,8 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: Any, *, ran
     started = time.perf_counter()
     try:
         op = get_op(case.op)
-        reason = control.agree(generic_skip_reason(op, case, device))
+        # memory at the group's own size: `ranks: all` is `size` ranks here, not the models' CPU group
+        reason = control.agree(generic_skip_reason(op, at_world_size(case, size), device))
         skipped = _first_problem([f"rank {r}: {why}" if size > 1 and why else why for r, why in enumerate(reason)])
         if skipped:
             return _reply(rank, CaseOutcome(case.case_key, ResultStatus.SKIPPED, skipped,

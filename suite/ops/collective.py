@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from rooflab.suite.case import Case, ParamValue
@@ -103,6 +103,14 @@ def world_size(ranks: ParamValue, *, all_ranks: int = CPU_ALL_RANKS) -> int:
     if ranks == ALL:
         return int(all_ranks)
     return int(ranks)
+
+
+def at_world_size(case: Case, size: int) -> Case:
+    """`case` with its `ranks` at the world size its group runs it at (`ranks: all` resolved to the
+    run's GPUs, or to the ranks of a Slurm step): what its memory and work models must read, since
+    they take `all` as the CPU's group of CPU_ALL_RANKS. Only for the models: results keep the key
+    of `case` itself."""
+    return replace(case, params={**case.params, "ranks": int(size)})
 
 
 @dataclass
