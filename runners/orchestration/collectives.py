@@ -65,6 +65,38 @@ def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] |
     return gpus[:size], size, None
 
 
+def group_label(case: Case, record: Any) -> str:
+    """Where a collective case's group ran, from its result (the group's record: each rank's
+    `host device [uuid]`): `cpu x2 (gloo)`, `cuda:0-7 (nccl)`, `cuda:0,2 (nccl)`, with `on N hosts`
+    for a group over several; `8 ranks (nccl)` when the record names no device (not started)."""
+    collective = getattr(record, "collective", None)
+    places = [text.split() for text in (collective.rank_devices if collective is not None else ())]
+    if not places:
+        ranks = collective.ranks if collective is not None else case.params.get("ranks", ALL)
+        return f"{ranks} ranks ({case.backend})"
+    devices = [p[1] if len(p) > 1 else p[0] for p in places]
+    hosts = {p[0] for p in places if len(p) > 1}
+    if len(set(devices)) == 1:
+        where = f"{devices[0]} x{len(devices)}"
+    elif all(d.startswith("cuda:") and d[5:].isdigit() for d in devices):
+        where = "cuda:" + _index_ranges(sorted({int(d[5:]) for d in devices}))
+    else:
+        where = ",".join(dict.fromkeys(devices))
+    on = f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
+    return f"{where}{on} ({case.backend})"
+
+
+def _index_ranges(indices: list[int]) -> str:
+    """`0-7`, `0,2,4`, `0-3,6` from sorted distinct indices."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ",".join(map(str, r)) for r in runs)
+
+
 def work_model_at(size: int) -> Callable[[Case], WorkModel]:
     """The FLOPs and bytes of a collective case at world size `size` (`ranks: all` resolved)."""
     def model(case: Case) -> WorkModel:

@@ -23,7 +23,7 @@ from rooflab.db.handle import Database, as_database
 from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
-from rooflab.runners.orchestration.collectives import CollectivePhase, is_collective
+from rooflab.runners.orchestration.collectives import CollectivePhase, group_label, is_collective
 from rooflab.runners.orchestration.processes import prestart_worker_server
 from rooflab.runners.orchestration.run_options import (
     RunOptions,
@@ -366,7 +366,7 @@ def _summary(
     slowest = tuple(
         {
             "case_key": r.case.case_key,
-            "device": r.lane,
+            "device": group_label(r.case, r.record) if is_collective(r.case) else r.lane,
             "median_ms": r.record.median_ms,
             "gbps": gbps_of(r.record) if r.record.work.bytes else None,
             "tflops": tflops_of(r.record) if r.record.work.flops else None,
