@@ -26,9 +26,13 @@ from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.collective import at_world_size
-from rooflab.vocab import FlushMethod, ResultStatus
+from rooflab.vocab import FlushMethod, Pace, ResultStatus
 
 COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")  # settings that change how the library moves data
+# how a collective's samples follow one another (runners.engine.group_timing): each right behind the
+# previous one, with no rest, only the barrier that starts every sample on all ranks together (a
+# `pace: idle` setting does not change that loop, so it is never recorded for a collective)
+COLLECTIVE_PACE = Pace.BACK_TO_BACK.value
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,7 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: Any, prepared: Any
         cache=case.cache, timing_mode=case.timing_mode, clock=timing.clock, stop_reason=timing.stop_reason,
         first_call_ms=first_call_ms, warmup_calls=timing.warmup_calls, launches_per_sample=1, flush_bytes=0,
         sync_method=timing.sync_method, flush_method=FlushMethod.NONE, warmup_ms=timing.warmup_ms,
-        sampling_ms=timing.sampling_ms,
+        sampling_ms=timing.sampling_ms, pace=COLLECTIVE_PACE,
     )
     outcome = CaseOutcome(
         case.case_key, ResultStatus.OK, None, time.perf_counter() - started, method=method, stats=timing.stats,

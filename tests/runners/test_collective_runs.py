@@ -9,6 +9,7 @@ import pytest
 
 from rooflab.db.collectives import collective_frame
 from rooflab.db.query import results
+from rooflab.reports.interconnect import collective_ceilings
 from rooflab.runners.orchestration.session import run_suite
 from rooflab.runners.orchestration.run_options import RunOptions
 from tests.runners.collective_cases import forkserver_children, plugin_env
@@ -50,7 +51,12 @@ def _run(spec: Path, url: str, **options) -> object:
     return run_suite(spec, db=url, options=RunOptions(device="cpu", quiet=True, **options), handle_signals=False)
 
 
-def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp_path: Path) -> None:
+def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # settings of the libraries in the run's environment, to be recorded with every collective:
+    # NCCL_ALGO (an NCCL setting that gloo ignores) and GLOO_SOCKET_IFNAME=lo (the loopback gloo uses)
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     url = f"sqlite:///{tmp_path / 'r.db'}"
     summary = _run(spec, url, run_id="night")
     assert summary.counts["ok"] == 5 and summary.counts["crashed"] == 1, summary.counts
@@ -72,6 +78,17 @@ def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp
     ok = groups[groups["status"] == "ok"]
     assert all(len(m) == r for m, r in zip(ok["rank_medians_ms"], ok["ranks"], strict=True))
     assert ok["slowest_rank"].notna().all() and (ok["comm_version"].isna()).all()  # gloo: no NCCL
+    settings = {"NCCL_ALGO": "Ring", "GLOO_SOCKET_IFNAME": "lo"}.items()
+    assert all(settings <= dict(s).items() for s in ok["comm_settings"]), list(ok["comm_settings"])
+    # every timed collective records how it was measured: hot (no flush), its samples back to back
+    # (the rank loop: a barrier before each sample, no rest); the interconnect ceiling says so
+    timed = rows[(rows["family"] == "collective") & (rows["status"] == "ok")]
+    assert len(timed) == 4 and (timed["pace"] == "back_to_back").all() and (timed["flush_method"] == "none").all()
+    ceiling = next(c for c in collective_ceilings(timed, None) if c.kind == "interconnect")
+    assert ceiling.method == "hot, back_to_back"
+    # the summary names each collective's group, not the phase
+    devices = {row["device"] for row in summary.slowest}
+    assert "collectives" not in devices and devices & {"cpu x2 (gloo)", "cpu x3 (gloo)"}, devices
 
 
 def test_resume_and_shards_treat_collectives_as_any_case(spec: Path, tmp_path: Path) -> None:
