@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU evidence run in one command: environment, `make test-gpu`, the quick and roofline specs
-# measured for real, the cross-check against the peers' timers, known figures beside rooflab's
+# measured for real (quick's collectives over every GPU), the cross-check, known figures beside rooflab's
 # ceilings, a timed sample of the nightly spec with its projection, the export and the report,
 # every artifact under OUTDIR. docs/gpu-validation.md says how to run it and what each file is.
 #
@@ -10,7 +10,7 @@
 #   --part 2     env devices versions roofline crosscheck crosscheck-like nightly-sample gap-probe energy-probe known
 #                ceilings export report env-after
 #   --part all   every step (the default; on an H100 it does not fit one 10-minute call: use 1 then 2,
-#                then --steps env,versions,counters,export,report)
+#                then --steps env,versions,counters,export,report; collectives on a multi-GPU machine)
 #   --steps      exactly these steps, in the script's order
 #   --budget-s   wall-clock budget of the whole script (default 540 s with a GPU, 1200 s without):
 #                each step's timeout is cut so that the steps after it keep their reserve
@@ -26,8 +26,8 @@
 # timed out or was left out for want of budget, 2 on bad usage.
 set -uo pipefail
 
-ALL_STEPS=(env devices versions test-gpu quick roofline crosscheck crosscheck-like counters nightly-sample gap-probe
-  energy-probe known ceilings export report env-after)
+ALL_STEPS=(env devices versions test-gpu quick collectives roofline crosscheck crosscheck-like counters nightly-sample
+  gap-probe energy-probe known ceilings export report env-after)
 PART1=(env devices versions test-gpu quick known ceilings export report env-after)
 PART2=(env devices versions roofline crosscheck crosscheck-like nightly-sample gap-probe energy-probe known ceilings export
   report env-after)
@@ -161,6 +161,20 @@ step_quick() {
   if [ "$KIND" = cuda ]; then run_spec quick "$DB" "$OUT/run-quick.json" --device cuda
   else run_spec quick "$DB" "$OUT/run-quick.json" --device cpu -f benchmark=cpu_stream,cpu_gemm_peak,cpu_launch --max-time-ms 200; fi
 }
+# quick's collective cases (docs/collectives.md): NCCL over every GPU of the machine (`--devices all`,
+# one rank per GPU), gloo over two CPU ranks without one. On one GPU every case is skipped (a collective
+# needs two): the run still shows that, and the step is then marked skipped.
+step_collectives() {
+  if [ "$KIND" != cuda ]; then
+    run_spec quick "$DB" "$OUT/run-collectives.json" --device cpu -f family=collective --max-time-ms 200
+    return $?
+  fi
+  local gpus rc
+  gpus=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null)
+  run_spec quick "$DB" "$OUT/run-collectives.json" --devices all -f family=collective; rc=$?
+  [ "$rc" = 0 ] || return $rc
+  [ "${gpus:-0}" -ge 2 ] || skip "${gpus:-no} GPU(s): a collective needs at least 2 GPUs (every case skipped)"
+}
 step_roofline() {
   if [ "$KIND" = cuda ]; then run_spec roofline "$DB" "$OUT/run-roofline.json" --device cuda
   else run_spec roofline "$DB" "$OUT/run-roofline.json" --device cpu -f benchmark=cpu_gemm_peak -f m=256,512 --max-time-ms 200; fi
@@ -291,17 +305,17 @@ step_env_after() {
   command -v nvidia-smi >/dev/null 2>&1 || skip "no nvidia-smi on this machine"
   nvidia-smi -q -d CLOCK,PERFORMANCE,POWER,TEMPERATURE > "$OUT/env/nvidia-smi-after.txt" && tail -n 40 "$OUT/env/nvidia-smi-after.txt"
 }
-export -f step_env step_devices step_versions step_test_gpu step_quick step_roofline step_crosscheck \
+export -f step_env step_devices step_versions step_test_gpu step_quick step_collectives step_roofline step_crosscheck \
   step_crosscheck_like step_counters step_nightly_sample step_gap_probe step_energy_probe step_known step_ceilings step_export step_report step_env_after
 
 # timeout (s) of each step with a GPU and without one, and the reserve it keeps for itself when an
 # earlier step's timeout is cut to fit the budget
-declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=240 [quick]=300 [roofline]=240 [crosscheck]=150
-  [crosscheck-like]=150 [counters]=420 [nightly-sample]=150 [gap-probe]=120 [energy-probe]=60 [known]=150 [ceilings]=60
-  [export]=60 [report]=120 [env-after]=20)
-declare -A T_CPU=([env]=30 [devices]=120 [versions]=120 [test-gpu]=10 [quick]=300 [roofline]=240 [crosscheck]=240
-  [crosscheck-like]=180 [counters]=60 [nightly-sample]=300 [gap-probe]=180 [energy-probe]=60 [known]=400 [ceilings]=120
-  [export]=120 [report]=240 [env-after]=10)
+declare -A T_GPU=([env]=30 [devices]=90 [versions]=60 [test-gpu]=240 [quick]=300 [collectives]=240 [roofline]=240
+  [crosscheck]=150 [crosscheck-like]=150 [counters]=420 [nightly-sample]=150 [gap-probe]=120 [energy-probe]=60
+  [known]=150 [ceilings]=60 [export]=60 [report]=120 [env-after]=20)
+declare -A T_CPU=([env]=30 [devices]=120 [versions]=120 [test-gpu]=10 [quick]=300 [collectives]=180 [roofline]=240
+  [crosscheck]=240 [crosscheck-like]=180 [counters]=60 [nightly-sample]=300 [gap-probe]=180 [energy-probe]=60
+  [known]=400 [ceilings]=120 [export]=120 [report]=240 [env-after]=10)
 declare -A RESERVE=([known]=75 [ceilings]=15 [export]=15 [report]=40 [env-after]=5)
 
 steps_tsv=$OUT/steps.tsv

@@ -115,3 +115,21 @@ def test_counters_on_a_gpu_runs_each_set_of_cases_under_the_given_ncu(tmp_path):
     assert all(f"--device cuda --ncu {ncu} -f op=" in r and "--keep-reports" in r and "--json" in r for r in runs)
     assert "-f op=cos_cos" in runs[1] and "-f kernel=sdpa_flash,naive" in runs[4]
     assert "Version 2025.1.1.0" in (tmp_path / "out" / "logs" / "counters.log").read_text()
+
+
+@pytest.mark.parametrize("device, gpus, status, args", [
+    ("cuda", 8, "ok", "--devices all -f family=collective"),
+    ("cuda", 1, "skipped", "--devices all -f family=collective"),  # run all the same: every case says why
+    ("cpu", 0, "ok", "--device cpu -f family=collective --max-time-ms 200"),
+])
+def test_collectives_runs_quicks_collective_cases_over_every_gpu(tmp_path, device, gpus, status, args):
+    calls = tmp_path / "calls.txt"
+    python = fake_python(tmp_path, f'echo "$*" >> {calls}\ncase "$*" in *device_count*) echo {gpus};; esac\nexit 0\n')
+    proc, rows = run(tmp_path, python, "--steps", "collectives", GV_DEVICE=device)
+    assert proc.returncode == 0 and [r["status"] for r in rows] == [status], proc.stdout + proc.stderr
+    runs = [line for line in calls.read_text().splitlines() if line.startswith("-m rooflab run")]
+    out = tmp_path / "out"
+    assert runs == [f"-m rooflab run quick --db sqlite:///{out}/rooflab.db --json {args}"]
+    assert (out / "run-collectives.json").is_file()
+    if status == "skipped":
+        assert "a collective needs at least 2 GPUs" in rows[0]["note"]
