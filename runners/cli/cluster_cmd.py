@@ -53,12 +53,13 @@ def slurm_command(
     venv: Path | None = typer.Option(None, "--venv", help="Virtual environment with rooflab on the nodes."),
     output: Path | None = typer.Option(
         None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
-        "the .finalize.sbatch and .submit.sh scripts go beside it."
+        "the .collectives.sbatch, .finalize.sbatch and .submit.sh scripts go beside it."
     ),
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="When the finalising job fails: regression|drift|suspect|never."),
 ) -> None:
-    """Write Slurm scripts for a night: a job array over shards, then regressions and the report."""
+    """Write Slurm scripts for a night: a job array over shards, then the collective step over all
+    nodes, then regressions and the report."""
     from rooflab.runners.orchestration import slurm, slurm_job
     from rooflab.suite.spec import expand, load_spec
 
