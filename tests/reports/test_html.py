@@ -177,3 +177,51 @@ def test_the_browser_check_catches_a_broken_page(tmp_path):
     console = _console(page.as_uri(), tmp_path, shot)
     assert any("planted" in line for line in console) and any("missingFunction" in line for line in console)
     assert _blank(shot)
+
+
+# the tables after the interconnect section's heading, up to the next h2: each a list of rows of cell texts
+SECTION_TABLES_JS = """(() => { const tables = [];
+  for (let el = document.getElementById('interconnect').nextElementSibling; el && el.tagName !== 'H2';
+       el = el.nextElementSibling) {
+    if (el.tagName === 'TABLE') tables.push([...el.rows].map(r => [...r.cells].map(c => c.textContent.trim())));
+  }
+  return tables; })()"""
+
+
+@pytest.mark.browser
+@needs_chromium
+def test_the_interconnect_section_in_chromium(tmp_path):
+    """The device page of a database holding collectives (8 GPUs, one straggling rank), as Chromium
+    builds it: the section, its ceiling and latency-floor row, the stragglers table, the chart
+    loaded, the interconnect ceiling measured hot and back to back, and no console message."""
+    from tests.reports.cdp import Browser
+
+    rows = device_rows() + collective_sweep("all_reduce", 8, peak_gbps=370.0, latency_ms=0.02)
+    big = rows[-1]
+    groups = pd.DataFrame([{
+        "run_id": big["run_id"], "device_name": big["device_name"], "device_fingerprint": big["device_fingerprint"],
+        "case_key": big["case_key"], "op": "all_reduce", "backend": "nccl", "dtype": "bfloat16", "params": {},
+        "cache": "hot", "timing_mode": "launch", "status": "ok", "median_ms": big["median_ms"], "bytes": big["bytes"],
+        "gbps": big["gbps"], "ranks": 8, "rank_medians_ms": [1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0],
+        "rank_devices": [f"node1 cuda:{r} GPU-{r}" for r in range(8)], "comm_version": "2.21.5",
+        "comm_settings": {"NCCL_ALGO": "Ring"}, "slowest_rank": 3, "straggler_excess": 0.5,
+    }])
+    site = render_report(frame(rows), tmp_path / "site", collectives=groups).parent
+    page = next(site.glob("device-nvidia-h100*.html"))
+    with Browser() as b:
+        b.open(page.as_uri())
+        assert b.js("document.getElementById('interconnect').textContent") == "Interconnect: collectives"
+        roofs, stragglers, libraries = b.js(SECTION_TABLES_JS)
+        assert roofs[0][:3] == ["collective", "ranks", "best busbw GB/s"] and len(roofs) == 2
+        assert roofs[1][:2] == ["all_reduce", "8"] and float(roofs[1][2]) == pytest.approx(370, rel=0.05)
+        smallest = next(r for r in rows if r["op"] == "all_reduce")
+        assert roofs[1][3] == "450" and roofs[1][5] == big["case_key"] and roofs[1][7] == smallest["case_key"]
+        assert stragglers[0][3] == "slowest rank" and len(stragglers) == 2
+        assert stragglers[1][3:5] == ["3", "node1 cuda:3 GPU-3"] and stragglers[1][-1] == "50.0 %"
+        assert libraries[1] == ["nccl", "2.21.5", "NCCL_ALGO=Ring", "1"]
+        assert b.js("document.querySelector('img[src*=\"interconnect-\"]').naturalWidth") > 0
+        # the page's ceilings table: the interconnect ceiling, measured hot and back to back
+        measured_as = b.js("[...document.querySelectorAll('tr')].filter(r => r.cells[0]?.textContent === "
+                           "'interconnect').map(r => r.cells[6].textContent)")
+        assert measured_as == ["hot, back_to_back"]
+        assert not b.console and not b.exceptions, (b.console, b.exceptions)
