@@ -4,11 +4,14 @@ interval, beside the speedup the roofs predict.
 Which runs each side draws from is reports.pairing's rule (the CLI and the report page share it).
 Per case (case_key ok on both sides; the newest result of each side's paired runs), speedup =
 baseline median / candidate median (> 1: the candidate is faster), with its interval from the raw
-samples of both sides, else from their stored CIs, else none (reports.intervals). A case is
-compared only when both results were timed alike and are trustworthy:
+samples of both sides, else from their stored CIs, else none (reports.intervals), widened by the
+run-to-run spread of each side's device (reports.run_spread; a side whose device has no estimate
+takes the other side's, and with neither the interval is the samples' alone, as the note says). A
+case is compared only when both results were timed alike and are trustworthy:
 
-- results of different flush methods (read_sweep, write_sweep) are not paired: the case is listed
-  as not_comparable and left out of everything else;
+- results of different flush methods (read_sweep, write_sweep) or paces (back_to_back, idle) are
+  not paired, as the regression check starts a new segment where either changes: the case is
+  listed as not_comparable and left out of everything else;
 - a noisy or contended result on either side (reports.frames.quality_of) makes the case untrusted:
   shown, but left out of the geometric means and the deviations, as it never sets a ceiling either.
 
@@ -48,6 +51,7 @@ from rooflab.reports.floors import PredictedRange, predicted_launch_range
 from rooflab.reports.frames import params_of, quality_of
 from rooflab.reports.interconnect import predicted_speedup as collective_speedup
 from rooflab.reports.opinfo import elementary_counts, reads_only
+from rooflab.reports.run_spread import Spread, Spreads
 from rooflab.vocab import CeilingKind, Quality, Wall
 
 SampleKey = tuple[str, str, str]  # run_id, case_key, device_uuid ("" without one)
@@ -61,7 +65,7 @@ class Standing(StrEnum):
     NOT_SIGNIFICANT = "not_significant"  # the interval contains 1
     NO_INTERVAL = "no_interval"  # no raw samples nor stored CI on a side: the ratio alone
     UNTRUSTED = "untrusted"  # a side is noisy or contended: shown, not judged
-    NOT_COMPARABLE = "not_comparable"  # the two sides used different flush methods: not paired
+    NOT_COMPARABLE = "not_comparable"  # the two sides used different flush methods or paces: not paired
 
 
 COMPARED = (Standing.FASTER, Standing.SLOWER, Standing.NOT_SIGNIFICANT, Standing.NO_INTERVAL)
@@ -130,11 +134,11 @@ def _deviation(speedup: float, pred: PredictedRange) -> float:
 COMPARE_COLUMNS = ["case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "intensity", "wall",
                    "baseline_run", "candidate_run", "baseline_ms", "candidate_ms", "speedup", "speedup_low",
                    "speedup_high", "interval", "standing", "predicted_speedup", "predicted_low", "predicted_high",
-                   "predicted_from", "deviation", "note"]
+                   "predicted_from", "deviation", "run_spread_pct", "note"]
 
 
 def _side_info(side: Side) -> dict[str, dict[str, Any]]:
-    """case_key -> run_id, median_ms, quality, flush, rel_ci, uuid of the row diagnose judges for it."""
+    """case_key -> run_id, median_ms, quality, flush, pace, rel_ci, uuid of the row diagnose judges for it."""
     rows = latest_per_case(side.rows)
     if rows.empty:
         return {}
@@ -143,6 +147,7 @@ def _side_info(side: Side) -> dict[str, dict[str, Any]]:
         "run_id": rows["run_id"].astype(str), "median_ms": pd.to_numeric(rows["median_ms"], errors="coerce"),
         "quality": quality_of(rows).astype(str),
         "flush": rows["flush_method"] if "flush_method" in rows.columns else None,
+        "pace": rows["pace"] if "pace" in rows.columns else None,
         "rel_ci": rows["rel_ci_halfwidth"] if "rel_ci_halfwidth" in rows.columns else math.nan,
         "uuid": uuids.astype(object).where(uuids.notna(), "").astype(str),
     })
@@ -150,7 +155,8 @@ def _side_info(side: Side) -> dict[str, dict[str, Any]]:
     return dict(zip(rows["case_key"].astype(str), records, strict=True))
 
 
-def _flush_differs(a: Any, b: Any) -> bool:
+def _differs(a: Any, b: Any) -> bool:
+    """Two recorded methods that differ (a result stored before the method was recorded pairs with either)."""
     known = [x for x in (a, b) if isinstance(x, str) and x]
     return len(known) == 2 and known[0] != known[1]
 
@@ -168,18 +174,39 @@ def _case_ratio(key: str, b: dict, c: dict, base: Side, cand: Side) -> tuple[iv.
     return ratio, note
 
 
+def _run_spread(ratio: iv.Ratio, case: Mapping[str, Any], base: Side, cand: Side,
+                spreads: Spreads) -> tuple[iv.Ratio, float, str]:
+    """`ratio` widened by both sides' run-to-run spreads (a side without an estimate takes the
+    other's), the combined spread in per cent (NaN: none known) and what the note says of it."""
+    key, family, backend = str(case["case_key"]), str(case["family"]), str(case["backend"])
+    found = [spreads.spread_of(side.device_name, key, family, backend) for side in (base, cand)]
+    known: list[Spread] = [f for f in found if f is not None]
+    if not known:
+        return ratio, math.nan, "run-to-run spread unknown (fewer than two runs of its cases on either device)"
+    b, c = (f if f is not None else known[0] for f in found)
+    log_sd = math.hypot(b.log_sd, c.log_sd)
+    note = f"run-to-run spread {100 * math.expm1(log_sd):.2g} %"
+    if len(known) == 1:
+        note += " (from one device's runs, taken for both)"
+    return iv.widened(ratio, log_sd), 100 * math.expm1(log_sd), note
+
+
 def _standing(ratio: iv.Ratio, b: dict, c: dict) -> tuple[Standing, str]:
-    if _flush_differs(b["flush"], c["flush"]):
+    if _differs(b["flush"], c["flush"]):
         return Standing.NOT_COMPARABLE, f"flush methods differ ({b['flush']} / {c['flush']}): not paired"
+    if _differs(b["pace"], c["pace"]):
+        return Standing.NOT_COMPARABLE, f"paces differ ({b['pace']} / {c['pace']}): not paired"
     bad = [f"{name} {s['quality']}" for name, s in (("baseline", b), ("candidate", c)) if s["quality"] != Quality.GOOD]
     if bad:
         return Standing.UNTRUSTED, ", ".join(bad) + ": not judged"
     return Standing(str(ratio.significance)), ""
 
 
-def compare(base: Side, cand: Side, floors: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare(base: Side, cand: Side, floors: pd.DataFrame | None = None, spreads: Spreads | None = None) -> pd.DataFrame:
     """One row per case ok on both sides (COMPARE_COLUMNS, and `ratio`: its reports.intervals.Ratio).
-    `floors`: reports.floors.per_run_floors of both devices' launch results (the overhead range)."""
+    `floors`: reports.floors.per_run_floors of both devices' launch results (the overhead range);
+    `spreads`: reports.run_spread.estimate_spreads of both devices' recent runs."""
+    spreads = spreads if spreads is not None else Spreads({}, {}, {})
     db_ = diagnose(base.rows, base.ceilings)
     dc_ = diagnose(cand.rows, cand.ceilings)
     if db_.empty or dc_.empty:
@@ -193,6 +220,7 @@ def compare(base: Side, cand: Side, floors: pd.DataFrame | None = None) -> pd.Da
         case["ranks_cand"] = cand_ranks.get(key)  # a collective's world size on the candidate
         b, c = bi[key], ci[key]
         ratio, note = _case_ratio(key, b, c, base, cand)
+        ratio, spread_pct, spread_note = _run_spread(ratio, case, base, cand, spreads)
         standing, why = _standing(ratio, b, c)
         pred, source = predict_range(case, base, cand, floors)
         judged = standing in COMPARED
@@ -204,8 +232,8 @@ def compare(base: Side, cand: Side, floors: pd.DataFrame | None = None) -> pd.Da
             "speedup_low": ratio.low if judged else None, "speedup_high": ratio.high if judged else None,
             "interval": str(ratio.method), "standing": str(standing), "predicted_speedup": pred.value,
             "predicted_low": pred.low, "predicted_high": pred.high, "predicted_from": source,
-            "deviation": _deviation(ratio.value, pred) if judged else math.nan,
-            "note": "; ".join(x for x in (why, note) if x), "ratio": ratio,
+            "deviation": _deviation(ratio.value, pred) if judged else math.nan, "run_spread_pct": spread_pct,
+            "note": "; ".join(x for x in (why, note, spread_note) if x), "ratio": ratio,
         })
     return pd.DataFrame(out, columns=COMPARE_COLUMNS + ["ratio"]).reset_index(drop=True)
 

@@ -14,17 +14,21 @@ from rooflab.reports import compare as c
 from rooflab.reports.ceilings import ROOF_FAMILIES, ROOF_OPS, compute_ceilings
 from rooflab.reports.floors import LAUNCH_OP, per_run_floors
 from rooflab.reports.pairing import Pairing, SideRuns, case_runs_of, pair_runs
+from rooflab.reports.run_spread import estimate_spreads, trusted_rows
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What a comparison reads beside the paired results: the raw samples of those results, every
-    launch-probe result of the devices (the spread of their launch floors), and the newest ok run
-    of each case per device and suite (reports.pairing's case runs; None: from the results frame)."""
+    launch-probe result of the devices (the spread of their launch floors), the newest ok run
+    of each case per device and suite (reports.pairing's case runs; None: from the results frame),
+    and the trustworthy results of the devices' recent runs (reports.run_spread: how far a result
+    moves from one run to the next; None: from the results frame)."""
 
     samples: Mapping[c.SampleKey, Any] = field(default_factory=dict)
     launch_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
     case_runs: pd.DataFrame | None = None
+    recent_rows: pd.DataFrame | None = None
 
 
 def samples_by_key(frame: pd.DataFrame) -> dict[c.SampleKey, Any]:
@@ -86,5 +90,6 @@ def compare_devices(df: pd.DataFrame, counts: pd.DataFrame, baseline: str, candi
     pairing = pair_runs(counts, case_runs, baseline, candidate, allowed=allowed)
     base = _side(df, pairing.baseline, evidence.samples)
     cand = _side(df, pairing.candidate, evidence.samples)
-    cases = c.compare(base, cand, per_run_floors(evidence.launch_rows))
+    recent = evidence.recent_rows if evidence.recent_rows is not None else trusted_rows(df)
+    cases = c.compare(base, cand, per_run_floors(evidence.launch_rows), estimate_spreads(recent))
     return Comparison(pairing, cases, c.summary(cases), c.most_deviating(cases, limit=deviating))

@@ -7,8 +7,8 @@ results is not ok, throttled or not of good quality (reports.frames.quality_of's
 quality, else suite.quality's noise rule). `tests/reports/test_history.py` holds the two framings
 equal. p10 and p90 are the medians of the ok results' own p10 and p90.
 
-Each point also carries its flush method; a point whose flush method differs from the series'
-point before it starts a segment (the other segment reasons, a driver, CUDA or torch change, come
+Each point also carries its flush method and pace; a point whose flush method or pace differs from
+the series' point before it starts a segment (the other segment reasons, a driver, CUDA or torch change, come
 with a new device fingerprint, hence a new series: the page joins a case's series on one device
 into one trend and names what changed between them).
 """
@@ -42,6 +42,7 @@ class SeriesPoints:
     p90_ms: np.ndarray
     excluded: np.ndarray  # int8 per point: index into EXCLUDED
     flush: np.ndarray  # int16 per point: code into the flush methods (-1: not recorded)
+    pace: np.ndarray  # int16 per point: code into the paces (-1: not recorded)
 
     @property
     def n_series(self) -> int:
@@ -111,6 +112,7 @@ def series_points(h: HistoryColumns) -> SeriesPoints:
                                                  np.where(any_of(_noisy_rows(h)[order]), 3, 0))).astype(np.int8)
     del ok
     flush = h.codes["flush_method"][order[starts]]
+    pace = h.codes["pace"][order[starts]]
     del order
     keep = ~np.isnan(median)  # a run without an ok result is no point (as in reports.series)
     g_env, g_case = env[keep], case[keep]
@@ -120,7 +122,7 @@ def series_points(h: HistoryColumns) -> SeriesPoints:
     return SeriesPoints(
         case_id=g_case[first], environment_id=g_env[first], start=np.append(first, len(g_env)).astype(np.int64),
         run_index=run[keep], median_ms=median[keep], p10_ms=p10[keep], p90_ms=p90[keep],
-        excluded=excluded[keep], flush=flush[keep],
+        excluded=excluded[keep], flush=flush[keep], pace=pace[keep],
     )
 
 
@@ -189,7 +191,7 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
     cases = pd.DataFrame({c: _column(cases, c, 1 if c == "op_version" else None).to_numpy() for c in case_cols})
     cases.insert(0, "case_id", np.arange(1, len(cases) + 1))
     codes, values = {}, {}
-    for name in ("status", "quality", "stop_reason", "flush_method"):
+    for name in ("status", "quality", "stop_reason", "flush_method", "pace"):
         codes[name], values[name] = _codes(_column(df, name))
     def floats(name: str, dtype: type = np.float32) -> np.ndarray:
         return pd.to_numeric(_column(df, name), errors="coerce").to_numpy(dtype=dtype)

@@ -4,7 +4,7 @@ The data of a page is one JSON document inside the page (no file beside it, no r
 works when opened from disk): small tables of the strings every series shares (ops, dtypes, runs,
 fingerprints), one entry per series (case key, codes into those tables, the gate's verdict) and the
 points of all series as base64 typed arrays (run index, median as float32, p10 and p90 as offsets
-of 1/2000 in log scale, why a point is kept out of a baseline, flush method). The page's own script
+of 1/2000 in log scale, why a point is kept out of a baseline, flush method, pace). The page's own script
 (templates/history.js: plain JavaScript, no library, no external URL) draws the table, the
 filters and the trends from it.
 
@@ -117,7 +117,7 @@ def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdict
     when = runs["started_at"]
     data = {
         "title": title, "z": Z_THRESHOLD, "verdicts": list(VERDICT_ORDER), "excluded": list(EXCLUDED),
-        "flush": list(h.values["flush_method"]), "str": tables,
+        "flush": list(h.values["flush_method"]), "pace": list(h.values["pace"]), "str": tables,
         "runs": {"id": run_ids, "t": [None if pd.isna(t) else int(t.timestamp()) for t in when],
                  "commit": [None if c is None or c != c else str(c)[:12] for c in runs["git_commit"]]},
         "fps": [{"fp": fp, "device": str(r["device_name"]), "driver": r["driver_version"], "cuda": r["cuda_version"],
@@ -128,7 +128,8 @@ def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdict
                 "med": _b64(pts.median_ms[idx].astype(np.float32)),
                 "lo": _b64(_log_offset(pts.p10_ms[idx], pts.median_ms[idx])),
                 "hi": _b64(_log_offset(pts.p90_ms[idx], pts.median_ms[idx])),
-                "x": _b64(pts.excluded[idx].astype(np.uint8)), "fl": _b64(pts.flush[idx].astype(np.int8))},
+                "x": _b64(pts.excluded[idx].astype(np.uint8)), "fl": _b64(pts.flush[idx].astype(np.int8)),
+                "pc": _b64(pts.pace[idx].astype(np.int8))},
     }
     return data, counts
 

@@ -176,6 +176,24 @@ def speedup(key: str, baseline_ms: float, candidate_ms: float, *,
     return ratio_alone(baseline_ms, candidate_ms)
 
 
+def widened(ratio: Ratio, log_sd: float) -> Ratio:
+    """`ratio` with a further normal term of standard deviation `log_sd` on the log scale (the
+    run-to-run spread of both sides, reports.run_spread), drawn from the case's own generator: the
+    bootstrap's draws each get a draw of it, a stored-CI ratio adds it in quadrature. A ratio
+    without an interval, or a spread of 0, is returned as it is."""
+    if not (log_sd > 0) or not ratio.has_draws:
+        return ratio
+    if ratio.log_draws is None:
+        assert ratio.log_se is not None  # has_draws: draws or a standard error
+        se = math.hypot(ratio.log_se, log_sd)
+        return Ratio(ratio.value, ratio.value * math.exp(-Z95 * se), ratio.value * math.exp(Z95 * se), ratio.method,
+                     log_se=se, key=ratio.key)
+    noise = log_sd * case_seed(ratio.key, BASE_SEED + 2).standard_normal(len(ratio.log_draws))
+    draws = ratio.log_draws.astype(np.float64) + noise
+    low, high = _percentiles(draws, LEVEL)
+    return Ratio(ratio.value, low, high, ratio.method, draws.astype(np.float32), key=ratio.key)
+
+
 def geomean_ratio(ratios: Sequence[Ratio], level: float = LEVEL, n_draws: int = N_DRAWS) -> Ratio:
     """The geometric mean of `ratios`; its interval from the cases' draws, averaged draw by draw,
     when every case has draws (else the geometric mean alone)."""

@@ -74,17 +74,22 @@ def chosen_runs(plans: dict, runs: Sequence[str] | None, since: Since) -> set[st
     return {r for p in plans.values() for r in p.shown}
 
 
-def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_runs: pd.DataFrame | None) -> Evidence:
-    """The raw samples of the results of `runs`, every launch-probe result of `devices`, and the case runs."""
+def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_runs: pd.DataFrame | None,
+                  counts: pd.DataFrame) -> Evidence:
+    """The raw samples of the results of `runs`, every launch-probe result of `devices`, the case
+    runs, and the trustworthy results of the devices' recent runs (counts: the run counts)."""
     from rooflab.db.query import results
     from rooflab.db.series_query import case_keys, raw_samples
     from rooflab.reports.comparison import Evidence, samples_by_key
     from rooflab.reports.floors import FLOOR_COLUMNS, LAUNCH_OP
+    from rooflab.reports.run_spread import READ_COLUMNS, recent_runs, trusted_rows
 
     samples = samples_by_key(raw_samples(url, run_id=list(runs))) if runs else {}
     keys = case_keys(url, op=LAUNCH_OP)
     launch = results(url, case_key=keys, columns=FLOOR_COLUMNS) if keys else pd.DataFrame(columns=FLOOR_COLUMNS)
-    return Evidence(samples, launch[launch["device_name"].isin(list(devices))], case_runs)
+    recent = recent_runs(counts, list(devices))
+    recent_rows = trusted_rows(results(url, run_id=recent, columns=READ_COLUMNS)) if recent else None
+    return Evidence(samples, launch[launch["device_name"].isin(list(devices))], case_runs, recent_rows)
 
 
 def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
@@ -113,7 +118,7 @@ def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Sin
     compared, sides = comparison_runs(counts, case_runs, allowed) if case_runs is not None else ([], [])
     wanted = sorted(set(needed_runs(plans)) | set(compared))
     df = results(url, run_id=wanted, columns=columns) if wanted else pd.DataFrame()
-    evidence = load_evidence(url, sides, devices, case_runs) if case_runs is not None else Evidence()
+    evidence = load_evidence(url, sides, devices, case_runs, counts) if case_runs is not None else Evidence()
     return ReportInputs(df, counts, history, evidence)
 
 
@@ -137,7 +142,8 @@ def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.D
     pairing = pair_runs(counts, case_runs, baseline, candidate)
     df = results(url, run_id=pairing.runs(), columns=REPORT_COLUMNS)
     sides = pairing.baseline.runs + pairing.candidate.runs
-    evidence = load_evidence(url, sides, [pairing.baseline.device_name, pairing.candidate.device_name], case_runs)
+    evidence = load_evidence(url, sides, [pairing.baseline.device_name, pairing.candidate.device_name], case_runs,
+                             counts)
     return df, counts, evidence
 
 

@@ -15,6 +15,7 @@
   const start = decode(P.start, Uint32Array), run = decode(P.run, Uint32Array), med = decode(P.med, Float32Array);
   const lo = decode(P.lo, Uint16Array), hi = decode(P.hi, Uint16Array), ex = decode(P.x, Uint8Array);
   const fl = decode(P.fl, Int8Array);
+  const pc = decode(P.pc, Int8Array);
   const RT = D.runs.t, RID = D.runs.id, RC = D.runs.commit;
   const FIELDS = ["op", "family", "dtype", "backend", "cache"];
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
@@ -133,7 +134,9 @@
     line.forEach((j, n) => {
       if (n > 0) out.push({k: start[j], why: envDiff(D.fps[S.fp[line[n - 1]]], D.fps[S.fp[j]])});
       for (let k = start[j] + 1; k < start[j + 1]; k++) {
-        if (fl[k] !== fl[k - 1]) out.push({k, why: `flush method ${D.flush[fl[k - 1]] || "not recorded"} \u2192 ${D.flush[fl[k]] || "not recorded"}`});
+        // a method not recorded (a result stored before it was) runs on into the recorded one, as in the regression check
+        if (fl[k] !== fl[k - 1] && fl[k] >= 0 && fl[k - 1] >= 0) out.push({k, why: `flush method ${D.flush[fl[k - 1]]} \u2192 ${D.flush[fl[k]]}`});
+        if (pc[k] !== pc[k - 1] && pc[k] >= 0 && pc[k - 1] >= 0) out.push({k, why: `pace ${D.pace[pc[k - 1]]} \u2192 ${D.pace[pc[k]]}`});
       }
     });
     return out;

@@ -54,7 +54,7 @@
     for (const k of ks) {
       const mine = k >= start[i] && k < start[i + 1], r = run[k];
       const title = `run ${RID[r]}, ${date(r)}, commit ${RC[r] || "not recorded"}\nmedian ${num(med[k])} ms, p10 ${num(band(k, -lo[k]))}, p90 ${num(band(k, hi[k]))}` +
-        (ex[k] ? `\nkept out of the baseline: ${D.excluded[ex[k]]}` : "") + (fl[k] >= 0 ? `\nflush ${D.flush[fl[k]]}` : "") + (mine && flagged.has(r) ? "\nflagged by the regression check" : "");
+        (ex[k] ? `\nkept out of the baseline: ${D.excluded[ex[k]]}` : "") + (fl[k] >= 0 ? `\nflush ${D.flush[fl[k]]}` : "") + (pc[k] >= 0 ? `, pace ${D.pace[pc[k]]}` : "") + (mine && flagged.has(r) ? "\nflagged by the regression check" : "");
       const cls = (mine && flagged.has(r) ? "pt flagged" : "pt") + (ex[k] ? " excluded" : "") + (mine ? "" : " other");
       out.push(`<circle class="${cls}" cx="${X(at.get(k))}" cy="${Y(med[k])}" r="${mine && flagged.has(r) ? 5 : 2.6}"><title>${esc(title)}</title></circle>`);
       if (mine && r === S.fb[i]) out.push(`<circle class="first-bad" cx="${X(at.get(k))}" cy="${Y(med[k])}" r="9"><title>first bad run ${esc(RID[r])} (commit ${esc(RC[r] || "not recorded")})</title></circle>`);
@@ -70,8 +70,9 @@
       if (r === S.fb[i]) notes.push("first bad run");
       if (cps.has(r)) notes.push("change point " + pct(cps.get(r)[1]));
       if (ex[k]) notes.push("kept out of baseline: " + D.excluded[ex[k]]);
-      if (k > a && fl[k] !== fl[k - 1]) notes.push("flush method changed");
-      rows.push(`<tr><td class="key">${esc(RID[r])}</td><td>${date(r)}</td><td class="key">${esc(RC[r] || "")}</td><td class="n">${num(med[k])}</td><td class="n">${num(band(k, -lo[k]))}</td><td class="n">${num(band(k, hi[k]))}</td><td>${esc(fl[k] >= 0 ? D.flush[fl[k]] : "")}</td><td>${notes.join("; ")}</td></tr>`);
+      if (k > a && fl[k] !== fl[k - 1] && fl[k] >= 0 && fl[k - 1] >= 0) notes.push("flush method changed");
+      if (k > a && pc[k] !== pc[k - 1] && pc[k] >= 0 && pc[k - 1] >= 0) notes.push("pace changed");
+      rows.push(`<tr><td class="key">${esc(RID[r])}</td><td>${date(r)}</td><td class="key">${esc(RC[r] || "")}</td><td class="n">${num(med[k])}</td><td class="n">${num(band(k, -lo[k]))}</td><td class="n">${num(band(k, hi[k]))}</td><td>${esc(fl[k] >= 0 ? D.flush[fl[k]] : "")}</td><td>${esc(pc[k] >= 0 ? D.pace[pc[k]] : "")}</td><td>${notes.join("; ")}</td></tr>`);
     }
     return rows.join("");
   }
@@ -89,7 +90,7 @@
       (fb ? `; ${fb}` : "") + (S.dr[i] ? `; drift ${pct(S.dr[i][1])} over ${S.dr[i][2]} runs` : "") + `. <span class="note">${esc(S.nt[i] || "")}</span></p>` +
       others + `<div class="figure">${chart(i, line, segs)}</div>` +
       `<p class="note">Blue: per-run medians with their p10-p90 band; hollow: kept out of the baseline; large red dots: nights the regression check flagged; black ring: first bad run; shaded box: the baseline +/- ${D.z} spreads; red dash-dot (slower) and green (faster): change points; purple: drift window; green dashed: a segment starts (${segs.length ? esc(segs.map((g) => g.why).join("; ")) : "none in this trend"}). Hover a point for its run, date and commit.</p>` +
-      `<table class="runs"><thead><tr><th>run</th><th>started (UTC)</th><th>commit</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th><th>flush</th><th>note</th></tr></thead><tbody>${runsTable(i, false)}</tbody></table>` +
+      `<table class="runs"><thead><tr><th>run</th><th>started (UTC)</th><th>commit</th><th>median ms</th><th>p10 ms</th><th>p90 ms</th><th>flush</th><th>pace</th><th>note</th></tr></thead><tbody>${runsTable(i, false)}</tbody></table>` +
       (b - a > 30 ? '<p><button id="all-runs" type="button">all runs</button></p>' : "");
     box.hidden = false;
     const more = $("all-runs");

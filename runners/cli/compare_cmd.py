@@ -80,8 +80,9 @@ def _print_comparison(cmp: Any, show_all: bool) -> None:
                   str(r["slower"]), str(r["not_significant"]), str(r["no_interval"]), str(r["left_out"]),
                   _interval(r["speedup_geomean"], r["speedup_low"], r["speedup_high"]), fmt(r["predicted_geomean"], 3))
     console.print(t)
-    console.print("n.s.: the 95 % interval contains 1; left out: untrusted (noisy or contended) or not comparable "
-                  "(different flush methods)", highlight=False)
+    console.print("n.s.: the 95 % interval contains 1; each interval holds the samples' noise and the run-to-run "
+                  "spread of the devices' recent runs (per case, in --all and --json); left out: untrusted (noisy "
+                  "or contended) or not comparable (different flush methods or paces)", highlight=False)
     d = Table(title="cases that deviate most from the prediction (outside its range)")
     for col in ("case", "wall", "speedup [95 %]", "predicted", "measured / predicted"):
         d.add_column(col, overflow="fold")

@@ -3,8 +3,9 @@
 `nightly_history(nights, cases, devices)` gives `nights` runs of `cases` cases on each of `devices`
 devices (series = cases x devices), each night's median at 1 % noise around its level, and plants,
 on the first device: a step of +12 % in the newest STEP_NIGHTS nights of the first case (a
-regression with a change point), a flush-method change (read_sweep -> write_sweep) at night
-FLUSH_AT of the second case (a segment start), and one throttled night in the third case.
+regression with a change point), a pace change (back_to_back -> idle) at night PACE_AT and a
+flush-method change (read_sweep -> write_sweep) at night FLUSH_AT of the second case (two segment
+starts), and one throttled night in the third case.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ OPS = ("copy", "scale", "add", "triad", "gelu", "softmax", "sum", "matmul")
 STEP_NIGHTS = 6
 STEP = 0.12
 FLUSH_AT = 60
+PACE_AT = 50
 THROTTLED_AT = 40
 
 
@@ -49,6 +51,7 @@ def nightly_history(nights: int = 90, cases: int = 100, devices: int = 2, seed: 
                         throttled=d == 0 and i == 2 and night == THROTTLED_AT)
                 r["flush_method"] = "none" if r["cache"] == "hot" else (
                     "write_sweep" if d == 0 and i == 1 and night >= FLUSH_AT else "read_sweep")
+                r["pace"] = "idle" if d == 0 and i == 1 and night >= PACE_AT else "back_to_back"
                 r["git_commit"] = f"{night:04d}c0ffee"
                 r["device_uuid"] = f"GPU-{d}"
                 r["suite"] = "nightly"

@@ -89,8 +89,8 @@ def test_the_history_page_in_chromium(site, tmp_path):
         b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@fp-0')}")
         b.wait_for("!!document.querySelector('#detail text.seg-label')")
         segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
-        assert segments == ["flush method read_sweep \u2192 write_sweep"]
-        assert b.js("document.querySelectorAll('#detail line.segment').length") == 1
+        assert segments == ["pace back_to_back \u2192 idle", "flush method read_sweep \u2192 write_sweep"]
+        assert b.js("document.querySelectorAll('#detail line.segment').length") == 2
         b.js(f"location.hash = {json.dumps('#open=' + keys['throttled'] + '@fp-0')}")
         assert b.wait_for("document.querySelectorAll('#detail circle.excluded').length") == 1
         b.screenshot(tmp_path / "history.png")
