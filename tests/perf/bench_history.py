@@ -18,8 +18,8 @@ history on one GPU takes 0.04-0.07 s; one night's results 0.4 s; a full CSV expo
 PostgreSQL (measured at 10 nights, 60,000 measurements): 106 us per measurement for the bulk load,
 3.6 ms for a single committed result, 0.04 s for a case's history. On the full year, the reports
 read only what they need: `rooflab regressions` takes 11.8 s (656 MB peak), `rooflab roofline
---device` 10.4 s (1.3 GB), `rooflab report` 94 s (7.0 GB: it still reads every result to draw
-every measurement).
+--device` 10.4 s (1.3 GB); `rooflab report` took 94 s (7.0 GB) while it read every result, before
+it read only the runs its pages show (below).
 
 `--samples 0 --report DIR --report-only` (the year above, no raw samples, 710 MiB of SQLite):
 `rooflab report` with its history pages took 14.7 and 14.5 s wall, 23 s of CPU in its two
@@ -77,7 +77,7 @@ def _environments(gpus: int) -> list[dict[str, Any]]:
     return envs
 
 
-def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, Any]], samples: int, rng: random.Random):  # type: ignore[no-untyped-def] - a test helper, left untyped
+def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, Any]], samples: int, rng: random.Random):
     from rooflab.db.load import Batch
     from rooflab.db.samples import pack
 
@@ -91,7 +91,8 @@ def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, An
     for env in envs:
         batch.environments[env["device_fingerprint"]] = env
         uuid = "GPU-" + env["device_fingerprint"]
-        batch.run_environments[(run_id, env["device_fingerprint"], uuid)] = {"device_uuid": uuid, "info": {"uuid": uuid}}
+        batch.run_environments[(run_id, env["device_fingerprint"], uuid)] = {
+            "device_uuid": uuid, "info": {"uuid": uuid}}
     for case in cases:
         batch.cases[case["case_key"]] = {k: v for k, v in case.items() if not k.startswith("_")}
     for env in envs:
@@ -101,13 +102,15 @@ def night_batch(night: int, cases: list[dict[str, Any]], envs: list[dict[str, An
             values = [median * rng.uniform(0.97, 1.05) for _ in range(samples)]
             flops, nbytes = rng.randint(1, 10**13), rng.randint(1, 10**11)
             row = {
-                "device_key": uuid, "device_uuid": uuid, "shard": None, "cache": case["_cache"], "timing_mode": "launch",
+                "device_key": uuid, "device_uuid": uuid, "shard": None, "cache": case["_cache"],
+                "timing_mode": "launch",
                 "status": "ok", "error": None, "clock": "cuda_events", "measured_at": started + timedelta(minutes=30),
                 "median_ms": median, "mean_ms": median * 1.01, "min_ms": median * 0.97, "max_ms": median * 1.05,
                 "p10_ms": median * 0.98, "p90_ms": median * 1.03, "iqr_ms": median * 0.02, "std_ms": median * 0.015,
                 "n_samples": samples, "rel_ci_halfwidth": 0.004, "stop_reason": "converged", "first_call_ms": 3.0,
                 "warmup_calls": 10, "launches_per_sample": 1, "flush_bytes": 100 << 20, "flops": flops, "bytes": nbytes,
-                "intensity": flops / nbytes, "tflops": flops / (median * 1e-3) / 1e12, "gbps": nbytes / (median * 1e-3) / 1e9,
+                "intensity": flops / nbytes, "tflops": flops / (median * 1e-3) / 1e12,
+                "gbps": nbytes / (median * 1e-3) / 1e9,
                 "sm_clock_start_mhz": 1980.0, "sm_clock_end_mhz": 1965.0, "sm_clock_max_mhz": 1980.0,
                 "throttle_reasons": [], "throttled": False,
             }
@@ -145,8 +148,8 @@ def run_benchmark(url: str, args: argparse.Namespace, workdir: Path) -> None:
     rng = random.Random(args.seed)
     cases, envs = _cases(args.cases), _environments(args.gpus)
     n_rows = args.runs * args.cases * args.gpus
-    print(f"\n{url.split('@')[-1]}: {args.runs} runs x {args.cases} cases x {args.gpus} GPUs = {n_rows:,} measurements, "
-          f"{args.samples} raw samples each", flush=True)
+    print(f"\n{url.split('@')[-1]}: {args.runs} runs x {args.cases} cases x {args.gpus} GPUs = "
+          f"{n_rows:,} measurements, {args.samples} raw samples each", flush=True)
     engine = open_for_writing(url)
     start, cpu_start = time.perf_counter(), time.process_time()
     generate_s = generate_cpu = 0.0
@@ -189,8 +192,10 @@ def run_benchmark(url: str, args: argparse.Namespace, workdir: Path) -> None:
     with ResultStore(url) as store:
         store.start_run(run)
         store.add_environment(run.run_id, env)
-        probes = [make_measurement(run, make_case(i), env, n_samples=args.samples or 1) for i in range(args.single_writes)]
-        _, single = _timed(f"{args.single_writes} x ResultStore.add_measurement", lambda: [store.add_measurement(m) for m in probes])
+        probes = [make_measurement(run, make_case(i), env, n_samples=args.samples or 1)
+                  for i in range(args.single_writes)]
+        _, single = _timed(f"{args.single_writes} x ResultStore.add_measurement",
+                           lambda: [store.add_measurement(m) for m in probes])
     print(f"  {'  -> per measurement (one transaction each)':<48} {single / args.single_writes * 1e3:9.2f} ms")
 
     key, fingerprint = cases[len(cases) // 2]["case_key"], envs[0]["device_fingerprint"]
