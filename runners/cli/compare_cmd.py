@@ -69,6 +69,17 @@ def _interval(value: Any, low: Any, high: Any) -> str:
     return f"{text} [{fmt(low, 3)}, {fmt(high, 3)}]"
 
 
+_SOURCES = {"bootstrap": "the raw samples of both sides (bootstrap)",
+            "stored_ci": "the stored CIs of the medians (a side without raw samples: pruned, or imported)",
+            "none": "nothing (the ratio alone)"}
+
+
+def _sources(cases: Any) -> str:
+    """How many cases' intervals come from each source, e.g. '117 from the stored CIs of the medians (...)'."""
+    counts = cases["interval"].value_counts() if len(cases) else {}
+    return "; ".join(f"{int(n)} from {_SOURCES.get(str(k), str(k))}" for k, n in counts.items()) or "no cases"
+
+
 def _print_comparison(cmp: Any, show_all: bool) -> None:
     console.print(f"paired runs: {escape(cmp.pairing.describe())}", highlight=False, soft_wrap=True)
     t = Table(title=f"{escape(cmp.candidate)} against {escape(cmp.baseline)}: {len(cmp.cases)} cases ok on both")
@@ -83,6 +94,7 @@ def _print_comparison(cmp: Any, show_all: bool) -> None:
     console.print("n.s.: the 95 % interval contains 1; each interval holds the samples' noise and the run-to-run "
                   "spread of the devices' recent runs (per case, in --all and --json); left out: untrusted (noisy "
                   "or contended) or not comparable (different flush methods or paces)", highlight=False)
+    console.print(f"intervals from: {_sources(cmp.cases)}", highlight=False)
     d = Table(title="cases that deviate most from the prediction (outside its range)")
     for col in ("case", "wall", "speedup [95 %]", "predicted", "measured / predicted"):
         d.add_column(col, overflow="fold")
