@@ -3,7 +3,9 @@ it with its model, and store the reading.
 
 Refused before anything is written, with one message each (CountersRefusal, exit code 2): a CPU
 device, a MIG slice, no ncu, and ncu without permission to read the counters (ERR_NVGPUCTRPERM,
-known only once ncu has tried: nothing is stored until the first profiled pass has got past it).
+known only once ncu has tried to profile a kernel: nothing is stored, and no --keep-reports folder
+made, until a pass has been profiled, that is until a reading is ok; a case skipped, incorrect or
+failed before that never reached ncu's counters, so it proves nothing and is held back with the rest).
 Bad input (spec, filters, database) is refused as everywhere else. A case whose pass fails is
 stored as failed with what ncu or the case said, and the others go on.
 """
@@ -45,8 +47,7 @@ from rooflab.vocab import ResultStatus, RunStatus
 PASS_TIMEOUT_S = 900.0  # one case: start, compile, first call and check, then ncu's replays of one call
 PERMISSION_MESSAGE = (
     "ncu may not read the GPU's performance counters here (ERR_NVGPUCTRPERM): run as root, or let every user "
-    "read them (the nvidia kernel module's option NVreg_RestrictProfilingToAdminUsers=0, then reload it); "
-    "nothing was written"
+    "read them (the nvidia kernel module's option NVreg_RestrictProfilingToAdminUsers=0, then reload it)"
 )
 
 Describe = Callable[[str | None], tuple[Any, DeviceInfo]]  # device text -> (EnvironmentRecord, DeviceInfo)
@@ -165,10 +166,11 @@ def keep_name(case_key: str) -> str:
 
 
 def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: str, seed: int,
-                 timeout_s: float = PASS_TIMEOUT_S, keep: Path | None = None) -> CounterRecord:
+                 timeout_s: float = PASS_TIMEOUT_S) -> tuple[CounterRecord, dict[str, str]]:
     """Profile one call of `case` under ncu (see runners.counters.child); a metric ncu does not know
-    is dropped (and reported missing) and the pass made once more. CountersRefusal when ncu may not
-    read the counters. `keep`: a folder where ncu's report (CSV) and what the pass printed are kept."""
+    is dropped (and reported missing) and the pass made once more. CountersRefusal (PERMISSION_MESSAGE)
+    when ncu may not read the counters. Returns the reading and the files a --keep-reports folder
+    gets (file name -> text: ncu's report, CSV, and what the pass printed)."""
     from rooflab.runners.counters.child import ChildRequest, write_request
     from rooflab.runners.orchestration.messages import CaseRequest
 
@@ -190,42 +192,63 @@ def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: st
                 break
             dropped += unknown
             asked = [m for m in asked if m not in unknown]
-        if keep is not None:
-            (keep / f"{keep_name(case.case_key)}.csv").write_text(out.report, encoding="utf-8")
-            (keep / f"{keep_name(case.case_key)}.log").write_text(out.printed, encoding="utf-8")
-        return _interpret(base, out, result_file, asked, dropped, timeout_s)
+        kept = {f"{keep_name(case.case_key)}.csv": out.report, f"{keep_name(case.case_key)}.log": out.printed}
+        return _interpret(base, out, result_file, asked, dropped, timeout_s), kept
 
 
 # ---------------------------------------------------------------- the command
 
 
 class _Writer:
-    """Stores readings as they come, but only once a profiled pass has got past ncu's permission
-    check (or at the end): a refusal leaves nothing written, not even the run."""
+    """Stores readings (and writes the kept reports) as they come, but only from the first reading
+    that is ok: a pass that ncu profiled, so ncu may read the counters. A reading made before that
+    (skipped, incorrect, failed: no kernel of it reached ncu's counters) is held back, and so a
+    permission refusal at a later case leaves nothing written, not the run, not a folder.
+    Everything held back is written at the end, or on an interrupt."""
 
-    def __init__(self, db_url: str, run: Any, environment: Any) -> None:
-        self.db_url, self.run, self.environment = db_url, run, environment
-        self.pending: list[CounterRecord] = []
+    def __init__(self, db_url: str, run: Any, environment: Any, keep: Path | None) -> None:
+        self.db_url, self.run, self.environment, self.keep = db_url, run, environment, keep
+        self.pending: list[tuple[CounterRecord, dict[str, str]]] = []
         self.store: Any = None
+        self.stored = 0
 
-    def add(self, record: CounterRecord, *, passed: bool) -> None:
-        self.pending.append(record)
-        if passed or self.store is not None:
+    @property
+    def started(self) -> bool:
+        return self.store is not None
+
+    def add(self, record: CounterRecord, kept: dict[str, str]) -> None:
+        self.pending.append((record, kept))
+        if record.status == ResultStatus.OK or self.started:
             self.flush()
 
     def flush(self) -> None:
         from rooflab.db.counters import add_counters
         from rooflab.db.store import ResultStore
+        from rooflab.runners.errors import UserInputError
 
         if self.store is None:
+            if self.keep is not None:
+                try:
+                    self.keep.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise UserInputError(f"--keep-reports: cannot create the directory {self.keep}: "
+                                         f"{exc.strerror or exc}") from None
             self.store = ResultStore(self.db_url)
             self.store.start_run(self.run)
             self.store.add_environment(self.run.run_id, self.environment)
-        for record in self.pending:
+        for record, kept in self.pending:
             add_counters(self.store, record)
+            self.stored += 1
+            if self.keep is not None:
+                for name, text in kept.items():
+                    (self.keep / name).write_text(text, encoding="utf-8")
         self.pending.clear()
 
     def finish(self, status: RunStatus) -> None:
+        """End the run with `status`; what is held back is written first on an interrupt (it was read
+        without a refusal), and dropped on a failure (a refusal: nothing of it may be written)."""
+        if status == RunStatus.INTERRUPTED and self.pending:
+            self.flush()
         if self.store is None:
             return
         try:
@@ -239,9 +262,10 @@ def run_counters(
     seed: int = 0, on_reading: Callable[[CounterRecord], None] | None = None, command_line: str | None = None,
     describe: Describe | None = None, timeout_s: float = PASS_TIMEOUT_S, keep: Path | None = None,
 ) -> CountersReport:
-    """Refuse, then profile every case and store each reading as soon as it is made (module doc).
+    """Refuse, then profile every case and store each reading as soon as it may be (module doc, _Writer).
     `describe` gives the device's environment and DeviceInfo (default `describe_device`; tests plant one);
-    `keep`: an existing folder for each pass's ncu report and output (profile_case)."""
+    `keep`: a folder for each pass's ncu report and output (profile_case), made (with its parents)
+    when the first reading is stored, so that a refused command leaves none."""
     from rooflab.db.counters import checked_run
     from rooflab.db.handle import schema_state
     from rooflab.db.measurement_columns import device_key
@@ -270,7 +294,7 @@ def run_counters(
     uuid = environment_device_uuid(environment)
     key = device_key(uuid, environment.device_fingerprint)
     has_results = schema_state(db_url).kind != "empty"
-    writer, readings, final = _Writer(db_url, run, environment), [], RunStatus.FAILED
+    writer, readings, final = _Writer(db_url, run, environment, keep), [], RunStatus.FAILED
     try:
         for case in cases:
             op = ops[case.op]
@@ -284,11 +308,15 @@ def run_counters(
                 if has_results else None,
             )
             reason = case_skip_reason(op, case, info)
+            kept: dict[str, str] = {}
             if reason:
                 record = replace(base, status=ResultStatus.SKIPPED, error=reason)
             else:
-                record = profile_case(case, base, device=info, exe=exe, seed=seed, timeout_s=timeout_s, keep=keep)
-            writer.add(record, passed=not reason)
+                try:
+                    record, kept = profile_case(case, base, device=info, exe=exe, seed=seed, timeout_s=timeout_s)
+                except CountersRefusal as exc:
+                    raise CountersRefusal(f"{exc}; {_refused_after(writer, run_id)}") from None
+            writer.add(record, kept)
             readings.append(record)
             if on_reading is not None:
                 on_reading(record)
@@ -306,3 +334,13 @@ def run_counters(
         versions={"torch": environment.torch_version, "cuda": environment.cuda_version,
                   "driver": environment.driver_version, "rooflab_commit": commit, "rooflab_dirty": dirty},
     )
+
+
+def _refused_after(writer: _Writer, run_id: str) -> str:
+    """What a refusal at this point leaves written: nothing before a pass was profiled (the readings
+    held back are dropped). Should ncu refuse after it has profiled a pass, what was stored stays,
+    and the message says where."""
+    if not writer.started:
+        return "nothing was written"
+    return (f"the {writer.stored} reading(s) made before it are stored in run {run_id}, which is marked failed"
+            + (f", and their reports kept in {writer.keep}" if writer.keep is not None else ""))
