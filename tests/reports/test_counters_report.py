@@ -4,6 +4,7 @@ the device page written from a real database."""
 from __future__ import annotations
 
 import random
+import re
 from datetime import timedelta
 
 import pandas as pd
@@ -121,3 +122,55 @@ def test_the_device_page_shows_the_counters_and_the_contradicted_efficiency(tmp_
     counters_part = page.split('id="counters"')[1]
     assert "more DRAM traffic than the minimum" in counters_part and ">night<" in counters_part  # the run it checks
     assert "rests on a bytes model the counters contradict" in page and "model / counted bytes 0.5" in page
+
+
+@pytest.fixture(scope="module")
+def gemm_page(tmp_path_factory) -> str:
+    """A device page of an H100 with two GEMMs, each with a counter reading: a float32 one whose
+    counted FLOPs are half its model's (on FFMA: contradicted, DRAM bytes as modelled), and a bf16
+    one on the tensor cores whose tensor counter read 0."""
+    rng = random.Random()
+    tmp_path = tmp_path_factory.mktemp("gemm-page")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    env = make_env(0)
+    run, counters_run = make_run("night", rng=rng), make_run("counters-night", day=1, rng=rng)
+    m = k = n = 4096
+    flops, cases = 2 * m * n * k, []
+    for dtype, size, median_ms in (("float32", 4, 2.5), ("bfloat16", 2, 0.2)):
+        key = f"matmul.v1:eager:{dtype}:cold:launch:k={k},m={m},n={n}"
+        cases.append((CaseRecord(key, "matmul", 1, "gemm", "eager", dtype, {"k": k, "m": m, "n": n}),
+                      (m * k + k * n + m * n) * size, median_ms))
+    with ResultStore(url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        for case, nbytes, median_ms in cases:
+            store.add_measurement(with_columns(make_measurement(run, case, env, rng=rng), flops=flops, bytes=nbytes,
+                                               median_ms=median_ms, throttled=False))
+        store.finish_run(run.run_id, "complete")
+        store.start_run(counters_run)
+        store.add_environment(counters_run.run_id, env)
+        for case, nbytes, _ in cases:
+            fp32 = flops // 2 if case.dtype == "float32" else 3 * 10**6  # bf16: the epilogue's few FFMAs
+            add_counters(store, CounterRecord(
+                run_id=counters_run.run_id, case=case, device_fingerprint=env.device_fingerprint,
+                device_uuid=str(env.info["uuid"]), cache="cold", timing_mode="launch", status="ok",
+                measured_at=counters_run.started_at + timedelta(seconds=5), model_flops=flops, model_bytes=nbytes,
+                checked_run_id=run.run_id, ncu_version="2025.1.1.0", kernels=1, kernel_ms=0.2,
+                dram_read_bytes=nbytes - m * n * 2, dram_write_bytes=m * n * 2, l2_traffic_bytes=9 * nbytes,
+                fp32_flops=fp32, fp16_flops=0, fp64_flops=0, tensor_instructions=0))
+        store.finish_run(counters_run.run_id, "complete")
+    index = write_report(url, tmp_path / "site")
+    return next(index.parent.glob("device-*.html")).read_text()
+
+
+def _diagnosis_cell(page: str, dtype: str) -> str:
+    """The counters cell of the diagnosis row of the 4096^3 matmul in `dtype`."""
+    diagnosis = page.split("<h3>All cases</h3>")[1].split("</table>")[0]
+    row = next(r for r in diagnosis.split("<tr>") if f"matmul.v1:eager:{dtype}:" in r)
+    return re.findall(r"<td>(.*?)</td>", row)[-2]
+
+
+def test_the_device_page_names_the_flops_ratio_when_the_flops_model_is_contradicted(gemm_page: str) -> None:
+    fp32 = _diagnosis_cell(gemm_page, "float32")
+    assert "rests on a FLOPs model the counters contradict" in fp32
+    assert "model / counted FLOPs 2" in fp32 and "bytes" not in fp32, fp32  # not the bytes ratio
