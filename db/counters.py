@@ -4,8 +4,9 @@
 `checked_run` finds the measurement a reading checks (the newest ok measurement of the same case,
 cache mode, timing mode and device); `counters_frame` reads the rows back with the comparison
 against the model, which `check_model` computes: the one place where model / measured ratios, the
-10 % rule and the likeliest reason of a difference are decided (`rooflab counters`, the report and
-the diagnosis all read them from here).
+10 % rule (and what it allows for: output written back after a cold kernel ended), which FLOPs the
+counters can count (not the tensor cores') and the likeliest reason of a difference are decided
+(`rooflab counters`, the report and the diagnosis all read them from here).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import ResultStore, require_aware, upsert_case
-from rooflab.vocab import CHECK_STATUSES, BytesReason, ResultStatus, allowed
+from rooflab.vocab import CHECK_STATUSES, BytesReason, CacheMode, ResultStatus, allowed
 
 # |measured / model - 1| above this: the counters contradict the model
 MODEL_TOLERANCE = 0.10
@@ -132,6 +133,27 @@ def checked_run(url: Db, case_key: str, cache: str, timing_mode: str, device: st
 # ---------------------------------------------------------------- the model against the counters
 
 
+# families whose model FLOPs are matrix products (a layer's FLOPs are nearly all matmul FLOPs), and the
+# dtypes in which those products run on the tensor cores (as reports.ceilings.MATRIX_FAMILIES and
+# TENSOR_DTYPES): their FLOPs are tensor-pipe work, which the SASS FLOP counters do not count
+TENSOR_PIPE_FAMILIES = ("gemm", "attention", "layer")
+TENSOR_PIPE_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+WRITE_BACK_TEXT = ("fewer DRAM bytes than the model, by no more than the output an L2 can still hold dirty when a "
+                   "kernel ends (written back after the kernel, outside what ncu measured): not a difference, and "
+                   "no sign that the case was not cold")
+TENSOR_FLOPS_TEXT = ("FLOPs not countable by these counters: the model's FLOPs run on the tensor cores, which ncu "
+                     "counts in instructions, not FLOPs")
+
+
+def flops_on_tensor_pipe(family: str | None, dtype: str | None) -> bool:
+    """Whether a case's model FLOPs run on the tensor cores: a GEMM, an attention or a layer in a dtype
+    that takes the tensor pipe (bf16, fp16, tf32, fp8). Decided from the case, not from the tensor-pipe
+    counter, which may read 0 for Hopper's warpgroup MMA (wgmma). A float32 GEMM without tf32 runs
+    on FFMA and is counted."""
+    return family in TENSOR_PIPE_FAMILIES and dtype in TENSOR_PIPE_DTYPES
+
+
 @dataclass(frozen=True)
 class ModelCheck:
     """The op's model against what the counters measured (None where a figure is missing)."""
@@ -139,15 +161,28 @@ class ModelCheck:
     dram_bytes: int | None  # read + write
     measured_flops: int | None  # FFMA·2 + FADD + FMUL over the three precisions (tensor pipe not included)
     bytes_ratio: float | None  # model_bytes / dram_bytes
-    flops_ratio: float | None  # model_flops / measured_flops; None when the tensor pipe did work
-    bytes_differ: bool  # |dram / model - 1| > MODEL_TOLERANCE
+    flops_ratio: float | None  # model_flops / measured_flops; None when the FLOPs are not countable
+    bytes_differ: bool  # |dram / model - 1| > MODEL_TOLERANCE, less the write-back allowance (check_model)
     flops_differ: bool
     excess_bytes: int | None  # dram_bytes - model_bytes (negative: fewer)
     reason: BytesReason | None  # the likeliest reason of a bytes difference
+    # False: the model's FLOPs run on the tensor cores (flops_on_tensor_pipe), or the tensor pipe did
+    # work: these counters cannot count them, so there is no FLOP comparison
+    flops_countable: bool = True
+    # a cold case's DRAM bytes fewer than the model by no more than the output left dirty in the L2
+    # when its kernels ended (written back outside the measurement): that shortfall, else None
+    write_back_bytes: int | None = None
 
     @property
     def reason_text(self) -> str | None:
         return REASON_TEXT[self.reason] if self.reason else None
+
+    @property
+    def note_text(self) -> str | None:
+        """What the comparison leaves out and why (the write-back, tensor-core FLOPs), or None."""
+        notes = ([WRITE_BACK_TEXT] if self.write_back_bytes is not None else []) + (
+            [] if self.flops_countable else [TENSOR_FLOPS_TEXT])
+        return "; ".join(notes) or None
 
 
 def _sum(values: Sequence[Any]) -> int | None:
@@ -169,22 +204,48 @@ def _differs(model: float, measured: int | None) -> bool:
 
 def check_model(*, model_bytes: int, model_flops: int, dram_read_bytes: int | None, dram_write_bytes: int | None,
                 fp64_flops: int | None = None, fp32_flops: int | None = None, fp16_flops: int | None = None,
-                tensor_instructions: int | None = None) -> ModelCheck:
+                tensor_instructions: int | None = None, family: str | None = None, dtype: str | None = None,
+                cache: str | None = None, l2_bytes: int | None = None, kernels: int | None = None) -> ModelCheck:
     """The comparison of one reading with its model (see ModelCheck). A figure that a metric did not
-    report stays None: a missing count is never read as zero."""
+    report stays None: a missing count is never read as zero.
+
+    - Bytes differ when |DRAM / model - 1| > MODEL_TOLERANCE, with one allowance: ncu counts a
+      write when the line leaves the L2 during the kernel, and output still dirty when a kernel
+      ends is written back outside the measurement. So a cold case (`cache`) whose DRAM bytes fall
+      short of the model by no more than one L2 (`l2_bytes`) per kernel (`kernels`) is not judged
+      different (`write_back_bytes`): a small cold output can read as almost no DRAM writes. A hot
+      case's shortfall stays served_from_l2 (its inputs come from the L2 by design).
+    - FLOPs are compared only where the counters can count them: not for a case whose model FLOPs
+      run on the tensor cores (`family`, `dtype`: flops_on_tensor_pipe), nor where the tensor pipe
+      did work (`tensor_instructions`)."""
     dram = _sum([dram_read_bytes, dram_write_bytes])
     flops = _sum([fp64_flops, fp32_flops, fp16_flops])
-    tensor = bool(tensor_instructions)
+    countable = not (flops_on_tensor_pipe(family, dtype) or bool(tensor_instructions))
     bytes_differ = _differs(model_bytes, dram)
+    write_back = None
+    if bytes_differ and dram is not None and dram < model_bytes and cache == CacheMode.COLD and l2_bytes:
+        shortfall = int(model_bytes) - dram
+        if shortfall <= int(l2_bytes) * max(int(kernels or 1), 1):
+            bytes_differ, write_back = False, shortfall
     reason = None
     if bytes_differ and dram is not None:
         reason = BytesReason.EXTRA_TRAFFIC if dram > model_bytes else BytesReason.SERVED_FROM_L2
     return ModelCheck(
         dram_bytes=dram, measured_flops=flops, bytes_ratio=_ratio(model_bytes, dram),
-        flops_ratio=None if tensor else _ratio(model_flops, flops), bytes_differ=bytes_differ,
-        flops_differ=False if tensor else _differs(model_flops, flops),
+        flops_ratio=_ratio(model_flops, flops) if countable else None, bytes_differ=bytes_differ,
+        flops_differ=_differs(model_flops, flops) if countable else False,
         excess_bytes=None if dram is None else dram - int(model_bytes), reason=reason,
+        flops_countable=countable, write_back_bytes=write_back,
     )
+
+
+def check_reading(r: CounterRecord, *, l2_bytes: int | None) -> ModelCheck:
+    """check_model on a CounterRecord, on a device whose L2 holds `l2_bytes`."""
+    return check_model(model_bytes=r.model_bytes, model_flops=r.model_flops, dram_read_bytes=r.dram_read_bytes,
+                       dram_write_bytes=r.dram_write_bytes, fp64_flops=r.fp64_flops, fp32_flops=r.fp32_flops,
+                       fp16_flops=r.fp16_flops, tensor_instructions=r.tensor_instructions,
+                       family=getattr(r.case, "family", None), dtype=getattr(r.case, "dtype", None), cache=r.cache,
+                       l2_bytes=l2_bytes, kernels=r.kernels)
 
 
 FRAME_COLUMNS: tuple[str, ...] = (
@@ -192,10 +253,11 @@ FRAME_COLUMNS: tuple[str, ...] = (
     "family", "backend", "dtype", "params", "cache", "timing_mode", "status", "error", "measured_at", "ncu_version",
     "metrics", "missing_metrics", "metric_values", "kernels", "kernel_ms", "dram_read_bytes", "dram_write_bytes",
     "l2_traffic_bytes", "fp64_flops", "fp32_flops", "fp16_flops", "tensor_instructions", "model_flops", "model_bytes",
+    "l2_bytes",
 )
 CHECK_COLUMNS: tuple[str, ...] = (
     "dram_bytes", "measured_flops", "bytes_ratio", "flops_ratio", "bytes_differ", "flops_differ", "excess_bytes",
-    "reason", "reason_text",
+    "reason", "reason_text", "flops_countable", "write_back_bytes", "note_text",
 )
 
 
@@ -208,10 +270,12 @@ def with_model_check(frame: pd.DataFrame) -> pd.DataFrame:
             dram_read_bytes=_int(row.dram_read_bytes), dram_write_bytes=_int(row.dram_write_bytes),
             fp64_flops=_int(row.fp64_flops),
             fp32_flops=_int(row.fp32_flops), fp16_flops=_int(row.fp16_flops),
-            tensor_instructions=_int(row.tensor_instructions),
+            tensor_instructions=_int(row.tensor_instructions), family=row.family, dtype=row.dtype, cache=row.cache,
+            l2_bytes=_int(row.l2_bytes), kernels=_int(row.kernels),
         )
         checks.append((c.dram_bytes, c.measured_flops, c.bytes_ratio, c.flops_ratio, c.bytes_differ, c.flops_differ,
-                       c.excess_bytes, c.reason.value if c.reason else None, c.reason_text))
+                       c.excess_bytes, c.reason.value if c.reason else None, c.reason_text, c.flops_countable,
+                       c.write_back_bytes, c.note_text))
     return pd.concat([frame.reset_index(drop=True),
                       pd.DataFrame(checks, columns=list(CHECK_COLUMNS), dtype=object)], axis=1)
 
@@ -233,7 +297,7 @@ def counters_frame(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFram
             c.op, c.family, c.backend, c.dtype, c.params, x.cache, x.timing_mode, x.status, x.error, x.measured_at,
             x.ncu_version, x.metrics, x.missing_metrics, x.metric_values, x.kernels, x.kernel_ms, x.dram_read_bytes,
             x.dram_write_bytes, x.l2_traffic_bytes, x.fp64_flops, x.fp32_flops, x.fp16_flops, x.tensor_instructions,
-            x.model_flops, x.model_bytes,
+            x.model_flops, x.model_bytes, e.l2_bytes,
         )
         .join(r, r.id == x.run_id)
         .outerjoin(checked, checked.id == x.checked_run_id)

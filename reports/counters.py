@@ -8,7 +8,9 @@ model, db.counters.check_model, is already in it) and the page's results and dia
 - `annotate`: the diagnosis with, per case, the counted DRAM bytes and their ratio to the model,
   which model the counters contradict where the wall's efficiency rests on it (`contradicted`:
   "bytes" on a bandwidth wall, "FLOPs" on a compute wall at the FMA or matrix roof), and the
-  efficiency with the counted figure in place of the model's (`efficiency_counted`);
+  efficiency with the counted figure in place of the model's (`efficiency_counted`), and whether
+  the counters could count its FLOPs at all (`counters_flops_countable`: not a GEMM's, an
+  attention's or a layer's on the tensor cores, whose FLOPs are never "contradicted");
 - `section`: the rows of the device page's table.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rooflab.db import rates
 from rooflab.vocab import ResultStatus
 
 COUNTED_COLUMNS = ["counted_dram_bytes", "counters_bytes_ratio", "counters_flops_ratio", "contradicted",
-                   "efficiency_counted", "counters_reason"]
+                   "efficiency_counted", "counters_reason", "counters_flops_countable"]
 
 
 def latest_readings(counters: pd.DataFrame | None, rows: pd.DataFrame) -> pd.DataFrame:
@@ -87,13 +89,14 @@ def annotate(diag: pd.DataFrame, readings: pd.DataFrame) -> pd.DataFrame:
         out.at[i, "contradicted"] = _contradicted(d, r)
         out.at[i, "efficiency_counted"] = _counted_efficiency(d, r)
         out.at[i, "counters_reason"] = r["reason"]
+        out.at[i, "counters_flops_countable"] = bool(r["flops_countable"])
     return out
 
 
 SECTION_COLUMNS = ["case_key", "status", "error", "run_id", "checked_run_id", "kernels", "kernel_ms", "model_bytes",
                    "dram_bytes", "bytes_ratio", "excess_bytes", "bytes_differ", "reason_text", "l2_traffic_bytes",
                    "model_flops", "measured_flops", "flops_ratio", "tensor_instructions", "missing_metrics",
-                   "ncu_version"]
+                   "ncu_version", "flops_countable", "write_back_bytes", "note_text"]
 
 
 def section(readings: pd.DataFrame) -> list[dict[str, Any]]:
@@ -106,5 +109,11 @@ def section(readings: pd.DataFrame) -> list[dict[str, Any]]:
     for _, r in ordered.iterrows():
         row = {c: r.get(c) for c in SECTION_COLUMNS}
         row["missing_metrics"] = ", ".join(r.get("missing_metrics") or [])
+        row["flops_countable"] = bool(row["flops_countable"])
+        missing = f"not reported: {row['missing_metrics']}" if row["missing_metrics"] else None
+        # why: the error of a reading that is not ok; else the reason of a difference, what the
+        # comparison leaves out (db.counters.ModelCheck.note_text) and the metrics not reported
+        row["why"] = (row["error"] or "") if row["status"] != ResultStatus.OK else "; ".join(
+            str(text) for text in (row["reason_text"], row["note_text"], missing) if text)
         rows.append(row)
     return rows

@@ -43,16 +43,21 @@ def render(report: dict[str, Any], console: Console) -> None:
         check = []
         if r["bytes_differ"]:
             check.append(f"DRAM {_excess(r['excess_bytes'])}: {r['reason']}")
+        if r["write_back_bytes"] is not None:
+            check.append(f"DRAM {_excess(r['excess_bytes'])}: output written back after the kernel (not a difference)")
         if r["flops_differ"]:
             check.append("FLOPs differ")
-        if r["tensor_instructions"]:
-            check.append(f"{r['tensor_instructions']:,} tensor-pipe instructions (FLOPs not counted)")
+        if not r["flops_countable"]:
+            check.append("FLOPs on the tensor cores: not countable by these counters"
+                         + (f" ({r['tensor_instructions']:,} tensor-pipe instructions)"
+                            if r["tensor_instructions"] else ""))
         if r["missing_metrics"]:
             check.append(f"missing: {', '.join(r['missing_metrics'])}")
         kernel_ms = "" if r["kernel_ms"] is None else f"{r['kernel_ms']:.4g}"
         table.add_row(escape(r["case_key"]), r["status"], str(r["kernels"]), kernel_ms, _mb(r["dram_bytes"]),
                       _mb(r["model_bytes"]), _ratio(r["bytes_ratio"]), _mb(r["l2_traffic_bytes"]),
-                      _ratio(r["flops_ratio"]), escape("; ".join(check)))
+                      _ratio(r["flops_ratio"]) if r["flops_countable"] else "not countable",
+                      escape("; ".join(check)))
     console.print(table)
     ok = [r for r in report["readings"] if r["status"] == ResultStatus.OK]
     differ = [r for r in ok if r["bytes_differ"]]
@@ -60,5 +65,7 @@ def render(report: dict[str, Any], console: Console) -> None:
                   "10 % away from their model", highlight=False)
     for reason in dict.fromkeys(r["reason_text"] for r in differ):
         console.print(f"  {escape(str(reason))}", highlight=False, soft_wrap=True)
+    for note in dict.fromkeys(r["note_text"] for r in ok if r["note_text"]):
+        console.print(f"  {escape(str(note))}", highlight=False, soft_wrap=True)
     for note in notes:
         console.print(escape(note), highlight=False, soft_wrap=True)

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rooflab.db.counters import CounterRecord, check_model
+from rooflab.db.counters import CounterRecord, check_reading
 from rooflab.runners.counters import metrics as metric_names
 from rooflab.runners.counters.ncu import (
     RANGE,
@@ -106,27 +106,28 @@ class CountersReport:
     readings: tuple[CounterRecord, ...]
     elapsed_s: float
     versions: dict[str, Any] = field(default_factory=dict)
+    l2_bytes: int | None = None  # the device's L2 (the comparison's write-back allowance)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id, "suite": self.suite, "device": self.device, "device_name": self.device_name,
             "ncu": self.ncu, "ncu_version": self.ncu_version, "metrics": list(self.metrics),
-            "readings": [reading_dict(r) for r in self.readings], "elapsed_s": round(self.elapsed_s, 3),
-            "versions": self.versions,
+            "readings": [reading_dict(r, l2_bytes=self.l2_bytes) for r in self.readings],
+            "elapsed_s": round(self.elapsed_s, 3), "versions": self.versions, "l2_bytes": self.l2_bytes,
         }
 
 
-def reading_dict(r: CounterRecord) -> dict[str, Any]:
-    """One reading as plain data, with its comparison against the model (db.counters.check_model)."""
+def reading_dict(r: CounterRecord, *, l2_bytes: int | None = None) -> dict[str, Any]:
+    """One reading as plain data, with its comparison against the model (db.counters.check_model) on a
+    device whose L2 holds `l2_bytes`."""
     out = {k: v for k, v in asdict(r).items() if k not in ("case", "measured_at")}
     out.update(case_key=r.case.case_key, op=r.case.op, family=r.case.family, backend=r.case.backend,
                dtype=r.case.dtype, measured_at=r.measured_at.isoformat(), metrics=list(r.metrics),
                missing_metrics=list(r.missing_metrics), metric_values=dict(r.metric_values))
-    check = check_model(model_bytes=r.model_bytes, model_flops=r.model_flops, dram_read_bytes=r.dram_read_bytes,
-                        dram_write_bytes=r.dram_write_bytes, fp64_flops=r.fp64_flops, fp32_flops=r.fp32_flops,
-                        fp16_flops=r.fp16_flops, tensor_instructions=r.tensor_instructions)
+    check = check_reading(r, l2_bytes=l2_bytes)
     out.update({k: v for k, v in asdict(check).items() if k != "reason"},
-               reason=check.reason.value if check.reason else None, reason_text=check.reason_text)
+               reason=check.reason.value if check.reason else None, reason_text=check.reason_text,
+               note_text=check.note_text)
     return out
 
 
@@ -330,7 +331,7 @@ def run_counters(
     return CountersReport(
         run_id=run_id, suite=spec.name, device=info.torch_device, device_name=info.name, ncu=exe,
         ncu_version=version, metrics=metric_names.METRICS, readings=tuple(readings),
-        elapsed_s=time.monotonic() - started,
+        elapsed_s=time.monotonic() - started, l2_bytes=environment.l2_bytes or None,
         versions={"torch": environment.torch_version, "cuda": environment.cuda_version,
                   "driver": environment.driver_version, "rooflab_commit": commit, "rooflab_dirty": dirty},
     )

@@ -13,7 +13,17 @@ from sqlalchemy import delete
 from typer.testing import CliRunner
 
 from rooflab.db import models
-from rooflab.db.counters import MODEL_TOLERANCE, CounterRecord, add_counters, check_model, checked_run, counters_frame
+from rooflab.db.counters import (
+    MODEL_TOLERANCE,
+    TENSOR_FLOPS_TEXT,
+    WRITE_BACK_TEXT,
+    CounterRecord,
+    add_counters,
+    check_model,
+    check_reading,
+    checked_run,
+    counters_frame,
+)
 from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.store import ResultStore
@@ -78,11 +88,10 @@ def test_readings_round_trip_with_their_link_and_the_comparison(any_url: str) ->
         assert got["ncu_version"] == want.ncu_version and list(got["metrics"]) == list(METRICS)
         assert got["dram_read_bytes"] == want.dram_read_bytes and got["kernel_ms"] == pytest.approx(want.kernel_ms)
         assert got["device_key"] == env.info["uuid"]
-        check = check_model(model_bytes=want.model_bytes, model_flops=want.model_flops,
-                            dram_read_bytes=want.dram_read_bytes, dram_write_bytes=want.dram_write_bytes,
-                            fp64_flops=want.fp64_flops, fp32_flops=want.fp32_flops, fp16_flops=want.fp16_flops,
-                            tensor_instructions=want.tensor_instructions)
+        check = check_reading(want, l2_bytes=env.l2_bytes)  # the frame's comparison, on the device's L2
+        assert got["l2_bytes"] == env.l2_bytes
         assert got["bytes_ratio"] == check.bytes_ratio and got["bytes_differ"] == check.bytes_differ
+        assert got["write_back_bytes"] == check.write_back_bytes and got["flops_ratio"] == check.flops_ratio
     missing = frame.iloc[1]
     assert missing["dram_write_bytes"] is None and list(missing["missing_metrics"]) == ["dram__bytes_write.sum"]
     assert missing["dram_bytes"] is None and missing["bytes_ratio"] is None and not missing["bytes_differ"]
@@ -143,6 +152,60 @@ def test_flops_against_the_model_and_the_tensor_pipe() -> None:
     assert gemm.flops_ratio is None and not gemm.flops_differ  # tensor-core FLOPs are not counted exactly
     unknown = check_model(model_bytes=8, model_flops=10, dram_read_bytes=None, dram_write_bytes=4, fp32_flops=None)
     assert unknown.dram_bytes is None and unknown.measured_flops is None and not unknown.bytes_differ
+
+
+MIB = 1 << 20
+L2 = 50 * MIB  # an H100's
+
+
+@pytest.mark.parametrize("cache, model, read, write, kernels, differ, reason, write_back", [
+    # a cold 2^20-element float32 copy, 4 MiB in and 4 MiB out: the output is still dirty in the
+    # L2 when the kernel ends, so ncu counts almost no writes: not a difference, and not "not cold"
+    ("cold", 8 * MIB, 4 * MIB, 64 * 1024, 1, False, None, 8 * MIB - 4 * MIB - 64 * 1024),
+    # the same in a hot case: its inputs come from the L2 by design, which the flag says
+    ("hot", 8 * MIB, 64 * 1024, 64 * 1024, 1, True, BytesReason.SERVED_FROM_L2, None),
+    # a cold 256 MiB copy short by 40 MiB of writes (more than 10 %, less than one L2): allowed for
+    ("cold", 256 * MIB, 128 * MIB, 88 * MIB, 1, False, None, 40 * MIB),
+    # short by more than one L2 with one kernel: the write-back cannot explain it
+    ("cold", 256 * MIB, 128 * MIB, 64 * MIB, 1, True, BytesReason.SERVED_FROM_L2, None),
+    # ... but it can with two kernels (ncu flushes before each: one L2 of output each)
+    ("cold", 256 * MIB, 128 * MIB, 64 * MIB, 2, False, None, 64 * MIB),
+    # more bytes than the model: no allowance to give
+    ("cold", 8 * MIB, 8 * MIB, 8 * MIB, 1, True, BytesReason.EXTRA_TRAFFIC, None),
+])
+def test_bytes_of_a_cold_case_allow_for_the_write_back_outside_the_kernel(
+        cache, model, read, write, kernels, differ, reason, write_back) -> None:
+    c = check_model(model_bytes=model, model_flops=10, dram_read_bytes=read, dram_write_bytes=write, cache=cache,
+                    l2_bytes=L2, kernels=kernels)
+    assert c.bytes_differ is differ and c.reason == reason and c.write_back_bytes == write_back
+    assert c.bytes_ratio == pytest.approx(model / (read + write))  # the figures themselves stay as measured
+    assert (c.note_text == WRITE_BACK_TEXT) == (write_back is not None)
+    unknown_l2 = check_model(model_bytes=model, model_flops=10, dram_read_bytes=read, dram_write_bytes=write,
+                             cache=cache, l2_bytes=None, kernels=kernels)  # without the L2 size: no allowance
+    assert unknown_l2.write_back_bytes is None
+    assert unknown_l2.bytes_differ is (abs((read + write) / model - 1) > MODEL_TOLERANCE)
+
+
+@pytest.mark.parametrize("family, dtype, countable", [
+    ("gemm", "bfloat16", False), ("gemm", "float16", False), ("gemm", "tf32", False),
+    ("gemm", "float8_e4m3fn", False), ("attention", "bfloat16", False), ("layer", "bfloat16", False),
+    ("gemm", "float32", True),  # FFMA: counted
+    ("attention", "float32", True), ("layer", "float32", True), ("gemm", "float64", True),
+    ("pointwise", "bfloat16", True),  # computed in float32 on the FMA pipe
+])
+def test_flops_on_the_tensor_cores_are_not_countable_even_when_the_tensor_counter_reads_zero(
+        family, dtype, countable) -> None:
+    # an H100 GEMM on wgmma: the tensor-pipe counter may read 0, and the few FFMAs of its epilogue
+    # are no measure of its 2·m·n·k FLOPs
+    model_flops = 2 * 4096**3
+    c = check_model(model_bytes=8, model_flops=model_flops, dram_read_bytes=4, dram_write_bytes=4,
+                    fp32_flops=model_flops // 1000 if not countable else model_flops, fp16_flops=0, fp64_flops=0,
+                    tensor_instructions=0, family=family, dtype=dtype)
+    assert c.flops_countable is countable
+    if countable:
+        assert c.flops_ratio == pytest.approx(1.0) and not c.flops_differ and c.note_text is None
+    else:
+        assert c.flops_ratio is None and not c.flops_differ and c.note_text == TENSOR_FLOPS_TEXT
 
 
 def test_merge_carries_readings_once_and_deleting_runs_keeps_them_consistent(any_url: str, tmp_path: Path) -> None:

@@ -24,12 +24,13 @@ N = 1 << 26
 
 
 def reading(case_key: str, *, dram: int, model_bytes: int, run_id: str = "counters-1", checked: str | None = "run-1",
-            fingerprint: str = "fp-h100", fp32: int = 0, model_flops: int = 0, tensor: int = 0) -> dict:
+            fingerprint: str = "fp-h100", fp32: int = 0, model_flops: int = 0, tensor: int = 0,
+            family: str | None = None, dtype: str | None = None) -> dict:
     values = dict.fromkeys(FRAME_COLUMNS)
     values.update(run_id=run_id, checked_run_id=checked, device_fingerprint=fingerprint, case_key=case_key,
                   status="ok", dram_read_bytes=dram // 2, dram_write_bytes=dram - dram // 2, model_bytes=model_bytes,
                   model_flops=model_flops, fp32_flops=fp32, fp64_flops=0, fp16_flops=0, tensor_instructions=tensor,
-                  kernels=2, missing_metrics=[])
+                  kernels=2, missing_metrics=[], family=family, dtype=dtype, cache="cold")
     return values
 
 
@@ -124,11 +125,27 @@ def test_the_device_page_shows_the_counters_and_the_contradicted_efficiency(tmp_
     assert "rests on a bytes model the counters contradict" in page and "model / counted bytes 0.5" in page
 
 
+def test_a_tensor_core_gemm_whose_tensor_counter_reads_zero_is_not_held_to_its_few_ffmas() -> None:
+    # Hopper's wgmma may leave sm__inst_executed_pipe_tensor.sum at 0: the bf16 GEMM's FLOPs are
+    # still tensor-core FLOPs, and its epilogue's FFMAs say nothing about them
+    results = pd.DataFrame(device_rows(hbm_gbps=3000.0))
+    diag = diagnose(results, compute_ceilings(results, H100))
+    gemm = diag[(diag["op"] == "matmul") & (diag["wall"] == "compute")].iloc[0]
+    assert gemm["dtype"] == "bfloat16"
+    model_flops = 2 * 8192**3
+    readings = latest_readings(frame(reading(gemm["case_key"], dram=10**9, model_bytes=10**9, fp32=10**6,
+                                             model_flops=model_flops, tensor=0, family="gemm",
+                                             dtype="bfloat16")), results)
+    g = annotate(diag, readings).set_index("case_key").loc[gemm["case_key"]]
+    assert g["counters_flops_ratio"] is None and g["contradicted"] == "" and g["counters_flops_countable"] is False
+    assert g["efficiency_counted"] == pytest.approx(g["efficiency"])  # nothing recounted from the FFMAs
+
+
 @pytest.fixture(scope="module")
 def gemm_page(tmp_path_factory) -> str:
     """A device page of an H100 with two GEMMs, each with a counter reading: a float32 one whose
-    counted FLOPs are half its model's (on FFMA: contradicted, DRAM bytes as modelled), and a bf16
-    one on the tensor cores whose tensor counter read 0."""
+    counted FLOPs are half its model's (on FFMA: countable, contradicted, DRAM bytes as modelled),
+    and a bf16 one on the tensor cores whose tensor counter read 0 (not countable)."""
     rng = random.Random()
     tmp_path = tmp_path_factory.mktemp("gemm-page")
     url = f"sqlite:///{tmp_path / 'r.db'}"
@@ -174,3 +191,11 @@ def test_the_device_page_names_the_flops_ratio_when_the_flops_model_is_contradic
     fp32 = _diagnosis_cell(gemm_page, "float32")
     assert "rests on a FLOPs model the counters contradict" in fp32
     assert "model / counted FLOPs 2" in fp32 and "bytes" not in fp32, fp32  # not the bytes ratio
+
+
+def test_the_device_page_says_tensor_core_flops_are_not_countable(gemm_page: str) -> None:
+    bf16 = _diagnosis_cell(gemm_page, "bfloat16")
+    assert "contradict" not in bf16 and "FLOPs on the tensor cores: not countable by these counters" in bf16, bf16
+    section = gemm_page.split('id="counters"')[1]
+    row = next(r for r in section.split("<tr>") if "matmul.v1:eager:bfloat16:" in r)
+    assert "not countable (tensor cores)" in row and "not countable by these counters" in row
