@@ -26,7 +26,7 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import ResultStore, require_aware, upsert_case
-from rooflab.vocab import CHECK_STATUSES, BytesReason, CacheMode, ResultStatus, allowed
+from rooflab.vocab import CHECK_STATUSES, BytesReason, CacheMode, ResultStatus, allowed, on_tensor_cores
 
 # |measured / model - 1| above this: the counters contradict the model
 MODEL_TOLERANCE = 0.10
@@ -133,12 +133,6 @@ def checked_run(url: Db, case_key: str, cache: str, timing_mode: str, device: st
 # ---------------------------------------------------------------- the model against the counters
 
 
-# families whose model FLOPs are matrix products (a layer's FLOPs are nearly all matmul FLOPs), and the
-# dtypes in which those products run on the tensor cores (as reports.ceilings.MATRIX_FAMILIES and
-# TENSOR_DTYPES): their FLOPs are tensor-pipe work, which the SASS FLOP counters do not count
-TENSOR_PIPE_FAMILIES = ("gemm", "attention", "layer")
-TENSOR_PIPE_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-
 WRITE_BACK_TEXT = ("fewer DRAM bytes than the model, by no more than the output an L2 can still hold dirty when a "
                    "kernel ends (written back after the kernel, outside what ncu measured): not a difference, and "
                    "no sign that the case was not cold")
@@ -151,7 +145,7 @@ def flops_on_tensor_pipe(family: str | None, dtype: str | None) -> bool:
     that takes the tensor pipe (bf16, fp16, tf32, fp8). Decided from the case, not from the tensor-pipe
     counter, which may read 0 for Hopper's warpgroup MMA (wgmma). A float32 GEMM without tf32 runs
     on FFMA and is counted."""
-    return family in TENSOR_PIPE_FAMILIES and dtype in TENSOR_PIPE_DTYPES
+    return on_tensor_cores(family, dtype)
 
 
 @dataclass(frozen=True)

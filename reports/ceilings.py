@@ -40,14 +40,12 @@ import pandas as pd
 from rooflab.reports.frames import first_value, trustworthy
 from rooflab.reports.gpu_specs import Figure, GpuSpec, match_device
 from rooflab.reports.opinfo import reads_only
-from rooflab.vocab import CacheMode, CeilingKind
+from rooflab.vocab import MATRIX_FAMILIES, TENSOR_CORE_DTYPES, CacheMode, CeilingKind
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)
 STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
 HBM_MIN_L2_MULTIPLE = 4
-TENSOR_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
-MATRIX_FAMILIES = ("gemm", "attention", "layer")  # a layer's FLOPs are nearly all matmul FLOPs
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
 ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch", "elementary")
@@ -180,7 +178,7 @@ def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | N
         return spec.peak_tflops(dtype, matrix=False)
     if kind == CeilingKind.MATRIX and dtype:
         return spec.peak_tflops(dtype, matrix=True) or (
-            spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_DTYPES else None
+            spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_CORE_DTYPES else None
         )
     if kind == CeilingKind.INTERCONNECT:
         return spec.interconnect_gbps

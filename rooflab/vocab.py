@@ -196,3 +196,19 @@ class Wall(StrEnum):
     BANDWIDTH = "bandwidth"
     OVERHEAD = "overhead"
     COMMS = "comms"  # a collective bound by the interconnect's bandwidth
+
+
+# -- where a case's FLOPs run -----------------------------------------------------------------
+
+# families whose FLOPs are matrix products (a layer's FLOPs are nearly all matmul FLOPs): held
+# against the matrix roof of their dtype (reports.ceilings) ...
+MATRIX_FAMILIES = ("gemm", "attention", "layer")
+# ... and the dtypes in which matrix products run on tensor cores: no vector roof of their own on a
+# datasheet, and FLOPs that the counters' FP instruction counts do not see (db.counters)
+TENSOR_CORE_DTYPES = ("tf32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8")
+
+
+def on_tensor_cores(family: str | None, dtype: str | None) -> bool:
+    """Whether a case's model FLOPs run on tensor cores: a matrix family in a tensor-core dtype (a
+    float32 GEMM without TF32 runs on FFMA)."""
+    return family in MATRIX_FAMILIES and dtype in TENSOR_CORE_DTYPES
