@@ -70,7 +70,8 @@ def test_measure_takes_the_flush_method_and_the_pace_and_records_them():
 
 
 def test_import_rooflab_loads_neither_torch_nor_pandas():
-    code = "import sys, rooflab; rooflab.register; print(sorted(m for m in ('torch', 'pandas', 'sqlalchemy') if m in sys.modules))"
+    code = ("import sys, rooflab; rooflab.register; "
+            "print(sorted(m for m in ('torch', 'pandas', 'sqlalchemy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

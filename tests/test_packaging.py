@@ -40,7 +40,8 @@ def test_the_checkout_imports_as_rooflab() -> None:
 def test_the_wheel_holds_only_the_rooflab_package(tmp_path: Path) -> None:
     try:
         built = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
+             str(ROOT)],
             capture_output=True, text=True, timeout=240,
         )
     except subprocess.TimeoutExpired:

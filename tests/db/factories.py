@@ -39,7 +39,8 @@ def make_case(i: int, *, cache: str = "cold", timing_mode: str = "launch") -> Ca
     params = {"m": 64 + i, "n": n, "k": 128} if op == "matmul" else {"n": n}
     key = f"{op}.v1:eager:bfloat16:{cache}:{timing_mode}:" + ",".join(f"{k}={params[k]}" for k in sorted(params))
     family = "gemm" if op == "matmul" else "pointwise"
-    return CaseRecord(case_key=key, op=op, op_version=1, family=family, backend="eager", dtype="bfloat16", params=params)
+    return CaseRecord(case_key=key, op=op, op_version=1, family=family, backend="eager", dtype="bfloat16",
+                      params=params)
 
 
 def make_measurement(

@@ -191,7 +191,8 @@ def _break_parquet(src: Path, dst: Path, fault: str) -> str:
                   "bad json": ("params", '{"n": 4'), "naive time": ("started_at", "2026-03-01T02:00:00")}[fault]
     values = table.column(col).to_pylist()
     values[-1] = value
-    table = table.set_column(table.column_names.index(col), col, pa.array([None if v is None else str(v) for v in values]))
+    table = table.set_column(table.column_names.index(col), col,
+                             pa.array([None if v is None else str(v) for v in values]))
     pq.write_table(table, dst)
     return f"row {table.num_rows}, column '{col}'"
 
@@ -202,7 +203,8 @@ def good_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("good")
     source = f"sqlite:///{folder / 'source.db'}"
     populate(source, n_cases=4)
-    return {fmt: folder / f"good.{fmt}" for fmt in ("csv", "jsonl", "parquet") if export_bytes(source, fmt, folder / f"good.{fmt}")}
+    return {fmt: folder / f"good.{fmt}" for fmt in ("csv", "jsonl", "parquet")
+            if export_bytes(source, fmt, folder / f"good.{fmt}")}
 
 
 FAULTS = ["missing column", "bad status", "bad number", "bad json", "naive time", "truncated line"]

@@ -49,7 +49,8 @@ def _check(run: RunRecord, case: CaseRecord, env: EnvironmentRecord, peer: str, 
         run_id=run.run_id, case=case, device_fingerprint=env.device_fingerprint, device_uuid=str(env.info["uuid"]),
         cache=case.case_key.split(":")[3], timing_mode=case.case_key.split(":")[4], peer=peer,
         peer_version=f"{rng.randint(1, 9)}.{rng.randint(0, 99)}", status=rng.choice(CHECK_STATUSES),
-        error=None if rng.random() < 0.5 else f"planted {rng.random():.6f}", peer_cache="cold", peer_clock="cuda_events",
+        error=None if rng.random() < 0.5 else f"planted {rng.random():.6f}", peer_cache="cold",
+        peer_clock="cuda_events",
         rounds=rng.randint(2, 9), rooflab_median_ms=ours, rooflab_spread=rng.uniform(0.001, 0.1),
         peer_median_ms=theirs, peer_spread=rng.uniform(0.001, 0.1), ratio=ours / theirs,
         disagrees=rng.random() < 0.5, likely_reason=rng.choice((None, "cache", "clock")),
@@ -185,7 +186,7 @@ def test_merge_fills_in_the_profiles_a_target_lacks_for_the_same_measurement(sql
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)[0]["layer_profiles_added"] == 4
     assert json.loads(result.output)[0]["measurements_added"] == 0
-    for got, want in zip(_profiles(sqlite_url), _profiles(a)):
+    for got, want in zip(_profiles(sqlite_url), _profiles(a), strict=True):
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
@@ -213,7 +214,8 @@ def test_pruning_samples_keeps_layer_rows_and_deleting_a_run_takes_them_along(an
                                "--db", any_url]).exit_code == 0
     tables = (models.CrossCheck, models.LayerProfile, models.LayerPart, models.Measurement)
     counts = {t: _count(any_url, t) for t in tables}
-    kept_profiles, kept_parts = (frame[frame["run_id"] == "night-b"].reset_index(drop=True) for frame in _profiles(any_url))
+    kept_profiles, kept_parts = (frame[frame["run_id"] == "night-b"].reset_index(drop=True)
+                                 for frame in _profiles(any_url))
     assert len(kept_profiles) == 3 and len(kept_parts) >= 6
     result = prune_samples(any_url, timedelta(days=1))
     assert result.measurements == 12 and _count(any_url, models.Sample) == 0

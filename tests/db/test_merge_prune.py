@@ -59,7 +59,8 @@ def test_merge_node_files_with_samples_is_idempotent(any_url: str, tmp_path: Pat
 
     expected = {**_samples(a), **_samples(b), **_samples(c)}
     assert _samples(any_url) == expected and len(expected) == 65
-    merged = query.results(any_url).drop(columns=["run_order"]).sort_values(["run_id", "case_key"]).reset_index(drop=True)
+    merged = (query.results(any_url).drop(columns=["run_order"]).sort_values(["run_id", "case_key"])
+              .reset_index(drop=True))
     separate = [query.results(u).drop(columns=["run_order"]) for u in (a, b, c)]
     import pandas as pd
 

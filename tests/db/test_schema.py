@@ -61,7 +61,8 @@ def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[f
     ))
     conn.execute(text(
         "INSERT INTO environments (id, device_fingerprint, device_name, device_kind, identity, memory_bytes, l2_bytes, "
-        f"sm_count, compute_capability, driver_version, cuda_version, torch_version, first_seen_at) VALUES (1, 'fp-old', "
+        f"sm_count, compute_capability, driver_version, cuda_version, torch_version, first_seen_at) "
+        f"VALUES (1, 'fp-old', "
         f"'NVIDIA A100', 'cuda', '{{\"name\": \"NVIDIA A100\"}}', 85899345920, 41943040, 108, '8.0', '535', '12.2', "
         f"'2.3.0', '{ts}')"
     ))
@@ -80,8 +81,8 @@ def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[f
                 "INSERT INTO measurements (id, run_id, case_id, environment_id, device_key, device_uuid, shard, cache, "
                 "timing_mode, status, error, clock, measured_at, median_ms, n_samples, warmup_calls, "
                 "launches_per_sample, flush_bytes, flops, bytes, throttle_reasons, throttled) VALUES "
-                f"({i + 1}, 1, {i + 1}, 1, 'GPU-a', 'GPU-a', NULL, 'cold', 'launch', 'ok', NULL, 'cuda_events', '{ts}', "
-                f":median, 3, 5, 1, 0, 0, {8 * (i + 1)}, '[]', false)"
+                f"({i + 1}, 1, {i + 1}, 1, 'GPU-a', 'GPU-a', NULL, 'cold', 'launch', 'ok', NULL, 'cuda_events', "
+                f"'{ts}', :median, 3, 5, 1, 0, 0, {8 * (i + 1)}, '[]', false)"
             ),
             {"median": median},
         )
@@ -100,7 +101,8 @@ def test_upgrade_from_the_first_revision_keeps_the_data(any_url: str) -> None:
         medians = _insert_revision_one_rows(conn, url.get_backend_name(), 25)
         if url.get_backend_name() == "postgresql":  # explicit ids were given: move the sequences past them
             for table in ("runs", "environments", "cases", "measurements"):
-                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT max(id) FROM {table}))"))
+                conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                                  f"(SELECT max(id) FROM {table}))"))
     engine.dispose()
     assert read_state(any_url).kind == "older"
     with pytest.raises(SchemaVersionError, match="rooflab db upgrade"):
@@ -250,6 +252,7 @@ def test_results_stored_before_revision_0009_read_as_back_to_back(any_url: str) 
         later = make_run("paced-later")
         store.start_run(later)
         store.add_environment(later.run_id, env)
-        store.add_measurement(with_columns(make_measurement(later, make_case(1), env, rng=random.Random(3)), pace="idle"))
+        store.add_measurement(with_columns(make_measurement(later, make_case(1), env, rng=random.Random(3)),
+                                           pace="idle"))
     latest = query.results(any_url, run_id="paced-later")
     assert list(latest["pace"]) == ["idle"]

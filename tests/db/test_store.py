@@ -67,7 +67,8 @@ def test_add_measurement_twice_writes_nothing_the_second_time(any_url: str) -> N
         assert store.add_measurement(second) is False
         other_device = make_env(1, uuid="GPU-other")
         store.add_environment(run.run_id, other_device)
-        assert store.add_measurement(replace(second, identity=replace(second.identity, device_uuid="GPU-other"))) is True
+        assert store.add_measurement(
+            replace(second, identity=replace(second.identity, device_uuid="GPU-other"))) is True
         assert store.measured_case_keys("dup", device_key="GPU-other") == {first.identity.case.case_key}
     frame = query.results(any_url)
     assert len(frame) == 2

@@ -12,7 +12,8 @@ first_call (the worker's timed first call: compilation lands here), check (the f
 or 0 where a case of the same shape was checked already), timing_first_call (what the timing
 engine does before its warmup: its set-up, graph capture in graph mode, and its own first call in
 a worker older than `measure(first_call_ms=...)`), warmup,
-sampling (the sampling phase's wall time: the sampled time plus what surrounds each sample), store (building the record and writing it), and other
+sampling (the sampling phase's wall time: the sampled time plus what surrounds each sample),
+store (building the record and writing it), and other
 (the rest: skip checks, the clock monitor, freeing). Then the totals and the overhead fraction
 (1 - sampled / wall). Worker start-up and the pipe to the supervisor are not included (they are
 paid once per worker, not per case).

@@ -12,8 +12,9 @@ history_pass for change points and drift). It prints one markdown table:
   drifts: anywhere in the drift), or with any slower change point (series without a change);
 - drift: share with the drift flag;
 - within 3 nights: replayed night by night from the planted night, share flagged (gate regression,
-  a slower change point, or drift; a one-night suspect does not count) by its third night; nights: median nights from the
-  planted night to the first flag (1 = on that night), over the series flagged within 10 nights
+  a slower change point, or drift; a one-night suspect does not count) by its third night; nights:
+  median nights from the planted night to the first flag (1 = on that night), over the series
+  flagged within 10 nights
   (drifts: from the first night of the ramp, within 30 nights);
 - false alarms over 30 nights (series without a slower change): share flagged (regression, slower
   change point, or drift) on any of the newest 30 nights, replayed night by night.
@@ -85,7 +86,8 @@ def cell(make: Make, seeds: int, *, replay: bool, false_alarm_replay: bool) -> d
             false += any(_alarm(s.values_ms[: night + 1]) for night in range(len(s.values_ms) - 30, len(s.values_ms)))
     pct = lambda k: f"{100 * k / seeds:.0f} %"  # noqa: E731 - a named one-line lambda
     return {"gate": f"{pct(gate)} ({pct(suspect)})", "change point": pct(cp), "drift": pct(drift),
-            "within 3 nights": pct(within3) if replay and make(0).kind == g.Kind.STEP else "", "nights": f"{statistics.median(nights):g}" if nights else "",
+            "within 3 nights": pct(within3) if replay and make(0).kind == g.Kind.STEP else "",
+            "nights": f"{statistics.median(nights):g}" if nights else "",
             "false alarms / 30 nights": pct(false) if false_alarm_replay else ""}
 
 
@@ -102,7 +104,8 @@ def cells() -> list[tuple[str, Make, bool, bool]]:
                         lambda s, size=size, noise=noise: g.step(size=size, at=40, noise=noise, seed=s), True, False))
         for size in (0.05, 0.10, 0.20):
             out.append((f"+{100 * size:g} % drift over the last 30 nights, {n}",
-                        lambda s, size=size, noise=noise: g.drift(size=size, over=30, noise=noise, seed=s), True, False))
+                        lambda s, size=size, noise=noise: g.drift(size=size, over=30, noise=noise, seed=s),
+                        True, False))
         for at, where in ((-1, "newest"), (-2, "second-newest")):
             for size in (0.10, 0.30, 1.0):
                 out.append((f"+{100 * size:g} % one-night spike on the {where} night, {n}",
@@ -115,7 +118,8 @@ def cells() -> list[tuple[str, Make, bool, bool]]:
     for share in (0.5, 0.15):
         for noise in (0.005, 0.01):
             out.append((f"two bands 10 % apart, {100 * (1 - share):g}/{100 * share:g}, {100 * noise:g} %",
-                        lambda s, share=share, noise=noise: g.two_band(gap=0.10, upper_share=share, noise=noise, seed=s),
+                        lambda s, share=share, noise=noise:
+                            g.two_band(gap=0.10, upper_share=share, noise=noise, seed=s),
                         False, True))
     return out
 

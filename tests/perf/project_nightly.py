@@ -1,7 +1,8 @@
 """Projected wall time of the nightly spec on one H100 SXM, from its case list (a script, not a test).
 
-    .venv/bin/python -m tests.perf.project_nightly                       # nightly.yaml, default model
-    .venv/bin/python -m tests.perf.project_nightly --overhead-json after.json   # per-case host costs measured by bench_overhead
+    .venv/bin/python -m tests.perf.project_nightly                             # nightly.yaml, default model
+    .venv/bin/python -m tests.perf.project_nightly --overhead-json after.json  # per-case host costs
+                                                                               # measured by bench_overhead
 
 No GPU is involved: every case's kernel time is the roofline time of its op's FLOP and byte models
 at the H100 SXM datasheet rates (`reports.predict`), at least the launch floor of its timing mode.

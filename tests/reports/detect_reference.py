@@ -80,16 +80,19 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     ok = median > 0
     if "status" in df.columns:
         ok &= df["status"] == "ok"
-    throttled = df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns else pd.Series(False, index=df.index)
+    throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
+                 else pd.Series(False, index=df.index))
     noisy = quality_of(df) != "good"  # the one noise rule (suite.quality), stored or judged
     env = pd.Series("", index=df.index)
     for col in ENV_COLUMNS:
         if col in df.columns:  # a missing version (None or NaN, e.g. no driver on a CPU) reads as ""
             env = env + "|" + df[col].astype(object).where(df[col].notna(), "").astype(str)
-    device = df["device_fingerprint"] if "device_fingerprint" in df.columns else df.get("device_name", pd.Series("", index=df.index))
+    device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
+              else df.get("device_name", pd.Series("", index=df.index)))
     d = pd.DataFrame({
         "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
-        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order, "ok_median": median.where(ok),
+        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
+        "ok_median": median.where(ok),
         "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
         "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
@@ -168,7 +171,8 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
-        return Gate("insufficient_data", None, None, None, None, note or f"{len(good)} good points before the newest two")
+        return Gate("insufficient_data", None, None, None, None,
+                    note or f"{len(good)} good points before the newest two")
     base = robust_baseline(good)
     last_flag = check_point(latest, base, z_threshold, min_change)
     prev_flag = check_point(previous, base, z_threshold, min_change) if previous is not None else None
@@ -190,7 +194,8 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
             why = latest.excluded_because or previous.excluded_because
             return alert("suspect", f"both newest results slower, but one is {why}")
         if confirmed:
-            note = (note + "; " if note else "") + "both newest results lie within the range the baseline has shown repeatedly"
+            note = ((note + "; " if note else "")
+                    + "both newest results lie within the range the baseline has shown repeatedly")
     if last_flag.direction == "slower":
         return alert("suspect", note)
     if last_flag.direction == "faster":
@@ -214,7 +219,8 @@ def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float =
                c.mean_before, c.mean_after, c.rel_change, c.p_value, str(c.direction))
         for c in cp.change_points(values, min_rel_change=min_change / 2))
     found = cp.drift(values, min_change=min_change)
-    flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change, found.p_value)
+    flag = None if found is None else DriftFlag(good[found.start_index].run_id, found.n_points, found.rel_change,
+                                                found.p_value)
     return changes, flag
 
 
@@ -233,7 +239,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min
     verdicts = []
     agg = run_points(df)
     records = agg.to_dict("records")
-    keys = list(zip(agg["case_key"], agg["device_fingerprint"]))
+    keys = list(zip(agg["case_key"], agg["device_fingerprint"], strict=True))
     start = 0
     while start < len(records):
         end = start

@@ -58,7 +58,8 @@ def spike(*, size: float, at: int, noise: float, seed: int, nights: int = NIGHTS
     return Series(Kind.SPIKE, level + _noise(rng, nights, noise, level_ms), at, size)
 
 
-def drift(*, size: float, over: int, noise: float, seed: int, nights: int = NIGHTS, level_ms: float = LEVEL_MS) -> Series:
+def drift(*, size: float, over: int, noise: float, seed: int, nights: int = NIGHTS,
+          level_ms: float = LEVEL_MS) -> Series:
     """A ramp over the newest `over` nights that ends `size` above the old level."""
     rng = np.random.default_rng(seed)
     level = np.full(nights, level_ms)

@@ -144,7 +144,8 @@ def write_db(url: str, rows: list[dict]) -> None:
             params = json.loads(r["params"])
             store.add_measurement(record_from_columns(
                 run_id=r["run_id"],
-                case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=r.get("op_version", 1), family=r["family"],
+                case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=r.get("op_version", 1),
+                                family=r["family"],
                                 backend=r["backend"], dtype=r["dtype"], params=params),
                 device_fingerprint=r["device_fingerprint"], cache=r["cache"], timing_mode=r["timing_mode"],
                 status=r["status"], measured_at=r["measured_at"], device_uuid=r["device_uuid"],

@@ -57,7 +57,8 @@ def _cases(url: str) -> dict:
 def test_intervals_from_raw_samples_then_from_stored_cis_once_pruned(sampled, tmp_path):
     cases = _cases(sampled)
     add, triad = cases["add"], cases["triad"]
-    assert add["interval"] == "bootstrap" and add["standing"] == "faster" and 1.03 < add["speedup_low"] < 1.05 < add["speedup_high"]
+    assert (add["interval"] == "bootstrap" and add["standing"] == "faster"
+            and 1.03 < add["speedup_low"] < 1.05 < add["speedup_high"])
     assert triad["interval"] == "bootstrap" and triad["standing"] == "not_significant"
     assert triad["speedup_low"] < 1.0 < triad["speedup_high"]
     assert cases["_data"]["pairing"]["baseline"]["runs"] == ["h100-run"]
@@ -120,7 +121,8 @@ def test_the_committed_exports_give_one_answer_on_the_page_and_the_terminal(exam
     cases = {c["case_key"]: c for c in data["cases"]}
     assert len(cases) == 117
     # the streams are significant: every cold stream probe of at least 4x L2 is faster on the H200
-    big = [c for k, c in cases.items() if k.startswith("stream_") and ":cold:" in k and int(k.rsplit("n=", 1)[1]) >= 1 << 25]
+    big = [c for k, c in cases.items()
+           if k.startswith("stream_") and ":cold:" in k and int(k.rsplit("n=", 1)[1]) >= 1 << 25]
     assert len(big) >= 4 and all(c["standing"] == "faster" and c["speedup_low"] > 1.2 for c in big)
     launch = cases["launch.v2:eager:float32:hot:launch:n=1"]
     assert launch["predicted_low"] == pytest.approx(0.007109 / 0.008119, rel=1e-3)

@@ -17,7 +17,8 @@ def _row(device: str, run_id: str, key: str, peer: str, ratio: float | None, *, 
         "run_id": run_id, "device_name": device, "device_kind": "cpu", "device_fingerprint": "fp-" + device,
         "case_key": key, "op": key.split(".")[0], "family": "pointwise", "backend": "eager", "dtype": "float32",
         "cache": "hot", "timing_mode": "launch", "peer": peer, "peer_version": "2.13", "status": status,
-        "error": None if status == "ok" else "needs a CUDA device", "peer_cache": "hot", "peer_clock": "host_block_mean",
+        "error": None if status == "ok" else "needs a CUDA device", "peer_cache": "hot",
+        "peer_clock": "host_block_mean",
         "rounds": 3, "rooflab_median_ms": rooflab if ratio else None, "rooflab_spread": 0.02,
         "peer_median_ms": rooflab / ratio if ratio else None, "peer_spread": 0.03, "ratio": ratio,
         "disagrees": disagrees, "likely_reason": reason,
@@ -68,5 +69,5 @@ def test_a_contended_row_is_marked_and_left_out_of_the_summary(tmp_path: Path) -
     assert "disagree</strong>: the machine was contended" in page
     assert page.count('class="quality-contended" title="load average 9.00 above 2 logical CPUs"') == 1
     # cases, disagree, contended; then the geomean of the two others and their worst
-    assert ('<td class="n">3</td><td class="n">1</td><td class="n">1</td>\n<td class="n">1.1</td><td class="n">1.21</td>'
-            in page)
+    assert ('<td class="n">3</td><td class="n">1</td><td class="n">1</td>\n'
+            '<td class="n">1.1</td><td class="n">1.21</td>' in page)

@@ -27,13 +27,17 @@ def _history(seed: int, n_series: int = 300, nights: int = 70) -> pd.DataFrame:
         if kind == 0:
             series = gen.noise_only(noise=noise, seed=s, nights=nights)
         elif kind == 1:
-            series = gen.step(size=float(rng.uniform(-0.3, 0.3)), at=int(rng.integers(5, nights)), noise=noise, seed=s, nights=nights)
+            series = gen.step(size=float(rng.uniform(-0.3, 0.3)), at=int(rng.integers(5, nights)), noise=noise, seed=s,
+                              nights=nights)
         elif kind == 2:
-            series = gen.spike(size=float(rng.uniform(0.1, 0.5)), at=int(rng.integers(0, nights)), noise=noise, seed=s, nights=nights)
+            series = gen.spike(size=float(rng.uniform(0.1, 0.5)), at=int(rng.integers(0, nights)), noise=noise, seed=s,
+                               nights=nights)
         elif kind == 3:
-            series = gen.drift(size=float(rng.uniform(0.02, 0.2)), over=int(rng.integers(10, 40)), noise=noise, seed=s, nights=nights)
+            series = gen.drift(size=float(rng.uniform(0.02, 0.2)), over=int(rng.integers(10, 40)), noise=noise, seed=s,
+                               nights=nights)
         elif kind == 4:
-            series = gen.two_band(gap=float(rng.uniform(0.05, 0.2)), upper_share=0.5, noise=noise, seed=s, nights=nights)
+            series = gen.two_band(gap=float(rng.uniform(0.05, 0.2)), upper_share=0.5, noise=noise, seed=s,
+                                  nights=nights)
         else:
             series = gen.step(size=float(rng.uniform(0.05, 0.2)), at=-2, noise=noise, seed=s, nights=nights)
         values = np.round(series.values_ms, 3) if kind == 6 else series.values_ms  # ties in the baseline
@@ -49,7 +53,8 @@ def _history(seed: int, n_series: int = 300, nights: int = 70) -> pd.DataFrame:
                     driver_version="560.1" if night >= new_driver else "550.54")
             rows.append(r)
             if i % 13 == 0:  # a second GPU of the same fingerprint
-                rows.append({**r, "device_uuid": "GPU-1", "median_ms": float(values[night - 1]) * (1 + 0.01 * rng.standard_normal())})
+                rows.append({**r, "device_uuid": "GPU-1",
+                             "median_ms": float(values[night - 1]) * (1 + 0.01 * rng.standard_normal())})
     return pd.DataFrame(rows)
 
 

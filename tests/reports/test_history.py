@@ -14,10 +14,10 @@ from rooflab.db.query import result_counts, results
 from rooflab.db.series_query import history_columns
 from rooflab.reports.history import counts_from_history, history_of_frame, newest_ok_runs, series_points
 from rooflab.reports.history_page import LOG_STEP, history_pages
-from rooflab.reports.slugs import slug
 from rooflab.reports.pairing import case_runs_of
 from rooflab.reports.series import detect, run_points
 from rooflab.reports.series import series_points as gate_points
+from rooflab.reports.slugs import slug
 from tests.reports.gen_history import nightly_history, planted_keys
 from tests.reports.synth import write_db
 

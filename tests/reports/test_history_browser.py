@@ -4,13 +4,14 @@ no console message or uncaught error (tests/reports/cdp.py drives the browser)."
 from __future__ import annotations
 
 import json
+
 import pytest
 
 from rooflab.reports.history import history_of_frame
 from rooflab.reports.history_page import history_site
 from rooflab.reports.html import _env
-from rooflab.reports.slugs import slug
 from rooflab.reports.series import detect
+from rooflab.reports.slugs import slug
 from tests.reports.cdp import CHROMIUM, Browser
 from tests.reports.gen_history import DEVICES, STEP, nightly_history, planted_keys
 

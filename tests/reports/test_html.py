@@ -24,7 +24,8 @@ def _site_frame() -> pd.DataFrame:
     rows = device_rows() + device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, **a100) + BLOCK_ROWS
     n = 1 << 24
     for kw in ({}, a100):
-        rows.append(row(op="cos_cos", family="pointwise", params={"n": n}, flops=2 * n, nbytes=8 * n, median_ms=0.2, **kw))
+        rows.append(row(op="cos_cos", family="pointwise", params={"n": n}, flops=2 * n, nbytes=8 * n, median_ms=0.2,
+                        **kw))
         rows.append(row(op="cos_cos", family="pointwise", params={"n": n}, flops=2 * n, nbytes=8 * n, median_ms=0.1,
                         backend="compiled", **kw))
         rows.append(gemm(4096, 4096, 4096, 300.0, **kw))
@@ -79,7 +80,8 @@ def test_report_pages_are_written_and_escaped(site):
 
 
 def test_a_chosen_run_is_shown_instead(tmp_path):
-    index = render_report(_site_frame(), tmp_path / "site", runs=["run-1"], layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
+    index = render_report(_site_frame(), tmp_path / "site", runs=["run-1"],
+                          layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
     dev = next(index.parent.glob("device-nvidia-h100*.html")).read_text()
     assert "Showing the chosen run(s)" in dev and "eager vs compiled" in dev
     # the layer breakdown of the block measured in that run: inline SVG bars, the parts' table, MFU

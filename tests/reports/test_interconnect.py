@@ -36,7 +36,8 @@ def test_interconnect_ceilings_are_the_best_busbw_and_the_fastest_median_per_col
     rows += collective_sweep("all_reduce", 4, peak_gbps=300.0, latency_ms=0.015)
     dc = compute_ceilings(frame(rows), H100)
     ar8 = dc.get("interconnect", collective="all_reduce", ranks=8)
-    peak = max(r["gbps"] for r in rows if r["op"] == "all_reduce" and r["ranks"] == 8 and r["stop_reason"] == "converged")
+    peak = max(r["gbps"] for r in rows
+               if r["op"] == "all_reduce" and r["ranks"] == 8 and r["stop_reason"] == "converged")
     assert ar8.value == pytest.approx(peak) and 300 < ar8.value < 370
     assert ar8.datasheet == 450.0 and ar8.ratio == pytest.approx(ar8.value / 450.0)  # NVLink 4 per direction
     assert dc.get("interconnect", collective="all_reduce", ranks=4).value < 300

@@ -28,7 +28,8 @@ def test_the_order_statistic_draws_are_the_plain_bootstrap(n):
     fast = iv.bootstrap_medians(x, np.random.default_rng(1), 40_000)
     plain = np.median(x[np.random.default_rng(2).integers(0, n, (40_000, n))], axis=1)
     grid = np.unique(np.concatenate([fast, plain]))
-    gap = np.abs(np.searchsorted(np.sort(fast), grid, side="right") - np.searchsorted(np.sort(plain), grid, side="right"))
+    gap = np.abs(np.searchsorted(np.sort(fast), grid, side="right")
+                 - np.searchsorted(np.sort(plain), grid, side="right"))
     assert gap.max() / 40_000 < 0.012
 
 
@@ -40,7 +41,8 @@ def test_a_broken_draw_is_caught():
     wrong = x[np.minimum((u * n).astype(int), n - 1)]
     plain = np.median(x[np.random.default_rng(2).integers(0, n, (40_000, n))], axis=1)
     grid = np.unique(np.concatenate([wrong, plain]))
-    gap = np.abs(np.searchsorted(np.sort(wrong), grid, side="right") - np.searchsorted(np.sort(plain), grid, side="right"))
+    gap = np.abs(np.searchsorted(np.sort(wrong), grid, side="right")
+                 - np.searchsorted(np.sort(plain), grid, side="right"))
     assert gap.max() / 40_000 > 0.05
 
 
@@ -104,7 +106,8 @@ def test_fallbacks_without_samples():
     stored = iv.speedup("k", 2.0, 1.0, baseline_rel_ci=0.01, candidate_rel_ci=0.01)
     se = math.hypot(math.log(1.01), math.log(1.01)) / iv.Z95
     assert stored.method == iv.Method.STORED_CI and stored.value == 2.0
-    assert stored.low == pytest.approx(2.0 * math.exp(-iv.Z95 * se)) and stored.high == pytest.approx(2.0 * math.exp(iv.Z95 * se))
+    assert (stored.low == pytest.approx(2.0 * math.exp(-iv.Z95 * se))
+            and stored.high == pytest.approx(2.0 * math.exp(iv.Z95 * se)))
     alone = iv.speedup("k", 2.0, 1.0, baseline_rel_ci=None, candidate_rel_ci=0.01)
     assert alone.method == iv.Method.NONE and alone.significance == iv.Significance.NO_INTERVAL and alone.value == 2.0
     one_side = iv.speedup("k", 2.0, 1.0, baseline_samples=[2.0] * 10, baseline_rel_ci=0.01, candidate_rel_ci=0.01)
@@ -126,5 +129,6 @@ def test_the_geometric_mean_interval_covers_the_true_geometric_mean():
         g = iv.geomean_ratio(ratios)
         hits += g.low <= true_mean <= g.high
     assert 0.93 <= hits / 300 <= 0.99
-    mixed = iv.geomean_ratio([iv.ratio_alone(1.0, 0.5), iv.speedup("x", 1, 1, baseline_rel_ci=0.01, candidate_rel_ci=0.01)])
+    mixed = iv.geomean_ratio([iv.ratio_alone(1.0, 0.5),
+                              iv.speedup("x", 1, 1, baseline_rel_ci=0.01, candidate_rel_ci=0.01)])
     assert mixed.low is None and mixed.value == pytest.approx(math.sqrt(2.0))

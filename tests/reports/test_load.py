@@ -44,7 +44,8 @@ def test_one_device_read_alone_equals_its_selection_from_every_result(url, devic
     pd.testing.assert_frame_equal(all_columns.reset_index(drop=True), rows.reset_index(drop=True))
     _, roof = load_device_results(url, device, columns=ROOFLINE_COLUMNS)
     assert compute_ceilings(roof, name) == compute_ceilings(rows, name)
-    assert plots.roofline_svg(roof, compute_ceilings(roof, name)) == plots.roofline_svg(rows, compute_ceilings(rows, name))
+    assert (plots.roofline_svg(roof, compute_ceilings(roof, name))
+            == plots.roofline_svg(rows, compute_ceilings(rows, name)))
     assert plots.bandwidth_svg(roof, 50 << 20, name) == plots.bandwidth_svg(rows, 50 << 20, name)
 
 

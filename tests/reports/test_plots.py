@@ -12,7 +12,7 @@ def _many(n: int) -> list[dict]:
     rng = np.random.default_rng(0)
     return [row(op="copy", family="pointwise", params={"n": int(k)}, median_ms=float(ms), flops=0 if i % 2 else int(k),
                 nbytes=8 * int(k), run_id=f"run-{i % 50}", run_order=i % 50)
-            for i, (k, ms) in enumerate(zip(rng.integers(1 << 10, 1 << 28, n), rng.uniform(0.01, 5.0, n)))]
+            for i, (k, ms) in enumerate(zip(rng.integers(1 << 10, 1 << 28, n), rng.uniform(0.01, 5.0, n), strict=True))]
 
 
 def test_a_few_points_are_vector_markers_and_many_are_one_bitmap():

@@ -52,7 +52,8 @@ def test_measured_ceilings_are_used_when_the_database_has_them():
 @pytest.mark.parametrize("args, match", [
     (("nope", {}, "float32", "H100 SXM"), "known ops: .*matmul"),
     (("matmul", {"q": 3}, "float32", "H100 SXM"), "parameters: m, n, k"),
-    (("matmul", {"m": -3}, "float32", "H100 SXM"), "--shape: m must be positive \\(a size\\), got -3; allowed: integers > 0"),
+    (("matmul", {"m": -3}, "float32", "H100 SXM"),
+     "--shape: m must be positive \\(a size\\), got -3; allowed: integers > 0"),
     (("matmul", {"m": 64}, "int32", "H100 SXM"), "allowed: float64"),
     (("matmul", {"m": 64}, "float32", "Voodoo 5"), "known: .*H100 SXM"),
 ])
@@ -62,7 +63,8 @@ def test_bad_input_names_what_is_allowed(args, match):
 
 
 def test_parse_shape():
-    assert parse_shape("m=4096, n=2.5,causal=true,kernel=naive") == {"m": 4096, "n": 2.5, "causal": True, "kernel": "naive"}
+    assert (parse_shape("m=4096, n=2.5,causal=true,kernel=naive")
+            == {"m": 4096, "n": 2.5, "causal": True, "kernel": "naive"})
     with pytest.raises(ReportInputError, match="name=value"):
         parse_shape("m4096")
 

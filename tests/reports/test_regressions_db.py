@@ -54,46 +54,51 @@ def url(request, tmp_path_factory) -> Iterator[str]:
 def _rows() -> list[dict]:
     rows: list[dict] = []
     orders = range(1, RUNS + 1)
-    _series(rows, dict(zip(orders, _noise(1))), n=1)  # stable: ok
+    _series(rows, dict(zip(orders, _noise(1), strict=True)), n=1)  # stable: ok
     step = _noise(2)
     step[-2:] = [v * 1.2 for v in step[-2:]]
-    _series(rows, dict(zip(orders, step)), n=2)  # regression
+    _series(rows, dict(zip(orders, step, strict=True)), n=2)  # regression
     spike = _noise(3)
     spike[-1] *= 1.3
-    _series(rows, dict(zip(orders, spike)), n=3)  # suspect
+    _series(rows, dict(zip(orders, spike, strict=True)), n=3)  # suspect
     faster = _noise(4)
     faster[-2:] = [v * 0.7 for v in faster[-2:]]
-    _series(rows, dict(zip(orders, faster)), n=4)  # improvement, on two devices
-    _series(rows, dict(zip(orders, faster)), n=4, fingerprint="fp-a100", device_name="NVIDIA A100-SXM4-80GB",
+    _series(rows, dict(zip(orders, faster, strict=True)), n=4)  # improvement, on two devices
+    _series(rows, dict(zip(orders, faster, strict=True)), n=4, fingerprint="fp-a100",
+            device_name="NVIDIA A100-SXM4-80GB",
             device_uuid="GPU-A100")
-    _series(rows, {o: v for o, v in zip(orders, _noise(5)) if o % 7 == 0}, n=5)  # weekly: few points per run window
-    _series(rows, dict(zip(orders, _noise(6))), n=6,  # recent points throttled: too few good points in the window
+    _series(rows, {o: v for o, v in zip(orders, _noise(5), strict=True) if o % 7 == 0},
+            n=5)  # weekly: few points per run window
+    _series(rows, dict(zip(orders, _noise(6), strict=True)),
+            n=6,  # recent points throttled: too few good points in the window
             throttled=lambda o: RUNS - 40 < o < RUNS - 1)
-    _series(rows, dict(zip(orders, _noise(7))), n=7,  # some noisy points and some failed runs
+    _series(rows, dict(zip(orders, _noise(7), strict=True)), n=7,  # some noisy points and some failed runs
             rel_ci_halfwidth=lambda o: 0.2 if o % 5 == 0 else 0.005)
     for r in rows[-RUNS:]:
         if int(r["run_id"][4:]) % 9 == 0:
             r.update(status="failed", median_ms=None, error="boom")
-    _series(rows, dict(zip(range(1, 16), _noise(8))), n=8)  # only in old runs
+    _series(rows, dict(zip(range(1, 16), _noise(8), strict=False)), n=8)  # only in old runs
     _series(rows, {o: None for o in range(1, 12)}, n=9)  # never ok, old runs only
     _series(rows, {o: None for o in range(RUNS - 5, RUNS + 1)}, n=10)  # never ok, recent runs
-    _series(rows, {o: (None if o == 3 else v) for o, v in zip(range(3, RUNS + 1), _noise(11))}, n=11)  # starts at a tie
-    _series(rows, dict(zip(range(3, RUNS + 1), _noise(13))), n=13)  # ok in both tied runs
+    _series(rows, {o: (None if o == 3 else v) for o, v in zip(range(3, RUNS + 1), _noise(11), strict=False)},
+            n=11)  # starts at a tie
+    _series(rows, dict(zip(range(3, RUNS + 1), _noise(13), strict=False)), n=13)  # ok in both tied runs
     # the flush method changed long before the newest runs, with a 6 % step: one segment in them
-    _series(rows, dict(zip(orders, _noise(14))), n=14,
+    _series(rows, dict(zip(orders, _noise(14), strict=True)), n=14,
             flush_method=lambda o: "read_sweep" if o < 15 else "write_sweep")
     for r in rows[-RUNS:]:
         if int(r["run_id"][4:]) < 15:
             r["median_ms"] /= 1.06
     # ways that alternate (read, write for two nights, read again), and a 6 % step on the newest two
     # nights, which changed method
-    _series(rows, dict(zip(orders, _noise(15))), n=15,
+    _series(rows, dict(zip(orders, _noise(15), strict=True)), n=15,
             flush_method=lambda o: "write_sweep" if o in (10, 11) else "read_sweep")
     changed = _noise(16)
     changed[-2:] = [v * 1.06 for v in changed[-2:]]
-    _series(rows, dict(zip(orders, changed)), n=16, flush_method=lambda o: "write_sweep" if o > RUNS - 2 else "read_sweep")
+    _series(rows, dict(zip(orders, changed, strict=True)), n=16,
+            flush_method=lambda o: "write_sweep" if o > RUNS - 2 else "read_sweep")
     two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
-    for r, v in zip(two_gpus, _noise(12)):
+    for r, v in zip(two_gpus, _noise(12), strict=True):
         r.update(device_uuid="GPU-1", median_ms=v)
     rows += two_gpus
     for r in rows:  # run-0004 starts at the same instant as run-0003
@@ -106,8 +111,9 @@ def _same(url: str, **kw) -> list:
     full = detect(query.results(url), **kw)
     windowed = detect_in_database(url, **kw)
     assert [v.as_dict() for v in windowed] == [v.as_dict() for v in full]
-    for a, b in zip(windowed, full):
-        assert (a.status, a.latest, a.previous, a.baseline, a.note) == (b.status, b.latest, b.previous, b.baseline, b.note)
+    for a, b in zip(windowed, full, strict=True):
+        assert ((a.status, a.latest, a.previous, a.baseline, a.note)
+                == (b.status, b.latest, b.previous, b.baseline, b.note))
         if a.status in ("regression", "suspect", "improvement") or a.n_points is None:
             assert a.points == b.points
         else:
@@ -162,7 +168,7 @@ def test_series_summary_counts_the_ok_runs_of_every_series(url):
     frame = query.results(url)
     ok = frame[(frame["status"] == "ok") & (frame["median_ms"] > 0)]
     summary = query.series_summary(url).set_index(["case_key", "device_fingerprint"])
-    keys = set(zip(frame["case_key"], frame["device_fingerprint"]))
+    keys = set(zip(frame["case_key"], frame["device_fingerprint"], strict=True))
     assert set(summary.index) == keys
     for key in keys:
         runs = ok[(ok["case_key"] == key[0]) & (ok["device_fingerprint"] == key[1])].sort_values("run_order")

@@ -15,7 +15,8 @@ runner = CliRunner()
 def db(tmp_path_factory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'results.db'}"
     a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100", l2_bytes=40 << 20)
-    rows = device_rows(hbm_gbps=3000.0, bf16_tflops=700.0) + device_rows(hbm_gbps=1500.0, fp32_tflops=25.0, bf16_tflops=250.0, **a100)
+    rows = (device_rows(hbm_gbps=3000.0, bf16_tflops=700.0)
+            + device_rows(hbm_gbps=1500.0, fp32_tflops=25.0, bf16_tflops=250.0, **a100))
     for i, r in enumerate(rows):
         r["run_order"] = 40 + i // 11
     rows += history(noisy(22, 1.0, 0.02, 5) + [1.25, 1.24])
@@ -68,7 +69,8 @@ def test_compare_devices(db):
     data = json.loads(res.stdout)
     overall = [r for r in data["summary"] if r["family"] == "all"][0]
     assert overall["cases"] >= 9
-    triad = [c for c in data["cases"] if c["case_key"].startswith("stream_triad.v1:eager:float32:cold:launch:n=67108864")]
+    triad = [c for c in data["cases"]
+             if c["case_key"].startswith("stream_triad.v1:eager:float32:cold:launch:n=67108864")]
     assert triad[0]["predicted_speedup"] == pytest.approx(2.0)
     assert _run("compare", "--baseline", "nope", "--candidate", "H100", "--db", db).exit_code == 2
 

@@ -55,7 +55,8 @@ def test_a_contended_result_does_not_set_a_ceiling_and_is_marked():
 def test_a_trustworthy_op_beating_the_probe_raises_the_roof():
     rows = device_rows(hbm_gbps=3000.0)
     n = 1 << 27
-    rows.append(row(op="copy", family="pointwise", params={"n": n}, flops=0, nbytes=8 * n, median_ms=8 * n / 3300e9 * 1e3))
+    rows.append(row(op="copy", family="pointwise", params={"n": n}, flops=0, nbytes=8 * n,
+                    median_ms=8 * n / 3300e9 * 1e3))
     df = frame(rows)
     dc = compute_ceilings(df, H100)
     hbm = dc.get("hbm_rw")

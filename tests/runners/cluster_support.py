@@ -5,10 +5,10 @@ fresh random samples around a chosen median.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 import pytest
@@ -117,4 +117,4 @@ def write_history(url: str, *, cases: Sequence[CaseRecord], medians_by_run: Sequ
     return run_ids
 
 
-T0 = datetime(2026, 10, 1, 1, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 10, 1, 1, 0, tzinfo=UTC)

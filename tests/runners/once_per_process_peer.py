@@ -23,8 +23,8 @@ CALLS_PER_ROUND = 20
 
 
 def _child(request: Any, device: DeviceInfo, rounds: int) -> tuple[int, list[float]]:
-    from rooflab.runners.orchestration.prepare import ready_case
     from rooflab.runners.orchestration.messages import CaseOutcome
+    from rooflab.runners.orchestration.prepare import ready_case
     from rooflab.suite.ops.registry import all_ops
 
     if _EXECUTED:

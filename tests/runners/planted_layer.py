@@ -9,7 +9,8 @@ shape (bandwidth-bound work), `qkv` runs the QKV matmul again (compute-bound wor
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -104,7 +104,9 @@ def test_export_into_an_unwritable_folder_exits_2(sqlite_url: str, tmp_path: Pat
         one_clear_line(result.output)
 
 
-@pytest.mark.parametrize("argv", [["list", "quick"], ["predict", "copy", "--dtype", "float32", "--device", "H100 SXM", "--shape", "n=4096"]])
+@pytest.mark.parametrize("argv",
+                         [["list", "quick"],
+                          ["predict", "copy", "--dtype", "float32", "--device", "H100 SXM", "--shape", "n=4096"]])
 def test_a_plugin_that_does_not_import_exits_2_with_one_line(argv: list[str], tmp_path: Path) -> None:
     result = rooflab(*argv, "--db", str(tmp_path / "r.db"), env={"ROOFLAB_PLUGINS": "typo"}) if argv[0] == "predict" \
         else rooflab(*argv, env={"ROOFLAB_PLUGINS": "typo"})

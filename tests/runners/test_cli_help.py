@@ -48,7 +48,8 @@ def test_run_help_shows_the_defaults_and_what_a_repeated_filter_means() -> None:
     ("h100", ["H100 SXM", "H100 PCIe"]),
     ("A100 80GB", ["A100 SXM 80GB", "A100 PCIe 80GB"]),
 ])
-def test_predict_refuses_an_ambiguous_device_and_lists_the_candidates(typed: str, candidates: list[str], tmp_path) -> None:
+def test_predict_refuses_an_ambiguous_device_and_lists_the_candidates(typed: str, candidates: list[str],
+                                                                      tmp_path) -> None:
     result = runner.invoke(app, ["predict", "copy", "--dtype", "float32", "--shape", "n=4096", "--device", typed,
                                  "--db", str(tmp_path / "none.db")])
     assert result.exit_code == 2, result.output
@@ -56,7 +57,8 @@ def test_predict_refuses_an_ambiguous_device_and_lists_the_candidates(typed: str
     assert not (tmp_path / "none.db").exists()
 
 
-@pytest.mark.parametrize("typed, chosen", [("H100 PCIe", "H100 PCIe"), ("L4", "L4"), ("a100 pcie 40gb", "A100 PCIe 40GB")])
+@pytest.mark.parametrize("typed, chosen",
+                         [("H100 PCIe", "H100 PCIe"), ("L4", "L4"), ("a100 pcie 40gb", "A100 PCIe 40GB")])
 def test_predict_takes_a_device_that_names_one_entry(typed: str, chosen: str, tmp_path) -> None:
     import json
 

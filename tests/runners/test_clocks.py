@@ -16,7 +16,8 @@ from rooflab.runners.machine.clocks import (
 )
 from rooflab.suite.device import DeviceInfo
 
-GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=50 << 20, compute_capability=(9, 0))
+GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=50 << 20,
+                 compute_capability=(9, 0))
 CPU = DeviceInfo(kind="cpu", name="cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=32 << 20)
 IDLE, APP, POWER, HW_SLOW, SW_THERMAL, HW_THERMAL, BRAKE = 0x1, 0x2, 0x4, 0x8, 0x20, 0x40, 0x80
 
@@ -69,7 +70,9 @@ def test_low_clock_while_idle_does_not_count() -> None:
     assert rep.throttle_reasons == ()  # gpu_idle is not reported as a reason
 
 
-@pytest.mark.parametrize("bit, name", [(HW_SLOW, "hw_slowdown"), (SW_THERMAL, "sw_thermal_slowdown"), (HW_THERMAL, "hw_thermal_slowdown"), (BRAKE, "hw_power_brake_slowdown")])
+@pytest.mark.parametrize("bit, name",
+                         [(HW_SLOW, "hw_slowdown"), (SW_THERMAL, "sw_thermal_slowdown"),
+                          (HW_THERMAL, "hw_thermal_slowdown"), (BRAKE, "hw_power_brake_slowdown")])
 def test_thermal_and_hardware_slowdown_flag_a_case_even_at_full_clock(bit: int, name: str) -> None:
     rep = classify(readings((1980, 0), (1980, bit), (1980, 0)), 1980.0)
     assert rep.throttled and rep.throttle_reasons == (name,)
@@ -185,7 +188,9 @@ def test_informational_reasons_are_reported_but_do_not_flag() -> None:
 def test_reason_bits_match_pynvml() -> None:
     pynvml = pytest.importorskip("pynvml")
     prefix = "nvmlClocksEventReason" if hasattr(pynvml, "nvmlClocksEventReasonGpuIdle") else "nvmlClocksThrottleReason"
-    names = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8, "SyncBoost": 0x10, "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80, "DisplayClockSetting": 0x100}
+    names = {"GpuIdle": 0x1, "ApplicationsClocksSetting": 0x2, "SwPowerCap": 0x4, "HwSlowdown": 0x8, "SyncBoost": 0x10,
+             "SwThermalSlowdown": 0x20, "HwThermalSlowdown": 0x40, "HwPowerBrakeSlowdown": 0x80,
+             "DisplayClockSetting": 0x100}
     for suffix, bit in names.items():
         assert getattr(pynvml, prefix + suffix) == bit
         assert bit in REASON_BITS
@@ -254,8 +259,11 @@ class NewNvml(OldNvml):
         return APP
 
 
-@pytest.mark.parametrize("lib, reasons, throttled", [(OldNvml(), ("sw_thermal_slowdown",), True), (NewNvml(), ("applications_clocks_setting",), True)])
-def test_nvml_source_uses_whichever_reasons_api_exists(monkeypatch: pytest.MonkeyPatch, lib, reasons, throttled) -> None:
+@pytest.mark.parametrize("lib, reasons, throttled",
+                         [(OldNvml(), ("sw_thermal_slowdown",), True),
+                          (NewNvml(), ("applications_clocks_setting",), True)])
+def test_nvml_source_uses_whichever_reasons_api_exists(monkeypatch: pytest.MonkeyPatch, lib, reasons,
+                                                       throttled) -> None:
     from rooflab.runners.machine import nvml
     from rooflab.runners.machine.clocks import NvmlClockSource
 

@@ -245,7 +245,8 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     env.pop("ROOFLAB_DB", None)
     # two array tasks stand for two nodes: each has its own device locks
     tasks = [subprocess.Popen([bash, str(array)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=dict(env, SLURM_ARRAY_TASK_ID=str(i), ROOFLAB_LOCK_DIR=str(tmp_path / f"node{i}-locks")))
+                              env=dict(env, SLURM_ARRAY_TASK_ID=str(i),
+                                       ROOFLAB_LOCK_DIR=str(tmp_path / f"node{i}-locks")))
              for i in range(2)]
     for task in tasks:
         code, out, err = finish(task)

@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +58,7 @@ def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
     from rooflab.db.store import ResultStore
 
     rng = np.random.default_rng(31)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     with ResultStore(url) as store:
         for i, medians in enumerate(medians_by_night):
             started = now - timedelta(days=len(medians_by_night) - i)

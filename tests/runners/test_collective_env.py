@@ -42,7 +42,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(tmp_path: Path, url: str, run_id: str, size: int, variables, *extra: str) -> list[subprocess.CompletedProcess]:
+def _launch(tmp_path: Path, url: str, run_id: str, size: int, variables,
+            *extra: str) -> list[subprocess.CompletedProcess]:
     spec = tmp_path / "comms.yaml"
     spec.write_text(SPEC)
     port = _free_port()

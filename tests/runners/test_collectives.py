@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.collectives import straggler
-from rooflab.vocab import ResultStatus
 from rooflab.runners.crosscheck.session import check_case
-from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
 from rooflab.runners.orchestration.messages import CaseRequest
+from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
+from rooflab.vocab import ResultStatus
 from tests.runners.collective_cases import alive, case, plugin_env
 
 ALL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")

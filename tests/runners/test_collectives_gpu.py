@@ -11,11 +11,11 @@ torch = pytest.importorskip("torch")
 
 from rooflab.db.collectives import collective_frame  # noqa: E402 - after pytest.importorskip
 from rooflab.db.query import results  # noqa: E402 - after pytest.importorskip
-from rooflab.vocab import ResultStatus  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.orchestration.ranks import RankGroup  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.orchestration.session import run_suite
-from rooflab.runners.orchestration.run_options import RunOptions  # noqa: E402 - after pytest.importorskip
 from rooflab.runners.orchestration.messages import CaseRequest  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.orchestration.ranks import RankGroup  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.orchestration.run_options import RunOptions  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.orchestration.session import run_suite  # noqa: E402 - after pytest.importorskip
+from rooflab.vocab import ResultStatus  # noqa: E402 - after pytest.importorskip
 from tests.runners.collective_cases import alive, case, plugin_env  # noqa: E402 - after pytest.importorskip
 
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0

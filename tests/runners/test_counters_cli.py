@@ -25,8 +25,8 @@ from typer.testing import CliRunner
 
 import rooflab
 from rooflab.db.counters import counters_frame
-from rooflab.record import CaseRecord, with_columns
 from rooflab.db.store import ResultStore
+from rooflab.record import CaseRecord, with_columns
 from rooflab.runners.cli.app import app
 from rooflab.runners.counters import metrics as m
 from rooflab.runners.counters import session

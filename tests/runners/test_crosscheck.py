@@ -113,7 +113,8 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
         assert c.in_mode_ratio == pytest.approx(c.in_mode_median_ms / c.peer_median_ms)
         # hot against hot: the one method difference is what a sample is
         assert c.method_differences == ("sample: per call / block mean",)
-        assert c.peer_mode == "hot, back_to_back, host, block mean" and c.rooflab_mode == "hot, back_to_back, host, per call"
+        assert (c.peer_mode == "hot, back_to_back, host, block mean"
+                and c.rooflab_mode == "hot, back_to_back, host, per call")
     # every row is in the database, linked to the run, the case and the device
     frame = crosscheck_frame(db)
     assert len(frame) == 4 * 4  # four cases x (torch + three GPU peers skipped on a CPU)
@@ -243,12 +244,14 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path, argv: l
 def test_json_and_out_file_hold_the_same_report(tmp_path: Path) -> None:
     out = tmp_path / "cc.json"
     result = runner.invoke(app, ["crosscheck", "quick", "--device", "cpu", "--peers", "all", "--rounds", "1",
-                                 "-f", "op=launch", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--json", "--out", str(out)])
+                                 "-f", "op=launch", "--db", f"sqlite:///{tmp_path / 'x.db'}", "--json", "--out",
+                                 str(out)])
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
     assert shown == json.loads(out.read_text())
     (check,) = [c for c in shown["checks"] if c["peer"] == "torch"]
-    assert len(shown["checks"]) == 4 and check["case_key"].startswith("launch.") and check["status"] == "ok" and check["ratio"] > 0
+    assert (len(shown["checks"]) == 4 and check["case_key"].startswith("launch.") and check["status"] == "ok"
+            and check["ratio"] > 0)
     assert shown["peers"]["do_bench"]["available"] is False
 
 

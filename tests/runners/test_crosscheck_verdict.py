@@ -8,12 +8,12 @@ import random
 import pytest
 
 from rooflab.db.crosscheck import geometric_mean, worst
-from rooflab.runners.errors import UserInputError
 from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, configured_mode, differences
 from rooflab.runners.crosscheck.peer import Peer, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, TimerSummary, agreement, disagrees, summarize_timer
+from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
@@ -63,7 +63,8 @@ def test_each_peer_states_its_mode_as_its_code_times() -> None:
     nv_cold = modes[PeerName.NVBENCH].mode_for(cold, H100)
     assert nv_cold.label() == "cold (write_sweep 50 MiB), idle, held, device, per call"
     assert modes[PeerName.NVBENCH].mode_for(cold, H100, op_syncs=True).hold == "sync_per_sample"
-    assert modes[PeerName.NVBENCH].mode_for(hot, H100).label() == "hot, back_to_back, sync_per_sample, device, block mean"
+    assert (modes[PeerName.NVBENCH].mode_for(hot, H100).label()
+            == "hot, back_to_back, sync_per_sample, device, block mean")
     assert modes[PeerName.TORCH].mode_for(cold, H100).label() == "hot, back_to_back, host, block mean"
     assert modes[PeerName.CUPYX].mode_for(cold, H100).label() == "hot, back_to_back, sync_per_sample, device, per call"
     assert modes[PeerName.TORCH].mode_for(cold, CPU).hold is None  # a CPU has nothing to hold
@@ -114,7 +115,8 @@ def test_contended_text() -> None:
 def test_contended_rows_are_counted_but_left_out_of_the_geomean_and_worst_case() -> None:
     def check(key: str, ratio: float, contended: bool) -> PeerCheck:
         return PeerCheck(key, "op", "gemm", "hot", "torch", "1", "ok", ratio=ratio, disagrees=ratio > 1.5,
-                         contended=contended, contention_reasons=("load average 9.00 above 2 logical CPUs",) * contended)
+                         contended=contended,
+                         contention_reasons=("load average 9.00 above 2 logical CPUs",) * contended)
 
     by = {(s.peer, s.family): s for s in summarize_checks(
         [check("a", 1.1, False), check("b", 0.9, False), check("c", 8.0, True)])}

@@ -55,19 +55,24 @@ def test_fingerprint_is_stable_across_processes() -> None:
 
 
 def test_fingerprint_depends_on_identity_only_and_on_each_identity_field() -> None:
-    base = identity_fields(kind="cuda", model="NVIDIA H100 80GB HBM3", memory_bytes=85_520_809_984, driver_version="580.65.06", cuda_version="13.0", torch_version="2.11.0+cu130")
+    base = identity_fields(kind="cuda", model="NVIDIA H100 80GB HBM3", memory_bytes=85_520_809_984,
+                           driver_version="580.65.06", cuda_version="13.0", torch_version="2.11.0+cu130")
     fp = fingerprint(base)
     assert fingerprint(dict(reversed(list(base.items())))) == fp  # key order does not matter
-    same_major = identity_fields(kind="cuda", model="NVIDIA H100 80GB HBM3", memory_bytes=85_520_809_984, driver_version="580.95.05", cuda_version="13.1", torch_version="2.11.0+cu130")
+    same_major = identity_fields(kind="cuda", model="NVIDIA H100 80GB HBM3", memory_bytes=85_520_809_984,
+                                 driver_version="580.95.05", cuda_version="13.1", torch_version="2.11.0+cu130")
     assert fingerprint(same_major) == fp  # driver/CUDA minor versions are informational
-    for key, value in [("torch_version", "2.12.0+cu130"), ("model", "NVIDIA H200"), ("memory_bytes", 1), ("driver_major", "575"), ("cuda_major", "12")]:
+    for key, value in [("torch_version", "2.12.0+cu130"), ("model", "NVIDIA H200"), ("memory_bytes", 1),
+                       ("driver_major", "575"), ("cuda_major", "12")]:
         assert fingerprint({**base, key: value}) != fp, key
 
 
 def test_identity_and_info_are_kept_apart() -> None:
     rec, dev = capture("cpu")
-    assert set(rec.identity) == {"kind", "model", "memory_bytes", "driver_major", "cuda_major", "torch_version", "logical_cores"}
-    for key in ("host", "os", "python", "torch_version", "cupy_version", "triton_version", "git_commit", "git_dirty", "cache_l1d_bytes", "llc_bytes", "physical_cores"):
+    assert set(rec.identity) == {"kind", "model", "memory_bytes", "driver_major", "cuda_major", "torch_version",
+                                 "logical_cores"}
+    for key in ("host", "os", "python", "torch_version", "cupy_version", "triton_version", "git_commit", "git_dirty",
+                "cache_l1d_bytes", "llc_bytes", "physical_cores"):
         assert key in rec.info, key
     assert rec.device_kind == dev.kind == "cpu" and dev.torch_device == "cpu"
     assert rec.l2_bytes == dev.l2_bytes == rec.info["llc_bytes"] > 0
@@ -81,7 +86,8 @@ def test_cpu_caches_from_a_fake_sysfs(tmp_path: Path) -> None:
         [(0, 0), (0, 1), (0, 0), (0, 1), (1, 0), (1, 1)],  # 2 sockets, hyperthreads on socket 0
     )
     caches = cpuinfo.read_caches(root)
-    assert caches == cpuinfo.CpuCaches(l1d_bytes=48 * 1024, l2_bytes=2 * 1024**2, l3_bytes=105 * 1024**2, llc_bytes=105 * 1024**2)
+    assert caches == cpuinfo.CpuCaches(l1d_bytes=48 * 1024, l2_bytes=2 * 1024**2, l3_bytes=105 * 1024**2,
+                                       llc_bytes=105 * 1024**2)
     assert cpuinfo.physical_cores(root) == 4
 
 
@@ -92,7 +98,8 @@ def test_llc_is_the_largest_data_level(tmp_path: Path) -> None:
 
 
 def test_describe_cpu_reads_model_memory_and_caches_from_given_roots(tmp_path: Path) -> None:
-    sysfs = fake_sysfs(tmp_path / "sys", [(1, "Data", "32K"), (2, "Unified", "1024K"), (3, "Unified", "32768K")], [(0, 0), (0, 1)])
+    sysfs = fake_sysfs(tmp_path / "sys", [(1, "Data", "32K"), (2, "Unified", "1024K"), (3, "Unified", "32768K")],
+                       [(0, 0), (0, 1)])
     write(tmp_path / "proc" / "cpuinfo", "processor\t: 0\nvendor_id\t: Fake\nmodel name\t: Fake CPU 9000 @ 3.0GHz\n")
     write(tmp_path / "proc" / "meminfo", "MemTotal:       16384000 kB\nMemFree:        1 kB\n")
     cpu = describe_cpu(str(sysfs), str(tmp_path / "proc"))
@@ -102,7 +109,8 @@ def test_describe_cpu_reads_model_memory_and_caches_from_given_roots(tmp_path: P
     assert cpu["physical_cores"] == 2
 
 
-@pytest.mark.parametrize("text, value", [("32K", 32768), ("1024K", 1048576), ("16M", 16 * 1024**2), ("512", 512), ("2G", 2 * 1024**3)])
+@pytest.mark.parametrize("text, value",
+                         [("32K", 32768), ("1024K", 1048576), ("16M", 16 * 1024**2), ("512", 512), ("2G", 2 * 1024**3)])
 def test_parse_size(text: str, value: int) -> None:
     assert cpuinfo.parse_size(text) == value
 
@@ -256,7 +264,8 @@ def test_cuda_capture_maps_torch_and_nvml_fields(fake_gpu) -> None:
     assert info["uuid"] == "GPU-bbbbbbbb-0000-0000-0000-000000000001"  # the NVML device matched by UUID
     assert info["pci_bus_id"] == "00000000:19:00.0"
     assert info["theoretical_memory_gbps"] == pytest.approx(3352.32)
-    assert (info["max_sm_clock_mhz"], info["max_memory_clock_mhz"], info["memory_bus_width_bits"]) == (1980.0, 2619.0, 5120)
+    assert ((info["max_sm_clock_mhz"], info["max_memory_clock_mhz"], info["memory_bus_width_bits"])
+            == (1980.0, 2619.0, 5120))
     assert info["power_limit_w"] == 700.0
     assert info["ecc_enabled"] is True and info["mig_enabled"] is False  # current modes, not pending
     assert info["persistence_mode"] is None  # unsupported queries are None, not errors

@@ -67,7 +67,8 @@ def test_nightly_and_the_regression_check_fail_on_the_same_series(status: Verdic
         kinds["drift"] = (row,)
     for fail_on in FailOn:
         summary = NightlySummary(
-            run_id="r", suite="s", run_status=RunStatus.COMPLETE, db_url="sqlite://", counts={}, shards=ShardState(0, (), (), ()),
+            run_id="r", suite="s", run_status=RunStatus.COMPLETE, db_url="sqlite://", counts={},
+            shards=ShardState(0, (), (), ()),
             verdicts=kinds, series_checked=1, insufficient_data=0, fail_on=str(fail_on), report=None,
         )
         assert summary.alert == should_fail([_V(status, drifting)], str(fail_on)), (fail_on, status, drifting)  # type: ignore[list-item] - a stand-in with the two attributes should_fail reads

@@ -105,7 +105,7 @@ class L2Model:
     def __init__(self, size_bytes: int) -> None:
         from collections import OrderedDict
 
-        self.lines: "OrderedDict[int, bool]" = OrderedDict()  # line -> dirty
+        self.lines: OrderedDict[int, bool] = OrderedDict()  # line -> dirty
         self.capacity = size_bytes // LINE
         self.written_back = 0
 
@@ -128,11 +128,11 @@ class FakeTensor:
     def numel(self) -> int:
         return self.nbytes // 8
 
-    def fill_(self, value=None) -> "FakeTensor":
+    def fill_(self, value=None) -> FakeTensor:
         self.model.access(self.base, self.nbytes, write=True)
         return self
 
-    def random_(self) -> "FakeTensor":
+    def random_(self) -> FakeTensor:
         return self.fill_()
 
 

@@ -18,7 +18,8 @@ from rooflab.runners.machine.clocks import ClockMonitor  # noqa: E402 - after py
 from rooflab.runners.machine.environment import capture, fingerprint  # noqa: E402 - after pytest.importorskip
 from rooflab.suite.timing import TimingSettings  # noqa: E402 - after pytest.importorskip
 
-QUICK = TimingSettings(warmup_ms=10, warmup_calls=3, min_samples=20, min_time_ms=20, max_time_ms=1500, target_precision=0.01)
+QUICK = TimingSettings(warmup_ms=10, warmup_calls=3, min_samples=20, min_time_ms=20, max_time_ms=1500,
+                       target_precision=0.01)
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,8 @@ def test_graph_mode_removes_launch_overhead_of_a_tiny_kernel(gpu) -> None:
 def test_graph_launches_setting_is_obeyed_and_cold_graph_is_refused(gpu) -> None:
     _, device = gpu
     x = torch.randn(1 << 20, device="cuda")
-    r = measure(lambda: x.mul_(1.0), device=device, settings=QUICK.override({"graph_launches": 7}), cache="hot", timing_mode="graph")
+    r = measure(lambda: x.mul_(1.0), device=device, settings=QUICK.override({"graph_launches": 7}), cache="hot",
+                timing_mode="graph")
     assert r.method.launches_per_sample == 7 and r.method.flush_bytes == 0
     assert len(r.samples_ms) == r.stats.n_samples
     with pytest.raises(ValueError, match="graph mode"):
@@ -158,7 +160,8 @@ def test_held_samples_hot_is_not_slower_than_cold_for_small_kernels(gpu) -> None
     for fn in (lambda: torch.add(x, 1.0, out=y), lambda: torch.nn.functional.gelu(x, approximate="tanh")):
         hot = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch")
         cold = measure(fn, device=device, settings=QUICK, cache="cold", timing_mode="launch")
-        assert hot.method.sync_method in ("blocking_kernel", "sleep_kernel") and cold.method.sync_method == hot.method.sync_method
+        assert (hot.method.sync_method in ("blocking_kernel", "sleep_kernel")
+                and cold.method.sync_method == hot.method.sync_method)
         assert hot.stats.median_ms <= cold.stats.median_ms * 1.02
         assert hot.stats.median_ms < 0.015  # device time of a 256 KiB elementwise kernel, no dispatch
 
@@ -206,8 +209,10 @@ def test_launch_floor_is_host_time_per_launch_in_a_plausible_range(gpu) -> None:
     x = torch.randn(1, device="cuda")
     y = torch.empty_like(x)
     fn = lambda: torch.add(x, 1, out=y)  # noqa: E731 - a named one-line lambda
-    eager = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch", sample_kind=SampleKind.HOST_PER_LAUNCH)
-    graph = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="graph", sample_kind=SampleKind.HOST_PER_LAUNCH)
+    eager = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="launch",
+                    sample_kind=SampleKind.HOST_PER_LAUNCH)
+    graph = measure(fn, device=device, settings=QUICK, cache="hot", timing_mode="graph",
+                    sample_kind=SampleKind.HOST_PER_LAUNCH)
     assert eager.clock == "perf_counter" and eager.sync_method == "host_sync"
     assert 0.001 <= eager.stats.median_ms <= 0.05  # 1-50 us per launch from Python
     assert 0.0003 <= graph.stats.median_ms < eager.stats.median_ms  # a graph node is cheaper than a dispatch

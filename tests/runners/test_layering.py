@@ -11,11 +11,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", ["rooflab.runners.orchestration.session", "rooflab.runners.orchestration.nightly", "rooflab.runners.orchestration.supervisor"])
+@pytest.mark.parametrize("module",
+                         ["rooflab.runners.orchestration.session", "rooflab.runners.orchestration.nightly",
+                          "rooflab.runners.orchestration.supervisor"])
 def test_library_module_does_not_load_the_cli(module: str) -> None:
     code = (
         f"import sys, {module}; "
-        "loaded = sorted(m for m in sys.modules if m == 'typer' or m.startswith('typer.') or m.startswith('rooflab.runners.cli')); "
+        "loaded = sorted(m for m in sys.modules if m == 'typer' or m.startswith('typer.') "
+        "or m.startswith('rooflab.runners.cli')); "
         "print(','.join(loaded))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}

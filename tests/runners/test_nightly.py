@@ -94,7 +94,8 @@ def test_planted_step_of_20_percent_fails_the_night(url, history, tmp_path, spec
 def test_the_first_slow_night_is_a_suspect(url, history, tmp_path, spec):
     """Judging night 10 ignores night 11: one slow night is a suspect, which fails only --fail-on suspect."""
     night = history[1][10]
-    summary = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "r", skip_run=True, run=RunOptions(run_id=night)))
+    summary = nightly(str(spec), db=url,
+                      options=NightlyOptions(tmp_path / "r", skip_run=True, run=RunOptions(run_id=night)))
     assert summary.exit_code == 0
     assert [r["case_key"] for r in summary.verdicts["suspect"]] == [CASES[0].case_key]
     assert summary.verdicts["regression"] == ()
@@ -125,7 +126,8 @@ def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
         store.add_environment("sharded", H100.record())
         store.add_measurement(measurement("sharded", CASES[0], 1.0, rng, measured_at=T0, shard="0/4"))
         store.finish_run("sharded", "complete", shard="0/4")
-    summary = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "r", skip_run=True, run=RunOptions(run_id="sharded")))
+    summary = nightly(str(spec), db=url,
+                      options=NightlyOptions(tmp_path / "r", skip_run=True, run=RunOptions(run_id="sharded")))
     assert summary.shards.expected == 4
     assert summary.shards.finished == ("0/4",) and summary.shards.unfinished == ("2/4",)
     assert summary.shards.missing == ("1/4", "3/4")

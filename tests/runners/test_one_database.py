@@ -13,8 +13,8 @@ import pytest
 from rooflab.db import engine as engine_module
 from rooflab.db.query import results
 from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
-from rooflab.runners.orchestration.session import run_suite
 from rooflab.runners.orchestration.run_options import RunOptions
+from rooflab.runners.orchestration.session import run_suite
 from tests.runners.test_run_cli import PLANTED_SPEC, PLUGIN, write
 
 
@@ -37,7 +37,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     monkeypatch.setattr(engine_module, "create_engine", create_engine)
     for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("rooflab.") and getattr(module, "normalize_url", None) is real_normalize:
+        if (getattr(module, "__name__", "").startswith("rooflab.")
+                and getattr(module, "normalize_url", None) is real_normalize):
             monkeypatch.setattr(module, "normalize_url", normalize_url)
     return seen
 
@@ -60,7 +61,8 @@ def test_one_run_opens_one_engine_and_parses_its_url_once(tmp_path: Path, monkey
     # a shard of a resumed run on a database that holds results: the resume check, the shard's cost
     # basis (earlier medians), the store and the coverage check all read through the same handle
     _reset(counted)
-    rest = run_suite(spec, db=url, options=RunOptions(device="cpu", quiet=True, resume="night", shard="0/1", lock=False),
+    rest = run_suite(spec, db=url,
+                     options=RunOptions(device="cpu", quiet=True, resume="night", shard="0/1", lock=False),
                      handle_signals=False)
     assert rest.counts["ok"] == 2 and rest.already_measured == 2
     assert counted == {"engines": 1, "parses": 1}
@@ -77,7 +79,8 @@ def test_one_nightly_opens_one_engine(tmp_path: Path, monkeypatch: pytest.Monkey
     assert summary.run_status == "partial" and summary.counts["ok"] == 1 and summary.report is not None
     assert counted == {"engines": 1, "parses": 1}
     _reset(counted)
-    again = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "out", skip_run=True, run=RunOptions(run_id="n1")))
+    again = nightly(str(spec), db=url,
+                    options=NightlyOptions(tmp_path / "out", skip_run=True, run=RunOptions(run_id="n1")))
     assert again.counts == summary.counts and again.report_error is None
     assert counted == {"engines": 1, "parses": 1}
 

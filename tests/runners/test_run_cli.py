@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
-from rooflab.runners.orchestration.session import run_suite
 from rooflab.runners.orchestration.run_options import RunOptions
+from rooflab.runners.orchestration.session import run_suite
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.runners.planted_ops"
@@ -164,7 +164,8 @@ def run_status(url: str, run_id: str) -> str:
 # ---------------------------------------------------------------- interrupts, kills, resume
 
 
-def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
     spec = write(tmp_path, "slow.yaml", SLOW_SPEC)
     db = tmp_path / "r.db"
@@ -183,7 +184,8 @@ def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path
     assert run_status(url, "night") == "interrupted"
 
     # SPEC omitted: the spec stored with the run is used
-    summary = run_suite(None, db=url, options=RunOptions(resume="night", device="cpu", quiet=True), handle_signals=False)
+    summary = run_suite(None, db=url, options=RunOptions(resume="night", device="cpu", quiet=True),
+                        handle_signals=False)
     assert summary.exit_code == 0
     assert summary.already_measured == 1 and summary.counts["ok"] == 2
     after = results(url, run_id="night")
@@ -192,7 +194,8 @@ def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path
     assert run_status(url, "night") == "complete"
 
 
-def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
     spec = write(tmp_path, "slow.yaml", SLOW_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
@@ -210,7 +213,8 @@ def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Pat
     assert 1 <= len(stored) <= 2
     assert run_status(url, "killed") == "running"
 
-    resumed = run_suite(spec, db=url, options=RunOptions(resume="killed", device="cpu", quiet=True), handle_signals=False)
+    resumed = run_suite(spec, db=url, options=RunOptions(resume="killed", device="cpu", quiet=True),
+                        handle_signals=False)
     assert resumed.exit_code == 0 and resumed.already_measured == len(stored)
     after = results(url, run_id="killed")
     assert len(after) == 3 and after["case_key"].is_unique
@@ -267,7 +271,8 @@ def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        independent = {case.case_key: independent_median_ms(case, device) for case in expand(load_spec(spec_path), "cpu")}
+        independent = {case.case_key: independent_median_ms(case, device)
+                       for case in expand(load_spec(spec_path), "cpu")}
     finally:
         torch.set_num_threads(threads)
     for case in expand(load_spec(spec_path), "cpu"):
@@ -398,11 +403,11 @@ def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from rooflab.runners.orchestration.run_options import derive_run_id
 
-    night = datetime(2026, 11, 21, 23, 59, tzinfo=timezone.utc)
+    night = datetime(2026, 11, 21, 23, 59, tzinfo=UTC)
     assert derive_run_id("nightly", sharded=True, now=night) == "nightly-20261121"
     a = derive_run_id("quick", sharded=False, now=night)
     b = derive_run_id("quick", sharded=False, now=night)
@@ -427,7 +432,7 @@ def test_timing_overrides_are_checked_and_typed() -> None:
 
 def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixture[str]) -> None:
     import io
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from rich.console import Console
 
@@ -439,7 +444,7 @@ def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixtu
     record = record_from_columns(
         run_id="r", case=CaseRecord(case.case_key, "copy", 1, "pointwise", "eager", "float32", {"n": 1 << 20}),
         device_fingerprint="f", cache="cold", timing_mode="launch", status="ok",
-        measured_at=datetime.now(timezone.utc), median_ms=0.5, p10_ms=0.45, p90_ms=0.6, n_samples=40, mean_ms=0.51,
+        measured_at=datetime.now(UTC), median_ms=0.5, p10_ms=0.45, p90_ms=0.6, n_samples=40, mean_ms=0.51,
         min_ms=0.44, max_ms=0.7, iqr_ms=0.08, std_ms=0.05,
         rel_ci_halfwidth=0.004, flops=0, bytes=8 << 20,
     )

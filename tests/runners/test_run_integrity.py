@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
-from rooflab.runners.orchestration.session import run_suite
 from rooflab.runners.orchestration.run_options import RunOptions
+from rooflab.runners.orchestration.session import run_suite
 from tests.runners.test_run_cli import PLANTED_SPEC, PLUGIN, run_status, write
 
 OTHER_SPEC = """\

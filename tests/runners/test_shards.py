@@ -230,7 +230,8 @@ def _case(op: str, n: int, cache: str = "hot", timing: TimingSettings = SETTINGS
 def test_model_cost_follows_bytes_and_flops(fake_registry):
     n = 1 << 30
     case = _case("fake", n)
-    per_call = shards.CALL_OVERHEAD_S + max(4 * n / (shards.NOMINAL_GBPS * 1e9), 2 * n**1.5 / (shards.NOMINAL_TFLOPS * 1e12))
+    per_call = shards.CALL_OVERHEAD_S + max(4 * n / (shards.NOMINAL_GBPS * 1e9),
+                                            2 * n**1.5 / (shards.NOMINAL_TFLOPS * 1e12))
     expected = shards.CASE_OVERHEAD_S + 8 * n / (shards.PREPARE_GBPS * 1e9) + sampling_time_s(per_call, SETTINGS, "hot")
     assert estimate_cost_s(case) == pytest.approx(expected)
     small, big = _case("fake", 1 << 10), _case("fake", 1 << 32)
@@ -244,7 +245,8 @@ def test_model_cost_follows_bytes_and_flops(fake_registry):
 def test_previous_median_replaces_the_model(fake_registry):
     case = _case("fake", 1 << 20)
     slow = {case.case_key: 200.0}  # ms per call
-    expected = shards.CASE_OVERHEAD_S + 8 * (1 << 20) / (shards.PREPARE_GBPS * 1e9) + sampling_time_s(0.2, SETTINGS, "hot")
+    expected = (shards.CASE_OVERHEAD_S + 8 * (1 << 20) / (shards.PREPARE_GBPS * 1e9)
+                + sampling_time_s(0.2, SETTINGS, "hot"))
     assert estimate_cost_s(case, slow) == pytest.approx(expected)
     assert CostBasis(run_id="r1", medians_ms=slow).cost_s(case) == pytest.approx(expected)
     # a median for another key, or a non-positive one, leaves the model in charge
@@ -255,4 +257,5 @@ def test_previous_median_replaces_the_model(fake_registry):
 def test_timing_settings_of_the_case_scale_the_cost(fake_registry):
     short = TimingSettings(min_time_ms=10.0, max_time_ms=100.0, warmup_ms=1.0)
     long = TimingSettings(min_time_ms=2000.0, max_time_ms=5000.0, warmup_ms=1.0)
-    assert estimate_cost_s(_case("fake", 1 << 12, timing=long)) > estimate_cost_s(_case("fake", 1 << 12, timing=short)) + 1.9
+    assert (estimate_cost_s(_case("fake", 1 << 12, timing=long))
+            > estimate_cost_s(_case("fake", 1 << 12, timing=short)) + 1.9)

@@ -41,7 +41,8 @@ def test_empty_database_gives_an_empty_basis(url):
 
 def test_latest_earlier_run_per_case_by_run_order(url):
     a, b, c = (case.case_key for case in CASES)
-    write_history(url, cases=CASES, medians_by_run=[{a: 1.0, b: 2.0, c: 3.0}, {a: 1.5, b: 2.5}, {a: 9.0, b: 9.0, c: 9.0}],
+    write_history(url, cases=CASES,
+                  medians_by_run=[{a: 1.0, b: 2.0, c: 3.0}, {a: 1.5, b: 2.5}, {a: 9.0, b: 9.0, c: 9.0}],
                   start=T0, seed=1)
     # the current run is night-002: its own results and anything after it do not count
     basis = previous_medians(url, current_run_id="night-002")
@@ -76,7 +77,7 @@ def test_several_gpus_of_one_run_give_the_median_of_their_medians(url):
     gpus = [Device(H100.fingerprint, H100.name, f"GPU-{i}") for i in range(3)]
     with ResultStore(url) as store:
         store.start_run(run_record("r1", T0))
-        for gpu, median in zip(gpus, (1.0, 1.2, 5.0)):
+        for gpu, median in zip(gpus, (1.0, 1.2, 5.0), strict=True):
             store.add_environment("r1", gpu.record())
             store.add_measurement(measurement("r1", case, median, rng, device=gpu, measured_at=T0))
         store.finish_run("r1", "complete")

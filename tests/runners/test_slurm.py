@@ -214,7 +214,8 @@ def _fake_sbatch(bin_dir: Path, log: Path) -> None:
     q = slurm.shlex.quote
     recorder(bin_dir / "sbatch", f"""
 n=$(<{q(str(counter))}); n=$((n + 1)); echo "$n" > {q(str(counter))}
-{{ for a in "$@"; do printf "%s\\n" "$a"; done; echo "ROOFLAB_RUN_ID_ENV=${{ROOFLAB_RUN_ID:-}}"; echo ---; }} >> {q(str(log))}
+{{ for a in "$@"; do printf "%s\\n" "$a"; done; echo "ROOFLAB_RUN_ID_ENV=${{ROOFLAB_RUN_ID:-}}"; \
+echo ---; }} >> {q(str(log))}
 echo "$n;cluster1"
 """)
 
@@ -450,7 +451,8 @@ def test_cli_notes_more_nodes_than_cases_and_sqlite_on_many_nodes(tmp_path, monk
         (["--nodes", "0", "--gpus-per-node", "8", "--db", "postgresql://u@h/d"], "--nodes"),
         (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u:secret@h/d"], "password"),
         (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u@h/d", "--time", "tomorrow"], "--time"),
-        (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u@h/d", "--venv", "/nonexistent/venv"], "--venv"),
+        (["--nodes", "2", "--gpus-per-node", "8", "--db", "postgresql://u@h/d", "--venv", "/nonexistent/venv"],
+         "--venv"),
         (["--nodes", "2", "--gpus-per-node", "8", "--db-file", "/nonexistent/url.txt"], "--db-file"),
         (["--nodes", "2", "--gpus-per-node", "8", "--db", "mysql://u@h/d"], "unsupported database"),
     ],

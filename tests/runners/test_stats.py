@@ -44,7 +44,8 @@ def test_odd_count_median_is_middle_sample() -> None:
 
 @pytest.mark.parametrize(
     "n, ranks",
-    [(5, None), (6, (1, 6)), (8, (1, 8)), (9, (2, 8)), (10, (2, 9)), (20, (6, 15)), (100, (40, 61)), (1000, (469, 532))],
+    [(5, None), (6, (1, 6)), (8, (1, 8)), (9, (2, 8)), (10, (2, 9)), (20, (6, 15)), (100, (40, 61)),
+     (1000, (469, 532))],
 )
 def test_median_ci_ranks_match_the_binomial_table(n: int, ranks: tuple[int, int] | None) -> None:
     assert median_ci_ranks(n) == ranks

@@ -106,7 +106,8 @@ def test_min_samples_is_a_floor_even_past_max_time() -> None:
     out = run(timer, TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=20))
     assert out.stats.n_samples == 10 and out.stop_reason in ("converged", "max_time")
     noisy = np.random.default_rng(6)
-    out = run(SyntheticTimer(lambda: noisy.normal(50.0, 10.0)), TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=20))
+    out = run(SyntheticTimer(lambda: noisy.normal(50.0, 10.0)),
+              TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=20))
     assert out.stats.n_samples == 10 and out.stop_reason == "max_time" and out.batches == 1
 
 
@@ -123,11 +124,12 @@ def test_min_time_respected_even_when_converged_earlier() -> None:
 def test_ci_is_checked_once_per_batch_with_geometric_growth() -> None:
     rng = np.random.default_rng(4)
     timer = SyntheticTimer(DriftingDraw(lambda: rng.normal(1.0, 0.01), per_sample=0.002))
-    out = run(timer, TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=10**6, max_samples=1000, target_precision=1e-9))
+    out = run(timer,
+              TimingSettings(min_samples=10, min_time_ms=0, max_time_ms=10**6, max_samples=1000, target_precision=1e-9))
     assert out.stop_reason == "max_samples"
     assert out.batches == len(timer.batch_sizes)
     assert out.batches < 40  # ~log_{1.25}(100) checks, not one per sample
-    assert all(b >= a for a, b in zip(timer.batch_sizes[1:-1], timer.batch_sizes[2:-1]))
+    assert all(b >= a for a, b in zip(timer.batch_sizes[1:-1], timer.batch_sizes[2:-1], strict=False))
 
 
 def test_next_batch_size_bounds() -> None:
@@ -170,7 +172,8 @@ def test_quantised_timer_without_a_known_resolution_ends_when_the_noise_settles(
 def test_stationary_noisy_timer_ends_when_the_noise_settles() -> None:
     rng = np.random.default_rng(13)
     timer = SyntheticTimer(lambda: rng.lognormal(0.0, 0.3))  # 30 % noise: 0.5 % needs ~10^4 samples
-    settings = TimingSettings(min_samples=10, min_time_ms=50, max_time_ms=30_000, target_precision=0.005, max_samples=10**6)
+    settings = TimingSettings(min_samples=10, min_time_ms=50, max_time_ms=30_000, target_precision=0.005,
+                              max_samples=10**6)
     out = run(timer, settings, resolution_ms=EVENT_STEP_MS)
     assert out.stop_reason == "noise_settled"
     assert out.stats.n_samples > NOISE_MIN_HISTORY
@@ -184,13 +187,15 @@ def test_drifting_timer_is_never_called_converged_or_settled() -> None:
     # the noise estimate keeps growing, so no exit but max_time may fire
     draw = DriftingDraw(quantised(lambda: rng.normal(0.030, 0.0003), EVENT_STEP_MS), per_sample=0.001)
     timer = SyntheticTimer(draw, overhead_ms=0.01)
-    out = run(timer, TimingSettings(min_samples=10, min_time_ms=10, max_time_ms=60, max_samples=10**6), resolution_ms=EVENT_STEP_MS)
+    out = run(timer, TimingSettings(min_samples=10, min_time_ms=10, max_time_ms=60, max_samples=10**6),
+              resolution_ms=EVENT_STEP_MS)
     assert out.stop_reason == "max_time"
     assert out.stats.n_samples > 2 * NOISE_MIN_HISTORY  # the settled check had its chances
 
 
 def test_resolution_exit_needs_min_samples_and_min_time() -> None:
-    timer = SyntheticTimer(quantised(lambda: 0.00325 + 1e-5 * np.random.default_rng(0).standard_normal(), EVENT_STEP_MS))
+    timer = SyntheticTimer(quantised(lambda: 0.00325 + 1e-5 * np.random.default_rng(0).standard_normal(),
+                                     EVENT_STEP_MS))
     out = run(timer, TimingSettings(min_samples=30, min_time_ms=100, max_time_ms=10**5), resolution_ms=EVENT_STEP_MS)
     assert out.stats.n_samples >= 30 and out.elapsed_ms >= 100
 

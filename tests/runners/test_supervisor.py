@@ -1,16 +1,16 @@
 """The supervisor with real worker processes on the CPU: planted faults, each recorded, the sweep going on."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from rooflab.db.query import results
-from rooflab.record import RunRecord
 from rooflab.db.store import ResultStore
-from rooflab.runners.orchestration.supervisor import Supervisor, default_case_timeout_s
+from rooflab.record import RunRecord
 from rooflab.runners.orchestration.processes import describe_exit
+from rooflab.runners.orchestration.supervisor import Supervisor, default_case_timeout_s
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 
@@ -56,7 +56,7 @@ def new_run(url: str, run_id: str) -> ResultStore:
     store.start_run(
         RunRecord(
             run_id=run_id, suite="planted", spec_text="name: planted", spec_hash="0" * 64,
-            started_at=datetime.now(timezone.utc), host="test", command_line="pytest",
+            started_at=datetime.now(UTC), host="test", command_line="pytest",
         )
     )
     return store

@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rooflab.db.query import environments, results  # noqa: E402 - after pytest.importorskip
-from rooflab.runners.orchestration.session import run_suite
 from rooflab.runners.orchestration.run_options import RunOptions  # noqa: E402 - after pytest.importorskip
+from rooflab.runners.orchestration.session import run_suite  # noqa: E402 - after pytest.importorskip
 
 pytestmark = [
     pytest.mark.gpu,
@@ -65,7 +65,8 @@ def spec_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_devices_all_runs_every_case_on_every_gpu_with_its_uuid(spec_dir: Path) -> None:
     url = f"sqlite:///{spec_dir / 'r.db'}"
-    summary = run_suite(spec_dir / "spec.yaml", db=url, options=RunOptions(devices="all", quiet=True), handle_signals=False)
+    summary = run_suite(spec_dir / "spec.yaml", db=url, options=RunOptions(devices="all", quiet=True),
+                        handle_signals=False)
     assert summary.status == "complete"
     gpus = torch.cuda.device_count()
     assert len(summary.devices) == gpus

@@ -11,7 +11,8 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
 
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=1 << 34, l2_bytes=512 * 1024)
-FAST = TimingSettings(warmup_ms=5, warmup_calls=3, min_samples=10, min_time_ms=20, max_time_ms=400, target_precision=0.01)
+FAST = TimingSettings(warmup_ms=5, warmup_calls=3, min_samples=10, min_time_ms=20, max_time_ms=400,
+                      target_precision=0.01)
 
 
 def busy_wait(ms: float):
@@ -85,7 +86,8 @@ def test_cold_mode_flushes_once_before_every_warmup_call_and_sample() -> None:
 
 def test_flush_stays_outside_the_timed_region() -> None:
     spy = SpyFlusher([], sleep_ms=5.0)
-    settings = TimingSettings(warmup_ms=0, warmup_calls=1, min_samples=10, min_time_ms=0, max_time_ms=2000, target_precision=0.02)
+    settings = TimingSettings(warmup_ms=0, warmup_calls=1, min_samples=10, min_time_ms=0, max_time_ms=2000,
+                              target_precision=0.02)
     r = measure(sleeper(1.0), device=CPU, settings=settings, cache="cold", timing_mode="launch", flusher=spy)
     assert r.stats.median_ms < 3.0  # a 5 ms flush inside the region would give >= 6 ms
     assert r.method.sampling_ms >= r.stats.n_samples * 5.0  # ... yet the flushes did run, between samples
@@ -93,7 +95,8 @@ def test_flush_stays_outside_the_timed_region() -> None:
 
 def test_hot_mode_never_flushes() -> None:
     log: list[str] = []
-    r = measure(lambda: log.append("call"), device=CPU, settings=FAST, cache="hot", timing_mode="launch", flusher=SpyFlusher(log))
+    r = measure(lambda: log.append("call"), device=CPU, settings=FAST, cache="hot", timing_mode="launch",
+                flusher=SpyFlusher(log))
     assert "flush" not in log and r.method.flush_bytes == 0
 
 
@@ -177,9 +180,11 @@ def test_first_call_is_timed_apart_from_the_samples() -> None:
 
 
 def test_warmup_lasts_at_least_its_time_and_its_count() -> None:
-    by_time = measure(sleeper(0.1), device=CPU, settings=FAST.override({"warmup_ms": 30, "warmup_calls": 3}), cache="hot", timing_mode="launch")
+    by_time = measure(sleeper(0.1), device=CPU, settings=FAST.override({"warmup_ms": 30, "warmup_calls": 3}),
+                      cache="hot", timing_mode="launch")
     assert by_time.method.warmup_ms >= 30 and by_time.method.warmup_calls > 3
-    by_count = measure(sleeper(4.0), device=CPU, settings=FAST.override({"warmup_ms": 1, "warmup_calls": 5}), cache="hot", timing_mode="launch")
+    by_count = measure(sleeper(4.0), device=CPU, settings=FAST.override({"warmup_ms": 1, "warmup_calls": 5}),
+                       cache="hot", timing_mode="launch")
     assert by_count.method.warmup_calls == 5 and by_count.method.warmup_ms >= 20
 
 
@@ -211,7 +216,8 @@ def test_sync_callable_is_inside_the_timed_region_on_a_cpu() -> None:
 def test_graph_mode_needs_cuda_and_a_graph_safe_op() -> None:
     with pytest.raises(GraphModeUnavailable, match="CUDA"):
         measure(lambda: None, device=CPU, settings=FAST, cache="hot", timing_mode="graph")
-    gpu = DeviceInfo(kind="cuda", name="g", torch_device="cuda:0", memory_bytes=1, l2_bytes=1, compute_capability=(9, 0))
+    gpu = DeviceInfo(kind="cuda", name="g", torch_device="cuda:0", memory_bytes=1, l2_bytes=1,
+                     compute_capability=(9, 0))
     with pytest.raises(GraphModeUnavailable, match="graph_safe"):
         measure(lambda: None, device=gpu, settings=FAST, cache="hot", timing_mode="graph", graph_safe=False)
 
@@ -240,7 +246,8 @@ def test_agrees_with_an_independent_per_call_timer_on_a_real_op() -> None:
         for _ in range(2):  # interleaved, so a burst of load hits both
             t = timeit.repeat("a @ b", globals={"a": a, "b": b}, number=1, repeat=300)
             theirs.append(statistics.median(t) * 1e3)
-            ours.append(measure(lambda: a @ b, device=CPU, settings=settings, cache="hot", timing_mode="launch").stats.median_ms)
+            ours.append(measure(lambda: a @ b, device=CPU, settings=settings, cache="hot",
+                                timing_mode="launch").stats.median_ms)
     finally:
         torch.set_num_threads(threads)
     assert min(ours) == pytest.approx(min(theirs), rel=0.25)

@@ -23,8 +23,10 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import SampleKind
 
-GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=1 << 20, compute_capability=(9, 0))
-SETTINGS = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=10, min_time_ms=0, max_time_ms=2000, target_precision=0.01)
+GPU = DeviceInfo(kind="cuda", name="fake", torch_device="cuda:0", memory_bytes=1 << 36, l2_bytes=1 << 20,
+                 compute_capability=(9, 0))
+SETTINGS = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=10, min_time_ms=0, max_time_ms=2000,
+                          target_precision=0.01)
 CYCLES_PER_MS = 1.5e6  # the fake GPU's clock: 1.5 GHz
 
 
@@ -37,7 +39,7 @@ class Item:
 
 
 class FakeGraph:
-    def __init__(self, cuda: "FakeCuda") -> None:
+    def __init__(self, cuda: FakeCuda) -> None:
         self.cuda = cuda
         self.kernels_ms: list[float] = []
 
@@ -47,7 +49,7 @@ class FakeGraph:
 
 
 class FakeEvent:
-    def __init__(self, cuda: "FakeCuda") -> None:
+    def __init__(self, cuda: FakeCuda) -> None:
         self.cuda = cuda
         self.t: float | None = None
 
@@ -61,7 +63,7 @@ class FakeEvent:
         self.cuda.advance()
         return self.t is not None and self.t <= self.cuda.host_ms
 
-    def elapsed_time(self, end: "FakeEvent") -> float:
+    def elapsed_time(self, end: FakeEvent) -> float:
         assert "sync" in self.cuda.log[end.index:], "elapsed time read before the events were synchronised"
         return end.t - self.t
 
@@ -182,8 +184,8 @@ class FakeBlockingHold:
         return out
 
 
-@pytest.fixture
-def cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
+@pytest.fixture(name="cuda")  # a name of its own, so that tests importing it can take `cuda` as their argument
+def cuda_fixture(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
     fake = FakeCuda()
     module = types.SimpleNamespace(cuda=fake, device=real_torch.device)
     monkeypatch.setitem(sys.modules, "torch", module)
@@ -222,7 +224,8 @@ def test_hot_is_not_slower_than_cold_for_a_small_kernel(cuda: FakeCuda) -> None:
     # a cold kernel is slower on a GPU (its data comes from DRAM); here it costs the same, so the
     # two must agree: before the hold, hot read 22 us (dispatch included) and cold 2 us
     fn = small_kernel(cuda)
-    hot = measure(fn, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch", stream_hold=FakeBlockingHold(cuda))
+    hot = measure(fn, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch",
+                  stream_hold=FakeBlockingHold(cuda))
     cold = measure(fn, device=GPU, settings=SETTINGS, cache="cold", timing_mode="launch",
                    flusher=FakeFlusher(cuda), stream_hold=FakeBlockingHold(cuda))
     assert hot.stats.median_ms <= cold.stats.median_ms * (1 + 1e-9)
@@ -262,7 +265,8 @@ def test_batches_synchronise_once_not_per_sample(cuda: FakeCuda) -> None:
     rng = random.Random(0)
     fn = lambda: cuda.launch("fn", rng.uniform(0.005, 0.015))  # noqa: E731 - a named one-line lambda
     settings = SETTINGS.override({"max_samples": 40, "target_precision": 1e-9})
-    r = measure(fn, device=GPU, settings=settings, cache="hot", timing_mode="launch", stream_hold=FakeBlockingHold(cuda))
+    r = measure(fn, device=GPU, settings=settings, cache="hot", timing_mode="launch",
+                stream_hold=FakeBlockingHold(cuda))
     first_record = cuda.log.index("record")
     syncs_while_sampling = cuda.log[first_record:].count("sync")
     assert r.stats.n_samples == 40
@@ -297,7 +301,8 @@ def test_sleep_kernel_that_never_covers_the_enqueue_falls_back_to_host_sync(cuda
         cuda.launch("fn", 0.002, host_gap_ms=0.020)
         cuda.synchronize()  # waits out every sleep, however long
 
-    r = measure(waits, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch", stream_hold=SleepKernelHold("cuda:0", clock_s=lambda: cuda.host_ms / 1e3))
+    r = measure(waits, device=GPU, settings=SETTINGS, cache="hot", timing_mode="launch",
+                stream_hold=SleepKernelHold("cuda:0", clock_s=lambda: cuda.host_ms / 1e3))
     assert r.method.sync_method == "host_sync"
 
 
@@ -310,7 +315,8 @@ def test_cold_graph_is_refused(cuda: FakeCuda) -> None:
 def test_graph_mode_sizes_the_graph_then_divides_replays_by_its_launches(cuda: FakeCuda) -> None:
     # eager: 2 us kernel + 20 us host gap -> first estimate 22 us -> 46 launches; the replay of
     # those lasts only 92 us, so the graph is captured again with ceil(1 ms / 2 us) = 500 launches
-    r = measure(small_kernel(cuda), device=GPU, settings=SETTINGS, cache="hot", timing_mode="graph", stream_hold=FakeBlockingHold(cuda))
+    r = measure(small_kernel(cuda), device=GPU, settings=SETTINGS, cache="hot", timing_mode="graph",
+                stream_hold=FakeBlockingHold(cuda))
     assert cuda.captures == [graphs.launches_for(0.022), 500]
     assert r.method.launches_per_sample == 500
     assert r.stats.median_ms == pytest.approx(0.002)
@@ -333,7 +339,8 @@ def test_capture_failure_is_reported_as_graph_capture_error(cuda: FakeCuda) -> N
         cuda.launch("fn", 0.01)
 
     with pytest.raises(graphs.GraphCaptureError, match="not permitted"):
-        measure(not_capturable, device=GPU, settings=SETTINGS, cache="hot", timing_mode="graph", stream_hold=FakeBlockingHold(cuda))
+        measure(not_capturable, device=GPU, settings=SETTINGS, cache="hot", timing_mode="graph",
+                stream_hold=FakeBlockingHold(cuda))
 
 
 class HostClock:
@@ -353,7 +360,8 @@ def test_host_launch_source_is_host_time_per_back_to_back_launch(cuda: FakeCuda)
     assert samples == pytest.approx([(100 * 0.005 + 0.002) / 100] * 5)
     assert source.launches_per_sample == 100 and source.sync_method == "host_sync"
     # when the GPU is the bottleneck the host waits for it at the one sync: GPU time per launch
-    slow = HostLaunchSource(small_kernel(cuda, kernel_ms=0.02, host_gap_ms=0.005), synchronize=lambda: cuda.synchronize(),
+    slow = HostLaunchSource(small_kernel(cuda, kernel_ms=0.02, host_gap_ms=0.005),
+                            synchronize=lambda: cuda.synchronize(),
                             calls_per_sample=100, clock_ns=HostClock(cuda))
     assert slow.take_batch(3) == pytest.approx([(0.005 + 100 * 0.02) / 100] * 3)
 
@@ -362,7 +370,8 @@ def test_launch_probe_in_graph_mode_is_per_launch_replay_time(cuda: FakeCuda) ->
     source_fn = small_kernel(cuda, kernel_ms=0.002, host_gap_ms=0.020)
     r = measure(source_fn, device=GPU, settings=SETTINGS.override({"graph_launches": 50}), cache="hot",
                 timing_mode="graph", sample_kind=SampleKind.HOST_PER_LAUNCH)
-    assert r.method.launches_per_sample == 50 and r.method.clock == "perf_counter" and r.method.sync_method == "host_sync"
+    assert (r.method.launches_per_sample == 50 and r.method.clock == "perf_counter"
+            and r.method.sync_method == "host_sync")
     assert cuda.log.count("replay50") >= r.stats.n_samples
 
 

@@ -9,14 +9,13 @@ import pytest
 from rooflab.runners.engine import timers
 from rooflab.runners.engine.timing import measure
 from rooflab.suite.timing import idle_after_ms
-from rooflab.vocab import SampleKind
-from tests.runners.test_timing_fake_cuda import (  # noqa: F401 - `cuda` is the fixture
+from tests.runners.test_timing_fake_cuda import (  # noqa: F401 - `cuda_fixture` is the `cuda` fixture
     GPU,
     SETTINGS,
     FakeBlockingHold,
     FakeCuda,
     FakeFlusher,
-    cuda,
+    cuda_fixture,
     small_kernel,
 )
 

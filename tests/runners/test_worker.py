@@ -6,9 +6,9 @@ import pickle
 import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
-from rooflab.runners.orchestration.worker import run_case
-from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
+from rooflab.runners.orchestration.worker import run_case
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.registry import get_op
@@ -18,7 +18,8 @@ FAST = TimingSettings(warmup_ms=1.0, warmup_calls=2, min_samples=5, max_samples=
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 * 1024**3, l2_bytes=1024**2)
 
 
-def planted(op: str, *, n: int = 4096, cache: str = "hot", timing_mode: str = "launch", fraction: float | None = None) -> Case:
+def planted(op: str, *, n: int = 4096, cache: str = "hot", timing_mode: str = "launch",
+            fraction: float | None = None) -> Case:
     return Case(
         op=op,
         op_version=1,
@@ -199,8 +200,8 @@ def test_outcome_crosses_a_pipe_as_typed_records() -> None:
     """The statistics arrive as the Statistics of the samples, not a dict to read back with `.get`."""
     import multiprocessing
 
-    from rooflab.runners.engine.stats import summarize
     from rooflab.record import Statistics
+    from rooflab.runners.engine.stats import summarize
 
     sent = run(planted("planted_scale"))
     assert sent.status == "ok", sent.error

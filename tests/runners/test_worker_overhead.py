@@ -9,9 +9,9 @@ import pytest
 
 import tests.runners.planted_ops  # noqa: F401 - registers the planted ops
 from rooflab.runners.orchestration import prepare, worker
-from rooflab.runners.orchestration.worker import run_case
-from rooflab.runners.orchestration.prepare import check_key
 from rooflab.runners.orchestration.messages import PHASES, CaseRequest
+from rooflab.runners.orchestration.prepare import check_key
+from rooflab.runners.orchestration.worker import run_case
 from rooflab.suite.ops.registry import get_op
 from tests.runners.test_worker import CPU, planted
 

@@ -60,7 +60,8 @@ def measured(key: str, value: float, unit: str = "GB/s") -> object:
 def test_comparison_marks_a_ceiling_below_the_best_reference():
     rows = pd.DataFrame(synth.device_rows(hbm_gbps=2500.0, bf16_tflops=790.0))
     table = {r.figure: r for r in kf.compare([measured("copy", 2950.0), measured("dot", 2400.0),
-                                              measured("matmul", 780.0, "TFLOP/s")], rows, synth.H100, kf.PROFILES["gpu"])}
+                                              measured("matmul", 780.0, "TFLOP/s")], rows, synth.H100,
+                                             kf.PROFILES["gpu"])}
     copy = table["HBM read+write (copy)"]
     assert copy.published == 3000.0 and copy.verdict == "below"  # 2500 against 3000 measured by torch
     assert copy.ratio_measured == pytest.approx(2500.0 / 2950.0)

@@ -72,7 +72,8 @@ def test_the_archive_holds_every_artifact(tmp_path):
     proc, rows = run(tmp_path, python, "--steps", "env,devices", "--archive", str(archive))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = set(tarfile.open(archive).getnames())
-    for name in ("out/steps.tsv", "out/artifacts.txt", "out/env/devices.json", "out/env/system.txt", "out/logs/env.log"):
+    for name in ("out/steps.tsv", "out/artifacts.txt", "out/env/devices.json", "out/env/system.txt",
+                 "out/logs/env.log"):
         assert name in names
 
 
@@ -89,8 +90,9 @@ def test_bad_usage_is_one_message_and_exit_code_2(tmp_path, args, message):
 
 
 def test_counters_on_a_cpu_must_be_refused_and_is_then_skipped(tmp_path):
-    refusing = fake_python(tmp_path, 'case "$*" in *"counters quick --device cpu"*) echo "error: --device cpu is a CPU: '
-                                     'no counters" >&2; exit 2;; esac; exit 0\n')
+    refusing = fake_python(tmp_path,
+                           'case "$*" in *"counters quick --device cpu"*) echo "error: --device cpu is a CPU: '
+                           'no counters" >&2; exit 2;; esac; exit 0\n')
     proc, rows = run(tmp_path, refusing, "--steps", "counters")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert rows[0]["status"] == "skipped" and "refused as it should" in rows[0]["note"]

@@ -34,11 +34,14 @@ CASES = [
     ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 7, "head_dim": 8, "causal": False, "kernel": "naive"},
      "float16", 4 * 2 * 3 * 5 * 7 * 8, (2 * 5 + 2 * 7) * 2 * 3 * 8 * 2),
     # causal with seq_q != seq_k keeps the full count
-    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 7, "head_dim": 8, "causal": True, "kernel": "sdpa_flash"},
+    ("attention",
+     {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 7, "head_dim": 8, "causal": True, "kernel": "sdpa_flash"},
      "float16", 6720, 2304),
-    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": True, "kernel": "sdpa_math"},
+    ("attention",
+     {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": True, "kernel": "sdpa_math"},
      "float32", 4 * 2 * 3 * 5 * 5 * 8 // 2, (10 + 10) * 2 * 3 * 8 * 4),
-    ("attention", {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": False, "kernel": "sdpa_math"},
+    ("attention",
+     {"batch": 2, "heads": 3, "seq_q": 5, "seq_k": 5, "head_dim": 8, "causal": False, "kernel": "sdpa_math"},
      "float32", 4800, 3840),
     ("launch", {"n": 3}, "float32", 3, 24),
     # transformer block T=2 tokens, H=4, F=8, 2 heads: norms 2·4TH, qkv 2·T·H·3H, causal attention
@@ -126,7 +129,8 @@ def test_models_are_pure_and_scale_linearly():
     assert op.bytes({"n": 1000}, "float32") == 1000 * op.bytes({"n": 1}, "float32")
     assert op.bytes({"n": 7}, "float32") == op.bytes({"n": 7}, "float32")
     gemm = get_op("matmul")
-    assert gemm.flops({"m": 2, "n": 3, "k": 4, "batch": 3}, "float32") == 3 * gemm.flops({"m": 2, "n": 3, "k": 4}, "float32")
+    assert (gemm.flops({"m": 2, "n": 3, "k": 4, "batch": 3}, "float32")
+            == 3 * gemm.flops({"m": 2, "n": 3, "k": 4}, "float32"))
 
 
 def test_fma_intensity_is_k_over_element_size():

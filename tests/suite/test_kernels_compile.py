@@ -83,7 +83,8 @@ def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
     cu = tmp_path / "fma.cu"
     cu.write_text(cuda_sources.fma_source("float32", 16))
     ptx = tmp_path / "fma.ptx"
-    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     # nvcc may also unroll the grid-stride loop (copies of the whole chain), never shorten the chain
     count = ptx.read_text().count("fma.rn.f32")
@@ -125,7 +126,8 @@ def test_stream_kernels_load_and_store_16_bytes_at_a_time(tmp_path, dtype):
     cu = tmp_path / f"stream_{dtype}.cu"
     cu.write_text(cuda_sources.stream_source(dtype))
     ptx = tmp_path / f"stream_{dtype}.ptx"
-    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     text = ptx.read_text()
     for kind in ("copy", "scale", "add", "triad", "dot"):
@@ -142,7 +144,8 @@ def test_fma_chain_16_bit_ptx_has_k_packed_fmas(tmp_path, dtype, instruction):
     cu = tmp_path / "fma.cu"
     cu.write_text(cuda_sources.fma_source(dtype, 16))
     ptx = tmp_path / "fma.ptx"
-    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     text = ptx.read_text()
     count = text.count(instruction + " ")

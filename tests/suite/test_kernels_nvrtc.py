@@ -15,7 +15,8 @@ import pytest
 from rooflab.suite.ops import cuda_sources
 
 nvrtc = pytest.importorskip(
-    "cuda.bindings.nvrtc", reason="NVRTC Python bindings not installed (pip install -e '.[dev]': cuda-bindings, nvidia-cuda-nvrtc)"
+    "cuda.bindings.nvrtc",
+    reason="NVRTC Python bindings not installed (pip install -e '.[dev]': cuda-bindings, nvidia-cuda-nvrtc)"
 )
 
 ARCH = b"--gpu-architecture=compute_90"  # CuPy passes the device's arch; the suite's floor for bf16 is sm_80

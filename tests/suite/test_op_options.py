@@ -67,7 +67,8 @@ def test_both_fast_accum_variants_run_scaled_mm_with_their_flag(monkeypatch: pyt
 
 
 def test_compile_mode_other_than_default_needs_the_compiled_backend() -> None:
-    reason = get_op("cos_cos").skip_reason(case("cos_cos", backend="eager", compile_mode="max-autotune-no-cudagraphs"), CPU)
+    reason = get_op("cos_cos").skip_reason(
+        case("cos_cos", backend="eager", compile_mode="max-autotune-no-cudagraphs"), CPU)
     assert reason and "compiled backend only" in reason
 
 

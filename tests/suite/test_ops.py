@@ -205,7 +205,8 @@ def test_plugins_named_in_the_environment_load_in_a_fresh_process(tmp_path):
         """
     )
     env = dict(os.environ, ROOFLAB_PLUGINS="rooflab_test_plugin", PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
-    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     assert "CHECK: output: 1 of 64 elements outside tolerance" in done.stdout
 
@@ -357,7 +358,8 @@ def test_cuda_only_dtypes_and_graph_mode_are_skipped_on_the_cpu():
     assert "CUDA" in mm.skip_reason(make_case(mm, "float8_e4m3fn", m=32, n=32, k=32), CPU)
     assert "CUDA" in mm.skip_reason(make_case(mm, "tf32"), CPU)
     launch = get_op("launch")
-    assert case_skip_reason(launch, make_case(launch, "float32", timing_mode="graph"), CPU) == "graph timing mode needs CUDA"
+    assert (case_skip_reason(launch, make_case(launch, "float32", timing_mode="graph"), CPU)
+            == "graph timing mode needs CUDA")
     assert case_skip_reason(launch, make_case(launch, "float32", timing_mode="launch"), CPU) is None
 
 
@@ -398,7 +400,8 @@ def test_unsupported_backends_dtypes_and_params_are_skipped():
     assert "multiple" in bgdr.skip_reason(make_case(bgdr, "float32", n=1000, hidden=64), CPU)
     fma = get_op("fma_intensity")
     assert "k must be" in fma.skip_reason(make_case(fma, "float32", "compiled", k=5000), CPU)
-    assert "backend eager is not supported by fma_intensity" in case_skip_reason(fma, make_case(fma, "float32", "eager"), CPU)
+    assert ("backend eager is not supported by fma_intensity"
+            in case_skip_reason(fma, make_case(fma, "float32", "eager"), CPU))
     att = get_op("attention")
     reason = att.skip_reason(make_case(att, "float32", "compiled", kernel="sdpa_math"), CPU)
     assert "naive" in reason

@@ -48,7 +48,8 @@ def run_and_check(case: Case, device: DeviceInfo, *, sampled: bool = False) -> N
     output = prepared.fn()
     torch.cuda.synchronize()
     assert prepared.check(output) is None
-    for label, wrong in planted_outputs(as_torch(output), case.dtype if not case.dtype.startswith("float8") else "bfloat16").items():
+    for label, wrong in planted_outputs(
+            as_torch(output), case.dtype if not case.dtype.startswith("float8") else "bfloat16").items():
         if sampled and label == "one element":
             continue
         assert prepared.check(wrong), f"planted fault ({label}) not caught"
@@ -76,7 +77,8 @@ def test_eager_ops_on_cuda(name, dtype):
 
 
 @needs_cuda
-@pytest.mark.parametrize("name", ["cos_cos", "bias_gelu_dropout_residual", "softmax", "matmul_bias_gelu", "fma_intensity"])
+@pytest.mark.parametrize("name",
+                         ["cos_cos", "bias_gelu_dropout_residual", "softmax", "matmul_bias_gelu", "fma_intensity"])
 def test_compiled_ops_on_cuda(name):
     run_and_check(gpu_case(name, "compiled", "float16"), cuda_device())
 
@@ -168,10 +170,13 @@ GRAPH_RUNS = [
     ("copy", "eager", "float32", {}), ("cos_cos", "eager", "float16", {}), ("cos_cos", "compiled", "float16", {}),
     ("bias_gelu_dropout_residual", "eager", "float16", {}), ("sum", "eager", "float32", {}),
     ("softmax", "compiled", "float16", {}), ("layernorm", "eager", "bfloat16", {}), ("rmsnorm", "eager", "float16", {}),
-    ("matmul", "eager", "bfloat16", {}), ("matmul", "eager", "tf32", {}), ("matmul_bias_gelu", "compiled", "float16", {}),
-    ("attention", "eager", "float16", {"kernel": "sdpa_flash"}), ("attention", "eager", "float16", {"kernel": "naive", "causal": True}),
+    ("matmul", "eager", "bfloat16", {}), ("matmul", "eager", "tf32", {}),
+    ("matmul_bias_gelu", "compiled", "float16", {}),
+    ("attention", "eager", "float16", {"kernel": "sdpa_flash"}),
+    ("attention", "eager", "float16", {"kernel": "naive", "causal": True}),
     ("launch", "eager", "float32", {}), ("launch", "cupy", "float32", {}), ("stream_triad", "cupy", "float32", {}),
-    ("stream_dot", "cupy", "float32", {}), ("stream_dot", "eager", "float32", {}), ("fma_intensity", "cupy", "bfloat16", {}),
+    ("stream_dot", "cupy", "float32", {}), ("stream_dot", "eager", "float32", {}),
+    ("fma_intensity", "cupy", "bfloat16", {}),
     ("gelu", "cupy", "float16", {}),
 ]
 

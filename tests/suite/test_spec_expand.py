@@ -80,7 +80,8 @@ def test_tied_and_zipped_parameters(tmp_path: Path) -> None:
     )
     cases = expand(spec, ops=FAKE_OPS)
     square = [c for c in cases if c.benchmark == "square"]
-    assert [(c.params["m"], c.params["n"], c.params["k"]) for c in square] == [(64, 64, 64), (128, 128, 128), (256, 256, 256)]
+    assert ([(c.params["m"], c.params["n"], c.params["k"]) for c in square]
+            == [(64, 64, 64), (128, 128, 128), (256, 256, 256)])
     attn = [c for c in cases if c.benchmark == "attn"]
     assert [(c.params["causal"], c.params["seq_q"], c.params["seq_k"]) for c in attn] == [
         (False, 128, 512),
@@ -166,7 +167,8 @@ def test_duplicates_are_dropped_keeping_the_first(tmp_path: Path) -> None:
 
 def test_float_param_values_are_canonical(tmp_path: Path) -> None:
     spec = spec_of(
-        "name: x\nbenchmarks:\n  - {name: a, op: attention, dtypes: float16, params: {seq_q=seq_k: 64, dropout: [0, 0.5]}}\n",
+        "name: x\nbenchmarks:\n"
+        "  - {name: a, op: attention, dtypes: float16, params: {seq_q=seq_k: 64, dropout: [0, 0.5]}}\n",
         tmp_path,
     )
     cases = expand(spec, ops=FAKE_OPS)
@@ -234,7 +236,8 @@ def test_each_op_of_a_benchmark_is_validated(tmp_path: Path) -> None:
     from rooflab.suite.errors import SpecError
 
     text = "name: multi\nbenchmarks:\n  - name: two\n    op: [copy, matmul]\n    params: {n: [64, 128]}\n"
-    with pytest.raises(SpecError, match=r"line 5, benchmarks\[0\]\.params: missing required parameters m, k of op 'matmul'"):
+    with pytest.raises(SpecError,
+                       match=r"line 5, benchmarks\[0\]\.params: missing required parameters m, k of op 'matmul'"):
         spec_of(text, tmp_path)
     with pytest.raises(SpecError, match=r"line 4, benchmarks\[0\]\.op\[1\]: unknown op 'cpy'"):
         spec_of(text.replace("matmul", "cpy"), tmp_path)

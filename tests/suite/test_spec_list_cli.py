@@ -53,7 +53,8 @@ def test_list_json_has_cases_with_flops_and_bytes(tmp_path: Path, fake_registry:
     first = out["cases"][0]
     assert first["case_key"] == "matmul.v1:eager:float32:cold:launch:batch=1,k=64,m=64,n=64"
     assert (first["op"], first["family"], first["backend"], first["dtype"]) == ("matmul", "gemm", "eager", "float32")
-    assert (first["cache"], first["timing_mode"], first["params"]) == ("cold", "launch", {"batch": 1, "k": 64, "m": 64, "n": 64})
+    assert ((first["cache"], first["timing_mode"], first["params"])
+            == ("cold", "launch", {"batch": 1, "k": 64, "m": 64, "n": 64}))
     assert first["flops"] == 2 * 64**3
     stream = out["cases"][-1]
     assert stream["bytes"] == 2 * 2**21 * 2 and stream["flops"] == 0 and stream["intensity"] == 0.0
@@ -83,7 +84,8 @@ def test_list_table_ends_with_a_count(tmp_path: Path, fake_registry: None) -> No
 
 BAD = {
     "yaml": ("name: bad\nbenchmarks:\n  - name: [a\n", "line 4"),
-    "field": ("name: bad\nbenchmarks:\n  - name: a\n    op: matmul\n    dtypes: [float33]\n    params: {m=n=k: 8}\n", "benchmarks[0].dtypes[0]"),
+    "field": ("name: bad\nbenchmarks:\n  - name: a\n    op: matmul\n    dtypes: [float33]\n    params: {m=n=k: 8}\n",
+              "benchmarks[0].dtypes[0]"),
 }
 
 
@@ -142,7 +144,7 @@ def test_list_shipped_spec_with_the_real_ops() -> None:
     ops = all_ops()
     expected = [c for c in expand(load_spec("quick", ops=ops), "cpu", ops=ops) if c.family == "probe"]
     assert [c["case_key"] for c in out["cases"]] == [c.case_key for c in expected]
-    for row, case in zip(out["cases"], expected):
+    for row, case in zip(out["cases"], expected, strict=True):
         assert row["flops"] == ops[case.op].flops(case.params, case.dtype)
         assert row["bytes"] == ops[case.op].bytes(case.params, case.dtype)
     triad = next(r for r in out["cases"] if r["op"] == "stream_triad")
