@@ -25,20 +25,22 @@ bench: $(STAMP)
 test: lint
 	$(PY) -m pytest -q
 
-# ruff (lint and import order) and mypy over the four packages; settings in pyproject.toml.
+# ruff (lint and import order) and mypy over the four packages and tests/; settings in pyproject.toml.
 # mypy reads the packages through build/typecheck/rooflab, links that place the top-level folders
-# under `rooflab` as the installed wheel does (mypy does not follow rooflab/__init__.py's __path__).
-LINT_PATHS := suite runners db reports rooflab
+# under `rooflab` as the installed wheel does (mypy does not follow rooflab/__init__.py's __path__),
+# and the tests through build/typecheck/tests, a link to tests/.
+LINT_PATHS := suite runners db reports rooflab tests
 TYPECHECK := build/typecheck
 lint: $(STAMP)
 	@for tool in ruff mypy; do [ -x $(VENV)/bin/$$tool ] || { echo "lint: $(VENV)/bin/$$tool is missing; it comes with the dev extras: $(VENV)/bin/pip install -e '.[dev]'" >&2; exit 1; }; done
 	@rm -rf $(TYPECHECK)/rooflab && mkdir -p $(TYPECHECK)/rooflab
 	@for p in suite runners db reports; do ln -s ../../../$$p $(TYPECHECK)/rooflab/$$p; done
 	@for f in rooflab/*.py; do ln -s ../../../$$f $(TYPECHECK)/rooflab/; done
+	@rm -rf $(TYPECHECK)/tests && ln -s ../../tests $(TYPECHECK)/tests
 	@# both checkers run and report before the target fails
 	@status=0; \
 	  echo "ruff check $(LINT_PATHS)"; $(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
-	  echo "mypy -p rooflab"; (cd $(TYPECHECK) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p rooflab) || status=1; \
+	  echo "mypy -p rooflab -p tests"; (cd $(TYPECHECK) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p rooflab -p tests) || status=1; \
 	  exit $$status
 
 test-gpu:

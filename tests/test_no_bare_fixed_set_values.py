@@ -43,7 +43,7 @@ def bare_values(source: str) -> list[tuple[int, str]]:
     """(line, value) of each guarded value written as a bare string where a set member is meant."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(source)):
-        candidates: list[ast.AST] = []
+        candidates: list[ast.expr] = []
         if isinstance(node, ast.Compare):
             candidates = [node.left, *node.comparators]
         elif isinstance(node, ast.arguments):

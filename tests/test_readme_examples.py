@@ -172,7 +172,7 @@ def test_the_plugin_from_the_command_line(in_example_folder):
 def test_the_example_check_catches_a_wrong_output(in_example_folder):
     """The example's reference check is real: its own output passes, a perturbed one does not."""
     in_example_folder(the_page_with("my_ops.py"))
-    import my_ops
+    import my_ops  # type: ignore[import-not-found]  # written into the example folder by the fixture
     import torch
 
     from rooflab.runners.machine.environment import capture

@@ -56,7 +56,8 @@ def _assert_samples_complete(url: str) -> None:
     m, s = models.Measurement, models.Sample
     with engine.connect() as conn:
         rows = conn.execute(
-            select(m.status, m.n_samples, s.count, s.values_f64le, m.min_ms, m.max_ms)
+            select(m.status, m.__table__.c.n_samples, s.count, s.values_f64le, m.__table__.c.min_ms,
+                   m.__table__.c.max_ms)
             .select_from(m.__table__.outerjoin(s.__table__, s.measurement_id == m.id))
         ).all()
         orphans = conn.execute(
@@ -92,6 +93,7 @@ def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_comple
     deadline = time.monotonic() + 120
     while _count(any_url) < 40 and time.monotonic() < deadline and proc.is_alive():
         time.sleep(0.05)
+    assert proc.pid is not None  # started above
     os.kill(proc.pid, signal.SIGKILL)
     proc.join(timeout=30)
     assert proc.exitcode == -signal.SIGKILL, "the writer finished before it could be killed"

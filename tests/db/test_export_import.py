@@ -82,6 +82,7 @@ def test_export_columns_follow_design_and_stdout_works(sqlite_url: str) -> None:
     result = runner.invoke(app, ["export", "--format", "csv", "--db", sqlite_url])
     assert result.exit_code == 0
     reader = csv.DictReader(io.StringIO(result.stdout))
+    assert reader.fieldnames is not None
     assert reader.fieldnames[: len(CONTRACT_COLUMNS)] == CONTRACT_COLUMNS == list(EXPORT_COLUMNS)
     rows = list(reader)
     assert len(rows) == 12
@@ -138,8 +139,8 @@ def _break_csv(src: Path, dst: Path, fault: str) -> str:
     header = rows[0]
     last = rows[-1]
     if fault == "missing column":
-        col = header.index("status")
-        _write_csv(dst, [r[:col] + r[col + 1:] for r in rows])
+        at = header.index("status")
+        _write_csv(dst, [r[:at] + r[at + 1:] for r in rows])
         return "column 'status' is missing"
     if fault == "truncated line":
         text = src.read_text(encoding="utf-8").rstrip("\n")

@@ -70,7 +70,8 @@ def test_merge_node_files_with_samples_is_idempotent(any_url: str, tmp_path: Pat
     runs = query.runs(any_url).set_index("run_id")
     assert runs.loc["nightly-1", "status"] == "complete" and runs.loc["nightly-1", "n_shards_finished"] == 2
     with ResultStore(any_url) as store:
-        assert store.get_run("nightly-1").spec_text == make_run("nightly-1", rng=random.Random(seed)).spec_text
+        stored = store.get_run("nightly-1")
+        assert stored is not None and stored.spec_text == make_run("nightly-1", rng=random.Random(seed)).spec_text
     assert len(query.environments(any_url)) == 2
 
     again = runner.invoke(app, ["db", "merge", *files, "--db", any_url, "--json"])

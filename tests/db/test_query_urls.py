@@ -98,7 +98,7 @@ def test_unknown_result_columns_are_refused(sqlite_url: str) -> None:
         query.results(sqlite_url, columns=[])
 
 
-def test_reading_a_database_that_does_not_exist_is_a_clear_error(tmp_path) -> None:  # type: ignore[no-untyped-def] - a test helper, left untyped
+def test_reading_a_database_that_does_not_exist_is_a_clear_error(tmp_path) -> None:
     with pytest.raises(DatabaseInputError, match="no rooflab database"):
         query.results(f"sqlite:///{tmp_path / 'absent.db'}")
     assert not (tmp_path / "absent.db").exists()
@@ -127,7 +127,7 @@ def test_postgres_urls_use_psycopg_3() -> None:
         assert "topsecret" not in str(info.value)
 
 
-def test_no_command_prints_the_password(tmp_path) -> None:  # type: ignore[no-untyped-def] - a test helper, left untyped
+def test_no_command_prints_the_password(tmp_path) -> None:
     url = "postgresql://rooflab:TopSecret42@127.0.0.1:1/nowhere"  # nothing listens on port 1
     (tmp_path / "x.csv").write_text(",".join(EXPORT_COLUMNS) + "\n")
     for argv in (

@@ -111,6 +111,7 @@ def test_a_row_rebuilds_the_record_it_came_from(ok: bool):
     if not ok:
         assert row["median_ms"] is None and row["n_samples"] == 0 and row["tflops"] is None
     else:
+        assert m.median_ms is not None
         assert row["tflops"] == pytest.approx(m.work.flops / (m.median_ms / 1e3) / 1e12)
     stored = {c.name for c in record_columns()}
     values = {name: (tuple(v) if isinstance(v, list) else v) for name, v in row.items() if name in stored}

@@ -51,7 +51,7 @@ def test_head_migration_creates_exactly_the_models(any_url: str) -> None:
     assert diff == []
 
 
-def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[float]:  # type: ignore[no-untyped-def] - a test helper, left untyped
+def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[float]:
     """Rows written as plain SQL, the way revision 0001 laid them out."""
     ts = "2026-01-02 03:04:05.250000" if dialect == "sqlite" else "2026-01-02 03:04:05.25+00"
     conn.execute(text(

@@ -8,7 +8,7 @@ from rooflab.db.query import shared_strings
 
 def test_equal_strings_become_one_object_and_order_and_values_are_kept() -> None:
     words = ["".join(random.choices("abc", k=12)) for _ in range(5)]
-    values = [str(list(random.choice(words))) if i % 3 else None for i in range(300)]  # fresh objects
+    values: list[object] = [str(list(random.choice(words))) if i % 3 else None for i in range(300)]  # fresh objects
     values += [1.5, 7, float("nan")]
     seen: dict[str, str] = {}
     first = shared_strings(values[:150], seen)

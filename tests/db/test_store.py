@@ -33,7 +33,7 @@ def test_measurements_round_trip_with_samples_and_derived_figures(any_url: str) 
         row = frame.loc[m.identity.case.case_key]
         assert row["status"] == m.status
         if m.status == "ok":
-            assert row["median_ms"] == m.median_ms
+            assert m.median_ms is not None and row["median_ms"] == m.median_ms
             assert row["tflops"] == pytest.approx(m.work.flops / (m.median_ms * 1e-3) / 1e12, rel=1e-12)
             assert row["gbps"] == pytest.approx(m.work.bytes / (m.median_ms * 1e-3) / 1e9, rel=1e-12)
         else:

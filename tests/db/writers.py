@@ -9,7 +9,7 @@ from rooflab.db.store import ResultStore
 from tests.db.factories import make_case, make_env, make_measurement, make_run
 
 
-def shard_writer(url: str, run_seed: int, index: int, count: int, per_shard: int, shared: int, result_queue) -> None:  # type: ignore[no-untyped-def] - a test helper, left untyped
+def shard_writer(url: str, run_seed: int, index: int, count: int, per_shard: int, shared: int, result_queue) -> None:
     """Write shard `index` of `count`: its own `per_shard` cases, then `shared` cases every shard also writes."""
     run = make_run("concurrent", rng=random.Random(run_seed))
     env = make_env(7)  # one device: the shared cases collide on purpose

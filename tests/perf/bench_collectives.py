@@ -121,6 +121,7 @@ def main() -> int:
                 case = Case("all_reduce", op.version, op.family, "gloo", "float32", "hot", "launch",
                             op.resolved_params({"n": n, "ranks": args.ranks}), timing=settings)
                 result = group.run(CaseRequest(case, seed=0), 120.0)
+                assert result.outcome.stats is not None, result.outcome.error
                 ours[n].append(result.outcome.stats.median_ms)
                 mean_ms, max_ms = loop.time_ms(n, iterations)
                 theirs[n].append(mean_ms)

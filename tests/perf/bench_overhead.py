@@ -123,7 +123,7 @@ def _totals(rows: list[dict[str, Any]], total_s: float) -> dict[str, Any]:
     sampled = sum(r["sampled_ms"] for r in rows)
     split = {}
     for p in PHASES:
-        values = [r.get(f"{p}_ms") for r in rows]
+        values: list[Any] = [r.get(f"{p}_ms") for r in rows]
         split[p] = None if any(v is None for v in values) else float(sum(values))
     per_case = wall / len(rows) if rows else 0.0
     return {"cases": len(rows), "wall_ms": wall, "sampled_ms": sampled, "loop_s": total_s,

@@ -35,6 +35,11 @@ from tests.reports import gen_series as g
 Make = Callable[[int], g.Series]
 
 
+def seeded(generator: Callable[..., g.Series], **params: float) -> Make:
+    """`generator` with its parameters bound: a series for each seed."""
+    return lambda seed: generator(seed=seed, **params)
+
+
 def _points(values: np.ndarray) -> list[Point]:
     return [Point(f"r{i}", i, float(x), True, None, 0) for i, x in enumerate(values)]
 
@@ -95,32 +100,28 @@ def cells() -> list[tuple[str, Make, bool, bool]]:
     out: list[tuple[str, Make, bool, bool]] = []
     for noise in (0.005, 0.01, 0.02, 0.05):
         n = f"{100 * noise:g} %"
-        out.append((f"noise only, {n}", lambda s, noise=noise: g.noise_only(noise=noise, seed=s), False, True))
+        out.append((f"noise only, {n}", seeded(g.noise_only, noise=noise), False, True))
         for size in (0.05, 0.10, 0.20):
             out.append((f"+{100 * size:g} % step on the newest two nights, {n}",
-                        lambda s, size=size, noise=noise: g.step(size=size, at=-2, noise=noise, seed=s), False, False))
+                        seeded(g.step, size=size, at=-2, noise=noise), False, False))
         for size in (0.05, 0.10, 0.20):
             out.append((f"+{100 * size:g} % step at night 40 of 60, {n}",
-                        lambda s, size=size, noise=noise: g.step(size=size, at=40, noise=noise, seed=s), True, False))
+                        seeded(g.step, size=size, at=40, noise=noise), True, False))
         for size in (0.05, 0.10, 0.20):
             out.append((f"+{100 * size:g} % drift over the last 30 nights, {n}",
-                        lambda s, size=size, noise=noise: g.drift(size=size, over=30, noise=noise, seed=s),
-                        True, False))
+                        seeded(g.drift, size=size, over=30, noise=noise), True, False))
         for at, where in ((-1, "newest"), (-2, "second-newest")):
             for size in (0.10, 0.30, 1.0):
                 out.append((f"+{100 * size:g} % one-night spike on the {where} night, {n}",
-                            lambda s, size=size, at=at, noise=noise: g.spike(size=size, at=at, noise=noise, seed=s),
-                            False, False))
+                            seeded(g.spike, size=size, at=at, noise=noise), False, False))
         out.append((f"-10 % step (improvement) on the newest two nights, {n}",
-                    lambda s, noise=noise: g.step(size=-0.10, at=-2, noise=noise, seed=s), False, False))
+                    seeded(g.step, size=-0.10, at=-2, noise=noise), False, False))
         out.append((f"-10 % step (improvement) at night 40 of 60, {n}",
-                    lambda s, noise=noise: g.step(size=-0.10, at=40, noise=noise, seed=s), False, True))
+                    seeded(g.step, size=-0.10, at=40, noise=noise), False, True))
     for share in (0.5, 0.15):
         for noise in (0.005, 0.01):
             out.append((f"two bands 10 % apart, {100 * (1 - share):g}/{100 * share:g}, {100 * noise:g} %",
-                        lambda s, share=share, noise=noise:
-                            g.two_band(gap=0.10, upper_share=share, noise=noise, seed=s),
-                        False, True))
+                        seeded(g.two_band, gap=0.10, upper_share=share, noise=noise), False, True))
     return out
 
 

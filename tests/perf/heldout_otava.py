@@ -57,8 +57,8 @@ from typing import Any
 import numpy as np
 
 try:
-    import otava_test_data
-    from otava_test_data.generators import advanced, basic, combiner
+    import otava_test_data  # type: ignore[import-not-found]  # installed apart from the venv (below)
+    from otava_test_data.generators import advanced, basic, combiner  # type: ignore[import-not-found]  # as above
 except ImportError:  # pragma: no cover - depends on the environment
     sys.exit("heldout_otava: otava_test_data is not importable; install it apart from the project venv: "
              "pip install --target /tmp/otd-site otava-test-data --no-deps, then put /tmp/otd-site on PYTHONPATH")

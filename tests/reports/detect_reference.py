@@ -31,6 +31,7 @@ from rooflab.reports.gate import (
 )
 from rooflab.reports.options import MIN_BASELINE, WINDOW
 from rooflab.reports.series import ENV_COLUMNS
+from rooflab.reports.verdicts import Verdict
 
 
 def robust_baseline(values: list[float]) -> Baseline:
@@ -162,7 +163,7 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
           min_baseline: int = MIN_BASELINE) -> Gate:
     """The gate's judgement of one series' points (see the module docstring)."""
     if not points:
-        return Gate("insufficient_data", None, None, None, None, "no ok result")
+        return Gate(Verdict.INSUFFICIENT_DATA, None, None, None, None, "no ok result")
     seg = [p for p in points if p.segment == points[-1].segment]
     latest = seg[-1]
     previous = seg[-2] if len(seg) >= 2 else None
@@ -171,7 +172,7 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
     good = [p.median_ms for p in history if p.good][-window:]
     if len(good) < min_baseline:
         note = "new environment segment" if points[-1].segment > 0 and len(seg) < len(points) else ""
-        return Gate("insufficient_data", None, None, None, None,
+        return Gate(Verdict.INSUFFICIENT_DATA, None, None, None, None,
                     note or f"{len(good)} good points before the newest two")
     base = robust_baseline(good)
     last_flag = check_point(latest, base, z_threshold, min_change)
@@ -179,10 +180,11 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
     pooled = check_pair(latest, previous, base, z_threshold, min_change) if previous is not None else None
     note = f"newest result {latest.excluded_because}" if latest.excluded_because else ""
 
-    def alert(status: str, why: str) -> Gate:
+    def alert(status: Verdict, why: str) -> Gate:
         return Gate(status, last_flag, prev_flag, pooled, base, why, _first_bad(seg, base, z_threshold, min_change))
 
     if pooled is not None and pooled.direction == "slower" and previous is not None:
+        assert prev_flag is not None  # there is a previous point
         both = [(latest, last_flag), (previous, prev_flag)]
         apart = abs(latest.median_ms - previous.median_ms) > APART_Z * math.sqrt(2) * base.spread_ms
         least_z = CONFIRM_Z_APART if apart else CONFIRM_Z
@@ -190,21 +192,21 @@ def judge(points: list[Point], *, window: int = WINDOW, z_threshold: float = 4.0
         above_range = all(p.median_ms > base.high_ms + RANGE_MARGIN * base.spread_ms for p, _ in both)
         if confirmed and above_range:
             if latest.good and previous.good:
-                return alert("regression", note)
+                return alert(Verdict.REGRESSION, note)
             why = latest.excluded_because or previous.excluded_because
-            return alert("suspect", f"both newest results slower, but one is {why}")
+            return alert(Verdict.SUSPECT, f"both newest results slower, but one is {why}")
         if confirmed:
             note = ((note + "; " if note else "")
                     + "both newest results lie within the range the baseline has shown repeatedly")
     if last_flag.direction == "slower":
-        return alert("suspect", note)
+        return alert(Verdict.SUSPECT, note)
     if last_flag.direction == "faster":
         confirmed = prev_flag is not None and prev_flag.direction == "faster"
-        return Gate("improvement", last_flag, prev_flag, pooled, base, (note + "; " if note else "") + (
+        return Gate(Verdict.IMPROVEMENT, last_flag, prev_flag, pooled, base, (note + "; " if note else "") + (
             "confirmed by the previous run" if confirmed else "newest run only"))
     if prev_flag is not None and prev_flag.flagged:
         note = (note + "; " if note else "") + f"previous run was flagged {prev_flag.direction}, newest is back"
-    return Gate("ok", last_flag, prev_flag, pooled, base, note)
+    return Gate(Verdict.OK, last_flag, prev_flag, pooled, base, note)
 
 
 def history_pass(points: list[Point] | tuple[Point, ...], *, min_change: float = 0.05,

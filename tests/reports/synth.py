@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rooflab.suite.case import make_case_key
+from rooflab.suite.case import ParamValue, make_case_key
 
 H100 = "NVIDIA H100 80GB HBM3"
 H100_L2 = 50 * 1024 * 1024
@@ -160,8 +161,8 @@ def write_db(url: str, rows: list[dict]) -> None:
             store.finish_run(run_id, "complete")
 
 
-GPT2_BLOCK = {"batch": 8, "seq": 1024, "hidden": 768, "heads": 12, "norm": "layernorm", "activation": "gelu",
-              "kernel": "sdpa_flash"}
+GPT2_BLOCK: dict[str, ParamValue] = {"batch": 8, "seq": 1024, "hidden": 768, "heads": 12, "norm": "layernorm",
+                                     "activation": "gelu", "kernel": "sdpa_flash"}
 
 
 def layer_block(*, matrix_tflops: float, hbm_gbps: float, gap_ms: float, compiled_speedup: float,
@@ -174,7 +175,7 @@ def layer_block(*, matrix_tflops: float, hbm_gbps: float, gap_ms: float, compile
 
     dtype = "bfloat16"
     params = get_op("transformer_block").resolved_params(GPT2_BLOCK)
-    parts = []
+    parts: list[dict[str, Any]] = []
     for i, p in enumerate(block_parts(params, dtype)):
         if p.kind in ("matmul", "attention"):
             ms = p.flops / (0.7 * matrix_tflops * 1e12) * 1e3
@@ -210,6 +211,7 @@ def collective(op: str, n: int, ranks: int, *, busbw_gbps: float | None = None, 
     params = model.resolved_params({"n": n, "ranks": ranks})
     nbytes, flops = model.bytes(params, dtype), model.flops(params, dtype)
     if median_ms is None:
+        assert busbw_gbps is not None, "a collective needs its busbw or its median"
         median_ms = nbytes / (busbw_gbps * 1e9) * 1e3
     key_params = dict(params, ranks=ranks_param if ranks_param is not None else ranks)
     out = row(op=op, family="collective", dtype=dtype, params=key_params, median_ms=median_ms, flops=flops,

@@ -32,7 +32,11 @@ def test_parts_walls_efficiency_mfu_and_fusion_have_their_known_values() -> None
     assert b.sums_ok and b.sum_error == pytest.approx(0.0, abs=1e-12)
     achieved = b.flops / (b.median_ms * 1e-3) / 1e12
     assert b.mfu_measured == pytest.approx(achieved / 700.0)
-    sheet = match_device(H100).peak_tflops("bfloat16", matrix=True).value
+    spec = match_device(H100)
+    assert spec is not None
+    peak = spec.peak_tflops("bfloat16", matrix=True)
+    assert peak is not None
+    sheet = peak.value
     assert b.mfu_datasheet == pytest.approx(achieved / sheet)
     assert 0 < b.mfu_datasheet < b.mfu_measured < 0.7  # memory-bound parts and the gap pull it below 70 %
     (chain,) = [c for c in b.chains if c.saved_bytes]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -98,8 +99,8 @@ def _launch_bound(ms: float, **kw) -> dict:
 
 def _floors_frame(second_ms: float) -> pd.DataFrame:
     """An H100 whose launch floor moved from 9.1 to 7.1 us between two runs, an H200 at 8.1 us."""
-    h100 = dict(device_name=H100, fingerprint="fp-h100")
-    h200 = dict(device_name="NVIDIA H200", fingerprint="fp-h200", run_id="h200-1", run_order=3)
+    h100: dict[str, Any] = dict(device_name=H100, fingerprint="fp-h100")
+    h200: dict[str, Any] = dict(device_name="NVIDIA H200", fingerprint="fp-h200", run_id="h200-1", run_order=3)
     rows = (device_rows(launch_ms=0.0091, run_id="h100-1", run_order=1, **h100)
             + [launch(0.0071, run_id="h100-2", run_order=2, **h100)]
             + device_rows(hbm_gbps=4300.0, launch_ms=0.0081, **h200)

@@ -7,6 +7,7 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,8 +38,8 @@ def _timed(op: str, level_ms: float, seed: int, **kw) -> dict:
 @pytest.fixture(scope="module")
 def sampled(tmp_path_factory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('cmp') / 'results.db'}"
-    h100 = dict(device_name=H100, fingerprint="fp-h100", run_id="h100-run", run_order=1)
-    h200 = dict(device_name=H200, fingerprint="fp-h200", run_id="h200-run", run_order=2)
+    h100: dict[str, Any] = dict(device_name=H100, fingerprint="fp-h100", run_id="h100-run", run_order=1)
+    h200: dict[str, Any] = dict(device_name=H200, fingerprint="fp-h200", run_id="h200-run", run_order=2)
     rows = device_rows(**h100) + device_rows(hbm_gbps=4300.0, **h200)
     rows += [_timed("add", 1.0, 1, **h100), _timed("add", 1.0 / 1.05, 2, **h200),  # a planted 5 % speedup
              _timed("triad", 1.0, 3, **h100), _timed("triad", 1.0, 4, **h200)]  # and 0 %

@@ -4,6 +4,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -20,7 +21,8 @@ BLOCK_ROWS, BLOCK_PROFILES, BLOCK_PARTS = layer_block(matrix_tflops=700.0, hbm_g
 
 
 def _site_frame() -> pd.DataFrame:
-    a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100", l2_bytes=40 << 20)
+    a100: dict[str, Any] = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100",
+                                l2_bytes=40 << 20)
     rows = device_rows() + device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, **a100) + BLOCK_ROWS
     n = 1 << 24
     for kw in ({}, a100):
@@ -138,6 +140,7 @@ def test_empty_database_says_there_is_nothing_yet(tmp_path):
 
 def _console(url: str, tmp_path: Path, shot: Path) -> list[str]:
     """Console lines (the report has no scripts, so any console message is an error) of one page load."""
+    assert CHROMIUM is not None  # the tests that load a page need chromium
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
            "--enable-logging=stderr", "--v=0", "--window-size=1280,1600", f"--screenshot={shot}", url]

@@ -3,6 +3,7 @@ every result (db.query.results)."""
 from __future__ import annotations
 
 import filecmp
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -20,7 +21,8 @@ from tests.reports.synth import device_rows, history, noisy, write_db
 @pytest.fixture(scope="module")
 def url(tmp_path_factory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('loaddb') / 'results.db'}"
-    a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100-1", run_id="run-a100", l2_bytes=40 << 20)
+    a100: dict[str, Any] = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100-1", run_id="run-a100",
+                                l2_bytes=40 << 20)
     a100b = dict(a100, fingerprint="fp-a100-2", run_id="run-a100-b", driver_version="560.10")
     rows = (device_rows(hbm_gbps=3000.0, bf16_tflops=700.0) + device_rows(hbm_gbps=1500.0, bf16_tflops=250.0, **a100)
             + device_rows(hbm_gbps=1600.0, bf16_tflops=260.0, **a100b))

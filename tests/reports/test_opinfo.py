@@ -20,7 +20,7 @@ class PlantedChain(CosCos):
     name = "planted_chain_ro"
     reads_only = True
 
-    def unfused_bytes(self, params, dtype):  # type: ignore[no-untyped-def] - a test helper, left untyped
+    def unfused_bytes(self, params, dtype):
         return 7 * int(self.p(params)["n"]) * 2  # a figure no report formula could know
 
 

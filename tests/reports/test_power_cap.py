@@ -20,7 +20,8 @@ def test_power_capped_gemm_sets_the_matrix_ceiling_and_is_noted() -> None:
     capped = _with(gemm(12288, 12288, 12288, 760.0), throttle_reasons=json.dumps(["sw_power_cap"]), power_w=695.0)
     df = frame(rows + [capped])
     dc = compute_ceilings(df, H100)
-    assert compute_roof(dc, "bfloat16", matrix=True).value == pytest.approx(760.0)
+    roof = compute_roof(dc, "bfloat16", matrix=True)
+    assert roof is not None and roof.value == pytest.approx(760.0)
     d = diagnose(df, dc).set_index("case_key")
     assert d.loc[capped["case_key"], "note"] == AT_POWER_CAP
     assert bool(d.loc[capped["case_key"], "at_power_cap"]) and d.loc[capped["case_key"], "power_w"] == 695.0
@@ -32,7 +33,8 @@ def test_throttled_gemm_does_not_set_the_ceiling() -> None:
     rows = device_rows(bf16_tflops=600.0)
     slow = _with(gemm(12288, 12288, 12288, 760.0), throttled=True, throttle_reasons=json.dumps(["hw_thermal_slowdown"]))
     dc = compute_ceilings(frame(rows + [slow]), H100)
-    assert compute_roof(dc, "bfloat16", matrix=True).value == pytest.approx(600.0)
+    roof = compute_roof(dc, "bfloat16", matrix=True)
+    assert roof is not None and roof.value == pytest.approx(600.0)
 
 
 @pytest.mark.parametrize("reasons, expected", [

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -14,7 +15,8 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def db(tmp_path_factory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'results.db'}"
-    a100 = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100", l2_bytes=40 << 20)
+    a100: dict[str, Any] = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100",
+                                l2_bytes=40 << 20)
     rows = (device_rows(hbm_gbps=3000.0, bf16_tflops=700.0)
             + device_rows(hbm_gbps=1500.0, fp32_tflops=25.0, bf16_tflops=250.0, **a100))
     for i, r in enumerate(rows):

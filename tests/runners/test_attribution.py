@@ -28,6 +28,7 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE, PartKind, PartModel
 from rooflab.suite.ops.registry import get_op
+from rooflab.vocab import CeilingKind
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
@@ -163,6 +164,7 @@ def test_raw_and_function_events_of_a_real_profile_agree() -> None:
                 {"batch": 1, "seq": 32, "hidden": 64, "heads": 2})
     prepared = op.prepare(case, CPU, seed=5)
     prepared.fn()
+    assert prepared.profiled is not None
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         prepared.profiled()
     from_raw = _device_intervals(prof.profiler.kineto_results.events())
@@ -185,9 +187,9 @@ def _hand_ceilings(name: str) -> DeviceCeilings:
     """Roofs set by hand so that the wall of each part is known: ridge at 10 FLOP/byte (the
     block's matmuls lie above it, the activation far below)."""
     return DeviceCeilings(name, None, 0, (
-        Ceiling("matrix", 0.2, "hand", "hand", dtype="float32"),
-        Ceiling("vector", 0.2, "hand", "hand", dtype="float32"),
-        Ceiling("hbm_rw", 20.0, "hand", "hand"),
+        Ceiling(CeilingKind.MATRIX, 0.2, "hand", "hand", dtype="float32"),
+        Ceiling(CeilingKind.VECTOR, 0.2, "hand", "hand", dtype="float32"),
+        Ceiling(CeilingKind.HBM_RW, 20.0, "hand", "hand"),
     ))
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -25,7 +26,7 @@ IDLE, APP, POWER, HW_SLOW, SW_THERMAL, HW_THERMAL, BRAKE = 0x1, 0x2, 0x4, 0x8, 0
 class FakeSource:
     """Returns scripted (clock, reasons) readings; repeats the last one when the script runs out."""
 
-    def __init__(self, script: list[tuple[float, int]], max_mhz: float = 1980.0) -> None:
+    def __init__(self, script: Sequence[tuple[float, int]], max_mhz: float = 1980.0) -> None:
         self.script = list(script)
         self.max_mhz = max_mhz
         self.calls = 0
@@ -153,7 +154,7 @@ def test_power_is_unknown_when_two_updates_cannot_be_timed_well() -> None:
 class EnergyFakeSource(FakeSource):
     """A board drawing `watts`: the energy counter advances with perf_counter."""
 
-    def __init__(self, script: list[tuple[float, int]], watts: float) -> None:
+    def __init__(self, script: Sequence[tuple[float, int]], watts: float) -> None:
         super().__init__(script)
         self.watts = watts
         self.t0 = time.perf_counter()

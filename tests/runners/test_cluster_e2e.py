@@ -85,7 +85,7 @@ def count_results(engine, run_id: str, shard: str) -> int:
         select(func.count())
         .select_from(models.Measurement)
         .join(models.Run, models.Run.id == models.Measurement.run_id)
-        .where(models.Run.run_id == run_id, models.Measurement.shard == shard)
+        .where(models.Run.run_id == run_id, models.Measurement.__table__.c.shard == shard)
     )
     try:
         with engine.connect() as conn:
@@ -99,6 +99,7 @@ def kill_after_first_result(url: str, run_id: str, shard: str, proc: subprocess.
     as it has stored a result; returns how many it had stored."""
     from rooflab.db.engine import make_engine
 
+    assert proc.stderr is not None  # the shard is started with its stderr piped
     engine = None
     deadline = time.monotonic() + timeout_s
     try:

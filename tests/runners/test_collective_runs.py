@@ -11,7 +11,7 @@ from rooflab.db.collectives import collective_frame
 from rooflab.db.query import results
 from rooflab.reports.interconnect import collective_ceilings
 from rooflab.runners.orchestration.run_options import RunOptions
-from rooflab.runners.orchestration.session import run_suite
+from rooflab.runners.orchestration.session import RunSummary, run_suite
 from tests.runners.collective_cases import forkserver_children, plugin_env
 
 SPEC = """\
@@ -47,7 +47,7 @@ def spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def _run(spec: Path, url: str, **options) -> object:
+def _run(spec: Path, url: str, **options) -> RunSummary:
     return run_suite(spec, db=url, options=RunOptions(device="cpu", quiet=True, **options), handle_signals=False)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from rooflab.db.collectives import straggler
 from rooflab.runners.crosscheck.session import check_case
-from rooflab.runners.orchestration.messages import CaseRequest
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
 from rooflab.vocab import ResultStatus
 from tests.runners.collective_cases import alive, case, plugin_env
@@ -47,7 +47,7 @@ def test_a_planted_slow_rank_sets_the_sample_time_and_shows_as_the_straggler(mon
     assert medians[1] >= 20.0 > medians[0]
     assert result.outcome.stats.median_ms >= 20.0  # the slowest rank's time
     rank, excess = straggler(medians)
-    assert rank == 1 and excess > 1.0
+    assert rank == 1 and excess is not None and excess > 1.0
 
 
 def test_a_wrong_result_on_one_rank_makes_the_case_incorrect_and_names_the_rank(monkeypatch) -> None:
@@ -91,7 +91,7 @@ def test_a_hanging_rank_is_killed_at_the_time_limit_and_named_with_where_it_was(
 
 
 def test_two_groups_at_once_never_meet() -> None:
-    results: dict[int, object] = {}
+    results: dict[int, tuple[str, list[CaseOutcome]]] = {}
 
     def run(size: int) -> None:
         with RankGroup("gloo", ["cpu"] * size) as group:
@@ -127,4 +127,4 @@ def test_the_crosscheck_skips_collectives_with_the_reason() -> None:
     cpu = DeviceInfo("cpu", "test cpu", "cpu", 8 << 30, 1 << 20)
     rows = check_case(case("all_reduce"), cpu, peers_for([PeerName.TORCH]), rounds=1)
     assert [(r.status, r.peer) for r in rows] == [(ResultStatus.SKIPPED, "torch")]
-    assert "group of rank processes" in rows[0].error
+    assert rows[0].error is not None and "group of rank processes" in rows[0].error

@@ -34,6 +34,7 @@ def test_every_collective_is_correct_on_nccl_and_timed_with_cuda_events() -> Non
                 result = group.run(CaseRequest(case(op, ranks=GPUS, dtype=dtype, backend="nccl", n=1 << 20), 3), 120)
                 outcome = result.outcome
                 assert outcome.status == ResultStatus.OK, (op, dtype, outcome.error)
+                assert outcome.method is not None and outcome.stats is not None
                 assert outcome.method.clock == "cuda_events" and outcome.method.sync_method == "host_sync"
                 assert result.collective.comm_version and result.collective.ranks == GPUS
                 assert len({d.split()[1] for d in result.collective.rank_devices}) == GPUS  # one GPU per rank
@@ -47,7 +48,8 @@ def test_a_dying_nccl_rank_crashes_its_case_and_leaves_nothing_running(monkeypat
     pids = group.pids
     result = group.run(CaseRequest(case("planted_coll_die", backend="nccl", dtype="bfloat16", after=5), 0), 120)
     group.close()
-    assert result.outcome.status == ResultStatus.CRASHED and "rank 1 died: exit code 3" in result.outcome.error
+    assert result.outcome.status == ResultStatus.CRASHED and result.outcome.error is not None
+    assert "rank 1 died: exit code 3" in result.outcome.error
     assert alive(pids) == []
 
 

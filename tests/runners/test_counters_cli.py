@@ -219,6 +219,6 @@ def test_a_report_that_ncu_printed_with_its_output_is_read_there(tmp_path) -> No
     got = session._interpret(base, PassOutput(0, "", printed), result, list(m.METRICS), [], 60.0)
     assert got.status == "ok" and got.kernels == 1 and got.dram_write_bytes == 4_194_304
     none = session._interpret(base, PassOutput(0, "", "==PROF== Connected\n"), result, list(m.METRICS), [], 60.0)
-    assert none.status == "failed" and "no header row" in none.error
+    assert none.status == "failed" and none.error is not None and "no header row" in none.error
     late = session._interpret(base, PassOutput(None, "", ""), result, list(m.METRICS), [], 60.0)
-    assert late.status == "failed" and "ran past 60 s" in late.error
+    assert late.status == "failed" and late.error is not None and "ran past 60 s" in late.error

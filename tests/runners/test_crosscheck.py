@@ -104,11 +104,13 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
     assert len(ok) == 4 and {c.peer for c in ok} == {"torch"}
     overall = next(s for s in report.summaries if s.peer == "torch" and s.family == "all")
     low, high = GEOMEAN_BAND
+    assert overall.ratio_geomean is not None and overall.in_mode_ratio_geomean is not None
     assert low <= overall.ratio_geomean <= high, [(c.case_key, c.ratio) for c in ok]
     assert low <= overall.in_mode_ratio_geomean <= high, [(c.case_key, c.in_mode_ratio) for c in ok]
     for c in ok:
         assert c.peer_cache == "hot" and c.peer_clock == "host_block_mean"
         assert len(c.rooflab_rounds_ms) == 3 and len(c.peer_rounds_ms) == 3 and len(c.in_mode_rounds_ms) == 3
+        assert c.rooflab_median_ms is not None and c.peer_median_ms is not None and c.in_mode_median_ms is not None
         assert c.ratio == pytest.approx(c.rooflab_median_ms / c.peer_median_ms)
         assert c.in_mode_ratio == pytest.approx(c.in_mode_median_ms / c.peer_median_ms)
         # hot against hot: the one method difference is what a sample is
@@ -121,8 +123,9 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
     assert set(frame["run_id"]) == {report.run_id}
     torch_rows = frame[frame["peer"] == "torch"]
     assert set(torch_rows["status"]) == {"ok"}
-    assert sorted(torch_rows["ratio"]) == pytest.approx(sorted(c.ratio for c in ok))
-    assert sorted(torch_rows["in_mode_ratio"]) == pytest.approx(sorted(c.in_mode_ratio for c in ok))
+    assert sorted(torch_rows["ratio"]) == pytest.approx(sorted(c.ratio for c in ok if c.ratio is not None))
+    assert sorted(torch_rows["in_mode_ratio"]) == pytest.approx(
+        sorted(c.in_mode_ratio for c in ok if c.in_mode_ratio is not None))
     assert all(list(d) == ["sample: per call / block mean"] for d in torch_rows["method_differences"])
     skipped = frame[frame["peer"] != "torch"]
     assert set(skipped["status"]) == {"skipped"} and skipped["error"].str.contains("CUDA").all()
@@ -140,6 +143,8 @@ def test_a_method_difference_is_shown_apart_and_the_same_mode_agrees(tmp_path: P
                             rounds=2, command_line="test")
     (check,) = report.checks
     assert check.status == "ok"
+    assert check.peer_median_ms is not None and check.rooflab_median_ms is not None
+    assert check.ratio is not None and check.in_mode_ratio is not None
     assert check.peer_median_ms - check.rooflab_median_ms > 0.3  # as configured: a quarter of 2 ms apart
     assert check.method_differences == ("sample: per call / block mean",)
     # in torch's mode: the same figure, up to what a loaded 2-core machine does to a 0.2 s block
@@ -156,7 +161,7 @@ def test_a_method_difference_is_shown_apart_and_the_same_mode_agrees(tmp_path: P
 class TwoCallsPerCallPeer(TorchTimerPeer):
     """A planted wrong peer: torch's Timer, but its figure is twice what it measured."""
 
-    def time(self, fn, *, case, device, sync):  # type: ignore[no-untyped-def] - the Peer protocol's signature
+    def time(self, fn, *, case, device, sync):
         t = super().time(fn, case=case, device=device, sync=sync)
         return type(t)(2 * t.median_ms, tuple(2 * x for x in t.samples_ms), t.cache, t.clock)
 
@@ -168,7 +173,7 @@ def test_a_peer_off_by_two_disagrees_in_its_own_mode(tmp_path: Path) -> None:
                             peer_objects=[TwoCallsPerCallPeer()])
     (check,) = report.checks
     assert check.disagrees and check.likely_reason is None  # the same mode: no method explains it
-    assert 0.35 < check.in_mode_ratio < 0.7
+    assert check.in_mode_ratio is not None and 0.35 < check.in_mode_ratio < 0.7
 
 
 def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_out(
@@ -294,4 +299,4 @@ def test_a_peer_that_times_once_per_process_gets_a_process_per_case(
     sleepy = next(c for c in report.checks if "planted_sometimes_slow" in c.case_key)
     assert len(sleepy.peer_rounds_ms) == 2
     assert all(r >= 3.0 for r in sleepy.peer_rounds_ms)  # every call sleeps 3 ms: a sleep never ends early
-    assert 0.8 < sleepy.ratio < 1.25
+    assert sleepy.ratio is not None and 0.8 < sleepy.ratio < 1.25

@@ -65,6 +65,7 @@ def test_gpu_peer_agrees_in_the_same_cache_mode(tmp_path: Path, peer: PeerName, 
     assert len(checks) == 2 and all(c.status == "ok" for c in checks), checks
     for c in checks:
         assert c.peer_cache == cache
+        assert c.ratio is not None and c.in_mode_ratio is not None
         assert 0.9 <= c.ratio <= 1.1, (c.case_key, c.ratio, c.rooflab_median_ms, c.peer_median_ms)
         assert 0.98 <= c.in_mode_ratio <= 1.02, (c.case_key, c.peer_mode, c.in_mode_median_ms, c.peer_median_ms)
 
@@ -78,4 +79,4 @@ def test_do_bench_is_cold_even_for_a_hot_case(tmp_path: Path) -> None:
     (c,) = report.checks
     assert c.status == "ok" and c.peer_cache == "cold"
     # 768 MiB of traffic does not fit in any L2: cold and hot differ little, and never in do_bench's favour
-    assert c.ratio <= 1.05
+    assert c.ratio is not None and c.ratio <= 1.05

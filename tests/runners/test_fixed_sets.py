@@ -53,6 +53,11 @@ def test_a_bad_fail_on_gets_one_reason_everywhere(tmp_path: Path) -> None:
 
 
 class _V:
+    """A stand-in with the two attributes should_fail reads (reports.verdicts.Judged)."""
+
+    status: str
+    drift: object | None
+
     def __init__(self, status: Verdict, drifting: bool) -> None:
         self.status, self.drift = status, (object() if drifting else None)
 
@@ -71,7 +76,7 @@ def test_nightly_and_the_regression_check_fail_on_the_same_series(status: Verdic
             shards=ShardState(0, (), (), ()),
             verdicts=kinds, series_checked=1, insufficient_data=0, fail_on=str(fail_on), report=None,
         )
-        assert summary.alert == should_fail([_V(status, drifting)], str(fail_on)), (fail_on, status, drifting)  # type: ignore[list-item] - a stand-in with the two attributes should_fail reads
+        assert summary.alert == should_fail([_V(status, drifting)], str(fail_on)), (fail_on, status, drifting)
 
 
 def test_statuses_are_their_stored_strings() -> None:

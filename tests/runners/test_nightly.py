@@ -200,7 +200,8 @@ def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tm
     assert not target.exists() and not (tmp_path / "o").exists()
 
 
-def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch, tmp_path, spec):
+def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                  spec: Path) -> None:
     """The compile cache lives under --out (kept between nights) while the run is made."""
     from rooflab.runners.orchestration import nightly as nightly_module
     from rooflab.runners.orchestration import session

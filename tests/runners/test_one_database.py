@@ -27,11 +27,11 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     seen = {"engines": 0, "parses": 0}
     real_create, real_normalize = engine_module.create_engine, urls.normalize_url
 
-    def create_engine(*args, **kwargs):  # type: ignore[no-untyped-def] - a test helper, left untyped
+    def create_engine(*args, **kwargs):
         seen["engines"] += 1
         return real_create(*args, **kwargs)
 
-    def normalize_url(*args, **kwargs):  # type: ignore[no-untyped-def] - a test helper, left untyped
+    def normalize_url(*args, **kwargs):
         seen["parses"] += 1
         return real_normalize(*args, **kwargs)
 

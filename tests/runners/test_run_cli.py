@@ -286,7 +286,7 @@ def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) 
         assert 1 / 3 < ratio < 3, f"{case.case_key}: rooflab {row['median_ms']:.4f} ms vs {independent_ms:.4f} ms"
 
 
-def independent_median_ms(case, device) -> float:  # type: ignore[no-untyped-def] - a test helper, left untyped
+def independent_median_ms(case, device) -> float:
     """The op's own timed callable, timed with perf_counter around each call (no rooflab timing code)."""
     from rooflab.suite.ops.registry import get_op
 

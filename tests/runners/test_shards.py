@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[2]
 def make_cases(n: int, seed: int) -> list[Case]:
     rng = random.Random(seed)
     ops = ("copy", "triad", "matmul", "softmax", "attention")
-    cases = {}
+    cases: dict[str, Case] = {}
     while len(cases) < n:
         op = rng.choice(ops)
         params = {"n": rng.randrange(1, 1 << 28)} if op in ("copy", "triad") else {
@@ -62,7 +62,7 @@ def hashed_cost(case: Case) -> float:
 
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7, 16])
-def test_shards_cover_every_case_exactly_once(count):
+def test_shards_cover_every_case_exactly_once(count: int) -> None:
     cases = make_cases(300, seed=count)
     seen: list[str] = []
     for index in range(count):

@@ -11,6 +11,7 @@ import stat
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,7 +92,7 @@ def awkward_dir(tmp_path: Path) -> Path:
 
 
 def make_job(base: Path, **overrides) -> SlurmJob:
-    fields = dict(
+    fields: dict[str, Any] = dict(
         spec_path=base / "my specs" / "nightly spec.yaml",
         suite="nightly",
         nodes=4,
@@ -108,6 +109,7 @@ def make_job(base: Path, **overrides) -> SlurmJob:
 
 
 def bash_n(path: Path) -> None:
+    assert BASH is not None  # the module is skipped without bash
     done = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
@@ -221,7 +223,8 @@ echo "$n;cluster1"
 
 
 def _calls(log: Path) -> list[list[str]]:
-    calls, current = [], []
+    calls: list[list[str]] = []
+    current: list[str] = []
     for line in log.read_text().splitlines():
         if line == "---":
             calls.append(current)

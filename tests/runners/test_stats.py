@@ -53,7 +53,9 @@ def test_median_ci_ranks_match_the_binomial_table(n: int, ranks: tuple[int, int]
 
 def test_ci_ranks_have_95_percent_coverage_and_are_the_tightest() -> None:
     for n in (6, 7, 13, 31, 64, 257):
-        j, k = median_ci_ranks(n)
+        ranks = median_ci_ranks(n)
+        assert ranks is not None
+        j, k = ranks
         assert k == n - j + 1
         tail = sum(math.comb(n, i) for i in range(j)) / 2**n
         assert 1 - 2 * tail >= 0.95
@@ -76,8 +78,11 @@ def test_agrees_with_numpy_on_random_samples() -> None:
     assert s.p90_ms == pytest.approx(float(np.percentile(x, 90)))
     assert s.std_ms == pytest.approx(float(np.std(x, ddof=1)))
     srt = np.sort(x)
-    j, k = median_ci_ranks(257)
+    ranks = median_ci_ranks(257)
+    assert ranks is not None
+    j, k = ranks
     assert (s.ci_low_ms, s.ci_high_ms) == (srt[j - 1], srt[k - 1])
+    assert s.ci_low_ms is not None and s.ci_high_ms is not None
     assert s.ci_low_ms <= s.median_ms <= s.ci_high_ms
 
 
@@ -88,6 +93,7 @@ def test_ci_covers_the_true_median_about_95_percent_of_the_time() -> None:
     trials = 2000
     for _ in range(trials):
         s = summarize(rng.exponential(1 / math.log(2), size=30).tolist())
+        assert s.ci_low_ms is not None and s.ci_high_ms is not None
         hits += s.ci_low_ms <= true_median <= s.ci_high_ms
     assert 0.93 <= hits / trials <= 0.995  # exact coverage for n=30 is 0.9572
 

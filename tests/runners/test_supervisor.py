@@ -44,7 +44,7 @@ class Recorder:
     def case_started(self, lane: str, case: Case) -> None:
         self.started.append(case.case_key)
 
-    def case_done(self, lane: str, case: Case, record, elapsed_s: float) -> None:  # type: ignore[no-untyped-def] - a test helper, left untyped
+    def case_done(self, lane: str, case: Case, record, elapsed_s: float) -> None:
         self.done.append((case.case_key, record.status))
 
     def note(self, text: str) -> None:
@@ -142,10 +142,10 @@ def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, mo
         def __init__(self) -> None:
             self.twin_done = False
 
-        def __getattr__(self, name: str):  # type: ignore[no-untyped-def] - a test helper, left untyped
+        def __getattr__(self, name: str):
             return getattr(store, name)
 
-        def add_measurement(self, m):  # type: ignore[no-untyped-def] - a test helper, left untyped
+        def add_measurement(self, m):
             added = store.add_measurement(m)
             if not self.twin_done:
                 self.twin_done = True

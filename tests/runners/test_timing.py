@@ -66,7 +66,7 @@ def test_result_keeps_raw_samples_and_their_statistics() -> None:
     assert r.stats == summarize(r.samples_ms)
     assert r.method.timing_mode == "launch" and r.method.cache == "hot" and r.method.launches_per_sample == 1
     assert r.method.flush_bytes == 0
-    assert r.method.sampling_ms >= FAST.min_time_ms
+    assert r.method.sampling_ms is not None and r.method.sampling_ms >= FAST.min_time_ms
 
 
 def test_cold_mode_flushes_once_before_every_warmup_call_and_sample() -> None:
@@ -90,6 +90,7 @@ def test_flush_stays_outside_the_timed_region() -> None:
                               target_precision=0.02)
     r = measure(sleeper(1.0), device=CPU, settings=settings, cache="cold", timing_mode="launch", flusher=spy)
     assert r.stats.median_ms < 3.0  # a 5 ms flush inside the region would give >= 6 ms
+    assert r.method.sampling_ms is not None
     assert r.method.sampling_ms >= r.stats.n_samples * 5.0  # ... yet the flushes did run, between samples
 
 
@@ -142,6 +143,7 @@ def test_pace_idle_rests_after_each_sample_for_its_own_duration(monkeypatch: pyt
 def test_pace_idle_leaves_the_machine_idle_as_long_as_it_worked() -> None:
     settings = FAST.override({"pace": "idle", "min_time_ms": 0, "max_time_ms": 5000})
     paced = measure(busy_wait(2.0), device=CPU, settings=settings, cache="hot", timing_mode="launch")
+    assert paced.method.sampling_ms is not None
     assert paced.method.sampling_ms >= 2 * sum(paced.samples_ms)  # a rest of at least each sample's length
 
 
@@ -174,7 +176,7 @@ def test_first_call_is_timed_apart_from_the_samples() -> None:
         time.sleep(0.060 if calls["n"] == 1 else 0.0003)
 
     r = measure(compiles_first, device=CPU, settings=FAST, cache="hot", timing_mode="launch")
-    assert r.method.first_call_ms >= 60.0
+    assert r.method.first_call_ms is not None and r.method.first_call_ms >= 60.0
     assert r.stats.median_ms < 5.0
     assert calls["n"] == 1 + r.method.warmup_calls + r.stats.n_samples  # so the slow call is not a sample
 
@@ -182,16 +184,18 @@ def test_first_call_is_timed_apart_from_the_samples() -> None:
 def test_warmup_lasts_at_least_its_time_and_its_count() -> None:
     by_time = measure(sleeper(0.1), device=CPU, settings=FAST.override({"warmup_ms": 30, "warmup_calls": 3}),
                       cache="hot", timing_mode="launch")
-    assert by_time.method.warmup_ms >= 30 and by_time.method.warmup_calls > 3
+    assert by_time.method.warmup_ms is not None and by_time.method.warmup_ms >= 30
+    assert by_time.method.warmup_calls > 3
     by_count = measure(sleeper(4.0), device=CPU, settings=FAST.override({"warmup_ms": 1, "warmup_calls": 5}),
                        cache="hot", timing_mode="launch")
-    assert by_count.method.warmup_calls == 5 and by_count.method.warmup_ms >= 20
+    assert by_count.method.warmup_calls == 5
+    assert by_count.method.warmup_ms is not None and by_count.method.warmup_ms >= 20
 
 
 def test_warmup_discards_a_slow_start() -> None:
     calls = {"n": 0}
 
-    def ramps_up() -> float:  # slow for its first 8 calls (clocks ramping, caches, allocator)
+    def ramps_up() -> None:  # slow for its first 8 calls (clocks ramping, caches, allocator)
         calls["n"] += 1
         time.sleep(0.020 if calls["n"] <= 8 else 0.0003)
 
@@ -262,7 +266,7 @@ def test_calls_before_warmup_with_and_without_a_caller_made_first_call(given_ms:
                 flusher=SpyFlusher(log), first_call_ms=given_ms)
     calls_before_warmup = log.index("flush")
     if given_ms is None:
-        assert calls_before_warmup == 1 and r.method.first_call_ms > 0
+        assert calls_before_warmup == 1 and r.method.first_call_ms is not None and r.method.first_call_ms > 0
     else:
         assert calls_before_warmup == 0 and r.method.first_call_ms == given_ms
     assert log.count("call") == calls_before_warmup + r.method.warmup_calls + r.stats.n_samples

@@ -65,6 +65,7 @@ class FakeEvent:
 
     def elapsed_time(self, end: FakeEvent) -> float:
         assert "sync" in self.cuda.log[end.index:], "elapsed time read before the events were synchronised"
+        assert end.t is not None and self.t is not None, "elapsed time of an event that has not completed"
         return end.t - self.t
 
 
@@ -173,6 +174,7 @@ class FakeBlockingHold:
 
     def release(self) -> bool:
         self.cuda.log.append("release")
+        assert self.item is not None, "released without a hold"
         if not self.item.timed_out:
             self.item.released_ms = self.cuda.host_ms
         self.cuda.advance()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,7 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
     out = run(planted("planted_scale", cache=cache))
     assert out.status == "ok", out.error
     assert out.error is None
+    assert out.method is not None
     assert out.method.clock == "perf_counter"
     assert out.stats is not None
     assert out.stats.n_samples == len(out.samples_ms) >= FAST.min_samples
@@ -60,6 +62,7 @@ def test_correct_op_is_measured_with_its_samples(cache: str) -> None:
 def test_flush_method_and_pace_come_from_the_settings_and_are_recorded() -> None:
     out = run(planted("planted_scale", cache="cold"), {"flush_method": "read_sweep", "pace": "idle"})
     assert out.status == "ok", out.error
+    assert out.method is not None
     assert (out.method.flush_method, out.method.pace) == ("read_sweep", "idle")
     assert out.method.flush_bytes >= 2 * CPU.l2_bytes
 
@@ -73,6 +76,7 @@ def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
                 cache="hot", timing_mode="launch", params={"n": 1}, timing=FAST)
     out = run(case)
     assert out.status == "ok", out.error
+    assert out.method is not None and out.stats is not None
     assert out.method.clock == "perf_counter" and out.method.sync_method == "host_sync"
     assert out.method.launches_per_sample == HOST_LAUNCHES_PER_SAMPLE
     assert out.method.flush_bytes == 0 and out.method.flush_method == "none"
@@ -83,7 +87,7 @@ def test_cli_overrides_reach_the_timing_engine() -> None:
     out = run(planted("planted_scale"), {"min_samples": 40, "max_samples": 40, "target_precision": 0.5})
     assert out.status == "ok", out.error
     assert out.stats is not None and out.stats.n_samples == 40
-    assert out.method.stop_reason == "max_samples"
+    assert out.method is not None and out.method.stop_reason == "max_samples"
 
 
 def test_exception_in_the_call_is_failed_with_type_and_message() -> None:
@@ -228,8 +232,8 @@ def test_measurement_record_is_built_from_the_sample_stats() -> None:
     samples = tuple(1.0 + rng.random() for _ in range(25))
     stats = summarize(samples)
     case = planted("planted_scale")
-    kw = dict(run_id="r", device_fingerprint="fp", device_uuid=None, shard=None,
-              work_model=lambda c: WorkModel(flops=10, bytes=20))
+    kw: dict[str, Any] = dict(run_id="r", device_fingerprint="fp", device_uuid=None, shard=None,
+                              work_model=lambda c: WorkModel(flops=10, bytes=20))
     method = TimingMethod(cache=case.cache, timing_mode=case.timing_mode, stop_reason="max_samples")
     ok = CaseOutcome(case.case_key, "ok", samples_ms=samples, stats=stats, method=method)
     record = build_record(case, ok, **kw)

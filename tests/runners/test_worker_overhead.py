@@ -2,6 +2,7 @@
 one shape, and gc/empty_cache after cases that ended normally; the phase split it reports."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +18,7 @@ from tests.runners.test_worker import CPU, planted
 
 
 @pytest.fixture(autouse=True)
-def fresh_verdicts() -> None:
+def fresh_verdicts() -> Iterator[None]:
     prepare._CHECK_VERDICTS.clear()
     yield
     prepare._CHECK_VERDICTS.clear()
@@ -80,7 +81,12 @@ def test_no_gc_or_cache_emptying_after_a_normal_case(monkeypatch: pytest.MonkeyP
 
 def test_gc_collect_runs_only_after_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     collected: list[int] = []
-    monkeypatch.setattr(worker.gc, "collect", lambda *a: collected.append(1) or 0)
+
+    def collect(*args: object) -> int:
+        collected.append(1)
+        return 0
+
+    monkeypatch.setattr(worker.gc, "collect", collect)
     run(planted("planted_scale"))
     assert collected == []
     run(planted("planted_raise"))
@@ -159,5 +165,6 @@ def test_crosscheck_rounds_reuse_the_first_call(monkeypatch: pytest.MonkeyPatch)
 
     counter = CountingCalls(monkeypatch, "planted_scale")
     assert check_case(planted("planted_scale"), CPU, [], rounds=3) == []
-    assert len(counter.results) == 3 and len(set(counter.given)) == 1 and counter.given[0] > 0
+    assert len(counter.results) == 3 and len(set(counter.given)) == 1
+    assert counter.given[0] is not None and counter.given[0] > 0
     assert counter.calls == 1 + counter.timed_calls()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import layer as layer_mod
 from rooflab.suite.ops.layer_model import PartKind, block_parts, forward_parts, fusion_chains
@@ -28,7 +28,7 @@ def test_flop_model_matches_a_hand_count() -> None:
     residuals = 2 * t * h
     assert op.flops(HAND, "float32") == projections + attention + norms + gelu + residuals == 52_920_320
     # layernorm (8 per element) and SwiGLU (gate and up side by side, 5 per output element)
-    swiglu = {**HAND, "norm": "layernorm", "activation": "swiglu"}
+    swiglu: dict[str, ParamValue] = {**HAND, "norm": "layernorm", "activation": "swiglu"}
     projections_swiglu = 2 * t * (3 * h * h + h * h + h * 2 * f + f * h)
     assert op.flops(swiglu, "float32") == projections_swiglu + attention + 2 * 8 * t * h + 5 * t * f + residuals
 
@@ -96,7 +96,8 @@ def test_a_part_off_by_a_little_is_caught() -> None:
 
 def test_hidden_must_be_a_multiple_of_heads_and_compiled_has_no_profiled_call() -> None:
     op = get_op("transformer_block")
-    assert "multiple of heads" in op.skip_reason(_case(heads=5), CPU)
+    reason = op.skip_reason(_case(heads=5), CPU)
+    assert reason is not None and "multiple of heads" in reason
     assert op.prepare(_case(), CPU, seed=1).profiled is not None
     # the compiled form is prepared (compiled lazily at its first call) without a profiled call
     assert op.prepare(_case(backend="compiled"), CPU, seed=1).profiled is None

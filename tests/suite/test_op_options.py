@@ -6,12 +6,14 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import common
 from rooflab.suite.ops.registry import get_op
@@ -74,7 +76,12 @@ def test_compile_mode_other_than_default_needs_the_compiled_backend() -> None:
 
 def test_fresh_compile_passes_the_mode_to_torch_compile(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict] = []
-    monkeypatch.setattr(common.torch, "compile", lambda fn, **kw: calls.append(kw) or fn)
+
+    def recording_compile(fn: Callable[..., Any], **kw: Any) -> Callable[..., Any]:
+        calls.append(kw)
+        return fn
+
+    monkeypatch.setattr(common.torch, "compile", recording_compile)
     common.fresh_compile(lambda x: x + 1)
     common.fresh_compile(lambda x: x + 1, "max-autotune-no-cudagraphs")
     assert calls == [{"dynamic": False, "mode": None}, {"dynamic": False, "mode": "max-autotune-no-cudagraphs"}]
@@ -86,7 +93,11 @@ def test_compiled_case_prepares_with_its_compile_mode(monkeypatch: pytest.Monkey
     modes: list[str] = []
     from rooflab.suite.ops import gemm
 
-    monkeypatch.setattr(gemm, "fresh_compile", lambda fn, mode="default": modes.append(mode) or fn)
+    def fresh_compile(fn: Callable[..., Any], mode: str = "default") -> Callable[..., Any]:
+        modes.append(mode)
+        return fn
+
+    monkeypatch.setattr(gemm, "fresh_compile", fresh_compile)
     c = case("matmul_bias_gelu", backend="compiled", m=32, n=32, k=32, compile_mode="max-autotune-no-cudagraphs")
     prepared = get_op("matmul_bias_gelu").prepare(c, CPU, seed=1)
     assert modes == ["max-autotune-no-cudagraphs"] and prepared.check(prepared.fn()) is None
@@ -95,7 +106,8 @@ def test_compiled_case_prepares_with_its_compile_mode(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_sdpa_math_estimate_counts_float32_scores(dtype: str) -> None:
     b, h, s, d = 2, 16, 8192, 64
-    params = {"batch": b, "heads": h, "seq_q": s, "seq_k": s, "head_dim": d, "kernel": "sdpa_math"}
+    params: dict[str, ParamValue] = {"batch": b, "heads": h, "seq_q": s, "seq_k": s, "head_dim": d,
+                                     "kernel": "sdpa_math"}
     need = get_op("attention").memory_bytes(get_op("attention").resolved_params(params), dtype)
     assert need >= 3 * b * h * s * s * 4  # scores and probabilities in float32 whatever the input dtype
 

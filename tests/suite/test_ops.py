@@ -65,7 +65,7 @@ def make_case(op: Op, dtype: str, backend: str = "eager", timing_mode: str = "la
 def cpu_runs() -> list[tuple[str, str, str, dict]]:
     """(op, backend, dtype, extra params) for every eager combination the CPU runs, plus the CPU
     path of fma_intensity (compiled) in float32 and the attention kernels that run on the CPU."""
-    runs = []
+    runs: list[tuple[str, str, str, dict]] = []
     for name, op in all_ops().items():
         if name not in set().union(*PLAN_OPS.values()):
             continue
@@ -158,9 +158,9 @@ def test_register_refuses_a_taken_name_unless_replacing():
     assert get_op("copy") is original
 
 
-def test_register_rejects_non_ops():
+def test_register_rejects_non_ops() -> None:
     with pytest.raises(TypeError):
-        register(object())  # type: ignore[arg-type] - a wrong type on purpose: the call must refuse it
+        register(object())  # type: ignore[arg-type]  # a wrong type on purpose: the call must refuse it
 
 
 PLUGIN = textwrap.dedent(

@@ -28,7 +28,7 @@ def _spec(timing: str) -> str:
 @pytest.mark.parametrize("name, value, reason", BAD)
 def test_one_bad_value_one_reason_from_spec_cli_and_api(name: str, value: float, reason: str) -> None:
     with pytest.raises(TimingSettingError) as api:
-        TimingSettings(**{name: value})
+        TimingSettings(**{name: value})  # type: ignore[arg-type]  # any field, a bad value on purpose
     assert api.value.reason == reason and str(api.value) == f"{name}: {reason}"
 
     with pytest.raises(UserInputError) as cli:
