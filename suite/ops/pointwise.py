@@ -410,19 +410,21 @@ def _check_dropout_chunk(
     """Check one chunk of rows of bias_gelu_dropout_residual: each element matched to dropped
     (out = residual) or kept (out = residual + gelu(x + bias)/(1 - p)); (message, elements where
     the two differ clearly, of which dropped)."""
+    # in place wherever a temporary is not needed again: the chunk's float64 arrays alive at once are
+    # what CHECK_FLOAT64_ARRAYS counts (and the memory estimate with it)
     res64 = residual.double()
-    kept64 = res64 + Gelu().reference(x.double() + bias.double()) / (1.0 - prob)
+    kept64 = Gelu().reference(x.double().add_(bias.double())).div_(1.0 - prob).add_(res64)
     out64 = out.double()
-    dropped = (out64 - res64).abs() <= (out64 - kept64).abs()
+    dropped = (out64 - res64).abs_() <= (out64 - kept64).abs_()
     ref = torch.where(dropped, res64, kept64)
     # A kept element is the sum of two terms the op rounds to `dtype` before adding them; where they
     # nearly cancel, their rounding errors are large against the sum (seen on an H100 and an H200:
     # 2-4 of 4.2M bfloat16 elements off by 0.024 at 0.055). The relative bound is taken of the terms'
     # sizes, |residual| + |kept term|, instead of the sum's: compare() bounds by rtol x |sum|, so the
     # extra is rtol x (what cancellation took away), zero where the terms have one sign.
-    cancelled = (res64.abs() + (kept64 - res64).abs() - kept64.abs()).clamp_min(0.0)
-    extra = tolerance(dtype).rtol * torch.where(dropped, torch.zeros_like(res64), cancelled)
-    message = compare(out, ref, dtype, what="output (each element matched to dropped or kept)", extra_atol=extra)
+    cancelled = res64.abs().add_((kept64 - res64).abs_()).sub_(kept64.abs()).clamp_min_(0.0)
+    extra = cancelled.mul_(tolerance(dtype).rtol).masked_fill_(dropped, 0.0)
+    message = compare(out64, ref, dtype, what="output (each element matched to dropped or kept)", extra_atol=extra)
     if message:
         return message, 0, 0
     # "clearly" is relative to the chunk's RMS (standard normal draws: 1 up to sampling noise)
