@@ -65,11 +65,15 @@ def test_intervals_from_raw_samples_then_from_stored_cis_once_pruned(sampled, tm
     assert cases["_data"]["pairing"]["baseline"]["runs"] == ["h100-run"]
     text = _run("compare", "--baseline", "H100", "--candidate", "H200", "--db", sampled).stdout
     assert "paired runs: baseline NVIDIA H100 80GB HBM3: h100-run" in text and "Why:" in text
+    assert re.search(r"intervals from: \d+ from the raw samples of both sides \(bootstrap\)$", " ".join(text.split())
+                     .split(" cases that deviate")[0].split("n.s.:")[1]), text
     from rooflab.db.prune import prune_samples
 
     prune_samples(sampled, timedelta(days=1), now=datetime.now(UTC) + timedelta(days=3650))
     add = _cases(sampled)["add"]
     assert add["interval"] == "stored_ci" and "without raw samples" in add["note"]
+    text = " ".join(_run("compare", "--baseline", "H100", "--candidate", "H200", "--db", sampled).stdout.split())
+    assert re.search(r"intervals from: \d+ from the stored CIs of the medians \(a side without raw samples", text)
 
 
 def test_two_runs_of_one_device(tmp_path):
@@ -139,3 +143,8 @@ def test_the_committed_exports_give_one_answer_on_the_page_and_the_terminal(exam
                                          f" [{_num(c['speedup_low'], 3)}, {_num(c['speedup_high'], 3)}]")
         assert cells[4] == shown, (key, cells[4], c)
         assert cells[5] == c["standing"].replace("_", " ")
+        ranged = c["predicted_low"] != c["predicted_high"]
+        predicted = _num(c["predicted_speedup"], 3) + (
+            f" [{_num(c['predicted_low'], 3)}, {_num(c['predicted_high'], 3)}]" if ranged else "")
+        predicted += f" ({c['predicted_from']})" if c["predicted_from"] else ""
+        assert cells[7] == predicted, (key, cells[7], c)  # the same prediction, and range, on both
