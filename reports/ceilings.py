@@ -29,6 +29,10 @@ Each ceiling keeps the case and run it came from, how that result was measured (
 flush method and pace: a cold and a hot figure, or a back-to-back and an idle-paced one, answer
 different questions) and, when the device is in the datasheet table, its ratio to the datasheet
 figure.
+
+(About 400 lines on purpose: the rule of each of the nine ceilings above lives here, beside the
+roofs the diagnosis, the comparison and the predictions read from them, so that "where does a roof
+come from" has one answer.)
 """
 from __future__ import annotations
 
