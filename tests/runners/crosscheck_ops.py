@@ -1,13 +1,15 @@
 """A plugin op for the cross-check tests (ROOFLAB_PLUGINS=tests.runners.crosscheck_ops).
 
-    planted_sometimes_slow  y = 2 x, correct; one call in `every` also sleeps `sleep_ms`.
+    planted_sometimes_slow  y = 2 x, correct; one call in `every` also spins for `sleep_ms`.
 
 rooflab's median of single calls sees the fast calls (three in four by default); a peer that
 averages blocks of calls sees fast + sleep / every. As configured the two are far apart (the
 difference of method, `sample: per call / block mean`); rooflab timed in the peer's mode (block
 means) must agree with the peer. (With one slow call in two, the median of an even number of
 samples is itself the mean of a fast and a slow call, so both timers would report the same
-figure: the plant needs the slow calls to be a minority.)
+figure: the plant needs the slow calls to be a minority.) The slow call spins on the clock rather
+than sleeping: a sleep's wake-up on a loaded 2-core machine comes late by a varying amount, which
+the two timers' block means would carry differently.
 """
 from __future__ import annotations
 
@@ -57,7 +59,9 @@ class PlantedSometimesSlow(Op):
         def fn() -> torch.Tensor:
             calls[0] += 1
             if calls[0] % every == 0:
-                time.sleep(sleep_s)
+                end = time.perf_counter() + sleep_s
+                while time.perf_counter() < end:
+                    pass
             torch.mul(x, 2.0, out=y)
             return y
 

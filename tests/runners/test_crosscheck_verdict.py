@@ -42,6 +42,10 @@ def test_disagreement_needs_a_gap_larger_than_either_spread() -> None:
     assert not disagrees(a, TimerSummary(1.03, 0.05, (1.03,)))  # within the peer's 5 %
     assert disagrees(a, TimerSummary(1.10, 0.05, (1.10,)))  # 0.10 ms > 0.055 ms and > 0.02 ms
     assert not disagrees(TimerSummary(1.0, 0.5, (1.0,)), TimerSummary(1.3, 0.01, (1.3,)))  # rooflab's own spread
+    # two tight spreads (two rounds that fell together): below the 2 % floor the two agree, above it not
+    tight = TimerSummary(0.5110, 0.0015, (0.5106, 0.5121))
+    assert not disagrees(tight, TimerSummary(0.5026, 0.001, (0.502, 0.5032)))  # 1.7 % apart
+    assert disagrees(tight, TimerSummary(0.4980, 0.001, (0.4975, 0.4985)))  # 2.6 % apart
 
 
 def test_agreement_is_judged_on_the_in_mode_figures_only() -> None:
