@@ -185,10 +185,9 @@ def _run_spread(ratio: iv.Ratio, case: Mapping[str, Any], base: Side, cand: Side
         return ratio, math.nan, "run-to-run spread unknown (fewer than two runs of its cases on either device)"
     b, c = (f if f is not None else known[0] for f in found)
     log_sd = math.hypot(b.log_sd, c.log_sd)
-    note = f"run-to-run spread {100 * math.expm1(log_sd):.2g} %"
-    if len(known) == 1:
-        note += " (from one device's runs, taken for both)"
-    return iv.widened(ratio, log_sd), 100 * math.expm1(log_sd), note
+    pct = 100 * math.expm1(log_sd)
+    note = f"run-to-run spread {pct:.2g} %" + (" (from one device's runs, taken for both)" if len(known) == 1 else "")
+    return iv.widened(ratio, log_sd), pct, note
 
 
 def _standing(ratio: iv.Ratio, b: dict, c: dict) -> tuple[Standing, str]:

@@ -42,7 +42,7 @@ CASE_DIFFERENCES = 20  # differences a case needs for an estimate of its own
 MAD_TO_SD = 1.4826  # the median |x| of a centred normal's draws times this is its standard deviation
 SPREAD_COLUMNS = ("device_name", "case_key", "family", "backend", "run_order", "median_ms")
 # what is read to choose the trustworthy ones (reports.frames.trustworthy)
-READ_COLUMNS = (*SPREAD_COLUMNS, "run_id", "status", "throttled", "quality", "rel_ci_halfwidth", "stop_reason")
+READ_COLUMNS = (*SPREAD_COLUMNS, "status", "throttled", "quality", "rel_ci_halfwidth", "stop_reason")
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,6 @@ class Spread:
     log_sd: float
     differences: int
     pooled_over: str
-
-    @property
-    def percent(self) -> float:
-        return 100.0 * math.expm1(self.log_sd)
 
 
 @dataclass(frozen=True)
