@@ -34,7 +34,7 @@ from typing import Any
 
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
-from rooflab.suite.ops.collective import ALL, FAMILY
+from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
 
 EXIT_OK, EXIT_FAULT = 0, 1
 ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
@@ -81,7 +81,7 @@ def cases_for_world(cases: Sequence[Case], size: int) -> list[Case]:
             continue
         ranks = case.params.get("ranks", ALL)
         if ranks == ALL:
-            out.append(replace(case, params={**case.params, "ranks": size}))
+            out.append(at_world_size(case, size))
         elif int(ranks) == size:
             out.append(case)
     return list({c.case_key: c for c in out}.values())
