@@ -140,14 +140,6 @@ TENSOR_FLOPS_TEXT = ("FLOPs not countable by these counters: the model's FLOPs r
                      "counts in instructions, not FLOPs")
 
 
-def flops_on_tensor_pipe(family: str | None, dtype: str | None) -> bool:
-    """Whether a case's model FLOPs run on the tensor cores: a GEMM, an attention or a layer in a dtype
-    that takes the tensor pipe (bf16, fp16, tf32, fp8). Decided from the case, not from the tensor-pipe
-    counter, which may read 0 for Hopper's warpgroup MMA (wgmma). A float32 GEMM without tf32 runs
-    on FFMA and is counted."""
-    return on_tensor_cores(family, dtype)
-
-
 @dataclass(frozen=True)
 class ModelCheck:
     """The op's model against what the counters measured (None where a figure is missing)."""
@@ -160,7 +152,7 @@ class ModelCheck:
     flops_differ: bool
     excess_bytes: int | None  # dram_bytes - model_bytes (negative: fewer)
     reason: BytesReason | None  # the likeliest reason of a bytes difference
-    # False: the model's FLOPs run on the tensor cores (flops_on_tensor_pipe), or the tensor pipe did
+    # False: the model's FLOPs run on the tensor cores (rooflab.vocab.on_tensor_cores), or the tensor pipe did
     # work: these counters cannot count them, so there is no FLOP comparison
     flops_countable: bool = True
     # a cold case's DRAM bytes fewer than the model by no more than the output left dirty in the L2
@@ -210,11 +202,13 @@ def check_model(*, model_bytes: int, model_flops: int, dram_read_bytes: int | No
       different (`write_back_bytes`): a small cold output can read as almost no DRAM writes. A hot
       case's shortfall stays served_from_l2 (its inputs come from the L2 by design).
     - FLOPs are compared only where the counters can count them: not for a case whose model FLOPs
-      run on the tensor cores (`family`, `dtype`: flops_on_tensor_pipe), nor where the tensor pipe
-      did work (`tensor_instructions`)."""
+      run on the tensor cores (`family`, `dtype`: rooflab.vocab.on_tensor_cores, decided from the
+      case, since the tensor-pipe counter may read 0 for Hopper's warpgroup MMA), nor where the
+      tensor pipe did work (`tensor_instructions`). A float32 GEMM without TF32 runs on FFMA and is
+      compared."""
     dram = _sum([dram_read_bytes, dram_write_bytes])
     flops = _sum([fp64_flops, fp32_flops, fp16_flops])
-    countable = not (flops_on_tensor_pipe(family, dtype) or bool(tensor_instructions))
+    countable = not (on_tensor_cores(family, dtype) or bool(tensor_instructions))
     bytes_differ = _differs(model_bytes, dram)
     write_back = None
     if bytes_differ and dram is not None and dram < model_bytes and cache == CacheMode.COLD and l2_bytes:
