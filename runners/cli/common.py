@@ -72,19 +72,35 @@ def require_database(url: str) -> None:
         )
 
 
-def output_dir(out: Path, option: str = "--out") -> Path:
-    """Create the folder `out` (and its parents) for written files; one clear message and exit
-    code 2 when it cannot be (a parent that is a file, a read-only or missing place)."""
+def check_output_dir(out: Path, option: str = "--out") -> Path:
+    """That the folder `out` can take written files, or be created for them, without creating it
+    (for a command that makes it only once it has something to write); one clear message and exit
+    code 2 when not (a file in its place or above it, a place that is not writable)."""
     from rich.markup import escape
 
-    if out.exists() and not out.is_dir():
-        fail(f"{option}: {escape(str(out))} exists and is not a directory")
+    if out.exists():
+        if not out.is_dir():
+            fail(f"{option}: {escape(str(out))} exists and is not a directory")
+        if not os.access(out, os.W_OK | os.X_OK):
+            fail(f"{option}: the directory {escape(str(out))} is not writable")
+        return out
+    above = next(p for p in out.absolute().parents if p.exists())
+    if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
+        why = "is not a directory" if not above.is_dir() else "is not writable"
+        fail(f"{option}: cannot create the directory {escape(str(out))}: {escape(str(above))} {why}")
+    return out
+
+
+def output_dir(out: Path, option: str = "--out") -> Path:
+    """Create the folder `out` (and its parents) for written files, after check_output_dir; one
+    clear message and exit code 2 when it cannot be."""
+    from rich.markup import escape
+
+    check_output_dir(out, option)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"{option}: cannot create the directory {escape(str(out))}: {escape(exc.strerror or str(exc))}")
-    if not os.access(out, os.W_OK | os.X_OK):
-        fail(f"{option}: the directory {escape(str(out))} is not writable")
     return out
 
 

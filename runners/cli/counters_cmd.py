@@ -1,7 +1,6 @@
 """`rooflab counters SPEC`: every case's byte and FLOP model held against Nsight Compute's counters."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from rooflab.errors import UserError
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
+    check_output_dir,
     console,
     db_url,
     err_console,
@@ -55,7 +55,9 @@ def counters_command(
 
     if seed < 0:
         fail(f"--seed {seed}: must be >= 0")
-    keep = keep_folder(keep_reports) if keep_reports is not None else None
+    # checked, not made: run_counters makes it with the first reading it stores, so that a refused
+    # command leaves no folder behind
+    keep = check_output_dir(keep_reports, "--keep-reports") if keep_reports is not None else None
 
     def progress(record: CounterRecord) -> None:
         if json_output:
@@ -78,23 +80,6 @@ def counters_command(
         print_json(data)
     else:
         render(data, console)
-
-
-def keep_folder(path: Path) -> Path:
-    """--keep-reports checked, not made: run_counters makes it with the first reading it stores, so
-    that a refused command leaves no folder behind. One message and exit code 2 when it could not be
-    made or written (a file in its place or above it, a place that is not writable)."""
-    if path.exists():
-        if not path.is_dir():
-            fail(f"--keep-reports: {escape(str(path))} exists and is not a directory")
-        if not os.access(path, os.W_OK | os.X_OK):
-            fail(f"--keep-reports: the directory {escape(str(path))} is not writable")
-        return path
-    above = next(p for p in path.absolute().parents if p.exists())
-    if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
-        why = "is not a directory" if not above.is_dir() else "is not writable"
-        fail(f"--keep-reports: cannot create the directory {escape(str(path))}: {escape(str(above))} {why}")
-    return path
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

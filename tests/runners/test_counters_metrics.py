@@ -19,7 +19,7 @@ from tests.runners.test_counters_cli import planted_cuda
 runner = CliRunner()
 
 
-def test_the_code_asks_for_exactly_the_metrics_the_docs_name() -> None:
+def test_the_code_asks_for_exactly_the_metrics_the_fake_ncu_expects() -> None:
     assert list(m.METRICS) == list(fake_ncu.METRICS)
     assert len(m.METRICS) == 16 and len(set(m.METRICS)) == 16
 
