@@ -88,6 +88,9 @@ class TimingMethod:
     sync_method: str | None = col(None, length=32)  # a SyncMethod: what held the stream
     flush_method: str | None = col(None, length=32)  # a FlushMethod: how the cache was cleaned
     pace: str | None = col(None, length=16)  # a Pace: how the samples followed one another
+    collective_mode: str | None = col(None, length=16)  # a CollectiveMode (collectives only)
+    tool: str = col("rooflab", length=32, server_default="'rooflab'")  # a Tool: which tool measured it
+    tool_version: str | None = col(None, length=64)  # that tool's version (None for rooflab's own results)
     warmup_ms: float | None = col(None, stored=False)  # host wall time of the warmup
     sampling_ms: float | None = col(None, stored=False)  # host wall time of the sampling phase
 

@@ -127,6 +127,24 @@ class Pace(StrEnum):
     IDLE = "idle"  # synchronise after each sample, then leave the device idle at least as long as the sample took
 
 
+class CollectiveMode(StrEnum):
+    """How a collective case is timed (a setting, and the measurement's `collective_mode`)."""
+
+    STREAM = "stream"  # nccl-tests' method: N calls back to back under one clock per rank, that clock / N
+    ISOLATED = "isolated"  # a barrier, then one call per sample; the slowest rank's time
+
+
+class Tool(StrEnum):
+    """Which tool measured a result (the measurement's `tool`): rooflab's own engine, or a peer
+    whose output file was imported. A series never joins two tools."""
+
+    ROOFLAB = "rooflab"
+    NCCL_TESTS = "nccl-tests"
+    RCCL_TESTS = "rccl-tests"
+    NVBENCH = "nvbench"
+    BABELSTREAM = "babelstream"
+
+
 class StopReason(StrEnum):
     """Why sampling stopped (runners.engine.stopping decides; the database stores the value): the CI
     reached the target precision, the CI is no wider than the clock's resolution, the noise estimate
