@@ -6,12 +6,13 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
 import rooflab
 
-FAST = {"warmup_ms": 1, "warmup_calls": 1, "min_samples": 8, "min_time_ms": 1, "max_time_ms": 150}
+FAST: dict[str, Any] = {"warmup_ms": 1, "warmup_calls": 1, "min_samples": 8, "min_time_ms": 1, "max_time_ms": 150}
 
 
 def test_measure_times_a_known_sleep_and_derives_its_statistics_from_the_raw_samples():
