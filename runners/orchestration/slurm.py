@@ -157,6 +157,7 @@ def render_array(job: SlurmJob) -> str:
             *gpus,
             ("--exclusive", None),
             ("--requeue", None),
+            ("--open-mode", "append"),  # a requeued task's log follows the killed start's, not over it
             ("--time", job.time_limit),
             ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
             ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
@@ -180,7 +181,7 @@ fi
 
 {_environment(job, with_out=False)}
 {_gpu_check(job)}
-echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on $(hostname) {where}" \\
+echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on ${{SLURMD_NODENAME:-$(hostname)}} {where}" \\
   "(restart ${{SLURM_RESTART_COUNT:-0}})"
 exec "${{ROOFLAB[@]}}" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" {devices} --run-id "$RUN_ID"
 """

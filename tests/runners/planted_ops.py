@@ -21,10 +21,9 @@ import os
 import time
 from typing import Any
 
-import torch
-
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.lazy import torch
 from rooflab.suite.ops.base import Op, Params, ParamSpec, Prepared
 from rooflab.suite.ops.registry import register
 

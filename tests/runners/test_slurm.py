@@ -336,7 +336,7 @@ def test_cpu_node_scripts_measure_on_the_cpu_and_run_collectives_over_gloo(awkwa
         bash_n(path)
     d = directives(array.read_text())
     assert "--gpus-per-node" not in d and "--gres" not in d
-    assert d["--array"] == "0-2" and "--exclusive" in d and "--requeue" in d
+    assert d["--array"] == "0-2" and "--exclusive" in d and "--requeue" in d and d["--open-mode"] == "append"
     c = directives(collectives.read_text())
     assert "--gpus-per-node" not in c and "--exclusive" in c
     assert c["--nodes"] == "3" and c["--ntasks-per-node"] == "1"
