@@ -108,6 +108,11 @@ def make_job(base: Path, **overrides: Any) -> SlurmJob:
     return SlurmJob(**fields)
 
 
+def bash() -> str:
+    assert BASH is not None  # the module is skipped without bash
+    return BASH
+
+
 def bash_n(path: Path) -> None:
     assert BASH is not None  # the module is skipped without bash
     done = subprocess.run([BASH, "-n", str(path)], capture_output=True, text=True)
@@ -287,7 +292,7 @@ def _run_step(awkward_dir: Path, job: SlurmJob, bin_dir: Path) -> subprocess.Com
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", ROOFLAB_RUN_ID="nightly-20261121",
                SLURM_JOB_ID="123456", SLURM_JOB_NODELIST="gpu-node[07-09]")
     env.pop("ROOFLAB_DB", None)
-    return subprocess.run([BASH, str(collectives)], env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run([bash(), str(collectives)], env=env, capture_output=True, text=True, timeout=30)
 
 
 def test_collective_step_runs_one_rank_per_gpu_over_every_node_with_a_rendezvous(awkward_dir: Path) -> None:
@@ -344,7 +349,7 @@ def test_cpu_node_scripts_measure_on_the_cpu_and_run_collectives_over_gloo(awkwa
     # an array task with no GPU at all: no warning, the shard on the CPU
     env = dict(os.environ, SLURM_ARRAY_TASK_ID="2", ROOFLAB_RUN_ID="nightly-20261121")
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    done = subprocess.run([BASH, str(array)], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run([bash(), str(array)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert "warning" not in done.stderr and "CPU" in done.stdout
     assert log.read_text().splitlines()[:-1] == [
@@ -382,7 +387,7 @@ def test_python_module_command_runs_this_checkout(awkward_dir: Path) -> None:
     job = make_job(awkward_dir, gpus_per_node=0, rooflab=(str(python), "-m", "rooflab"))
     _, finalize, _, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, ROOFLAB_RUN_ID="nightly-20261121", PYTHONPATH=str(awkward_dir / "checkout"))
-    done = subprocess.run([BASH, str(finalize)], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run([bash(), str(finalize)], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     lines = log.read_text().splitlines()
     assert lines[:4] == [f"PYTHONPATH={awkward_dir / 'checkout'}", "-m", "rooflab", "nightly"]
