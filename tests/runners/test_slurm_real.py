@@ -198,6 +198,7 @@ class Night:
     killed_at: datetime  # (UTC) just before the kill
     requeued_at: datetime  # (UTC) just after the requeue
     never: str  # a finalising job of the same night, written with --fail-on never (its own --out)
+    dependencies: dict[str, str]  # the collective step's and finalising job's, as submitted
     stored_before_kill: frozenset[str]  # case keys of the killed shard stored before the kill
     shards: tuple[tuple[str, ...], ...]  # the case keys of each shard, as the tasks split them
 
@@ -282,13 +283,14 @@ def night(cluster: SlurmCluster, night_url: str, tmp_path_factory: pytest.TempPa
     scripts = rooflab_slurm(spec, night_url, out, "--fail-on", "regression")
     shards = _shards(spec)
     jobs = submit(cluster, scripts["submit"], submit_env(cluster))
+    dependencies = {name: cluster.job(jobs[name])["Dependency"] for name in ("collectives", "finalize")}
     never = _never_finalize(cluster, spec, night_url, base / "never", jobs)
     task, killed_at, requeued_at, before = _kill_mid_run(cluster, night_url, jobs, shards)
     ids = [f"{jobs['array']}_0", f"{jobs['array']}_1", jobs["collectives"], jobs["finalize"], never]
     for job in ids[::-1]:
         cluster.wait(job, timeout_s=150)
     return Night(cluster, night_url, spec, out, scripts, jobs, {i: cluster.job(i) for i in ids}, regressed, task,
-                 killed_at, requeued_at, never, before, shards)
+                 killed_at, requeued_at, never, dependencies, before, shards)
 
 
 def _never_finalize(cluster: SlurmCluster, spec: Path, url: str, out: Path, jobs: dict[str, str]) -> str:
@@ -335,6 +337,9 @@ def test_a_night_stores_every_case_once_under_one_run(night: Night) -> None:
 
 def test_the_jobs_follow_their_dependencies_and_log_where_the_scripts_say(night: Night) -> None:
     f, jobs = night.fields, night.jobs
+    # as submitted: the step after every task of the array, the finalising job after the step
+    assert night.dependencies["collectives"].startswith(f"afterany:{jobs['array']}_*"), night.dependencies
+    assert night.dependencies["finalize"].startswith(f"afterany:{jobs['collectives']}"), night.dependencies
     tasks = [f[f"{jobs['array']}_{i}"] for i in (0, 1)]
     step, final = f[jobs["collectives"]], f[jobs["finalize"]]
     assert [t["JobState"] for t in tasks] == ["COMPLETED", "COMPLETED"] and step["JobState"] == "COMPLETED"
