@@ -274,7 +274,7 @@ def night_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def night(cluster: SlurmCluster, night_url: str, tmp_path_factory: pytest.TempPathFactory) -> Night:
+def night(night_url: str, cluster: SlurmCluster, tmp_path_factory: pytest.TempPathFactory) -> Night:
     base = tmp_path_factory.mktemp("night")
     spec = base / "slurmnight.yaml"
     spec.write_text(NIGHT_SPEC)
