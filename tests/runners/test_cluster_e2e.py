@@ -117,6 +117,7 @@ def kill_after_first_result(url: str, run_id: str, shard: str, proc: subprocess.
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)  # reaps it and closes its pipes
         if engine is not None:
             engine.dispose()
 
