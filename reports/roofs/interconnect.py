@@ -5,8 +5,8 @@ one GPU's link carries whatever the world size. Its roof is the `interconnect` c
 collective and world size (the best trustworthy busbw measured, reports.roofs.ceilings), else the
 datasheet's link figure per direction (NVLink where the part has it, else PCIe; reports/roofs/gpu_specs.py).
 Its floor is the `comm_latency` ceiling: the fastest median of that collective and world size, what
-its smallest messages take. Diagnosis (reports/walls/diagnosis.py) calls a collective `overhead`-bound
-within its OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
+its smallest messages take. The roofline rule (reports/walls/roofline_rule.py) calls a collective
+`overhead`-bound within its OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
 collective's speedup from the two systems' interconnect roofs (or floors, when overhead-bound).
 """
 from __future__ import annotations

@@ -1,0 +1,128 @@
+"""Each rule of the project is written in one place; an AST scan of the packages finds a second
+definition where one can be recognised mechanically (docs/fixed-sets-and-rules.md lists the rules
+and their places). Each scan is shown, on planted source, to see every form it looks for.
+
+- the roofline rule (reports/walls/roofline_rule.py): no other module decides a wall (a Wall
+  member returned, assigned or passed on), compares an intensity with a ridge point, or holds a
+  time against OVERHEAD_FACTOR times a floor.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("suite", "runners", "db", "reports", "rooflab", "scripts")
+
+Finder = Callable[[ast.AST], Iterator[int]]
+
+
+def _names(node: ast.AST) -> set[str]:
+    """Every identifier, attribute name and string constant inside `node`, lower case."""
+    out: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            out.add(n.id.lower())
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr.lower())
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            out.add(n.value.lower())
+    return out
+
+
+def _mentions(node: ast.AST, *words: str) -> bool:
+    return any(word in name for name in _names(node) for word in words)
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    return {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
+
+
+def _scopes(tree: ast.Module) -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of every function, and of every assignment at module level."""
+    out = [(n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
+           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for n in tree.body:
+        if isinstance(n, (ast.Assign, ast.AnnAssign)):
+            target = n.targets[0] if isinstance(n, ast.Assign) else n.target
+            if isinstance(target, ast.Name):
+                out.append((n.lineno, n.end_lineno or n.lineno, target.id))
+    return out
+
+
+def _scope_of(line: int, scopes: list[tuple[int, int, str]]) -> str:
+    inside = [s for s in scopes if s[0] <= line <= s[1]]
+    return min(inside, key=lambda s: s[1] - s[0])[2] if inside else "<module>"
+
+
+@functools.cache
+def _parsed(path: Path) -> tuple[ast.Module, list[tuple[int, int, str]]]:
+    tree = ast.parse(path.read_text())
+    return tree, _scopes(tree)
+
+
+def scan(finder: Finder, allowed: dict[str, str], packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """`file:line (scope)` of every hit of `finder` in `packages`, outside the files (`path`) and
+    the functions or module-level names (`path:name`) that `allowed` names."""
+    hits = []
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel in allowed:
+                continue
+            tree, scopes = _parsed(path)
+            for line in sorted(set(finder(tree))):
+                scope = _scope_of(line, scopes)
+                if f"{rel}:{scope}" not in allowed:
+                    hits.append(f"{rel}:{line} ({scope})")
+    return hits
+
+
+def hits_in(finder: Finder, source: str) -> list[int]:
+    return sorted(set(finder(ast.parse(source))))
+
+
+# -- the roofline rule ----------------------------------------------------------------------------
+
+def _is_wall_member(node: ast.Attribute) -> bool:
+    return isinstance(node.value, ast.Name) and node.value.id == "Wall"
+
+
+def roofline_rule(tree: ast.AST) -> Iterator[int]:
+    """A wall decided (a Wall member as what is returned, assigned, chosen or passed on), a ridge
+    comparison, or a time held against OVERHEAD_FACTOR."""
+    parents = _parents(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _is_wall_member(node):
+            parent = parents.get(node)
+            decided = (isinstance(parent, (ast.Return, ast.IfExp, ast.keyword))
+                       or (isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node)
+                       or (isinstance(parent, ast.Dict) and node in parent.values))
+            if decided:
+                yield node.lineno
+        elif isinstance(node, ast.Compare) and any(_mentions(side, "ridge") for side in (node.left, *node.comparators)):
+            yield node.lineno
+        elif isinstance(node, ast.BinOp) and _mentions(node, "overhead_factor"):
+            yield node.lineno
+
+
+ROOFLINE_RULE_HOME = {"reports/walls/roofline_rule.py": "the rule itself"}
+
+
+def test_the_roofline_rule_is_written_once() -> None:
+    assert scan(roofline_rule, ROOFLINE_RULE_HOME) == []
+
+
+def test_the_roofline_scan_sees_each_form() -> None:
+    source = (
+        "def a(c, m):\n    return Wall.COMPUTE if c >= m else Wall.BANDWIDTH\n"  # 2
+        "wall = Wall.OVERHEAD\n"  # 3
+        "p = Prediction(wall=Wall.COMMS)\n"  # 4
+        "row = {'wall': Wall.COMPUTE}\n"  # 5
+        "hit = intensity >= ridge_flop_per_byte\n"  # 6
+        "near = median_ms <= OVERHEAD_FACTOR * floor\n"  # 7
+        "fine = {Wall.COMPUTE: 'green'}\nalso_fine = wall == Wall.OVERHEAD\nfor w in (Wall.COMPUTE,): pass\n"
+    )
+    assert hits_in(roofline_rule, source) == [2, 3, 4, 5, 6, 7]
