@@ -4,7 +4,9 @@ and their places). Each scan is shown, on planted source, to see every form it l
 
 - the roofline rule (reports/walls/roofline_rule.py): no other module decides a wall (a Wall
   member returned, assigned or passed on), compares an intensity with a ridge point, or holds a
-  time against OVERHEAD_FACTOR times a floor.
+  time against OVERHEAD_FACTOR times a floor;
+- the device kind (rooflab/vocab.py `device_kind_of`): no `startswith("cuda")`, no comparison of a
+  device string with "cuda" or "cpu", no `split(":")` or `partition(":")` of a device string.
 """
 from __future__ import annotations
 
@@ -126,3 +128,49 @@ def test_the_roofline_scan_sees_each_form() -> None:
         "fine = {Wall.COMPUTE: 'green'}\nalso_fine = wall == Wall.OVERHEAD\nfor w in (Wall.COMPUTE,): pass\n"
     )
     assert hits_in(roofline_rule, source) == [2, 3, 4, 5, 6, 7]
+
+
+# -- the device kind ------------------------------------------------------------------------------
+
+DEVICE_KIND_WORDS = {"cuda", "cuda:", "cpu", "cpu:"}
+
+
+def _kind_constant(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value in DEVICE_KIND_WORDS
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_kind_constant(e) for e in node.elts)
+
+
+def device_kind_tests(tree: ast.AST) -> Iterator[int]:
+    """`x.startswith("cuda")`, a device compared with "cuda" or "cpu", a device split at ":"."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method in ("startswith", "endswith") and any(_kind_constant(a) for a in node.args):
+                yield node.lineno
+            colon = any(isinstance(a, ast.Constant) and a.value == ":" for a in node.args)
+            if method in ("split", "rsplit", "partition") and colon and _mentions(node.func.value, "device"):
+                yield node.lineno
+        elif isinstance(node, ast.Compare):
+            sides = (node.left, *node.comparators)
+            if any(_kind_constant(s) for s in sides) and any(_mentions(s, "device") for s in sides):
+                yield node.lineno
+
+
+DEVICE_KIND_HOME = {"rooflab/vocab.py": "device_kind_of and device_index_of"}
+
+
+def test_device_kind_of_is_the_only_device_kind_test() -> None:
+    assert scan(device_kind_tests, DEVICE_KIND_HOME) == []
+
+
+def test_the_device_kind_scan_sees_each_form() -> None:
+    source = (
+        "a = torch_device.startswith('cuda')\n"  # 1
+        "b = [d for d in devices if d.startswith(('cuda:', 'mps'))]\n"  # 2
+        "c = torch_device == 'cpu'\n"  # 3
+        "kind = device_kind.split(':', 1)[0]\n"  # 4
+        "k, _, i = torch_device.partition(':')\n"  # 5
+        "fine = line.startswith('cpu ')\nalso = value == 'cuda'\nkey = case_key.split(':')\n"
+    )
+    assert hits_in(device_kind_tests, source) == [1, 2, 3, 4, 5]
