@@ -22,6 +22,7 @@ from rooflab.db.columns import ALL_COLUMNS, canonical_json, column_sources, resu
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.timeparse import parse_since
+from rooflab.db.usable import figure_mask
 from rooflab.vocab import ResultStatus, RunStatus
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
@@ -229,7 +230,7 @@ def series_summary(url: Db) -> pd.DataFrame:
     in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
     runs in run order (None without one). One pass over the measurements, no row per result."""
     r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    ok = (m.status == ResultStatus.OK) & (m.median_ms > 0)
+    ok = figure_mask(m.status == ResultStatus.OK, m.median_ms)
     query = (
         select(c.case_key, e.device_fingerprint,
                func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
@@ -276,7 +277,7 @@ def series_method_spans(url: Db) -> pd.DataFrame:
         select(c.case_key, e.device_fingerprint, m.flush_method, m.pace,
                func.min(r.started_at).label("first_ok_start"), func.max(r.started_at).label("last_ok_start"))
         .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
-        .where(m.status == ResultStatus.OK, m.median_ms > 0, m.flush_method.is_not(None), m.pace.is_not(None))
+        .where(figure_mask(m.status == ResultStatus.OK, m.median_ms), m.flush_method.is_not(None), m.pace.is_not(None))
         .group_by(c.case_key, e.device_fingerprint, m.flush_method, m.pace)
         .order_by(c.case_key, e.device_fingerprint)
     )

@@ -6,7 +6,9 @@ and their places). Each scan is shown, on planted source, to see every form it l
   member returned, assigned or passed on), compares an intensity with a ridge point, or holds a
   time against OVERHEAD_FACTOR times a floor;
 - the device kind (rooflab/vocab.py `device_kind_of`): no `startswith("cuda")`, no comparison of a
-  device string with "cuda" or "cpu", no `split(":")` or `partition(":")` of a device string.
+  device string with "cuda" or "cpu", no `split(":")` or `partition(":")` of a device string;
+- the result with a figure (db/usable.py): no other `median > 0` test (the places where a median's
+  sign means something else are named, with why).
 """
 from __future__ import annotations
 
@@ -174,3 +176,43 @@ def test_the_device_kind_scan_sees_each_form() -> None:
         "fine = line.startswith('cpu ')\nalso = value == 'cuda'\nkey = case_key.split(':')\n"
     )
     assert hits_in(device_kind_tests, source) == [1, 2, 3, 4, 5]
+
+
+# -- the result with a figure ---------------------------------------------------------------------
+
+def positive_median_tests(tree: ast.AST) -> Iterator[int]:
+    """`median > 0` (or `0 < median`) on anything named for a median."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            left, op, right = node.left, node.ops[0], node.comparators[0]
+            zero = (isinstance(right, ast.Constant) and right.value == 0 and isinstance(op, (ast.Gt, ast.GtE))) or (
+                isinstance(left, ast.Constant) and left.value == 0 and isinstance(op, (ast.Lt, ast.LtE)))
+            if zero and _mentions(left if isinstance(right, ast.Constant) else right, "median"):
+                yield node.lineno
+
+
+FIGURE_HOME = {
+    "db/usable.py": "the rule itself (figure_mask, usable_mask)",
+    # where a median is a number to divide by, not a row to keep or drop
+    "reports/walls/roofline_rule.py:roofline_bound": "a measured time per call to hold the roofline time against",
+    "runners/orchestration/shards.py:estimate_cost_s": "a previous run's median to estimate a case's cost from",
+    "runners/machine/clocks.py:energy_per_call_j": "energy per call needs a positive time",
+    "runners/engine/stats.py:summarize": "a relative CI needs a positive median",
+    "reports/comparisons/run_spread.py:_differences": "the log of medians of rows already trustworthy",
+    "db/series_query.py:history_columns": "a keys-only read keeps whether a median is positive; its readers "
+                                          "apply figure_mask to it with the status",
+}
+
+
+def test_the_figure_rule_is_written_once() -> None:
+    assert scan(positive_median_tests, FIGURE_HOME) == []
+
+
+def test_the_figure_scan_sees_each_form() -> None:
+    source = (
+        "ok = (df['status'] == 'ok') & (pd.to_numeric(df['median_ms'], errors='coerce') > 0)\n"  # 1
+        "ok = h.median_ms > 0\n"  # 2
+        "ok = 0 < median\n"  # 3
+        "fine = left > 0\nalso = median_ms > 1\n"
+    )
+    assert hits_in(positive_median_tests, source) == [1, 2, 3]

@@ -20,13 +20,13 @@ import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
 
-from rooflab.reports.data.frames import is_cpu, quality_of, usable  # noqa: E402 - after matplotlib.use
+from rooflab.reports.data.frames import is_cpu, quality_of, usable, with_figure  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
 from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.roofs.gpu_specs import GpuSpec  # noqa: E402 - after matplotlib.use
 from rooflab.reports.walls.roofline_rule import attainable_tflops, ridge_flop_per_byte  # noqa: E402 - after matplotlib.use
-from rooflab.vocab import CacheMode, CeilingKind, Quality, ResultStatus  # noqa: E402 - after matplotlib.use
+from rooflab.vocab import CacheMode, CeilingKind, Quality  # noqa: E402 - after matplotlib.use
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -101,8 +101,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
     every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
     quality (reports.data.frames.quality_of)."""
-    ok = (rows[(rows["status"] == ResultStatus.OK) & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)]
-          if not rows.empty else rows)
+    ok = with_figure(rows)
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
         ok = ok[ok["family"] != COLLECTIVE_FAMILY]  # bus bytes are not DRAM traffic: the interconnect section

@@ -26,12 +26,12 @@ from typing import Any
 import pandas as pd
 
 from rooflab.db import rates
-from rooflab.reports.data.frames import params_of
+from rooflab.reports.data.frames import params_of, with_figure
 from rooflab.reports.roofs.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
 from rooflab.reports.walls.diagnosis import latest_per_case
 from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
-from rooflab.vocab import CeilingKind, ResultStatus, TimingMode, Wall
+from rooflab.vocab import CeilingKind, TimingMode, Wall
 
 MATRIX_KINDS = ("matmul", "attention", "backward")
 PART_COLOURS = {
@@ -219,8 +219,7 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
     device's rows; `parts`: any superset of their parts)."""
     if profiles.empty:
         return []
-    positive = pd.to_numeric(profiles["median_ms"], errors="coerce") > 0
-    rows = profiles[(profiles["status"] == ResultStatus.OK) & positive]
+    rows = with_figure(profiles)
     rows = rows.sort_values(["run_order", "measurement_id"]).drop_duplicates("case_key", keep="last")
     floor = launch_floor_ms(dc, TimingMode.LAUNCH)
     out = []

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rooflab.db.usable import figure_mask
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings, idle_after_ms
@@ -217,7 +218,7 @@ def _previous_medians(database: Any, suite: str | None, device_fingerprint: str 
         current = all_runs.loc[all_runs["run_id"] == current_run_id, "run_order"]
         if not current.empty:
             frame = frame[frame["run_order"] < int(current.iloc[0])]
-    frame = frame[frame["median_ms"].notna() & (frame["median_ms"] > 0)]
+    frame = frame[figure_mask(frame["status"] == ResultStatus.OK, frame["median_ms"])]
     if frame.empty:
         return CostBasis()
     # per case_key, the latest run that measured it; several GPUs of that run -> median of medians
