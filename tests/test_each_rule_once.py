@@ -8,7 +8,9 @@ and their places). Each scan is shown, on planted source, to see every form it l
 - the device kind (rooflab/vocab.py `device_kind_of`): no `startswith("cuda")`, no comparison of a
   device string with "cuda" or "cpu", no `split(":")` or `partition(":")` of a device string;
 - the result with a figure (db/usable.py): no other `median > 0` test (the places where a median's
-  sign means something else are named, with why).
+  sign means something else are named, with why);
+- a rate (db/rates.py): no arithmetic that sets bytes or FLOPs against a time or a rate and scales
+  them by a power of ten.
 """
 from __future__ import annotations
 
@@ -216,3 +218,38 @@ def test_the_figure_scan_sees_each_form() -> None:
         "fine = left > 0\nalso = median_ms > 1\n"
     )
     assert hits_in(positive_median_tests, source) == [1, 2, 3]
+
+
+# -- rates ----------------------------------------------------------------------------------------
+
+POWERS_OF_TEN = {1e3 ** k for k in (-4, -3, -2, 2, 3, 4)}  # 1e-12 ... 1e-6, 1e6 ... 1e12
+WORK_WORDS = ("bytes", "flops")
+TIME_OR_RATE_WORDS = ("median", "_ms", "gbps", "tflops")
+
+
+def hand_rates(tree: ast.AST) -> Iterator[int]:
+    """Bytes or FLOPs set against a time or a rate and scaled by a power of ten (1e6 or more,
+    1e-6 or less): a rate, or a time at a rate, worked out by hand."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+            scaled = any(isinstance(side, ast.Constant) and side.value in POWERS_OF_TEN
+                         for side in (node.left, node.right))
+            if scaled and _mentions(node, *WORK_WORDS) and _mentions(node, *TIME_OR_RATE_WORDS):
+                yield node.lineno
+
+
+RATES_HOME = {"db/rates.py": "the one derivation of a rate"}
+
+
+def test_every_rate_goes_through_db_rates() -> None:
+    assert scan(hand_rates, RATES_HOME) == []
+
+
+def test_the_rate_scan_sees_each_form() -> None:
+    source = (
+        "gbps = float(r['bytes']) / float(r['median_ms']) / 1e6\n"  # 1
+        "s = max(nbytes / (NOMINAL_GBPS * 1e9), flops / (1e12 * NOMINAL_TFLOPS))\n"  # 2
+        "tflops = flops / median_ms / 1e9\n"  # 3
+        "fine = (t1 - t0) / 1e6\nalso = bus_width_bits / 8 * clock_mhz * 1e6\nmb = result.bytes / 1e6\n"
+    )
+    assert hits_in(hand_rates, source) == [1, 2, 3]

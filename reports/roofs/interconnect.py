@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, usable
 from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, Ceiling, DeviceCeilings, Roof, best_of, ceiling_of
 from rooflab.reports.roofs.gpu_specs import GpuSpec
@@ -80,7 +81,7 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
     for (_, r), ranks, quality in zip(ok.iterrows(), world_sizes(ok), quality_of(ok), strict=True):
         params = params_of(r["params"])
         size = int(ranks) if ranks == ranks else world_size(params.get("ranks", 2))
-        gbps = float(r["bytes"]) / float(r["median_ms"]) / 1e6
+        gbps = float(rates.gbps(float(r["bytes"]), float(r["median_ms"])))
         try:
             op = get_op(str(r["op"]))
             algbw = op.algbw_gbps(gbps, size) if isinstance(op, CollectiveOp) else math.nan

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rooflab.db import rates
 from rooflab.db.usable import figure_mask
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
@@ -124,7 +125,7 @@ def model_call_s(case: Case) -> tuple[float, int]:
     flops = op.flops(params, case.dtype)
     nbytes = op.bytes(params, case.dtype)
     memory = op.memory_bytes(params, case.dtype)
-    work_s = max(nbytes / (NOMINAL_GBPS * 1e9), flops / (NOMINAL_TFLOPS * 1e12))
+    work_s = max(rates.ms_at_gbps(nbytes, NOMINAL_GBPS), rates.ms_at_tflops(flops, NOMINAL_TFLOPS)) / rates.MS_PER_S
     return CALL_OVERHEAD_S + work_s, memory
 
 
@@ -145,7 +146,7 @@ def estimate_cost_s(case: Case, previous_medians: Mapping[str, float] | None = N
             memory = 0
     else:
         per_call_s, memory = model_call_s(case)
-    prepare_s = memory / (PREPARE_GBPS * 1e9)
+    prepare_s = rates.ms_at_gbps(memory, PREPARE_GBPS) / rates.MS_PER_S
     return CASE_OVERHEAD_S + prepare_s + sampling_time_s(per_call_s, case.timing, case.cache)
 
 
