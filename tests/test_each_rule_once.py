@@ -10,7 +10,8 @@ and their places). Each scan is shown, on planted source, to see every form it l
 - the result with a figure (db/usable.py): no other `median > 0` test (the places where a median's
   sign means something else are named, with why);
 - a rate (db/rates.py): no arithmetic that sets bytes or FLOPs against a time or a rate and scales
-  them by a power of ten.
+  them by a power of ten;
+- a dtype's storage (suite/dtypes.py `storage_dtype`): tf32 is mapped to float32 nowhere else.
 """
 from __future__ import annotations
 
@@ -253,3 +254,47 @@ def test_the_rate_scan_sees_each_form() -> None:
         "fine = (t1 - t0) / 1e6\nalso = bus_width_bits / 8 * clock_mhz * 1e6\nmb = result.bytes / 1e6\n"
     )
     assert hits_in(hand_rates, source) == [1, 2, 3]
+
+
+# -- a dtype's storage ----------------------------------------------------------------------------
+
+def _str(node: ast.AST | None, value: str) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value
+
+
+def tf32_as_float32(tree: ast.AST) -> Iterator[int]:
+    """tf32 mapped to float32: `"float32" if ... "tf32" ...`, `{"tf32": "float32"}`, a test of
+    tf32 whose body names float32, or the two in one membership test."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.IfExp) and _mentions(node.test, "tf32") and (
+                _str(node.body, "float32") or _str(node.orelse, "float32")):
+            yield node.lineno
+        elif isinstance(node, ast.Dict) and any(_str(k, "tf32") and _str(v, "float32")
+                                                for k, v in zip(node.keys, node.values, strict=True)):
+            yield node.lineno
+        elif isinstance(node, ast.If) and _mentions(node.test, "tf32") and any(
+                _str(n, "float32") for stmt in node.body for n in ast.walk(stmt)):
+            yield node.lineno
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            for side in node.comparators:
+                if isinstance(side, (ast.Tuple, ast.List, ast.Set)) and {"tf32", "float32"} <= {
+                        e.value for e in side.elts if isinstance(e, ast.Constant)}:
+                    yield node.lineno
+
+
+DTYPE_HOME = {"suite/dtypes.py": "storage_dtype, the one mapping"}
+
+
+def test_tf32_is_mapped_to_float32_once() -> None:
+    assert scan(tf32_as_float32, DTYPE_HOME) == []
+
+
+def test_the_dtype_scan_sees_each_form() -> None:
+    source = (
+        "name = 'float32' if dtype == 'tf32' else dtype\n"  # 1
+        "STORED = {'tf32': 'float32'}\n"  # 2
+        "if dtype in HALF or dtype == 'tf32':\n    order.append('float32')\n"  # 3
+        "if dtype not in ('float32', 'tf32'):\n    pass\n"  # 5
+        "fine = dtype == 'tf32'\nalso = ('float64', 'float32', 'tf32')\n"
+    )
+    assert hits_in(tf32_as_float32, source) == [1, 2, 3, 5]
