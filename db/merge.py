@@ -21,12 +21,9 @@ from rooflab.db.load import AttachedRow, Batch, CounterRows, LayerProfileRows, L
 from rooflab.db.schema import open_for_writing, require_current
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
-_RUN_COLUMNS = ("run_id", "suite", "spec_text", "spec_hash", "started_at", "finished_at", "status", "host",
-                "git_commit", "git_dirty", "command_line", "rooflab_version")
-_ENV_COLUMNS = ("device_fingerprint", "device_name", "device_kind", "identity", "memory_bytes", "l2_bytes",
-                "sm_count", "compute_capability", "driver_version", "cuda_version", "torch_version",
-                "first_seen_at")
-_CASE_COLUMNS = ("case_key", "op", "op_version", "family", "backend", "dtype", "params")
+# a run, a device and a case travel whole: every column of their tables but the target's own key
+_RUN_COLUMNS, _ENV_COLUMNS, _CASE_COLUMNS = (tuple(c.name for c in model.__table__.columns if c.name != "id")
+                                             for model in (models.Run, models.Environment, models.Case))
 _SKIP_MEASUREMENT = {"id", "run_id", "case_id", "environment_id"}
 _SKIP_CROSSCHECK = {"id", "run_id", "case_id", "environment_id"}
 _SKIP_COUNTERS = {"id", "run_id", "case_id", "environment_id", "checked_run_id"}

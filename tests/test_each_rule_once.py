@@ -11,7 +11,9 @@ and their places). Each scan is shown, on planted source, to see every form it l
   sign means something else are named, with why);
 - a rate (db/rates.py): no arithmetic that sets bytes or FLOPs against a time or a rate and scales
   them by a power of ten;
-- a dtype's storage (suite/dtypes.py `storage_dtype`): tf32 is mapped to float32 nowhere else.
+- a dtype's storage (suite/dtypes.py `storage_dtype`): tf32 is mapped to float32 nowhere else;
+- the results row's run, device and case columns (db/columns.py `JOINED`, from db/models.py's
+  tables): no literal list of four or more of one table's columns elsewhere in db/ and rooflab/.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ import ast
 import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from rooflab.db import models
+from rooflab.db.columns import JOINED
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("suite", "runners", "db", "reports", "rooflab", "scripts")
@@ -298,3 +303,58 @@ def test_the_dtype_scan_sees_each_form() -> None:
         "fine = dtype == 'tf32'\nalso = ('float64', 'float32', 'tf32')\n"
     )
     assert hits_in(tf32_as_float32, source) == [1, 2, 3, 5]
+
+
+# -- the results row's run, device and case columns ------------------------------------------------
+
+TABLES = (models.Run, models.Environment, models.Case)
+TABLE_COLUMNS = [{c.name for c in t.__table__.columns} | {n for n, j in JOINED.items() if j.table is t}
+                 for t in TABLES]
+TYPED_OUT = 4  # this many of one table's columns in one literal is that table's list typed out again
+
+
+def _literal_strings(node: ast.AST) -> set[str]:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    if isinstance(node, ast.Dict):
+        return {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+    return set()
+
+
+def typed_out_columns(tree: ast.AST) -> Iterator[int]:
+    """A literal tuple, list, set or dict naming TYPED_OUT or more columns of one of the runs,
+    environments and cases tables."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
+            names = _literal_strings(node)
+            if any(len(names & columns) >= TYPED_OUT for columns in TABLE_COLUMNS):
+                yield node.lineno
+
+
+# frames that select a few columns of each table for one purpose are views, not the tables' lists
+COLUMNS_HOME = {
+    "db/columns.py": "JOINED, the one list",
+    "db/models.py": "the tables themselves",
+    "db/collectives.py": "the stragglers' frame: the columns the interconnect section shows",
+    "db/counters.py": "the counters frame: the columns the counters report shows",
+    "db/crosscheck.py": "the cross-check frame: the columns the cross-check page shows",
+    "db/layer_query.py": "the layer profiles frame: the columns the breakdown shows",
+    "db/series_query.py": "the history's small tables: the columns the history pages draw",
+    "db/migrations/versions/0001_initial.py": "a revision is frozen history: the tables as they were created",
+    "db/query.py:RUN_FRAME_COLUMNS": "rooflab.runs(): the runs table's columns in the order that public frame has",
+    "db/query.py:ENVIRONMENT_FRAME_COLUMNS": "environments(): the devices in the order that frame has",
+    "db/query.py:result_counts": "the run counts' frame: the columns a report chooses runs by",
+}
+
+
+def test_the_run_device_and_case_columns_are_listed_once() -> None:
+    assert scan(typed_out_columns, COLUMNS_HOME, packages=("db", "rooflab")) == []
+
+
+def test_the_column_scan_sees_each_form() -> None:
+    source = (
+        "RUN = ('run_id', 'suite', 'spec_hash', 'started_at')\n"  # 1
+        "env = {'device_name': 1, 'device_kind': 2, 'l2_bytes': 3, 'sm_count': 4}\n"  # 2
+        "fine = ('run_id', 'device_name', 'case_key', 'median_ms')\n"
+    )
+    assert hits_in(typed_out_columns, source) == [1, 2]
