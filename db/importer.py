@@ -13,7 +13,7 @@ import io
 import json
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from rooflab.db.columns import (
     COLUMN_KINDS,
     EXPORT_COLUMNS,
     TABLE_KEYS,
+    ColumnKind,
     joined_fields,
     table_row,
 )
@@ -72,88 +73,110 @@ def detect_format(path: Path) -> tuple[str, bool]:
 # -- values -------------------------------------------------------------------------------------
 
 def _parse_value(name: str, value: Any, from_text: bool) -> Any:
+    """The value of column `name` as the database stores it, from a file's `value` (text when
+    `from_text`: a CSV field); _Bad says what is wrong with it."""
     spec = COLUMN_KINDS[name]
     if value is None or (from_text and value == "" and spec.kind != "str"):
         if spec.nullable:
             return None
         raise _Bad("is missing (a value is required)")
-    kind = spec.kind
-    if kind == "str":
-        if not isinstance(value, str):
-            raise _Bad(f"{value!r} is not a string")
-        if value == "":
-            if spec.nullable:
-                return None
-            if spec.default != "":
-                raise _Bad("is empty (a value is required)")
-        if name in _ENUMS and value not in _ENUMS[name]:
-            raise _Bad(f"{value!r} is not one of {', '.join(_ENUMS[name])}")
-        if name == "shard" and value:
-            try:
-                parse_shard(value)
-            except DatabaseInputError as exc:
-                raise _Bad(str(exc)) from None
+    if spec.kind == "str":
+        return _parse_str(name, value, spec)
+    if spec.kind in ("object", "list"):
+        return _parse_json(value, spec.kind)
+    return _PARSERS[spec.kind](value)
+
+
+def _parse_str(name: str, value: Any, spec: ColumnKind) -> str | None:
+    if not isinstance(value, str):
+        raise _Bad(f"{value!r} is not a string")
+    if value == "":
+        if spec.nullable:
+            return None
+        if spec.default != "":
+            raise _Bad("is empty (a value is required)")
+    if name in _ENUMS and value not in _ENUMS[name]:
+        raise _Bad(f"{value!r} is not one of {', '.join(_ENUMS[name])}")
+    if name == "shard" and value:
+        try:
+            parse_shard(value)
+        except DatabaseInputError as exc:
+            raise _Bad(str(exc)) from None
+    return value
+
+
+def _parse_datetime(value: Any) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise _Bad(f"{value!r} is not an ISO 8601 timestamp") from None
+    if not isinstance(value, datetime):
+        raise _Bad(f"{value!r} is not a timestamp")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise _Bad(f"{value.isoformat()!r} has no time zone (write e.g. +00:00)")
+    return value
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Bad(f"{value!r} is not a whole number")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise _Bad(f"{value!r} is not a whole number") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise _Bad(f"{value!r} is not a whole number")
+    if value < 0:
+        raise _Bad(f"{value} is negative")
+    return value
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _Bad(f"{value!r} is not a number")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _Bad(f"{value!r} is not a number") from None
+    if not isinstance(value, (int, float)):
+        raise _Bad(f"{value!r} is not a number")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise _Bad(f"{value!r} is not a finite number")
+    return value
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
         return value
-    if kind == "datetime":
-        if isinstance(value, str):
-            try:
-                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise _Bad(f"{value!r} is not an ISO 8601 timestamp") from None
-        if not isinstance(value, datetime):
-            raise _Bad(f"{value!r} is not a timestamp")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise _Bad(f"{value.isoformat()!r} has no time zone (write e.g. +00:00)")
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise _Bad(f"{value!r} is not true or false")
+
+
+def _parse_json(value: Any, kind: str) -> Any:
+    """A JSON object (kind "object") or a JSON list of strings (kind "list"), or its text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _Bad(f"{value[:60]!r} is not valid JSON ({exc.msg})") from None
+    if kind == "object":
+        if not isinstance(value, dict):
+            raise _Bad("is not a JSON object")
         return value
-    if kind == "int":
-        if isinstance(value, bool):
-            raise _Bad(f"{value!r} is not a whole number")
-        if isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise _Bad(f"{value!r} is not a whole number") from None
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int):
-            raise _Bad(f"{value!r} is not a whole number")
-        if value < 0:
-            raise _Bad(f"{value} is negative")
-        return value
-    if kind == "float":
-        if isinstance(value, bool):
-            raise _Bad(f"{value!r} is not a number")
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise _Bad(f"{value!r} is not a number") from None
-        if not isinstance(value, (int, float)):
-            raise _Bad(f"{value!r} is not a number")
-        value = float(value)
-        if math.isnan(value) or math.isinf(value):
-            raise _Bad(f"{value!r} is not a finite number")
-        return value
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
-            return value.strip().lower() in ("true", "1")
-        raise _Bad(f"{value!r} is not true or false")
-    if kind in ("object", "list"):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise _Bad(f"{value[:60]!r} is not valid JSON ({exc.msg})") from None
-        if kind == "object":
-            if not isinstance(value, dict):
-                raise _Bad("is not a JSON object")
-            return value
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise _Bad("is not a JSON list of strings")
-        return value
-    raise AssertionError(kind)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Bad("is not a JSON list of strings")
+    return value
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {"datetime": _parse_datetime, "int": _parse_int, "float": _parse_float,
+                                            "bool": _parse_bool}
 
 
 def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
