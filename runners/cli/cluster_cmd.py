@@ -94,6 +94,12 @@ def slurm_command(
         written = slurm.write_scripts(job, target.expanduser())
     except UserError as exc:
         fail_with(exc)
+    _slurm_notes(n_cases, nodes, db_url)
+    _print_scripts(*written)
+
+
+def _slurm_notes(n_cases: int, nodes: int, db_url: str | None) -> None:
+    """What the user should know before submitting: idle array tasks, one SQLite file for many nodes."""
     if n_cases < nodes:
         err_console.print(
             f"note: the spec has {n_cases} cases for {nodes} shards; "
@@ -104,7 +110,9 @@ def slurm_command(
             "note: several nodes writing one SQLite file on a network filesystem risk lock errors and corruption; "
             "prefer PostgreSQL, or node-local SQLite files joined with `rooflab db merge`"
         )
-    array, finalize, submit, collectives = written
+
+
+def _print_scripts(array: Path, finalize: Path, submit: Path, collectives: Path) -> None:
     typer.echo(f"array script:       {array}")
     typer.echo(f"collectives script: {collectives}")
     typer.echo(f"finalise script:    {finalize}")
