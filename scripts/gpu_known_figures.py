@@ -542,7 +542,8 @@ def parse_groups(text: str) -> list[Group]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (SystemExit with the message on a bad one); nothing is measured."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--db", help="rooflab results database (SQLAlchemy URL); without it only this run's figures")
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -555,6 +556,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.reps < MIN_REPS:
         raise SystemExit(f"known-figures: --reps {args.reps}: at least {MIN_REPS}")
+    parse_groups(args.only)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     groups = parse_groups(args.only)
 
     import torch
