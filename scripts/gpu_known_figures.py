@@ -2,8 +2,8 @@
 
 Each figure is timed here independently of rooflab's engine: CUDA events around one call (on a CPU
 the host clock, the call being synchronous), the L2 (or last-level cache) flushed before every call
-by writing one buffer twice its size and then reading a second one, so that the cache holds clean
-lines of neither the inputs nor the outputs; warm-up first, then the median of at least 20 calls.
+by writing one buffer twice its size (CacheFlush: rooflab's default cold flush), so that the cache
+holds none of the inputs or outputs; warm-up first, then the median of at least 20 calls.
 
 Figures (sizes of the `gpu` profile; `cpu` and `tiny` are smaller, for a CPU and for the tests):
 - copy: y.copy_(x), 1 GiB float32 arrays, bytes read + written

@@ -98,3 +98,17 @@ def test_the_plan_as_json_names_every_command_line_its_filters_and_time_box() ->
     assert all("sqlite:////loan/work/rooflab.db" in c["argv"] for c in rooflab_lines if "--db" in c["argv"])
     text = plan.plan_text(steps())
     assert "expected total" in text and all(s.name in text for s in steps())
+
+
+def test_the_docs_step_table_holds_the_plans_boxes_reserves_and_estimates() -> None:
+    """docs/gpu-validation.md quotes the plan: a change to a box or an estimate must reach the page."""
+    from tests.scripts.load import ROOT
+
+    text = (ROOT / "docs" / "gpu-validation.md").read_text(encoding="utf-8")
+    quoted = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].startswith("`") and cells[0].strip("`") in plan.STEP_NAMES:
+            quoted[cells[0].strip("`")] = (int(cells[2]), int(cells[3]), int(cells[4]))
+    assert quoted == {s.name: (s.box_s, s.reserve_s, round(s.expected_s)) for s in steps()}
+    assert f"Expected total: {plan.expected_total_s(steps()):.0f} s" in text
