@@ -460,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 0
             import gpu_loan_check
 
-            return gpu_loan_check.main_check(steps, settings)
+            return gpu_loan_check.main_check(steps, settings, args.wheels)
         return loan_call(args, started)
     except (UsageError, plan.PlanError) as exc:
         print(f"gpu-validate: {exc}", file=sys.stderr)

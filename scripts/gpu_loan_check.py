@@ -5,9 +5,10 @@ peers through rooflab's own checks, every filter against the CUDA expansion of i
 the real `rooflab list SPEC --device-kind cuda` (at least one case, and as many as the step's
 estimate counted on), every script's command line through its own parse_args, the test-gpu step's
 make line through `make -n` and its test files through pytest's collection of the gpu-marked tests,
-and every nvidia-smi line against those that ran on the H100 (examples/h100/part1/env).
+every nvidia-smi line against those that ran on the H100 (examples/h100/part1/env), and with
+--wheels DIR the wheels the call will carry.
 
-    scripts/gpu-validate.sh --check WORK        (run by `make test`: tests/scripts/test_gpu_loan_dry_run.py)
+    scripts/gpu-validate.sh --check [--wheels .whl] WORK   (make test: tests/scripts/test_gpu_loan_dry_run.py)
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -168,7 +170,9 @@ def gpu_tests_collected(files: Sequence[str], python: str = sys.executable) -> t
     with tempfile.TemporaryDirectory() as scratch:
         argv = [python, "-m", "pytest", "-q", "-m", "gpu", "-o", "addopts=-ra", "--collect-only", "-p",
                 "no:cacheprovider", f"--junitxml={scratch}/collect.xml", *files]
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=False, timeout=300)
+        # the caller's own pytest options (an outer run's -n, say) would change what is printed
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS" and not k.startswith("PYTEST_XDIST")}
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env, check=False, timeout=300)
     counts = dict.fromkeys(files, 0)
     for node in re.findall(r"^(\S+?\.py)::", done.stdout, flags=re.M):
         if node in counts:
@@ -195,6 +199,37 @@ def check_tool(step: str, command: plan.Command, line: str) -> CommandCheck:
     return CommandCheck(step, line, False, f"{command.program} {' '.join(command.args)}: never seen running on a GPU")
 
 
+# ---------------------------------------------------------------- the carried wheels
+
+# what the GPU image lacks of rooflab's dependencies (../shared/gpu/fetch-wheels.sh fetches them):
+# SQLAlchemy, Alembic and Mako, Pydantic and its core and types, and nvbench's cuda-bench
+WHEELS_NEEDED = ("sqlalchemy", "alembic", "mako", "pydantic", "pydantic_core", "annotated_types", "typing_inspection",
+                 "typing_extensions", "cuda_bench")
+
+
+def wheel_problems(folder: Path) -> list[str]:
+    """What keeps `folder` from giving the GPU machine's Python 3.12 on x86-64 the packages it lacks:
+    a missing one, two versions of one (pip refuses the whole install), a wheel built for another
+    Python or platform."""
+    if not folder.is_dir():
+        return [f"{folder}: no such folder (../shared/gpu/fetch-wheels.sh makes it)"]
+    found: dict[str, list[str]] = {}
+    problems = []
+    for wheel in sorted(folder.glob("*.whl")):
+        parts = wheel.stem.split("-")
+        if len(parts) < 5:
+            problems.append(f"{wheel.name}: not a wheel's name")
+            continue
+        found.setdefault(parts[0].lower(), []).append(wheel.name)
+        python, platform = parts[-3], parts[-1]
+        if not (python.startswith(("py3", "cp312")) and (platform == "any" or "x86_64" in platform)):
+            problems.append(f"{wheel.name}: built for {python} on {platform}, not CPython 3.12 on x86-64")
+    problems += [f"{name}: no wheel" for name in WHEELS_NEEDED if name not in found]
+    problems += [f"{name}: {len(names)} versions ({', '.join(names)}): keep one" for name, names in found.items()
+                 if len(names) > 1]
+    return problems
+
+
 # ---------------------------------------------------------------- the whole plan
 
 
@@ -210,16 +245,16 @@ def check_plan(steps: Sequence[plan.Step], settings: plan.LoanSettings) -> list[
     return out
 
 
-def main_check(steps: Sequence[plan.Step], settings: plan.LoanSettings) -> int:
+def main_check(steps: Sequence[plan.Step], settings: plan.LoanSettings, wheels: Path | None = None) -> int:
     checks = check_plan(steps, settings)
     for c in checks:
         cases = f"  [{c.selected} selected]" if c.selected is not None else ""
         print(f"{'ok ' if c.accepted else 'BAD'} {c.step:<14} {c.line[:150]}{cases}")
         if not c.accepted or c.message:
             print(f"    {c.message}")
-    problems = plan.expected_fits(steps)
+    problems = plan.expected_fits(steps) + (wheel_problems(wheels) if wheels is not None else [])
     for p in problems:
-        print(f"BAD plan: {p}")
+        print(f"BAD {p}")
     accepted = sum(c.accepted for c in checks)
     print(f"{accepted} of {len(checks)} command lines accepted; expected total {plan.expected_total_s(steps):.0f} s "
           f"of {plan.BUDGET_S} s")

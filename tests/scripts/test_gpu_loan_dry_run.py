@@ -96,6 +96,29 @@ def test_the_check_refuses_an_unknown_flag_an_empty_filter_a_miscount_and_an_uns
     assert not check.check_tool("s", plan.tool("nvidia-smi", "-lgc", "1980"), "").accepted
 
 
+def test_the_wheels_check_finds_a_missing_package_a_second_version_and_a_wrong_platform(tmp_path: Path) -> None:
+    folder = tmp_path / "whl"
+    folder.mkdir()
+    names = ["sqlalchemy-2.1.9-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+             "alembic-1.20.1-py3-none-any.whl", "mako-1.4.3-py3-none-any.whl", "pydantic-2.14.4-py3-none-any.whl",
+             "pydantic_core-2.50.5-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+             "annotated_types-0.8.0-py3-none-any.whl", "typing_inspection-0.4.5-py3-none-any.whl",
+             "typing_extensions-4.16.0-py3-none-any.whl", "cuda_bench-0.3.0-cp312-cp312-manylinux_2_27_x86_64.whl"]
+    for name in names:
+        (folder / name).write_bytes(b"")
+    assert check.wheel_problems(folder) == []
+    (folder / names[-1]).unlink()
+    (folder / "pydantic_core-2.41.0-cp312-cp312-manylinux2014_x86_64.whl").write_bytes(b"")
+    (folder / "mako-1.4.3-py3-none-any.whl").unlink()
+    (folder / "mako-1.4.3-cp311-cp311-macosx_11_0_arm64.whl").write_bytes(b"")
+    problems = check.wheel_problems(folder)
+    assert "cuda_bench: no wheel" in problems
+    assert any(p.startswith("pydantic_core: 2 versions") for p in problems)
+    assert any("mako-1.4.3-cp311-cp311-macosx_11_0_arm64.whl: built for cp311" in p for p in problems)
+    assert check.wheel_problems(tmp_path / "none") == [f"{tmp_path / 'none'}: no such folder "
+                                                        "(../shared/gpu/fetch-wheels.sh makes it)"]
+
+
 def test_the_loan_call_runs_every_cuda_step_on_fakes_and_returns_within_the_limits(
         fakes: loan_fakes.Fakes, tmp_path: Path) -> None:
     done = call(fakes, tmp_path, FAKE_OUTPUT_BYTES="20000", PYTEST_ADDOPTS="-x")
