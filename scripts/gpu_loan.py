@@ -456,7 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(plan.plan_text(steps, args.budget_s))
                 return 0
             if args.plan_json:
-                print(plan.plan_json(steps, settings, args.budget_s))
+                data = plan.plan_dict(steps, settings, args.budget_s)
+                data["return"] = archive.limits()
+                print(json.dumps(data, indent=2))
                 return 0
             import gpu_loan_check
 

@@ -37,6 +37,12 @@ HEADROOM_BYTES = 64 * 1024  # for the tar's end, gzip's trailer and LEFT-OUT.txt
 TEMP_PREFIX = ".packing-"  # a file being written beside its place
 
 
+def limits() -> dict:
+    """The return folder's files and the device tool's limits on it, for the plan as JSON."""
+    return {"files": ["steps.tsv", "plan.json", EVIDENCE, DATABASE], "max_files": RETURN_MAX_FILES,
+            "max_file_bytes": RETURN_MAX_FILE_BYTES, "max_depth": RETURN_MAX_DEPTH, "names": RETURN_NAME.pattern}
+
+
 def return_folder_problems(folder: Path, max_files: int = RETURN_MAX_FILES,
                            max_file_bytes: int = RETURN_MAX_FILE_BYTES) -> list[str]:
     """What in `folder` would not come back from the device call: too many files, a file too large,

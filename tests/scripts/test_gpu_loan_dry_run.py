@@ -265,3 +265,17 @@ def test_without_a_cuda_device_the_call_refuses_and_writes_nothing(fakes: loan_f
                           check=False)
     assert done.returncode == 2 and "no CUDA device" in done.stderr
     assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_plan_prints_without_a_gpu_as_text_and_as_json_for_a_replay(tmp_path: Path) -> None:
+    env = {**os.environ, "GV_PYTHON": sys.executable}
+    text = subprocess.run(["bash", str(SCRIPT), "--plan", str(tmp_path / "w")], capture_output=True, text=True,
+                          env=env, timeout=60, check=True).stdout
+    assert text.splitlines()[-1].split()[:3] == ["expected", "total", "423"]
+    done = subprocess.run(["bash", str(SCRIPT), "--plan-json", "--rounds", "2", "--steps", "quick,like-copy",
+                           str(tmp_path / "w")], capture_output=True, text=True, env=env, timeout=60, check=True)
+    data = json.loads(done.stdout)
+    assert [s["name"] for s in data["steps"]] == ["quick", "like-copy"] and data["rounds"] == 2
+    assert data["return"]["files"] == ["steps.tsv", "plan.json", "evidence.tar.gz", "rooflab.db.gz"]
+    assert data["return"]["max_files"] == 8 and data["return"]["max_file_bytes"] == 16 << 20
+    assert not (tmp_path / "w").exists()  # printing the plan writes nothing
