@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from rooflab.errors import UserError
-from rooflab.reports.options import RegressionOptions
-from rooflab.reports.verdicts import FailOn
+from rooflab.reports.regressions.options import RegressionOptions
+from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, fail_with, print_json
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults

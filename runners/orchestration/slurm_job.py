@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooflab.reports.verdicts import FailOn, parse_fail_on
+from rooflab.reports.regressions.verdicts import FailOn, parse_fail_on
 from rooflab.suite.errors import SpecError
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")

@@ -176,7 +176,7 @@ def test_node_clock_skew_does_not_reorder_history(url):
     the cost basis and the regression check still follow the runs' order."""
     from rooflab.db.query import case_history
     from rooflab.db.store import ResultStore
-    from rooflab.reports.series import detect
+    from rooflab.reports.regressions.series import detect
     from rooflab.runners.orchestration.shards import previous_medians
     from tests.runners.cluster_support import H100, T0, case_record, measurement
 
