@@ -116,13 +116,18 @@ def markdown(figures: list[Figure], device_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (SystemExit with the message on a bad one); nothing is measured."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda (the probe's purpose), or cpu: the same probes at CPU sizes")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     import torch
 
     on_gpu = device_kind_of(args.device) is DeviceKind.CUDA

@@ -2,8 +2,8 @@
 
 Each figure is timed here independently of rooflab's engine: CUDA events around one call (on a CPU
 the host clock, the call being synchronous), the L2 (or last-level cache) flushed before every call
-by writing one buffer twice its size and then reading a second one, so that the cache holds clean
-lines of neither the inputs nor the outputs; warm-up first, then the median of at least 20 calls.
+by writing one buffer twice its size (CacheFlush: rooflab's default cold flush), so that the cache
+holds none of the inputs or outputs; warm-up first, then the median of at least 20 calls.
 
 Figures (sizes of the `gpu` profile; `cpu` and `tiny` are smaller, for a CPU and for the tests):
 - copy: y.copy_(x), 1 GiB float32 arrays, bytes read + written
@@ -550,7 +550,8 @@ def parse_groups(text: str) -> list[Group]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (SystemExit with the message on a bad one); nothing is measured."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--db", help="rooflab results database (SQLAlchemy URL); without it only this run's figures")
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -563,6 +564,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.reps < MIN_REPS:
         raise SystemExit(f"known-figures: --reps {args.reps}: at least {MIN_REPS}")
+    parse_groups(args.only)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     groups = parse_groups(args.only)
 
     import torch
