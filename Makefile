@@ -24,13 +24,13 @@ bench: $(STAMP)
 
 # `make test`: the tests on every core (pytest-xdist; PYTEST_WORKERS=0 runs them in this one process)
 # while lint runs beside them, its output and verdict printed after theirs; either failing fails it.
-# --dist loadgroup: the tests of one xdist_group run on one worker, one after another (tests that must
-# not overlap, docs/development.md); tests/conftest.py orders the longest first.
+# The workers take one test at a time, or a whole module where its tests share a fixture, the slowest
+# modules first (tests/scheduling.py); --no-loadscope-reorder keeps that order.
 PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	@mkdir -p build
 	@$(MAKE) --no-print-directory -o $(STAMP) lint > build/lint.log 2>&1 & lint=$$!; \
-	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
+	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder; tests=$$?; \
 	  wait $$lint; linted=$$?; \
 	  echo "--- make lint (run beside the tests)"; cat build/lint.log; \
 	  [ $$linted -eq 0 ] || echo "make test: lint failed (its output above)" >&2; \
