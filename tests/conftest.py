@@ -51,7 +51,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     if config.getvalue("dist") != "loadscope":
         return None
-    return WholeModulesScheduling(config, log)  # type: ignore[arg-type]
+    return WholeModulesScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
