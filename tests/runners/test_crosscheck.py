@@ -302,4 +302,6 @@ def test_a_peer_that_times_once_per_process_gets_a_process_per_case(
     sleepy = next(c for c in report.checks if "planted_sometimes_slow" in c.case_key)
     assert len(sleepy.peer_rounds_ms) == 2
     assert all(r >= 3.0 for r in sleepy.peer_rounds_ms)  # every call sleeps 3 ms: a sleep never ends early
-    assert sleepy.ratio is not None and 0.8 < sleepy.ratio < 1.25
+    # both time the same 3 ms spin: a peer handed another case (add, a thousandth of it) is far outside;
+    # the bounds leave room for a spin preempted by the other test worker on a 2-core machine
+    assert sleepy.ratio is not None and 1 / 3 < sleepy.ratio < 3
