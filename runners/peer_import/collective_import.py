@@ -98,11 +98,11 @@ def _split_runs(results: list[tuple[MeasurementRecord, EnvironmentRecord]], tool
         rid = run_id(tool, content, index)
         started = min(r.identity.measured_at for r, _ in group)
         hosts = unique([str(h) for _, e in group for h in e.info.get("hosts", [])])
-        record = run_record(tool, rid, content, dataclasses.replace(when, at=started), ", ".join(hosts), command_line,
-                            description)
+        run = run_record(tool, rid, content, dataclasses.replace(when, at=started), ", ".join(hosts), command_line,
+                         description)
         envs = list({e.device_fingerprint: e for _, e in group}.values())
-        measurements = [dataclasses.replace(r, identity=dataclasses.replace(r.identity, run_id=rid)) for r, _ in group]
-        runs.append(ImportedRun(run=record, environments=envs, measurements=measurements))
+        measurements = [dataclasses.replace(m, identity=dataclasses.replace(m.identity, run_id=rid)) for m, _ in group]
+        runs.append(ImportedRun(run=run, environments=envs, measurements=measurements))
     return runs
 
 

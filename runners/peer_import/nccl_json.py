@@ -97,7 +97,7 @@ def _row(index: int, result: Any) -> NcclRow:
 
 
 def _devices(config: dict[str, Any]) -> tuple[RankDevice, ...]:
-    out = []
+    out: list[RankDevice] = []
     for d in config.get("devices") or ():
         if not isinstance(d, dict):
             raise PeerFormatError("config.devices holds an entry that is not an object")
@@ -115,9 +115,9 @@ def _settings(config: dict[str, Any]) -> RunSettings:
 
 
 def _footer(document: dict[str, Any]) -> tuple[int | None, bool, Printed | None]:
-    bounds = document.get("out_of_bounds") if isinstance(document.get("out_of_bounds"), dict) else {}
-    average = document.get("average_bus_bandwidth", document.get("average_bus_bandwidith"))
-    average = average if isinstance(average, dict) else {}
+    bounds: dict[str, Any] = document["out_of_bounds"] if isinstance(document.get("out_of_bounds"), dict) else {}
+    found = document.get("average_bus_bandwidth", document.get("average_bus_bandwidith"))
+    average: dict[str, Any] = found if isinstance(found, dict) else {}
     bandwidth = average.get("bandwidth", average.get("bandwidith"))
     count = bounds.get("count")
     failed = bounds.get("okay") in (False, "false")

@@ -163,6 +163,7 @@ def parse_row(columns: Columns, tokens: list[str], line: int) -> NcclRow:
     width = len(columns.half)
     while len(rest) > width * columns.halves and not is_number(rest[-1]) and rest[-1].upper() != "N/A":
         rest = rest[:-1]  # noise glued to the end of the row
+    halves: list[NcclHalf | None]
     if len(rest) == width * columns.halves:
         halves = [_half(columns, rest[i * width:(i + 1) * width], line) for i in range(columns.halves)]
     elif columns.halves == 2 and len(rest) == width:

@@ -153,7 +153,7 @@ def _state_2021(benchmark: str, name: str, state: Any, where: str) -> NvbenchSta
 
 
 def _states(document: dict[str, Any]) -> list[NvbenchState]:
-    out = []
+    out: list[NvbenchState] = []
     for b, bench in enumerate(document["benchmarks"]):
         where = f"benchmarks[{b}]"
         if not isinstance(bench, dict) or "name" not in bench:
@@ -176,8 +176,8 @@ def parse_nvbench_json(text: str) -> NvbenchFile:
                               exc.lineno) from None
     if not looks_like_nvbench(document):
         raise PeerFormatError("not nvbench's JSON: no `devices` and `benchmarks`")
-    meta = document.get("meta") if isinstance(document.get("meta"), dict) else {}
-    version = meta.get("version") if isinstance(meta.get("version"), dict) else {}
+    meta: dict[str, Any] = document["meta"] if isinstance(document.get("meta"), dict) else {}
+    version: dict[str, Any] = meta["version"] if isinstance(meta.get("version"), dict) else {}
     json_version = (version.get("json") or {}).get("string")
     nvbench_version = (version.get("nvbench") or {}).get("string")
     return NvbenchFile(json_version=str(json_version) if json_version else None,
