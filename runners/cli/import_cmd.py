@@ -162,6 +162,7 @@ def _print_report(report: FileReport) -> None:
     elif report.outcome == "not recognised":
         _plain(console, f"{head}: {report.why}")
     for label, items in (("left out", report.left_out), ("disagrees", report.disagreements), ("note", report.notes)):
+        items = [i for i in items if i not in report.why]  # a file with no result said its reasons already
         for item in items[:SHOWN]:
             _plain(console, f"  {label}: {item}")
         if len(items) > SHOWN:
@@ -193,7 +194,7 @@ def _run_all(url: str, files: list[Path], options: Any) -> list[FileReport]:
     with Progress(console=err_console, transient=True, disable=len(files) < 2 or not err_console.is_terminal) as bar:
         task = bar.add_task("importing", total=len(files))
         for path in files:
-            bar.update(task, description=f"importing {path.name}"[:60])
+            bar.update(task, description=_escaped(f"importing {path.name}"[:60]))
             reports.append(import_one(url, path, options))
             bar.advance(task)
     return reports

@@ -26,6 +26,7 @@ from rooflab.runners.cli.common import (
     require_database,
     tools_of_devices,
 )
+from rooflab.vocab import Tool
 
 if TYPE_CHECKING:  # pandas loads only in the commands that read results
     pass
@@ -73,7 +74,8 @@ def regressions_cmd(
     counts[DRIFT] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
-                    "series": [v.as_dict() for v in verdicts if show_all or v.flagged]})
+                    "series": [{**v.as_dict(), "tool": tools.get(v.device_fingerprint, str(Tool.ROOFLAB))}
+                               for v in verdicts if show_all or v.flagged]})
     else:
         shown = [v for v in verdicts if show_all or v.flagged]
         order = tuple(Verdict)  # the most urgent first

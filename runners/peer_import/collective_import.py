@@ -44,7 +44,7 @@ def _label(test: NcclTest) -> str:
 
 def _environment(test: NcclTest, name: str, ranks: int) -> EnvironmentRecord:
     hosts = unique([d.host for d in test.devices])
-    info = {"hosts": hosts, "nodes": len(hosts), "ranks": ranks, "tool_version": test.tool_version,
+    info = {"hosts": hosts, "nodes": len(hosts) or None, "ranks": ranks, "tool_version": test.tool_version,
             "library_version": test.library_version,
             "devices": [device_text(d) for d in sorted(test.devices, key=lambda d: d.rank)]}
     return environment(test.tool, name, {k: v for k, v in info.items() if v not in (None, [])})
@@ -57,7 +57,8 @@ def _op_for(test: NcclTest) -> tuple[str | None, str]:
     if test.program and unmodelled(test.program):
         return None, f"{test.program} has no rooflab model"
     listed = len({d.rank for d in test.devices}) or test.declared_ranks
-    return infer_op(test.rows[0], listed) if test.rows else (None, "no rows")
+    counted = [r for r in test.rows if r.count > 0]
+    return infer_op(counted[0], listed) if counted else (None, "no row with elements")
 
 
 def _context(test: NcclTest, run: str, when: When, device_name: str | None) -> tuple[TableContext | None, str, str]:
@@ -79,6 +80,17 @@ def _context(test: NcclTest, run: str, when: When, device_name: str | None) -> t
     uuid = f"{rank0.host}:{rank0.bus_id}" if rank0 is not None and rank0.host else None
     return TableContext(test=test, op=op, ranks=ranks, run_id=run, fingerprint="", device_uuid=uuid,
                         measured_at=at or when.at, tool=test.tool, tool_version=test.tool_version), gpu, ""
+
+
+def _content(test: NcclTest) -> dict[str, object]:
+    """What a test says, without where it stood in its file: the same results with other noise
+    around them are the same content (and so the same run)."""
+    found = dataclasses.asdict(test)
+    for key in ("first_line", "last_line"):
+        found.pop(key)
+    for row in found["rows"]:
+        row.pop("line")
+    return found
 
 
 def _split_runs(results: list[tuple[MeasurementRecord, EnvironmentRecord]], tool: str, content: str,
@@ -111,7 +123,7 @@ def convert_nccl_tests(tests: Sequence[NcclTest], *, source: str, when: When, de
     """Every test of an nccl-tests (rccl-tests) output as rooflab results."""
     tool = tests[0].tool if tests else Tool.NCCL_TESTS
     conversion = Conversion(tool=tool)
-    content = digest(tool, [dataclasses.asdict(t) for t in tests])
+    content = digest(tool, [_content(t) for t in tests])
     results: list[tuple[MeasurementRecord, EnvironmentRecord]] = []
     for test in tests:
         ctx, gpu, why = _context(test, "", when, device_name)

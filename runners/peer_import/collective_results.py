@@ -127,8 +127,9 @@ def _ranks_from_ratio(test: NcclTest, op: CollectiveOp) -> int | None:
 
 
 def _ratio_slack(half: NcclHalf) -> float:
+    """How far busbw / algbw may lie from the factor through the two figures' rounding."""
     a, b = half.algbw_gbps, half.busbw_gbps
-    return b.value / a.value * (a.half_ulp / a.value + b.half_ulp / b.value)
+    return b.value / a.value * a.half_ulp / a.value + b.half_ulp / a.value
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from rooflab.runners.peer_import.results import (
     run_id,
     run_record,
 )
-from rooflab.suite.case import canonical_params, make_case_key
+from rooflab.suite.case import make_case_key
 from rooflab.vocab import CacheMode, FlushMethod, Pace, ResultStatus, TimingMode, Tool
 
 FAMILY = "nvbench"
@@ -173,6 +173,4 @@ def convert_nvbench(parsed: NvbenchFile, *, source: str, when: When, folder: Pat
     if skipped:
         conversion.notes.append(f"{skipped} skipped states stored as skipped, with nvbench's reasons")
     conversion.runs = [run] if run.measurements else []
-    if any(canonical_params(m.identity.case.params) == "" for m in run.measurements):
-        conversion.notes.append("benchmarks without axes are named by the benchmark alone")
     return conversion

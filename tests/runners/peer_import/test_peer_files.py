@@ -1,0 +1,160 @@
+"""The other peer formats read into typed rows: nccl-tests' -J JSON (written as util.cu writes it),
+rccl-tests' JSON lines (a real file) and CSV, nvbench's JSON in both layouts (real files of the nvbench
+repository) with a --jsonbin sidecar, BabelStream's CSV; recognition by content, never by name."""
+from __future__ import annotations
+
+import json
+import random
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rooflab.runners.peer_import.babelstream import parse_babelstream_csv
+from rooflab.runners.peer_import.errors import PeerFormatError
+from rooflab.runners.peer_import.nccl_json import parse_nccl_json
+from rooflab.runners.peer_import.nvbench import parse_nvbench_json, read_sidecar
+from rooflab.runners.peer_import.rccl_files import parse_rccl_csv, parse_rccl_json
+from rooflab.runners.peer_import.recognise import PeerFormat, recognise
+from tests.runners.peer_import.planting import FIXTURES, fixture
+
+
+def nccl_json_document(times_us: list[float], *, ranks: int = 2, per_iteration: bool = True) -> dict[str, Any]:
+    """A -J document as src/util.cu writes one (version 3): all_reduce float sum, busbw from the times."""
+    results = []
+    for i, t in enumerate(times_us):
+        size = 1 << (20 + i)
+        algbw = size / 1e9 / (t * 1e-6)
+        half = {"time": t, "alg_bw": algbw, "bus_bw": algbw * 2 * (ranks - 1) / ranks, "nwrong": 0.0}
+        row: dict[str, Any] = {"size": size, "count": size // 4, "type": "float", "redop": "sum",
+                               "root": "    -1", "out_of_place": half, "in_place": dict(half, nwrong=None),
+                               "actual_iterations": 20, "experiment_name": ""}
+        if per_iteration:
+            times = [t * (1 + 0.01 * k) for k in range(20)]
+            row["out_of_place_per_iter"] = {"skipped_iterations": 0, "min_us": min(times), "max_us": max(times),
+                                            "times_us": times, "per_process_max_times_us": [times] * ranks,
+                                            "cv_pct": 5.0}
+        results.append(row)
+    bw = [r["out_of_place"]["bus_bw"] for r in results] + [r["in_place"]["bus_bw"] for r in results]
+    return {"version": 3, "start_time": "2026-04-19 11:13:22", "args": ["/opt/nccl-tests/build/all_reduce_perf"],
+            "env": ["NCCL_ALGO=Ring", "HOME=/root"], "nccl_version": 22807,
+            "config": {"nthreads": 1, "ngpus": 1, "minimum_bytes": 1 << 20, "maximum_bytes": 1 << 24,
+                       "step_factor": 2, "warmup_iters": 1, "iterations": 20, "aggregated_iterations": 1,
+                       "validation": 1, "graph": 0,
+                       "devices": [{"rank": r, "group": 0, "pid": 100 + r, "hostname": f"node-{r}", "device": 0,
+                                    "device_hex": "0000:06:00", "device_info": "NVIDIA H100 80GB HBM3"}
+                                   for r in range(ranks)]},
+            "results": results, "out_of_bounds": {"count": 0, "okay": "true"},
+            "average_bus_bandwidth": {"bandwidth": sum(bw) / len(bw), "okay": "unchecked"}, "errors": [],
+            "end_time": "2026-04-19 11:13:40"}
+
+
+def test_nccl_tests_json_reads_devices_halves_and_iterations() -> None:
+    rng = random.Random(3)
+    times = [rng.uniform(50, 5000) for _ in range(5)]
+    test = parse_nccl_json(json.dumps(nccl_json_document(times)))
+    assert test.program == "all_reduce_perf" and test.library_version == "2.28.7"
+    assert [d.host for d in test.devices] == ["node-0", "node-1"] and test.env == {"NCCL_ALGO": "Ring"}
+    assert test.start_time == "2026-04-19 11:13:22"
+    row = test.rows[2]
+    assert row.root == -1 and row.out_of_place is not None and row.in_place is not None
+    assert row.out_of_place.time_us.value == times[2] and row.in_place.wrong is None
+    assert row.out_of_place.per_iteration is not None and len(row.out_of_place.per_iteration.times_us) == 20
+
+
+def test_nccl_tests_json_cut_short_names_its_line() -> None:
+    text = json.dumps(nccl_json_document([100.0, 200.0, 300.0]), indent=1)
+    cut = text[: len(text) * 2 // 3]
+    with pytest.raises(PeerFormatError) as caught:
+        parse_nccl_json(cut)
+    assert caught.value.line == cut.count("\n") + 1 and "invalid JSON" in caught.value.what
+
+
+def test_rccl_tests_json_lines_real_file() -> None:
+    rows = parse_rccl_json(fixture("rccl_tests_allreduce.jsonl"))
+    assert len(rows) == 5 and {r.name for r in rows} == {"AllReduce"} and {r.ranks for r in rows} == {4}
+    assert rows[1].in_place and not rows[0].in_place and rows[0].wrong == 0
+    assert rows[0].busbw_gbps.value == pytest.approx(0.08006609623048194)
+
+
+def test_rccl_tests_csv_with_spaces_and_an_added_field() -> None:
+    text = ("name, size, type, redop, inPlace, time, algBw, busBw, #wrong, gpus, numCycle\n"
+            "AllGather, 1048576, float, none, 0, 25.5, 41.12, 30.84, 0, 4, 1\n"
+            "AllGather, 1048576, float, none, 1, 24.5, 42.80, 32.10, 3, 4, 1\n")
+    rows = parse_rccl_csv(text)
+    assert [r.in_place for r in rows] == [False, True] and rows[1].wrong == 3 and rows[0].cycle == 1
+    with pytest.raises(PeerFormatError) as caught:
+        parse_rccl_csv(text + "AllGather, 2097152, float\n")
+    assert caught.value.line == 4
+
+
+def test_nvbench_json_v1_real_file() -> None:
+    parsed = parse_nvbench_json(fixture("nvbench_v1_gv100.json"))
+    assert parsed.json_version == "1.0.0" and parsed.nvbench_version == "0.1.0"
+    assert parsed.devices[0].name == "Quadro GV100" and parsed.devices[0].l2_cache_bytes == 6291456
+    by_name = {(s.benchmark, s.name): s for s in parsed.states}
+    u8 = by_name[("copy_type_sweep", "Device=0 T=U8")]
+    assert [(a.name, a.value) for a in u8.axis_values] == [("T", "U8")]
+    assert u8.number("nv/cold/bw/global/bytes_per_second") == pytest.approx(234038918676.01785)
+    skipped = [s for s in parsed.states if s.skipped]
+    assert len(skipped) == 1 and skipped[0].skip_reason == "Not a conversion: InputType == OutputType."
+
+
+def test_nvbench_json_2021_layout_real_file() -> None:
+    parsed = parse_nvbench_json(fixture("nvbench_2021_gv100.json"))
+    assert parsed.json_version is None
+    timed = [s for s in parsed.states if not s.skipped]
+    assert len(timed) == 2 and timed[0].number("nv/cold/time/gpu/mean") == pytest.approx(4.411147755695762e-06)
+    assert [s.skip_reason for s in parsed.states if s.skipped] == ["Long 'Foo' benchmarks are skipped."]
+
+
+def test_an_nvbench_sidecar_reads_float32_seconds(tmp_path: Path) -> None:
+    samples = [random.Random(5).uniform(1e-6, 1e-3) for _ in range(37)]
+    (tmp_path / "0.bin").write_bytes(struct.pack("<37f", *samples))
+    assert read_sidecar(tmp_path / "0.bin") == pytest.approx(samples, rel=1e-6)
+    (tmp_path / "1.bin").write_bytes(struct.pack("<3f", *samples[:3])[:-1])
+    with pytest.raises(PeerFormatError, match="not a whole number"):
+        read_sidecar(tmp_path / "1.bin")
+
+
+def test_babelstream_csv_layouts() -> None:
+    out = parse_babelstream_csv(fixture("babelstream_rtx2060_transcribed.csv"))
+    assert out.device_name == "NVIDIA GeForce RTX 2060" and out.model == "alpaka"
+    assert [r.function for r in out.rows] == ["Copy", "Mul", "Add", "Triad", "Dot"]
+    assert out.rows[0].bandwidth_bytes_per_s.value == pytest.approx(297715.310e6)
+    v5 = ('CUDA Device 0: "NVIDIA H100 80GB HBM3" 132 SMs(9,0) Memory: 2619 MHz x 5120-bit\n'
+          "Init,33554432,8,1234.5,0.5\n"
+          "phase,n_elements,sizeof,max_GB_per_sec,runtime\nInit,33554432,8,1234.5,0.5\n"
+          "function,num_times,n_elements,sizeof,max_GB_per_sec,min_runtime,max_runtime,avg_runtime\n"
+          "Triad,100,33554432,8,3012.25,0.000267375,0.000281,0.000270102\n"
+          "FAILED validation of Triad: 1 (is) != 2 (should)\n")
+    parsed = parse_babelstream_csv(v5)
+    assert parsed.device_name == "NVIDIA H100 80GB HBM3" and parsed.failed == ("Triad",)
+    assert [(r.function, r.is_phase) for r in parsed.rows] == [("Init", True), ("Triad", False)]
+    assert parsed.rows[1].bandwidth_bytes_per_s.value == pytest.approx(3012.25e9)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("nccl_tests_h100_2nodes.txt", PeerFormat.NCCL_TESTS_TEXT),
+    ("rccl_tests_allreduce.jsonl", PeerFormat.RCCL_TESTS_JSON),
+    ("nvbench_v1_gv100.json", PeerFormat.NVBENCH_JSON),
+    ("nvbench_2021_gv100.json", PeerFormat.NVBENCH_JSON),
+    ("babelstream_rtx2060_transcribed.csv", PeerFormat.BABELSTREAM_CSV),
+])
+def test_recognised_by_content_under_any_name(tmp_path: Path, name: str, expected: PeerFormat) -> None:
+    renamed = tmp_path / "results.dat"
+    renamed.write_bytes((FIXTURES / name).read_bytes())
+    assert recognise(renamed).format == expected
+
+
+def test_unrecognised_files_say_why(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("bus bandwidth looked fine yesterday\n")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)))
+    (tmp_path / "empty.log").write_text("")
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps(nccl_json_document([100.0]))[:300])
+    assert "no nccl-tests" in recognise(tmp_path / "notes.txt").why
+    assert "not UTF-8" in recognise(tmp_path / "blob.bin").why
+    assert recognise(tmp_path / "empty.log").why == "empty"
+    assert recognise(cut).format == PeerFormat.NCCL_TESTS_JSON  # recognised, so that its import says where it breaks
