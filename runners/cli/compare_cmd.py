@@ -1,5 +1,5 @@
 """CLI: `compare`, each case's speedup between two devices or runs with its interval, beside what the
-roofs predict (a thin wrapper over reports/comparison.py)."""
+roofs predict (a thin wrapper over reports/comparisons/compare_devices.py)."""
 from __future__ import annotations
 
 import math
@@ -35,10 +35,10 @@ def compare_cmd(
 ) -> None:
     """Per-case speedup of the candidate over the baseline with its 95 % interval, beside the
     speedup the roofs predict; the runs paired are named, with the rule that paired them."""
-    from rooflab.reports import compare_plots
-    from rooflab.reports.comparison import compare_devices
-    from rooflab.reports.link_check import table_speedups
-    from rooflab.reports.load import load_comparison_inputs
+    from rooflab.reports.comparisons.compare_devices import compare_devices
+    from rooflab.reports.data.reads import load_comparison_inputs
+    from rooflab.reports.pages import compare_plots
+    from rooflab.reports.regressions.link_check import table_speedups
 
     url = db_url(db)
     require_database(url)
@@ -126,7 +126,7 @@ def _print_comparison(cmp: Any, show_all: bool) -> None:
 
 
 def _print_tables(tables: list) -> None:
-    """Each collective test over its message sizes (reports.link_check.table_speedups): an interval
+    """Each collective test over its message sizes (reports.regressions.link_check.table_speedups): an interval
     where its cases have none of their own (a tool that printed one figure per size)."""
     if not tables:
         return

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from rooflab.reports.compare import Standing, _standing
-from rooflab.reports.intervals import ratio_alone
+from rooflab.reports.comparisons.intervals import ratio_alone
+from rooflab.reports.comparisons.speedup_table import Standing, _standing
 from rooflab.runners.cli.app import app
 from tests.runners.peer_import.planting import fixture, slowed
 
