@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,15 @@ from rooflab.runners.cli.common import (
 SHOWN = 8  # left-out rows and disagreements listed per file (--json lists all)
 
 
+class Outcome(StrEnum):
+    """What became of one file."""
+
+    STORED = "stored"  # its results are in the database (added, or already present)
+    NO_RESULT = "no result"  # recognised, but nothing in it became a result (the reasons are listed)
+    NOT_RECOGNISED = "not recognised"  # no format rooflab reads
+    FAILED = "failed"  # malformed: refused with its line, nothing of it written
+
+
 @dataclass
 class FileReport:
     """What became of one file."""
@@ -39,7 +49,7 @@ class FileReport:
     path: Path
     format: str | None = None
     tool: str | None = None
-    outcome: str = "not recognised"  # stored, no result, not recognised, failed
+    outcome: Outcome = Outcome.NOT_RECOGNISED
     why: str = ""
     results: int = 0
     added: int = 0
@@ -101,13 +111,13 @@ def _peer_file(url: str, path: Path, recognised: Any, options: Any, report: File
     report.left_out, report.disagreements = conversion.left_out, conversion.disagreements
     report.notes = conversion.notes
     if not conversion.runs:
-        report.outcome = "no result"
+        report.outcome = Outcome.NO_RESULT
         report.why = "; ".join(conversion.left_out[:3]) or "the file holds no result (no table row, no timed state)"
         return
     counts = _store(url, conversion)
     when = file_time(path, options)
     report.runs = [_run_summary(r, when) for r in conversion.runs]
-    report.outcome, report.results = "stored", conversion.results
+    report.outcome, report.results = Outcome.STORED, conversion.results
     report.added, report.present = counts.measurements, counts.skipped
 
 
@@ -115,7 +125,7 @@ def _export_file(url: str, path: Path, report: FileReport) -> None:
     from rooflab.db.importer import import_file
 
     result = import_file(url, path)
-    report.tool, report.outcome, report.results = "rooflab", "stored", result.rows
+    report.tool, report.outcome, report.results = "rooflab", Outcome.STORED, result.rows
     report.added, report.present = result.counts.measurements, result.counts.skipped
 
 
@@ -137,9 +147,9 @@ def import_one(url: str, path: Path, options: Any) -> FileReport:
         else:
             _peer_file(url, path, recognised, options, report)
     except PeerFormatError as exc:
-        report.outcome, report.why = "failed", exc.located(path)
+        report.outcome, report.why = Outcome.FAILED, exc.located(path)
     except UserError as exc:
-        report.outcome, report.why = "failed", f"{path}: {exc}"
+        report.outcome, report.why = Outcome.FAILED, f"{path}: {exc}"
     return report
 
 
@@ -150,16 +160,16 @@ def _plain(out: Console, text: str) -> None:
 
 def _print_report(report: FileReport) -> None:
     head = f"{report.path}: {report.format or 'not recognised'}"
-    if report.outcome == "stored":
+    if report.outcome == Outcome.STORED:
         _plain(console, f"{head}: {report.results} results ({report.added} added, {report.present} already present)")
         for run in report.runs:
             where = f" on {run['nodes']} node(s) ({', '.join(run['hosts'])})" if run["hosts"] else ""
             ranks = f", {'/'.join(map(str, run['ranks']))} ranks" if run["ranks"] else ""
             _plain(console, f"  run {run['run_id']}: {run['device']}{where}{ranks}; measured at "
                             f"{run['measured_at']} ({_time_words(run['time_source'])})")
-    elif report.outcome == "no result":
+    elif report.outcome == Outcome.NO_RESULT:
         _plain(console, f"{head}: holds no result: {report.why}")
-    elif report.outcome == "not recognised":
+    elif report.outcome == Outcome.NOT_RECOGNISED:
         _plain(console, f"{head}: {report.why}")
     for label, items in (("left out", report.left_out), ("disagrees", report.disagreements), ("note", report.notes)):
         items = [i for i in items if i not in report.why]  # a file with no result said its reasons already
@@ -178,12 +188,12 @@ def _time_words(source: str) -> str:
 
 
 def _summary(reports: list[FileReport]) -> dict[str, int]:
-    return {"files": len(reports), "stored": sum(r.outcome == "stored" for r in reports),
+    return {"files": len(reports), "stored": sum(r.outcome == Outcome.STORED for r in reports),
             "results": sum(r.results for r in reports), "added": sum(r.added for r in reports),
             "already_present": sum(r.present for r in reports),
-            "no_result": sum(r.outcome == "no result" for r in reports),
-            "not_recognised": sum(r.outcome == "not recognised" for r in reports),
-            "failed": sum(r.outcome == "failed" for r in reports),
+            "no_result": sum(r.outcome == Outcome.NO_RESULT for r in reports),
+            "not_recognised": sum(r.outcome == Outcome.NOT_RECOGNISED for r in reports),
+            "failed": sum(r.outcome == Outcome.FAILED for r in reports),
             "disagreements": sum(len(r.disagreements) for r in reports)}
 
 
@@ -252,17 +262,17 @@ def _finish(reports: list[FileReport], paths: list[Path], as_json: bool) -> None
         print_json({"files": [r.as_dict() for r in reports], "summary": summary})
     else:
         for report in reports:
-            if report.outcome != "failed":
+            if report.outcome != Outcome.FAILED:
                 _print_report(report)
         _plain(console, f"{summary['files']} files read: {summary['stored']} imported ({summary['added']} results "
                         f"added, {summary['already_present']} already present), {summary['no_result']} with no "
                         f"result, {summary['not_recognised']} not recognised, {summary['failed']} failed")
     for report in reports:
-        if report.outcome == "failed":
+        if report.outcome == Outcome.FAILED:
             print_error(_escaped(report.why) + " (nothing of this file was written)")
     single = len(paths) == 1 and paths[0].is_file()
-    if summary["failed"] or (single and reports and reports[0].outcome == "not recognised"):
-        if single and reports[0].outcome == "not recognised":
+    if summary["failed"] or (single and reports and reports[0].outcome == Outcome.NOT_RECOGNISED):
+        if single and reports[0].outcome == Outcome.NOT_RECOGNISED:
             print_error(_escaped(f"{reports[0].path}: not recognised: {reports[0].why}"))
         raise typer.Exit(EXIT_BAD_INPUT)
 

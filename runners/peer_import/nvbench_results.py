@@ -51,6 +51,7 @@ from rooflab.vocab import CacheMode, FlushMethod, Pace, ResultStatus, TimingMode
 FAMILY = "nvbench"
 BACKEND = "cuda"
 NO_DTYPE = "none"
+COLD_SAMPLES_TAG = f"{SAMPLES_TAG_PREFIX}nv/cold/"  # the sidecar of the cold GPU times (nv/cold/sample_times)
 TYPE_NAMES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8", "I32": "int32",
               "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
               "__nv_bfloat16": "bfloat16", "int8_t": "int8", "int32_t": "int32"}
@@ -75,12 +76,21 @@ def case_of(state: NvbenchState, cache: str) -> CaseRecord:
     return CaseRecord(key, state.benchmark, 1, FAMILY, BACKEND, dtype, params)
 
 
-def _samples(state: NvbenchState, folder: Path | None) -> tuple[float, ...]:
-    """The cold GPU samples (ms) of a `--jsonbin` sidecar named by the state, or ()."""
+def sidecar(state: NvbenchState, folder: Path | None) -> Path | None:
+    """The `--jsonbin` file of the state's cold GPU samples, as the JSON names it (None: it names none)."""
     for tag, summary in state.summaries.items():
-        if tag.startswith(SAMPLES_TAG_PREFIX) and "cold" in tag and summary.filename and folder is not None:
-            return tuple(s * 1000.0 for s in read_sidecar(folder / summary.filename))
-    return ()
+        if tag.startswith(COLD_SAMPLES_TAG) and summary.filename and folder is not None:
+            return folder / summary.filename
+    return None
+
+
+def _samples(state: NvbenchState, folder: Path | None) -> tuple[float, ...]:
+    """The cold GPU samples (ms) of the state's sidecar, or () when there is none next to the JSON
+    (the statistics then come from the summaries; convert_nvbench says so)."""
+    path = sidecar(state, folder)
+    if path is None or not path.exists():
+        return ()
+    return tuple(s * 1000.0 for s in read_sidecar(path))
 
 
 def cold_statistics(state: NvbenchState, samples: tuple[float, ...]) -> Statistics | None:
@@ -115,7 +125,7 @@ def state_results(state: NvbenchState, env: EnvironmentRecord, run: str, when: W
                   folder: Path | None) -> list[MeasurementRecord]:
     """The cold and hot results of one state (one `skipped` result for a skipped state)."""
     identity = Identity(run_id=run, case=case_of(state, CacheMode.COLD), device_fingerprint=env.device_fingerprint,
-                        device_uuid=None, measured_at=when.at)
+                        device_uuid=f"cuda:{state.device}", measured_at=when.at)
     if state.skipped:
         return [MeasurementRecord(identity=identity, status=ResultStatus.SKIPPED,
                                   error=state.skip_reason or "skipped by nvbench",
@@ -169,6 +179,10 @@ def convert_nvbench(parsed: NvbenchFile, *, source: str, when: When, folder: Pat
         run.measurements.extend(records)
         if env not in run.environments:
             run.environments.append(env)
+    missing = [s for s in parsed.states if (path := sidecar(s, folder)) is not None and not path.exists()]
+    if missing:
+        conversion.notes.append(f"{len(missing)} states name --jsonbin sample files that are not next to the JSON "
+                                f"(first: {sidecar(missing[0], folder)}): their statistics come from the summaries")
     skipped = sum(m.status == ResultStatus.SKIPPED for m in run.measurements)
     if skipped:
         conversion.notes.append(f"{skipped} skipped states stored as skipped, with nvbench's reasons")

@@ -191,3 +191,16 @@ def test_babelstream_wrong_bandwidth_failed_check_and_missing_device() -> None:
     nameless = "\n".join(fixture("babelstream_rtx2060_transcribed.csv").splitlines()[1:])
     none = convert_babelstream(parse_babelstream_csv(nameless), source="b.csv", when=WHEN, device_name=None)
     assert none.runs == [] and "--device-name" in none.left_out[0]
+
+
+def test_nvbench_without_its_sample_files_reads_the_summaries(tmp_path: Path) -> None:
+    document = json.loads(fixture("nvbench_v1_gv100.json"))
+    state = next(s for b in document["benchmarks"] for s in b["states"] if s["name"] == "Device=0 T=U8")
+    state["summaries"].append({"tag": "nv/json/bin:nv/cold/sample_times",
+                               "data": [{"name": "filename", "type": "string", "value": "gone-bin/0.bin"}]})
+    conversion = convert_nvbench(parse_nvbench_json(json.dumps(document)), source="out.json", when=WHEN,
+                                 folder=tmp_path)
+    assert any("not next to the JSON" in n for n in conversion.notes)
+    u8 = next(m for m in results(conversion) if m.identity.case.params.get("T") == "U8" and m.method.cache == CacheMode.COLD)
+    assert u8.samples_ms == () and u8.stats is not None and u8.stats.n_samples > 1
+    assert u8.identity.device_uuid == "cuda:0"
