@@ -201,6 +201,7 @@ def test_nvbench_without_its_sample_files_reads_the_summaries(tmp_path: Path) ->
     conversion = convert_nvbench(parse_nvbench_json(json.dumps(document)), source="out.json", when=WHEN,
                                  folder=tmp_path)
     assert any("not next to the JSON" in n for n in conversion.notes)
-    u8 = next(m for m in results(conversion) if m.identity.case.params.get("T") == "U8" and m.method.cache == CacheMode.COLD)
+    u8 = next(m for m in results(conversion)
+              if m.identity.case.params.get("T") == "U8" and m.method.cache == CacheMode.COLD)
     assert u8.samples_ms == () and u8.stats is not None and u8.stats.n_samples > 1
     assert u8.identity.device_uuid == "cuda:0"
