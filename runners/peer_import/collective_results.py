@@ -252,10 +252,35 @@ def half_result(ctx: TableContext, row: NcclRow, half: NcclHalf, inplace: bool,
     return record, [f"line {row.line}: {f}" for f in failed]
 
 
+def rounded_repeats(rows: Sequence[NcclRow]) -> dict[int, NcclRow]:
+    """The rows (by index) that print again the size of the row kept just before them, with that row.
+
+    nccl-tests rounds each size of its sweep down to whole elements and prints the rounded size, so
+    two requested sizes can print as one (`-b 1` with float: 1 B and 2 B are both a row of 0 B; `-i`
+    steps smaller than an element). Such a row is the same case measured twice within one sweep, not
+    a new run. A table of one size only is not a sweep: its repeated rows are `-N` cycles, kept."""
+    if len({r.size_bytes for r in rows}) < 2:
+        return {}
+    repeats: dict[int, NcclRow] = {}
+    kept: NcclRow | None = None
+    for index, row in enumerate(rows):
+        key = (row.size_bytes, row.count, row.dtype, row.redop, row.root)
+        if kept is not None and key == (kept.size_bytes, kept.count, kept.dtype, kept.redop, kept.root):
+            repeats[index] = kept
+        else:
+            kept = row
+    return repeats
+
+
 def results_of_table(ctx: TableContext) -> tuple[list[MeasurementRecord], list[str], list[str]]:
     """Every half of a test's rows as results; the halves left out, and the figures that disagree."""
     results, left_out, disagree = [], [], []
-    for row in ctx.test.rows:
+    repeats = rounded_repeats(ctx.test.rows)
+    for index, row in enumerate(ctx.test.rows):
+        if index in repeats:
+            left_out.append(f"line {row.line}: size {row.size_bytes} B again right after line {repeats[index].line} "
+                            "(nccl-tests printed two requested sizes rounded down to one): the first row is kept")
+            continue
         dtype = DTYPES.get(row.dtype.lower())
         if dtype is None:
             left_out.append(f"line {row.line}: dtype {row.dtype!r} has no rooflab name")

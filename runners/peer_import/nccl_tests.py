@@ -17,8 +17,8 @@ column header rather than by fixed positions:
 Everything else is noise and is skipped wherever it appears: NCCL's `host:pid:tid [d] NCCL INFO`
 lines, MPI and shell output, a row split in two by a line of noise (joined again). Prefixes that
 launchers put on every line (`[1,0]<stdout>:` of mpirun --tag-output, `0: ` of srun -l, an ISO time
-of `kubectl logs --timestamps`) are removed first; a leading `#` may be missing (pasted into
-Markdown). Several tests in one file are several `NcclTest`s.
+of `kubectl logs --timestamps`) are removed first, with any indentation before them; a leading `#`
+may be missing (pasted into Markdown). Several tests in one file are several `NcclTest`s.
 
 A table that is cut short (a row without its last columns, rows without the footer) or whose footer
 average disagrees with its rows (a row lost or edited) raises PeerFormatError with the line.
@@ -44,7 +44,7 @@ from rooflab.vocab import Tool
 _PREFIXES = (
     re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?"),  # mpirun --tag-output
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),  # kubectl logs --timestamps
-    re.compile(r"^\s{0,3}\d{1,5}: "),  # srun -l
+    re.compile(r"^\d{1,5}: "),  # srun -l (its padding is stripped before)
 )
 _VERSION = re.compile(r"nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
@@ -209,7 +209,9 @@ class _Block:
 
 
 def _clean(raw: str) -> str:
-    text = raw.rstrip("\r\n")
+    """A line without its launcher prefix; the indentation a log pasted into Markdown (a list item, an
+    indented code block) put before the prefix goes too."""
+    text = raw.strip()
     for prefix in _PREFIXES:
         text = prefix.sub("", text, count=1)
     return text.strip()

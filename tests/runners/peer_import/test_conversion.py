@@ -117,6 +117,33 @@ def test_the_same_test_twice_in_one_file_is_two_runs_in_file_order() -> None:
     assert len(first.measurements) == len(second.measurements) == 36
 
 
+def test_a_size_printed_twice_in_a_sweep_is_one_run_and_its_rows_match_the_print() -> None:
+    text = fixture("nccl_tests_t4_efa_2nodes_tagged.txt")  # rows of 0 B twice: 1 B and 2 B rounded down
+    (test,) = parse_nccl_tests_text(text)
+    conversion = nccl(text)
+    (run,) = conversion.runs
+    assert len(run.measurements) == 60 and conversion.disagreements == []
+    (why,) = conversion.left_out
+    assert why == (f"line {test.rows[1].line}: size 0 B again right after line {test.rows[0].line} "
+                   "(nccl-tests printed two requested sizes rounded down to one): the first row is kept")
+    printed = {(r.count, inplace): half for r in test.rows[::-1]
+               for inplace, half in ((False, r.out_of_place), (True, r.in_place)) if half is not None}
+    for m in run.measurements:
+        params = m.identity.case.params
+        half = printed[(params["n"], params.get("inplace", True))]
+        assert m.median_ms == pytest.approx(half.time_us.value / 1000) and m.ranks == 2
+        assert abs((gbps_of(m) or 0.0) - half.busbw_gbps.value) <= 0.005 + half.busbw_gbps.value * 1e-3
+    assert run.run.host == "test-nccl-efa-worker-0, test-nccl-efa-worker-1"
+
+
+def test_repeated_sizes_of_n_cycles_are_runs() -> None:
+    one_size = nccl(formats.all_reduce_test(("a", "b"), sizes=[1 << 20] * 3))  # -N 3 on one size
+    assert [len(r.measurements) for r in one_size.runs] == [2, 2, 2] and one_size.left_out == []
+    sweep = [1 << k for k in range(10, 14)]
+    cycles = nccl(formats.all_reduce_test(("a", "b"), sizes=sweep + sweep))  # -N 2 over a sweep
+    assert [len(r.measurements) for r in cycles.runs] == [8, 8] and cycles.left_out == []
+
+
 def test_the_run_id_follows_the_results_not_the_noise() -> None:
     text = formats.all_reduce_test(("a", "b"))
     noisy = "\n".join(f"{line}\nhost:1:2 [0] NCCL INFO noise {random.random()}" for line in text.splitlines())

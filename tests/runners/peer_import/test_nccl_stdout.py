@@ -32,6 +32,27 @@ def test_the_real_two_node_output_reads_whole() -> None:
     assert test.avg_busbw_gbps is not None and test.avg_busbw_gbps.value == 70.742
 
 
+def test_the_real_efa_output_two_hosts_tagged_with_an_old_header() -> None:
+    (test,) = parse_nccl_tests_text(fixture("nccl_tests_t4_efa_2nodes_tagged.txt"))
+    assert test.tool_version is None and test.library_version == "2.12.7+cuda11.4"  # an `NCCL version` line only
+    assert [(d.rank, d.host, d.bus_id, d.gpu_name) for d in test.devices] == [
+        (0, "test-nccl-efa-worker-0", "0x35", "Tesla T4"), (1, "test-nccl-efa-worker-1", "0xf5", "Tesla T4")]
+    assert test.settings.iters == 100 and test.settings.min_bytes == 1
+    assert [r.size_bytes for r in test.rows[:3]] == [0, 0, 4]  # 1 B and 2 B of float both print as 0 B
+    assert len(test.rows) == 31 and test.rows[-1].count == 268435456
+    assert test.rows[-1].in_place is not None and test.rows[-1].in_place.time_us.value == 344454
+    assert test.avg_busbw_gbps is not None and test.avg_busbw_gbps.value == 1.15327
+
+
+def test_launcher_prefixes_behind_markdown_indentation() -> None:
+    text = fixture("nccl_tests_h100_2nodes.txt")
+    indented = "\n".join(f"    [1,0]<stdout>:{line}" if i % 2 else f"      0: {line}"
+                         for i, line in enumerate(text.splitlines()))
+    (plain,) = parse_nccl_tests_text(text)
+    (test,) = parse_nccl_tests_text(indented)
+    assert test.rows == plain.rows and test.devices == plain.devices and test.avg_busbw_gbps == plain.avg_busbw_gbps
+
+
 def test_a_full_header_noise_prefixes_and_a_split_row() -> None:
     lines = formats.all_reduce_test(("a", "b")).splitlines()
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("1048576 "))
