@@ -95,15 +95,33 @@ def world_size(test: NcclTest, op: CollectiveOp) -> tuple[int | None, str]:
     """The ranks of a test: its device lines, checked against its sizes (gathers) and its
     busbw/algbw ratio; (None, why) when they disagree or say nothing."""
     ranks = {d.rank for d in test.devices}
-    listed = len(ranks) if ranks else test.declared_ranks
     from_sizes = _ranks_from_sizes(test, op)
     from_ratio = _ranks_from_ratio(test, op)
+    if ranks and ranks != set(range(len(ranks))):
+        return _partial_world(sorted(ranks), from_sizes, from_ratio)
+    listed = len(ranks) if ranks else test.declared_ranks
     if listed is not None and from_sizes is not None and listed != from_sizes:
         return None, f"the device lines list {listed} ranks, the sizes say {from_sizes}"
     if listed is not None and from_ratio is not None and listed != from_ratio:
         return None, f"the device lines list {listed} ranks, busbw / algbw says {from_ratio}"
     found = listed or from_sizes or from_ratio
     return (found, "") if found else (None, "the output says nowhere how many ranks ran")
+
+
+def _partial_world(ranks: list[int], from_sizes: int | None, from_ratio: int | None) -> tuple[int | None, str]:
+    """The world size when the device lines name only some ranks (a log filtered to a few lines):
+    they say only that it is above the highest rank; the sizes or busbw / algbw must tell it."""
+    named = ", ".join(map(str, ranks))
+    found = {n for n in (from_sizes, from_ratio) if n is not None}
+    if len(found) > 1:
+        return None, f"the sizes say {from_sizes} ranks, busbw / algbw says {from_ratio}"
+    if not found:
+        return None, f"the device lines name ranks {named} only, and nothing else says how many ranks ran"
+    world = found.pop()
+    if world <= ranks[-1]:
+        return None, f"the device lines name rank {ranks[-1]}, but the {'sizes' if from_sizes else 'busbw / algbw'} "\
+                     f"say {world} ranks"
+    return world, ""
 
 
 def _ranks_from_sizes(test: NcclTest, op: CollectiveOp) -> int | None:

@@ -49,7 +49,8 @@ _PREFIXES = (
 _VERSION = re.compile(r"nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\S+)")
-_SETTINGS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+_SETTINGS = re.compile(r"(?:\bnThread\s+(\d+)\s+)?\bnGpus(?:\(perProc\))?\s+(\d+)"  # nThread absent in some builds
+                       r"\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 _SETTING_FIELDS = {
     "warmup_iters": re.compile(r"warmup iters:\s*(\d+)"),
     "iters": re.compile(r"(?<!warmup )(?<!agg )\biters:\s*(\d+)"),
@@ -369,8 +370,8 @@ class _Reader:
 
 def _settings(m: re.Match[str], body: str) -> RunSettings:
     found = {name: int(f.group(1)) for name, pattern in _SETTING_FIELDS.items() if (f := pattern.search(body))}
-    return RunSettings(nthreads=int(m.group(1)), ngpus=int(m.group(2)), min_bytes=int(m.group(3)),
-                        max_bytes=int(m.group(4)), **found)
+    return RunSettings(nthreads=int(m.group(1)) if m.group(1) else None, ngpus=int(m.group(2)),
+                       min_bytes=int(m.group(3)), max_bytes=int(m.group(4)), **found)
 
 
 def _device(m: re.Match[str]) -> RankDevice:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import struct
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,6 +143,24 @@ def test_repeated_sizes_of_n_cycles_are_runs() -> None:
     sweep = [1 << k for k in range(10, 14)]
     cycles = nccl(formats.all_reduce_test(("a", "b"), sizes=sweep + sweep))  # -N 2 over a sweep
     assert [len(r.measurements) for r in cycles.runs] == [8, 8] and cycles.left_out == []
+
+
+def _some_device_lines(text: str, kept: set[int]) -> str:
+    """`text` with only the `#  Rank R` lines of the ranks in `kept` (a log filtered down)."""
+    rank = re.compile(r"^#\s+Rank\s+(\d+)\b")
+    return "\n".join(line for line in text.splitlines()
+                     if not (m := rank.match(line)) or int(m.group(1)) in kept) + "\n"
+
+
+def test_device_lines_of_some_ranks_only_leave_the_world_size_to_the_figures() -> None:
+    text = fixture("nccl_tests_h100_2nodes.txt")  # 16 ranks
+    kept = random.Random(5).sample(range(1, 15), 2) + [15]
+    found = results(nccl(_some_device_lines(text, set(kept))))
+    assert len(found) == 62 and {m.ranks for m in found} == {16}
+    assert found[0].identity.device_uuid is not None and found[0].identity.device_uuid.startswith("ztan-mig-")
+    beyond = _some_device_lines(text, {3, 15}).replace("Rank 15 ", "Rank 20 ")
+    (why,) = nccl(beyond).left_out
+    assert "device lines name rank 20, but the busbw / algbw say 16 ranks" in why
 
 
 def test_the_run_id_follows_the_results_not_the_noise() -> None:

@@ -44,6 +44,13 @@ def test_the_real_efa_output_two_hosts_tagged_with_an_old_header() -> None:
     assert test.avg_busbw_gbps is not None and test.avg_busbw_gbps.value == 1.15327
 
 
+def test_a_settings_line_without_nthread() -> None:
+    text = fixture("nccl_tests_h100_2nodes.txt").replace("# nThread 1 nGpus 1 ", "# nGpus(perProc) 1 ")
+    (test,) = parse_nccl_tests_text(text)
+    assert test.settings.nthreads is None and test.settings.ngpus == 1
+    assert test.settings.iters == 20 and test.settings.max_bytes == 8589934592
+
+
 def test_launcher_prefixes_behind_markdown_indentation() -> None:
     text = fixture("nccl_tests_h100_2nodes.txt")
     indented = "\n".join(f"    [1,0]<stdout>:{line}" if i % 2 else f"      0: {line}"
