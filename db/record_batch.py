@@ -9,10 +9,13 @@ adds nothing, and a failure leaves nothing of them behind.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
+from rooflab.db import models
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Database, as_database
@@ -40,23 +43,23 @@ def _require_aware(name: str, value: datetime) -> None:
         raise DatabaseInputError(f"{name} {value.isoformat()} has no time zone")
 
 
+def _row_of(table: Any, record: Any, **overrides: Any) -> dict[str, Any]:
+    """The columns of `table` (a model) that `record` (a dataclass) holds under the same names, with
+    `overrides`: the records' fields are the tables' columns (db/models.py), never listed again here."""
+    names = {c.name for c in table.__table__.columns} - {"id"}
+    row = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name in names}
+    return {**row, **overrides}
+
+
 def _add_run(batch: Batch, item: RecordRun) -> None:
     run = item.run
     _require_aware("started_at", run.started_at)
-    batch.runs[run.run_id] = {
-        "run_id": run.run_id, "suite": run.suite, "spec_text": run.spec_text, "spec_hash": run.spec_hash,
-        "started_at": run.started_at, "finished_at": item.finished_at or run.started_at, "status": item.status,
-        "host": run.host, "git_commit": run.git_commit, "git_dirty": bool(run.git_dirty),
-        "command_line": run.command_line, "rooflab_version": run.rooflab_version,
-    }
+    batch.runs[run.run_id] = _row_of(models.Run, run, finished_at=item.finished_at or run.started_at,
+                                     status=item.status, git_dirty=bool(run.git_dirty))
     for env in item.environments:
-        batch.environments.setdefault(env.device_fingerprint, {
-            "device_fingerprint": env.device_fingerprint, "device_name": env.device_name,
-            "device_kind": env.device_kind, "identity": dict(env.identity), "memory_bytes": int(env.memory_bytes),
-            "l2_bytes": int(env.l2_bytes), "sm_count": int(env.sm_count),
-            "compute_capability": env.compute_capability, "driver_version": env.driver_version,
-            "cuda_version": env.cuda_version, "torch_version": env.torch_version, "first_seen_at": run.started_at,
-        })
+        batch.environments.setdefault(env.device_fingerprint, _row_of(
+            models.Environment, env, identity=dict(env.identity), memory_bytes=int(env.memory_bytes),
+            l2_bytes=int(env.l2_bytes), sm_count=int(env.sm_count), first_seen_at=run.started_at))
 
 
 def _add_measurement(batch: Batch, run: RecordRun, m: MeasurementRecord, infos: dict[str, dict[str, object]]) -> None:
@@ -69,9 +72,8 @@ def _add_measurement(batch: Batch, run: RecordRun, m: MeasurementRecord, infos: 
     key = device_key(m.identity.device_uuid, fingerprint)
     batch.run_environments.setdefault((run.run.run_id, fingerprint, key),
                                       {"device_uuid": m.identity.device_uuid, "info": infos.get(fingerprint, {})})
-    batch.cases.setdefault(case.case_key, {"case_key": case.case_key, "op": case.op, "op_version": int(case.op_version),
-                                           "family": case.family, "backend": case.backend, "dtype": case.dtype,
-                                           "params": dict(case.params)})
+    batch.cases.setdefault(case.case_key, _row_of(models.Case, case, op_version=int(case.op_version),
+                                                   params=dict(case.params)))
     row = measurement_row(m)
     samples = (len(m.samples_ms), pack(m.samples_ms)) if m.samples_ms else None
     batch.measurements.append((run.run.run_id, case.case_key, fingerprint, row, samples))

@@ -5,8 +5,8 @@ one GPU's link carries whatever the world size. Its roof is the `interconnect` c
 collective and world size (the best trustworthy busbw measured, reports.roofs.ceilings), else the
 datasheet's link figure per direction (NVLink where the part has it, else PCIe; reports/roofs/gpu_specs.py).
 Its floor is the `comm_latency` ceiling: the fastest median of that collective and world size, what
-its smallest messages take. Diagnosis (reports/walls/diagnosis.py) calls a collective `overhead`-bound
-within its OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
+its smallest messages take. The roofline rule (reports/walls/roofline_rule.py) calls a collective
+`overhead`-bound within its OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
 collective's speedup from the two systems' interconnect roofs (or floors, when overhead-bound).
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, usable
 from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, Ceiling, DeviceCeilings, Roof, best_of, ceiling_of
 from rooflab.reports.roofs.gpu_specs import GpuSpec
@@ -90,7 +91,7 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
     for (_, r), ranks, quality in zip(ok.iterrows(), world_sizes(ok), quality_of(ok), strict=True):
         params = params_of(r["params"])
         size = int(ranks) if ranks == ranks else world_size(params.get("ranks", 2))
-        gbps = float(r["bytes"]) / float(r["median_ms"]) / 1e6
+        gbps = float(rates.gbps(float(r["bytes"]), float(r["median_ms"])))
         try:
             op = get_op(str(r["op"]))
             algbw = op.algbw_gbps(gbps, size) if isinstance(op, CollectiveOp) else math.nan

@@ -33,7 +33,7 @@ from rooflab.record import Statistics
 from rooflab.runners.engine.stopping import sample_until_stable
 from rooflab.runners.engine.timers import CUDA_EVENT_RESOLUTION_MS, perf_counter_resolution_ms
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import StopReason, SyncMethod
+from rooflab.vocab import DeviceKind, StopReason, SyncMethod, device_kind_of
 
 END = 0  # the batch size that ends a phase
 WARMUP_BATCH_MAX = 64  # warmup calls between two of rank 0's checks of its bounds
@@ -99,7 +99,7 @@ class _Clock:
     def __init__(self, fn: Callable[[], Any], reset: Callable[[], Any] | None, control: Control,
                  torch_device: str) -> None:
         self.fn, self.reset, self.control = fn, reset, control
-        self.cuda = torch_device.startswith("cuda")
+        self.cuda = device_kind_of(torch_device) is DeviceKind.CUDA
         if self.cuda:
             import torch
 
