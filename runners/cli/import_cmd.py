@@ -222,12 +222,12 @@ def _legacy_export(paths: list[Path]) -> bool:
 def import_cmd(
     paths: list[Path] = typer.Argument(..., help="Files or folders: rooflab exports (.csv, .jsonl, .parquet, "
                                        "optionally .gz), nccl-tests / rccl-tests output or JSON, nvbench JSON, "
-                                       "BabelStream CSV; recognised by their content."),
+                                       "BabelStream CSV or table; recognised by their content."),
     measured_at: str | None = typer.Option(None, "--measured-at", help="When the results were measured, for files "
                                            "that give no time of their own (ISO time; without a zone: UTC). "
                                            "Default: the file's modification time."),
     device_name: str | None = typer.Option(None, "--device-name", help="The GPU, for files that name none "
-                                           "(BabelStream CSV without device lines, rccl-tests' JSON and CSV)."),
+                                           "(BabelStream output without device lines, rccl-tests' JSON and CSV)."),
     ranks: int | None = typer.Option(None, "--ranks", min=2, help="The world size, for rccl-tests' JSON and CSV "
                                      "written without their `gpus` field (MPI builds)."),
     db: str | None = DbOption,

@@ -9,8 +9,10 @@ The layouts its versions print:
   builds print it before the kernels' table).
 Around the CSV a model may print its device: `Using CUDA device NAME` (up to 4.0), `CUDA Device 0:
 "NAME" ...` (5.0), `Using HIP device NAME`, `Using OpenMP device` and so on; those lines give the
-device and the implementation. `FAILED validation of ...` lines (BabelStream's own check) mark the
-kernels they name as wrong.
+device and the implementation. BabelStream's own check names what it found wrong: `Validation
+failed on a[]` (or b[], c[]; versions 3 to 5) and `FAILED validation of a[12]` (6.0), `... on sum` /
+`... of sum`. An array is written by every kernel, so a wrong array makes every kernel wrong; a wrong
+sum is Dot's.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ _DEVICE = (
 )
 _VERSION = re.compile(r"^Version:\s*(\S+)")
 _IMPLEMENTATION = re.compile(r"^Implementation:\s*(.+?)\s*$")
-_FAILED = re.compile(r"FAILED validation of (\w+)", re.IGNORECASE)
+_CHECK_FAILED = re.compile(r"(?:Validation failed on|FAILED validation of) (a|b|c|sum)\b", re.IGNORECASE)
 _FUNCTION_HEADER = ("function", "num_times", "n_elements", "sizeof")
 _PHASE_HEADER = ("phase", "n_elements", "sizeof")
 
@@ -58,7 +60,23 @@ class StreamOutput:
     device_name: str | None
     model: str | None  # CUDA, HIP, OpenMP, ...
     version: str | None
-    failed: tuple[str, ...]  # kernels BabelStream's own check failed
+    failed: tuple[str, ...]  # what BabelStream's own check found wrong: a, b, c (arrays), sum
+    notes: tuple[str, ...] = ()  # how a figure the output does not print was read (the element count)
+
+
+def checked_names(line: str) -> list[str]:
+    """What a line of BabelStream's own check says is wrong: `a`, `b`, `c` (arrays) or `sum`."""
+    return [m.group(1).lower() for m in _CHECK_FAILED.finditer(line)]
+
+
+def kernel_failed(function: str, failed: tuple[str, ...]) -> str | None:
+    """Why BabelStream's own check makes `function` wrong (None: it does not)."""
+    arrays = sorted({f for f in failed if f != "sum"})
+    if arrays:
+        return f"BabelStream's own check failed on {', '.join(a + '[]' for a in arrays)}, which every kernel writes"
+    if "sum" in failed and function.lower() == "dot":
+        return "BabelStream's own check failed on Dot's sum"
+    return None
 
 
 def header_kind(fields: list[str]) -> str | None:
@@ -104,7 +122,8 @@ def _row(kind: str, header: list[str], fields: list[str], line: int) -> StreamRo
         is_phase=kind == "phase")
 
 
-def _context(line: str, found: dict[str, str]) -> None:
+def context_line(line: str, found: dict[str, str]) -> None:
+    """The device, model and version a line around the table names, into `found` (first one kept)."""
     for pattern in _DEVICE:
         if m := pattern.match(line):
             found.setdefault("model", m.group(1))
@@ -125,16 +144,18 @@ def parse_babelstream_csv(text: str) -> StreamOutput:
         line = raw.strip()
         if not line:
             continue
-        if m := _FAILED.search(line):
-            failed.append(m.group(1))
+        checked = checked_names(line)
+        failed.extend(checked)
         fields = next(csv.reader(io.StringIO(line)))
         kind = header_kind(fields)
+        if checked:
+            continue  # its own check's line (6.0 writes commas in it): no row
         if kind is not None:
             header = (kind, fields)
         elif header is not None and len(fields) >= 3 and "," in line:
             rows.append(_row(header[0], header[1], fields, number))
         else:
-            _context(line, found)
+            context_line(line, found)
     if header is None:
         raise PeerFormatError("no BabelStream CSV header (function,num_times,n_elements,sizeof,...)")
     return StreamOutput(rows=tuple(rows), device_name=found.get("device"), model=found.get("model"),

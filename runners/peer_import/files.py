@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rooflab.runners.peer_import.babelstream import parse_babelstream_csv
+from rooflab.runners.peer_import.babelstream_text import parse_babelstream_text
 from rooflab.runners.peer_import.collective_import import convert_nccl_tests, rccl_tests_as_tables
 from rooflab.runners.peer_import.nccl_json import parse_nccl_json
 from rooflab.runners.peer_import.nccl_tests import parse_nccl_tests_text
@@ -57,9 +58,9 @@ def convert(path: Path, recognised: Recognised, options: ImportOptions) -> Conve
         return convert_nccl_tests(tables, source=source, when=when, device_name=options.device_name)
     if fmt == PeerFormat.NVBENCH_JSON:
         return convert_nvbench(parse_nvbench_json(text), source=source, when=when, folder=path.parent)
-    if fmt == PeerFormat.BABELSTREAM_CSV:
-        return convert_babelstream(parse_babelstream_csv(text), source=source, when=when,
-                                   device_name=options.device_name)
+    if fmt in (PeerFormat.BABELSTREAM_CSV, PeerFormat.BABELSTREAM_TEXT):
+        parse = parse_babelstream_csv if fmt == PeerFormat.BABELSTREAM_CSV else parse_babelstream_text
+        return convert_babelstream(parse(text), source=source, when=when, device_name=options.device_name)
     raise ValueError(f"{fmt} is not a peer format")
 
 

@@ -3,7 +3,9 @@
 JSON documents are told by their keys (nccl-tests' `config` and `results`, nvbench's `devices` and
 `benchmarks`, rccl-tests' `algBw` and `busBw`); CSV by its header (BabelStream's `function,num_times,
 n_elements,sizeof,...`, rccl-tests' field names); nccl-tests' stdout by its table's column header
-(`size count type ... algbw busbw`), wherever it stands among other output. A JSON document cut short
+(`size count type ... algbw busbw`), wherever it stands among other output; BabelStream's own table
+by its header (`Function  MBytes/sec  Min (sec) ...`) and its `Precision:` line. nvbench's markdown and
+CSV outputs are not read, and the reason says which of its outputs is. A JSON document cut short
 is still told by the keys it begins with, so that its import fails with the line where it breaks
 rather than as a file nobody recognises. rooflab's own exports (the contract columns, or a Parquet or
 gzip file) are handed to db.importer as before.
@@ -18,6 +20,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from rooflab.runners.peer_import.babelstream import looks_like_babelstream
+from rooflab.runners.peer_import.babelstream_text import looks_like_babelstream_text
 from rooflab.runners.peer_import.nccl_json import looks_like_nccl_json
 from rooflab.runners.peer_import.nccl_tests import looks_like_nccl_tests
 from rooflab.runners.peer_import.nvbench import looks_like_nvbench
@@ -37,6 +40,7 @@ class PeerFormat(StrEnum):
     RCCL_TESTS_CSV = "rccl-tests CSV"
     NVBENCH_JSON = "nvbench JSON"
     BABELSTREAM_CSV = "BabelStream CSV"
+    BABELSTREAM_TEXT = "BabelStream output"
     ROOFLAB_EXPORT = "rooflab export"
 
 
@@ -113,7 +117,25 @@ def recognise_text(text: str) -> PeerFormat | None:
     found = _csv_format(text)
     if found is not None:
         return found
-    return PeerFormat.NCCL_TESTS_TEXT if looks_like_nccl_tests(text) else None
+    if looks_like_nccl_tests(text):
+        return PeerFormat.NCCL_TESTS_TEXT
+    return PeerFormat.BABELSTREAM_TEXT if looks_like_babelstream_text(text) else None
+
+
+NOT_READ = "no nccl-tests or rccl-tests table, no nccl-tests or nvbench JSON, no BabelStream table or CSV, "\
+           "no rccl-tests CSV header, no rooflab export columns"
+
+
+def unread_why(text: str) -> str:
+    """Why a text no format matched is not read: a peer's output rooflab does not read, named with
+    the output it does read, or NOT_READ."""
+    head = text[:200000]
+    first = next((line.strip() for line in head.splitlines() if line.strip()), "")
+    if first.startswith("Benchmark,Device,Device Name,") or "GPU Time (sec)" in first:
+        return "nvbench's CSV output (--csv): rooflab reads nvbench's JSON (run the benchmark with --json FILE)"
+    if "# Benchmark Results" in head and "| GPU Time" in head or "Pass: Cold:" in head:
+        return "nvbench's markdown output: rooflab reads nvbench's JSON (run the benchmark with --json FILE)"
+    return NOT_READ
 
 
 def recognise(path: Path) -> Recognised:
@@ -138,6 +160,5 @@ def recognise(path: Path) -> Recognised:
         return Recognised(None, "empty")
     found = recognise_text(text)
     if found is None:
-        return Recognised(None, "no nccl-tests or rccl-tests table, no nccl-tests or nvbench JSON, no BabelStream "
-                                "or rccl-tests CSV header, no rooflab export columns")
+        return Recognised(None, unread_why(text))
     return Recognised(found, text=text)

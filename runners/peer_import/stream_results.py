@@ -12,14 +12,14 @@ The result's central figure is the average (rooflab stores no minimum as a media
 and slowest are its min and max. BabelStream's own bandwidth (from the fastest run) is recomputed
 from rooflab's bytes and the printed fastest time and held against the printed figure. Nstream (no
 rooflab op) and the Init/Read phases are left out, with the reason. A kernel BabelStream's own check
-failed (`FAILED validation of ...` in the output) is `incorrect`.
+failed is `incorrect` (babelstream.kernel_failed says which its check's lines make wrong).
 """
 from __future__ import annotations
 
 import dataclasses
 
 from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod, WorkModel
-from rooflab.runners.peer_import.babelstream import StreamOutput, StreamRow
+from rooflab.runners.peer_import.babelstream import StreamOutput, StreamRow, kernel_failed
 from rooflab.runners.peer_import.results import (
     Check,
     Conversion,
@@ -61,7 +61,7 @@ def row_result(row: StreamRow, output: StreamOutput, fingerprint: str, run: str,
     fastest = row.min_s
     check = Check("bandwidth", row.bandwidth_bytes_per_s, nbytes / fastest.value, fastest.half_ulp / fastest.value)
     disagreement = None if check.agrees else f"line {row.line}: {row.function} {check.describe()}"
-    failed = row.function in output.failed
+    failed = kernel_failed(row.function, output.failed)
     centre = row.avg_s.value if row.avg_s is not None else fastest.value
     stats = point_statistics(centre * 1000, min_ms=fastest.value * 1000,
                              max_ms=row.max_s.value * 1000 if row.max_s is not None else None,
@@ -73,7 +73,7 @@ def row_result(row: StreamRow, output: StreamOutput, fingerprint: str, run: str,
                                                       case.backend, case.dtype, case.params),
                           device_fingerprint=fingerprint, measured_at=when.at),
         status=ResultStatus.INCORRECT if failed else ResultStatus.OK,
-        error=note(["BabelStream's own check failed (FAILED validation)" if failed else None,
+        error=note([failed,
                     f"the median is BabelStream's average of {max(1, (row.num_times or 2) - 1)} runs; its "
                     f"bandwidth is from the fastest ({fastest.value:g} s)",
                     check.describe() if disagreement else None]),
@@ -86,7 +86,7 @@ def row_result(row: StreamRow, output: StreamOutput, fingerprint: str, run: str,
 def convert_babelstream(output: StreamOutput, *, source: str, when: When, device_name: str | None) -> Conversion:
     """Every kernel of a BabelStream CSV as rooflab results: one run (a file naming no device needs
     `device_name`; without either the file is left out)."""
-    conversion = Conversion(tool=Tool.BABELSTREAM)
+    conversion = Conversion(tool=Tool.BABELSTREAM, notes=list(output.notes))
     name = output.device_name or device_name
     if not name:
         conversion.left_out.append("the output names no device (BabelStream prints none with --csv in some "

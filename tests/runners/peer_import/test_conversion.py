@@ -15,6 +15,7 @@ import pytest
 from rooflab.db.measurement_columns import gbps_of
 from rooflab.record import MeasurementRecord
 from rooflab.runners.peer_import.babelstream import parse_babelstream_csv
+from rooflab.runners.peer_import.babelstream_text import parse_babelstream_text
 from rooflab.runners.peer_import.collective_import import convert_nccl_tests
 from rooflab.runners.peer_import.nccl_json import parse_nccl_json
 from rooflab.runners.peer_import.nccl_tests import parse_nccl_tests_text
@@ -229,14 +230,32 @@ def test_babelstream_kernels_are_rooflabs_stream_probes() -> None:
 
 def test_babelstream_wrong_bandwidth_failed_check_and_missing_device() -> None:
     text = fixture("babelstream_rtx2060_transcribed.csv").replace("304093.569", "404093.569")
-    text += "FAILED validation of Copy[3]: 1.0 (is) != 0.4 (should)\n"
+    text += "FAILED validation of sum: 8.5 (is) != 8.6 (should), diff=0.1 > 1e-07 (largest=8.6, max_rel=1e-07)\n"
     conversion = convert_babelstream(parse_babelstream_csv(text), source="b.csv", when=WHEN, device_name=None)
     assert len(conversion.disagreements) == 1 and "Triad" in conversion.disagreements[0]
     statuses = {m.identity.case.op: m.status for m in results(conversion)}
-    assert statuses["stream_copy"] == ResultStatus.INCORRECT and statuses["stream_add"] == ResultStatus.OK
+    assert statuses["stream_dot"] == ResultStatus.INCORRECT and statuses["stream_add"] == ResultStatus.OK
+    array = text.replace("of sum:", "of c[2]:")
+    wrong = results(convert_babelstream(parse_babelstream_csv(array), source="b.csv", when=WHEN, device_name=None))
+    assert {m.status for m in wrong} == {ResultStatus.INCORRECT} and "c[]" in (wrong[0].error or "")
     nameless = "\n".join(fixture("babelstream_rtx2060_transcribed.csv").splitlines()[1:])
     none = convert_babelstream(parse_babelstream_csv(nameless), source="b.csv", when=WHEN, device_name=None)
     assert none.runs == [] and "--device-name" in none.left_out[0]
+
+
+def test_babelstream_table_and_csv_of_one_run_are_the_same_figures() -> None:
+    table = convert_babelstream(parse_babelstream_text(fixture("babelstream_rtx2060_alpaka.txt")), source="b.txt",
+                                when=WHEN, device_name=None)
+    csv = convert_babelstream(parse_babelstream_csv(fixture("babelstream_rtx2060_transcribed.csv")), source="b.csv",
+                              when=WHEN, device_name=None)
+    assert table.disagreements == [] and len(table.notes) == 1 and "2^25" in table.notes[0]
+
+    def figures(conversion: Conversion) -> set[tuple[object, ...]]:
+        return {(m.identity.case.op, m.identity.case.dtype, m.identity.case.params["n"], m.median_ms,
+                 m.stats.min_ms if m.stats else None, m.work.bytes, m.status) for m in results(conversion)}
+
+    assert len(figures(table)) == 5 and figures(table) == figures(csv)
+    assert {m.identity.case.backend for m in results(table)} == {"alpaka/llama"}
 
 
 def test_nvbench_without_its_sample_files_reads_the_summaries(tmp_path: Path) -> None:

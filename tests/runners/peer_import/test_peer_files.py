@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from rooflab.runners.peer_import.babelstream import parse_babelstream_csv
+from rooflab.runners.peer_import.babelstream_text import elements_of, parse_babelstream_text
 from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.nccl_json import parse_nccl_json
 from rooflab.runners.peer_import.nvbench import parse_nvbench_json, read_sidecar
+from rooflab.runners.peer_import.printed import Printed
 from rooflab.runners.peer_import.rccl_files import parse_rccl_csv, parse_rccl_json
 from rooflab.runners.peer_import.recognise import PeerFormat, recognise
 from tests.runners.peer_import.planting import FIXTURES, fixture
@@ -128,11 +130,48 @@ def test_babelstream_csv_layouts() -> None:
           "phase,n_elements,sizeof,max_GB_per_sec,runtime\nInit,33554432,8,1234.5,0.5\n"
           "function,num_times,n_elements,sizeof,max_GB_per_sec,min_runtime,max_runtime,avg_runtime\n"
           "Triad,100,33554432,8,3012.25,0.000267375,0.000281,0.000270102\n"
-          "FAILED validation of Triad: 1 (is) != 2 (should)\n")
+          "FAILED validation of a[7]: 0.3 (is) != 0.2 (should), diff=0.1 > 2.2e-14 (largest=0.3, max_rel=2.2e-14)\n")
     parsed = parse_babelstream_csv(v5)
-    assert parsed.device_name == "NVIDIA H100 80GB HBM3" and parsed.failed == ("Triad",)
+    assert parsed.device_name == "NVIDIA H100 80GB HBM3" and parsed.failed == ("a",)
     assert [(r.function, r.is_phase) for r in parsed.rows] == [("Init", True), ("Triad", False)]
     assert parsed.rows[1].bandwidth_bytes_per_s.value == pytest.approx(3012.25e9)
+
+
+def test_babelstream_table_real_output() -> None:
+    out = parse_babelstream_text(fixture("babelstream_rtx2060_alpaka.txt"))
+    assert out.device_name == "NVIDIA GeForce RTX 2060" and out.model == "alpaka/LLAMA" and out.version == "4.0"
+    assert [r.function for r in out.rows] == ["Copy", "Mul", "Add", "Triad", "Dot"]
+    assert {(r.n_elements, r.sizeof, r.num_times) for r in out.rows} == {(1 << 25, 8, 100)}
+    triad = out.rows[3]
+    assert triad.line == 13 and triad.bandwidth_bytes_per_s.value == pytest.approx(304093.569e6)
+    assert (triad.min_s.value, triad.avg_s, triad.max_s) == (0.00265, Printed(0.00285, 5e-6), Printed(0.00349, 5e-6))
+    assert out.failed == () and "2^25" in out.notes[0] and "line 6" in out.notes[0]
+
+
+def test_babelstream_table_element_count() -> None:
+    rng = random.Random(3)
+    k = rng.randrange(12, 31)
+    for sizeof, unit in ((8, 1e6), (4, 2.0**20)):
+        shown = round((1 << k) * sizeof / unit, 1)
+        assert elements_of(Printed(shown, 0.05), unit, sizeof) == 1 << k
+    assert elements_of(Printed(400.0, 0.05), 1e6, 8) is None  # 50,000,000 elements: no power of two
+    text = fixture("babelstream_rtx2060_alpaka.txt").replace("268.4 MB (=0.3 GB)", "400.0 MB (=0.4 GB)")
+    with pytest.raises(PeerFormatError) as caught:
+        parse_babelstream_text(text)
+    assert caught.value.line == 6 and "element count is unknown" in caught.value.what
+    counted = parse_babelstream_text(text.replace("Precision:", "Number of elements: 50000000\nPrecision:"))
+    assert {r.n_elements for r in counted.rows} == {50000000} and counted.notes == ()
+    with pytest.raises(PeerFormatError, match="Precision"):
+        parse_babelstream_text(text.replace("Precision: double\n", ""))
+
+
+def test_babelstream_checks_of_every_version() -> None:
+    text = fixture("babelstream_rtx2060_alpaka.txt")
+    v4 = text.replace("Function ", "Validation failed on sum. Error 3.54711e-06\nSum was 39.79 but should be 39.8\n"
+                      "Validation failed on b[]. Average error 0.25\nFunction ", 1)
+    assert parse_babelstream_text(v4).failed == ("sum", "b")
+    fortran = text.replace("Function ", "Validation failed on C. Average error   0.1E+01\nFunction ", 1)
+    assert parse_babelstream_text(fortran).failed == ("c",)
 
 
 @pytest.mark.parametrize("name,expected", [
@@ -141,6 +180,7 @@ def test_babelstream_csv_layouts() -> None:
     ("nvbench_v1_gv100.json", PeerFormat.NVBENCH_JSON),
     ("nvbench_2021_gv100.json", PeerFormat.NVBENCH_JSON),
     ("babelstream_rtx2060_transcribed.csv", PeerFormat.BABELSTREAM_CSV),
+    ("babelstream_rtx2060_alpaka.txt", PeerFormat.BABELSTREAM_TEXT),
 ])
 def test_recognised_by_content_under_any_name(tmp_path: Path, name: str, expected: PeerFormat) -> None:
     renamed = tmp_path / "results.dat"
@@ -158,3 +198,20 @@ def test_unrecognised_files_say_why(tmp_path: Path) -> None:
     assert "not UTF-8" in recognise(tmp_path / "blob.bin").why
     assert recognise(tmp_path / "empty.log").why == "empty"
     assert recognise(cut).format == PeerFormat.NCCL_TESTS_JSON  # recognised, so that its import says where it breaks
+
+
+def test_nvbench_outputs_it_does_not_read_name_the_one_it_does(tmp_path: Path) -> None:
+    # the first lines of nvbench's --csv and markdown outputs (R100001/Programming-Massively-Parallel-Processors,
+    # Performance-Tests-NvBench/histogram/BenchResults/BenchResults2060.csv and .md)
+    csv_path, md_path = tmp_path / "bench.csv", tmp_path / "bench.md"
+    csv_path.write_text("Benchmark,Device,Device Name,Array Size (pow2),Array Size,Num Bins (pow2),Num Bins,"
+                        "Num Threads (pow2),Num Threads,Skipped,Num Elements,Memory Reads (bytes),"
+                        "Memory Writes (bytes),Samples,CPU Time (sec),Noise,GPU Time (sec),Noise,Elem/s (elem/sec),"
+                        "GlobalMem BW (bytes/sec),BWUtil,Samples,Batch GPU (sec)\n")
+    md_path.write_text("# Devices\n\n## [0] `NVIDIA GeForce RTX 2060`\n* SM Version: 750 (PTX Version: 520)\n\n# Log\n"
+                       "\n```\nRun:  [1/350] Simple Histogram [Device=0 Array Size=2^2]\nPass: Cold: 0.007360ms GPU, "
+                       "0.026891ms CPU, 0.50s total GPU, 7.81s total wall, 67932x \n```\n\n# Benchmark Results\n\n"
+                       "| Array Size | Samples |  CPU Time  |  Noise  |  GPU Time  | Noise  |\n")
+    for path, kind in ((csv_path, "CSV output (--csv)"), (md_path, "markdown output")):
+        found = recognise(path)
+        assert found.format is None and f"nvbench's {kind}" in found.why and "--json FILE" in found.why
