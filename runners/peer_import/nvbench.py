@@ -7,7 +7,9 @@ l2_cache_size, ...), `benchmarks`, each with `name`, `axes` and `states`: a list
 hint, hide, data: [{name, type, value}]}, where every value is a string: durations in seconds),
 `is_skipped` and `skip_reason`. Before it (2021): no `meta`, `states` an object keyed by the state's
 name, `axis_values` and `summaries` objects keyed by name (`Average GPU Time (Cold)`, ...), each value a
-{type, value} object; its summary names are mapped here to the tags of 1.0.0 (OLD_NAMES).
+{type, value} object; its summary names are mapped here to the tags of 1.0.0 (OLD_NAMES). The first
+2021 layout (spring 2021) had 1.0.0's lists already, but a state's `description` for its name and
+summaries as {name, values: [{name, type, value}]} with values as JSON numbers.
 
 Under `--jsonbin`, a state's summaries `nv/json/bin:<tag>` name a sidecar file (little-endian float32
 seconds, one per sample) relative to the JSON file; `read_sidecar` reads one.
@@ -124,17 +126,28 @@ def _named_value(data: Any) -> Summary:
                    filename=None if filename is None else str(filename))
 
 
+def _summaries_v1(state: dict[str, Any]) -> dict[str, Summary]:
+    """A state's summaries by tag: 1.0.0's {tag, data}, or the first 2021 layout's {name, values}
+    (its names mapped by OLD_NAMES)."""
+    out = {}
+    for s in state.get("summaries") or ():
+        if isinstance(s, dict) and "tag" in s:
+            out[str(s["tag"])] = _named_value(s.get("data"))
+        elif isinstance(s, dict) and s.get("name") in OLD_NAMES:
+            out[OLD_NAMES[s["name"]]] = _named_value(s.get("values"))
+    return out
+
+
 def _state_v1(benchmark: str, state: Any, where: str) -> NvbenchState:
-    if not isinstance(state, dict) or "name" not in state:
+    name = state.get("name", state.get("description")) if isinstance(state, dict) else None  # 2021: description
+    if not isinstance(state, dict) or name is None:
         raise PeerFormatError(f"{where}: a state without a name")
     axes = tuple(AxisValue(str(a.get("name")), str(a.get("type")), str(a.get("value")))
                  for a in state.get("axis_values") or () if isinstance(a, dict))
-    summaries = {str(s["tag"]): _named_value(s.get("data")) for s in state.get("summaries") or ()
-                 if isinstance(s, dict) and "tag" in s}
-    return NvbenchState(benchmark=benchmark, name=str(state["name"]), device=_int(state.get("device")) or 0,
+    return NvbenchState(benchmark=benchmark, name=str(name), device=_int(state.get("device")) or 0,
                         axis_values=axes, skipped=bool(state.get("is_skipped")),
                         skip_reason=str(state["skip_reason"]) if state.get("skip_reason") else None,
-                        summaries=summaries)
+                        summaries=_summaries_v1(state))
 
 
 def _state_2021(benchmark: str, name: str, state: Any, where: str) -> NvbenchState:

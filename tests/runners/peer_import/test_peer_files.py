@@ -111,6 +111,19 @@ def test_nvbench_json_2021_layout_real_file() -> None:
     assert [s.skip_reason for s in parsed.states if s.skipped] == ["Long 'Foo' benchmarks are skipped."]
 
 
+def test_nvbench_json_first_2021_layout_real_file() -> None:
+    parsed = parse_nvbench_json(fixture("nvbench_2021_list_mx150.json"))
+    assert parsed.json_version is None and parsed.devices[0].name == "GeForce MX150"
+    skipped, first, second = parsed.states
+    assert skipped.skipped and skipped.skip_reason == "Types are not mixed."
+    assert first.name == "Device=0 In=I32 Out=F32 Elements=2^20" and not first.skipped
+    assert [(a.name, a.value) for a in first.axis_values] == [("In", "I32"), ("Out", "F32"), ("Elements", "1048576")]
+    assert first.number("nv/cold/time/gpu/mean") == pytest.approx(0.0002039839102511483)
+    assert first.number("nv/cold/sample_size") == 3992 and first.number("nv/batch/sample_size") == 3993
+    assert first.number("nv/cold/bw/global/bytes_per_second") == pytest.approx(41123870944.87898)
+    assert second.number("nv/cold/time/gpu/mean") is not None
+
+
 def test_an_nvbench_sidecar_reads_float32_seconds(tmp_path: Path) -> None:
     samples = [random.Random(5).uniform(1e-6, 1e-3) for _ in range(37)]
     (tmp_path / "0.bin").write_bytes(struct.pack("<37f", *samples))
@@ -179,6 +192,7 @@ def test_babelstream_checks_of_every_version() -> None:
     ("rccl_tests_allreduce.jsonl", PeerFormat.RCCL_TESTS_JSON),
     ("nvbench_v1_gv100.json", PeerFormat.NVBENCH_JSON),
     ("nvbench_2021_gv100.json", PeerFormat.NVBENCH_JSON),
+    ("nvbench_2021_list_mx150.json", PeerFormat.NVBENCH_JSON),
     ("babelstream_rtx2060_transcribed.csv", PeerFormat.BABELSTREAM_CSV),
     ("babelstream_rtx2060_alpaka.txt", PeerFormat.BABELSTREAM_TEXT),
 ])
