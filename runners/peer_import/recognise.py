@@ -34,7 +34,7 @@ MAX_BYTES = 1 << 30  # a file above this is not read into memory
 class PeerFormat(StrEnum):
     """The file formats `rooflab import` reads."""
 
-    NCCL_TESTS_TEXT = "nccl-tests output"
+    NCCL_TESTS_TEXT = "nccl-tests or rccl-tests output"
     NCCL_TESTS_JSON = "nccl-tests JSON"
     RCCL_TESTS_JSON = "rccl-tests JSON"
     RCCL_TESTS_CSV = "rccl-tests CSV"
