@@ -1,7 +1,8 @@
 """The device page's interconnect section: the collectives of the shown runs.
 
 - the chart: bus bandwidth (nccl-tests' busbw, the stored `gbps`) against the bytes each rank sends,
-  a line per collective, world size and dtype (the bandwidth-against-working-set chart's twin),
+  a line per collective, world size, dtype and mode (isolated dotted, stream solid; the
+  bandwidth-against-working-set chart's twin),
   with the datasheet's NVLink and PCIe figures per direction dashed;
 - the interconnect ceilings (best busbw) and latency floors (fastest median) per collective and
   world size, beside the datasheet link (reports.ceilings, reports/interconnect.py);
@@ -21,7 +22,7 @@ from rooflab.reports import plots
 from rooflab.reports.ceilings import DeviceCeilings
 from rooflab.reports.interconnect import curves
 from rooflab.suite.ops.base import format_bytes
-from rooflab.vocab import CeilingKind, Quality, ResultStatus
+from rooflab.vocab import CeilingKind, CollectiveMode, Quality, ResultStatus
 
 STRAGGLERS_SHOWN = 15
 
@@ -41,13 +42,14 @@ def interconnect_svg(points: pd.DataFrame, dc: DeviceCeilings) -> str:
     with plots._figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        groups = list(points.groupby(["op", "ranks", "dtype"], sort=True)) if not points.empty else []
+        groups = list(points.groupby(["op", "ranks", "dtype", "mode"], sort=True)) if not points.empty else []
         colors = dict(zip(sorted(points["op"].unique()) if not points.empty else [],
                           plots.sns.color_palette("tab10", 10), strict=False))
-        for (op, ranks, dtype), g in groups:
-            ax.plot(g["bytes_per_rank"], g["gbps"], "-", color=colors[op], lw=1.0,
+        for (op, ranks, dtype, mode), g in groups:
+            isolated = mode == CollectiveMode.ISOLATED
+            ax.plot(g["bytes_per_rank"], g["gbps"], ":" if isolated else "-", color=colors[op], lw=1.0,
                     marker=plots.DTYPE_MARKERS.get(str(dtype), "o"), ms=4,
-                    label=plots.plain(f"{op} x{ranks} {dtype}"))
+                    label=plots.plain(f"{op} x{ranks} {dtype}" + (" isolated" if isolated else "")))
         bad = points[points["quality"] != Quality.GOOD] if not points.empty else points
         if not bad.empty:
             ax.scatter(bad["bytes_per_rank"], bad["gbps"], label="noisy or contended", **plots.UNTRUSTED_MARK)

@@ -6,6 +6,8 @@ change, another job) hits every timer alike: within a round the timers follow on
 same prepared callable (rooflab as configured, then for each peer in `--peers` order the peer and
 rooflab in that peer's mode), and the rounds repeat that. A peer that times in a process of its
 own (nvbench) runs its rounds after the others; rooflab's rounds in its mode run with the rest.
+A collective case is timed by the collective peers only (dist_loop), beside rooflab's rank group,
+in rounds too (runners/crosscheck/collective_check.py); a kernel case by the kernel peers only.
 Invalid input (spec, filters, device, peers, rounds) is refused before the database is opened.
 """
 from __future__ import annotations
@@ -22,10 +24,12 @@ from typing import Any
 
 from rooflab.db.crosscheck import GroupSummary, summarize_groups
 from rooflab.runners.crosscheck.case_check import PeerCheck, check_case
-from rooflab.runners.crosscheck.peer import Peer
-from rooflab.runners.crosscheck.peers import parse_peers, peers_for
+from rooflab.runners.crosscheck.collective_check import RoofGroups, check_collective, collective_devices
+from rooflab.runners.crosscheck.peer import CollectivePeer, Peer
+from rooflab.runners.crosscheck.peers import AnyPeer, parse_peers, peers_for
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
+from rooflab.suite.ops.collective import FAMILY
 from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
 
 MAX_ROUNDS = 50
@@ -111,12 +115,12 @@ def run_crosscheck(
     seed: int = 0,
     on_check: Callable[[Case, list[PeerCheck]], None] | None = None,
     command_line: str | None = None,
-    peer_objects: Sequence[Peer] | None = None,
+    peer_objects: Sequence[AnyPeer] | None = None,
 ) -> CrossCheckReport:
     """Validate, then measure every case and store each row as soon as its case is done.
 
     `peer_objects` replaces the peers named by `peers` (tests use it to plant a peer)."""
-    from rooflab.db.crosscheck import CrossCheckRecord, add_crosscheck
+    from rooflab.db.crosscheck import add_crosscheck
     from rooflab.db.store import ResultStore, environment_device_uuid
     from rooflab.record import RunRecord
     from rooflab.runners.machine.environment import capture, git_state
@@ -150,31 +154,19 @@ def run_crosscheck(
     uuid = environment_device_uuid(environment)
     checks: list[PeerCheck] = []
     store = ResultStore(db_url)
+    timer = _CaseTimer(device_info, available, rounds=rounds, seed=seed, torch_device=torch_device)
     final = RunStatus.FAILED
     try:
         store.start_run(run)
         store.add_environment(run_id, environment)
         for case in cases:
-            results = check_case(case, device_info, available, rounds=rounds, seed=seed) if available else []
-            results += [
+            results = timer.check(case) + [
                 PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value,
                           status[p.name.value]["version"], ResultStatus.SKIPPED, status[p.name.value]["reason"])
-                for p in chosen if not status[p.name.value]["available"]
+                for p in _peers_of(case, chosen) if not status[p.name.value]["available"]
             ]
             for c in results:
-                add_crosscheck(store, CrossCheckRecord(
-                    run_id=run_id, case=case, device_fingerprint=environment.device_fingerprint, device_uuid=uuid,
-                    cache=case.cache, timing_mode=case.timing_mode, peer=c.peer, peer_version=c.peer_version,
-                    status=c.status, error=c.error, peer_cache=c.peer_cache, peer_clock=c.peer_clock, rounds=rounds,
-                    rooflab_median_ms=c.rooflab_median_ms, rooflab_spread=c.rooflab_spread,
-                    peer_median_ms=c.peer_median_ms, peer_spread=c.peer_spread, ratio=c.ratio, disagrees=c.disagrees,
-                    likely_reason=c.likely_reason, rooflab_rounds_ms=c.rooflab_rounds_ms,
-                    peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC), contended=c.contended,
-                    contention_reasons=c.contention_reasons, peer_mode=c.peer_mode, rooflab_mode=c.rooflab_mode,
-                    method_differences=c.method_differences, in_mode_median_ms=c.in_mode_median_ms,
-                    in_mode_spread=c.in_mode_spread, in_mode_ratio=c.in_mode_ratio,
-                    in_mode_rounds_ms=c.in_mode_rounds_ms,
-                ))
+                add_crosscheck(store, _record(run_id, case, environment.device_fingerprint, uuid, rounds, c))
             checks.extend(results)
             if on_check is not None:
                 on_check(case, results)
@@ -183,6 +175,7 @@ def run_crosscheck(
         final = RunStatus.INTERRUPTED
         raise
     finally:
+        timer.close()
         try:
             store.finish_run(run_id, final)
         finally:
@@ -191,6 +184,58 @@ def run_crosscheck(
         run_id=run_id, suite=spec.name, device=torch_device, device_name=device_info.name, rounds=rounds,
         peers=status, checks=tuple(checks), summaries=summarize_checks(checks),
         elapsed_s=time.monotonic() - started, versions=_versions(environment, commit, dirty),
+    )
+
+
+def _peers_of(case: Case, peers: Sequence[AnyPeer]) -> list[AnyPeer]:
+    """The peers that time `case`: the collective peers for a collective, the kernel peers otherwise."""
+    collective = case.family == FAMILY
+    return [p for p in peers if isinstance(p, CollectivePeer) == collective]
+
+
+class _CaseTimer:
+    """Each case timed by the available peers of its kind (case_check.py for a kernel,
+    collective_check.py for a collective, whose rank groups it keeps between cases)."""
+
+    def __init__(self, device: Any, available: Sequence[AnyPeer], *, rounds: int, seed: int,
+                 torch_device: str) -> None:
+        self.device, self.available, self.rounds, self.seed = device, list(available), rounds, seed
+        self.torch_device = torch_device
+        self.groups = RoofGroups()
+
+    def check(self, case: Case) -> list[PeerCheck]:
+        peers = _peers_of(case, self.available)
+        if not peers:
+            return []
+        if case.family != FAMILY:
+            return check_case(case, self.device, [p for p in peers if isinstance(p, Peer)], rounds=self.rounds,
+                              seed=self.seed)
+        return check_collective(case, self.device, [p for p in peers if isinstance(p, CollectivePeer)],
+                                rounds=self.rounds, groups=self.groups, seed=self.seed,
+                                torch_devices=collective_devices(self.torch_device))
+
+    def close(self) -> None:
+        self.groups.close()
+        for peer in self.available:
+            if isinstance(peer, CollectivePeer):
+                peer.close()
+
+
+def _record(run_id: str, case: Case, fingerprint: str, uuid: str | None, rounds: int, c: PeerCheck) -> Any:
+    """The stored row of one check (db.crosscheck.CrossCheckRecord)."""
+    from rooflab.db.crosscheck import CrossCheckRecord
+
+    return CrossCheckRecord(
+        run_id=run_id, case=case, device_fingerprint=fingerprint, device_uuid=uuid,
+        cache=case.cache, timing_mode=case.timing_mode, peer=c.peer, peer_version=c.peer_version,
+        status=c.status, error=c.error, peer_cache=c.peer_cache, peer_clock=c.peer_clock, rounds=rounds,
+        rooflab_median_ms=c.rooflab_median_ms, rooflab_spread=c.rooflab_spread,
+        peer_median_ms=c.peer_median_ms, peer_spread=c.peer_spread, ratio=c.ratio, disagrees=c.disagrees,
+        likely_reason=c.likely_reason, rooflab_rounds_ms=c.rooflab_rounds_ms,
+        peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC), contended=c.contended,
+        contention_reasons=c.contention_reasons, peer_mode=c.peer_mode, rooflab_mode=c.rooflab_mode,
+        method_differences=c.method_differences, in_mode_median_ms=c.in_mode_median_ms,
+        in_mode_spread=c.in_mode_spread, in_mode_ratio=c.in_mode_ratio, in_mode_rounds_ms=c.in_mode_rounds_ms,
     )
 
 
