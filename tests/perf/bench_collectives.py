@@ -125,7 +125,8 @@ def quick_runs(runs: int) -> list[dict[str, tuple[float, str]]]:
             run_id = f"quick-{i + 1}"
             subprocess.run([sys.executable, "-m", "rooflab", "run", str(ROOT / "suite/specs/quick.yaml"), "--device",
                             "cpu", "--filter", "family=collective", "--filter", "op=all_reduce,all_gather", "--db",
-                            url, "--run-id", run_id, "--quiet"], check=True, env=env, cwd=folder)
+                            url, "--run-id", run_id, "--quiet"], check=True, env=env, cwd=folder,
+                           stdout=subprocess.DEVNULL)
             rows = results(url, run_id=run_id)
             rows = rows[(rows["collective_mode"] == "stream") & (rows["status"] == "ok")]
             out.append({f"{r.op} {_size(int(r.bytes_per_rank))}": (float(r.gbps), str(r.quality))
