@@ -1,7 +1,9 @@
-"""rooflab reports: what results mean.
+"""rooflab reports: what results mean, in rooms.
 
-gpu_specs (datasheet table), ceilings (measured roofs from the probes), diagnosis (wall, efficiency,
-fusion gains), predict, compare (generation comparison), regressions (nightly detection), plots
-(SVG figures), html (the static site). Everything works on results DataFrames (db.query.results);
-only load.py reads the database.
+data/ (what the reports read from the database, and the helpers over its results frames), roofs/
+(the device's roofs: datasheet figures and the ceilings the probes measured), walls/ (which wall a
+case hits: diagnosis, layer breakdown, prediction, the model against the counters), comparisons/
+(one device or run against another, with intervals), regressions/ (series, the gate, change points,
+the history), pages/ (the static HTML report: pages, figures, templates). Everything works on
+results DataFrames (db.query.results); only data/reads.py reads the database.
 """

@@ -183,7 +183,7 @@ class Quality(StrEnum):
 
 
 class CeilingKind(StrEnum):
-    """A measured roof of a device (reports.ceilings says which results set each)."""
+    """A measured roof of a device (reports.roofs.ceilings says which results set each)."""
 
     HBM_RW = "hbm_rw"  # memory bandwidth, reads and writes (GB/s)
     HBM_RO = "hbm_ro"  # memory bandwidth, reads only (GB/s)
@@ -214,7 +214,7 @@ class BytesReason(StrEnum):
 
 
 class Wall(StrEnum):
-    """The wall a case hits (reports.diagnosis decides)."""
+    """The wall a case hits (reports.walls.diagnosis decides)."""
 
     COMPUTE = "compute"
     BANDWIDTH = "bandwidth"
@@ -225,7 +225,7 @@ class Wall(StrEnum):
 # -- where a case's FLOPs run -----------------------------------------------------------------
 
 # families whose FLOPs are matrix products (a layer's FLOPs are nearly all matmul FLOPs): held
-# against the matrix roof of their dtype (reports.ceilings) ...
+# against the matrix roof of their dtype (reports.roofs.ceilings) ...
 MATRIX_FAMILIES = ("gemm", "attention", "layer")
 # ... and the dtypes in which matrix products run on tensor cores: no vector roof of their own on a
 # datasheet, and FLOPs that the counters' FP instruction counts do not see (db.counters)

@@ -14,7 +14,7 @@ Figures (sizes of the `gpu` profile; `cpu` and `tiny` are smaller, for a CPU and
   (16k tokens per batch, 16 heads of 64, non-causal), 4·b·h·s²·d FLOPs
 
 Then each is set beside rooflab's figure read from the results database (the ceilings from
-reports.ceilings, the fusion and attention cases of the same shape) and the published references,
+reports.roofs.ceilings, the fusion and attention cases of the same shape) and the published references,
 and a row is marked `below` when rooflab's figure is more than BELOW_TOLERANCE under the best of them.
 
     python scripts/gpu_known_figures.py --db sqlite:///out/rooflab.db --device auto \
@@ -424,7 +424,7 @@ def _verdict(rooflab: float | None, refs: Iterable[float | None]) -> str:
 
 def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, profile: Profile) -> list[Row]:
     """The comparison table: one row per figure measured here (and per published one)."""
-    from rooflab.reports.ceilings import compute_ceilings
+    from rooflab.reports.roofs.ceilings import compute_ceilings
 
     by_key = {m.key: m for m in measured}
     dc = compute_ceilings(rows, device_name or "") if rows is not None and not rows.empty else None
@@ -463,7 +463,7 @@ def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, pr
 
 def load_rows(db_url: str, device: str) -> tuple[str | None, Any]:
     """(device name, its results) from the database; (None, None) when it holds none of that kind."""
-    from rooflab.reports.load import REPORT_COLUMNS, load_device_results
+    from rooflab.reports.data.reads import REPORT_COLUMNS, load_device_results
 
     try:
         return load_device_results(db_url, device, REPORT_COLUMNS)

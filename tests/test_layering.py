@@ -21,7 +21,7 @@ WIRING = {
     "runners/orchestration/nightly.py":
         "a night's steps in order (run, history check, report), as the CLI calls them",
     "runners/orchestration/slurm_job.py":
-        "names the --fail-on choices of the nightly step it writes (reports.verdicts)",
+        "names the --fail-on choices of the nightly step it writes (reports.regressions.verdicts)",
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from rooflab.reports.verdicts import FailOn, Verdict
+from rooflab.reports.regressions.verdicts import FailOn, Verdict
 from rooflab.vocab import CacheMode, Quality, ResultStatus, RunStatus, StopReason, TimingMode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,8 +19,8 @@ GUARDED = {str(v) for enum in (ResultStatus, RunStatus, Verdict, FailOn, CacheMo
 SET_KEYWORDS = {"status", "cache", "timing_mode", "quality", "stop_reason", "fail_on", "verdict"}
 # where the same word is something else: (file, value) -> why
 OTHER_MEANING = {
-    ("reports/ceilings.py", "launch"): "the `launch` probe op's name and the launch-floor ceiling kind",
-    ("reports/plots.py", "launch"): "the `launch` probe op's name",
+    ("reports/roofs/ceilings.py", "launch"): "the `launch` probe op's name and the launch-floor ceiling kind",
+    ("reports/pages/plots.py", "launch"): "the `launch` probe op's name",
     # the public signature, as the README and help(rooflab.measure) show it (the value is checked by
     # suite.case.modes_problem, so a renamed member would be refused there)
     ("rooflab/api.py", "cold"): "rooflab.measure's documented default",

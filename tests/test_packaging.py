@@ -52,5 +52,5 @@ def test_the_wheel_holds_only_the_rooflab_package(tmp_path: Path) -> None:
     tops = {name.split("/", 1)[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"rooflab"}
     for expected in ("rooflab/suite/specs/quick.yaml", "rooflab/db/migrations/env.py", "rooflab/runners/cli/app.py",
-                     "rooflab/reports/templates/index.html", "rooflab/__main__.py"):
+                     "rooflab/reports/pages/templates/index.html", "rooflab/__main__.py"):
         assert expected in names, expected

@@ -16,7 +16,7 @@ def breakdown_cmd(
     """Each profiled transformer block of a device: its parts' time, FLOP/s, GB/s, wall and
     efficiency, the time no part accounts for, MFU, and the fusion estimate against the
     measured eager/compiled speedup."""
-    from rooflab.reports.breakdown import device_breakdowns, label
+    from rooflab.reports.walls.breakdown import device_breakdowns, label
 
     name, items = guarded(lambda: device_breakdowns(db_url(db), device))
     if as_json:

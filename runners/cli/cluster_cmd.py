@@ -1,38 +1,48 @@
 """`rooflab slurm` (batch scripts for a cluster night) and `rooflab nightly` (one command for CI)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import typer
 
 from rooflab.errors import UserError
-from rooflab.reports.options import RegressionOptions
-from rooflab.reports.verdicts import FailOn
+from rooflab.reports.regressions.options import RegressionOptions
+from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, fail_with, print_json
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
 
-def _venv_rooflab(venv: Path | None) -> str:
-    """The rooflab executable the jobs start: `venv/bin/rooflab`, this one's venv, or `rooflab` on PATH."""
+def rooflab_command(venv: Path | None, python: Path | None) -> tuple[str, ...]:
+    """The command the jobs start rooflab with: `PYTHON -m rooflab` (--python), `VENV/bin/rooflab`
+    (--venv), this process's venv's rooflab, or `rooflab` on the nodes' PATH."""
+    if venv is not None and python is not None:
+        fail("give at most one of --venv and --python")
+    if python is not None:
+        exe = python.expanduser().absolute()
+        if not exe.is_file() or not os.access(exe, os.X_OK):
+            fail(f"--python {python}: {exe} is not an executable file; give the Python that runs rooflab on the nodes")
+        return (str(exe), "-m", "rooflab")
     if venv is not None:
         exe = venv.expanduser().resolve() / "bin" / "rooflab"
         if not exe.is_file():
             fail(f"--venv {venv}: {exe} does not exist; give the virtual environment rooflab is installed in")
-        return str(exe)
+        return (str(exe),)
     if sys.prefix != sys.base_prefix:
         exe = Path(sys.prefix) / "bin" / "rooflab"
         if exe.is_file():
-            return str(exe)
-    return "rooflab"
+            return (str(exe),)
+    return ("rooflab",)
 
 
 def slurm_command(
     spec: str = typer.Argument(..., help="Spec file (or shipped spec name); its absolute path goes into the script."),
     nodes: int = typer.Option(..., "--nodes", help="Nodes = shards = array tasks."),
     gpus_per_node: int = typer.Option(..., "--gpus-per-node",
-                                      help="GPUs each node gives the job (one worker per GPU)."),
+                                      help="GPUs each node gives the job (one worker per GPU); "
+                                           "0: CPU nodes (measured on the CPU, collectives over gloo)."),
     db: str | None = typer.Option(
         None, "--db", help="Results database URL, written into the scripts: must not carry a password (use ~/.pgpass)."
     ),
@@ -51,6 +61,10 @@ def slurm_command(
         None, "--run-id", help="Fixed run id; default: <suite>-<UTC date>, chosen when the submit script runs."
     ),
     venv: Path | None = typer.Option(None, "--venv", help="Virtual environment with rooflab on the nodes."),
+    python: Path | None = typer.Option(
+        None, "--python", help="Python that runs rooflab on the nodes as `PYTHON -m rooflab` (e.g. a checkout: "
+        "export PYTHONPATH before running the submit script; the jobs get its environment)."
+    ),
     output: Path | None = typer.Option(
         None, "--output", help="Array script to write (default OUT/rooflab-<suite>.sbatch); "
         "the .collectives.sbatch, .finalize.sbatch and .submit.sh scripts go beside it."
@@ -78,7 +92,7 @@ def slurm_command(
             nodes=nodes,
             gpus_per_node=gpus_per_node,
             out_dir=slurm_job.check_path(out, "--out").expanduser().resolve(),
-            rooflab=_venv_rooflab(venv),
+            rooflab=rooflab_command(venv, python),
             db_url=db_url,
             db_file=db_file,
             time_limit=time_limit,
@@ -94,6 +108,17 @@ def slurm_command(
         written = slurm.write_scripts(job, target.expanduser())
     except UserError as exc:
         fail_with(exc)
+    _notes(n_cases, nodes, db_url)
+    array, finalize, submit, collectives = written
+    typer.echo(f"array script:       {array}")
+    typer.echo(f"collectives script: {collectives}")
+    typer.echo(f"finalise script:    {finalize}")
+    typer.echo(f"submit script:      {submit}")
+    typer.echo(f"submit tonight's run with: bash {submit}")
+
+
+def _notes(n_cases: int, nodes: int, db_url: str | None) -> None:
+    """What is worth knowing about scripts that were written all the same."""
     if n_cases < nodes:
         err_console.print(
             f"note: the spec has {n_cases} cases for {nodes} shards; "
@@ -104,12 +129,6 @@ def slurm_command(
             "note: several nodes writing one SQLite file on a network filesystem risk lock errors and corruption; "
             "prefer PostgreSQL, or node-local SQLite files joined with `rooflab db merge`"
         )
-    array, finalize, submit, collectives = written
-    typer.echo(f"array script:       {array}")
-    typer.echo(f"collectives script: {collectives}")
-    typer.echo(f"finalise script:    {finalize}")
-    typer.echo(f"submit script:      {submit}")
-    typer.echo(f"submit tonight's run with: bash {submit}")
 
 
 NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML report: one command for CI.

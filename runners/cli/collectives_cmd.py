@@ -17,7 +17,8 @@ SLURM_NTASKS, SLURM_LOCALID; the script `rooflab slurm` writes sets MASTER_ADDR 
 Rank 0 stores the results into RUN: collective cases with `ranks: all` are stored under the
 step's world size (e.g. ranks=32), and cases already stored are not measured again. On one
 node, `rooflab run --devices all` measures the collectives without a launcher.
-Exit code 1 after a fault on any rank (srun --kill-on-bad-exit=1 then ends the others).
+Exit code 1 after a fault on any rank (srun --kill-on-bad-exit=1 then ends the others); 143 when
+stopped by SIGTERM (noted, then obeyed before the next case, so rank 0 stores the case in flight).
 """
 
 
@@ -29,6 +30,8 @@ def collectives_command(
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
     case_timeout_s: float = typer.Option(600.0, "--case-timeout-s",
                                          help="A collective (or the rendezvous) that takes longer fails."),
+    device: str = typer.Option("auto", "--device",
+                               help="auto (a GPU when there is one, else the CPU), cpu (gloo) or cuda (nccl)."),
 ) -> None:
     from rooflab.runners.orchestration.env_ranks import run_env_rank
 
@@ -36,7 +39,7 @@ def collectives_command(
         fail(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
     try:
         code = run_env_rank(spec, db=db_url(db), run_id=run_id, filters=tuple(filter_), seed=seed,
-                            case_timeout_s=case_timeout_s)
+                            case_timeout_s=case_timeout_s, device=device)
     except UserError as exc:
         fail_with(exc)
     # the results are stored and the group is left (or broken, after a fault): leave at once with the

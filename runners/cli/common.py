@@ -146,8 +146,8 @@ def optional_output_dir(out: Path | None) -> Path | None:
 
 
 def load_results_or_fail(db: str | None, columns: Sequence[str] | None = None) -> Any:
-    """Every result of the database (reports.load.load_results), or one message and exit code 2."""
-    from rooflab.reports.load import load_results
+    """Every result of the database (reports.data.reads.load_results), or one message and exit code 2."""
+    from rooflab.reports.data.reads import load_results
 
     return guarded(lambda: load_results(db_url(db), columns=columns))
 

@@ -1,5 +1,5 @@
 """CLI: `compare`, each case's speedup between two devices or runs with its interval, beside what the
-roofs predict (a thin wrapper over reports/comparison.py)."""
+roofs predict (a thin wrapper over reports/comparisons/compare_devices.py)."""
 from __future__ import annotations
 
 import math
@@ -35,9 +35,9 @@ def compare_cmd(
 ) -> None:
     """Per-case speedup of the candidate over the baseline with its 95 % interval, beside the
     speedup the roofs predict; the runs paired are named, with the rule that paired them."""
-    from rooflab.reports import compare_plots
-    from rooflab.reports.comparison import compare_devices
-    from rooflab.reports.load import load_comparison_inputs
+    from rooflab.reports.comparisons.compare_devices import compare_devices
+    from rooflab.reports.data.reads import load_comparison_inputs
+    from rooflab.reports.pages import compare_plots
 
     url = db_url(db)
     require_database(url)

@@ -8,8 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rooflab.reports.options import RegressionOptions
-from rooflab.reports.verdicts import FailOn
+from rooflab.reports.regressions.options import RegressionOptions
+from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
@@ -48,8 +48,8 @@ def regressions_cmd(
 ) -> None:
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
-    from rooflab.reports.load import load_verdicts
-    from rooflab.reports.verdicts import DRIFT, Verdict, parse_fail_on, should_fail
+    from rooflab.reports.data.reads import load_verdicts
+    from rooflab.reports.regressions.verdicts import DRIFT, Verdict, parse_fail_on, should_fail
 
     try:
         parse_fail_on(fail_on)
@@ -106,11 +106,11 @@ def report_cmd(
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from rooflab.db.urls import redact
-    from rooflab.reports.breakdown_section import load_layer_profiles
-    from rooflab.reports.html import render_report
-    from rooflab.reports.interconnect_section import load_collectives
-    from rooflab.reports.load import PendingVerdicts, load_counters, load_crosschecks, load_report_inputs
-    from rooflab.reports.memory import keep_mmap_threshold
+    from rooflab.reports.allocator import keep_mmap_threshold
+    from rooflab.reports.data.reads import PendingVerdicts, load_counters, load_crosschecks, load_report_inputs
+    from rooflab.reports.pages.breakdown_section import load_layer_profiles
+    from rooflab.reports.pages.interconnect_section import load_collectives
+    from rooflab.reports.pages.report import render_report
 
     if run and since:
         fail("give either --run or --since, not both")

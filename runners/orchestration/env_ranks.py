@@ -18,12 +18,16 @@ world size belong to other runs and are left out.
 
 Faults: a rank that raises ends the case `failed` (rank 0 stores it when it can) and every process
 exits with code 1, so that `srun --kill-on-bad-exit=1` ends the step; a rank that dies or hangs is
-seen by the others as a collective that errors or times out after `--case-timeout-s`. Cases left
-without a result are measured by the next start of the step (the run is resumed).
+seen by the others as a collective that errors or times out after `--case-timeout-s`, and rank 0
+stores the case `crashed` (the rank posted no error of its own). SIGTERM, which Slurm sends every
+task when it ends the step, is obeyed between cases only, so rank 0 stores the case in flight first
+(SIGKILL follows after Slurm's KillWait). Cases left without a result are measured by the next
+start of the step (the run is resumed; the script `rooflab slurm` writes starts it up to 3 times).
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -36,7 +40,8 @@ from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
 
-EXIT_OK, EXIT_FAULT = 0, 1
+EXIT_OK, EXIT_FAULT, EXIT_STOPPED = 0, 1, 143  # 143: stopped by SIGTERM between two cases (128 + 15)
+DEVICES = ("auto", "cpu", "cuda")
 ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
 FAULT_GRACE_S = 3.0  # how long rank 0 waits for the other ranks' errors after a fault
 LEAVE_WAIT_S = 30.0  # how long rank 0 (the store's host) waits for the other ranks to leave
@@ -87,10 +92,22 @@ def cases_for_world(cases: Sequence[Case], size: int) -> list[Case]:
     return list({c.case_key: c for c in out}.values())
 
 
+def use_cuda(device: str) -> bool:
+    """`--device`: auto (a GPU when torch sees one), cpu (gloo over the CPUs), cuda (a GPU, or
+    UserInputError)."""
+    import torch
+
+    if device not in DEVICES:
+        raise UserInputError(f"--device {device!r}: one of {', '.join(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserInputError("--device cuda: torch sees no CUDA GPU on this node")
+    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
+
+
 def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequence[str] = (), seed: int = 0,
                  timing_overrides: Mapping[str, Any] | None = None, case_timeout_s: float = ENV_TIMEOUT_S,
-                 environ: Mapping[str, str] | None = None) -> int:
-    """This process's part of the step; the exit code (0, or 1 after a fault)."""
+                 environ: Mapping[str, str] | None = None, device: str = "auto") -> int:
+    """This process's part of the step; the exit code (0, 1 after a fault, 143 when stopped by SIGTERM)."""
     import torch
 
     from rooflab.runners.machine.environment import capture
@@ -103,24 +120,25 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
 
     where = rendezvous_from_env(environ)
     overrides = validate_timing_overrides(timing_overrides)
-    cuda = torch.cuda.is_available()
+    cuda = use_cuda(device)
     spec = load_spec(spec_path)
     cases = cases_for_world(apply_filters(expand(spec, "cuda" if cuda else "cpu"), list(filters)), where.size)
     torch_device = f"cuda:{where.local_rank}" if cuda else "cpu"
     _pin(torch_device)
-    environment, device = capture(torch_device)
+    environment, info = capture(torch_device)
     all_ops()
     store = torch.distributed.TCPStore(where.address, where.port, where.size, where.rank == 0,
                                        timedelta(seconds=case_timeout_s))
     control = init_group("nccl" if cuda else "gloo", where.rank, where.size, store=store, timeout_s=case_timeout_s)
-    rank_devices = tuple(control.agree(rank_device_text(device, environment)))
+    rank_devices = tuple(control.agree(rank_device_text(info, environment)))
     lead = _Lead(db, run_id, spec, environment) if where.rank == 0 else None
+    stop = _Stop.install()
     try:
-        code = _cases(cases, device, control, rank_devices, lead, seed, overrides, _Faults(store, where.size))
+        code = _cases(cases, info, control, rank_devices, lead, seed, overrides, _Faults(store, where.size), stop)
     finally:
         if lead is not None:
             lead.close()
-    if code == EXIT_OK:
+    if code in (EXIT_OK, EXIT_STOPPED):
         _leave(store, where)
     return code
 
@@ -156,9 +174,13 @@ class _Faults:
         except Exception:  # noqa: BLE001 - rank 0 (the store's host) may be gone already
             pass
 
-    def collect(self, case: Case, own: str) -> str:
-        """`own` with every other rank's posted error, the ranks' own faults first."""
-        from rooflab.runners.orchestration.ranks import cause_first
+    def collect(self, case: Case, own: str) -> tuple[str, str]:
+        """(the case's status, `own` with every other rank's posted error, the ranks' own faults
+        first). A rank that posts nothing within the grace died or hangs: when no rank raised an error
+        of its own (every error is a peer's connection dropping or a wait timing out), the case is
+        `crashed`, as a one-node group's is when a rank dies; else `failed`."""
+        from rooflab.runners.orchestration.ranks import cause_first, peer_fault
+        from rooflab.vocab import ResultStatus
 
         keys = {r: f"rooflab/fault/{case.case_key}/{r}" for r in range(1, self.size)}
         errors, deadline = [own], time.monotonic() + FAULT_GRACE_S
@@ -168,17 +190,47 @@ class _Faults:
                     errors.append(self.store.get(key).decode(errors="replace"))
                     del keys[rank]
             time.sleep(0.05)
-        return "; ".join(cause_first(errors))
+        if keys and all(peer_fault(e) or _NO_ANSWER.search(e) for e in errors):
+            silent = ", ".join(str(r) for r in sorted(keys))
+            errors.append(f"rank {silent} posted no error within {FAULT_GRACE_S:.0f} s: died or hung")
+            return ResultStatus.CRASHED, "; ".join(cause_first(errors))
+        return ResultStatus.FAILED, "; ".join(cause_first(errors))
+
+
+class _Stop:
+    """SIGTERM (Slurm ending the step: a rank's fault under --kill-on-bad-exit, scancel, the time
+    limit) is noted, not obeyed at once: rank 0 may be storing the case a dead rank broke, and a
+    Python exit there would lose it. The ranks stop before the next case; Slurm's KillWait (SIGKILL)
+    bounds a case that never ends."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    @classmethod
+    def install(cls) -> _Stop:
+        import signal
+
+        stop = cls()
+        signal.signal(signal.SIGTERM, stop._on_sigterm)
+        return stop
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.requested = True
 
 
 def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str, ...], lead: _Lead | None,
-           seed: int, overrides: Mapping[str, Any], faults: _Faults) -> int:
+           seed: int, overrides: Mapping[str, Any], faults: _Faults, stop: _Stop) -> int:
     from rooflab.runners.orchestration.messages import CaseRequest
     from rooflab.runners.orchestration.rank_case import run_rank_case
 
     done = lead.done() if lead is not None else set()
     for case in cases:
-        if not control.decide(int(case.case_key not in done)):
+        # rank 0 decides for the group: 0 skip (stored already), 1 measure, 2 stop (SIGTERM)
+        decision = control.decide(_STOP if stop.requested else int(case.case_key not in done))
+        if decision == _STOP:
+            print(f"rooflab collectives: stopped by SIGTERM before {case.case_key}", file=sys.stderr)
+            return EXIT_STOPPED
+        if not decision:
             continue
         reply = run_rank_case(CaseRequest(case, seed, overrides), device, control, rank_devices=rank_devices,
                               backend=case.backend)
@@ -188,12 +240,16 @@ def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str
             if lead is None:
                 faults.post(case, control.rank, str(reply.error))
             else:
-                lead.keep_fault(case, faults.collect(case, str(reply.error)), control.size)
+                lead.keep_fault(case, *faults.collect(case, str(reply.error)), control.size)
             print(f"rooflab collectives: {case.case_key}: {reply.error}", file=sys.stderr)
             return EXIT_FAULT
     if lead is not None:
         lead.finish()
     return EXIT_OK
+
+
+_STOP = 2
+_NO_ANSWER = re.compile(r"timed out|timeout", re.IGNORECASE)  # a wait for a rank that never answered
 
 
 class _Lead:
@@ -234,11 +290,10 @@ class _Lead:
         self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size),
                                              method=with_collective_mode(record.method, case)))
 
-    def keep_fault(self, case: Case, error: str, size: int) -> None:
+    def keep_fault(self, case: Case, status: str, error: str, size: int) -> None:
         from rooflab.runners.orchestration.messages import CaseOutcome
-        from rooflab.vocab import ResultStatus
 
-        self.keep(case, CaseOutcome(case.case_key, ResultStatus.FAILED, error), None, size)
+        self.keep(case, CaseOutcome(case.case_key, status, error), None, size)
 
     def finish(self) -> None:
         from rooflab.vocab import RunStatus

@@ -1,7 +1,7 @@
 """One nightly step for CI: run the suite, check the history for regressions, write the report.
 
-This module sequences the steps; the regression check itself is reports.history_check's and the
-report reports.html's, so `runners.orchestration.nightly` (like the CLI) is a place that calls `reports`.
+This module sequences the steps; the regression check itself is reports.regressions.nightly_check's and the
+report reports.pages.report's, so `runners.orchestration.nightly` (like the CLI) is a place that calls `reports`.
 
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from rooflab.db.handle import Database, as_database
-from rooflab.reports.options import RegressionOptions
-from rooflab.reports.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
+from rooflab.reports.regressions.options import RegressionOptions
+from rooflab.reports.regressions.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.vocab import RunStatus
@@ -294,7 +294,7 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
 
 
 def _nightly(spec_path: str, spec: Any, database: Database, o: NightlyOptions, run_id: str | None) -> NightlySummary:
-    from rooflab.reports.history_check import check_history
+    from rooflab.reports.regressions.nightly_check import check_history
 
     out_dir = o.out_dir
     notes: list[str] = []
@@ -333,7 +333,7 @@ def _nightly(spec_path: str, spec: Any, database: Database, o: NightlyOptions, r
     report_error: str | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        from rooflab.reports.html import write_report
+        from rooflab.reports.pages.report import write_report
 
         report = str(write_report(database, out_dir))
     except Exception as exc:  # noqa: BLE001 - a broken report must not hide tonight's verdicts

@@ -341,10 +341,15 @@ def _exitcode(rank: _Rank) -> int | None:
 _PEER_FAULT = re.compile(r"by peer|remote worker|remote process|NCCL communicator was aborted", re.IGNORECASE)
 
 
+def peer_fault(error: str) -> bool:
+    """The error is what a rank saw of a peer's fault (its connection dropped), not its own."""
+    return bool(_PEER_FAULT.search(error))
+
+
 def cause_first(errors: Sequence[str]) -> list[str]:
     """`errors` (one per rank, in rank order) with the ranks' own faults first, then those of ranks
     that only saw a peer fail."""
-    return sorted(errors, key=lambda e: bool(_PEER_FAULT.search(e)))
+    return sorted(errors, key=peer_fault)
 
 
 def _faults(replies: dict[int, RankReply]) -> list[str]:

@@ -1,14 +1,17 @@
-"""Slurm batch scripts for a nightly run over many GPU nodes.
+"""Slurm batch scripts for a nightly run over many GPU nodes, or CPU nodes (`gpus_per_node=0`).
 
 Four files are written next to each other:
 
 - `<name>.sbatch`: a job array with one task per node; task I runs shard I/N of the suite on all
-  GPUs of its node (`rooflab run --shard I/N --devices all`), every shard under one run id. The
-  collective cases of a shard run there over the GPUs of that node (`ranks: all` = the node's GPUs).
+  GPUs of its node (`rooflab run --shard I/N --devices all`), or on its CPU (`--device cpu`), every
+  shard under one run id. The collective cases of a shard run there over the GPUs of that node
+  (`ranks: all` = the node's GPUs; on a CPU node, two gloo ranks on its CPU).
 - `<name>.collectives.sbatch`: one job step over every node and GPU of an allocation (one task per
-  GPU, started by `srun`), after the array: `rooflab collectives` measures the spec's collective
-  cases across all nodes, each task a rank, the rendezvous on the first node (MASTER_ADDR,
-  MASTER_PORT); `ranks: all` is stored under the step's world size (e.g. ranks=32).
+  GPU, or one per CPU node, started by `srun`), after the array: `rooflab collectives` measures the
+  spec's collective cases across all nodes, each task a rank (gloo on CPU nodes), the rendezvous on
+  the first node (MASTER_ADDR, MASTER_PORT); `ranks: all` is stored under the step's world size
+  (e.g. ranks=32). A start that ends in a fault is followed by another (COLLECTIVE_STARTS in all),
+  which measures the cases still missing.
 - `<name>.finalize.sbatch`: one small CPU job that runs once the collective step has ended, whether
   it or the array succeeded or not (`--dependency=afterany`): the regression check, the HTML report
   and the JSON summary (`rooflab nightly --skip-run`).
@@ -21,6 +24,10 @@ reads. It comes from one of: `--db URL`, written into the scripts, which must no
 (libpq's ~/.pgpass or PGPASSFILE holds it); `--db-file FILE`, a file readable only by its owner
 that holds the full URL and is read by each job when it starts; or neither, and ROOFLAB_DB is
 taken from the environment of the submit script (sbatch passes it on to the jobs).
+
+rooflab itself is started on the nodes by the job's command (SlurmJob.rooflab): a venv's `rooflab`,
+`PYTHON -m rooflab` (a checkout: PYTHONPATH, like every variable of the submitting environment,
+reaches the jobs through `sbatch --export=ALL`), or `rooflab` on the nodes' PATH.
 """
 from __future__ import annotations
 
@@ -94,7 +101,7 @@ def _environment(job: SlurmJob, *, with_out: bool) -> str:
         )
     return "\n".join(
         [
-            f"ROOFLAB={shlex.quote(job.rooflab)}",
+            "ROOFLAB=(" + " ".join(shlex.quote(word) for word in job.rooflab) + ")",
             f"SPEC={shlex.quote(str(job.spec_path))}",
             *([f"OUT={shlex.quote(str(job.out_dir))}"] if with_out else []),
             run,
@@ -103,8 +110,43 @@ def _environment(job: SlurmJob, *, with_out: bool) -> str:
     )
 
 
+def _array_comment(job: SlurmJob) -> str:
+    n = job.nodes
+    if job.cpu_nodes:
+        where = ("Each task gets a whole CPU node (--exclusive: no other job disturbs the timings) and\n"
+                 "# measures on its CPU (`--device cpu`); every result records the CPU it ran on.")
+    else:
+        where = (f"Each task gets a whole node (--exclusive: no other job disturbs the timings) with\n"
+                 f"# {job.gpus_per_node} GPUs; `--devices all` starts one worker per GPU that Slurm gave the job\n"
+                 "# (CUDA_VISIBLE_DEVICES), each pinned to its GPU, and every result records the GPU's UUID.")
+    return f"""# rooflab nightly: suite {job.suite!r} split into {n} shards, one array task per node.
+#
+# Array task I runs shard I/{n}: rooflab partitions the expanded suite the same way in every task
+# (balanced by the previous night's times), so the {n} tasks measure every case exactly once
+# between them. {where}
+# All tasks write into one run (RUN_ID). A task that is restarted (--requeue after a node failure,
+# `scontrol requeue`, or the submit script run again the same night) resumes: cases already in the
+# database for this run and shard are not measured twice."""
+
+
+def _gpu_check(job: SlurmJob) -> str:
+    """The array task's look at the GPUs Slurm gave it (none on CPU nodes)."""
+    if job.cpu_nodes:
+        return ""
+    g = job.gpus_per_node
+    return f"""
+# Slurm lists the GPUs it gave the job in CUDA_VISIBLE_DEVICES; fewer than asked for is worth a
+# line in the log (with none visible, `--devices all` refuses to run: exit code 2).
+IFS=, read -r -a GPUS <<< "${{CUDA_VISIBLE_DEVICES:-}}"
+if (( ${{#GPUS[@]}} != {g} )); then
+    echo "rooflab: warning: {g} GPUs requested," \\
+      "CUDA_VISIBLE_DEVICES lists ${{#GPUS[@]}} (${{CUDA_VISIBLE_DEVICES:-unset}})" >&2
+fi"""
+
+
 def render_array(job: SlurmJob) -> str:
     n = job.nodes
+    gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
     header = _directives(
         job,
         lines=[
@@ -112,25 +154,21 @@ def render_array(job: SlurmJob) -> str:
             ("--array", f"0-{n - 1}"),
             ("--nodes", "1"),
             ("--ntasks", "1"),
-            ("--gpus-per-node", str(job.gpus_per_node)),
+            *gpus,
             ("--exclusive", None),
             ("--requeue", None),
+            ("--open-mode", "append"),  # a requeued task's log follows the killed start's, not over it
             ("--time", job.time_limit),
             ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
             ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
         ],
     )
+    if job.cpu_nodes:
+        where, devices = "CPU", "--device cpu"
+    else:
+        where, devices = "GPUs ${CUDA_VISIBLE_DEVICES:-none}", "--devices all"
     return f"""#!/bin/bash
-# rooflab nightly: suite {job.suite!r} split into {n} shards, one array task per node.
-#
-# Array task I runs shard I/{n}: rooflab partitions the expanded suite the same way in every task
-# (balanced by the previous night's times), so the {n} tasks measure every case exactly once
-# between them. Each task gets a whole node (--exclusive: no other job disturbs the timings) with
-# {job.gpus_per_node} GPUs; `--devices all` starts one worker per GPU that Slurm gave the job
-# (CUDA_VISIBLE_DEVICES), each pinned to its GPU, and every result records the GPU's UUID.
-# All tasks write into one run (RUN_ID). A task that is restarted (--requeue after a node failure,
-# or the submit script run again the same night) resumes: cases already in the database for this
-# run and shard are not measured twice.
+{_array_comment(job)}
 {header}
 set -euo pipefail
 
@@ -142,58 +180,84 @@ if (( SLURM_ARRAY_TASK_ID < 0 || SLURM_ARRAY_TASK_ID >= SHARD_COUNT )); then
 fi
 
 {_environment(job, with_out=False)}
-
-# Slurm lists the GPUs it gave the job in CUDA_VISIBLE_DEVICES; fewer than asked for is worth a
-# line in the log (with none visible, `--devices all` refuses to run: exit code 2).
-IFS=, read -r -a GPUS <<< "${{CUDA_VISIBLE_DEVICES:-}}"
-if (( ${{#GPUS[@]}} != {job.gpus_per_node} )); then
-    echo "rooflab: warning: {job.gpus_per_node} GPUs requested," \
-      "CUDA_VISIBLE_DEVICES lists ${{#GPUS[@]}} (${{CUDA_VISIBLE_DEVICES:-unset}})" >&2
-fi
-echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on $(hostname) GPUs ${{CUDA_VISIBLE_DEVICES:-none}}"
-exec "$ROOFLAB" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" --devices all --run-id "$RUN_ID"
+{_gpu_check(job)}
+echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on ${{SLURMD_NODENAME:-$(hostname)}} {where}" \\
+  "(restart ${{SLURM_RESTART_COUNT:-0}})"
+exec "${{ROOFLAB[@]}}" run "$SPEC" --shard "$SLURM_ARRAY_TASK_ID/$SHARD_COUNT" {devices} --run-id "$RUN_ID"
 """
 
 
+# How often the collective step starts its ranks: a start that ends in a fault has stored the case
+# in flight (crashed or failed) when rank 0 could, so the next start goes on with the cases after it.
+COLLECTIVE_STARTS = 3
+
+
+def _collectives_comment(job: SlurmJob) -> str:
+    ranks = job.nodes * job.ranks_per_node
+    if job.cpu_nodes:
+        what = (f"{job.nodes} CPU nodes x 1 task = {ranks} ranks (gloo).\n#\n"
+                "# One job step, one task per node: each task runs `rooflab collectives --device cpu`, takes")
+        local = "its rank from SLURM_PROCID and the world size from SLURM_NTASKS, and joins the"
+    else:
+        what = (f"{job.nodes} nodes x {job.gpus_per_node} GPUs = {ranks} ranks.\n#\n"
+                "# One job step, one task per GPU: each task runs `rooflab collectives`, takes its rank from")
+        local = "SLURM_PROCID, the world size from SLURM_NTASKS and its GPU from SLURM_LOCALID, and joins the"
+    return f"""# rooflab nightly, collectives over the whole allocation: {what}
+# {local}
+# group through torch.distributed's env:// rendezvous: a TCP store that rank 0 opens on the first
+# node (its NodeAddr) at MASTER_PORT (below; the nodes are exclusive to this job, so no other run
+# uses the port). Rank 0 stores the results into the night's run: the spec's collective cases with
+# `ranks: all` are stored under this step's world size (ranks={ranks}), beside the one-node groups the
+# array measured. A rank that fails ends the step (--kill-on-bad-exit; rank 0 first stores the case
+# in flight when it can); the step is then started again, up to {COLLECTIVE_STARTS} times, each start measuring
+# only the cases the run does not hold yet. A second submission of the night does the same."""
+
+
 def render_collectives(job: SlurmJob) -> str:
-    gpus = job.gpus_per_node
+    per_node = job.ranks_per_node
+    gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
     header = _directives(
         job,
         lines=[
             ("--job-name", sbatch_quote(f"rooflab-{job.suite}-collectives")),
             ("--nodes", str(job.nodes)),
-            ("--ntasks-per-node", str(gpus)),
-            ("--gpus-per-node", str(gpus)),
+            ("--ntasks-per-node", str(per_node)),
+            *gpus,
             ("--exclusive", None),
             ("--time", job.collectives_time_limit),
             ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%j.out"))),
             ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%j.err"))),
         ],
     )
+    device = " --device cpu" if job.cpu_nodes else ""
     return f"""#!/bin/bash
-# rooflab nightly, collectives over the whole allocation: {job.nodes} nodes x {gpus} GPUs = {job.nodes * gpus} ranks.
-#
-# One job step, one task per GPU: each task runs `rooflab collectives`, takes its rank from
-# SLURM_PROCID, the world size from SLURM_NTASKS and its GPU from SLURM_LOCALID, and joins the
-# group through torch.distributed's env:// rendezvous: a TCP store that rank 0 opens on the first
-# node at MASTER_PORT (below; the nodes are exclusive to this job, so no other run uses the port).
-# Rank 0 stores the results into the night's run: the spec's collective cases with `ranks: all`
-# are stored under this step's world size (ranks={job.nodes * gpus}), beside the one-node groups the
-# array measured. A rank that fails ends the step (--kill-on-bad-exit); a second submission of the
-# night measures only the cases still missing.
+{_collectives_comment(job)}
 {header}
 set -euo pipefail
 
 {_environment(job, with_out=False)}
 
-# the rendezvous: the first node of the allocation, a port derived from the job id
+# the rendezvous: the first node of the allocation at the address Slurm reaches it by (its
+# NodeAddr, the node name where none is set), a port derived from the job id
 mapfile -t NODES < <(scontrol show hostnames "${{SLURM_JOB_NODELIST:?submit with sbatch}}")
-MASTER_ADDR="${{NODES[0]:?scontrol listed no node of $SLURM_JOB_NODELIST}}"
+FIRST_NODE="${{NODES[0]:?scontrol listed no node of $SLURM_JOB_NODELIST}}"
+MASTER_ADDR=$(scontrol show node "$FIRST_NODE" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' || true)
+MASTER_ADDR="${{MASTER_ADDR:-$FIRST_NODE}}"
 MASTER_PORT=$(( 20000 + ${{SLURM_JOB_ID:?submit with sbatch}} % 20000 ))
 export MASTER_ADDR MASTER_PORT
-echo "rooflab: run $RUN_ID collectives on {job.nodes * gpus} ranks, rendezvous $MASTER_ADDR:$MASTER_PORT"
-exec srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={gpus} \\
-  "$ROOFLAB" collectives "$SPEC" --run-id "$RUN_ID"
+echo "rooflab: run $RUN_ID collectives on {job.nodes * per_node} ranks, rendezvous $MASTER_ADDR:$MASTER_PORT"
+FIRST_FAULT=0
+for START in $(seq 1 {COLLECTIVE_STARTS}); do
+    CODE=0
+    srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={per_node} \\
+      "${{ROOFLAB[@]}}" collectives "$SPEC"{device} --run-id "$RUN_ID" || CODE=$?
+    if (( CODE == 0 )); then
+        break
+    fi
+    echo "rooflab: collective step start $START of {COLLECTIVE_STARTS} ended with exit code $CODE" >&2
+    if (( FIRST_FAULT == 0 )); then FIRST_FAULT=$CODE; fi
+done
+exit "$FIRST_FAULT"
 """
 
 
@@ -224,7 +288,7 @@ set -euo pipefail
 
 {_environment(job, with_out=True)}
 
-exec "$ROOFLAB" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report" --fail-on {job.fail_on}
+exec "${{ROOFLAB[@]}}" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report" --fail-on {job.fail_on}
 """
 
 
@@ -237,6 +301,7 @@ def render_submit(job: SlurmJob, array_path: Path, finalize_path: Path, collecti
             "# another). Submitting again the same night resumes that run instead of starting a new one.\n"
             f'RUN_ID="${{ROOFLAB_RUN_ID:-{job.suite}-$(date -u +%Y%m%d)}}"'
         )
+    nodes = f"{job.nodes} CPU nodes" if job.cpu_nodes else f"{job.nodes} nodes x {job.gpus_per_node} GPUs"
     return f"""#!/bin/bash
 # Submit one rooflab nightly run of {job.suite!r}: the shard array, the collective step over all
 # nodes when the array has ended, then the finalising job when that step has ended
@@ -266,7 +331,7 @@ FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency
   "$FINALIZE_SCRIPT")
 FINAL_JOB=${{FINAL_JOB%%;*}}
 
-echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({job.nodes} nodes x {job.gpus_per_node} GPUs)," \
+echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({nodes})," \
   "collective step $COMM_JOB, finalising job $FINAL_JOB"
 echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/summary.json"
 """

@@ -1,6 +1,6 @@
-"""What `rooflab slurm` is asked to write, checked: the job (spec, nodes, GPUs, time limits,
-partition, account, run id, database) and the rule of each argument (one SlurmArgumentError each,
-exit code 2). slurm.py renders the scripts from a checked job.
+"""What `rooflab slurm` is asked to write, checked: the job (spec, nodes, GPUs or CPU nodes, time
+limits, partition, account, run id, database, the command that starts rooflab) and the rule of each
+argument (one SlurmArgumentError each, exit code 2). slurm.py renders the scripts from a checked job.
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rooflab.reports.verdicts import FailOn, parse_fail_on
+from rooflab.reports.regressions.verdicts import FailOn, parse_fail_on
 from rooflab.suite.errors import SpecError
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
@@ -29,9 +29,11 @@ class SlurmJob:
     spec_path: Path  # absolute; must be readable from the compute nodes
     suite: str  # spec name: job names and derived run ids
     nodes: int
-    gpus_per_node: int
+    gpus_per_node: int  # 0: CPU nodes (the array measures on the CPU, the collective step runs gloo)
     out_dir: Path  # absolute: logs/ and report/ go here (shared filesystem)
-    rooflab: str  # command that starts rooflab on the nodes (absolute path or "rooflab")
+    # the command that starts rooflab on the nodes: ("/venv/bin/rooflab",), ("/venv/bin/python", "-m",
+    # "rooflab") or ("rooflab",) (found on the nodes' PATH)
+    rooflab: tuple[str, ...]
     db_url: str | None = None  # a URL without password, written into the scripts
     db_file: Path | None = None  # or a file holding the URL, read by each job
     time_limit: str = "04:00:00"
@@ -41,6 +43,16 @@ class SlurmJob:
     account: str | None = None
     run_id: str | None = None  # None: derived at submission as <suite>-<UTC date>
     fail_on: str = FailOn.REGRESSION
+
+    @property
+    def cpu_nodes(self) -> bool:
+        """The nodes are measured on their CPUs (`--gpus-per-node 0`)."""
+        return self.gpus_per_node == 0
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Tasks of the collective step on each node: one per GPU, or one per CPU node."""
+        return 1 if self.cpu_nodes else self.gpus_per_node
 
 
 def check_time(value: str, option: str = "--time") -> str:
@@ -104,8 +116,9 @@ def validate(job: SlurmJob) -> SlurmJob:
     """Raise SlurmArgumentError (exit code 2) for anything the scripts could not carry safely."""
     if job.nodes < 1:
         raise SlurmArgumentError(f"--nodes {job.nodes}: at least 1 node")
-    if job.gpus_per_node < 1:
-        raise SlurmArgumentError(f"--gpus-per-node {job.gpus_per_node}: at least 1 GPU per node")
+    if job.gpus_per_node < 0:
+        raise SlurmArgumentError(
+            f"--gpus-per-node {job.gpus_per_node}: the GPUs of each node, or 0 for CPU nodes")
     if job.db_url is not None and job.db_file is not None:
         raise SlurmArgumentError("give at most one of --db URL (without password) and --db-file FILE")
     if job.db_url is not None:
@@ -121,7 +134,10 @@ def validate(job: SlurmJob) -> SlurmJob:
         parse_fail_on(job.fail_on)
     except ValueError as exc:
         raise SlurmArgumentError(str(exc)) from None
-    for path, option in ((job.spec_path, "SPEC"), (job.out_dir, "--out"), (Path(job.rooflab), "--venv")):
+    if not job.rooflab:
+        raise SlurmArgumentError("the command that starts rooflab on the nodes is empty")
+    for path, option in ((job.spec_path, "SPEC"), (job.out_dir, "--out"),
+                         *((Path(word), "--venv/--python") for word in job.rooflab)):
         check_path(path, option)
     if job.db_file is not None:
         check_path(job.db_file, "--db-file")

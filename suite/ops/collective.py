@@ -47,7 +47,7 @@ default, nccl-tests' method: N calls back to back under one clock per rank, that
 ranks' figures averaged) or `isolated` (a barrier, then one call per sample, the slowest rank's
 time). The two are different measurements, so `mode` is in the case key, except at its default:
 `stream` cases keep the keys that collectives had before the parameter existed, and the series
-keep the two apart by the results' `collective_mode` and `pace` (reports/series.py). The `pace`
+keep the two apart by the results' `collective_mode` and `pace` (reports/regressions/series.py). The `pace`
 timing setting does not apply (`paces`): a collective's samples follow from its mode.
 torch.distributed has only an in-place all_reduce and broadcast and only out-of-place all_to_all and
 send/recv; all_gather and reduce_scatter take `inplace` (the input a slice of the output, or the

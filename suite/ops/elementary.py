@@ -10,7 +10,7 @@ k dependent evaluations per element loaded and one store. FLOPs k·n for cos and
 (an elementary function counts as one FLOP, as in every op's model; the add of erf's step is the
 second; exp's negation is free), bytes 2·n·s, elementary functions {f: k·n}. With k large the bytes
 are negligible and the figure is the device's rate of f: the roof the diagnosis holds an op's
-elementary functions against (reports.ceilings, kind `elementary`). Each chain is contractive after
+elementary functions against (reports.roofs.ceilings, kind `elementary`). Each chain is contractive after
 its first steps, so the float32 result of k evaluations stays within a few ulps of the float64
 reference.
 

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from rooflab.db import rates
-from rooflab.reports.ceilings import compute_ceilings
-from rooflab.reports.diagnosis import diagnose
+from rooflab.reports.roofs.ceilings import compute_ceilings
+from rooflab.reports.walls.diagnosis import diagnose
 from tests.reports.synth import H100, device_rows, frame, row
 
 

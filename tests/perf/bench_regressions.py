@@ -4,7 +4,7 @@
     .venv/bin/python -m tests.perf.bench_regressions --seeds 400  # tighter rates, slower
 
 Every cell generates `--seeds` series with tests/reports/gen_series.py (fixed seeds 0..N-1) and
-judges them with the defaults, exactly as `detect` does (reports.gate.judge for the gate,
+judges them with the defaults, exactly as `detect` does (reports.regressions.gate.judge for the gate,
 history_pass for change points and drift). It prints one markdown table:
 
 - gate: share of series whose status is `regression` on the full series (suspect in brackets);
@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from rooflab.reports.gate import Point, history_pass, judge
+from rooflab.reports.regressions.gate import Point, history_pass, judge
 from tests.reports import gen_series as g
 
 Make = Callable[[int], g.Series]

@@ -6,8 +6,8 @@
     .venv/bin/python -m tests.perf.elementary_roof --db sqlite:///elem.db --device cpu [--admit-contended]
 
 Prints each `elementary` probe result (function, k, rate in Geval/s, the CI half-width of its median,
-its quality), then the diagnosis (reports.diagnosis.diagnose) of the newest run that holds cases
-other than probes, against the ceilings (reports.ceilings.compute_ceilings) of every result of the
+its quality), then the diagnosis (reports.walls.diagnosis.diagnose) of the newest run that holds cases
+other than probes, against the ceilings (reports.roofs.ceilings.compute_ceilings) of every result of the
 device in the database (unlike the report, which takes its roofs from one run: here the streams,
 the probe and the ops may come from separate runs): per case the memory, compute and
 elementary-function times, the roofline time, the wall and its roof, and the efficiency.
@@ -26,11 +26,11 @@ import argparse
 
 import pandas as pd
 
-from rooflab.reports.ceilings import compute_ceilings
-from rooflab.reports.diagnosis import diagnose
-from rooflab.reports.elementary import probe_rates
-from rooflab.reports.frames import usable
-from rooflab.reports.load import load_device_results
+from rooflab.reports.data.frames import usable
+from rooflab.reports.data.reads import load_device_results
+from rooflab.reports.roofs.ceilings import compute_ceilings
+from rooflab.reports.roofs.elementary import probe_rates
+from rooflab.reports.walls.diagnosis import diagnose
 
 
 def _fmt(value: object, digits: int = 4) -> str:

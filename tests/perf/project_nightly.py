@@ -5,7 +5,7 @@
                                                                                # measured by bench_overhead
 
 No GPU is involved: every case's kernel time is the roofline time of its op's FLOP and byte models
-at the H100 SXM datasheet rates (`reports.predict`), at least the launch floor of its timing mode.
+at the H100 SXM datasheet rates (`reports.walls.predict`), at least the launch floor of its timing mode.
 The timing engine's rules with the spec's settings then give each case's phases:
 
 - per sample, GPU time = kernel time (+ the cache flush in cold mode: FLUSH_FACTOR x L2 written
@@ -72,7 +72,7 @@ def host_fixed_ms_from(path: Path) -> float:
 
 
 def project(spec_name: str, host_fixed_ms: float, check_cache: bool) -> tuple[list[dict], dict]:
-    from rooflab.reports.predict import predict
+    from rooflab.reports.walls.predict import predict
     from rooflab.suite.ops.registry import get_op
     from rooflab.suite.spec import expand, load_spec
 

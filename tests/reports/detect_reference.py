@@ -1,6 +1,6 @@
 """The regression check as it was before its data path was made faster (robust_baseline on
 np.percentile, one record dict per run, the change-point pass on every series): a frozen
-reference that tests/reports/test_detect_fast.py holds the current code equal to."""
+reference that tests/reports/regressions/test_detect_fast.py holds the current code equal to."""
 from __future__ import annotations
 
 import math
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from rooflab.reports import changepoints as cp
-from rooflab.reports.frames import quality_of
-from rooflab.reports.gate import (
+from rooflab.reports.data.frames import quality_of
+from rooflab.reports.regressions import changepoints as cp
+from rooflab.reports.regressions.gate import (
     APART_Z,
     CHANGE_HISTORY,
     CONFIRM_Z,
@@ -29,9 +29,9 @@ from rooflab.reports.gate import (
     Point,
     SeriesVerdict,
 )
-from rooflab.reports.options import MIN_BASELINE, WINDOW
-from rooflab.reports.series import ENV_COLUMNS
-from rooflab.reports.verdicts import Verdict
+from rooflab.reports.regressions.options import MIN_BASELINE, WINDOW
+from rooflab.reports.regressions.series import ENV_COLUMNS
+from rooflab.reports.regressions.verdicts import Verdict
 
 
 def robust_baseline(values: list[float]) -> Baseline:

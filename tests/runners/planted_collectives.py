@@ -8,6 +8,9 @@ default 0: at the first call), so the group has prepared, checked and timed befo
     planted_coll_die     the rank ends its process with os._exit(3)      -> crashed (exit code 3)
     planted_coll_hang    the rank sleeps for an hour before its call     -> crashed (timed out)
     planted_coll_slow    the rank sleeps `slow_ms` after each collective -> ok, slowest rank = that rank
+
+With ROOFLAB_PLANTED_MARK set to a folder, the faulty rank writes its pid into
+`<folder>/<op>-rank<r>.pid` as its fault hits, so that a test can act on it then (kill it mid-case).
 """
 from __future__ import annotations
 
@@ -43,11 +46,21 @@ class _Planted(AllReduce):
         def fn() -> Any:
             calls[0] += 1
             if calls[0] > int(p["after"]):
+                _mark(self.name, group.rank)
                 return self.fault(inner, p)
             return inner()
 
         prepared.fn = fn
         return prepared
+
+
+def _mark(op: str, rank: int) -> None:
+    folder = os.environ.get("ROOFLAB_PLANTED_MARK")
+    if folder:
+        path = os.path.join(folder, f"{op}-rank{rank}.pid")
+        with open(path + ".tmp", "w", encoding="ascii") as fh:
+            fh.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
 
 
 class Wrong(_Planted):

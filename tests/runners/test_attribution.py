@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.reports.breakdown import breakdowns, split_profiles
-from rooflab.reports.ceilings import Ceiling, DeviceCeilings
+from rooflab.reports.roofs.ceilings import Ceiling, DeviceCeilings
+from rooflab.reports.walls.breakdown import breakdowns, split_profiles
 from rooflab.runners.engine.attribution import (
     CPU_CLOCK,
     CUDA_CLOCK,
@@ -218,7 +218,7 @@ def planted_db(tmp_path_factory) -> str:
 @pytest.mark.parametrize(("part", "wall"), [("activation", "bandwidth"), ("qkv", "compute")])
 def test_a_planted_slow_part_is_the_largest_share_with_the_right_wall(planted_db: str, part: str, wall: str) -> None:
     from rooflab.db.layer_query import layer_profiles
-    from rooflab.reports.load import load_device_results
+    from rooflab.reports.data.reads import load_device_results
 
     name, rows = load_device_results(planted_db, "cpu")
     profiles, parts = layer_profiles(planted_db)

@@ -176,7 +176,7 @@ def test_node_clock_skew_does_not_reorder_history(url):
     the cost basis and the regression check still follow the runs' order."""
     from rooflab.db.query import case_history
     from rooflab.db.store import ResultStore
-    from rooflab.reports.series import detect
+    from rooflab.reports.regressions.series import detect
     from rooflab.runners.orchestration.shards import previous_medians
     from tests.runners.cluster_support import H100, T0, case_record, measurement
 
@@ -228,19 +228,11 @@ def test_slurm_scripts_run_a_night_here(tmp_path):
     if bash is None:
         pytest.skip("bash is not installed")
     spec = write_spec(tmp_path, TINY_SPEC, "tiny")
-    wrapper = tmp_path / "bin dir" / "rooflab"
-    wrapper.parent.mkdir()
-    # no GPU here, and `--devices all` refuses to run without one: the wrapper hands the real
-    # rooflab `--device cpu` in its place and every other flag as the script wrote it
-    wrapper.write_text(
-        "#!/bin/bash\nargs=()\nwhile (( $# )); do\n"
-        '  if [[ $1 == --devices ]]; then args+=(--device cpu); shift 2; else args+=("$1"); shift; fi\n'
-        f'done\nexec {sys.executable} -m rooflab "${{args[@]}}"\n'
-    )
-    wrapper.chmod(0o755)
     url = sqlite_url(tmp_path)
-    job = slurm_job.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=1, out_dir=tmp_path / "out",
-                         rooflab=str(wrapper), db_url=slurm_job.check_db_url(url), run_id="tiny-night")
+    # CPU nodes (--gpus-per-node 0): the array runs `--device cpu`; rooflab is this checkout's
+    job = slurm_job.SlurmJob(spec_path=spec, suite="tiny", nodes=2, gpus_per_node=0, out_dir=tmp_path / "out",
+                             rooflab=(sys.executable, "-m", "rooflab"), db_url=slurm_job.check_db_url(url),
+                             run_id="tiny-night")
     array, finalize, *_ = slurm.write_scripts(job, tmp_path / "tiny.sbatch")
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("ROOFLAB_DB", None)

@@ -148,3 +148,75 @@ def test_ranks_all_becomes_the_steps_world_size_and_other_sizes_are_left_out() -
     assert {c.params["ranks"] for c in cases} == {4}
     assert not any(c.op == "all_gather" for c in cases)  # asked for 2 and 3 ranks
     assert all(":ranks=4" in c.case_key or ",ranks=4" in c.case_key for c in cases)
+
+
+class _PostedStore:
+    """The store as _Faults reads it: the errors other ranks posted."""
+
+    def __init__(self, posted: dict[str, str]) -> None:
+        self.posted = posted
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.posted for k in keys)
+
+    def get(self, key: str) -> bytes:
+        return self.posted[key].encode()
+
+
+def _a_case():
+    spec = parse_spec(SPEC.replace("planted_coll_raise", "all_reduce").replace(", after: 2", ""))
+    return cases_for_world(expand(spec, "cpu"), 2)[0]
+
+
+PEER_DROPPED = "rank 0: RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242"
+
+
+@pytest.mark.parametrize("own,posted,status,fragment", [
+    # rank 1 was killed: it posts nothing, rank 0 only saw its connection drop -> crashed
+    (PEER_DROPPED, None, "crashed", "rank 1 posted no error within"),
+    # rank 1 hung: rank 0's wait timed out -> crashed
+    ("rank 0: RuntimeError: Timed out waiting 600000ms for recv operation", None, "crashed", "died or hung"),
+    # rank 1 raised and said so -> failed, its own error first
+    (PEER_DROPPED, "rank 1: RuntimeError: planted fault on this rank", "failed", "rank 1: RuntimeError: planted"),
+    # rank 0 raised an error of its own, rank 1 silent -> failed
+    ("rank 0: ValueError: bad input", None, "failed", "rank 0: ValueError: bad input"),
+])
+def test_a_rank_that_posts_no_error_after_its_peers_lost_it_makes_the_case_crashed(
+        monkeypatch: pytest.MonkeyPatch, own: str, posted: str | None, status: str, fragment: str) -> None:
+    from rooflab.runners.orchestration import env_ranks
+
+    monkeypatch.setattr(env_ranks, "FAULT_GRACE_S", 0.2)
+    case = _a_case()
+    store = _PostedStore({} if posted is None else {f"rooflab/fault/{case.case_key}/1": posted})
+    got_status, error = env_ranks._Faults(store, 2).collect(case, own)
+    assert got_status == status and fragment in error, error
+    if status == "failed":
+        assert error.startswith(fragment), error  # the rank's own fault first
+
+
+def test_sigterm_is_noted_and_obeyed_before_the_next_case() -> None:
+    import signal
+
+    from rooflab.runners.orchestration import env_ranks
+
+    class Decide:
+        rank, size = 0, 2
+
+        def __init__(self) -> None:
+            self.decided: list[int] = []
+
+        def decide(self, value: int) -> int:
+            self.decided.append(value)
+            return value
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        stop = env_ranks._Stop.install()
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGTERM)  # noted, the process goes on
+        assert stop.requested
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    control = Decide()
+    code = env_ranks._cases([_a_case()], None, control, (), None, 0, {}, env_ranks._Faults(None, 2), stop)
+    assert code == env_ranks.EXIT_STOPPED == 143 and control.decided == [2]  # the group told to stop, no case run

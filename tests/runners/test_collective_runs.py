@@ -9,7 +9,7 @@ import pytest
 
 from rooflab.db.collectives import collective_frame
 from rooflab.db.query import results
-from rooflab.reports.interconnect import collective_ceilings
+from rooflab.reports.roofs.interconnect import collective_ceilings
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import RunSummary, run_suite
 from tests.runners.collective_cases import forkserver_children, plugin_env

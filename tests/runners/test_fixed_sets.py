@@ -8,7 +8,7 @@ import pytest
 
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.shards import parse_shard as parse_stored_shard
-from rooflab.reports.verdicts import FailOn, Verdict, parse_fail_on, should_fail
+from rooflab.reports.regressions.verdicts import FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration import slurm_job
 from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
@@ -53,7 +53,7 @@ def test_a_bad_fail_on_gets_one_reason_everywhere(tmp_path: Path) -> None:
 
 
 class _V:
-    """A stand-in with the two attributes should_fail reads (reports.verdicts.Judged)."""
+    """A stand-in with the two attributes should_fail reads (reports.regressions.verdicts.Judged)."""
 
     status: str
     drift: object | None

@@ -91,14 +91,14 @@ def awkward_dir(tmp_path: Path) -> Path:
     return path
 
 
-def make_job(base: Path, **overrides) -> SlurmJob:
+def make_job(base: Path, **overrides: Any) -> SlurmJob:
     fields: dict[str, Any] = dict(
         spec_path=base / "my specs" / "nightly spec.yaml",
         suite="nightly",
         nodes=4,
         gpus_per_node=8,
         out_dir=base / "out dir",
-        rooflab=str(base / "venv bin" / "rooflab"),
+        rooflab=(str(base / "venv bin" / "rooflab"),),
         db_url="postgresql+psycopg://rooflab@db.example:5432/rooflab",
         time_limit="03:30:00",
         partition="gpu-h100",
@@ -106,6 +106,11 @@ def make_job(base: Path, **overrides) -> SlurmJob:
     )
     fields.update(overrides)
     return SlurmJob(**fields)
+
+
+def bash() -> str:
+    assert BASH is not None  # the module is skipped without bash
+    return BASH
 
 
 def bash_n(path: Path) -> None:
@@ -170,7 +175,7 @@ def test_paths_with_percent_and_quotes_survive_sbatch_parsing(awkward_dir):
 @pytest.mark.parametrize("task", [0, 3])
 def test_array_task_runs_its_shard_on_all_gpus_under_the_run_id(awkward_dir, task):
     log = awkward_dir / "args.txt"
-    job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "venv bin" / "rooflab", log)))
+    job = make_job(awkward_dir, rooflab=(str(fake_rooflab(awkward_dir / "venv bin" / "rooflab", log)),))
     array, *_ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), ROOFLAB_RUN_ID="nightly-20261121",
                CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7")
@@ -196,7 +201,7 @@ def test_array_task_runs_its_shard_on_all_gpus_under_the_run_id(awkward_dir, tas
 
 def test_array_task_outside_the_range_or_outside_slurm_stops(awkward_dir):
     log = awkward_dir / "args.txt"
-    job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "rl", log)))
+    job = make_job(awkward_dir, rooflab=(str(fake_rooflab(awkward_dir / "rl", log)),))
     text = slurm.render_array(job)
     script = awkward_dir / "a.sbatch"
     script.write_text(text)
@@ -262,27 +267,130 @@ def test_submit_script_submits_the_array_the_collective_step_then_a_dependent_fi
     assert "finalising job 1003" in done.stdout
 
 
-def test_collective_step_runs_one_rank_per_gpu_over_every_node_with_a_rendezvous(awkward_dir):
-    log = awkward_dir / "args.txt"
-    job = make_job(awkward_dir, nodes=3, gpus_per_node=4, rooflab=str(awkward_dir / "venv bin" / "rooflab"))
-    *_, collectives = slurm.write_scripts(job, awkward_dir / "n.sbatch")
-    bin_dir = awkward_dir / "bin"
+def _fake_step_commands(bin_dir: Path, log: Path, *, node_addr: str, failures: int = 0) -> None:
+    """srun records its arguments and the rendezvous it passes on (calls separated by ---) and
+    fails its first `failures` calls with exit code 1; scontrol lists the nodes and shows a node
+    with `node_addr` as its NodeAddr (none when empty)."""
     q = slurm.shlex.quote
-    # srun records its own arguments and the rendezvous it passes on; scontrol lists the nodes
-    recorder(bin_dir / "srun", f"""{{ for a in "$@"; do printf "%s\\n" "$a"; done
-printf "MASTER=%s:%s\\n" "$MASTER_ADDR" "$MASTER_PORT"; printf "DB=%s\\n" "$ROOFLAB_DB"; }} > {q(str(log))}
+    counter = bin_dir / "srun-calls"
+    recorder(bin_dir / "srun", f"""n=$(( $(cat {q(str(counter))} 2>/dev/null || echo 0) + 1 ))
+echo $n > {q(str(counter))}
+{{ for a in "$@"; do printf "%s\\n" "$a"; done
+printf "MASTER=%s:%s\\n" "$MASTER_ADDR" "$MASTER_PORT"; printf "DB=%s\\n" "$ROOFLAB_DB"; echo ---; }} >> {q(str(log))}
+(( n > {failures} ))
 """)
-    recorder(bin_dir / "scontrol", 'printf "gpu-node07\\ngpu-node08\\ngpu-node09\\n"\n')
+    addr = f"   NodeAddr={node_addr} NodeHostName=gpu-node07 Version=22.05.8" if node_addr else ""
+    recorder(bin_dir / "scontrol", f"""if [[ "$1 $2" == "show hostnames" ]]
+then printf "gpu-node07\\ngpu-node08\\ngpu-node09\\n"
+elif [[ "$1 $2 $3" == "show node gpu-node07" ]]; then printf "NodeName=gpu-node07 Arch=x86_64\\n{addr}\\n"
+else exit 1; fi
+""")
+
+
+def _run_step(awkward_dir: Path, job: SlurmJob, bin_dir: Path) -> subprocess.CompletedProcess[str]:
+    *_, collectives = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", ROOFLAB_RUN_ID="nightly-20261121",
                SLURM_JOB_ID="123456", SLURM_JOB_NODELIST="gpu-node[07-09]")
     env.pop("ROOFLAB_DB", None)
-    done = subprocess.run([BASH, str(collectives)], env=env, capture_output=True, text=True, timeout=30)
+    return subprocess.run([bash(), str(collectives)], env=env, capture_output=True, text=True, timeout=30)
+
+
+def test_collective_step_runs_one_rank_per_gpu_over_every_node_with_a_rendezvous(awkward_dir: Path) -> None:
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, nodes=3, gpus_per_node=4, rooflab=(str(awkward_dir / "venv bin" / "rooflab"),))
+    bin_dir = awkward_dir / "bin"
+    _fake_step_commands(bin_dir, log, node_addr="10.1.0.7")
+    done = _run_step(awkward_dir, job, bin_dir)
     assert done.returncode == 0, done.stderr
-    assert "collectives on 12 ranks, rendezvous gpu-node07:23456" in done.stdout
-    assert log.read_text().splitlines() == [
-        "--kill-on-bad-exit=1", "--nodes=3", "--ntasks-per-node=4", job.rooflab, "collectives", str(job.spec_path),
-        "--run-id", "nightly-20261121", "MASTER=gpu-node07:23456", f"DB={job.db_url}",
+    # the rendezvous is the first node's NodeAddr (where Slurm itself reaches it), not its name
+    assert "collectives on 12 ranks, rendezvous 10.1.0.7:23456" in done.stdout
+    assert _calls(log) == [[
+        "--kill-on-bad-exit=1", "--nodes=3", "--ntasks-per-node=4", *job.rooflab, "collectives", str(job.spec_path),
+        "--run-id", "nightly-20261121", "MASTER=10.1.0.7:23456", f"DB={job.db_url}",
+    ]]
+    # a node without a NodeAddr line: its name
+    (bin_dir / "srun-calls").unlink()
+    log.unlink()
+    _fake_step_commands(bin_dir, log, node_addr="")
+    done = _run_step(awkward_dir, job, bin_dir)
+    assert done.returncode == 0 and "rendezvous gpu-node07:23456" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("failures,starts,code", [(1, 2, 1), (2, 3, 1), (3, 3, 1)])
+def test_collective_step_starts_again_after_a_fault(awkward_dir: Path, failures: int, starts: int, code: int) -> None:
+    """A start that ends in a fault is followed by another (each measures what the run still lacks),
+    at most COLLECTIVE_STARTS in all; the job's exit code is the first fault's."""
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, nodes=2, gpus_per_node=0)
+    bin_dir = awkward_dir / "bin"
+    _fake_step_commands(bin_dir, log, node_addr="10.1.0.7", failures=failures)
+    done = _run_step(awkward_dir, job, bin_dir)
+    assert slurm.COLLECTIVE_STARTS == 3
+    assert done.returncode == code
+    calls = _calls(log)
+    assert len(calls) == starts and all(call == calls[0] for call in calls)
+    for start in range(1, min(failures, 3) + 1):
+        assert f"collective step start {start} of 3 ended with exit code 1" in done.stderr
+
+
+def test_cpu_node_scripts_measure_on_the_cpu_and_run_collectives_over_gloo(awkward_dir: Path) -> None:
+    log = awkward_dir / "args.txt"
+    job = make_job(awkward_dir, nodes=3, gpus_per_node=0, rooflab=(str(fake_rooflab(awkward_dir / "rl", log)),))
+    array, _, submit, collectives = slurm.write_scripts(job, awkward_dir / "cpu.sbatch")
+    for path in (array, collectives, submit):
+        bash_n(path)
+    d = directives(array.read_text())
+    assert "--gpus-per-node" not in d and "--gres" not in d
+    assert d["--array"] == "0-2" and "--exclusive" in d and "--requeue" in d and d["--open-mode"] == "append"
+    c = directives(collectives.read_text())
+    assert "--gpus-per-node" not in c and "--exclusive" in c
+    assert c["--nodes"] == "3" and c["--ntasks-per-node"] == "1"
+    assert "(3 CPU nodes)" in submit.read_text() and "GPUs)" not in submit.read_text()
+    # an array task with no GPU at all: no warning, the shard on the CPU
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID="2", ROOFLAB_RUN_ID="nightly-20261121")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    done = subprocess.run([bash(), str(array)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "warning" not in done.stderr and "CPU" in done.stdout
+    assert log.read_text().splitlines()[:-1] == [
+        "run", str(job.spec_path), "--shard", "2/3", "--device", "cpu", "--run-id", "nightly-20261121",
     ]
+    # the collective step: one gloo rank per node, told to stay on the CPU
+    step_log = awkward_dir / "srun.txt"
+    bin_dir = awkward_dir / "bin"
+    _fake_step_commands(bin_dir, step_log, node_addr="10.1.0.7")
+    done = _run_step(awkward_dir, job, bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert "collectives on 3 ranks" in done.stdout
+    assert _calls(step_log) == [[
+        "--kill-on-bad-exit=1", "--nodes=3", "--ntasks-per-node=1", *job.rooflab, "collectives", str(job.spec_path),
+        "--device", "cpu", "--run-id", "nightly-20261121", "MASTER=10.1.0.7:23456", f"DB={job.db_url}",
+    ]]
+
+
+def test_gpu_scripts_keep_their_gpus_exclusivity_and_gpu_check(awkward_dir: Path) -> None:
+    job = make_job(awkward_dir, nodes=2, gpus_per_node=8)
+    array, _, _, collectives = slurm.write_scripts(job, awkward_dir / "gpu.sbatch")
+    a, c = directives(array.read_text()), directives(collectives.read_text())
+    assert a["--gpus-per-node"] == "8" and "--exclusive" in a
+    assert c["--gpus-per-node"] == "8" and c["--ntasks-per-node"] == "8" and "--exclusive" in c
+    assert "CUDA_VISIBLE_DEVICES" in array.read_text() and "--devices all" in array.read_text()
+    assert "--device cpu" not in array.read_text() + collectives.read_text()
+
+
+def test_python_module_command_runs_this_checkout(awkward_dir: Path) -> None:
+    """`--python PY`: the scripts start `PY -m rooflab`, with the submitting environment's PYTHONPATH."""
+    log = awkward_dir / "args.txt"
+    python = recorder(awkward_dir / "py bin" / "python",
+                      f'{{ printf "PYTHONPATH=%s\\n" "$PYTHONPATH"; for a in "$@"; do printf "%s\\n" "$a"; done; }}'
+                      f' > {slurm.shlex.quote(str(log))}\n')
+    job = make_job(awkward_dir, gpus_per_node=0, rooflab=(str(python), "-m", "rooflab"))
+    _, finalize, _, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
+    env = dict(os.environ, ROOFLAB_RUN_ID="nightly-20261121", PYTHONPATH=str(awkward_dir / "checkout"))
+    done = subprocess.run([bash(), str(finalize)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    lines = log.read_text().splitlines()
+    assert lines[:4] == [f"PYTHONPATH={awkward_dir / 'checkout'}", "-m", "rooflab", "nightly"]
 
 
 def test_fixed_run_id_and_a_bad_run_id_from_the_environment(awkward_dir):
@@ -308,7 +416,7 @@ def test_fixed_run_id_and_a_bad_run_id_from_the_environment(awkward_dir):
 
 def test_finalising_job_runs_regressions_report_and_summary(awkward_dir):
     log = awkward_dir / "args.txt"
-    job = make_job(awkward_dir, rooflab=str(fake_rooflab(awkward_dir / "rl", log)), fail_on="suspect")
+    job = make_job(awkward_dir, rooflab=(str(fake_rooflab(awkward_dir / "rl", log)),), fail_on="suspect")
     _, finalize, *_ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, ROOFLAB_RUN_ID="nightly-20261121")
     done = subprocess.run([BASH, str(finalize)], env=env, capture_output=True, text=True, timeout=30)
@@ -324,7 +432,7 @@ def test_db_file_is_read_by_the_job_and_never_written_into_the_script(awkward_di
     db_file = awkward_dir / "db url.txt"
     db_file.write_text(secret)
     log = awkward_dir / "args.txt"
-    job = make_job(awkward_dir, db_url=None, db_file=db_file, rooflab=str(fake_rooflab(awkward_dir / "rl", log)))
+    job = make_job(awkward_dir, db_url=None, db_file=db_file, rooflab=(str(fake_rooflab(awkward_dir / "rl", log)),))
     paths = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     assert all("s3cr3t" not in p.read_text() for p in paths)
     env = dict(os.environ, SLURM_ARRAY_TASK_ID="1", ROOFLAB_RUN_ID="r")
@@ -370,7 +478,8 @@ def test_relative_sqlite_path_becomes_absolute(tmp_path, monkeypatch):
     "overrides,fragment",
     [
         ({"nodes": 0}, "--nodes"),
-        ({"gpus_per_node": 0}, "--gpus-per-node"),
+        ({"gpus_per_node": -1}, "--gpus-per-node"),
+        ({"rooflab": ()}, "command that starts rooflab"),
         ({"time_limit": "4h"}, "--time"),
         ({"time_limit": "00:00:00"}, "above zero"),
         ({"time_limit": "01:60:00"}, "--time"),
@@ -431,9 +540,25 @@ def test_cli_writes_four_scripts_for_the_spec(awkward_dir):
     d = directives(text)
     assert d["--array"] == "0-1" and d["--gpus-per-node"] == "8" and d["--time"] == "02:00:00"
     assert f"SPEC={slurm.shlex.quote(str(spec.resolve()))}" in text
-    assert f"ROOFLAB={slurm.shlex.quote(str((venv / 'bin' / 'rooflab').resolve()))}" in text
+    assert f"ROOFLAB=({slurm.shlex.quote(str((venv / 'bin' / 'rooflab').resolve()))})" in text
     assert "RUN_ID=n-1" in text
     assert "note: the spec has 3 cases" not in result.output
+
+
+def test_cli_cpu_nodes_with_this_python(tmp_path: Path) -> None:
+    import sys
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CLI_SPEC)
+    out = tmp_path / "out"
+    result = _cli(str(spec), "--nodes", "2", "--gpus-per-node", "0", "--db", "postgresql://rooflab@db/rooflab",
+                  "--out", str(out), "--python", sys.executable)
+    assert result.exit_code == 0, result.output
+    array = (out / "rooflab-nightly.sbatch").read_text()
+    assert "--gpus-per-node" not in directives(array) and "--device cpu" in array
+    assert f"ROOFLAB=({slurm.shlex.quote(sys.executable)} -m rooflab)" in array
+    collectives = directives((out / "rooflab-nightly.collectives.sbatch").read_text())
+    assert collectives["--ntasks-per-node"] == "1" and "--gpus-per-node" not in collectives
 
 
 def test_cli_notes_more_nodes_than_cases_and_sqlite_on_many_nodes(tmp_path, monkeypatch):
@@ -458,6 +583,11 @@ def test_cli_notes_more_nodes_than_cases_and_sqlite_on_many_nodes(tmp_path, monk
          "--venv"),
         (["--nodes", "2", "--gpus-per-node", "8", "--db-file", "/nonexistent/url.txt"], "--db-file"),
         (["--nodes", "2", "--gpus-per-node", "8", "--db", "mysql://u@h/d"], "unsupported database"),
+        (["--nodes", "2", "--gpus-per-node", "-1", "--db", "postgresql://u@h/d"], "0 for CPU nodes"),
+        (["--nodes", "2", "--gpus-per-node", "0", "--db", "postgresql://u@h/d", "--python", "/nonexistent/python"],
+         "--python"),
+        (["--nodes", "2", "--gpus-per-node", "0", "--db", "postgresql://u@h/d", "--python", "/bin/sh",
+          "--venv", "/tmp"], "at most one of --venv and --python"),
     ],
 )
 def test_cli_bad_arguments_exit_2_and_write_nothing(tmp_path, args, fragment):

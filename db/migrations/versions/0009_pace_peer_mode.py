@@ -3,7 +3,7 @@
 - `measurements.pace`: how the samples followed one another, `back_to_back` (each right behind the
   previous one) or `idle` (a synchronisation after each sample, then the device left idle about as
   long as the sample took). Every result stored before this revision ran back to back, and is
-  marked so, so that a series does not start a new segment at the upgrade (reports/series.py
+  marked so, so that a series does not start a new segment at the upgrade (reports/regressions/series.py
   segments by flush method and pace).
 - `crosschecks`: besides rooflab-as-configured / peer (`ratio`), each row now holds rooflab timed
   the way the peer times (`peer_mode`: flush kind and size, pace, hold, clock), its figure, spread

@@ -6,7 +6,7 @@
   its status. Those that were timed (a pace recorded) also get the pace they really had:
   `barrier` (each sample one call after a barrier of the group), not the `back_to_back` that was
   stored for them; so they never join the history of the stream results that follow them under
-  the same case key (reports/series.py segments a series where the pace or the mode changes).
+  the same case key (reports/regressions/series.py segments a series where the pace or the mode changes).
 - `measurements.tool` and `tool_version`: which tool measured the result, `rooflab` for its own
   engine (every row stored before this revision) or the peer whose output was imported
   (`nccl-tests`, `rccl-tests`, `nvbench`, `babelstream`), and that tool's version.

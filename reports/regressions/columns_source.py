@@ -1,0 +1,168 @@
+"""The regression check's verdicts from the history's columns (db.series_query.history_columns),
+when the report has read them already: reports.regressions.database_check.detect_with over a ColumnsSource gives
+the verdicts `rooflab regressions` gives (detect_in_database), without reading the database again.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rooflab.db.series_query import HistoryColumns
+from rooflab.reports.regressions.database_check import HistorySource, detect_with, history_runs
+from rooflab.reports.regressions.gate import SeriesVerdict
+from rooflab.reports.regressions.options import RegressionOptions
+from rooflab.reports.regressions.series import DETECT_COLUMNS, METHOD_COLUMNS
+from rooflab.vocab import ResultStatus
+
+
+class ColumnsSource:
+    """A HistorySource (reports.regressions.database_check) over history columns: results frames built from the
+    arrays, with the values and types db.query.results gives them."""
+
+    def __init__(self, h: HistoryColumns) -> None:
+        self.h = h
+        self._keys = h.cases.set_index("case_id")["case_key"]
+        self._key_of = np.full(int(h.cases["case_id"].max()) + 1 if len(h.cases) else 1, None, dtype=object)
+        self._key_of[h.cases["case_id"].to_numpy()] = h.cases["case_key"].to_numpy(dtype=object)
+        self._envs = h.environments.reset_index(drop=True)
+        self._env_row = np.full(int(self._envs["environment_id"].max()) + 1 if len(self._envs) else 1, -1,
+                                dtype=np.int64)
+        self._env_row[self._envs["environment_id"].to_numpy()] = np.arange(len(self._envs))
+        self._run_ids = h.runs["run_id"].astype(str).tolist()
+
+    def run_ids(self) -> list[str]:
+        return list(self._run_ids)
+
+    def _frame(self, mask: np.ndarray) -> pd.DataFrame:
+        """The DETECT_COLUMNS of the results `mask` selects, built column by column from the arrays
+        (each string an object shared by every row that has it)."""
+        h, rows = self.h, np.flatnonzero(mask)
+        run, env = h.run_index[rows], self._env_row[h.environment_id[rows]]
+        runs, envs = h.runs, self._envs
+
+        def of_env(name: str) -> np.ndarray:
+            return envs[name].to_numpy(dtype=object)[env]
+
+        columns = {
+            "case_key": self._key_of[h.case_id[rows]], "device_fingerprint": of_env("device_fingerprint"),
+            "device_name": of_env("device_name"), "run_id": runs["run_id"].to_numpy(dtype=object)[run],
+            "run_order": (run + 1).astype("int64"), "median_ms": h.median_ms[rows],
+            "status": h.decoded("status", rows), "throttled": h.throttled[rows],
+            "rel_ci_halfwidth": h.rel_ci_halfwidth[rows], "stop_reason": h.decoded("stop_reason", rows),
+            "iqr_ms": np.full(len(rows), np.nan), "quality": h.decoded("quality", rows),
+            "started_at": pd.DatetimeIndex(runs["started_at"]).take(run),
+            "git_commit": runs["git_commit"].to_numpy(dtype=object)[run],
+            **{c: of_env(c) for c in ("driver_version", "cuda_version", "torch_version")},
+            **{c: h.decoded(c, rows) for c in METHOD_COLUMNS},
+        }
+        # string columns stay object columns of shared strings: pandas would copy each string into a
+        # column of its own string type (420,000 rows of a year's newest runs: over 100 MB)
+        return pd.DataFrame({c: pd.Series(columns[c], dtype=object) if columns[c].dtype == object else columns[c]
+                             for c in DETECT_COLUMNS}, copy=False)
+
+    def tail(self, runs: list[str]) -> pd.DataFrame:
+        wanted = self.h.runs["run_id"].isin(runs).to_numpy()
+        return self._frame(wanted[self.h.run_index])
+
+    def method_spans(self) -> pd.DataFrame:
+        """db.query.series_method_spans's frame, from the arrays: per series and way of measuring it
+        (flush method and pace, both recorded) with an ok result of positive median, the start
+        times of the earliest and newest run holding one, and that earliest run (None when another
+        run started at the same instant)."""
+        h = self.h
+        ok = ((h.codes["status"] == h.code_of("status", ResultStatus.OK)) & (h.median_ms > 0)
+              & (h.codes["flush_method"] >= 0) & (h.codes["pace"] >= 0))
+        rows = np.flatnonzero(ok)
+        columns = ["case_key", "device_fingerprint", "flush_method", "pace", "first_ok_start", "last_ok_start",
+                   "first_ok_run"]
+        if not len(rows):
+            return pd.DataFrame(columns=columns)
+        starts = pd.DatetimeIndex(self.h.runs["started_at"])
+        env = self._env_row[h.environment_id[rows]]
+        frame = pd.DataFrame({
+            "case_key": self._key_of[h.case_id[rows]],
+            "device_fingerprint": self._envs["device_fingerprint"].to_numpy(dtype=object)[env],
+            "flush_method": h.decoded("flush_method", rows), "pace": h.decoded("pace", rows),
+            "start": starts.take(h.run_index[rows]),
+        })
+        spans = (frame.groupby(["case_key", "device_fingerprint", "flush_method", "pace"], sort=True)["start"]
+                 .agg(first_ok_start="min", last_ok_start="max").reset_index())
+        runs_at = pd.Series(self._run_ids, index=starts)
+        unique = ~runs_at.index.duplicated(keep=False)
+        first_run = runs_at[unique]
+        spans["first_ok_run"] = [first_run.get(s) for s in spans["first_ok_start"]]
+        return spans[columns]
+
+    def summary(self) -> pd.DataFrame:
+        """db.query.series_summary's frame: per series with any result, the runs holding an ok
+        result with a positive median, and the first of them in run order."""
+        h = self.h
+        n_env, n_run = len(self._envs) + 1, len(self._run_ids) + 1
+        pair = h.case_id.astype(np.int64) * n_env + self._env_row[h.environment_id]
+        every = np.unique(pair)
+        ok = (h.codes["status"] == h.code_of("status", ResultStatus.OK)) & (h.median_ms > 0)
+        ok_runs = np.unique(pair[ok] * n_run + h.run_index[ok])  # sorted: by series, then run
+        del pair
+        ok_pair, ok_run = ok_runs // n_run, ok_runs % n_run
+        with_ok, first_at, n_ok = np.unique(ok_pair, return_index=True, return_counts=True)
+        at = np.searchsorted(with_ok, every)
+        found = (at < len(with_ok)) & (with_ok[np.minimum(at, len(with_ok) - 1)] == every) if len(with_ok) else \
+            np.zeros(len(every), dtype=bool)
+        first_run = np.where(found, ok_run[first_at[np.minimum(at, len(first_at) - 1)]] if len(first_at) else -1, -1)
+        out = pd.DataFrame({
+            "case_key": self._key_of[every // n_env],
+            "device_fingerprint": self._envs["device_fingerprint"].to_numpy(dtype=object)[every % n_env],
+            "n_ok_runs": np.where(found, n_ok[np.minimum(at, len(n_ok) - 1)] if len(n_ok) else 0, 0).astype(int),
+            "first_ok_run": [self._run_ids[i] if i >= 0 else None for i in first_run],
+        })
+        return out.sort_values(["case_key", "device_fingerprint"]).reset_index(drop=True)
+
+    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+        h = self.h
+        case_of = {k: i for i, k in self._keys.items()}
+        env_of = dict(zip(self._envs["device_fingerprint"], self._envs["environment_id"], strict=True))
+        wanted = {(case_of[k], env_of[f]) for k, f in keys if k in case_of and f in env_of}
+        pair = h.case_id.astype(np.int64) * (int(h.environment_id.max()) + 1) + h.environment_id
+        codes = np.array([c * (int(h.environment_id.max()) + 1) + e for c, e in wanted], dtype=np.int64)
+        return self._frame(np.isin(pair, codes))
+
+
+class ReadSource:
+    """A HistorySource holding what the check reads first (the run ids, the newest runs' results and
+    the per-series summary), taken from history columns that can then be let go; the whole series it
+    asks for again come from `again` (the database: a few series, or the whole history above
+    reports.regressions.database_check.REFETCH_ALL_ABOVE of them)."""
+
+    def __init__(self, h: HistoryColumns, window: int, again: HistorySource) -> None:
+        columns = ColumnsSource(h)
+        self._run_ids = columns.run_ids()
+        self._recent = self._run_ids[-history_runs(window):]
+        self._tail: pd.DataFrame | None = columns.tail(self._recent)
+        self._summary = columns.summary()
+        self._spans = columns.method_spans()
+        self._again = again
+
+    def run_ids(self) -> list[str]:
+        return list(self._run_ids)
+
+    def tail(self, runs: list[str]) -> pd.DataFrame:
+        if self._tail is None or runs != self._recent:
+            raise ValueError("ReadSource holds the newest runs' results once, for detect_with")
+        tail, self._tail = self._tail, None  # judged once: let it go with the caller's copy
+        return tail
+
+    def summary(self) -> pd.DataFrame:
+        return self._summary
+
+    def method_spans(self) -> pd.DataFrame:
+        return self._spans
+
+    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+        return self._again.series(keys)
+
+
+def verdicts_of_history(h: HistoryColumns, options: RegressionOptions = RegressionOptions()) -> list[SeriesVerdict]:
+    """detect_in_database's verdicts, judged from the history's columns."""
+    if len(h) == 0:
+        return []
+    return detect_with(ColumnsSource(h), **options.as_kwargs())

@@ -1,0 +1,193 @@
+"""The regression check over a results database: read the newest runs, judge every series
+(reports.regressions.series, reports.regressions.gate), and read again in full only the series that
+need it. The reads go through a HistorySource: the database (DatabaseSource), or the history's
+columns when the report has read them already (reports.regressions.columns_source).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Protocol
+
+import pandas as pd
+
+from rooflab.db.handle import Db
+from rooflab.reports.regressions.gate import CHANGE_HISTORY, Point, SeriesVerdict, window_suffices
+from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
+from rooflab.reports.regressions.series import DETECT_COLUMNS, detect_in_slices
+from rooflab.reports.regressions.verdicts import Verdict
+
+HISTORY_SLACK_RUNS = 10
+REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
+
+
+def history_runs(window: int) -> int:
+    """How many of the newest runs `detect_in_database` reads first: the newest two points, the
+    shifted tail `judge` may set aside (up to window // 2) and the window itself, or the
+    CHANGE_HISTORY points of the change-point pass when more; and some slack."""
+    return max(window + max(1, window // 2) + 2, CHANGE_HISTORY) + HISTORY_SLACK_RUNS
+
+@dataclass(frozen=True)
+class MethodLayout:
+    """How a series measured in more than one way lies in run order: `ways` contiguous stretches
+    (one segment each), the newest starting at `newest_start_run`."""
+
+    ways: int
+    newest_start_run: str
+
+
+def method_layouts(spans: pd.DataFrame) -> dict[tuple[str, str], MethodLayout | None]:
+    """Per series measured in more than one way (db.query.series_method_spans): its layout when each
+    way's ok runs all come before the next way's (in run order, by start time), else None (the ways
+    alternate, or runs started at the same instant: the whole history must be read). A series
+    measured one way is not listed."""
+    out: dict[tuple[str, str], MethodLayout | None] = {}
+    for key, rows in spans.groupby(["case_key", "device_fingerprint"], sort=False):
+        if len(rows) < 2:
+            continue
+        ordered = rows.sort_values("first_ok_start")
+        firsts, lasts = list(ordered["first_ok_start"]), list(ordered["last_ok_start"])
+        contiguous = all(lasts[i] < firsts[i + 1] for i in range(len(rows) - 1))
+        run = ordered["first_ok_run"].iloc[-1]
+        out[(str(key[0]), str(key[1]))] = (MethodLayout(len(rows), str(run))
+                                           if contiguous and isinstance(run, str) else None)
+    return out
+
+
+def _renumbered(v: SeriesVerdict, offset: int) -> tuple[Point, ...]:
+    """`v.points` with their segment numbers moved up by the `offset` segments before the newest runs."""
+    return v.points if offset == 0 else tuple(replace(p, segment=p.segment + offset) for p in v.points)
+
+
+class HistorySource(Protocol):
+    """Where `detect_with` reads a history from: the database (`DatabaseSource`) or the history's
+    columns already read (reports.regressions.columns_source.ColumnsSource)."""
+
+    def run_ids(self) -> list[str]:
+        """Every run id, in run order."""
+        ...
+
+    def tail(self, runs: list[str]) -> pd.DataFrame:
+        """The DETECT_COLUMNS of every result of `runs`."""
+        ...
+
+    def summary(self) -> pd.DataFrame:
+        """db.query.series_summary's frame."""
+        ...
+
+    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+        """The DETECT_COLUMNS of every result of the series `keys` (case_key, device_fingerprint)."""
+        ...
+
+    def method_spans(self) -> pd.DataFrame:
+        """db.query.series_method_spans's frame: where each way of measuring a series starts and ends."""
+        ...
+
+
+class DatabaseSource:
+    """A history read from the database at `url` through db.query."""
+
+    def __init__(self, url: Db) -> None:
+        self.url = url
+
+    def run_ids(self) -> list[str]:
+        from rooflab.db import query
+
+        return query.run_ids(self.url)
+
+    def tail(self, runs: list[str]) -> pd.DataFrame:
+        from rooflab.db import query
+
+        return query.results(self.url, run_id=runs, columns=DETECT_COLUMNS)
+
+    def summary(self) -> pd.DataFrame:
+        from rooflab.db import query
+
+        return query.series_summary(self.url)
+
+    def method_spans(self) -> pd.DataFrame:
+        from rooflab.db import query
+
+        return query.series_method_spans(self.url)
+
+    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+        from rooflab.db import query
+
+        cases = sorted({k for k, _ in keys})
+        if len(keys) > REFETCH_ALL_ABOVE:
+            history = query.results(self.url, columns=DETECT_COLUMNS)
+        else:
+            history = pd.concat([query.results(self.url, case_key=cases[i:i + 200], columns=DETECT_COLUMNS)
+                                 for i in range(0, len(cases), 200)], ignore_index=True)
+        mask = [(k, f) in keys for k, f in zip(history["case_key"].astype(str),
+                                               history["device_fingerprint"].astype(str), strict=True)]
+        return history[mask]
+
+
+def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
+                       *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
+    """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history
+    (`detect_with` a DatabaseSource)."""
+    return detect_with(DatabaseSource(url), window, z_threshold, min_change, min_baseline=min_baseline)
+
+
+def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float = Z_THRESHOLD,
+                min_change: float = MIN_CHANGE, *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
+    """`detect` on every result of the history `source`, computed from the newest runs instead.
+
+    Reads the newest `history_runs(window)` runs (a few columns), judges every series on them, and
+    reads the whole history again only of the series that it flags (so their trend plots show it
+    all), of those for which those runs do not hold everything `judge` looks at
+    (`window_suffices`) and of those without an ok result in them. A series is one case on one
+    device fingerprint, and the environment versions come from the fingerprint's environments
+    row, so in a database a series changes segment only where its way of measuring (flush method,
+    pace) changes: the source's method spans say where each way starts and ends (`method_layouts`),
+    so that the newest segment's first run and the segment numbers are those of the whole history;
+    a series whose ways alternate is read again in full. Verdicts, their `as_dict()` and their
+    order equal those of `detect` on the whole history; only an unflagged series' `points` hold its
+    newest points (`n_points` counts all).
+    """
+    run_ids = source.run_ids()
+    if not run_ids:
+        return []
+    recent = run_ids[-history_runs(window):]
+    judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
+                        min_baseline=min_baseline)
+    if len(recent) == len(run_ids):
+        return judge_all(source.tail(recent))
+    # the per-series summary is one grouped query over every result: the database works on it
+    # (without the GIL) while this thread reads and judges the newest runs
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pending = pool.submit(source.summary)
+        pending_spans = pool.submit(source.method_spans)
+        tail = source.tail(recent)
+        by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
+        del tail  # a year-scale history: hundreds of MB not needed any more
+        summary = pending.result()
+        layouts = method_layouts(pending_spans.result())
+    totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
+    again: set[tuple[str, str]] = set()
+    for key, (n_total, first_run) in totals.items():
+        v = by_key.get(key)
+        if v is None:
+            again.add(key)  # no result at all in the newest runs
+        elif len(v.points) == n_total and not v.flagged:
+            continue  # the whole series was read
+        elif v.flagged or not window_suffices(v.points, window):
+            again.add(key)
+        elif key in layouts and layouts[key] is None:
+            again.add(key)  # its ways of measuring alternate: its segments need the whole history
+        else:
+            layout = layouts.get(key)
+            seen = v.points[-1].segment + 1  # segments in the newest runs
+            earlier = (layout.ways if layout else 1) - seen  # segments wholly before them
+            if earlier and v.status == Verdict.INSUFFICIENT_DATA:
+                again.add(key)  # its note says whether the series had a segment before the newest
+                continue
+            start = v.segment_start_run if seen > 1 else layout.newest_start_run if layout else first_run
+            by_key[key] = replace(v, n_points=n_total, segment_start_run=start, points=_renumbered(v, earlier))
+    if again:
+        for v in judge_all(source.series(again)):
+            by_key[(v.case_key, v.device_fingerprint)] = v
+    return [by_key[key] for key in sorted(by_key)]

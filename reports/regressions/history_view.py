@@ -1,0 +1,169 @@
+"""The series `rooflab history` shows: chosen by case key or by filters, each with its runs and the
+gate's verdict (reports.regressions.series.detect on the series' whole history: the verdict `rooflab
+regressions` gives it). Reads the database through db.query and db.series_query; judges nothing of
+its own. Nothing matching is a ReportInputError that names the nearest case keys (difflib).
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from rooflab.reports.errors import ReportInputError
+from rooflab.reports.regressions.gate import SeriesVerdict
+from rooflab.reports.regressions.series import (
+    DETECT_COLUMNS,
+    ENV_COLUMNS,
+    METHOD_COLUMNS,
+    detect,
+    run_points,
+    series_points,
+)
+from rooflab.reports.regressions.verdicts import DRIFT, Verdict
+from rooflab.vocab import ResultStatus
+
+VIEW_COLUMNS = tuple(dict.fromkeys(DETECT_COLUMNS + ("p10_ms", "p90_ms", *METHOD_COLUMNS, "op", "family", "backend",
+                                                     "dtype", "cache", "timing_mode", "params")))
+VERDICT_KEY = "verdict"
+NEAREST = 5
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    """One series (case x device fingerprint): the gate's verdict and every run's point."""
+
+    verdict: SeriesVerdict
+    runs: pd.DataFrame  # one row per run with a point: run_id, started_at, git_commit, median_ms, p10_ms,
+    # p90_ms, excluded (why it is kept out of a baseline, "" if not), flush_method, segment_start (why, or "")
+
+    @property
+    def kind(self) -> str:
+        """The verdict, with " + drift" when the history pass found one."""
+        return str(self.verdict.status) + (" + drift" if self.verdict.drift is not None else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        runs = self.runs.assign(started_at=self.runs["started_at"].astype(str))
+        return {**self.verdict.as_dict(), "runs": json.loads(runs.to_json(orient="records"))}
+
+
+def _per_run(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (series, run): the medians of the ok results' p10 and p90, and the flush method."""
+    ok = frame[frame["status"] == ResultStatus.OK]
+    keys = ["case_key", "device_fingerprint", "run_id"]
+    agg = ok.groupby(keys, sort=False).agg(p10_ms=("p10_ms", "median"), p90_ms=("p90_ms", "median"))
+    method = frame.assign(**{c: frame[c].astype(object).where(frame[c].notna(), "") for c in METHOD_COLUMNS})
+    agg = agg.join(method.groupby(keys, sort=False)[list(METHOD_COLUMNS)].first())
+    envs = frame.groupby(keys, sort=False)[list(ENV_COLUMNS)].first()
+    return agg.join(envs).reset_index()
+
+
+def _segment_reasons(runs: pd.DataFrame) -> list[str]:
+    """Why a segment starts at each run (a driver, CUDA or torch change, or a change of the way it was
+    measured: flush method, pace; the columns reports.regressions.series segments by), "" elsewhere. A method a
+    run does not record (stored before it was) is no change, as for the gate."""
+    out = [""] * len(runs)
+    for c in (*ENV_COLUMNS, *METHOD_COLUMNS):
+        now = runs[c].astype(object).where(runs[c].notna(), "").astype(str).tolist()
+        if c in METHOD_COLUMNS:  # carry the newest recorded value over runs that recorded none
+            for i in range(1, len(now)):
+                now[i] = now[i] or now[i - 1]
+        for i in range(1, len(now)):
+            if now[i] != now[i - 1] and (c not in METHOD_COLUMNS or now[i - 1]):
+                what = f"{c.split('_')[0]} {now[i - 1] or '?'} -> {now[i] or '?'}"
+                out[i] = f"{out[i]}, {what}" if out[i] else what
+    return out
+
+
+def views(frame: pd.DataFrame) -> list[SeriesView]:
+    """A SeriesView per series of the results frame `frame` (VIEW_COLUMNS)."""
+    if frame.empty:
+        return []
+    verdicts = {(v.case_key, v.device_fingerprint): v for v in detect(frame)}
+    keys = ["case_key", "device_fingerprint", "run_id"]
+    merged = run_points(frame).merge(_per_run(frame), on=keys, how="left")
+    out = []
+    for (key, fp), rows in merged.groupby(["case_key", "device_fingerprint"], sort=True):
+        rows = rows.sort_values(["order", "run_id"], kind="stable")
+        pts = {p.run_id: p for p in series_points(rows)}
+        runs = rows[rows["run_id"].isin(list(pts))].reset_index(drop=True)
+        table = pd.DataFrame({
+            "run_id": runs["run_id"], "started_at": runs["started_at"], "git_commit": runs["git_commit"],
+            "median_ms": runs["median_ms"], "p10_ms": runs["p10_ms"], "p90_ms": runs["p90_ms"],
+            "excluded": [pts[r].excluded_because or "" for r in runs["run_id"]],
+            "flush_method": runs["flush_method"].fillna(""), "pace": runs["pace"].fillna(""),
+        })
+        table["segment_start"] = _segment_reasons(runs) if len(runs) else []
+        out.append(SeriesView(verdicts[(key, fp)], table))
+    return out
+
+
+def _matching_keys(cases: pd.DataFrame, parsed: dict[str, set[str]]) -> tuple[list[str], pd.Series]:
+    """(case keys matching every filter, how many filters each case matches)."""
+    from rooflab.suite.filters import CASE_KEYS
+
+    hits = pd.Series(0, index=cases.index)
+    for key, wanted in parsed.items():
+        if key in CASE_KEYS:
+            column = cases[key].astype(str) if key in cases.columns else pd.Series("", index=cases.index)
+            hits += column.isin(wanted).astype(int)
+        else:
+            values = [json.loads(p).get(key) for p in cases["params"]]
+            hits += pd.Series([str(v).lower() in {w.lower() for w in wanted} if v is not None else False
+                               for v in values], index=cases.index).astype(int)
+    return cases.loc[hits == len(parsed), "case_key"].tolist(), hits
+
+
+def nearest_keys(wanted: str, keys: Sequence[str], n: int = NEAREST) -> list[str]:
+    """The case keys most like `wanted` (difflib), best first."""
+    close = difflib.get_close_matches(wanted, list(keys), n=n, cutoff=0.0)
+    return close[:n]
+
+
+def case_keys_for(cases: pd.DataFrame, filters: Sequence[str]) -> tuple[list[str], dict[str, set[str]]]:
+    """(case keys matching `filters`, the verdict values asked for). ReportInputError for a
+    malformed filter, or none matching (naming the nearest case keys: those matching the most
+    filters, then the most like the filters' text)."""
+    from rooflab.suite.errors import SpecError
+    from rooflab.suite.filters import parse_filters
+
+    verdict_filters = [f for f in filters if f.split("=", 1)[0].strip() == VERDICT_KEY]
+    others = [f for f in filters if f not in verdict_filters]
+    allowed_verdicts = [*map(str, Verdict), DRIFT]
+    wanted_verdicts: set[str] = set()
+    for text in verdict_filters:
+        for value in (v.strip() for v in text.split("=", 1)[1].split(",") if v.strip()):
+            if value not in allowed_verdicts:
+                raise ReportInputError(f"--filter {text!r}: unknown verdict {value!r}; allowed: "
+                                       f"{', '.join(allowed_verdicts)}")
+            wanted_verdicts.add(value)
+    names = {k for p in cases["params"] for k in json.loads(p)}
+    try:
+        parsed = parse_filters(others, names)
+    except SpecError as exc:
+        raise ReportInputError(f"--filter: {exc}") from None
+    cases = cases.assign(cache=[k.split(":")[3] if k.count(":") >= 5 else "" for k in cases["case_key"]],
+                         timing_mode=[k.split(":")[4] if k.count(":") >= 5 else "" for k in cases["case_key"]])
+    keys, hits = _matching_keys(cases, parsed) if parsed else (cases["case_key"].tolist(), None)
+    if not keys:
+        text = " ".join(sorted(v for vs in parsed.values() for v in vs))
+        best = cases.assign(_hits=hits).sort_values("_hits", ascending=False)
+        top = best[best["_hits"] == best["_hits"].max()]["case_key"].tolist()
+        near = nearest_keys(text, top) if len(top) > NEAREST else top[:NEAREST]
+        raise ReportInputError(f"no case in the database matches {' '.join(others)}; nearest case keys: "
+                               f"{', '.join(near) or 'none (the database has no cases)'}")
+    return keys, {VERDICT_KEY: wanted_verdicts} if wanted_verdicts else {}
+
+
+def select_views(found: list[SeriesView], verdicts: dict[str, set[str]], last: int | None) -> list[SeriesView]:
+    """`found` with only the verdicts asked for, and only the newest `last` runs of each."""
+    wanted = verdicts.get(VERDICT_KEY)
+    out = []
+    for v in found:
+        if wanted and not (str(v.verdict.status) in wanted or (DRIFT in wanted and v.verdict.drift is not None)):
+            continue
+        out.append(SeriesView(v.verdict, v.runs.tail(last).reset_index(drop=True)) if last else v)
+    return out

@@ -1,0 +1,211 @@
+"""From a results table to series of points, and a verdict for every series (reports.regressions.gate judges).
+
+A series is one case_key on one device_fingerprint; its points are per-run medians (the median of
+the result medians a run has for it, e.g. several GPUs of one node), ordered by run order. Each
+point carries whether it may enter a baseline (suite.quality decides noisy; throttled and results
+that are not ok stay out too) and its environment segment. A segment ends where the driver, CUDA
+or torch version changes, or the method of measuring: the cache flush (`flush_method`), the pace
+of the samples (`pace`) or a collective's mode (`collective_mode`: stream or isolated); results
+taken two ways are not one history.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rooflab.db.query import shared_strings
+from rooflab.reports.data.frames import quality_of
+from rooflab.reports.regressions.gate import Point, SeriesVerdict, drift_start, history_pass, judge
+from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
+from rooflab.vocab import Quality, ResultStatus
+
+ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
+METHOD_COLUMNS = ("flush_method", "pace", "collective_mode")  # how a result was measured: a change starts a segment
+UNKNOWN = "?"  # a method value not recorded (a result stored before its column): it matches any
+SEGMENT_COLUMNS = ENV_COLUMNS + METHOD_COLUMNS
+
+def run_points(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (case_key, device_fingerprint, run_id): run order, median of the ok medians,
+    why the run may not enter a baseline, and its environment; sorted by series and run order."""
+    if "run_order" in df.columns:
+        order = pd.to_numeric(df["run_order"], errors="coerce")
+    elif "started_at" in df.columns or "measured_at" in df.columns:
+        when = pd.to_datetime(df["started_at"] if "started_at" in df.columns else df["measured_at"], utc=True)
+        order = when.rank(method="dense")
+    else:  # no ordering column: the frame's own row order
+        order = pd.Series(range(len(df)), index=df.index, dtype=float)
+    median = pd.to_numeric(df["median_ms"], errors="coerce")
+    ok = median > 0
+    if "status" in df.columns:
+        ok &= df["status"] == ResultStatus.OK
+    throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
+                 else pd.Series(False, index=df.index))
+    noisy = quality_of(df) != Quality.GOOD  # stored, or judged by the one noise rule
+    env = _joined(df, ENV_COLUMNS)
+    # the method is an ok result's (a failed one was not measured at all): elsewhere NaN, which the
+    # segments read as "as before"; within it a value not recorded (a result stored before the
+    # column existed) is UNKNOWN, which matches any value
+    method = (_joined(df, METHOD_COLUMNS, missing=UNKNOWN).where(ok) if any(c in df.columns for c in METHOD_COLUMNS)
+              else np.nan)
+    device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
+              else df.get("device_name", pd.Series("", index=df.index)))
+    d = pd.DataFrame({
+        "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
+        "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
+        "ok_median": median.where(ok),
+        "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env, "method": method,
+        "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
+        "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
+                       else pd.Series(pd.NaT, index=df.index, dtype="datetime64[ns, UTC]")),
+        "git_commit": df["git_commit"].astype(object) if "git_commit" in df.columns else None,
+    })
+    keys = ["case_key", "device_fingerprint", "run_id"]
+    several = d.duplicated(keys, keep=False)  # e.g. several GPUs of one fingerprint in a run
+    agg = d[several].groupby(keys, sort=False).agg(
+        order=("order", "min"), median_ms=("ok_median", "median"), not_ok=("not_ok", "any"),
+        throttled=("throttled", "any"), noisy=("noisy", "any"), env=("env", "first"), method=("method", "first"),
+        device_name=("device_name", "first"), started_at=("started_at", "min"), git_commit=("git_commit", "first"),
+    ).reset_index()
+    if not several.all():  # a key with one row is its own aggregate
+        single = d[~several].rename(columns={"ok_median": "median_ms"})[list(agg.columns)]
+        agg = single if agg.empty else pd.concat([agg, single], ignore_index=True)
+    agg["started_at"] = _iso_times(agg["started_at"])
+    return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
+
+
+def _joined(df: pd.DataFrame, columns: tuple[str, ...], missing: str = "") -> pd.Series:
+    """The values of `columns` joined by "|" per row; a missing value (None or NaN, e.g. no driver on
+    a CPU) reads as `missing`, and so does a column the frame lacks when `missing` is given."""
+    out = pd.Series("", index=df.index)
+    for col in columns:
+        if col in df.columns:
+            out = out + "|" + df[col].astype(object).where(df[col].notna(), missing).astype(str)
+        elif missing:
+            out = out + "|" + missing
+    return out
+
+
+def _method_changed(method: str, known: list[str | None]) -> bool:
+    """Whether `method` (a joined METHOD_COLUMNS value) differs from the values known so far in a
+    value both record; `known` is updated with its recorded values."""
+    changed = False
+    for i, value in enumerate(method.split("|")[1:]):
+        if value == UNKNOWN:
+            continue
+        changed = changed or (known[i] is not None and known[i] != value)
+        known[i] = value
+    return changed
+
+
+def _iso_times(when: pd.Series) -> np.ndarray:
+    """`when.dt.strftime(ISO)` as objects (NaN where NaT), each distinct time formatted once: a
+    series' points repeat the start time of a few hundred runs over hundreds of thousands of rows."""
+    codes, uniques = pd.factorize(when)
+    text = np.asarray(pd.DatetimeIndex(uniques).strftime("%Y-%m-%dT%H:%M:%S%z"), dtype=object)
+    out = np.full(len(codes), np.nan, dtype=object)
+    known = codes >= 0
+    out[known] = text[codes[known]]
+    return out
+
+
+POINT_FIELDS = ("run_id", "order", "median_ms", "not_ok", "throttled", "noisy", "env", "method", "started_at",
+                "git_commit")
+SHARED_FIELDS = ("run_id", "started_at", "git_commit")  # one value per run: every series' points can share it
+
+
+def series_points(runs: pd.DataFrame | list[dict]) -> list[Point]:
+    """Points of one series (its rows of `run_points`), each with its environment segment."""
+    if isinstance(runs, pd.DataFrame):
+        columns = {f: (runs[f].tolist() if f in runs.columns else [None] * len(runs)) for f in POINT_FIELDS}
+    else:
+        columns = {f: [r.get(f) for r in runs] for f in POINT_FIELDS}
+    return _points(columns, 0, len(columns["run_id"]))
+
+
+def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
+    """series_points of rows start:end of `run_points` given as column lists (POINT_FIELDS)."""
+    points: list[Point] = []
+    segment, last_env = 0, None
+    known: list[str | None] = [None] * len(METHOD_COLUMNS)  # the newest recorded value of each method column
+    run_ids, orders, medians, envs, methods = c["run_id"], c["order"], c["median_ms"], c["env"], c["method"]
+    not_ok, throttled, noisy = c["not_ok"], c["throttled"], c["noisy"]
+    starts, commits = c["started_at"], c["git_commit"]
+    for i in range(start, end):
+        env, method = envs[i], methods[i]
+        # no ok result in this run (NaN): measured as before, as far as anyone knows
+        changed_method = isinstance(method, str) and _method_changed(method, known)
+        if last_env is not None and (env != last_env or changed_method):
+            segment += 1
+        last_env = env
+        median = medians[i]
+        if not median == median:  # NaN: no ok result in this run
+            continue
+        why = "not ok" if not_ok[i] else "throttled" if throttled[i] else "noisy" if noisy[i] else None
+        started, commit = starts[i], commits[i]
+        points.append(Point(run_id=run_ids[i], run_order=int(orders[i]), median_ms=float(median),
+                            good=why is None, excluded_because=why, segment=segment,
+                            started_at=started if isinstance(started, str) else None,
+                            git_commit=None if commit is None or commit != commit else str(commit)))
+    return points
+
+def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
+           *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
+    """A verdict for every series (case_key x device_fingerprint) in the results frame."""
+    if df.empty:
+        return []
+    verdicts = []
+    agg = run_points(df)
+    columns = {f: shared_strings(agg[f].tolist()) if f in SHARED_FIELDS else agg[f].tolist() for f in POINT_FIELDS}
+    names = agg["device_name"].tolist()
+    keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist(), strict=True))
+    start = 0
+    while start < len(keys):
+        end = start
+        while end < len(keys) and keys[end] == keys[start]:
+            end += 1
+        points = _points(columns, start, end)
+        gate = judge(points, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
+        found = history_pass(points, min_change=min_change)
+        changes, drift = found.changes, found.drift
+        first_bad = gate.first_bad
+        if first_bad is None and drift is not None:
+            first_bad = drift_start(changes, drift, points)
+        seg_start = next((p.run_id for p in points if p.segment == points[-1].segment), None) if points else None
+        verdicts.append(SeriesVerdict(
+            case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(names[start]),
+            status=gate.status, latest=gate.latest, previous=gate.previous, baseline=gate.baseline,
+            points=tuple(points), segment_start_run=seg_start, note=gate.note, pooled=gate.pooled,
+            change_points=changes, drift=drift, first_bad=first_bad,
+        ))
+        start = end
+    return verdicts
+
+
+SLICE_ROWS = 60_000  # detect_in_slices: rows of the results frame judged at a time
+
+
+def detect_in_slices(df: pd.DataFrame, *, slice_rows: int = SLICE_ROWS, **options: Any) -> list[SeriesVerdict]:
+    """`detect(df, **options)`, judged a slice of case keys at a time (whole series, about
+    `slice_rows` rows each): the same verdicts in the same order (detect orders them by case key,
+    then device), with detect's working set (its per-run frame, column lists and points) held for
+    one slice at a time instead of for every series at once."""
+    if len(df) <= slice_rows or "run_order" not in df.columns:  # without it, a slice would rank its own runs
+        return detect(df, **options)
+    keys = df["case_key"].astype(str)
+    order = sorted(keys.unique())
+    per_slice = max(1, len(order) * slice_rows // len(df))
+    codes = pd.Categorical(keys, categories=order).codes // per_slice
+    verdicts: list[SeriesVerdict] = []
+    for _, part in df.groupby(codes, sort=True):
+        verdicts.extend(detect(part, **options))
+    return verdicts
+
+
+# The columns of the results frame that `detect` reads.
+DETECT_COLUMNS = ("case_key", "device_fingerprint", "device_name", "run_id", "run_order", "median_ms", "status",
+                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality", "started_at",
+                  "git_commit") + SEGMENT_COLUMNS
+HISTORY_SLACK_RUNS = 10
+REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead

@@ -1,0 +1,420 @@
+"""Measured ceilings of one device, derived from the probe results by these rules
+(docs/design.md, "Ceilings from probes").
+
+- HBM read-write: best gbps of cold stream_copy/scale/add/triad whose bytes >= 4x L2
+- HBM read-only:  best gbps of cold stream_dot whose bytes >= 4x L2
+- L2:             best gbps of hot stream_* whose bytes <= L2
+- vector compute: best tflops of fma_intensity, per dtype
+- matrix compute: best tflops of the gemm family, per dtype
+- elementary:     best rate of the `elementary` probe (cos, exp, erf evaluations per second), per
+                  function and dtype (reports.roofs.elementary)
+- launch floor:   median of the `launch` op's medians, per timing mode: what a user pays per launch
+                  (host time per launch of back-to-back launches from Python; per launch of a graph
+                  replay in graph mode). Version 1 of the op timed a kernel's duration instead, so
+                  only results of version LAUNCH_FLOOR_MIN_VERSION and later count
+- interconnect:   best gbps (nccl-tests' bus bandwidth) of each collective (family collective) and
+                  world size: its large messages; held against the datasheet NVLink (else PCIe) figure
+                  per direction
+- comm latency:   the fastest median of each collective and world size: its smallest messages, the
+                  latency floor of the group
+                  (both from one collective mode: `stream`, nccl-tests' method, where the results
+                  hold any, else `isolated`; reports.roofs.interconnect.collective_ceilings)
+Only trustworthy results count: ok, unthrottled and of good quality (reports.data.frames.trustworthy;
+noisy and contended results never set a ceiling). A measured roof is the best trustworthy
+evidence: when a trustworthy op's own figure beats the probe's ceiling it is held against (its
+GB/s, from the minimum byte count, above the bandwidth ceiling, where it is the kind of case that
+may set that ceiling: cold and at least 4x L2 for HBM, hot and within the L2 for L2; its TFLOP/s
+above the compute ceiling), the ceiling becomes that op's figure and keeps the probe's figure as `probe_value`.
+Datasheet roofs are never raised. The L2 size is the one the device reported (l2_bytes), else the
+datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
+Each ceiling keeps the case and run it came from, how that result was measured (its cache mode,
+flush method and pace: a cold and a hot figure, or a back-to-back and an idle-paced one, answer
+different questions) and, when the device is in the datasheet table, its ratio to the datasheet
+figure.
+
+(About 400 lines on purpose: the rule of each of the nine ceilings above lives here, beside the
+roofs the diagnosis, the comparison and the predictions read from them, so that "where does a roof
+come from" has one answer.)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TypedDict
+
+import pandas as pd
+
+from rooflab.reports.data.frames import first_value, trustworthy
+from rooflab.reports.data.op_facts import reads_only
+from rooflab.reports.roofs.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.vocab import MATRIX_FAMILIES, TENSOR_CORE_DTYPES, CacheMode, CeilingKind
+
+STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
+STREAM_RO_OPS = ("stream_dot",)
+STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
+HBM_MIN_L2_MULTIPLE = 4
+HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
+# what sets a ceiling: the probes and the GEMM family (see the module doc)
+ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch", "elementary")
+ROOF_FAMILIES = ("gemm",)
+LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
+
+UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.L2: "GB/s", CeilingKind.VECTOR: "TFLOP/s",
+         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms", CeilingKind.ELEMENTARY: "Geval/s",
+         CeilingKind.INTERCONNECT: "GB/s", CeilingKind.COMM_LATENCY: "ms"}
+COLLECTIVE_FAMILY = "collective"  # suite.ops.collective.FAMILY: their gbps is a bus bandwidth, not DRAM traffic
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One measured ceiling and where it came from."""
+
+    kind: CeilingKind
+    value: float  # GB/s, TFLOP/s or ms (see `unit`)
+    case_key: str
+    run_id: str
+    dtype: str | None = None  # compute ceilings
+    timing_mode: str | None = None  # launch floor
+    datasheet: float | None = None
+    datasheet_source: str | None = None
+    probe_value: float | None = None  # the probe's figure when a trustworthy op beat it (see the module doc)
+    probe_case_key: str | None = None
+    function: str | None = None  # elementary ceilings: cos, exp or erf
+    collective: str | None = None  # interconnect and comm_latency: the collective ...
+    ranks: int | None = None  # ... and its world size
+    cache: str | None = None  # how the result that set it was measured: cold | hot ...
+    flush_method: str | None = None  # ... write_sweep | read_sweep | none ...
+    pace: str | None = None  # ... back_to_back | idle | barrier (None: not recorded) ...
+    collective_mode: str | None = None  # ... and a collective's mode: stream | isolated
+
+    @property
+    def method(self) -> str:
+        """How the result that set this ceiling was measured, e.g. `cold write_sweep, back_to_back`,
+        `hot, back_to_back, stream` (a collective)."""
+        flush = f" {self.flush_method}" if self.cache == CacheMode.COLD and self.flush_method else ""
+        pace = f", {self.pace}" if self.pace else ""
+        mode = f", {self.collective_mode}" if self.collective_mode else ""
+        return f"{self.cache or ''}{flush}{pace}{mode}"
+
+    @property
+    def raised(self) -> bool:
+        return self.probe_value is not None
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.kind]
+
+    @property
+    def ratio(self) -> float | None:
+        """Measured / datasheet (None without a datasheet figure)."""
+        return self.value / self.datasheet if self.datasheet else None
+
+    @property
+    def group(self) -> str | None:
+        """`all_reduce x8` for a collective's ceilings."""
+        return f"{self.collective} x{self.ranks}" if self.collective else None
+
+    @property
+    def label(self) -> str:
+        extra = " ".join(x for x in (self.function, self.dtype or self.timing_mode or self.group) if x)
+        return f"{self.kind} {extra}" if extra else self.kind
+
+    def as_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "timing_mode": self.timing_mode,
+            "value": self.value,
+            "unit": self.unit,
+            "case_key": self.case_key,
+            "run_id": self.run_id,
+            "datasheet": self.datasheet,
+            "datasheet_source": self.datasheet_source,
+            "ratio": self.ratio,
+            "probe_value": self.probe_value,
+            "probe_case_key": self.probe_case_key,
+            "function": self.function,
+            "collective": self.collective,
+            "ranks": self.ranks,
+            "group": self.group,
+            "cache": self.cache,
+            "flush_method": self.flush_method,
+            "pace": self.pace,
+            "collective_mode": self.collective_mode,
+            "method": self.method,
+        }
+
+
+@dataclass(frozen=True)
+class DeviceCeilings:
+    """All measured ceilings of one device, plus its datasheet entry (None when unknown)."""
+
+    device_name: str
+    spec: GpuSpec | None
+    l2_bytes: int  # from the results (the device's own report), else the datasheet, else 0
+    ceilings: tuple[Ceiling, ...]
+
+    def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None,
+            collective: str | None = None, ranks: int | None = None) -> Ceiling | None:
+        for c in self.ceilings:
+            if (c.kind == kind and (dtype is None or c.dtype == dtype)
+                    and (timing_mode is None or c.timing_mode == timing_mode)
+                    and (collective is None or c.collective == collective) and (ranks is None or c.ranks == ranks)):
+                return c
+        return None
+
+    def as_dict(self) -> dict:
+        return {
+            "device_name": self.device_name,
+            "datasheet": self.spec.key if self.spec else None,
+            "datasheet_figures": self.spec.figures() if self.spec else [],
+            "l2_bytes": self.l2_bytes,
+            "ceilings": [c.as_dict() for c in self.ceilings],
+        }
+
+
+def best_of(rows: pd.DataFrame, column: str) -> pd.Series | None:
+    values = pd.to_numeric(rows[column], errors="coerce") if not rows.empty else None
+    if values is None or values.dropna().empty:
+        return None
+    return rows.loc[values.idxmax()]
+
+
+def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | None:
+    if spec is None:
+        return None
+    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
+        return spec.memory_gbps
+    if kind == CeilingKind.VECTOR and dtype:
+        return spec.peak_tflops(dtype, matrix=False)
+    if kind == CeilingKind.MATRIX and dtype:
+        return spec.peak_tflops(dtype, matrix=True) or (
+            spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_CORE_DTYPES else None
+        )
+    if kind == CeilingKind.INTERCONNECT:
+        return spec.interconnect_gbps
+    return None
+
+
+def ceiling_of(row: pd.Series, kind: CeilingKind, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
+             timing_mode: str | None = None) -> Ceiling:
+    fig = _datasheet(spec, kind, dtype)
+    return Ceiling(
+        kind=kind,
+        value=float(value),
+        case_key=str(row["case_key"]),
+        run_id=str(row["run_id"]),
+        datasheet=fig.value if fig else None,
+        datasheet_source=fig.source if fig else None,
+        dtype=dtype,
+        timing_mode=timing_mode,
+        **method_of(row),
+    )
+
+
+class Method(TypedDict):
+    """How a result was measured, as a Ceiling keeps it."""
+
+    cache: str | None
+    flush_method: str | None
+    pace: str | None
+    collective_mode: str | None
+
+
+def method_of(row: pd.Series) -> Method:
+    """The cache mode, flush method, pace and collective mode of a result row (None where the frame
+    lacks them)."""
+
+    def text(name: str) -> str | None:
+        value = row.get(name)
+        return str(value) if isinstance(value, str) and value else None
+
+    return Method(cache=text("cache"), flush_method=text("flush_method"), pace=text("pace"),
+                  collective_mode=text("collective_mode"))
+
+
+def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:
+    """L2 size as the device reported it, else the datasheet's, else 0 (unknown)."""
+    reported = None
+    if "l2_bytes" in df.columns and not df.empty:
+        reported = first_value(df[pd.to_numeric(df["l2_bytes"], errors="coerce") > 0], "l2_bytes")
+    if reported:
+        return int(reported)
+    if spec is not None and spec.l2_bytes is not None:
+        return int(spec.l2_bytes.value)
+    return 0
+
+
+def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
+    """Ceilings of one device from its results (`df` holds that device's rows only)."""
+    spec = match_device(device_name)
+    l2 = device_l2_bytes(df, spec)
+    rows = trustworthy(df)
+    out: list[Ceiling] = []
+    if rows.empty:
+        return DeviceCeilings(device_name, spec, l2, ())
+    nbytes = pd.to_numeric(rows["bytes"], errors="coerce").fillna(0)
+    cold = rows["cache"] == CacheMode.COLD
+    hot = rows["cache"] == CacheMode.HOT
+    big = nbytes >= HBM_MIN_L2_MULTIPLE * l2
+    for kind, ops, mask in (
+        (CeilingKind.HBM_RW, STREAM_RW_OPS, cold & big),
+        (CeilingKind.HBM_RO, STREAM_RO_OPS, cold & big),
+        (CeilingKind.L2, STREAM_OPS, hot & (nbytes <= l2) if l2 else hot & False),
+    ):
+        best = best_of(rows[mask & rows["op"].isin(ops)], "gbps")
+        if best is not None:
+            out.append(ceiling_of(best, kind, best["gbps"], spec))
+    compute_sets = ((CeilingKind.VECTOR, rows["op"] == "fma_intensity"), (CeilingKind.MATRIX, rows["family"] == "gemm"))
+    for kind, mask in compute_sets:
+        subset = rows[mask]
+        for dtype in sorted(subset["dtype"].dropna().unique()):
+            best = best_of(subset[subset["dtype"] == dtype], "tflops")
+            if best is not None and best["tflops"] > 0:
+                out.append(ceiling_of(best, kind, best["tflops"], spec, dtype=str(dtype)))
+    from rooflab.reports.roofs.interconnect import collective_ceilings  # it builds Ceilings of this module
+
+    out.extend(collective_ceilings(rows, spec))
+    rows = rows[rows["family"] != COLLECTIVE_FAMILY]
+    launch = rows[rows["op"] == "launch"]
+    if "op_version" in launch.columns:
+        launch = launch[pd.to_numeric(launch["op_version"], errors="coerce").fillna(1) >= LAUNCH_FLOOR_MIN_VERSION]
+    for mode in sorted(launch["timing_mode"].dropna().unique()) if not launch.empty else ():
+        sub = launch[launch["timing_mode"] == mode]
+        medians = pd.to_numeric(sub["median_ms"], errors="coerce")
+        floor = float(medians.median())
+        nearest = sub.loc[(medians - floor).abs().idxmin()]
+        out.append(ceiling_of(nearest, CeilingKind.LAUNCH, floor, spec, timing_mode=str(mode)))
+    from rooflab.reports.roofs.elementary import elementary_ceilings  # it builds Ceilings of this module
+
+    out.extend(elementary_ceilings(rows))
+    return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
+
+
+def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
+    """Whether `row` is the kind of result that may set a `kind` ceiling: an HBM figure only from a
+    cold case of at least 4x L2, an L2 figure only from a hot case that fits in the L2 (as for the
+    probes); a compute figure from any case."""
+    nbytes = float(row["bytes"] or 0)
+    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
+        return row["cache"] == CacheMode.COLD and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
+    if kind == CeilingKind.L2:
+        return row["cache"] == CacheMode.HOT and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
+    return True
+
+
+def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
+    """`dc` with every measured ceiling that a trustworthy row of `rows` beats replaced by that
+    row's figure (the best such row per ceiling); see the module doc."""
+    bw = [c.value for c in dc.ceilings if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2)]
+    fl = [c.value for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
+    if rows.empty or not (bw or fl):
+        return dc
+    rows = rows[rows["family"] != COLLECTIVE_FAMILY]  # a bus bandwidth is not DRAM traffic
+    if rows.empty:
+        return dc
+    gbps = pd.to_numeric(rows["gbps"], errors="coerce")  # the rates as stored (db/measurement_columns.py)
+    tflops = pd.to_numeric(rows["tflops"], errors="coerce")
+    beyond = ((gbps > min(bw)) if bw else False) | ((tflops > min(fl)) if fl else False)
+    candidates = rows[beyond & (rows["op"] != "launch")]
+    best: dict[int, tuple[float, pd.Series]] = {}
+    index = {id(c): i for i, c in enumerate(dc.ceilings)}
+    for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index], strict=True):
+        held: list[tuple[Ceiling | Roof | None, float]] = [
+            (_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
+                               read_only=reads_only(r["op"])), g)
+        ]
+        matrix = uses_matrix_units(str(r["family"]), str(r["dtype"]))
+        held.append((_compute_choice(dc, str(r["dtype"]), matrix=matrix), t))
+        for ceiling, figure in held:
+            if isinstance(ceiling, Ceiling) and figure > ceiling.value and _qualifies(dc, ceiling.kind, r):
+                i = index[id(ceiling)]
+                if i not in best or figure > best[i][0]:
+                    best[i] = (float(figure), r)
+    if not best:
+        return dc
+    ceilings = list(dc.ceilings)
+    for i, (figure, r) in best.items():
+        c = ceilings[i]
+        ceilings[i] = replace(c, value=figure, case_key=str(r["case_key"]), run_id=str(r["run_id"]),
+                              probe_value=c.value, probe_case_key=c.case_key, **method_of(r))
+    return DeviceCeilings(dc.device_name, dc.spec, dc.l2_bytes, tuple(ceilings))
+
+
+# --- the roofs a case is held against (measured first, else datasheet) ---
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A value used as a roof, and whether it was measured or taken from the datasheet."""
+
+    value: float
+    origin: str  # "measured" or "datasheet"
+    source: str  # case_key of the measurement, or the datasheet source
+    label: str = ""  # which roof: the measured ceiling's label ("vector float32", "hbm_rw"), or the datasheet's
+
+
+def uses_matrix_units(family: str, dtype: str) -> bool:
+    """Whether a case of `family` runs on matrix units: true for GEMM and attention
+    (MATRIX_FAMILIES), whatever the dtype; `dtype` is not consulted. Such a case is held against
+    the matrix roof of its dtype, and `compute_roof(..., matrix=True)` falls back to the vector
+    roof when the dtype has no matrix roof (e.g. float32 without TF32)."""
+    return family in MATRIX_FAMILIES
+
+
+def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None:
+    """Compute roof in TFLOP/s for `dtype`, matrix or vector units; measured first, else datasheet."""
+    choice = _compute_choice(dc, dtype, matrix=matrix)
+    return Roof(choice.value, "measured", choice.case_key, choice.label) if isinstance(choice, Ceiling) else choice
+
+
+def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling | Roof | None:
+    """The measured ceiling a compute roof is, or the datasheet roof when that comes first."""
+    vector_dtype = "float32" if dtype == "tf32" else dtype
+    order = ([(CeilingKind.MATRIX, dtype), (CeilingKind.VECTOR, vector_dtype)] if matrix
+             else [(CeilingKind.VECTOR, vector_dtype)])
+    if vector_dtype in HALF_DTYPES and not matrix:
+        # pointwise math on half types runs in float32 (torch's opmath), so float32 is their roof
+        # when neither a half-precision vector ceiling nor datasheet figure exists
+        order.append((CeilingKind.VECTOR, "float32"))
+    for kind, dt in order:
+        c = dc.get(kind, dtype=dt)
+        if c is not None:
+            return c
+        if dc.spec is not None:
+            fig = dc.spec.peak_tflops(dt, matrix=kind == CeilingKind.MATRIX)
+            if fig is not None:
+                return Roof(fig.value, "datasheet", f"{dc.spec.key}: {fig.source}", f"{kind} {dt} (datasheet)")
+    return None
+
+
+def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = False) -> Roof | None:
+    """Bandwidth roof in GB/s: L2 for hot cases (falling back to HBM), HBM otherwise."""
+    c = _bandwidth_choice(dc, hot=hot, read_only=read_only)
+    if c is not None:
+        return Roof(c.value, "measured", c.case_key, c.label)
+    if dc.spec is not None:
+        return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}",
+                    "hbm (datasheet)")
+    return None
+
+
+def _bandwidth_choice(dc: DeviceCeilings, *, hot: bool, read_only: bool) -> Ceiling | None:
+    """The measured ceiling a bandwidth roof is (None: the datasheet's, or none)."""
+    memory = [CeilingKind.HBM_RO, CeilingKind.HBM_RW] if read_only else [CeilingKind.HBM_RW, CeilingKind.HBM_RO]
+    kinds = ([CeilingKind.L2] if hot else []) + memory
+    for kind in kinds:
+        c = dc.get(kind)
+        if c is not None:
+            return c
+    return None
+
+
+def l2_resident(dc: DeviceCeilings, cache: str, nbytes: float) -> bool:
+    """A hot case whose bytes fit in the L2 is held against the L2 roof; larger hot cases stream
+    from HBM anyway (with an unknown L2 size every hot case counts as resident)."""
+    return cache == CacheMode.HOT and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
+
+
+def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:
+    c = dc.get(CeilingKind.LAUNCH, timing_mode=timing_mode)
+    return c.value if c else None

@@ -1,0 +1,288 @@
+"""Which wall each case hits, how far it is from it, and what fusion gains.
+
+roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof, elementary_ms), where the compute roof
+is, for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
+tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; and
+the bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise (read-only HBM
+for ops that only read: sum, amax, stream_dot). Measured ceilings are used first, datasheet figures
+when a ceiling was not measured. efficiency = roofline_ms / median_ms. An efficiency above 100 %
+is never reported: it means the roof is suspect (a datasheet figure that a result beats, or a
+noisy or contended result held against a measured roof), so `efficiency` is left empty and
+`roof_suspect` is set. Every row carries its quality (reports.data.frames.quality_of).
+
+elementary_ms is the time the op's elementary functions (cos, exp, erf: Op.elementary) take at the
+device's measured elementary-function roofs (reports.roofs.elementary); an op whose elementary functions
+alone take longer than its bytes and its FLOPs gets the compute wall. `wall_roof` names the roof of
+the wall: "elementary cos float32", "vector float32", "matrix bfloat16", "hbm_rw", ... (a datasheet
+roof says so); `elementary_missing` names functions of the op that have no measured roof (their
+time is then unknown and left out).
+
+wall = overhead when the measured time is within OVERHEAD_FACTOR of the launch floor of its timing
+mode, or the roofline time is below that floor; else compute or bandwidth, whichever term of the
+roofline time is larger. The floor is what a user pays per launch (host time per launch from Python
+in launch mode, per launch of a graph replay in graph mode) and a case's median is its device time:
+a kernel that runs in about the time its launch costs is bound by launching, not by the GPU.
+
+A collective (family collective) has a wall of its own: its bus bytes over the interconnect roof of
+its collective and world size are its roofline time, and it is `overhead` within OVERHEAD_FACTOR of
+that collective's latency floor, `comms` otherwise (reports/roofs/interconnect.py).
+
+power: `power_w` is the board's average power while the case ran; `at_power_cap` is True when NVML
+reported the software power cap (`sw_power_cap` among the throttle reasons). Such a case is not
+throttled (its clock stayed above the floor, else it would not be usable): its note reads
+"at power cap", which says that more FLOP/s at this clock would need more power, not more work.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from rooflab.db import rates
+from rooflab.reports.data.frames import params_of, quality_of, usable
+from rooflab.reports.data.op_facts import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
+from rooflab.reports.roofs.ceilings import (
+    COLLECTIVE_FAMILY,
+    DeviceCeilings,
+    Roof,
+    bandwidth_roof,
+    compute_roof,
+    l2_resident,
+    launch_floor_ms,
+    uses_matrix_units,
+)
+from rooflab.reports.roofs.elementary import elementary_time
+from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms, world_sizes
+from rooflab.vocab import Wall
+
+OVERHEAD_FACTOR = 2.0
+
+DIAGNOSIS_COLUMNS = [
+    "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
+    "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
+    "compute_ms", "memory_ms", "elementary_ms", "roofline_ms", "efficiency", "wall", "wall_roof", "launch_floor_ms",
+    "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
+    "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note",
+    "elementary_missing", "ranks",
+]
+SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
+POWER_CAP_REASON = "sw_power_cap"
+AT_POWER_CAP = "at power cap"
+
+
+def at_power_cap(throttle_reasons: object) -> bool:
+    """True when the stored reasons (a list, or its JSON text) include the software power cap."""
+    if throttle_reasons is None or (isinstance(throttle_reasons, float) and math.isnan(throttle_reasons)):
+        return False
+    if isinstance(throttle_reasons, str):
+        try:
+            parsed = json.loads(throttle_reasons)
+        except ValueError:
+            return POWER_CAP_REASON in throttle_reasons
+        throttle_reasons = parsed
+    if not isinstance(throttle_reasons, Iterable):
+        raise TypeError(f"throttle reasons are a list or its JSON text, got {throttle_reasons!r}")
+    return POWER_CAP_REASON in list(throttle_reasons)
+
+
+def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
+    """The newest usable result of each case_key (by run_order, then measured_at)."""
+    rows = usable(df)
+    if rows.empty:
+        return rows
+    sort_cols = [c for c in ("run_order", "measured_at") if c in rows.columns]
+    if sort_cols:
+        rows = rows.sort_values(sort_cols, kind="stable")
+    return rows.drop_duplicates("case_key", keep="last")
+
+
+def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
+    """One row per case (its newest usable result) with roofline time, efficiency and wall."""
+    out = []
+    latest = latest_per_case(df)
+    latest = latest.assign(_quality=quality_of(latest)) if not latest.empty else latest
+    sizes = world_sizes(latest) if not latest.empty else pd.Series(dtype=float)
+    for (_, r), ranks in zip(latest.iterrows(), sizes, strict=True):
+        median_ms = float(r["median_ms"])
+        flops = float(r["flops"] or 0)
+        nbytes = float(r["bytes"] or 0)
+        dtype, family = str(r["dtype"]), str(r["family"])
+        t = (_collective_terms(r, dc, median_ms, nbytes, ranks) if family == COLLECTIVE_FAMILY
+             else _kernel_terms(r, dc, median_ms, flops, nbytes))
+        croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall = (
+            t.croof, t.broof, t.compute_ms, t.memory_ms, t.roofline_ms, t.floor, t.wall)
+        capped = at_power_cap(r.get("throttle_reasons"))
+        efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
+        suspect = efficiency > SUSPECT_ABOVE
+        out.append({
+            "case_key": r["case_key"], "op": r["op"], "family": family, "backend": r["backend"],
+            "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
+            "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
+            "intensity": flops / nbytes if nbytes else math.nan,
+            "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
+            "compute_ms": compute_ms, "memory_ms": memory_ms, "elementary_ms": t.elementary_ms,
+            "roofline_ms": roofline_ms, "efficiency": math.nan if suspect else efficiency, "wall": wall,
+            "wall_roof": t.wall_roof,
+            "launch_floor_ms": floor,
+            "compute_roof_tflops": croof.value if croof else math.nan,
+            "compute_roof_origin": croof.origin if croof else None,
+            "bandwidth_roof_gbps": broof.value if broof else math.nan,
+            "bandwidth_roof_origin": broof.origin if broof else None,
+            "roof_suspect": bool(suspect), "quality": r["_quality"],
+            "rel_ci_halfwidth": r.get("rel_ci_halfwidth"), "stop_reason": r.get("stop_reason"),
+            "power_w": _float_or_nan(r.get("power_w")),
+            "at_power_cap": capped,
+            "note": AT_POWER_CAP if capped else "",
+            "elementary_missing": ", ".join(t.elementary_missing),
+            "ranks": ranks if family == COLLECTIVE_FAMILY else None,
+        })
+    return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
+
+
+@dataclass(frozen=True)
+class Terms:
+    """A case's roofline terms against the device's roofs, and the wall they give."""
+
+    croof: Roof | None  # the compute roof
+    broof: Roof | None  # the bandwidth (or interconnect) roof
+    compute_ms: float  # its FLOPs at the compute roof
+    memory_ms: float  # its bytes at the bandwidth roof
+    roofline_ms: float  # the largest term
+    floor: float | None  # the launch (or latency) floor of its timing mode
+    wall: Wall | None
+    wall_roof: str | None  # the roof of the wall, named
+    elementary_ms: float = math.nan  # its elementary functions at their roofs
+    elementary_missing: tuple[str, ...] = ()  # elementary functions without a roof
+
+
+def _kernel_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, flops: float, nbytes: float) -> Terms:
+    """The terms of a kernel: FLOPs, bytes and elementary functions against their roofs."""
+    dtype, family = str(r["dtype"]), str(r["family"])
+    croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
+    broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
+    no_compute = 0.0 if flops == 0 else math.nan
+    compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
+    no_memory = 0.0 if nbytes == 0 else math.nan
+    memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
+    elem = elementary_time(dc, elementary_counts(str(r["op"]), params_of(r.get("params")), dtype), dtype)
+    terms = [t for t in (compute_ms, memory_ms, elem.ms) if not math.isnan(t)]
+    roofline_ms = max(terms) if terms else math.nan
+    floor = launch_floor_ms(dc, str(r["timing_mode"]))
+    compute_side = max((t for t in (compute_ms, elem.ms) if not math.isnan(t)), default=math.nan)
+    wall = _wall(median_ms, roofline_ms, compute_side, memory_ms, floor)
+    return Terms(croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall,
+                 _wall_roof(wall, compute_ms, elem, croof, broof), elem.ms, tuple(elem.missing))
+
+
+def _collective_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, nbytes: float, ranks: float) -> Terms:
+    """The same for a collective: its bus bytes against the interconnect roof of its collective and
+    world size; the wall `overhead` within OVERHEAD_FACTOR of its latency floor, else `comms`. Its adds
+    are not held against a compute roof (compute_ms is 0)."""
+    size = int(ranks) if ranks == ranks else None
+    roof = interconnect_roof(dc, str(r["op"]), size)
+    memory_ms = rates.ms_at_gbps(nbytes, roof.value) if (roof and nbytes > 0) else math.nan
+    floor = latency_floor_ms(dc, str(r["op"]), size)
+    wall: Wall | None = Wall.COMMS if roof is not None else None
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (memory_ms == memory_ms and memory_ms < floor)):
+        wall = Wall.OVERHEAD
+    return Terms(None, roof, 0.0, memory_ms, memory_ms, floor, wall,
+                 roof.label if (roof is not None and wall == Wall.COMMS) else None)
+
+
+def _float_or_nan(value: Any) -> float:  # any cell of a results frame
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _wall_roof(wall: str | None, compute_ms: float, elem: Any, croof: Any, broof: Any) -> str | None:
+    """The roof of the wall: the elementary roof when the op's elementary functions take longer than
+    its FLOPs, else the compute roof; the bandwidth roof; None for overhead or no wall."""
+    if wall == Wall.COMPUTE:
+        if not math.isnan(elem.ms) and elem.ms > (0.0 if math.isnan(compute_ms) else compute_ms):
+            return str(elem.roof)
+        return croof.label if croof else None
+    if wall == Wall.BANDWIDTH:
+        return broof.label if broof else None
+    return None
+
+
+def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float,
+          floor: float | None) -> Wall | None:
+    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor
+                              or (roofline_ms == roofline_ms and roofline_ms < floor)):
+        return Wall.OVERHEAD
+    c = 0.0 if math.isnan(compute_ms) else compute_ms
+    m = 0.0 if math.isnan(memory_ms) else memory_ms
+    if c == 0 and m == 0:
+        return Wall.OVERHEAD if floor is not None else None
+    return Wall.COMPUTE if c >= m else Wall.BANDWIDTH
+
+
+def most_left_on_table(diag: pd.DataFrame, limit: int = 15) -> pd.DataFrame:
+    """Cases furthest from their roof (lowest efficiency), overhead-bound cases excluded."""
+    rows = diag[(diag["wall"] != Wall.OVERHEAD) & diag["efficiency"].notna()].copy()
+    rows["left_ms"] = rows["median_ms"] - rows["roofline_ms"]
+    return rows.sort_values(["efficiency", "left_ms"], ascending=[True, False]).head(limit)
+
+
+# --- fusion gains ---
+
+FUSION_COLUMNS = [
+    "comparison", "op", "dtype", "cache", "timing_mode", "shape", "unfused_case", "fused_case",
+    "unfused_ms", "fused_ms", "speedup", "unfused_bytes", "fused_bytes", "bytes_saved", "bytes_ratio",
+]
+
+
+def _shape_text(params: dict, drop: tuple[str, ...] = ()) -> str:
+    return ",".join(f"{k}={params[k]}" for k in sorted(params) if k not in drop)
+
+
+def fusion_gains(df: pd.DataFrame) -> pd.DataFrame:
+    """Eager vs compiled for the fusion-chain ops; eager naive attention vs the SDPA kernels and vs
+    compiled naive attention; always at equal shape, dtype, cache and timing mode."""
+    rows = latest_per_case(df)
+    out = []
+    if rows.empty:
+        return pd.DataFrame(columns=FUSION_COLUMNS)
+    rows = rows.assign(_params=[params_of(p) for p in rows["params"]])
+    chains = rows[rows["op"].isin(fusion_chain_ops(rows["op"].unique()))]
+    for _, fused in chains[chains["backend"] == "compiled"].iterrows():
+        match = chains[(chains["backend"] == "eager") & (chains["op"] == fused["op"])
+                       & (chains["dtype"] == fused["dtype"]) & (chains["cache"] == fused["cache"])
+                       & (chains["timing_mode"] == fused["timing_mode"])]
+        for _, eager in match.iterrows():
+            if eager["_params"] == fused["_params"]:
+                out.append(_gain("eager vs compiled", eager, fused, _shape_text(fused["_params"])))
+    attn = rows[rows["op"] == "attention"]
+    kernel = attn["_params"].map(lambda p: p.get("kernel"))
+    for _, naive in attn[(kernel == "naive") & (attn["backend"] == "eager")].iterrows():
+        base = {k: v for k, v in naive["_params"].items() if k != "kernel"}
+        candidates = attn[((kernel != "naive") | (attn["backend"] == "compiled")) & (attn["dtype"] == naive["dtype"])
+                          & (attn["cache"] == naive["cache"]) & (attn["timing_mode"] == naive["timing_mode"])]
+        for _, fused in candidates.iterrows():
+            if {k: v for k, v in fused["_params"].items() if k != "kernel"} == base:
+                label = fused["_params"].get("kernel")
+                label = f"compiled {label}" if fused["backend"] == "compiled" else label
+                out.append(_gain(f"naive vs {label}", naive, fused, _shape_text(base)))
+    return pd.DataFrame(out, columns=FUSION_COLUMNS)
+
+
+def _gain(comparison: str, unfused: pd.Series, fused: pd.Series, shape: str) -> dict:
+    ub = unfused_bytes(str(unfused["op"]), unfused["_params"], str(unfused["dtype"]))
+    fb = float(fused["bytes"] or 0)
+    return {
+        "comparison": comparison, "op": fused["op"], "dtype": fused["dtype"], "cache": fused["cache"],
+        "timing_mode": fused["timing_mode"], "shape": shape,
+        "unfused_case": unfused["case_key"], "fused_case": fused["case_key"],
+        "unfused_ms": float(unfused["median_ms"]), "fused_ms": float(fused["median_ms"]),
+        "speedup": float(unfused["median_ms"]) / float(fused["median_ms"]),
+        "unfused_bytes": ub, "fused_bytes": fb,
+        "bytes_saved": (ub - fb) if ub is not None else None,
+        "bytes_ratio": (ub / fb) if (ub is not None and fb) else None,
+    }

@@ -1,0 +1,235 @@
+"""detect_in_database (the newest runs first, whole histories only where needed) against `detect` on
+every result, and db.query.series_summary against the results frame, on a synthetic database."""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rooflab.db import query
+from rooflab.reports.data.reads import load_verdicts
+from rooflab.reports.regressions.database_check import detect_in_database, history_runs
+from rooflab.reports.regressions.series import detect
+from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
+from tests.reports.synth import row, write_db
+
+RUNS = 90
+
+
+def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str = "fp-h100",
+            device_name: str = "NVIDIA H100 80GB HBM3", device_uuid: str = "GPU-0", **per_run) -> None:
+    """A series of case stream_triad(n) on one fingerprint: run order -> median (None: failed)."""
+    for order, value in values.items():
+        extra = {k: v(order) for k, v in per_run.items()}
+        rows.append(row(op="stream_triad", family="probe", params={"n": n}, median_ms=1.0 if value is None else value,
+                        flops=2 * n, nbytes=12 * n, run_id=f"run-{order:04d}", run_order=order,
+                        fingerprint=fingerprint, device_name=device_name,
+                        status="failed" if value is None else "ok", **extra))
+        rows[-1]["device_uuid"] = device_uuid
+
+
+def _noise(seed: int, level: float = 1.0, rel: float = 0.01) -> list[float]:
+    return list(level * (1 + rel * np.random.default_rng(seed).standard_normal(RUNS)))
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request, tmp_path_factory) -> Iterator[str]:
+    """The synthetic history in SQLite, and in PostgreSQL (skipped without a server)."""
+    rows = _rows()
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('regdb') / 'history.db'}"
+        write_db(url, rows)
+        yield url
+        return
+    if postgres_server_url() is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with fresh_postgres_url() as url:
+        write_db(url, rows)
+        yield url
+
+
+def _rows() -> list[dict]:
+    rows: list[dict] = []
+    orders = range(1, RUNS + 1)
+    _series(rows, dict(zip(orders, _noise(1), strict=True)), n=1)  # stable: ok
+    step = _noise(2)
+    step[-2:] = [v * 1.2 for v in step[-2:]]
+    _series(rows, dict(zip(orders, step, strict=True)), n=2)  # regression
+    spike = _noise(3)
+    spike[-1] *= 1.3
+    _series(rows, dict(zip(orders, spike, strict=True)), n=3)  # suspect
+    faster = _noise(4)
+    faster[-2:] = [v * 0.7 for v in faster[-2:]]
+    _series(rows, dict(zip(orders, faster, strict=True)), n=4)  # improvement, on two devices
+    _series(rows, dict(zip(orders, faster, strict=True)), n=4, fingerprint="fp-a100",
+            device_name="NVIDIA A100-SXM4-80GB",
+            device_uuid="GPU-A100")
+    _series(rows, {o: v for o, v in zip(orders, _noise(5), strict=True) if o % 7 == 0},
+            n=5)  # weekly: few points per run window
+    _series(rows, dict(zip(orders, _noise(6), strict=True)),
+            n=6,  # recent points throttled: too few good points in the window
+            throttled=lambda o: RUNS - 40 < o < RUNS - 1)
+    _series(rows, dict(zip(orders, _noise(7), strict=True)), n=7,  # some noisy points and some failed runs
+            rel_ci_halfwidth=lambda o: 0.2 if o % 5 == 0 else 0.005)
+    for r in rows[-RUNS:]:
+        if int(r["run_id"][4:]) % 9 == 0:
+            r.update(status="failed", median_ms=None, error="boom")
+    _series(rows, dict(zip(range(1, 16), _noise(8), strict=False)), n=8)  # only in old runs
+    _series(rows, {o: None for o in range(1, 12)}, n=9)  # never ok, old runs only
+    _series(rows, {o: None for o in range(RUNS - 5, RUNS + 1)}, n=10)  # never ok, recent runs
+    _series(rows, {o: (None if o == 3 else v) for o, v in zip(range(3, RUNS + 1), _noise(11), strict=False)},
+            n=11)  # starts at a tie
+    _series(rows, dict(zip(range(3, RUNS + 1), _noise(13), strict=False)), n=13)  # ok in both tied runs
+    # the flush method changed long before the newest runs, with a 6 % step: one segment in them
+    _series(rows, dict(zip(orders, _noise(14), strict=True)), n=14,
+            flush_method=lambda o: "read_sweep" if o < 15 else "write_sweep")
+    for r in rows[-RUNS:]:
+        if int(r["run_id"][4:]) < 15:
+            r["median_ms"] /= 1.06
+    # ways that alternate (read, write for two nights, read again), and a 6 % step on the newest two
+    # nights, which changed method
+    _series(rows, dict(zip(orders, _noise(15), strict=True)), n=15,
+            flush_method=lambda o: "write_sweep" if o in (10, 11) else "read_sweep")
+    changed = _noise(16)
+    changed[-2:] = [v * 1.06 for v in changed[-2:]]
+    _series(rows, dict(zip(orders, changed, strict=True)), n=16,
+            flush_method=lambda o: "write_sweep" if o > RUNS - 2 else "read_sweep")
+    two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
+    for r, v in zip(two_gpus, _noise(12), strict=True):
+        r.update(device_uuid="GPU-1", median_ms=v)
+    rows += two_gpus
+    for r in rows:  # run-0004 starts at the same instant as run-0003
+        if r["run_id"] == "run-0004":
+            r["started_at"] = r["measured_at"] = r["started_at"].replace(day=r["started_at"].day - 1)
+    return rows
+
+
+def _same(url: str, **kw) -> list:
+    full = detect(query.results(url), **kw)
+    windowed = detect_in_database(url, **kw)
+    assert [v.as_dict() for v in windowed] == [v.as_dict() for v in full]
+    for a, b in zip(windowed, full, strict=True):
+        assert ((a.status, a.latest, a.previous, a.baseline, a.note)
+                == (b.status, b.latest, b.previous, b.baseline, b.note))
+        if a.status in ("regression", "suspect", "improvement") or a.n_points is None:
+            assert a.points == b.points
+        else:
+            assert a.points == b.points[-len(a.points):] and a.n_points == len(b.points)
+    return windowed
+
+
+@pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02},
+                                {"window": 3}, {"window": 30}])
+def test_windowed_verdicts_equal_those_on_every_result(url, kw):
+    verdicts = _same(url, **kw)
+    window = kw.get("window", 20)
+    if history_runs(window) < RUNS:  # the newest runs alone were read for some series
+        assert any(v.n_points is not None for v in verdicts)
+    statuses = Counter(v.status for v in verdicts)
+    if window >= 6:
+        assert {"regression", "suspect", "improvement", "ok", "insufficient_data"} <= set(statuses), statuses
+
+
+def test_the_planted_series_get_their_verdicts(url):
+    by_n = {(v.case_key.split("n=")[-1], v.device_fingerprint): v for v in load_verdicts(url)}
+    assert by_n[("2", "fp-h100")].status == "regression"
+    assert by_n[("3", "fp-h100")].status == "suspect"
+    assert by_n[("4", "fp-a100")].status == by_n[("4", "fp-h100")].status == "improvement"
+    assert by_n[("1", "fp-h100")].status == "ok" and by_n[("1", "fp-h100")].n_points == RUNS
+    assert by_n[("11", "fp-h100")].segment_start_run == "run-0004"
+    assert by_n[("13", "fp-h100")].segment_start_run == "run-0003"
+    assert by_n[("9", "fp-h100")].status == by_n[("10", "fp-h100")].status == "insufficient_data"
+
+
+def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(url):
+    by_n = {v.case_key.split("n=")[-1]: v for v in load_verdicts(url) if v.device_fingerprint == "fp-h100"}
+    older = by_n["14"]  # changed at run 15, before the newest runs: found from the method spans
+    assert older.status == "ok" and older.segment_start_run == "run-0015" and older.n_points == RUNS
+    assert by_n["15"].segment_start_run == "run-0012"  # alternating: read again in full
+    newest = by_n["16"]  # the newest two nights, 6 % slower, measured the other way
+    assert newest.status == "insufficient_data" and newest.segment_start_run == f"run-{RUNS - 1:04d}"
+    assert not newest.flagged and not newest.change_points
+
+
+def test_method_spans_hold_each_way_of_measuring(url):
+    spans = query.series_method_spans(url)
+    mine = spans[spans["case_key"].str.endswith("n=14") & (spans["device_fingerprint"] == "fp-h100")]
+    by_method = mine.set_index("flush_method")
+    assert set(by_method.index) == {"read_sweep", "write_sweep"}
+    assert by_method.loc["write_sweep", "first_ok_run"] == "run-0015"
+    assert by_method.loc["read_sweep", "last_ok_start"] < by_method.loc["write_sweep", "first_ok_start"]
+    assert set(mine["pace"]) == {"back_to_back"}
+
+
+def test_series_summary_counts_the_ok_runs_of_every_series(url):
+    frame = query.results(url)
+    ok = frame[(frame["status"] == "ok") & (frame["median_ms"] > 0)]
+    summary = query.series_summary(url).set_index(["case_key", "device_fingerprint"])
+    keys = set(zip(frame["case_key"], frame["device_fingerprint"], strict=True))
+    assert set(summary.index) == keys
+    for key in keys:
+        runs = ok[(ok["case_key"] == key[0]) & (ok["device_fingerprint"] == key[1])].sort_values("run_order")
+        assert summary.loc[key, "n_ok_runs"] == runs["run_id"].nunique()
+        first = summary.loc[key, "first_ok_run"]
+        assert first == runs["run_id"].iloc[0] if len(runs) else pd.isna(first)
+    assert query.run_ids(url) == list(frame.drop_duplicates("run_id").sort_values("run_order")["run_id"])
+
+
+def test_results_take_several_case_keys(url):
+    frame = query.results(url)
+    keys = sorted(frame["case_key"].unique())[:3]
+    several = query.results(url, case_key=keys)
+    assert len(several) == frame["case_key"].isin(keys).sum()
+    assert set(several["case_key"]) == set(keys)
+
+
+@pytest.mark.parametrize("which", [-1, -3])
+def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which):
+    from rooflab.reports.regressions.nightly_check import check_history, series_of_run
+    from rooflab.reports.regressions.options import RegressionOptions
+
+    run_id = query.run_ids(url)[which]
+    verdicts = detect(series_of_run(query.results(url), run_id), window=8)
+    judged = [v.as_dict() for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
+    found = check_history(url, run_id, RegressionOptions(window=8))
+    by_kind, checked, insufficient, counts = found.verdicts, found.series_checked, found.insufficient_data, found.counts
+    assert checked == len(verdicts) and insufficient == sum(v.status == "insufficient_data" for v in verdicts)
+    key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731 - a named one-line lambda
+    assert sorted((d for kind, rows in by_kind.items() if kind != "drift" for d in rows), key=key) == sorted(
+        (d for d in judged if d["status"] in ("regression", "suspect", "improvement")), key=key)
+    if which == -1:
+        assert by_kind["regression"] and by_kind["improvement"]
+    frame = query.results(url, run_id=run_id)
+    assert counts["ok"] == int((frame["status"] == "ok").sum()) and sum(counts.values()) == len(frame)
+
+
+@pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 3}])
+def test_the_verdicts_from_the_history_columns_are_those_read_from_the_database(url, kw):
+    """The report judges from the history it has read (reports.regressions.columns_source): the same verdicts,
+    as_dict and points, as detect_in_database reading the database itself."""
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.regressions.columns_source import ColumnsSource
+    from rooflab.reports.regressions.database_check import detect_with
+
+    read = detect_in_database(url, **kw)
+    columns = detect_with(ColumnsSource(history_columns(url)), **kw)
+    assert [v.as_dict() for v in columns] == [v.as_dict() for v in read]
+    assert [(v.points, v.n_points) for v in columns] == [(v.points, v.n_points) for v in read]
+
+
+def test_the_method_spans_from_the_history_columns_are_those_of_the_database(url):
+    """The report's column source finds where each way of measuring a series starts and ends as the
+    database's grouped query does (the windowed check renumbers segments by them)."""
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.regressions.columns_source import ColumnsSource
+
+    keys = ["case_key", "device_fingerprint", "flush_method", "pace"]
+    want = query.series_method_spans(url).sort_values(keys).reset_index(drop=True)
+    got = ColumnsSource(history_columns(url)).method_spans().sort_values(keys).reset_index(drop=True)
+    assert len(want) > 0 and want["flush_method"].nunique() == 2
+    assert got[keys + ["first_ok_run"]].equals(want[keys + ["first_ok_run"]])
+    for column in ("first_ok_start", "last_ok_start"):
+        assert list(pd.to_datetime(got[column], utc=True)) == list(pd.to_datetime(want[column], utc=True))
