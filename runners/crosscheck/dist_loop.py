@@ -10,8 +10,9 @@ torch.distributed, its own clock. Each rank, for one loop:
 and answers (clock reading) / N, its time per call. A loop's figure is the mean of the ranks'
 times (what nccl-tests prints by default, its `-a 1`); the slowest rank's is kept beside it. N is
 chosen by the caller (`loop_calls`: a loop of about a target time, from a probe loop's time per
-call). The in-place all_reduce (and broadcast) run on what the previous call left, as in any plain
-loop: values grow and may reach infinity, which changes no timing on a CPU or a GPU.
+call, and at least nccl-tests' 20 calls). The in-place all_reduce (and broadcast) run on what the
+previous call left, as in any plain loop: values grow and may reach infinity, which changes no
+timing on a CPU or a GPU.
 
 `LoopGroup(backend, devices)` starts one process per rank from the workers' fork server, joined
 through a FileStore in a private temporary folder (no fixed port), rank r on devices[r]; `time`
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 WARMUP_CALLS = 5  # before each loop's barrier
-LOOP_MIN_CALLS = 2
+LOOP_MIN_CALLS = 20  # nccl-tests' default calls per timed loop (its `-n 20`), however long a call is
 LOOP_MAX_CALLS = 1_000_000
 START_TIMEOUT_S = 120.0
 STOP_WAIT_S = 5.0

@@ -114,3 +114,34 @@ def test_combine_and_the_stream_length_known_answers() -> None:
     assert stream_calls(0.1) == round(STREAM_SAMPLE_MS / 0.1)
     assert stream_calls(STREAM_SAMPLE_MS * 10) == STREAM_MIN_CALLS  # a long call: still a stream
     assert stream_calls(1e-9) == STREAM_MAX_CALLS and stream_calls(0.0) == STREAM_MAX_CALLS
+
+
+def test_a_long_call_still_streams_nccl_tests_twenty_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted group whose first calls after a barrier run fast (the ranks start aligned and idle,
+    as a busy machine's scheduler favours a process that has just slept) and whose later calls are
+    slower: nccl-tests' loop of 20 calls reads their mix, and so must a stream of calls too long for
+    the time target to ask more than a few of."""
+    clock = FakeClock()
+    monkeypatch.setattr(group_timing.time, "perf_counter_ns", clock)
+    control = FakeControl(clock, slow_factor=1.0)
+    fast_ns, steady_ns = random.randint(500_000, 1_500_000), random.randint(12_000_000, 15_000_000)
+    since_barrier = [0]
+    barrier = control.barrier
+
+    def barrier_and_count() -> None:
+        since_barrier[0] = 0
+        barrier()
+
+    monkeypatch.setattr(control, "barrier", barrier_and_count)
+
+    def fn() -> None:
+        clock.ns += fast_ns if since_barrier[0] < 2 else steady_ns
+        since_barrier[0] += 1
+
+    settings = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=6, max_samples=6, min_time_ms=0)
+    timing = time_group(fn, reset=None, control=control, torch_device="cpu",  # type: ignore[arg-type]  # the fake group
+                        settings=settings, mode=CollectiveMode.STREAM)
+    assert timing is not None
+    nccl_tests_loop_ms = (2 * fast_ns + 18 * steady_ns) / 20 / 1e6  # its default: -n 20 calls per timed loop
+    assert timing.calls_per_sample == STREAM_MIN_CALLS == 20
+    assert timing.stats.median_ms == pytest.approx(nccl_tests_loop_ms, rel=1e-9)
