@@ -15,8 +15,8 @@ so that a change in the machine's load hits all alike:
   rank's time);
 - the plain loop (runners/crosscheck/dist_loop.py, the cross-check's `dist_loop` peer), in a group
   of its own processes: 5 warmup calls, barrier, one clock around N back-to-back calls, / N, N
-  sized so that a loop lasts about `--loop-ms`; the ranks' times averaged (nccl-tests' `-a 1`),
-  the slowest rank's printed beside.
+  sized so that a loop lasts about `--loop-ms` (at least nccl-tests' 20 calls); the ranks' times
+  averaged (nccl-tests' `-a 1`), the slowest rank's printed beside.
 
 Per size: the median over rounds of each figure, its spread (the range of the round figures over
 their median), busbw (all_reduce: S x 2(N-1)/N) and the ratios to the loop.
