@@ -43,8 +43,10 @@ lint: $(STAMP)
 	  echo "mypy -p rooflab -p tests"; (cd $(TYPECHECK) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p rooflab -p tests) || status=1; \
 	  exit $$status
 
+# GPU_TESTS narrows it (test files or node ids; default: every gpu-marked test); PYTEST_ADDOPTS is read as usual
+GPU_TESTS ?=
 test-gpu:
-	$(GPU_PY) -m pytest -q -m gpu -o addopts='-ra'
+	$(GPU_PY) -m pytest -q -m gpu -o addopts='-ra' $(GPU_TESTS)
 
 clean:
 	rm -rf $(VENV) report results.db results.db-wal results.db-shm build/typecheck

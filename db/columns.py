@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, Text, cast, select
+from sqlalchemy import JSON, Select, Text, cast, select
 
 from rooflab.db import models
 from rooflab.db.measurement_columns import record_columns
+from rooflab.db.types import UTCDateTime
 
 # docs/design.md, "Export columns": these columns, in this order, come first.
 EXPORT_COLUMNS: tuple[str, ...] = (
@@ -35,24 +36,65 @@ class ColumnKind:
     default: object = None
 
 
-# The columns of the results row that come from the runs, cases and environments tables, with how
-# each reads from a file (`default`: its value when an imported file lacks it, for those that are
-# not export columns). The measurement's own columns follow the measurement record.
-_JOINED_KINDS: dict[str, ColumnKind] = {
-    "run_id": ColumnKind("str", False), "started_at": ColumnKind("datetime", False),
-    "host": ColumnKind("str", False), "device_name": ColumnKind("str", False),
-    "device_kind": ColumnKind("str", False), "device_fingerprint": ColumnKind("str", False),
-    "suite": ColumnKind("str", False), "case_key": ColumnKind("str", False), "op": ColumnKind("str", False),
-    "family": ColumnKind("str", False), "backend": ColumnKind("str", False), "dtype": ColumnKind("str", False),
-    "params": ColumnKind("object", False), "torch_version": ColumnKind("str"), "cuda_version": ColumnKind("str"),
-    "driver_version": ColumnKind("str"), "git_commit": ColumnKind("str"),
-    "op_version": ColumnKind("int", False, 1), "l2_bytes": ColumnKind("int", False, 0),
-    "memory_bytes": ColumnKind("int", False, 0), "sm_count": ColumnKind("int", False, 0),
-    "compute_capability": ColumnKind("str"), "finished_at": ColumnKind("datetime"),
-    "run_status": ColumnKind("str", False, "complete"), "spec_hash": ColumnKind("str", False, ""),
-    "git_dirty": ColumnKind("bool", False, False), "command_line": ColumnKind("str", False, ""),
-    "rooflab_version": ColumnKind("str", False, ""),
+@dataclass(frozen=True)
+class Joined:
+    """A column of the results row that is a column of the runs, environments or cases table."""
+
+    table: Any  # the model (db/models.py): Run, Environment or Case
+    attribute: str  # its column there
+    default: object = None  # its value when an imported file lacks it (export columns are required)
+
+
+# The results row's columns that come from the runs, environments and cases tables, in the order
+# they take among the extra columns: the one list of them. Their kinds and null rules are the
+# tables' own (db/models.py); the results query (column_sources), the importer (which fields make a
+# run, a device or a case) and the export files follow from here. The measurement's own columns
+# follow the measurement record (db/measurement_columns.py).
+_RUN, _ENV, _CASE = models.Run, models.Environment, models.Case
+JOINED: dict[str, Joined] = {
+    "run_id": Joined(_RUN, "run_id"), "started_at": Joined(_RUN, "started_at"), "host": Joined(_RUN, "host"),
+    "device_name": Joined(_ENV, "device_name"), "device_kind": Joined(_ENV, "device_kind"),
+    "device_fingerprint": Joined(_ENV, "device_fingerprint"), "suite": Joined(_RUN, "suite"),
+    "case_key": Joined(_CASE, "case_key"), "op": Joined(_CASE, "op"), "family": Joined(_CASE, "family"),
+    "backend": Joined(_CASE, "backend"), "dtype": Joined(_CASE, "dtype"), "params": Joined(_CASE, "params"),
+    "torch_version": Joined(_ENV, "torch_version"), "cuda_version": Joined(_ENV, "cuda_version"),
+    "driver_version": Joined(_ENV, "driver_version"), "git_commit": Joined(_RUN, "git_commit"),
+    "op_version": Joined(_CASE, "op_version", 1), "l2_bytes": Joined(_ENV, "l2_bytes", 0),
+    "memory_bytes": Joined(_ENV, "memory_bytes", 0), "sm_count": Joined(_ENV, "sm_count", 0),
+    "compute_capability": Joined(_ENV, "compute_capability"), "finished_at": Joined(_RUN, "finished_at"),
+    "run_status": Joined(_RUN, "status", "complete"), "spec_hash": Joined(_RUN, "spec_hash", ""),
+    "git_dirty": Joined(_RUN, "git_dirty", False), "command_line": Joined(_RUN, "command_line", ""),
+    "rooflab_version": Joined(_RUN, "rooflab_version", ""),
 }
+# the column that names a row of each table in the results row (the importer's key of a run, a device, a case)
+TABLE_KEYS: dict[Any, str] = {_RUN: "run_id", _ENV: "device_fingerprint", _CASE: "case_key"}
+
+
+def _kind_of(column: Any) -> str:
+    """A table column's kind in files and frames (ColumnKind.kind)."""
+    if isinstance(column.type, UTCDateTime):
+        return "datetime"
+    if isinstance(column.type, JSON):
+        return "object"
+    return {str: "str", int: "int", bool: "bool", float: "float"}[column.type.python_type]
+
+
+def _joined_kind(joined: Joined) -> ColumnKind:
+    column = joined.table.__table__.c[joined.attribute]
+    return ColumnKind(_kind_of(column), bool(column.nullable), joined.default)
+
+
+_JOINED_KINDS: dict[str, ColumnKind] = {name: _joined_kind(j) for name, j in JOINED.items()}
+
+
+def joined_fields(table: Any) -> tuple[str, ...]:
+    """The results row's columns that come from `table` (a model), in the row's order."""
+    return tuple(name for name, j in JOINED.items() if j.table is table)
+
+
+def table_row(table: Any, record: dict[str, Any]) -> dict[str, Any]:
+    """The columns of `table` (a model) that a results row `record` holds, named as the table names them."""
+    return {JOINED[name].attribute: record[name] for name in joined_fields(table)}
 
 
 def _measurement_kinds() -> dict[str, ColumnKind]:
@@ -89,18 +131,7 @@ def canonical_json(value: Any) -> str:
 def column_sources() -> dict[str, Any]:
     """The columns of the results row that come from the runs, cases and environments tables
     (name -> mapped attribute); every other column is the measurement's own."""
-    r, c, e = models.Run, models.Case, models.Environment
-    return {
-        "run_id": r.run_id, "started_at": r.started_at, "host": r.host, "device_name": e.device_name,
-        "device_kind": e.device_kind, "device_fingerprint": e.device_fingerprint, "suite": r.suite,
-        "case_key": c.case_key, "op": c.op, "family": c.family, "backend": c.backend, "dtype": c.dtype,
-        "params": c.params, "torch_version": e.torch_version, "cuda_version": e.cuda_version,
-        "driver_version": e.driver_version, "git_commit": r.git_commit, "op_version": c.op_version,
-        "l2_bytes": e.l2_bytes, "memory_bytes": e.memory_bytes, "sm_count": e.sm_count,
-        "compute_capability": e.compute_capability, "finished_at": r.finished_at, "run_status": r.status,
-        "spec_hash": r.spec_hash, "git_dirty": r.git_dirty, "command_line": r.command_line,
-        "rooflab_version": r.rooflab_version,
-    }
+    return {name: getattr(j.table, j.attribute) for name, j in JOINED.items()}
 
 
 def result_select(columns: Sequence[str] | None = None, *, json_as_text: bool = False) -> Select:

@@ -13,13 +13,22 @@ import io
 import json
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, EXPORT_COLUMNS
+from rooflab.db import models
+from rooflab.db.columns import (
+    ALL_COLUMNS,
+    COLUMN_KINDS,
+    EXPORT_COLUMNS,
+    TABLE_KEYS,
+    ColumnKind,
+    joined_fields,
+    table_row,
+)
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.load import Batch, LoadCounts, load
@@ -29,11 +38,11 @@ from rooflab.db.shards import parse_shard
 from rooflab.vocab import CollectiveMode, Pace, ResultStatus, RunStatus
 
 _ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}
-_RUN_FIELDS = ("started_at", "host", "suite", "git_commit", "finished_at", "run_status", "spec_hash",
-               "git_dirty", "command_line", "rooflab_version")
-_ENV_FIELDS = ("device_name", "device_kind", "torch_version", "cuda_version", "driver_version", "l2_bytes",
-               "memory_bytes", "sm_count", "compute_capability")
-_CASE_FIELDS = ("op", "op_version", "family", "backend", "dtype", "params")
+# what names a run, a device and a case in a row, and the fields of the row that must agree wherever it recurs
+_IDENTITIES = tuple((kind, key, tuple(name for name in joined_fields(table) if name != key))
+                    for kind, table, key in (("run", models.Run, TABLE_KEYS[models.Run]),
+                                             ("case", models.Case, TABLE_KEYS[models.Case]),
+                                             ("device", models.Environment, TABLE_KEYS[models.Environment])))
 
 
 class _Bad(Exception):
@@ -64,88 +73,110 @@ def detect_format(path: Path) -> tuple[str, bool]:
 # -- values -------------------------------------------------------------------------------------
 
 def _parse_value(name: str, value: Any, from_text: bool) -> Any:
+    """The value of column `name` as the database stores it, from a file's `value` (text when
+    `from_text`: a CSV field); _Bad says what is wrong with it."""
     spec = COLUMN_KINDS[name]
     if value is None or (from_text and value == "" and spec.kind != "str"):
         if spec.nullable:
             return None
         raise _Bad("is missing (a value is required)")
-    kind = spec.kind
-    if kind == "str":
-        if not isinstance(value, str):
-            raise _Bad(f"{value!r} is not a string")
-        if value == "":
-            if spec.nullable:
-                return None
-            if spec.default != "":
-                raise _Bad("is empty (a value is required)")
-        if name in _ENUMS and value not in _ENUMS[name]:
-            raise _Bad(f"{value!r} is not one of {', '.join(_ENUMS[name])}")
-        if name == "shard" and value:
-            try:
-                parse_shard(value)
-            except DatabaseInputError as exc:
-                raise _Bad(str(exc)) from None
+    if spec.kind == "str":
+        return _parse_str(name, value, spec)
+    if spec.kind in ("object", "list"):
+        return _parse_json(value, spec.kind)
+    return _PARSERS[spec.kind](value)
+
+
+def _parse_str(name: str, value: Any, spec: ColumnKind) -> str | None:
+    if not isinstance(value, str):
+        raise _Bad(f"{value!r} is not a string")
+    if value == "":
+        if spec.nullable:
+            return None
+        if spec.default != "":
+            raise _Bad("is empty (a value is required)")
+    if name in _ENUMS and value not in _ENUMS[name]:
+        raise _Bad(f"{value!r} is not one of {', '.join(_ENUMS[name])}")
+    if name == "shard" and value:
+        try:
+            parse_shard(value)
+        except DatabaseInputError as exc:
+            raise _Bad(str(exc)) from None
+    return value
+
+
+def _parse_datetime(value: Any) -> datetime:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise _Bad(f"{value!r} is not an ISO 8601 timestamp") from None
+    if not isinstance(value, datetime):
+        raise _Bad(f"{value!r} is not a timestamp")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise _Bad(f"{value.isoformat()!r} has no time zone (write e.g. +00:00)")
+    return value
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Bad(f"{value!r} is not a whole number")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise _Bad(f"{value!r} is not a whole number") from None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        raise _Bad(f"{value!r} is not a whole number")
+    if value < 0:
+        raise _Bad(f"{value} is negative")
+    return value
+
+
+def _parse_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise _Bad(f"{value!r} is not a number")
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _Bad(f"{value!r} is not a number") from None
+    if not isinstance(value, (int, float)):
+        raise _Bad(f"{value!r} is not a number")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise _Bad(f"{value!r} is not a finite number")
+    return value
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
         return value
-    if kind == "datetime":
-        if isinstance(value, str):
-            try:
-                value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            except ValueError:
-                raise _Bad(f"{value!r} is not an ISO 8601 timestamp") from None
-        if not isinstance(value, datetime):
-            raise _Bad(f"{value!r} is not a timestamp")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise _Bad(f"{value.isoformat()!r} has no time zone (write e.g. +00:00)")
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise _Bad(f"{value!r} is not true or false")
+
+
+def _parse_json(value: Any, kind: str) -> Any:
+    """A JSON object (kind "object") or a JSON list of strings (kind "list"), or its text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise _Bad(f"{value[:60]!r} is not valid JSON ({exc.msg})") from None
+    if kind == "object":
+        if not isinstance(value, dict):
+            raise _Bad("is not a JSON object")
         return value
-    if kind == "int":
-        if isinstance(value, bool):
-            raise _Bad(f"{value!r} is not a whole number")
-        if isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise _Bad(f"{value!r} is not a whole number") from None
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if not isinstance(value, int):
-            raise _Bad(f"{value!r} is not a whole number")
-        if value < 0:
-            raise _Bad(f"{value} is negative")
-        return value
-    if kind == "float":
-        if isinstance(value, bool):
-            raise _Bad(f"{value!r} is not a number")
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise _Bad(f"{value!r} is not a number") from None
-        if not isinstance(value, (int, float)):
-            raise _Bad(f"{value!r} is not a number")
-        value = float(value)
-        if math.isnan(value) or math.isinf(value):
-            raise _Bad(f"{value!r} is not a finite number")
-        return value
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
-            return value.strip().lower() in ("true", "1")
-        raise _Bad(f"{value!r} is not true or false")
-    if kind in ("object", "list"):
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError as exc:
-                raise _Bad(f"{value[:60]!r} is not valid JSON ({exc.msg})") from None
-        if kind == "object":
-            if not isinstance(value, dict):
-                raise _Bad("is not a JSON object")
-            return value
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise _Bad("is not a JSON list of strings")
-        return value
-    raise AssertionError(kind)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Bad("is not a JSON list of strings")
+    return value
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {"datetime": _parse_datetime, "int": _parse_int, "float": _parse_float,
+                                            "bool": _parse_bool}
 
 
 def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
@@ -287,17 +318,12 @@ def read_file(path: Path) -> list[dict[str, Any]]:
 def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
     """Turn validated records into a Batch; rows that disagree about a run, case or device are refused."""
     batch = Batch()
-    seen_runs: dict[str, tuple[int, dict[str, Any]]] = {}
-    seen_cases: dict[str, tuple[int, dict[str, Any]]] = {}
-    seen_envs: dict[str, tuple[int, dict[str, Any]]] = {}
+    seen: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {kind: {} for kind, _, _ in _IDENTITIES}
     for index, rec in enumerate(records, start=1):
-        for kind, key, fields, seen in (
-            ("run", rec["run_id"], _RUN_FIELDS, seen_runs),
-            ("case", rec["case_key"], _CASE_FIELDS, seen_cases),
-            ("device", rec["device_fingerprint"], _ENV_FIELDS, seen_envs),
-        ):
+        for kind, key_name, fields in _IDENTITIES:
+            key = rec[key_name]
             values = {name: rec[name] for name in fields}
-            first = seen.setdefault(key, (index, values))
+            first = seen[kind].setdefault(key, (index, values))
             if first[1] != values:
                 name = next(n for n in fields if first[1][n] != values[n])
                 raise DatabaseInputError(
@@ -305,31 +331,17 @@ def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
                     f"({first[1][name]!r}) for the same {kind} {key!r}"
                 )
         run_id, fingerprint = rec["run_id"], rec["device_fingerprint"]
-        if run_id not in batch.runs:
-            batch.runs[run_id] = {
-                "run_id": run_id, "suite": rec["suite"], "spec_text": "", "spec_hash": rec["spec_hash"],
-                "started_at": rec["started_at"], "finished_at": rec["finished_at"], "status": rec["run_status"],
-                "host": rec["host"], "git_commit": rec["git_commit"], "git_dirty": rec["git_dirty"],
-                "command_line": rec["command_line"], "rooflab_version": rec["rooflab_version"],
-            }
-        if fingerprint not in batch.environments:
-            batch.environments[fingerprint] = {
-                "device_fingerprint": fingerprint, "device_name": rec["device_name"],
-                "device_kind": rec["device_kind"], "identity": {}, "memory_bytes": rec["memory_bytes"],
-                "l2_bytes": rec["l2_bytes"], "sm_count": rec["sm_count"],
-                "compute_capability": rec["compute_capability"], "driver_version": rec["driver_version"],
-                "cuda_version": rec["cuda_version"], "torch_version": rec["torch_version"],
-                "first_seen_at": rec["started_at"],
-            }
+        if run_id not in batch.runs:  # an export holds no spec text
+            batch.runs[run_id] = {**table_row(models.Run, rec), "spec_text": ""}
+        if fingerprint not in batch.environments:  # nor a device's identity fields
+            batch.environments[fingerprint] = {**table_row(models.Environment, rec), "identity": {},
+                                               "first_seen_at": rec["started_at"]}
         key = device_key(rec["device_uuid"], fingerprint)
         batch.run_environments.setdefault(
             (run_id, fingerprint, key), {"device_uuid": rec["device_uuid"], "info": {}}
         )
         if rec["case_key"] not in batch.cases:
-            batch.cases[rec["case_key"]] = {
-                "case_key": rec["case_key"], "op": rec["op"], "op_version": rec["op_version"],
-                "family": rec["family"], "backend": rec["backend"], "dtype": rec["dtype"], "params": rec["params"],
-            }
+            batch.cases[rec["case_key"]] = table_row(models.Case, rec)
         columns = {name: rec[name] for name in measurement_column_names() if name in rec}
         columns["device_key"] = key
         columns["measured_at"] = rec["measured_at"] or rec["started_at"]

@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from rooflab.db import rates
+from rooflab.db.usable import figure_mask
 from rooflab.record import Column, MeasurementRecord, column_of
 from rooflab.vocab import ResultStatus
 
@@ -105,13 +106,14 @@ def device_key(device_uuid: str | None, device_fingerprint: str) -> str:
 
 def rates_of(status: str, median_ms: float | None, flops: int, nbytes: int) -> dict[str, float | None]:
     """The derived columns of a result: intensity (FLOP/byte, None without bytes), and TFLOP/s and
-    GB/s of an ok result with a median (db/rates.py; None otherwise). The store and the importer
-    both derive them here, so a stored rate is always this function of the stored figures."""
-    timed = status == ResultStatus.OK and median_ms is not None and median_ms != 0
+    GB/s of a result with a figure (db/usable.py: ok, a positive median; None otherwise). The store
+    and the importer both derive them here, so a stored rate is always this function of the stored figures."""
+    if median_ms is None or not figure_mask(status == ResultStatus.OK, median_ms):
+        return {"intensity": flops / nbytes if nbytes else None, "tflops": None, "gbps": None}
     return {
         "intensity": flops / nbytes if nbytes else None,
-        "tflops": float(rates.tflops(flops, median_ms)) if timed and median_ms is not None else None,
-        "gbps": float(rates.gbps(nbytes, median_ms)) if timed and median_ms is not None else None,
+        "tflops": float(rates.tflops(flops, median_ms)),
+        "gbps": float(rates.gbps(nbytes, median_ms)),
     }
 
 

@@ -21,12 +21,9 @@ from rooflab.db.load import AttachedRow, Batch, CounterRows, LayerProfileRows, L
 from rooflab.db.schema import open_for_writing, require_current
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
-_RUN_COLUMNS = ("run_id", "suite", "spec_text", "spec_hash", "started_at", "finished_at", "status", "host",
-                "git_commit", "git_dirty", "command_line", "rooflab_version")
-_ENV_COLUMNS = ("device_fingerprint", "device_name", "device_kind", "identity", "memory_bytes", "l2_bytes",
-                "sm_count", "compute_capability", "driver_version", "cuda_version", "torch_version",
-                "first_seen_at")
-_CASE_COLUMNS = ("case_key", "op", "op_version", "family", "backend", "dtype", "params")
+# a run, a device and a case travel whole: every column of their tables but the target's own key
+_RUN_COLUMNS, _ENV_COLUMNS, _CASE_COLUMNS = (tuple(c.name for c in model.__table__.columns if c.name != "id")
+                                             for model in (models.Run, models.Environment, models.Case))
 _SKIP_MEASUREMENT = {"id", "run_id", "case_id", "environment_id"}
 _SKIP_CROSSCHECK = {"id", "run_id", "case_id", "environment_id"}
 _SKIP_COUNTERS = {"id", "run_id", "case_id", "environment_id", "checked_run_id"}
@@ -50,15 +47,27 @@ def source_url(source: str) -> str:
 
 
 def _run_batch(conn: Connection, run: Any) -> Batch:
-    s_t = models.RunShard.__table__
-    e_t, re_t = models.Environment.__table__, models.RunEnvironment.__table__
-    c_t, m_t, sm_t = models.Case.__table__, models.Measurement.__table__, models.Sample.__table__
-    x_t, lp_t, part_t = models.CrossCheck.__table__, models.LayerProfile.__table__, models.LayerPart.__table__
-    k_t, run_t = models.CounterReading.__table__, models.Run.__table__
+    """Everything the source holds of one run, as a Batch for db.load: the run and its shards, its
+    devices and cases, its measurements with their samples, cross-checks and counter readings, and
+    what hangs off its measurements (layer profiles, collectives' groups)."""
     batch = Batch()
     batch.runs[run.run_id] = {name: getattr(run, name) for name in _RUN_COLUMNS}
+    s_t = models.RunShard.__table__
     for row in conn.execute(select(s_t).where(s_t.c.run_id == run.id)):
         batch.shards.append((run.run_id, {k: v for k, v in row._mapping.items() if k not in ("id", "run_id")}))
+    env_fp = _environments(conn, run, batch)
+    case_key = _cases(conn, run, batch)
+    measurement_key = _measurements(conn, run, batch, case_key, env_fp)
+    _crosschecks_and_counters(conn, run, batch, case_key, env_fp)
+    _attached(conn, run, batch, measurement_key)
+    return batch
+
+
+def _environments(conn: Connection, run: Any, batch: Batch) -> dict[int, str]:
+    """The devices the run used (by its measurements, device rows, cross-checks or counter readings)
+    into `batch`; returns environment id -> fingerprint."""
+    e_t, re_t, m_t = models.Environment.__table__, models.RunEnvironment.__table__, models.Measurement.__table__
+    x_t, k_t = models.CrossCheck.__table__, models.CounterReading.__table__
     env_fp: dict[int, str] = {}
     for env in conn.execute(
         select(e_t).where(e_t.c.id.in_(select(m_t.c.environment_id).where(m_t.c.run_id == run.id).union(
@@ -72,12 +81,27 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         batch.run_environments[(run.run_id, env_fp[row.environment_id], row.device_key)] = {
             "device_uuid": row.device_uuid, "info": row.info,
         }
+    return env_fp
+
+
+def _cases(conn: Connection, run: Any, batch: Batch) -> dict[int, str]:
+    """The cases the run measured, cross-checked or counted into `batch`; returns case id -> case key."""
+    c_t, m_t = models.Case.__table__, models.Measurement.__table__
+    x_t, k_t = models.CrossCheck.__table__, models.CounterReading.__table__
     case_key: dict[int, str] = {}
     for case in conn.execute(select(c_t).where(c_t.c.id.in_(select(m_t.c.case_id).where(m_t.c.run_id == run.id).union(
             select(x_t.c.case_id).where(x_t.c.run_id == run.id),
             select(k_t.c.case_id).where(k_t.c.run_id == run.id))))):
         case_key[case.id] = case.case_key
         batch.cases[case.case_key] = {name: getattr(case, name) for name in _CASE_COLUMNS}
+    return case_key
+
+
+def _measurements(conn: Connection, run: Any, batch: Batch, case_key: dict[int, str],
+                  env_fp: dict[int, str]) -> dict[int, tuple[str, str, str, str, Any]]:
+    """The run's measurements with their raw samples into `batch`; returns measurement id -> the
+    key that finds it again in the target (case key, cache, timing mode, device, measured at)."""
+    m_t, sm_t = models.Measurement.__table__, models.Sample.__table__
     query = (
         select(m_t, sm_t.c.count.label("_sample_count"), sm_t.c.values_f64le.label("_sample_blob"))
         .select_from(m_t.outerjoin(sm_t, sm_t.c.measurement_id == m_t.c.id))
@@ -95,6 +119,13 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         batch.measurements.append(
             (run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]], columns, sample)
         )
+    return measurement_key
+
+
+def _crosschecks_and_counters(conn: Connection, run: Any, batch: Batch, case_key: dict[int, str],
+                              env_fp: dict[int, str]) -> None:
+    """The run's cross-check rows and counter readings (with the run each reading checked) into `batch`."""
+    x_t, k_t, run_t = models.CrossCheck.__table__, models.CounterReading.__table__, models.Run.__table__
     for row in conn.execute(select(x_t).where(x_t.c.run_id == run.id).order_by(x_t.c.id)):
         mapping = row._mapping
         columns = {k: v for k, v in mapping.items() if k not in _SKIP_CROSSCHECK}
@@ -107,6 +138,13 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         columns = {k: v for k, v in mapping.items() if k not in _SKIP_COUNTERS and not k.startswith("_")}
         batch.counters.append(CounterRows(run.run_id, case_key[mapping["case_id"]], env_fp[mapping["environment_id"]],
                                           mapping["_checked_run"], columns))
+
+
+def _attached(conn: Connection, run: Any, batch: Batch,
+              measurement_key: dict[int, tuple[str, str, str, str, Any]]) -> None:
+    """What hangs off the run's measurements into `batch`: layer profiles with their parts, and the
+    groups collectives ran in."""
+    m_t, lp_t, part_t = models.Measurement.__table__, models.LayerProfile.__table__, models.LayerPart.__table__
     run_measurements = select(m_t.c.id).where(m_t.c.run_id == run.id)
     parts: dict[int, list[dict[str, Any]]] = {}
     for row in conn.execute(
@@ -128,7 +166,6 @@ def _run_batch(conn: Connection, run: Any) -> Batch:
         key, cache, timing_mode, device, measured_at = measurement_key[row.measurement_id]
         batch.collectives.append(AttachedRow(run.run_id, key, cache, timing_mode, device, measured_at,
                                              {k: v for k, v in row._mapping.items() if k != "measurement_id"}))
-    return batch
 
 
 def merge(target_url: str, sources: list[str]) -> list[MergeResult]:

@@ -18,16 +18,25 @@ import pandas as pd
 from sqlalchemy import Connection, Text, case, cast, func, or_, select
 
 from rooflab.db import models
-from rooflab.db.columns import ALL_COLUMNS, canonical_json, column_sources, result_select
+from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JSON_COLUMNS, canonical_json, column_sources, result_select
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.timeparse import parse_since
+from rooflab.db.usable import figure_mask
 from rooflab.vocab import ResultStatus, RunStatus
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
-_DATETIME_COLUMNS = ("started_at", "measured_at", "finished_at")
-_JSON_COLUMNS = ("params", "throttle_reasons", "quality_reasons")
+# how the frame holds a column follows its kind (db/columns.py COLUMN_KINDS)
+_DATETIME_COLUMNS = tuple(name for name in ALL_COLUMNS if COLUMN_KINDS[name].kind == "datetime")
+_BOOL_COLUMNS = tuple(name for name in ALL_COLUMNS if COLUMN_KINDS[name].kind == "bool")
 _PARTITION_ROWS = 20_000
+# the columns of the runs and environments tables that `runs` and `environments` return, in the
+# order those public frames have (rooflab.runs); the spec text and the table keys stay in the database
+RUN_FRAME_COLUMNS = ("run_id", "suite", "status", "started_at", "finished_at", "host", "git_commit", "git_dirty",
+                     "spec_hash", "command_line", "rooflab_version")
+ENVIRONMENT_FRAME_COLUMNS = ("device_fingerprint", "device_name", "device_kind", "compute_capability", "sm_count",
+                             "l2_bytes", "memory_bytes", "driver_version", "cuda_version", "torch_version", "identity",
+                             "first_seen_at")
 
 _connect = reading  # a URL or the command's db.handle.Database -> an engine to read it with
 
@@ -130,7 +139,7 @@ def _dimension_columns(conn: Connection, table: Any, names: list[str], pks: list
         return {}
     sources = column_sources()
     wanted = sorted(set(pks))
-    selected = [cast(sources[n], Text) if n in _JSON_COLUMNS else sources[n] for n in names]
+    selected = [cast(sources[n], Text) if n in JSON_COLUMNS else sources[n] for n in names]
     lookup: dict[int, tuple] = {}
     for i in range(0, len(wanted), 5_000):
         for row in conn.execute(select(table.id, *selected).where(table.id.in_(wanted[i:i + 5_000]))):
@@ -181,13 +190,13 @@ def _frame(rows: Iterable[Any], names: Sequence[str], orders: dict[str, int], *,
 
 
 def _finish(frame: pd.DataFrame, names: Sequence[str], orders: dict[str, int], *, json_text: bool) -> pd.DataFrame:
-    for name in _JSON_COLUMNS:
+    for name in JSON_COLUMNS:
         if name in frame.columns:
             frame[name] = _canonical_text(frame[name]) if json_text else [canonical_json(v) for v in frame[name]]
     for name in _DATETIME_COLUMNS:
         if name in frame.columns:
             frame[name] = pd.to_datetime(frame[name], utc=True)
-    for name in ("throttled", "git_dirty"):
+    for name in _BOOL_COLUMNS:
         if name in frame.columns:
             frame[name] = frame[name].astype(bool)
     if "run_order" in names:
@@ -229,7 +238,7 @@ def series_summary(url: Db) -> pd.DataFrame:
     in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
     runs in run order (None without one). One pass over the measurements, no row per result."""
     r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    ok = (m.status == ResultStatus.OK) & (m.median_ms > 0)
+    ok = figure_mask(m.status == ResultStatus.OK, m.median_ms)
     query = (
         select(c.case_key, e.device_fingerprint,
                func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
@@ -276,7 +285,7 @@ def series_method_spans(url: Db) -> pd.DataFrame:
         select(c.case_key, e.device_fingerprint, m.flush_method, m.pace,
                func.min(r.started_at).label("first_ok_start"), func.max(r.started_at).label("last_ok_start"))
         .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
-        .where(m.status == ResultStatus.OK, m.median_ms > 0, m.flush_method.is_not(None), m.pace.is_not(None))
+        .where(figure_mask(m.status == ResultStatus.OK, m.median_ms), m.flush_method.is_not(None), m.pace.is_not(None))
         .group_by(c.case_key, e.device_fingerprint, m.flush_method, m.pace)
         .order_by(c.case_key, e.device_fingerprint)
     )
@@ -308,16 +317,11 @@ def runs(url: Db) -> pd.DataFrame:
     n_ok = select(func.count()).where(m.run_id == r.id, m.status == ResultStatus.OK).scalar_subquery()
     n_shards = select(func.max(s.shard_count)).where(s.run_id == r.id).scalar_subquery()
     n_shards_finished = select(func.count()).where(s.run_id == r.id, s.status != RunStatus.RUNNING).scalar_subquery()
-    query = select(
-        r.run_id, r.suite, r.status, r.started_at, r.finished_at, r.host, r.git_commit, r.git_dirty,
-        r.spec_hash, r.command_line, r.rooflab_version,
-        n_measurements.label("n_measurements"), n_ok.label("n_ok"),
-        n_shards.label("n_shards"), n_shards_finished.label("n_shards_finished"),
-    ).order_by(r.started_at, r.run_id)
+    counts = (n_measurements.label("n_measurements"), n_ok.label("n_ok"), n_shards.label("n_shards"),
+              n_shards_finished.label("n_shards_finished"))
+    query = select(*(getattr(r, name) for name in RUN_FRAME_COLUMNS), *counts).order_by(r.started_at, r.run_id)
     rows = _fetch_all(url, query)
-    columns = ["run_id", "suite", "status", "started_at", "finished_at", "host", "git_commit", "git_dirty",
-               "spec_hash", "command_line", "rooflab_version", "n_measurements", "n_ok", "n_shards",
-               "n_shards_finished"]
+    columns = [*RUN_FRAME_COLUMNS, *(c.name for c in counts)]
     frame = pd.DataFrame([tuple(row) for row in rows], columns=columns)
     frame.insert(1, "run_order", pd.Series(range(1, len(frame) + 1), dtype="int64"))
     for name in ("started_at", "finished_at"):
@@ -355,16 +359,10 @@ def environments(url: Db) -> pd.DataFrame:
     """One row per device fingerprint, with its identity (JSON) and how many runs used it."""
     e, re_ = models.Environment, models.RunEnvironment
     n_runs = select(func.count(func.distinct(re_.run_id))).where(re_.environment_id == e.id).scalar_subquery()
-    query = select(
-        e.device_fingerprint, e.device_name, e.device_kind, e.compute_capability, e.sm_count, e.l2_bytes,
-        e.memory_bytes, e.driver_version, e.cuda_version, e.torch_version, e.identity, e.first_seen_at,
-        n_runs.label("n_runs"),
-    ).order_by(e.first_seen_at, e.device_fingerprint)
+    query = select(*(getattr(e, name) for name in ENVIRONMENT_FRAME_COLUMNS), n_runs.label("n_runs")).order_by(
+        e.first_seen_at, e.device_fingerprint)
     rows = _fetch_all(url, query)
-    columns = ["device_fingerprint", "device_name", "device_kind", "compute_capability", "sm_count", "l2_bytes",
-               "memory_bytes", "driver_version", "cuda_version", "torch_version", "identity", "first_seen_at",
-               "n_runs"]
-    frame = pd.DataFrame([tuple(row) for row in rows], columns=columns)
+    frame = pd.DataFrame([tuple(row) for row in rows], columns=[*ENVIRONMENT_FRAME_COLUMNS, "n_runs"])
     frame["identity"] = [canonical_json(v) for v in frame["identity"]]
     frame["first_seen_at"] = pd.to_datetime(frame["first_seen_at"], utc=True)
     return frame

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,9 +53,7 @@ class MachineState:
         env = self.environment
         return {
             "environment": {
-                **{name: getattr(env, name) for name in (
-                    "device_fingerprint", "device_name", "device_kind", "memory_bytes", "l2_bytes",
-                    "sm_count", "compute_capability", "driver_version", "cuda_version", "torch_version")},
+                **{f.name: getattr(env, f.name) for f in fields(env) if f.name not in ("identity", "info")},
                 "identity": _plain(env.identity),
                 "info": _plain(env.info),
             },

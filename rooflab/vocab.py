@@ -62,8 +62,15 @@ class DeviceKind(StrEnum):
 
 
 def device_kind_of(torch_device: str) -> DeviceKind:
-    """The kind of a torch device string: `cuda`, `cuda:1` -> CUDA; `cpu` -> CPU (ValueError otherwise)."""
-    return DeviceKind(str(torch_device).split(":", 1)[0])
+    """The kind of a torch device string: `cuda`, `cuda:1` -> CUDA; `cpu` -> CPU (ValueError otherwise).
+    The one test of "is this a GPU" (tests/test_each_rule_once.py holds that)."""
+    return DeviceKind(str(torch_device).partition(":")[0])
+
+
+def device_index_of(torch_device: str) -> int | None:
+    """The index a torch device string names: `cuda:1` -> 1; None when it names none (`cuda`, `cpu`)."""
+    _, colon, index = str(torch_device).partition(":")
+    return int(index) if colon and index.isdigit() else None
 
 
 # -- how a sample is taken ----------------------------------------------------------------------

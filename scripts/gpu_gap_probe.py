@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rooflab.vocab import DeviceKind, device_kind_of
+
 COPY_ELEMENTS = {"cuda": 1 << 26, "cpu": 1 << 24}
 GEMM_SIZE = {"cuda": 8192, "cpu": 1024}
 PROBE_TIMING = {"warmup_ms": 25, "warmup_calls": 3, "min_samples": 30, "min_time_ms": 200, "max_time_ms": 3000,
@@ -114,21 +116,27 @@ def markdown(figures: list[Figure], device_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (SystemExit with the message on a bad one); nothing is measured."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda (the probe's purpose), or cpu: the same probes at CPU sizes")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     import torch
 
-    if args.device == "cuda" and not torch.cuda.is_available():
+    on_gpu = device_kind_of(args.device) is DeviceKind.CUDA
+    if on_gpu and not torch.cuda.is_available():
         print("SKIP: no CUDA device: the gap probe times GPU kernels (--device cpu tries it on the CPU)")
         return 3
     from rooflab.runners.machine.environment import capture
 
-    _, device = capture("cuda:0" if args.device == "cuda" else "cpu")
+    _, device = capture("cuda:0" if on_gpu else "cpu")
     figures = flush_probe(device) + pace_probe(device)
     text = markdown(figures, device.name)
     print(text)

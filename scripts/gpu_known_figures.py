@@ -2,8 +2,8 @@
 
 Each figure is timed here independently of rooflab's engine: CUDA events around one call (on a CPU
 the host clock, the call being synchronous), the L2 (or last-level cache) flushed before every call
-by writing one buffer twice its size and then reading a second one, so that the cache holds clean
-lines of neither the inputs nor the outputs; warm-up first, then the median of at least 20 calls.
+by writing one buffer twice its size (CacheFlush: rooflab's default cold flush), so that the cache
+holds none of the inputs or outputs; warm-up first, then the median of at least 20 calls.
 
 Figures (sizes of the `gpu` profile; `cpu` and `tiny` are smaller, for a CPU and for the tests):
 - copy: y.copy_(x), 1 GiB float32 arrays, bytes read + written
@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from rooflab.vocab import DeviceKind, device_kind_of
 
 MIN_REPS = 20
 WARMUP_CALLS = 3
@@ -178,7 +180,7 @@ def time_calls_ms(fn: Callable[[], Any], device: str, flush: Callable[[], None],
         raise ValueError(f"reps {reps}: at least {MIN_REPS} (the median of fewer is not reported)")
     for _ in range(warmup):
         fn()
-    if device.startswith("cuda"):
+    if _on_gpu(device):
         torch.cuda.synchronize(device)
         pairs = []
         for _ in range(reps):
@@ -357,7 +359,7 @@ def attention_figures(b: Bench) -> list[Measured]:
         figures.append(b.measure(f"attention_naive_{tokens}", Group.ATTENTION, f"naive attention, {tokens} tokens",
                                  "TFLOP/s", naive, flops, shape, check))
         del q, k, v, outs
-        if b.device.startswith("cuda"):
+        if _on_gpu(b.device):
             torch.cuda.empty_cache()
     return figures
 
@@ -511,22 +513,28 @@ def text_table(rows: Sequence[Row]) -> str:
 # ---------------------------------------------------------------- main
 
 
+def _on_gpu(device: str) -> bool:
+    return device_kind_of(device) is DeviceKind.CUDA
+
+
 def resolve_device(text: str) -> str:
     import torch
 
     if text == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if text.startswith("cuda") and not torch.cuda.is_available():
+    try:
+        kind = device_kind_of(text)
+    except ValueError:
+        raise SystemExit(f"known-figures: --device {text!r}: allowed auto, cpu, cuda, cuda:N") from None
+    if kind is DeviceKind.CUDA and not torch.cuda.is_available():
         raise SystemExit(f"known-figures: --device {text}: torch sees no CUDA device here")
-    if text not in ("cpu", "cuda") and not text.startswith("cuda:"):
-        raise SystemExit(f"known-figures: --device {text!r}: allowed auto, cpu, cuda, cuda:N")
     return text
 
 
 def cache_bytes(device: str, profile: Profile) -> int:
     import torch
 
-    if device.startswith("cuda"):
+    if _on_gpu(device):
         l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
         return l2 or profile.flush_bytes
     return profile.flush_bytes
@@ -542,7 +550,8 @@ def parse_groups(text: str) -> list[Group]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, checked (SystemExit with the message on a bad one); nothing is measured."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--db", help="rooflab results database (SQLAlchemy URL); without it only this run's figures")
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
@@ -555,14 +564,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.reps < MIN_REPS:
         raise SystemExit(f"known-figures: --reps {args.reps}: at least {MIN_REPS}")
+    parse_groups(args.only)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     groups = parse_groups(args.only)
 
     import torch
 
     device = resolve_device(args.device)
-    profile = PROFILES[args.profile or ("gpu" if device.startswith("cuda") else "cpu")]
+    profile = PROFILES[args.profile or ("gpu" if _on_gpu(device) else "cpu")]
     torch.manual_seed(1234)
-    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "cpu"
+    name = torch.cuda.get_device_name(device) if _on_gpu(device) else "cpu"
     bench = Bench(device, profile, args.reps, not args.no_compile, CacheFlush(device, cache_bytes(device, profile)))
     measured: list[Measured] = []
     status = "complete"
@@ -574,7 +589,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         status = "interrupted"
         print("known-figures: interrupted; writing what was measured", file=sys.stderr)
-    db_name, rows = load_rows(args.db, "cuda" if device.startswith("cuda") else "cpu") if args.db else (None, None)
+    db_name, rows = load_rows(args.db, "cuda" if _on_gpu(device) else "cpu") if args.db else (None, None)
     table = compare(measured, rows, db_name or name, profile)
     header = {
         "device_name": db_name or name, "torch_device": device, "torch": torch.__version__,

@@ -54,13 +54,23 @@ def element_size(dtype: str) -> int:
         raise KeyError(f"unknown dtype {dtype!r}; known dtypes: {', '.join(_ELEMENT_SIZE)}") from None
 
 
+# dtypes that are a way of computing on another's storage: tf32 is float32 data multiplied on the
+# tensor cores with a 10-bit mantissa
+_STORED_AS = {"tf32": "float32"}
+
+
+def storage_dtype(dtype: str) -> str:
+    """The dtype that holds `dtype`'s values (tf32 -> float32; every other dtype itself): the one
+    mapping, for the tensors made (torch_dtype) and the roofs of its pointwise math (reports.roofs)."""
+    return _STORED_AS.get(dtype, dtype)
+
+
 def torch_dtype(dtype: str) -> Any:
     """The torch dtype that stores `dtype` (tf32 -> torch.float32)."""
     import torch
 
     element_size(dtype)  # raises KeyError for unknown names
-    name = "float32" if dtype == "tf32" else dtype
-    return getattr(torch, name)
+    return getattr(torch, storage_dtype(dtype))
 
 
 def is_float(dtype: str) -> bool:

@@ -16,7 +16,7 @@ from rooflab.suite.ops.base import Op, ParamValueError
 from rooflab.suite.spec_schema import Benchmark, Spec
 from rooflab.suite.timing import TimingSettingError, TimingSettings
 from rooflab.suite.yaml_lines import NodePath, format_path
-from rooflab.vocab import CACHE_MODES, TIMING_MODES, CacheMode, DeviceKind, TimingMode
+from rooflab.vocab import CACHE_MODES, TIMING_MODES, CacheMode, DeviceKind, TimingMode, device_kind_of
 
 DEVICE_KINDS = tuple(DeviceKind)
 
@@ -294,9 +294,10 @@ def expand(spec: Spec, device_kind: str | None = None, ops: Mapping[str, Op] | N
     """
     kind = None
     if device_kind is not None:
-        kind = device_kind.split(":", 1)[0]
-        if kind not in DEVICE_KINDS:
-            raise SpecError(f"unknown device kind {device_kind!r}; allowed: {', '.join(DEVICE_KINDS)}")
+        try:
+            kind = device_kind_of(device_kind)
+        except ValueError:
+            raise SpecError(f"unknown device kind {device_kind!r}; allowed: {', '.join(DEVICE_KINDS)}") from None
     cases: dict[str, Case] = {}
     for plan in build_all(spec, ops_or_registry(ops)):
         if kind is not None and plan.devices is not None and kind not in plan.devices:

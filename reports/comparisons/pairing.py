@@ -30,10 +30,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.reports.data.frames import select_device
+from rooflab.reports.data.frames import select_device, with_figure
 from rooflab.reports.data.shown_runs import choose_runs
 from rooflab.reports.errors import ReportInputError
-from rooflab.vocab import ResultStatus
 
 CASE_RUN_COLUMNS = ["device_name", "case_key", "suite", "run_id", "run_order"]
 
@@ -86,7 +85,7 @@ def case_runs_of(df: pd.DataFrame) -> pd.DataFrame:
     pairing takes the newest where a side is a device, and a run's own where it is named)."""
     if df.empty:
         return pd.DataFrame(columns=CASE_RUN_COLUMNS)
-    ok = df[(df["status"] == ResultStatus.OK) & (pd.to_numeric(df["median_ms"], errors="coerce") > 0)]
+    ok = with_figure(df)
     order = pd.to_numeric(ok["run_order"], errors="coerce") if "run_order" in ok.columns else \
         pd.to_datetime(ok["started_at"], utc=True).rank(method="dense")
     frame = ok.assign(run_order=order, suite=ok["suite"] if "suite" in ok.columns else "")[CASE_RUN_COLUMNS]

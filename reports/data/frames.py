@@ -6,19 +6,26 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db.usable import figure_mask, usable_mask
 from rooflab.reports.errors import ReportInputError
 from rooflab.suite.quality import noisy
 from rooflab.vocab import DeviceKind, Quality, ResultStatus
 
 
 def usable(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a performance figure: status ok, a positive median, not throttled."""
+    """Rows with a performance figure, not throttled (db/usable.py: status ok, a positive median)."""
     if df.empty:
         return df
-    mask = (df["status"] == ResultStatus.OK) & (pd.to_numeric(df["median_ms"], errors="coerce") > 0)
-    if "throttled" in df.columns:
-        mask &= ~df["throttled"].fillna(False).astype(bool)
-    return df[mask]
+    throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
+                 else pd.Series(False, index=df.index))
+    return df[usable_mask(df["status"] == ResultStatus.OK, pd.to_numeric(df["median_ms"], errors="coerce"), throttled)]
+
+
+def with_figure(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a performance figure (db/usable.py: status ok, a positive median), throttled or not."""
+    if df.empty:
+        return df
+    return df[figure_mask(df["status"] == ResultStatus.OK, pd.to_numeric(df["median_ms"], errors="coerce"))]
 
 
 def quality_of(df: pd.DataFrame) -> pd.Series:

@@ -21,6 +21,7 @@ from matplotlib.ticker import FuncFormatter
 from rooflab.reports.pages import plots
 from rooflab.reports.roofs.ceilings import DeviceCeilings
 from rooflab.reports.roofs.interconnect import curves
+from rooflab.reports.walls.roofline_rule import OVERHEAD_FACTOR
 from rooflab.suite.ops.base import format_bytes
 from rooflab.vocab import CeilingKind, CollectiveMode, Quality, ResultStatus
 
@@ -118,6 +119,7 @@ def section(rows: pd.DataFrame, dc: DeviceCeilings, groups: pd.DataFrame | None,
     return {
         "svg": write_svg(f"interconnect-{slug}.svg", interconnect_svg(points, dc)),
         "roofs": roofs,
+        "overhead_factor": OVERHEAD_FACTOR,  # the roofline rule's, which the page's note names
         "link_source": link.source if link else None,
         "stragglers": _stragglers(groups, rows),
         "libraries": _libraries(groups, rows),

@@ -20,11 +20,13 @@ import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
 
-from rooflab.reports.data.frames import is_cpu, quality_of, usable  # noqa: E402 - after matplotlib.use
+from rooflab.reports.data.frames import is_cpu, quality_of, usable, with_figure  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
 from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
-from rooflab.vocab import CacheMode, CeilingKind, Quality, ResultStatus  # noqa: E402 - after matplotlib.use
+from rooflab.reports.roofs.gpu_specs import GpuSpec  # noqa: E402 - after matplotlib.use
+from rooflab.reports.walls.roofline_rule import attainable_tflops, ridge_flop_per_byte  # noqa: E402 - after matplotlib.use
+from rooflab.vocab import CacheMode, CeilingKind, Quality  # noqa: E402 - after matplotlib.use
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -99,8 +101,7 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     """The points of the roofline chart, numbered (`point`: the anchor `pt-N` the chart links to):
     every ok result with FLOPs and bytes except the `launch` probe, with intensity, TFLOP/s and
     quality (reports.data.frames.quality_of)."""
-    ok = (rows[(rows["status"] == ResultStatus.OK) & (pd.to_numeric(rows["median_ms"], errors="coerce") > 0)]
-          if not rows.empty else rows)
+    ok = with_figure(rows)
     if not ok.empty:
         ok = ok[ok["op"] != "launch"]  # the launch probe's nominal FLOPs say nothing: it sets the launch floor
         ok = ok[ok["family"] != COLLECTIVE_FAMILY]  # bus bytes are not DRAM traffic: the interconnect section
@@ -145,9 +146,10 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
     black x over noisy and contended ones. Below RASTERIZE_ABOVE points each point carries a
     `<title>` (hover) and links to `#pt-N`, its row in the page's point table. A CPU's last-level
     cache is called LLC and its memory DRAM. `inline`: without the XML prologue, to embed in HTML.
+    The roofs are drawn by the roofline rule (reports/walls/roofline_rule.py: the attainable rate
+    and the ridge point).
     """
     pts = roofline_points(rows)
-    llc = is_cpu(rows)
     titles: dict[str, list[tuple[int, str]]] = {}
     with _figure(9.0, 6.0) as (fig, ax):
         ax.set_xscale("log")
@@ -156,90 +158,22 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
         if not pts.empty:
             xs = [min(xs[0], pts["x"].min() / 2), max(xs[1], pts["x"].max() * 2)]
         grid = np.logspace(math.log10(xs[0]), math.log10(xs[1]), 200)
-        compute = [c for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
-        if compute:
-            top = max(c.value for c in compute)
-        elif not pts.empty:
-            top = float(pts["y"].max()) * 2
-        else:
-            top = 1.0
-        for c in dc.ceilings:
-            if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2):
-                roof_color = {CeilingKind.HBM_RW: "black", CeilingKind.HBM_RO: "dimgray",
-                              CeilingKind.L2: "tab:brown"}[c.kind]
-                ax.plot(grid, np.minimum(grid * c.value / 1e3, top), "-", lw=1.6, color=roof_color, zorder=2)
-                x0 = grid[3] if c.kind != CeilingKind.HBM_RO else grid[12]
-                raised = " (raised by a result)" if c.raised else ""
-                ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}", (x0, x0 * c.value / 1e3),
-                            fontsize=8, color=roof_color, rotation=0, ha="left", va="bottom",
-                            xytext=(0, 3), textcoords="offset points")
-        hbm = dc.get(CeilingKind.HBM_RW) or dc.get(CeilingKind.HBM_RO)
-        shades = {kind: iter(sns.color_palette("Reds_d" if kind == CeilingKind.MATRIX else "Blues_d",
-                                               max(1, sum(c.kind == kind for c in compute))))
-                  for kind in (CeilingKind.MATRIX, CeilingKind.VECTOR)}
-        for c in compute:
-            start = c.value * 1e3 / hbm.value if hbm else xs[0]
-            color = next(shades[c.kind])
-            ax.hlines(c.value, start, xs[1], colors=[color], lw=1.4, zorder=2)
-            raised = " (raised by a result)" if c.raised else ""
-            ax.annotate(plain(f"{c.kind} {c.dtype} {c.value:.3g} TFLOP/s{raised}"), (xs[1], c.value), fontsize=8,
-                        ha="right", va="bottom", color=color)
+        top = _compute_top(dc, pts)
+        _draw_bandwidth_roofs(ax, dc, grid, top, is_cpu(rows))
+        _draw_compute_roofs(ax, dc, xs)
         if dc.spec is not None:
-            bw = dc.spec.memory_gbps.value
-            dtypes = set(pts["dtype"]) if not pts.empty else set()
-            peaks = {}
-            for dtype in sorted(dtypes):
-                for matrix in (True, False):
-                    fig_ = dc.spec.peak_tflops(dtype, matrix=matrix)
-                    if fig_ is not None:
-                        peaks[f"{'matrix' if matrix else 'vector'} {dtype}"] = fig_.value
-            dtop = max(list(peaks.values()) + [top])
-            ax.plot(grid, np.minimum(grid * bw / 1e3, dtop), "--", color="black", lw=1.0, alpha=0.7)
-            ax.annotate(f"datasheet HBM {bw:,.0f} GB/s", (grid[40], grid[40] * bw / 1e3), fontsize=7, color="gray",
-                        ha="left", va="top", xytext=(4, -2), textcoords="offset points")
-            for label, value in peaks.items():
-                ax.hlines(value, value * 1e3 / bw, xs[1], linestyles="dashed", colors="gray", lw=0.9)
-                ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top",
-                            color="gray")
+            _draw_datasheet_roofs(ax, dc.spec, pts, grid, xs, top)
         knee = pts[pts["op"] == "fma_intensity"] if not pts.empty else pts
         for _dtype, g in knee.groupby("dtype") if not knee.empty else ():
             g = g.sort_values("x")
             ax.plot(g["x"], g["y"], "-", color="tab:purple", lw=1.0, alpha=0.8, rasterized=len(g) > RASTERIZE_ABOVE)
-        handles: list = []
-        if not pts.empty:
-            raster = len(pts) > RASTERIZE_ABOVE
-            colors = _family_colors(pts["family"].astype(str))
-            for k, ((family, dtype, cache), g) in enumerate(pts.groupby(["family", "dtype", "cache"], sort=True)):
-                color = colors[str(family)]
-                gid = f"rl-points-{k}"
-                ax.scatter(g["x"], g["y"], marker=DTYPE_MARKERS.get(str(dtype), "o"), s=36,
-                           facecolors=color if cache == CacheMode.COLD else "none", edgecolors=[color], linewidths=1.2,
-                           zorder=3, rasterized=raster, gid=gid)
-                if not raster:
-                    titles[gid] = [(int(r["point"]), _point_title(r)) for _, r in g.iterrows()]
-            bad = pts[pts["quality"] != Quality.GOOD]
-            if not bad.empty:
-                ax.scatter(bad["x"], bad["y"], rasterized=raster, **UNTRUSTED_MARK)
-            from matplotlib.lines import Line2D
-
-            for family, color in colors.items():
-                handles.append(Line2D([], [], ls="", marker="o", color=color, label=plain(family)))
-            for dtype in sorted(pts["dtype"].astype(str).unique()):
-                handles.append(Line2D([], [], ls="", marker=DTYPE_MARKERS.get(dtype, "o"), color="gray",
-                                      markerfacecolor="none", label=plain(dtype)))
-            handles.append(Line2D([], [], ls="", marker="o", color="gray", label="filled: cold cache"))
-            handles.append(Line2D([], [], ls="", marker="o", color="gray", markerfacecolor="none",
-                                  label="hollow: hot cache"))
-            if not bad.empty:
-                handles.append(Line2D([], [], ls="", marker="x", color="black", label="noisy or contended"))
-            if not knee.empty:
-                handles.append(Line2D([], [], color="tab:purple", label="fma_intensity knee"))
-        from matplotlib.lines import Line2D
-
+        handles = _draw_roofline_points(ax, pts, titles) if not pts.empty else []
+        if not knee.empty:
+            handles.append(_line_handle(color="tab:purple", label="fma_intensity knee"))
         if dc.ceilings:
-            handles.append(Line2D([], [], color="black", label="measured roof"))
+            handles.append(_line_handle(color="black", label="measured roof"))
         if dc.spec is not None:
-            handles.append(Line2D([], [], color="black", ls="--", alpha=0.7, label=f"datasheet ({dc.spec.key})"))
+            handles.append(_line_handle(color="black", ls="--", alpha=0.7, label=f"datasheet ({dc.spec.key})"))
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("achieved TFLOP/s")
         ax.set_title(f"Roofline: {plain(dc.device_name)}", fontsize=10)
@@ -250,6 +184,107 @@ def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False
         svg = _svg(fig)
     svg = add_point_titles(svg, titles)
     return _inline(svg) if inline else svg
+
+
+def _line_handle(**style: Any) -> Any:
+    """A legend entry drawn as a line or a marker (matplotlib.lines.Line2D)."""
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], **style)
+
+
+def _compute_ceilings(dc: DeviceCeilings) -> list:
+    return [c for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
+
+
+def _compute_top(dc: DeviceCeilings, pts: pd.DataFrame) -> float:
+    """The highest measured compute roof: where the bandwidth roofs stop rising (twice the best
+    point without one)."""
+    compute = _compute_ceilings(dc)
+    if compute:
+        return max(c.value for c in compute)
+    if not pts.empty:
+        return float(pts["y"].max()) * 2
+    return 1.0
+
+
+def _draw_bandwidth_roofs(ax: plt.Axes, dc: DeviceCeilings, grid: np.ndarray, top: float, llc: bool) -> None:
+    """The measured HBM, read-only HBM and L2 roofs, each rising to `top`, labelled."""
+    for c in dc.ceilings:
+        if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2):
+            roof_color = {CeilingKind.HBM_RW: "black", CeilingKind.HBM_RO: "dimgray",
+                          CeilingKind.L2: "tab:brown"}[c.kind]
+            ax.plot(grid, attainable_tflops(grid, top, c.value), "-", lw=1.6, color=roof_color, zorder=2)
+            x0 = grid[3] if c.kind != CeilingKind.HBM_RO else grid[12]
+            raised = " (raised by a result)" if c.raised else ""
+            ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}",
+                        (x0, attainable_tflops(x0, math.inf, c.value)),
+                        fontsize=8, color=roof_color, rotation=0, ha="left", va="bottom",
+                        xytext=(0, 3), textcoords="offset points")
+
+
+def _draw_compute_roofs(ax: plt.Axes, dc: DeviceCeilings, xs: list[float]) -> None:
+    """The measured matrix (reds) and vector (blues) roofs, from the HBM ridge point on, labelled."""
+    compute = _compute_ceilings(dc)
+    hbm = dc.get(CeilingKind.HBM_RW) or dc.get(CeilingKind.HBM_RO)
+    shades = {kind: iter(sns.color_palette("Reds_d" if kind == CeilingKind.MATRIX else "Blues_d",
+                                           max(1, sum(c.kind == kind for c in compute))))
+              for kind in (CeilingKind.MATRIX, CeilingKind.VECTOR)}
+    for c in compute:
+        start = ridge_flop_per_byte(c.value, hbm.value) if hbm else xs[0]
+        color = next(shades[c.kind])
+        ax.hlines(c.value, start, xs[1], colors=[color], lw=1.4, zorder=2)
+        raised = " (raised by a result)" if c.raised else ""
+        ax.annotate(plain(f"{c.kind} {c.dtype} {c.value:.3g} TFLOP/s{raised}"), (xs[1], c.value), fontsize=8,
+                    ha="right", va="bottom", color=color)
+
+
+def _draw_datasheet_roofs(ax: plt.Axes, spec: GpuSpec, pts: pd.DataFrame, grid: np.ndarray, xs: list[float],
+                          top: float) -> None:
+    """The datasheet's HBM roof and its peaks of the dtypes drawn, dashed and grey."""
+    bw = spec.memory_gbps.value
+    dtypes = set(pts["dtype"]) if not pts.empty else set()
+    peaks = {}
+    for dtype in sorted(dtypes):
+        for matrix in (True, False):
+            fig_ = spec.peak_tflops(dtype, matrix=matrix)
+            if fig_ is not None:
+                peaks[f"{'matrix' if matrix else 'vector'} {dtype}"] = fig_.value
+    dtop = max(list(peaks.values()) + [top])
+    ax.plot(grid, attainable_tflops(grid, dtop, bw), "--", color="black", lw=1.0, alpha=0.7)
+    ax.annotate(f"datasheet HBM {bw:,.0f} GB/s", (grid[40], attainable_tflops(grid[40], math.inf, bw)), fontsize=7,
+                color="gray", ha="left", va="top", xytext=(4, -2), textcoords="offset points")
+    for label, value in peaks.items():
+        ax.hlines(value, ridge_flop_per_byte(value, bw), xs[1], linestyles="dashed", colors="gray", lw=0.9)
+        ax.annotate(f"datasheet {label} {value:.3g}", (xs[1], value), fontsize=7, ha="right", va="top",
+                    color="gray")
+
+
+def _draw_roofline_points(ax: plt.Axes, pts: pd.DataFrame, titles: dict[str, list[tuple[int, str]]]) -> list:
+    """The points by family, dtype and cache (each group's `<title>`s into `titles` when they are
+    drawn as vectors), a black x over the untrusted ones; the legend entries that explain them."""
+    raster = len(pts) > RASTERIZE_ABOVE
+    colors = _family_colors(pts["family"].astype(str))
+    for k, ((family, dtype, cache), g) in enumerate(pts.groupby(["family", "dtype", "cache"], sort=True)):
+        color = colors[str(family)]
+        gid = f"rl-points-{k}"
+        ax.scatter(g["x"], g["y"], marker=DTYPE_MARKERS.get(str(dtype), "o"), s=36,
+                   facecolors=color if cache == CacheMode.COLD else "none", edgecolors=[color], linewidths=1.2,
+                   zorder=3, rasterized=raster, gid=gid)
+        if not raster:
+            titles[gid] = [(int(r["point"]), _point_title(r)) for _, r in g.iterrows()]
+    bad = pts[pts["quality"] != Quality.GOOD]
+    if not bad.empty:
+        ax.scatter(bad["x"], bad["y"], rasterized=raster, **UNTRUSTED_MARK)
+    handles = [_line_handle(ls="", marker="o", color=color, label=plain(family)) for family, color in colors.items()]
+    for dtype in sorted(pts["dtype"].astype(str).unique()):
+        handles.append(_line_handle(ls="", marker=DTYPE_MARKERS.get(dtype, "o"), color="gray",
+                                    markerfacecolor="none", label=plain(dtype)))
+    handles.append(_line_handle(ls="", marker="o", color="gray", label="filled: cold cache"))
+    handles.append(_line_handle(ls="", marker="o", color="gray", markerfacecolor="none", label="hollow: hot cache"))
+    if not bad.empty:
+        handles.append(_line_handle(ls="", marker="x", color="black", label="noisy or contended"))
+    return handles
 
 
 def _inline(svg: str) -> str:

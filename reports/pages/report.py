@@ -6,6 +6,7 @@ offline. The only script is the history page's own (templates/history.js, inside
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rooflab.reports.data.shown_runs import DeviceRuns, choose_runs, counts_of
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.breakdown_section import LayerProfiles
 from rooflab.reports.pages.breakdown_section import section as breakdown_section
-from rooflab.reports.pages.device_roofline import device_roofline
+from rooflab.reports.pages.device_roofline import DeviceRoofline, device_roofline
 from rooflab.reports.pages.history_page import history_site
 from rooflab.reports.pages.interconnect_section import section as interconnect_section
 from rooflab.reports.pages.slugs import slug
@@ -28,6 +29,7 @@ from rooflab.reports.pages.templating import environment, missing, num
 from rooflab.reports.regressions.history_points import HistoryData, history_of_frame
 from rooflab.reports.regressions.series import detect
 from rooflab.reports.regressions.verdicts import SHOWN_VERDICTS, Verdict
+from rooflab.reports.roofs.ceilings import DeviceCeilings
 from rooflab.reports.walls import counters_check as counters_mod
 from rooflab.reports.walls.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.vocab import FAULTS, ResultStatus
@@ -135,54 +137,22 @@ def render_report(
     if counts is None:
         counts = counts_of(df)
     plans = choose_runs(counts, runs=runs, since=since)
-    names = [n for n in device_names(df) if n in plans]
+    extra = _DeviceInputs(counts, counters, layer_profiles, collectives)
     pages: dict[str, str] = {}
     devices: list[dict] = []
-    ceilings_by_device = {}
-    for name in names:
-        plan = plans[name]
-        roofline = device_roofline(name, df[df["device_name"] == name], plan)
-        rows, dc = roofline.rows, roofline.ceilings
-        ceilings_by_device[name] = (rows, dc)
-        s = slug(name)
-        readings = counters_mod.latest_readings(counters, rows)
-        diag = counters_mod.annotate(diagnose(rows, dc), readings)
-        walls = diag["wall"].value_counts().to_dict() if not diag.empty else {}
-        ctx = {
-            "title": f"rooflab: {name}", "device": name, "spec": dc.spec, "l2_bytes": dc.l2_bytes,
-            "is_cpu": roofline.on_cpu,
-            "ceilings": [c.as_dict() for c in dc.ceilings], "plan": plan, "run_info": _run_info(counts, plan),
-            "environments": _environments(rows),
-            "roofline_svg": roofline.roofline_svg(inline=True),
-            "bandwidth_svg": _write_svg(out, f"bandwidth-{s}.svg", roofline.bandwidth_svg()),
-            "walls": walls, "n_cases": len(diag),
-            "quality_counts": diag["quality"].value_counts().to_dict() if not diag.empty else {},
-            "left": _records(most_left_on_table(diag, limit=25), ["case_key", "wall", "median_ms", "roofline_ms",
-                                                                  "efficiency", "left_ms", "tflops", "gbps",
-                                                                  "compute_roof_origin", "bandwidth_roof_origin",
-                                                                  "quality", "roof_suspect"]),
-            "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
-                                  ["case_key", "family", "wall", "wall_roof", "median_ms", "roofline_ms",
-                                   "efficiency", "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id",
-                                   "power_w", "note", "elementary_missing", *counters_mod.COUNTED_COLUMNS]),
-            "counters": counters_mod.section(readings),
-            "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
-            "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
-            "breakdown": breakdown_section(layer_profiles, rows, dc, plan.shown),
-            "interconnect": interconnect_section(rows, dc, collectives, lambda n, svg: _write_svg(out, n, svg), s),
-        }
-        pages[f"device-{s}.html"] = env.get_template("device.html").render(**ctx)
-        devices.append({"name": name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
-                        "environments": ctx["environments"], "runs": ", ".join(plan.shown),
-                        "fingerprints": sorted(str(f) for f in rows["device_fingerprint"].dropna().unique()),
-                        "results": len(rows), "ok": int((rows["status"] == ResultStatus.OK).sum())})
-    has_compare = len(names) >= 2
+    ceilings_by_device: dict[str, DeviceCeilings] = {}
+    for name in (n for n in device_names(df) if n in plans):
+        roofline = device_roofline(name, df[df["device_name"] == name], plans[name])
+        page, html, entry = _device_page(env, out, roofline, extra)
+        pages[page] = html
+        devices.append(entry)
+        ceilings_by_device[name] = roofline.ceilings
+    has_compare = len(devices) >= 2
     if has_compare:
         from rooflab.reports.pages.compare_page import compare_page
 
-        pages["compare.html"] = compare_page(env, lambda n, svg: _write_svg(out, n, svg), slug,
-                                             {n: dc for n, (_, dc) in ceilings_by_device.items()}, df, counts,
-                                             evidence, chosen_runs(plans, runs, since))
+        pages["compare.html"] = compare_page(env, lambda n, svg: _write_svg(out, n, svg), slug, ceilings_by_device,
+                                             df, counts, evidence, chosen_runs(plans, runs, since))
     if callable(verdicts):  # still being judged elsewhere (reports.data.reads.PendingVerdicts): wait for them now
         verdicts = verdicts()
     if verdicts is None:
@@ -204,6 +174,61 @@ def render_report(
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
     return out / "index.html"
+
+
+@dataclass(frozen=True)
+class _DeviceInputs:
+    """What every device page reads beside its own results: the run counts, the counter readings,
+    the profiled blocks and the groups collectives ran in."""
+
+    counts: pd.DataFrame
+    counters: pd.DataFrame | None
+    layer_profiles: LayerProfiles | None
+    collectives: pd.DataFrame | None
+
+
+def _device_page(env: jinja2.Environment, out: Path, roofline: DeviceRoofline,
+                 extra: _DeviceInputs) -> tuple[str, str, dict]:
+    """(file name, HTML, the index's entry) of one device's page; its figures are written into `out`."""
+    rows, dc, plan, s = roofline.rows, roofline.ceilings, roofline.plan, slug(roofline.name)
+    readings = counters_mod.latest_readings(extra.counters, rows)
+    diag = counters_mod.annotate(diagnose(rows, dc), readings)
+    ctx = {
+        "title": f"rooflab: {roofline.name}", "device": roofline.name, "spec": dc.spec, "l2_bytes": dc.l2_bytes,
+        "is_cpu": roofline.on_cpu,
+        "ceilings": [c.as_dict() for c in dc.ceilings], "plan": plan, "run_info": _run_info(extra.counts, plan),
+        "environments": _environments(rows),
+        "roofline_svg": roofline.roofline_svg(inline=True),
+        "bandwidth_svg": _write_svg(out, f"bandwidth-{s}.svg", roofline.bandwidth_svg()),
+        **_diagnosis_tables(diag),
+        "counters": counters_mod.section(readings),
+        "points": _records(plots.roofline_points(rows), list(plots.POINT_COLUMNS)),
+        "fusion": _records(gains := fusion_gains(rows), list(gains.columns)),
+        "breakdown": breakdown_section(extra.layer_profiles, rows, dc, plan.shown),
+        "interconnect": interconnect_section(rows, dc, extra.collectives, lambda n, svg: _write_svg(out, n, svg), s),
+    }
+    entry = {"name": roofline.name, "page": f"device-{s}.html", "spec": dc.spec.key if dc.spec else None,
+             "environments": ctx["environments"], "runs": ", ".join(plan.shown),
+             "fingerprints": sorted(str(f) for f in rows["device_fingerprint"].dropna().unique()),
+             "results": len(rows), "ok": int((rows["status"] == ResultStatus.OK).sum())}
+    return f"device-{s}.html", env.get_template("device.html").render(**ctx), entry
+
+
+def _diagnosis_tables(diag: pd.DataFrame) -> dict[str, Any]:
+    """The device page's walls, counts by quality, the cases furthest from their roofs and the
+    whole diagnosis, from the diagnosis annotated with the counters."""
+    return {
+        "walls": diag["wall"].value_counts().to_dict() if not diag.empty else {}, "n_cases": len(diag),
+        "quality_counts": diag["quality"].value_counts().to_dict() if not diag.empty else {},
+        "left": _records(most_left_on_table(diag, limit=25), ["case_key", "wall", "median_ms", "roofline_ms",
+                                                              "efficiency", "left_ms", "tflops", "gbps",
+                                                              "compute_roof_origin", "bandwidth_roof_origin",
+                                                              "quality", "roof_suspect"]),
+        "diagnosis": _records(diag.sort_values(["family", "op", "case_key"]) if not diag.empty else diag,
+                              ["case_key", "family", "wall", "wall_roof", "median_ms", "roofline_ms",
+                               "efficiency", "intensity", "tflops", "gbps", "quality", "roof_suspect", "run_id",
+                               "power_w", "note", "elementary_missing", *counters_mod.COUNTED_COLUMNS]),
+    }
 
 
 def _history_pages(env: jinja2.Environment, history: HistoryData | Callable[[], list] | None, df: pd.DataFrame,

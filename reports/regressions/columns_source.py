@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.series_query import HistoryColumns
+from rooflab.db.usable import figure_mask
 from rooflab.reports.regressions.database_check import HistorySource, detect_with, history_runs
 from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.options import RegressionOptions
@@ -70,7 +71,7 @@ class ColumnsSource:
         times of the earliest and newest run holding one, and that earliest run (None when another
         run started at the same instant)."""
         h = self.h
-        ok = ((h.codes["status"] == h.code_of("status", ResultStatus.OK)) & (h.median_ms > 0)
+        ok = (figure_mask(h.codes["status"] == h.code_of("status", ResultStatus.OK), h.median_ms)
               & (h.codes["flush_method"] >= 0) & (h.codes["pace"] >= 0))
         rows = np.flatnonzero(ok)
         columns = ["case_key", "device_fingerprint", "flush_method", "pace", "first_ok_start", "last_ok_start",
@@ -100,7 +101,7 @@ class ColumnsSource:
         n_env, n_run = len(self._envs) + 1, len(self._run_ids) + 1
         pair = h.case_id.astype(np.int64) * n_env + self._env_row[h.environment_id]
         every = np.unique(pair)
-        ok = (h.codes["status"] == h.code_of("status", ResultStatus.OK)) & (h.median_ms > 0)
+        ok = figure_mask(h.codes["status"] == h.code_of("status", ResultStatus.OK), h.median_ms)
         ok_runs = np.unique(pair[ok] * n_run + h.run_index[ok])  # sorted: by series, then run
         del pair
         ok_pair, ok_run = ok_runs // n_run, ok_runs % n_run

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.series_query import CODED, HistoryColumns
+from rooflab.db.usable import figure_mask
 from rooflab.suite.quality import noisy
 from rooflab.vocab import Quality, ResultStatus
 
@@ -73,7 +74,7 @@ def _noisy_rows(h: HistoryColumns) -> np.ndarray:
 
 def _ok_rows(h: HistoryColumns) -> np.ndarray:
     ok_code = h.values["status"].index(ResultStatus.OK) if ResultStatus.OK in h.values["status"] else -2
-    return (h.codes["status"] == ok_code) & (h.median_ms > 0)
+    return figure_mask(h.codes["status"] == ok_code, h.median_ms)
 
 
 def _group_medians(values: np.ndarray, ok: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:

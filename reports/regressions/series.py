@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.query import shared_strings
+from rooflab.db.usable import figure_mask
 from rooflab.reports.data.frames import quality_of
 from rooflab.reports.regressions.gate import Point, SeriesVerdict, drift_start, history_pass, judge
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
@@ -37,9 +38,8 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     else:  # no ordering column: the frame's own row order
         order = pd.Series(range(len(df)), index=df.index, dtype=float)
     median = pd.to_numeric(df["median_ms"], errors="coerce")
-    ok = median > 0
-    if "status" in df.columns:
-        ok &= df["status"] == ResultStatus.OK
+    is_ok = df["status"] == ResultStatus.OK if "status" in df.columns else pd.Series(True, index=df.index)
+    ok = figure_mask(is_ok, median)
     throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
                  else pd.Series(False, index=df.index))
     noisy = quality_of(df) != Quality.GOOD  # stored, or judged by the one noise rule

@@ -46,6 +46,7 @@ import pandas as pd
 from rooflab.reports.data.frames import first_value, trustworthy
 from rooflab.reports.data.op_facts import reads_only
 from rooflab.reports.roofs.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.suite.dtypes import storage_dtype
 from rooflab.vocab import MATRIX_FAMILIES, TENSOR_CORE_DTYPES, CacheMode, CeilingKind
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
@@ -369,7 +370,7 @@ def compute_roof(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Roof | None
 
 def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling | Roof | None:
     """The measured ceiling a compute roof is, or the datasheet roof when that comes first."""
-    vector_dtype = "float32" if dtype == "tf32" else dtype
+    vector_dtype = storage_dtype(dtype)
     order = ([(CeilingKind.MATRIX, dtype), (CeilingKind.VECTOR, vector_dtype)] if matrix
              else [(CeilingKind.VECTOR, vector_dtype)])
     if vector_dtype in HALF_DTYPES and not matrix:

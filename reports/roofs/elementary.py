@@ -24,6 +24,7 @@ from rooflab.db import rates
 from rooflab.reports.data.frames import params_of
 from rooflab.reports.data.op_facts import elementary_counts
 from rooflab.reports.roofs.ceilings import HALF_DTYPES, Ceiling, DeviceCeilings
+from rooflab.suite.dtypes import storage_dtype
 from rooflab.vocab import CeilingKind
 
 PROBE_OP = "elementary"
@@ -60,8 +61,8 @@ def elementary_ceilings(rows: pd.DataFrame) -> list[Ceiling]:
 
 def elementary_roof(dc: DeviceCeilings, function: str, dtype: str) -> Ceiling | None:
     """The measured roof of `function` for `dtype` (see the module doc for the fallbacks), or None."""
-    order = [dtype]
-    if dtype in HALF_DTYPES or dtype == "tf32":
+    order = list(dict.fromkeys([dtype, storage_dtype(dtype)]))  # tf32: float32's roof
+    if dtype in HALF_DTYPES:
         order.append("float32")
     for dt in order:
         for c in dc.ceilings:

@@ -9,8 +9,8 @@ its smallest messages take. A collective is timed in one of two modes (`collecti
 nccl-tests' method, or `isolated`, one call after a barrier), which are two measurements: the roof
 and the floor of a collective and world size come from its stream results where there are any,
 else from its isolated ones, never from the two mixed; the chart draws each mode's line apart.
-Diagnosis (reports/walls/diagnosis.py) calls a collective `overhead`-bound within its OVERHEAD_FACTOR
-of that floor, `comms`-bound otherwise; a comparison predicts a
+The roofline rule (reports/walls/roofline_rule.py) calls a collective `overhead`-bound within its
+OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
 collective's speedup from the two systems' interconnect roofs (or floors, when overhead-bound).
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, usable
 from rooflab.reports.roofs.ceilings import (
     COLLECTIVE_FAMILY,
@@ -92,7 +93,7 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
     for (_, r), ranks, quality, mode in zip(ok.iterrows(), world_sizes(ok), quality_of(ok), modes_of(ok), strict=True):
         params = params_of(r["params"])
         size = int(ranks) if ranks == ranks else world_size(params.get("ranks", 2))
-        gbps = float(r["bytes"]) / float(r["median_ms"]) / 1e6
+        gbps = float(rates.gbps(float(r["bytes"]), float(r["median_ms"])))
         try:
             op = get_op(str(r["op"]))
             algbw = op.algbw_gbps(gbps, size) if isinstance(op, CollectiveOp) else math.nan

@@ -6,7 +6,7 @@ For each profiled block measurement (runners.engine.attribution stored its parts
   its measured time), roofline time against the device's roofs (reports.roofs.ceilings: the matrix roof
   of the dtype for matmul, attention and backward parts, the vector roof for the memory-bound
   parts, the cold HBM roof for bytes), efficiency = roofline / measured, and the wall by the
-  diagnosis rule (reports.walls.diagnosis._wall, against the eager launch floor);
+  roofline rule (reports/walls/roofline_rule.py, against the eager launch floor);
 - the time no part accounts for (gap + unattributed, drawn as the overhead wall), the sum check
   (|sum(parts) + unattributed + gap - whole| / whole <= runners' PARTS_SUM_TOLERANCE), and the
   profiled whole against the event-timed median (the profiler's own cost);
@@ -26,11 +26,12 @@ from typing import Any
 import pandas as pd
 
 from rooflab.db import rates
-from rooflab.reports.data.frames import params_of
+from rooflab.reports.data.frames import params_of, with_figure
 from rooflab.reports.roofs.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
-from rooflab.reports.walls.diagnosis import _wall, latest_per_case
+from rooflab.reports.walls.diagnosis import latest_per_case
+from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
-from rooflab.vocab import CeilingKind, ResultStatus, TimingMode, Wall
+from rooflab.vocab import CeilingKind, TimingMode, Wall
 
 MATRIX_KINDS = ("matmul", "attention", "backward")
 PART_COLOURS = {
@@ -174,19 +175,14 @@ def _part_row(part: pd.Series, whole_ms: float, dtype: str, dc: DeviceCeilings, 
     time_ms, flops, nbytes = float(part["time_ms"]), int(part["flops"]), int(part["bytes"])
     croof = compute_roof(dc, dtype, matrix=part["kind"] in MATRIX_KINDS)
     broof = bandwidth_roof(dc)
-    compute_ms = rates.ms_at_tflops(flops, croof.value) if croof and flops else (0.0 if flops == 0 else math.nan)
-    memory_ms = rates.ms_at_gbps(nbytes, broof.value) if broof and nbytes else (0.0 if nbytes == 0 else math.nan)
-    terms = [t for t in (compute_ms, memory_ms) if not math.isnan(t)]
-    roofline_ms = max(terms) if terms else math.nan
+    roofs = Roofs(croof.value if croof else None, broof.value if broof else None, floor)
+    b = roofline_bound(flops, nbytes, roofs, time_ms)
     return PartRow(
         name=str(part["name"]), kind=str(part["kind"]), time_ms=time_ms,
         share=time_ms / whole_ms if whole_ms > 0 else math.nan, flops=flops, bytes=nbytes,
         tflops=rates.tflops(flops, time_ms) if time_ms > 0 else math.nan,
         gbps=rates.gbps(nbytes, time_ms) if time_ms > 0 else math.nan,
-        roofline_ms=roofline_ms,
-        efficiency=roofline_ms / time_ms if time_ms > 0 and roofline_ms == roofline_ms else math.nan,
-        wall=_wall(time_ms, roofline_ms, compute_ms, memory_ms, floor) if time_ms > 0 else None,
-        events=int(part["events"]),
+        roofline_ms=b.roofline_ms, efficiency=b.efficiency, wall=b.wall, events=int(part["events"]),
     )
 
 
@@ -223,8 +219,7 @@ def breakdowns(profiles: pd.DataFrame, parts: pd.DataFrame, results: pd.DataFram
     device's rows; `parts`: any superset of their parts)."""
     if profiles.empty:
         return []
-    positive = pd.to_numeric(profiles["median_ms"], errors="coerce") > 0
-    rows = profiles[(profiles["status"] == ResultStatus.OK) & positive]
+    rows = with_figure(profiles)
     rows = rows.sort_values(["run_order", "measurement_id"]).drop_duplicates("case_key", keep="last")
     floor = launch_floor_ms(dc, TimingMode.LAUNCH)
     out = []

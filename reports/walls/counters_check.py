@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from rooflab.db import rates
+from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
 from rooflab.vocab import ResultStatus
 
 COUNTED_COLUMNS = ["counted_dram_bytes", "counters_bytes_ratio", "counters_flops_ratio", "contradicted",
@@ -58,17 +58,16 @@ def _contradicted(d: pd.Series, r: pd.Series) -> str:
 
 
 def _counted_efficiency(d: pd.Series, r: pd.Series) -> float:
-    """roofline time with the counted DRAM bytes (and FLOPs, where counted) in place of the model's,
-    over the median; NaN without a counted figure."""
+    """The case's efficiency by the roofline rule with the counted DRAM bytes (and FLOPs, where
+    counted) in place of the model's, against the roofs its diagnosis used; NaN without counted bytes."""
     dram, flops = _float(r["dram_bytes"]), _float(r["measured_flops"])
     bandwidth, compute = _float(d["bandwidth_roof_gbps"]), _float(d["compute_roof_tflops"])
     if math.isnan(dram) or math.isnan(bandwidth) or bandwidth <= 0:
         return math.nan
-    terms = [rates.ms_at_gbps(dram, bandwidth), _float(d["elementary_ms"])]
-    use_flops = r.get("flops_ratio") is not None and not math.isnan(flops) and compute > 0
-    terms.append(rates.ms_at_tflops(flops, compute) if use_flops else _float(d["compute_ms"]))
-    known = [t for t in terms if not math.isnan(t)]
-    return max(known) / float(d["median_ms"]) if known else math.nan
+    counted_flops = r.get("flops_ratio") is not None and not math.isnan(flops) and compute > 0
+    roofs = Roofs(compute, bandwidth, elementary_ms=_float(d["elementary_ms"]))
+    bound = roofline_bound(flops if counted_flops else _float(d["flops"]), dram, roofs, float(d["median_ms"]))
+    return bound.efficiency
 
 
 def annotate(diag: pd.DataFrame, readings: pd.DataFrame) -> pd.DataFrame:

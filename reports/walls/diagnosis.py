@@ -1,31 +1,27 @@
 """Which wall each case hits, how far it is from it, and what fusion gains.
 
-roofline_ms = max(flops / compute roof of its dtype, bytes / bandwidth roof, elementary_ms), where the compute roof
-is, for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
-tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; and
-the bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise (read-only HBM
-for ops that only read: sum, amax, stream_dot). Measured ceilings are used first, datasheet figures
-when a ceiling was not measured. efficiency = roofline_ms / median_ms. An efficiency above 100 %
-is never reported: it means the roof is suspect (a datasheet figure that a result beats, or a
+Each case's roofs are looked up here and the case is held against them by the roofline rule
+(reports/walls/roofline_rule.py: roofline time, wall, efficiency). The roofs: the compute roof is,
+for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
+tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; the
+bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise
+(read-only HBM for ops that only read: sum, amax, stream_dot); the floor is the launch floor of the
+case's timing mode, what a user pays per launch (host time per launch from Python in launch mode,
+per launch of a graph replay in graph mode), while a case's median is its device time. Measured
+ceilings are used first, datasheet figures when a ceiling was not measured. An efficiency above
+100 % is never reported: it means the roof is suspect (a datasheet figure that a result beats, or a
 noisy or contended result held against a measured roof), so `efficiency` is left empty and
 `roof_suspect` is set. Every row carries its quality (reports.data.frames.quality_of).
 
 elementary_ms is the time the op's elementary functions (cos, exp, erf: Op.elementary) take at the
-device's measured elementary-function roofs (reports.roofs.elementary); an op whose elementary functions
-alone take longer than its bytes and its FLOPs gets the compute wall. `wall_roof` names the roof of
-the wall: "elementary cos float32", "vector float32", "matrix bfloat16", "hbm_rw", ... (a datasheet
-roof says so); `elementary_missing` names functions of the op that have no measured roof (their
-time is then unknown and left out).
+device's measured elementary-function roofs (reports.roofs.elementary), a compute-side term of the
+rule. `wall_roof` names the roof of the wall: "elementary cos float32", "vector float32", "matrix
+bfloat16", "hbm_rw", ... (a datasheet roof says so); `elementary_missing` names functions of the op
+that have no measured roof (their time is then unknown and left out).
 
-wall = overhead when the measured time is within OVERHEAD_FACTOR of the launch floor of its timing
-mode, or the roofline time is below that floor; else compute or bandwidth, whichever term of the
-roofline time is larger. The floor is what a user pays per launch (host time per launch from Python
-in launch mode, per launch of a graph replay in graph mode) and a case's median is its device time:
-a kernel that runs in about the time its launch costs is bound by launching, not by the GPU.
-
-A collective (family collective) has a wall of its own: its bus bytes over the interconnect roof of
-its collective and world size are its roofline time, and it is `overhead` within OVERHEAD_FACTOR of
-that collective's latency floor, `comms` otherwise (reports/roofs/interconnect.py).
+A collective (family collective) is held against the interconnect roof of its collective and world
+size and that collective's latency floor (reports/roofs/interconnect.py): `overhead` near its
+floor, `comms` otherwise.
 
 power: `power_w` is the board's average power while the case ran; `at_power_cap` is True when NVML
 reported the software power cap (`sw_power_cap` among the throttle reasons). Such a case is not
@@ -42,7 +38,6 @@ from typing import Any
 
 import pandas as pd
 
-from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, quality_of, usable
 from rooflab.reports.data.op_facts import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
 from rooflab.reports.roofs.ceilings import (
@@ -57,9 +52,8 @@ from rooflab.reports.roofs.ceilings import (
 )
 from rooflab.reports.roofs.elementary import elementary_time
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms, world_sizes
+from rooflab.reports.walls.roofline_rule import RooflineBound, Roofs, roofline_bound
 from rooflab.vocab import Wall
-
-OVERHEAD_FACTOR = 2.0
 
 DIAGNOSIS_COLUMNS = [
     "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
@@ -102,95 +96,79 @@ def latest_per_case(df: pd.DataFrame) -> pd.DataFrame:
 
 def diagnose(df: pd.DataFrame, dc: DeviceCeilings) -> pd.DataFrame:
     """One row per case (its newest usable result) with roofline time, efficiency and wall."""
-    out = []
     latest = latest_per_case(df)
     latest = latest.assign(_quality=quality_of(latest)) if not latest.empty else latest
     sizes = world_sizes(latest) if not latest.empty else pd.Series(dtype=float)
-    for (_, r), ranks in zip(latest.iterrows(), sizes, strict=True):
-        median_ms = float(r["median_ms"])
-        flops = float(r["flops"] or 0)
-        nbytes = float(r["bytes"] or 0)
-        dtype, family = str(r["dtype"]), str(r["family"])
-        t = (_collective_terms(r, dc, median_ms, nbytes, ranks) if family == COLLECTIVE_FAMILY
-             else _kernel_terms(r, dc, median_ms, flops, nbytes))
-        croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall = (
-            t.croof, t.broof, t.compute_ms, t.memory_ms, t.roofline_ms, t.floor, t.wall)
-        capped = at_power_cap(r.get("throttle_reasons"))
-        efficiency = roofline_ms / median_ms if roofline_ms == roofline_ms and roofline_ms > 0 else math.nan
-        suspect = efficiency > SUSPECT_ABOVE
-        out.append({
-            "case_key": r["case_key"], "op": r["op"], "family": family, "backend": r["backend"],
-            "dtype": dtype, "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
-            "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
-            "intensity": flops / nbytes if nbytes else math.nan,
-            "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
-            "compute_ms": compute_ms, "memory_ms": memory_ms, "elementary_ms": t.elementary_ms,
-            "roofline_ms": roofline_ms, "efficiency": math.nan if suspect else efficiency, "wall": wall,
-            "wall_roof": t.wall_roof,
-            "launch_floor_ms": floor,
-            "compute_roof_tflops": croof.value if croof else math.nan,
-            "compute_roof_origin": croof.origin if croof else None,
-            "bandwidth_roof_gbps": broof.value if broof else math.nan,
-            "bandwidth_roof_origin": broof.origin if broof else None,
-            "roof_suspect": bool(suspect), "quality": r["_quality"],
-            "rel_ci_halfwidth": r.get("rel_ci_halfwidth"), "stop_reason": r.get("stop_reason"),
-            "power_w": _float_or_nan(r.get("power_w")),
-            "at_power_cap": capped,
-            "note": AT_POWER_CAP if capped else "",
-            "elementary_missing": ", ".join(t.elementary_missing),
-            "ranks": ranks if family == COLLECTIVE_FAMILY else None,
-        })
+    out = [_diagnosis_row(r, dc, ranks) for (_, r), ranks in zip(latest.iterrows(), sizes, strict=True)]
     return pd.DataFrame(out, columns=DIAGNOSIS_COLUMNS)
 
 
-@dataclass(frozen=True)
-class Terms:
-    """A case's roofline terms against the device's roofs, and the wall they give."""
+def _diagnosis_row(r: pd.Series, dc: DeviceCeilings, ranks: float) -> dict[str, Any]:
+    """One case's row of the diagnosis: its roofs looked up, held against them by the roofline rule."""
+    median_ms = float(r["median_ms"])
+    flops = float(r["flops"] or 0)
+    nbytes = float(r["bytes"] or 0)
+    family = str(r["family"])
+    collective = family == COLLECTIVE_FAMILY
+    found = _collective_roofs(r, dc, ranks) if collective else _kernel_roofs(r, dc, nbytes)
+    b = roofline_bound(flops, nbytes, found.roofs, median_ms)
+    capped = at_power_cap(r.get("throttle_reasons"))
+    suspect = b.efficiency > SUSPECT_ABOVE
+    croof, broof = found.croof, found.broof
+    return {
+        "case_key": r["case_key"], "op": r["op"], "family": family, "backend": r["backend"],
+        "dtype": str(r["dtype"]), "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
+        "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
+        "intensity": flops / nbytes if nbytes else math.nan,
+        "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
+        "compute_ms": b.compute_ms, "memory_ms": b.memory_ms, "elementary_ms": b.elementary_ms,
+        "roofline_ms": b.roofline_ms, "efficiency": math.nan if suspect else b.efficiency, "wall": b.wall,
+        "wall_roof": _wall_roof(b, found),
+        "launch_floor_ms": found.roofs.floor_ms,
+        "compute_roof_tflops": croof.value if croof else math.nan,
+        "compute_roof_origin": croof.origin if croof else None,
+        "bandwidth_roof_gbps": broof.value if broof else math.nan,
+        "bandwidth_roof_origin": broof.origin if broof else None,
+        "roof_suspect": bool(suspect), "quality": r["_quality"],
+        "rel_ci_halfwidth": r.get("rel_ci_halfwidth"), "stop_reason": r.get("stop_reason"),
+        "power_w": _float_or_nan(r.get("power_w")),
+        "at_power_cap": capped,
+        "note": AT_POWER_CAP if capped else "",
+        "elementary_missing": ", ".join(found.elementary_missing),
+        "ranks": ranks if collective else None,
+    }
 
+
+@dataclass(frozen=True)
+class FoundRoofs:
+    """The roofs a case is held against: as the rule takes them, and as the page names them."""
+
+    roofs: Roofs
     croof: Roof | None  # the compute roof
     broof: Roof | None  # the bandwidth (or interconnect) roof
-    compute_ms: float  # its FLOPs at the compute roof
-    memory_ms: float  # its bytes at the bandwidth roof
-    roofline_ms: float  # the largest term
-    floor: float | None  # the launch (or latency) floor of its timing mode
-    wall: Wall | None
-    wall_roof: str | None  # the roof of the wall, named
-    elementary_ms: float = math.nan  # its elementary functions at their roofs
+    elementary_roof: str | None = None  # the elementary-function roof that limits it, named
     elementary_missing: tuple[str, ...] = ()  # elementary functions without a roof
 
 
-def _kernel_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, flops: float, nbytes: float) -> Terms:
-    """The terms of a kernel: FLOPs, bytes and elementary functions against their roofs."""
+def _kernel_roofs(r: pd.Series, dc: DeviceCeilings, nbytes: float) -> FoundRoofs:
+    """A kernel's roofs: the compute roof of its dtype (matrix units or not), the bandwidth roof of
+    where its bytes live, its elementary functions' roofs and the launch floor of its timing mode."""
     dtype, family = str(r["dtype"]), str(r["family"])
     croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
     broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
-    no_compute = 0.0 if flops == 0 else math.nan
-    compute_ms = rates.ms_at_tflops(flops, croof.value) if (croof and flops > 0) else no_compute
-    no_memory = 0.0 if nbytes == 0 else math.nan
-    memory_ms = rates.ms_at_gbps(nbytes, broof.value) if (broof and nbytes > 0) else no_memory
     elem = elementary_time(dc, elementary_counts(str(r["op"]), params_of(r.get("params")), dtype), dtype)
-    terms = [t for t in (compute_ms, memory_ms, elem.ms) if not math.isnan(t)]
-    roofline_ms = max(terms) if terms else math.nan
-    floor = launch_floor_ms(dc, str(r["timing_mode"]))
-    compute_side = max((t for t in (compute_ms, elem.ms) if not math.isnan(t)), default=math.nan)
-    wall = _wall(median_ms, roofline_ms, compute_side, memory_ms, floor)
-    return Terms(croof, broof, compute_ms, memory_ms, roofline_ms, floor, wall,
-                 _wall_roof(wall, compute_ms, elem, croof, broof), elem.ms, tuple(elem.missing))
+    roofs = Roofs(croof.value if croof else None, broof.value if broof else None,
+                  launch_floor_ms(dc, str(r["timing_mode"])), elem.ms)
+    return FoundRoofs(roofs, croof, broof, str(elem.roof), tuple(elem.missing))
 
 
-def _collective_terms(r: pd.Series, dc: DeviceCeilings, median_ms: float, nbytes: float, ranks: float) -> Terms:
-    """The same for a collective: its bus bytes against the interconnect roof of its collective and
-    world size; the wall `overhead` within OVERHEAD_FACTOR of its latency floor, else `comms`. Its adds
-    are not held against a compute roof (compute_ms is 0)."""
+def _collective_roofs(r: pd.Series, dc: DeviceCeilings, ranks: float) -> FoundRoofs:
+    """A collective's: the interconnect roof of its collective and world size, and that
+    collective's latency floor. Its adds are not held against a compute roof."""
     size = int(ranks) if ranks == ranks else None
     roof = interconnect_roof(dc, str(r["op"]), size)
-    memory_ms = rates.ms_at_gbps(nbytes, roof.value) if (roof and nbytes > 0) else math.nan
-    floor = latency_floor_ms(dc, str(r["op"]), size)
-    wall: Wall | None = Wall.COMMS if roof is not None else None
-    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor or (memory_ms == memory_ms and memory_ms < floor)):
-        wall = Wall.OVERHEAD
-    return Terms(None, roof, 0.0, memory_ms, memory_ms, floor, wall,
-                 roof.label if (roof is not None and wall == Wall.COMMS) else None)
+    roofs = Roofs(None, roof.value if roof else None, latency_floor_ms(dc, str(r["op"]), size), collective=True)
+    return FoundRoofs(roofs, None, roof)
 
 
 def _float_or_nan(value: Any) -> float:  # any cell of a results frame
@@ -200,28 +178,16 @@ def _float_or_nan(value: Any) -> float:  # any cell of a results frame
         return math.nan
 
 
-def _wall_roof(wall: str | None, compute_ms: float, elem: Any, croof: Any, broof: Any) -> str | None:
+def _wall_roof(b: RooflineBound, found: FoundRoofs) -> str | None:
     """The roof of the wall: the elementary roof when the op's elementary functions take longer than
-    its FLOPs, else the compute roof; the bandwidth roof; None for overhead or no wall."""
-    if wall == Wall.COMPUTE:
-        if not math.isnan(elem.ms) and elem.ms > (0.0 if math.isnan(compute_ms) else compute_ms):
-            return str(elem.roof)
-        return croof.label if croof else None
-    if wall == Wall.BANDWIDTH:
-        return broof.label if broof else None
+    its FLOPs, else the compute roof; the bandwidth (or interconnect) roof; None for overhead or no wall."""
+    if b.wall == Wall.COMPUTE:
+        if b.elementary_limits:
+            return found.elementary_roof
+        return found.croof.label if found.croof else None
+    if b.wall in (Wall.BANDWIDTH, Wall.COMMS):
+        return found.broof.label if found.broof else None
     return None
-
-
-def _wall(median_ms: float, roofline_ms: float, compute_ms: float, memory_ms: float,
-          floor: float | None) -> Wall | None:
-    if floor is not None and (median_ms <= OVERHEAD_FACTOR * floor
-                              or (roofline_ms == roofline_ms and roofline_ms < floor)):
-        return Wall.OVERHEAD
-    c = 0.0 if math.isnan(compute_ms) else compute_ms
-    m = 0.0 if math.isnan(memory_ms) else memory_ms
-    if c == 0 and m == 0:
-        return Wall.OVERHEAD if floor is not None else None
-    return Wall.COMPUTE if c >= m else Wall.BANDWIDTH
 
 
 def most_left_on_table(diag: pd.DataFrame, limit: int = 15) -> pd.DataFrame:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.db import rates
 from rooflab.reports.data.frames import device_names, select_device
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import (
@@ -29,7 +28,8 @@ from rooflab.reports.roofs.ceilings import (
 )
 from rooflab.reports.roofs.gpu_specs import SPECS, match_device
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms
-from rooflab.vocab import CacheMode, TimingMode, Wall
+from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
+from rooflab.vocab import CacheMode, TimingMode
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class Prediction:
     ridge_flop_per_byte: float
     roofline_ms: float
     attainable_tflops: float
-    wall: str  # compute | bandwidth | overhead | comms
+    wall: str | None  # compute | bandwidth | overhead | comms; None for an op that does no work, without a floor
     launch_floor_ms: float | None  # for a collective: its latency floor
     collective: bool = False  # the bandwidth roof is the interconnect's, and there is no compute roof
 
@@ -155,33 +155,26 @@ def _collective_prediction(op, params: dict, dtype: str, dc: DeviceCeilings, dev
         raise ReportInputError(f"--device {device!r} has no interconnect roof for {op.name} on {ranks} ranks "
                                "(neither measured nor a datasheet link figure)")
     floor = latency_floor_ms(dc, op.name, ranks)
-    time_ms = rates.ms_at_gbps(nbytes, roof.value)
+    bound = roofline_bound(flops, nbytes, Roofs(None, roof.value, floor, collective=True))
     nan = math.nan
     return Prediction(
         op=op.name, params=dict(params), dtype=dtype, device=dc.device_name, flops=flops, bytes=nbytes,
         intensity=flops / nbytes if nbytes else math.inf, compute_tflops=nan, compute_origin="none",
         compute_source="a collective's adds are not held against a compute roof", bandwidth_gbps=roof.value,
         bandwidth_origin=roof.origin, bandwidth_source=roof.source, ridge_flop_per_byte=nan,
-        roofline_ms=max(time_ms, floor or 0.0), attainable_tflops=nan,
-        wall=Wall.OVERHEAD if floor is not None and time_ms < floor else Wall.COMMS, launch_floor_ms=floor,
-        collective=True,
+        # what the roof allows, but never less than the latency floor: a prediction has no median to hold
+        # against the floor, and a message below it takes the floor
+        roofline_ms=max(bound.roofline_ms, floor or 0.0), attainable_tflops=nan,
+        wall=bound.wall, launch_floor_ms=floor, collective=True,
     )
 
 
 def _prediction(op_name, params, dtype, dc, flops, nbytes, croof: Roof, broof: Roof, floor) -> Prediction:
-    peak, bw = croof.value * rates.TFLOP, broof.value * rates.GB  # FLOP/s, B/s
-    intensity = flops / nbytes if nbytes else math.inf
-    ridge = peak / bw
-    roofline_s = max(rates.ms_at_tflops(flops, croof.value), rates.ms_at_gbps(nbytes, broof.value)) / rates.MS_PER_S
-    attainable = min(peak, intensity * bw) if nbytes else peak
-    if floor is not None and roofline_s * 1e3 < floor:
-        wall = Wall.OVERHEAD
-    else:
-        wall = Wall.COMPUTE if intensity >= ridge else Wall.BANDWIDTH
+    bound = roofline_bound(flops, nbytes, Roofs(croof.value, broof.value, floor))
     return Prediction(
         op=op_name, params=dict(params), dtype=dtype, device=dc.device_name, flops=flops, bytes=nbytes,
-        intensity=intensity, compute_tflops=croof.value, compute_origin=croof.origin, compute_source=croof.source,
-        bandwidth_gbps=broof.value, bandwidth_origin=broof.origin, bandwidth_source=broof.source,
-        ridge_flop_per_byte=ridge, roofline_ms=roofline_s * 1e3, attainable_tflops=attainable / 1e12,
-        wall=wall, launch_floor_ms=floor,
+        intensity=flops / nbytes if nbytes else math.inf, compute_tflops=croof.value, compute_origin=croof.origin,
+        compute_source=croof.source, bandwidth_gbps=broof.value, bandwidth_origin=broof.origin,
+        bandwidth_source=broof.source, ridge_flop_per_byte=bound.ridge_flop_per_byte, roofline_ms=bound.roofline_ms,
+        attainable_tflops=bound.attainable_tflops, wall=bound.wall, launch_floor_ms=floor,
     )

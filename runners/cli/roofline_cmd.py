@@ -131,7 +131,7 @@ def predict_cmd(
         ("compute roof", f"{fmt(pred.compute_tflops)} TFLOP/s ({pred.compute_origin}: {pred.compute_source})"),
         ("bandwidth roof", f"{fmt(pred.bandwidth_gbps)} GB/s ({pred.bandwidth_origin}: {pred.bandwidth_source})"),
         ("ridge point", f"{fmt(pred.ridge_flop_per_byte)} FLOP/byte"),
-        ("wall", pred.wall),
+        ("wall", pred.wall or "none (no work, and no floor known)"),
         ("roofline time", f"{fmt(pred.roofline_ms)} ms"),
         ("attainable", f"{fmt(pred.attainable_tflops)} TFLOP/s"),
         ("launch floor", f"{fmt(pred.launch_floor_ms)} ms" if pred.launch_floor_ms else "not measured"),
@@ -147,7 +147,7 @@ def _collective_rows(pred: Any) -> list[tuple[str, str]]:
         ("FLOPs (the reduction's adds)", f"{pred.flops:,}"), ("bus bytes (nccl-tests' S x factor)", f"{pred.bytes:,}"),
         ("interconnect roof",
          f"{fmt(pred.bandwidth_gbps)} GB/s busbw ({pred.bandwidth_origin}: {pred.bandwidth_source})"),
-        ("wall", pred.wall),
+        ("wall", pred.wall or "none (no work, and no floor known)"),
         ("roofline time", f"{fmt(pred.roofline_ms)} ms"),
         ("latency floor", f"{fmt(pred.launch_floor_ms)} ms" if pred.launch_floor_ms else "not measured"),
     ]

@@ -30,7 +30,7 @@ from rooflab.runners.crosscheck.peer import CollectivePeer, OwnProcessPeer, Peer
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, summarize_timer
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import FAMILY
-from rooflab.vocab import ResultStatus
+from rooflab.vocab import DeviceKind, ResultStatus, device_kind_of
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class PeerRounds:
 
 @contextlib.contextmanager
 def _on_device(torch_device: str) -> Iterator[None]:
-    if not torch_device.startswith("cuda"):
+    if device_kind_of(torch_device) is not DeviceKind.CUDA:
         yield
         return
     import torch

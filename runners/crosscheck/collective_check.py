@@ -27,7 +27,7 @@ from rooflab.runners.crosscheck.peer import CollectivePeer
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import mode_of
 from rooflab.suite.ops.registry import get_op
-from rooflab.vocab import CollectiveMode, ResultStatus
+from rooflab.vocab import CollectiveMode, DeviceKind, ResultStatus, device_kind_of
 
 
 class RoofGroups:
@@ -58,7 +58,7 @@ class _GroupFault(RuntimeError):
 
 def collective_devices(torch_device: str) -> list[str]:
     """The devices a cross-check's groups may use: the CPU, or every CUDA GPU torch sees."""
-    if not torch_device.startswith("cuda"):
+    if device_kind_of(torch_device) is not DeviceKind.CUDA:
         return [torch_device]
     import torch
 

@@ -32,6 +32,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rooflab.vocab import DeviceKind, device_kind_of
+
 WARMUP_CALLS = 5  # before each loop's barrier
 LOOP_MIN_CALLS = 20  # nccl-tests' default calls per timed loop (its `-n 20`), however long a call is
 LOOP_MAX_CALLS = 1_000_000
@@ -138,8 +140,9 @@ def _rank_main(conn: Any, rank: int, size: int, backend: str, device: str, folde
     import torch
     import torch.distributed as dist
 
+    cuda = device_kind_of(device) is DeviceKind.CUDA
     try:
-        if device.startswith("cuda"):
+        if cuda:
             torch.cuda.set_device(torch.device(device))
         else:
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // size))
@@ -151,7 +154,7 @@ def _rank_main(conn: Any, rank: int, size: int, backend: str, device: str, folde
     conn.send(("ready", None))
 
     def sync() -> None:
-        if device.startswith("cuda"):
+        if cuda:
             torch.cuda.synchronize()
 
     while True:

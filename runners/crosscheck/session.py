@@ -122,9 +122,7 @@ def run_crosscheck(
     `peer_objects` replaces the peers named by `peers` (tests use it to plant a peer)."""
     from rooflab.db.crosscheck import add_crosscheck
     from rooflab.db.store import ResultStore, environment_device_uuid
-    from rooflab.record import RunRecord
     from rooflab.runners.machine.environment import capture, git_state
-    from rooflab.runners.orchestration.session import _rooflab_version
     from rooflab.suite.ops.registry import all_ops
 
     started = time.monotonic()
@@ -136,21 +134,12 @@ def run_crosscheck(
 
     all_ops()  # plugins (ROOFLAB_PLUGINS) are loaded before the first case, as in a worker
     environment, device_info = capture(torch_device)
-    status: dict[str, dict[str, Any]] = {
-        p.name.value: {"version": p.version(), "reason": p.unavailable_reason(device_info)} for p in chosen
-    }
-    for entry in status.values():
-        entry["available"] = entry["reason"] is None
+    status = _peer_status(chosen, device_info)
     available = [p for p in chosen if status[p.name.value]["available"]]
 
-    run_id = derive_run_id(spec.name)
     commit, dirty = git_state()
-    run = RunRecord(
-        run_id=run_id, suite=spec.name, spec_text=spec.text, spec_hash=spec.sha256,
-        started_at=datetime.now(UTC), host=socket.gethostname(),
-        command_line=command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]]),
-        git_commit=commit, git_dirty=dirty, rooflab_version=_rooflab_version(),
-    )
+    run = _run_record(spec, command_line, commit, dirty)
+    run_id = run.run_id
     uuid = environment_device_uuid(environment)
     checks: list[PeerCheck] = []
     store = ResultStore(db_url)
@@ -166,7 +155,7 @@ def run_crosscheck(
                 for p in _peers_of(case, chosen) if not status[p.name.value]["available"]
             ]
             for c in results:
-                add_crosscheck(store, _record(run_id, case, environment.device_fingerprint, uuid, rounds, c))
+                add_crosscheck(store, _crosscheck_record(run_id, case, environment.device_fingerprint, uuid, rounds, c))
             checks.extend(results)
             if on_check is not None:
                 on_check(case, results)
@@ -221,12 +210,36 @@ class _CaseTimer:
                 peer.close()
 
 
-def _record(run_id: str, case: Case, fingerprint: str, uuid: str | None, rounds: int, c: PeerCheck) -> Any:
-    """The stored row of one check (db.crosscheck.CrossCheckRecord)."""
+def _peer_status(chosen: Sequence[AnyPeer], device_info: Any) -> dict[str, dict[str, Any]]:
+    """Per peer: its version, why it cannot time on this device (None when it can) and whether it can."""
+    status: dict[str, dict[str, Any]] = {
+        p.name.value: {"version": p.version(), "reason": p.unavailable_reason(device_info)} for p in chosen
+    }
+    for entry in status.values():
+        entry["available"] = entry["reason"] is None
+    return status
+
+
+def _run_record(spec: Any, command_line: str | None, commit: str | None, dirty: bool) -> Any:
+    """The cross-check run's record (rooflab.record.RunRecord), started now."""
+    from rooflab.record import RunRecord
+    from rooflab.runners.orchestration.session import _rooflab_version
+
+    return RunRecord(
+        run_id=derive_run_id(spec.name), suite=spec.name, spec_text=spec.text, spec_hash=spec.sha256,
+        started_at=datetime.now(UTC), host=socket.gethostname(),
+        command_line=command_line if command_line is not None else shlex.join(["rooflab", *sys.argv[1:]]),
+        git_commit=commit, git_dirty=dirty, rooflab_version=_rooflab_version(),
+    )
+
+
+def _crosscheck_record(run_id: str, case: Case, device_fingerprint: str, device_uuid: str | None, rounds: int,
+                       c: PeerCheck) -> Any:
+    """One peer's check of one case as the row db.crosscheck stores (db.crosscheck.CrossCheckRecord)."""
     from rooflab.db.crosscheck import CrossCheckRecord
 
     return CrossCheckRecord(
-        run_id=run_id, case=case, device_fingerprint=fingerprint, device_uuid=uuid,
+        run_id=run_id, case=case, device_fingerprint=device_fingerprint, device_uuid=device_uuid,
         cache=case.cache, timing_mode=case.timing_mode, peer=c.peer, peer_version=c.peer_version,
         status=c.status, error=c.error, peer_cache=c.peer_cache, peer_clock=c.peer_clock, rounds=rounds,
         rooflab_median_ms=c.rooflab_median_ms, rooflab_spread=c.rooflab_spread,
@@ -235,7 +248,8 @@ def _record(run_id: str, case: Case, fingerprint: str, uuid: str | None, rounds:
         peer_rounds_ms=c.peer_rounds_ms, measured_at=datetime.now(UTC), contended=c.contended,
         contention_reasons=c.contention_reasons, peer_mode=c.peer_mode, rooflab_mode=c.rooflab_mode,
         method_differences=c.method_differences, in_mode_median_ms=c.in_mode_median_ms,
-        in_mode_spread=c.in_mode_spread, in_mode_ratio=c.in_mode_ratio, in_mode_rounds_ms=c.in_mode_rounds_ms,
+        in_mode_spread=c.in_mode_spread, in_mode_ratio=c.in_mode_ratio,
+        in_mode_rounds_ms=c.in_mode_rounds_ms,
     )
 
 

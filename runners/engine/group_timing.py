@@ -14,8 +14,9 @@ starts it). The case's `mode` parameter (suite.ops.collective.mode_of) chooses w
   (`perf_counter_ns`) on a CPU and on a GPU, as nccl-tests times its loop: the calls are enqueued back
   to back and the device is synchronised before the second reading. N is sized once per case by rank
   0 from the warmup's per-call time, so that a stream lasts about STREAM_SAMPLE_MS, with at least
-  STREAM_MIN_CALLS calls (nccl-tests' 20 iterations per timed loop), and told to every rank. An all_reduce's input is restored only before each
-  stream: within it the calls run on what the previous call left, as in a plain loop.
+  STREAM_MIN_CALLS calls (nccl-tests' 20 iterations per timed loop), and told to every rank. An
+  all_reduce's input is restored only before each stream: within it the calls run on what the
+  previous call left, as in a plain loop.
 - `isolated`: on every rank
 
       reset -> [synchronise the GPU] -> barrier -> clock -> one call -> clock
@@ -47,7 +48,7 @@ from rooflab.record import Statistics
 from rooflab.runners.engine.stopping import sample_until_stable
 from rooflab.runners.engine.timers import CUDA_EVENT_RESOLUTION_MS, perf_counter_resolution_ms
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import CollectiveMode, Pace, StopReason, SyncMethod
+from rooflab.vocab import CollectiveMode, DeviceKind, Pace, StopReason, SyncMethod, device_kind_of
 
 END = 0  # the batch size that ends a phase
 WARMUP_BATCH_MAX = 64  # warmup calls between two of rank 0's checks of its bounds
@@ -144,7 +145,7 @@ class _Clock:
     def __init__(self, fn: Callable[[], Any], reset: Callable[[], Any] | None, control: Control,
                  torch_device: str) -> None:
         self.fn, self.reset, self.control = fn, reset, control
-        self.cuda = torch_device.startswith("cuda")
+        self.cuda = device_kind_of(torch_device) is DeviceKind.CUDA
         if self.cuda:
             import torch
 

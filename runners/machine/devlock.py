@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rooflab.vocab import DeviceKind, device_kind_of
+from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
 
 LOCK_DIR_ENV = "ROOFLAB_LOCK_DIR"
 POLL_S = 0.25
@@ -82,10 +82,10 @@ def pid_alive(pid: int) -> bool:
 
 def lock_name(torch_device: str) -> str:
     """The file name (without suffix) of a torch device's lock: the physical device where known."""
-    kind, _, index_text = torch_device.partition(":")
-    if device_kind_of(torch_device) is not DeviceKind.CUDA:
-        return kind
-    index = int(index_text or 0)
+    kind = device_kind_of(torch_device)
+    if kind is not DeviceKind.CUDA:
+        return kind.value
+    index = device_index_of(torch_device) or 0
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     entry = str(index)
     if visible is not None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from rooflab.db import rates
 from rooflab.runners.machine import nvml
 
 
 def theoretical_memory_gbps(bus_width_bits: int | None, memory_clock_mhz: float | None) -> float | None:
     if not bus_width_bits or not memory_clock_mhz:
         return None
-    return bus_width_bits / 8 * memory_clock_mhz * 1e6 * 2 / 1e9
+    bytes_per_s = bus_width_bits / 8 * memory_clock_mhz * 1e6 * 2
+    return bytes_per_s / rates.GB
 
 
 def _mode_enabled(value: Any) -> bool | None:

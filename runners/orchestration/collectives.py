@@ -38,7 +38,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, at_world_size, world_size
 from rooflab.suite.ops.registry import get_op
-from rooflab.vocab import Pace, ResultStatus
+from rooflab.vocab import DeviceKind, Pace, ResultStatus, device_index_of, device_kind_of
 
 LANE = "collectives"  # how progress lines name the phase
 MAX_CPU_RANKS = 16  # rank processes on one CPU: more says nothing about loopback and starves the machine
@@ -52,12 +52,12 @@ def is_collective(case: Case) -> bool:
 def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] | None, int, str | None]:
     """(the devices of the case's ranks, the world size, None) or (None, the world size asked, why not)."""
     ranks = case.params.get("ranks", ALL)
-    if not torch_devices[0].startswith("cuda"):
+    if device_kind_of(torch_devices[0]) is not DeviceKind.CUDA:
         size = world_size(ranks, all_ranks=CPU_ALL_RANKS)
         if size > MAX_CPU_RANKS:
             return None, size, f"ranks={ranks}: a CPU runs at most {MAX_CPU_RANKS} ranks (loopback)"
         return ["cpu"] * size, size, None
-    gpus = [d for d in torch_devices if d.startswith("cuda")]
+    gpus = [d for d in torch_devices if device_kind_of(d) is DeviceKind.CUDA]
     size = world_size(ranks, all_ranks=len(gpus))
     if size < 2:
         return None, size, (f"a collective needs at least 2 GPUs; this run has {len(gpus)} ({', '.join(gpus)}): "
@@ -80,12 +80,20 @@ def group_label(case: Case, record: Any) -> str:
     hosts = {p[0] for p in places if len(p) > 1}
     if len(set(devices)) == 1:
         where = f"{devices[0]} x{len(devices)}"
-    elif all(d.startswith("cuda:") and d[5:].isdigit() for d in devices):
-        where = "cuda:" + _index_ranges(sorted({int(d[5:]) for d in devices}))
+    elif all(_cuda_index(d) is not None for d in devices):
+        where = "cuda:" + _index_ranges(sorted({_cuda_index(d) or 0 for d in devices}))
     else:
         where = ",".join(dict.fromkeys(devices))
     on = f" on {len(hosts)} hosts" if len(hosts) > 1 else ""
     return f"{where}{on} ({case.backend})"
+
+
+def _cuda_index(text: str) -> int | None:
+    """The index of a CUDA device named with one (`cuda:2` -> 2), else None (`cpu`, `cuda`, a host name)."""
+    try:
+        return device_index_of(text) if device_kind_of(text) is DeviceKind.CUDA else None
+    except ValueError:  # not a device string
+        return None
 
 
 def _index_ranges(indices: list[int]) -> str:

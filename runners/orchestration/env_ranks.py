@@ -39,6 +39,7 @@ from typing import Any
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
+from rooflab.vocab import DeviceKind, device_kind_of
 
 EXIT_OK, EXIT_FAULT, EXIT_STOPPED = 0, 1, 143  # 143: stopped by SIGTERM between two cases (128 + 15)
 DEVICES = ("auto", "cpu", "cuda")
@@ -99,9 +100,12 @@ def use_cuda(device: str) -> bool:
 
     if device not in DEVICES:
         raise UserInputError(f"--device {device!r}: one of {', '.join(DEVICES)}")
-    if device == "cuda" and not torch.cuda.is_available():
+    if device == "auto":
+        return torch.cuda.is_available()
+    wants_cuda = device_kind_of(device) is DeviceKind.CUDA
+    if wants_cuda and not torch.cuda.is_available():
         raise UserInputError("--device cuda: torch sees no CUDA GPU on this node")
-    return device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return wants_cuda
 
 
 def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequence[str] = (), seed: int = 0,

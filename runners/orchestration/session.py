@@ -110,33 +110,12 @@ def run_suite(
     `db` is a URL or the command's open db.handle.Database (left open); every read and write of the
     run goes through that one handle. `progress` replaces the terminal progress display."""
     from rooflab.runners.orchestration.progress import make_progress
-    from rooflab.runners.orchestration.shards import parse_shard
-    from rooflab.suite.spec import apply_filters, expand, load_spec, parse_spec
+    from rooflab.suite.spec import apply_filters, expand
 
     o = options
     started = time.monotonic()
-    overrides = validate_timing_overrides(o.timing_overrides)
-    if o.seed < 0:
-        raise UserInputError(f"--seed {o.seed}: must be >= 0")
-    cpu_threads = o.cpu_threads
-    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads
-                                    or cpu_threads < 1):
-        raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
-    if o.case_timeout_s is not None and not o.case_timeout_s > 0:
-        raise UserInputError(f"--case-timeout-s {o.case_timeout_s}: must be > 0 (seconds)")
-    if not (math.isfinite(o.lock_wait_s) and o.lock_wait_s >= 0):
-        raise UserInputError(f"--lock-wait-s {o.lock_wait_s}: must be a number of seconds >= 0")
-    run_id, resume, shard = o.run_id, o.resume, o.shard
-    if run_id is not None and resume is not None and run_id != resume:
-        raise UserInputError("give either --run-id or --resume, not both")
-    if spec_path is None and resume is None:
-        raise UserInputError("give a SPEC (a path or a shipped spec name such as quick), or --resume RUN_ID")
-    if shard is not None:
-        index, count = parse_shard(shard)
-        shard = f"{index}/{count}"
-    for name, value in (("--run-id", run_id), ("--resume", resume)):
-        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
-            raise UserInputError(f"{name} {value!r}: a run id is a non-empty word without spaces")
+    overrides, shard = _checked_options(o, spec_path)
+    run_id, resume = o.run_id, o.resume
     prestart_worker_server()  # workers' imports overlap with loading the spec
     torch_devices = resolve_devices(o.device, o.devices)
     device_kind = device_kind_of(torch_devices[0]).value
@@ -146,22 +125,7 @@ def run_suite(
     database: Database | None = db if isinstance(db, Database) else None
     owned = database is None
     try:
-        stored_run = None
-        if resume is not None:
-            database = database or as_database(db)[0]
-            if not database.exists():
-                raise UserInputError(f"--resume {resume}: there is no database at {database.shown}")
-            stored_run = _store(database).get_run(resume)
-            if stored_run is None:
-                raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
-        if spec_path is not None:
-            spec = load_spec(spec_path)
-            if stored_run is not None:
-                check_resume_spec(stored_run, spec)
-        else:
-            assert stored_run is not None
-            spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
-
+        database, spec = _run_spec(db, database, spec_path, resume)
         expanded = expand(spec, device_kind)
         if not expanded:
             raise UserInputError(f"{spec.path}: no benchmark of {spec.name} runs on a {device_kind} device")
@@ -185,13 +149,67 @@ def run_suite(
                                                  wait_s=o.lock_wait_s, note=reporter.note))
             status, result = _measure(
                 database, resume, spec, effective_run_id, o.command_line, shard, torch_devices, cases, expanded,
-                filtered, reporter, o.seed, overrides, o.case_timeout_s, handle_signals, cpu_threads,
+                filtered, reporter, o.seed, overrides, o.case_timeout_s, handle_signals, o.cpu_threads,
             )
         return _summary(result, effective_run_id, spec.name, database.shown, shard, len(cases),
                         time.monotonic() - started, status=status)
     finally:
         if owned and database is not None:
             database.close()
+
+
+def _checked_options(o: RunOptions, spec_path: str | Path | None) -> tuple[Any, str | None]:
+    """(the timing overrides, the shard as I/N) of a run's options, after checking each option:
+    UserInputError names the first one that is wrong."""
+    from rooflab.runners.orchestration.shards import parse_shard
+
+    overrides = validate_timing_overrides(o.timing_overrides)
+    if o.seed < 0:
+        raise UserInputError(f"--seed {o.seed}: must be >= 0")
+    cpu_threads = o.cpu_threads
+    if cpu_threads is not None and (isinstance(cpu_threads, bool) or int(cpu_threads) != cpu_threads
+                                    or cpu_threads < 1):
+        raise UserInputError(f"--threads {cpu_threads}: must be a whole number >= 1 (threads of a CPU case)")
+    if o.case_timeout_s is not None and not o.case_timeout_s > 0:
+        raise UserInputError(f"--case-timeout-s {o.case_timeout_s}: must be > 0 (seconds)")
+    if not (math.isfinite(o.lock_wait_s) and o.lock_wait_s >= 0):
+        raise UserInputError(f"--lock-wait-s {o.lock_wait_s}: must be a number of seconds >= 0")
+    run_id, resume, shard = o.run_id, o.resume, o.shard
+    if run_id is not None and resume is not None and run_id != resume:
+        raise UserInputError("give either --run-id or --resume, not both")
+    if spec_path is None and resume is None:
+        raise UserInputError("give a SPEC (a path or a shipped spec name such as quick), or --resume RUN_ID")
+    if shard is not None:
+        index, count = parse_shard(shard)
+        shard = f"{index}/{count}"
+    for name, value in (("--run-id", run_id), ("--resume", resume)):
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise UserInputError(f"{name} {value!r}: a run id is a non-empty word without spaces")
+    return overrides, shard
+
+
+def _run_spec(db: str | Database, database: Database | None, spec_path: str | Path | None,
+              resume: str | None) -> tuple[Database | None, Any]:
+    """(the database, opened when resuming; the spec): the one given, checked against the run it
+    resumes, else the resumed run's own spec text."""
+    from rooflab.suite.spec import load_spec, parse_spec
+
+    stored_run = None
+    if resume is not None:
+        database = database or as_database(db)[0]
+        if not database.exists():
+            raise UserInputError(f"--resume {resume}: there is no database at {database.shown}")
+        stored_run = _store(database).get_run(resume)
+        if stored_run is None:
+            raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
+    if spec_path is not None:
+        spec = load_spec(spec_path)
+        if stored_run is not None:
+            check_resume_spec(stored_run, spec)
+    else:
+        assert stored_run is not None
+        spec = parse_spec(stored_run.spec_text, f"<spec of run {resume}>")
+    return database, spec
 
 
 def _store(database: Database) -> Any:

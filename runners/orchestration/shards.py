@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rooflab.db import rates
+from rooflab.db.usable import figure_mask
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings, idle_after_ms
@@ -123,7 +125,7 @@ def model_call_s(case: Case) -> tuple[float, int]:
     flops = op.flops(params, case.dtype)
     nbytes = op.bytes(params, case.dtype)
     memory = op.memory_bytes(params, case.dtype)
-    work_s = max(nbytes / (NOMINAL_GBPS * 1e9), flops / (NOMINAL_TFLOPS * 1e12))
+    work_s = max(rates.ms_at_gbps(nbytes, NOMINAL_GBPS), rates.ms_at_tflops(flops, NOMINAL_TFLOPS)) / rates.MS_PER_S
     return CALL_OVERHEAD_S + work_s, memory
 
 
@@ -144,7 +146,7 @@ def estimate_cost_s(case: Case, previous_medians: Mapping[str, float] | None = N
             memory = 0
     else:
         per_call_s, memory = model_call_s(case)
-    prepare_s = memory / (PREPARE_GBPS * 1e9)
+    prepare_s = rates.ms_at_gbps(memory, PREPARE_GBPS) / rates.MS_PER_S
     return CASE_OVERHEAD_S + prepare_s + sampling_time_s(per_call_s, case.timing, case.cache)
 
 
@@ -217,7 +219,7 @@ def _previous_medians(database: Any, suite: str | None, device_fingerprint: str 
         current = all_runs.loc[all_runs["run_id"] == current_run_id, "run_order"]
         if not current.empty:
             frame = frame[frame["run_order"] < int(current.iloc[0])]
-    frame = frame[frame["median_ms"].notna() & (frame["median_ms"] > 0)]
+    frame = frame[figure_mask(frame["status"] == ResultStatus.OK, frame["median_ms"])]
     if frame.empty:
         return CostBasis()
     # per case_key, the latest run that measured it; several GPUs of that run -> median of medians

@@ -26,6 +26,7 @@ from typing import Any
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.dtypes import storage_dtype
 from rooflab.suite.lazy import F, torch
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import (
@@ -57,7 +58,7 @@ FAST_ACCUM_ROUNDOFF = 2.0**-13
 @contextlib.contextmanager
 def float32_matmul_precision(dtype: str) -> Iterator[None]:
     """tf32 -> "high" (TF32 tensor cores), float32 -> "highest" (IEEE float32), restored after."""
-    if dtype not in ("float32", "tf32"):
+    if storage_dtype(dtype) != "float32":
         yield
         return
     previous = torch.get_float32_matmul_precision()
@@ -69,7 +70,7 @@ def float32_matmul_precision(dtype: str) -> Iterator[None]:
 
 
 def _with_precision(dtype: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-    if dtype not in ("float32", "tf32"):
+    if storage_dtype(dtype) != "float32":
         return fn
 
     def wrapped() -> Any:

@@ -10,7 +10,7 @@ The seam: `describe_device` is planted so that the device check sees a CUDA devi
 device is in fact the CPU (kind "cuda", torch_device "cpu"); everything after that check is the
 real code. What only a GPU can show: that real ncu accepts this command line and these metric
 names, that the NVTX range selects the call's kernels, and the counts themselves
-(scripts/gpu-validate.sh --steps counters; docs/counters.md).
+(the GPU loan's counters step, docs/gpu-validation.md; tests/runners/test_counters_gpu.py).
 """
 from __future__ import annotations
 

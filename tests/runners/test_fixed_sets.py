@@ -13,8 +13,20 @@ from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration import slurm_job
 from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
 from rooflab.runners.orchestration.shards import ShardError, parse_shard
-from rooflab.vocab import ResultStatus, RunStatus
+from rooflab.vocab import DeviceKind, ResultStatus, RunStatus, device_index_of, device_kind_of
 from tests.runners.test_slurm import make_job
+
+
+@pytest.mark.parametrize(("device", "kind", "index"), [("cuda:3", DeviceKind.CUDA, 3), ("cuda", DeviceKind.CUDA, None),
+                                                      ("cpu", DeviceKind.CPU, None), ("cuda:12", DeviceKind.CUDA, 12)])
+def test_a_device_string_has_one_kind_and_index(device: str, kind: DeviceKind, index: int | None) -> None:
+    assert device_kind_of(device) is kind and device_index_of(device) == index
+
+
+@pytest.mark.parametrize("device", ["mps", "gpu:0", "Cuda:0", ""])
+def test_a_device_of_no_known_kind_is_refused(device: str) -> None:
+    with pytest.raises(ValueError):
+        device_kind_of(device)
 
 
 @pytest.mark.parametrize("text", ["4/4", "1/0", "a/b", "1/2/3", "-1/4", ""])

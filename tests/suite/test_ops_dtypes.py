@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from rooflab.suite.case import DTYPES
-from rooflab.suite.dtypes import element_size, tolerance, torch_dtype
+from rooflab.suite.dtypes import element_size, storage_dtype, tolerance, torch_dtype
 from rooflab.suite.ops.common import compare
 
 
@@ -13,6 +13,12 @@ def test_element_sizes():
     expected = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2,
                 "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1, "int32": 4}
     assert {d: element_size(d) for d in DTYPES} == expected
+
+
+def test_only_tf32_is_stored_as_another_dtype() -> None:
+    assert {d: storage_dtype(d) for d in DTYPES if storage_dtype(d) != d} == {"tf32": "float32"}
+    for name in DTYPES:  # the torch dtype made for a dtype is its storage's
+        assert torch_dtype(name) is getattr(torch, storage_dtype(name))
 
 
 def test_torch_dtypes():
