@@ -11,7 +11,8 @@ case is compared only when both results were timed alike and are trustworthy:
 
 - results of different flush methods (read_sweep, write_sweep) or paces (back_to_back, idle) are
   not paired, as the regression check starts a new segment where either changes: the case is
-  listed as not_comparable and left out of everything else;
+  listed as not_comparable and left out of everything else; so are results two different tools
+  measured (rooflab's own and an imported nccl-tests result of the same case: runners/peer_import);
 - a noisy or contended result on either side (reports.data.frames.quality_of) makes the case untrusted:
   shown, but left out of the geometric means and the deviations, as it never sets a ceiling either.
 
@@ -149,6 +150,7 @@ def _side_info(side: Side) -> dict[str, dict[str, Any]]:
         "flush": rows["flush_method"] if "flush_method" in rows.columns else None,
         "pace": rows["pace"] if "pace" in rows.columns else None,
         "collective_mode": rows["collective_mode"] if "collective_mode" in rows.columns else None,
+        "tool": rows["tool"] if "tool" in rows.columns else None,
         "rel_ci": rows["rel_ci_halfwidth"] if "rel_ci_halfwidth" in rows.columns else math.nan,
         "uuid": uuids.astype(object).where(uuids.notna(), "").astype(str),
     })
@@ -196,9 +198,11 @@ def _standing(ratio: iv.Ratio, b: dict, c: dict) -> tuple[Standing, str]:
         return Standing.NOT_COMPARABLE, f"flush methods differ ({b['flush']} / {c['flush']}): not paired"
     if _differs(b["pace"], c["pace"]):
         return Standing.NOT_COMPARABLE, f"paces differ ({b['pace']} / {c['pace']}): not paired"
-    if _differs(b["collective_mode"], c["collective_mode"]):
+    if _differs(b.get("collective_mode"), c.get("collective_mode")):
         return (Standing.NOT_COMPARABLE,
                 f"collective modes differ ({b['collective_mode']} / {c['collective_mode']}): not paired")
+    if _differs(b.get("tool"), c.get("tool")):
+        return Standing.NOT_COMPARABLE, f"measured by different tools ({b['tool']} / {c['tool']}): not paired"
     bad = [f"{name} {s['quality']}" for name, s in (("baseline", b), ("candidate", c)) if s["quality"] != Quality.GOOD]
     if bad:
         return Standing.UNTRUSTED, ", ".join(bad) + ": not judged"

@@ -26,6 +26,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
     "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
     "op_version", "ranks", "flush_method", "pace", "collective_mode",
+    "tool",  # which tool measured it: an import is marked on the device page (runners/peer_import)
 )
 
 # What `rooflab roofline` reads: the ceilings (reports.roofs.ceilings) and the two charts (reports.pages.plots).
@@ -36,6 +37,7 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
     "op_version",  # the launch floor counts only the op version that times host time per launch
     "ranks", "params",  # the interconnect ceilings: per collective and world size
     "flush_method", "pace", "collective_mode",  # how the result that sets a ceiling was measured
+    "tool",  # an imported point is marked by its tool
 )
 
 
@@ -180,10 +182,28 @@ def load_series_views(url: Db, *, case_key: str | None = None, filters: Sequence
         frame = frame[frame["device_fingerprint"].isin(set(chosen["device_fingerprint"]))]
         if frame.empty:
             raise ReportInputError(f"--device {device!r}: no result of {name} for the case(s) asked for")
-    found = select_views(views(frame), verdicts, last)
+    found = select_views(views(frame, _with_sizes(url, frame)), verdicts, last)
     if not found:
         raise ReportInputError(f"no series matches {' '.join(filters)}: none has the verdict asked for")
     return found
+
+
+def _with_sizes(url: Db, frame: pd.DataFrame) -> pd.DataFrame | None:
+    """`frame` with the other message sizes of its collective tests (reports.regressions.link_check judges a test
+    as a whole), or None when it holds no collective case."""
+    from rooflab.db.query import results
+    from rooflab.db.series_query import case_keys
+    from rooflab.reports.regressions.history_view import VIEW_COLUMNS
+    from rooflab.reports.regressions.link_check import table_of
+
+    tables = {t[0] for t in map(table_of, frame["case_key"].astype(str).unique()) if t is not None}
+    if not tables:
+        return None
+    shown = set(frame["case_key"].astype(str))
+    more = [k for k in case_keys(url) if k not in shown and (t := table_of(k)) is not None and t[0] in tables]
+    extra = [results(url, case_key=more[i:i + 500], columns=VIEW_COLUMNS) for i in range(0, len(more), 500)]
+    extra = [e[e["device_fingerprint"].isin(set(frame["device_fingerprint"]))] for e in extra]
+    return pd.concat([frame, *extra], ignore_index=True) if extra else frame
 
 
 def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> list:

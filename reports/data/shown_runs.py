@@ -1,7 +1,9 @@
 """Which runs a device page (and `rooflab roofline`) shows, and which runs its roofs come from.
 
 By default a device shows its newest run (by run order: start time, then run id) and nothing
-else, so that every point and every roof on the page belongs to one measurement session. `runs`
+else, so that every point and every roof on the page belongs to one measurement session; results
+imported from a peer tool (nccl-tests, nvbench, BabelStream: runners/peer_import) add the newest
+run of each such tool, marked as theirs on the page. `runs`
 (run ids) or `since` (runs started at or after a date) choose otherwise; the history of a case
 across runs has its own page (regressions).
 
@@ -23,7 +25,7 @@ import pandas as pd
 from rooflab.db.timeparse import Since
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import ROOF_FAMILIES, ROOF_OPS
-from rooflab.vocab import ResultStatus
+from rooflab.vocab import ResultStatus, Tool
 
 COUNT_KEYS = ["run_id", "run_order", "started_at", "host", "suite", "git_commit", "device_name",
               "device_fingerprint", "op", "family", "status"]
@@ -55,6 +57,19 @@ def counts_of(df: pd.DataFrame) -> pd.DataFrame:
             frame[col] = None
     keys = frame[COUNT_KEYS].astype(object).where(frame[COUNT_KEYS].notna(), "")
     return keys.groupby(COUNT_KEYS, sort=False).size().rename("n").reset_index()
+
+
+def newest_of_each_tool(dev: pd.DataFrame, runs_newest_first: list[str]) -> list[str]:
+    """The newest run of rooflab's own and the newest imported run of each peer tool (an import's
+    run has the tool's name as its suite, runners/peer_import/results.py), newest first: a device
+    page shows a cluster's nccl-tests or BabelStream figures beside rooflab's latest run."""
+    peers = {str(t) for t in Tool} - {str(Tool.ROOFLAB)}
+    kind_of = {str(r): (str(s) if str(s) in peers else str(Tool.ROOFLAB))
+               for r, s in zip(dev["run_id"], dev["suite"], strict=True)}
+    shown: dict[str, str] = {}
+    for run in runs_newest_first:
+        shown.setdefault(kind_of[run], run)
+    return [r for r in runs_newest_first if r in set(shown.values())]
 
 
 def _roof_mask(counts: pd.DataFrame) -> pd.Series:
@@ -95,7 +110,7 @@ def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None,
     for name, dev in counts.groupby("device_name", sort=True):
         all_runs = dev.sort_values("_order", ascending=False)["run_id"].drop_duplicates().tolist()
         if pick is None:
-            shown = all_runs[:1]
+            shown = newest_of_each_tool(dev, all_runs)
         else:
             chosen = set(dev.loc[pick[dev.index], "run_id"])
             shown = [r for r in all_runs if r in chosen]

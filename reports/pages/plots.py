@@ -26,7 +26,7 @@ from rooflab.reports.regressions.options import Z_THRESHOLD  # noqa: E402 - afte
 from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.roofs.gpu_specs import GpuSpec  # noqa: E402 - after matplotlib.use
 from rooflab.reports.walls.roofline_rule import attainable_tflops, ridge_flop_per_byte  # noqa: E402 - after matplotlib.use
-from rooflab.vocab import CacheMode, CeilingKind, Quality  # noqa: E402 - after matplotlib.use
+from rooflab.vocab import CacheMode, CeilingKind, Quality, Tool  # noqa: E402 - after matplotlib.use
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -85,7 +85,8 @@ def _points(ax: plt.Axes, rows: pd.DataFrame, x: str, y: str) -> None:
 # --- the roofline chart ---
 
 POINT_COLUMNS = ("point", "case_key", "run_id", "quality", "median_ms", "p10_ms", "p90_ms", "rel_ci_halfwidth",
-                 "n_samples", "stop_reason", "intensity", "tflops", "cpu_threads", "quality_reasons")
+                 "n_samples", "stop_reason", "intensity", "tflops", "cpu_threads", "quality_reasons", "tool")
+IMPORTED_MARK: dict[str, Any] = {"marker": "s", "s": 110, "facecolors": "none", "linewidths": 1.0, "zorder": 2}
 class _Mark(TypedDict):
     marker: str
     s: float
@@ -95,6 +96,7 @@ class _Mark(TypedDict):
 
 
 UNTRUSTED_MARK: _Mark = {"marker": "x", "s": 14, "color": "black", "linewidths": 0.9, "zorder": 4}
+TOOL_COLORS = ("tab:red", "tab:olive", "tab:cyan", "tab:pink")  # the rings of imported points, one per peer
 
 
 def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
@@ -118,13 +120,21 @@ def roofline_points(rows: pd.DataFrame) -> pd.DataFrame:
     for col in POINT_COLUMNS:
         if col not in pts.columns:
             pts[col] = None
+    pts["tool"] = pts["tool"].astype(object).where(pts["tool"].notna(), str(Tool.ROOFLAB))
     return pts.reset_index(drop=True)
+
+
+def imported_tools(pts: pd.DataFrame) -> list[str]:
+    """The peers whose imported results are among `pts` (rooflab's own are not marked)."""
+    return sorted(str(t) for t in pts["tool"].unique() if t != Tool.ROOFLAB) if "tool" in pts.columns else []
 
 
 def _point_title(r: pd.Series) -> str:
     ci = r.get("rel_ci_halfwidth")
     ci_text = f" +/- {100 * float(ci):.1f} %" if ci is not None and ci == ci else ""
-    lines = [str(r["case_key"]), f"run {r['run_id']}",
+    tool = r.get("tool")
+    lines = [str(r["case_key"]), f"run {r['run_id']}" + (f" (imported from {tool})" if tool not in (None, Tool.ROOFLAB)
+                                                          else ""),
              f"{float(r['median_ms']):.4g} ms{ci_text} (CI95 of the median), stopped: {r.get('stop_reason') or '?'}",
              f"{float(r['x']):.3g} FLOP/byte, {float(r['y']):.4g} TFLOP/s"]
     if r["quality"] != Quality.GOOD:
@@ -276,7 +286,13 @@ def _draw_roofline_points(ax: plt.Axes, pts: pd.DataFrame, titles: dict[str, lis
     bad = pts[pts["quality"] != Quality.GOOD]
     if not bad.empty:
         ax.scatter(bad["x"], bad["y"], rasterized=raster, **UNTRUSTED_MARK)
-    handles = [_line_handle(ls="", marker="o", color=color, label=plain(family)) for family, color in colors.items()]
+    handles: list = []
+    for tool, ring in zip(imported_tools(pts), TOOL_COLORS, strict=False):
+        mine = pts[pts["tool"] == tool]
+        ax.scatter(mine["x"], mine["y"], edgecolors=[ring], rasterized=raster, **IMPORTED_MARK)
+        handles.append(_line_handle(ls="", marker="s", markersize=9, color=ring, markerfacecolor="none",
+                                    label=plain(f"imported: {tool}")))
+    handles += [_line_handle(ls="", marker="o", color=color, label=plain(family)) for family, color in colors.items()]
     for dtype in sorted(pts["dtype"].astype(str).unique()):
         handles.append(_line_handle(ls="", marker=DTYPE_MARKERS.get(dtype, "o"), color="gray",
                                     markerfacecolor="none", label=plain(dtype)))

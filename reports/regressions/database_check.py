@@ -14,6 +14,7 @@ import pandas as pd
 
 from rooflab.db.handle import Db
 from rooflab.reports.regressions.gate import CHANGE_HISTORY, Point, SeriesVerdict, window_suffices
+from rooflab.reports.regressions.link_check import link_checked
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
 from rooflab.reports.regressions.series import DETECT_COLUMNS, detect_in_slices
 from rooflab.reports.regressions.verdicts import Verdict
@@ -155,7 +156,7 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
                         min_baseline=min_baseline)
     if len(recent) == len(run_ids):
-        return judge_all(source.tail(recent))
+        return link_checked(judge_all(source.tail(recent)), min_change)
     # the per-series summary is one grouped query over every result: the database works on it
     # (without the GIL) while this thread reads and judges the newest runs
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -190,4 +191,4 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     if again:
         for v in judge_all(source.series(again)):
             by_key[(v.case_key, v.device_fingerprint)] = v
-    return [by_key[key] for key in sorted(by_key)]
+    return link_checked([by_key[key] for key in sorted(by_key)], min_change)

@@ -78,11 +78,13 @@ def _segment_reasons(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-def views(frame: pd.DataFrame) -> list[SeriesView]:
-    """A SeriesView per series of the results frame `frame` (VIEW_COLUMNS)."""
+def views(frame: pd.DataFrame, context: pd.DataFrame | None = None) -> list[SeriesView]:
+    """A SeriesView per series of the results frame `frame` (VIEW_COLUMNS); `context`: a frame that
+    holds `frame`'s series and more, judged together (a collective's other message sizes, which the
+    two-run check of reports.regressions.link_check reads)."""
     if frame.empty:
         return []
-    verdicts = {(v.case_key, v.device_fingerprint): v for v in detect(frame)}
+    verdicts = {(v.case_key, v.device_fingerprint): v for v in detect(frame if context is None else context)}
     keys = ["case_key", "device_fingerprint", "run_id"]
     merged = run_points(frame).merge(_per_run(frame), on=keys, how="left")
     out = []

@@ -19,6 +19,7 @@ from rooflab.db.query import shared_strings
 from rooflab.db.usable import figure_mask
 from rooflab.reports.data.frames import quality_of
 from rooflab.reports.regressions.gate import Point, SeriesVerdict, drift_start, history_pass, judge
+from rooflab.reports.regressions.link_check import link_checked
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
 from rooflab.vocab import Quality, ResultStatus
 
@@ -151,8 +152,10 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
     return points
 
 def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
-           *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
-    """A verdict for every series (case_key x device_fingerprint) in the results frame."""
+           *, min_baseline: int = MIN_BASELINE, two_run_check: bool = True) -> list[SeriesVerdict]:
+    """A verdict for every series (case_key x device_fingerprint) in the results frame; the collective
+    series too short for the gate judged by the two-run check (reports.regressions.link_check) unless
+    `two_run_check` is False (a slice of the frame, whose tests may be split)."""
     if df.empty:
         return []
     verdicts = []
@@ -180,7 +183,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
             change_points=changes, drift=drift, first_bad=first_bad,
         ))
         start = end
-    return verdicts
+    return link_checked(verdicts, min_change) if two_run_check else verdicts
 
 
 SLICE_ROWS = 60_000  # detect_in_slices: rows of the results frame judged at a time
@@ -191,6 +194,7 @@ def detect_in_slices(df: pd.DataFrame, *, slice_rows: int = SLICE_ROWS, **option
     `slice_rows` rows each): the same verdicts in the same order (detect orders them by case key,
     then device), with detect's working set (its per-run frame, column lists and points) held for
     one slice at a time instead of for every series at once."""
+    options = {**options, "two_run_check": False}  # the caller (reports.regressions) checks the whole set once
     if len(df) <= slice_rows or "run_order" not in df.columns:  # without it, a slice would rank its own runs
         return detect(df, **options)
     keys = df["case_key"].astype(str)

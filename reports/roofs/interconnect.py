@@ -32,10 +32,10 @@ from rooflab.reports.roofs.ceilings import (
     method_of,
 )
 from rooflab.reports.roofs.gpu_specs import GpuSpec
-from rooflab.vocab import CeilingKind, CollectiveMode, Wall
+from rooflab.vocab import CeilingKind, CollectiveMode, Tool, Wall
 
 SECTION_CURVE_COLUMNS = ("op", "ranks", "dtype", "backend", "mode", "bytes_per_rank", "median_ms", "gbps",
-                         "algbw_gbps", "case_key", "run_id", "quality")
+                         "algbw_gbps", "case_key", "run_id", "quality", "line", "tool")
 
 
 def interconnect_roof(dc: DeviceCeilings, collective: str, ranks: int | None) -> Roof | None:
@@ -76,6 +76,16 @@ def _int(value: object) -> int | None:
     return int(number) if number == number else None
 
 
+def _line(r: pd.Series, params: dict) -> str:
+    """What a curve adds to `op xN dtype`: who measured it (an imported tool) and the in-place half
+    where the case names it (nccl-tests measures both halves)."""
+    tool = r.get("tool")
+    parts = [] if tool in (None, Tool.ROOFLAB) or tool != tool else [str(tool)]
+    if "inplace" in params:
+        parts.append("in place" if params["inplace"] else "out of place")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def curves(rows: pd.DataFrame) -> pd.DataFrame:
     """The usable collective results of a device, one row each, with the bytes each rank sends in
     (n·s: the message size nccl-tests' count stands for) and nccl-tests' algbw beside the busbw."""
@@ -102,7 +112,8 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
         out.append({"op": r["op"], "ranks": size, "dtype": r["dtype"], "backend": r["backend"], "mode": mode,
                     "bytes_per_rank": int(params.get("n", 0)) * element_size(str(r["dtype"])),
                     "median_ms": float(r["median_ms"]), "gbps": gbps, "algbw_gbps": algbw, "case_key": r["case_key"],
-                    "run_id": r["run_id"], "quality": quality})
+                    "run_id": r["run_id"], "quality": quality, "line": _line(r, params),
+                    "tool": str(r["tool"]) if isinstance(r.get("tool"), str) else str(Tool.ROOFLAB)})
     return pd.DataFrame(out, columns=list(SECTION_CURVE_COLUMNS)).sort_values(
         ["op", "ranks", "dtype", "mode", "bytes_per_rank"], kind="stable").reset_index(drop=True)
 

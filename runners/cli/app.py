@@ -17,6 +17,7 @@ from rooflab.runners.cli import (
     db_cmd,
     devices_cmd,
     history_cmd,
+    import_cmd,
     list_cmd,
     report_cmd,
     roofline_cmd,
@@ -64,7 +65,7 @@ def _options(
 
 for module in (
     run_cmd, list_cmd, devices_cmd, db_cmd, roofline_cmd, compare_cmd, report_cmd,
-    history_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd, counters_cmd, collectives_cmd,
+    history_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd, counters_cmd, collectives_cmd, import_cmd,
 ):
     module.register(app, db_app)
 

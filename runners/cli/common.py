@@ -104,6 +104,26 @@ def output_dir(out: Path, option: str = "--out") -> Path:
     return out
 
 
+def tools_of_devices(url: str) -> dict[str, str]:
+    """device fingerprint -> the peer tool whose imported results it holds (runners/peer_import: an
+    imported device's identity names its tool); rooflab's own devices are not listed."""
+    from rooflab.db.query import environments
+
+    frame = environments(url)
+    out: dict[str, str] = {}
+    for fingerprint, identity in zip(frame["device_fingerprint"], frame["identity"], strict=True):
+        tool = json.loads(identity).get("tool") if isinstance(identity, str) and identity else None
+        if tool:
+            out[str(fingerprint)] = str(tool)
+    return out
+
+
+def device_label(name: str, fingerprint: str, tools: dict[str, str]) -> str:
+    """A device as a table shows it: its name, and the tool when its results were imported."""
+    tool = tools.get(fingerprint)
+    return f"{name} ({tool})" if tool else name
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 

@@ -38,6 +38,7 @@ def compare_cmd(
     from rooflab.reports.comparisons.compare_devices import compare_devices
     from rooflab.reports.data.reads import load_comparison_inputs
     from rooflab.reports.pages import compare_plots
+    from rooflab.reports.regressions.link_check import table_speedups
 
     url = db_url(db)
     require_database(url)
@@ -52,12 +53,16 @@ def compare_cmd(
                           ("geomeans.svg", compare_plots.geomeans_svg(cmp.summary, cmp.baseline, cmp.candidate))):
             (folder / name).write_text(svg, encoding="utf-8")
             figures.append(str(folder / name))
+    tables = table_speedups(list(cmp.cases["case_key"]), list(cmp.cases["baseline_ms"]),
+                            list(cmp.cases["candidate_ms"]))
     if as_json:
         print_json({"baseline": cmp.baseline, "candidate": cmp.candidate, "pairing": cmp.pairing.as_dict(),
                     "cases": json_rows(cmp.cases), "summary": json_rows(cmp.summary),
-                    "most_deviating": json_rows(cmp.deviating), "figures": figures})
+                    "most_deviating": json_rows(cmp.deviating), "figures": figures,
+                    "collective_tests": [t.as_dict() for t in tables]})
         return
     _print_comparison(cmp, show_all)
+    _print_tables(tables)
     for figure in figures:
         console.print(f"wrote {escape(figure)}", highlight=False)
 
@@ -118,6 +123,19 @@ def _print_comparison(cmp: Any, show_all: bool) -> None:
             a.add_row(escape(r["case_key"]), _interval(r["speedup"], r["speedup_low"], r["speedup_high"]),
                       escape(str(r["standing"])), escape(str(r["interval"])), escape(str(r["note"])))
         console.print(a)
+
+
+def _print_tables(tables: list) -> None:
+    """Each collective test over its message sizes (reports.regressions.link_check.table_speedups): an interval
+    where its cases have none of their own (a tool that printed one figure per size)."""
+    if not tables:
+        return
+    t = Table(title="collective tests over their sizes that move data (each size one observation)")
+    for col in ("test", "sizes", "speedup (geomean) [95 %, t over sizes]", "standing"):
+        t.add_column(col, overflow="fold")
+    for s in tables:
+        t.add_row(escape(s.table), str(s.sizes), _interval(s.speedup, s.low, s.high), s.standing)
+    console.print(t)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

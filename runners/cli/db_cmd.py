@@ -1,4 +1,5 @@
-"""CLI: `export`, `import`, and the `db` group (`upgrade`, `current`, `merge`, `prune`)."""
+"""CLI: `export`, the import of an export file (the `import` verb: runners/cli/import_cmd.py), and the `db`
+group (`upgrade`, `current`, `merge`, `prune`)."""
 from __future__ import annotations
 
 import sys
@@ -46,16 +47,12 @@ def export_cmd(
         err_console.print(f"exported {count} rows to {escape(str(out))}", highlight=False, soft_wrap=True)
 
 
-def import_cmd(
-    file: Path = typer.Argument(..., help="An export: .csv, .jsonl or .parquet, optionally .gz."),
-    db: str | None = DbOption,
-    as_json: bool = JsonOption,
-) -> None:
-    """Import an export file (validated in full first; importing twice adds nothing)."""
+def import_export(file: Path, url: str, as_json: bool) -> None:
+    """Import a rooflab export file (validated in full first; importing twice adds nothing): the
+    `import` verb (runners/cli/import_cmd.py) hands a single export here."""
     from rooflab.db.importer import import_file
     from rooflab.db.urls import redact
 
-    url = db_url(db)
     result = guarded(lambda: import_file(url, file))
     c = result.counts
     if as_json:
@@ -198,7 +195,6 @@ def _print_prune(result: PruneResult, as_json: bool, to: Console | None = None) 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
     app.command("export")(export_cmd)
-    app.command("import")(import_cmd)
     db_app.command("upgrade")(upgrade_cmd)
     db_app.command("current")(current_cmd)
     db_app.command("merge")(merge_cmd)

@@ -13,9 +13,11 @@ from rooflab.runners.cli.common import (
     JsonOption,
     console,
     db_url,
+    device_label,
     fail,
     print_json,
     require_database,
+    tools_of_devices,
 )
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -61,9 +63,10 @@ def _verdict_line(view: Any) -> str:
     return "; ".join(parts)
 
 
-def _print_runs(view: Any) -> None:
+def _print_runs(view: Any, tools: dict[str, str]) -> None:
     v = view.verdict
-    title = f"{escape(v.case_key)} on {escape(v.device_name)} ({escape(v.device_fingerprint[:12])})"
+    name = device_label(v.device_name, v.device_fingerprint, tools)
+    title = f"{escape(v.case_key)} on {escape(name)} ({escape(v.device_fingerprint[:12])})"
     console.print(f"{title}\n{escape(_verdict_line(view))}", highlight=False, soft_wrap=True)
     flagged = {f.run_id for f in (v.previous, v.latest) if f is not None and f.flagged}
     changes = {c.run_id: c for c in v.change_points}
@@ -83,14 +86,15 @@ def _print_runs(view: Any) -> None:
     console.print(t)
 
 
-def _print_sparklines(found: list) -> None:
+def _print_sparklines(found: list, tools: dict[str, str]) -> None:
     t = Table(title=f"{len(found)} series")
     for col in ("case", "device", "trend (oldest to newest)", "runs", "newest ms", "change", "verdict"):
         t.add_column(col, overflow="fold")
     for view in found:
         d = view.verdict.as_dict()
         medians = view.runs["median_ms"].astype(float).tolist()
-        where = f"{view.verdict.device_name} {view.verdict.device_fingerprint[:8]}"
+        where = (f"{device_label(view.verdict.device_name, view.verdict.device_fingerprint, tools)} "
+                 f"{view.verdict.device_fingerprint[:8]}")
         t.add_row(escape(view.verdict.case_key), escape(where), sparkline(medians), str(d["n_points"]),
                   _fmt(medians[-1] if medians else None),
                   _pct(d["rel_change"]), escape(view.kind))
@@ -129,11 +133,13 @@ def history_cmd(
         fail(escape(str(exc)))
     if as_json:
         print_json({"series": [v.as_dict() for v in found]})
-    elif case_key is not None:
+        return
+    tools = tools_of_devices(url)
+    if case_key is not None:
         for view in found:
-            _print_runs(view)
+            _print_runs(view, tools)
     else:
-        _print_sparklines(found)
+        _print_sparklines(found, tools)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

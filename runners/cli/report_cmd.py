@@ -15,6 +15,7 @@ from rooflab.runners.cli.common import (
     JsonOption,
     console,
     db_url,
+    device_label,
     err_console,
     fail,
     fmt,
@@ -23,7 +24,9 @@ from rooflab.runners.cli.common import (
     pct,
     print_json,
     require_database,
+    tools_of_devices,
 )
+from rooflab.vocab import Tool
 
 if TYPE_CHECKING:  # pandas loads only in the commands that read results
     pass
@@ -65,12 +68,14 @@ def regressions_cmd(
     require_database(url)
     options = RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)
     verdicts = guarded(lambda: load_verdicts(url, options))
+    tools = guarded(lambda: tools_of_devices(url)) if verdicts else {}
     failing = should_fail(verdicts, fail_on)
     counts = {str(s): sum(v.status == s for v in verdicts) for s in Verdict}
     counts[DRIFT] = sum(v.drift is not None for v in verdicts)
     if as_json:
         print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
-                    "series": [v.as_dict() for v in verdicts if show_all or v.flagged]})
+                    "series": [{**v.as_dict(), "tool": tools.get(v.device_fingerprint, str(Tool.ROOFLAB))}
+                               for v in verdicts if show_all or v.flagged]})
     else:
         shown = [v for v in verdicts if show_all or v.flagged]
         order = tuple(Verdict)  # the most urgent first
@@ -85,7 +90,8 @@ def regressions_cmd(
             history = [f"{c.direction} {100 * c.rel_change:+.1f} % at {c.run_id}" for c in v.change_points]
             if v.drift is not None:
                 history.append(f"drift {100 * v.drift.rel_change:+.1f} % over {v.drift.n_points} runs")
-            t.add_row(v.status, escape(v.case_key), escape(v.device_name), fmt(d["latest_ms"]), fmt(d["baseline_ms"]),
+            t.add_row(v.status, escape(v.case_key), escape(device_label(v.device_name, v.device_fingerprint, tools)),
+                      fmt(d["latest_ms"]), fmt(d["baseline_ms"]),
                       pct(d["rel_change"]), fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)),
                       escape(v.note))
         console.print(t)

@@ -1,0 +1,184 @@
+"""nccl-tests and rccl-tests files (stdout, nccl-tests' JSON, rccl-tests' JSON and CSV) as runs of
+rooflab results: each test's device and world size, then its rows (collective_results), then the
+runs they fall into (a case repeated in one file, `-N` cycles or the same test twice, starts the
+next run)."""
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Sequence
+
+from rooflab.record import EnvironmentRecord, MeasurementRecord
+from rooflab.runners.peer_import.collective_results import (
+    DTYPES,
+    TableContext,
+    collective_op,
+    device_text,
+    first_device,
+    infer_op,
+    op_name,
+    results_of_table,
+    unmodelled,
+    world_size,
+)
+from rooflab.runners.peer_import.nccl_records import NcclHalf, NcclRow, NcclTest, RunSettings
+from rooflab.runners.peer_import.rccl_files import RcclResult
+from rooflab.runners.peer_import.results import (
+    Conversion,
+    ImportedRun,
+    When,
+    digest,
+    environment,
+    naive_as_utc,
+    run_id,
+    run_record,
+    unique,
+)
+from rooflab.suite.dtypes import element_size
+from rooflab.vocab import Tool
+
+
+def _label(test: NcclTest) -> str:
+    return f"{test.program or 'the test'} at lines {test.first_line}-{test.last_line}"
+
+
+def _environment(test: NcclTest, name: str, ranks: int) -> EnvironmentRecord:
+    hosts = unique([d.host for d in test.devices])
+    info = {"hosts": hosts, "nodes": len(hosts) or None, "ranks": ranks, "tool_version": test.tool_version,
+            "library_version": test.library_version,
+            "devices": [device_text(d) for d in sorted(test.devices, key=lambda d: d.rank)]}
+    return environment(test.tool, name, {k: v for k, v in info.items() if v not in (None, [])})
+
+
+def _op_for(test: NcclTest) -> tuple[str | None, str]:
+    name = op_name(test.program)
+    if name is not None:
+        return name, ""
+    if test.program and unmodelled(test.program):
+        return None, f"{test.program} has no rooflab model"
+    listed = len({d.rank for d in test.devices}) or test.declared_ranks
+    counted = [r for r in test.rows if r.count > 0]
+    return infer_op(counted[0], listed) if counted else (None, "no row with elements")
+
+
+def _context(test: NcclTest, run: str, when: When, device_name: str | None) -> tuple[TableContext | None, str, str]:
+    """The test's shared context, its GPU name, or (None, "", why) when it cannot be imported."""
+    name, why = _op_for(test)
+    if name is None:
+        return None, "", f"{_label(test)}: {why}: left out"
+    op = collective_op(name)
+    ranks, why = world_size(test, op)
+    if ranks is None:
+        return None, "", f"{_label(test)}: {why}: left out"
+    if ranks < 2:
+        return None, "", f"{_label(test)}: {ranks} rank moves nothing over a link (busbw 0): left out"
+    rank0 = first_device(test.devices)
+    gpu = (rank0.gpu_name if rank0 is not None else None) or device_name
+    if not gpu:
+        return None, "", f"{_label(test)}: names no GPU (give --device-name): left out"
+    at = naive_as_utc(test.start_time) if test.start_time else None
+    uuid = f"{rank0.host}:{rank0.bus_id}" if rank0 is not None and rank0.host else None
+    return TableContext(test=test, op=op, ranks=ranks, run_id=run, fingerprint="", device_uuid=uuid,
+                        measured_at=at or when.at, tool=test.tool, tool_version=test.tool_version), gpu, ""
+
+
+def _content(test: NcclTest) -> dict[str, object]:
+    """What a test says, without where it stood in its file: the same results with other noise
+    around them are the same content (and so the same run)."""
+    found = dataclasses.asdict(test)
+    for key in ("first_line", "last_line"):
+        found.pop(key)
+    for row in found["rows"]:
+        row.pop("line")
+    return found
+
+
+def _split_runs(results: list[tuple[MeasurementRecord, EnvironmentRecord]], tool: str, content: str,
+                description: str, command_line: str, when: When) -> list[ImportedRun]:
+    """Results in file order into runs: a case already in the current run starts the next one."""
+    groups: list[list[tuple[MeasurementRecord, EnvironmentRecord]]] = [[]]
+    seen: set[tuple[str, str | None]] = set()
+    for record, env in results:
+        key = (record.identity.case.case_key, record.identity.device_uuid or env.device_fingerprint)
+        if key in seen:
+            groups.append([])
+            seen = set()
+        seen.add(key)
+        groups[-1].append((record, env))
+    runs = []
+    for index, group in enumerate(g for g in groups if g):
+        rid = run_id(tool, content, index)
+        started = min(r.identity.measured_at for r, _ in group)
+        hosts = unique([str(h) for _, e in group for h in e.info.get("hosts", [])])
+        run = run_record(tool, rid, content, dataclasses.replace(when, at=started), ", ".join(hosts), command_line,
+                         description)
+        envs = list({e.device_fingerprint: e for _, e in group}.values())
+        measurements = [dataclasses.replace(m, identity=dataclasses.replace(m.identity, run_id=rid)) for m, _ in group]
+        runs.append(ImportedRun(run=run, environments=envs, measurements=measurements))
+    return runs
+
+
+def convert_nccl_tests(tests: Sequence[NcclTest], *, source: str, when: When, device_name: str | None = None,
+                       command_line: str = "") -> Conversion:
+    """Every test of an nccl-tests (rccl-tests) output as rooflab results."""
+    tool = tests[0].tool if tests else Tool.NCCL_TESTS
+    conversion = Conversion(tool=tool)
+    content = digest(tool, [_content(t) for t in tests])
+    results: list[tuple[MeasurementRecord, EnvironmentRecord]] = []
+    for test in tests:
+        ctx, gpu, why = _context(test, "", when, device_name)
+        if ctx is None:
+            conversion.left_out.append(why)
+            continue
+        env = _environment(test, gpu, ctx.ranks)
+        ctx = dataclasses.replace(ctx, fingerprint=env.device_fingerprint)
+        records, left_out, disagree = results_of_table(ctx)
+        conversion.left_out.extend(left_out)
+        conversion.disagreements.extend(disagree)
+        results.extend((r, env) for r in records)
+    description = f"imported from {source} ({tool})"
+    conversion.runs = _split_runs(results, tool, content, description, command_line, when)
+    return conversion
+
+
+def _rccl_count(name: str, size: int, dtype: str | None, ranks: int | None) -> int | None:
+    op = op_name(name)
+    if op is None or dtype is None or (ranks is None and collective_op(op).size_ranks):
+        return None
+    per = element_size(dtype) * (ranks if collective_op(op).size_ranks and ranks else 1)
+    return size // per if size % per == 0 else None
+
+
+def rccl_tests_as_tables(results: Sequence[RcclResult], ranks: int | None) -> list[NcclTest]:
+    """rccl-tests' result lines as tables: one per test name, a row per size (and cycle), its two
+    halves joined again."""
+    by_name: dict[str, dict[tuple, dict[str, object]]] = defaultdict(dict)
+    for r in results:
+        key = (r.size_bytes, r.dtype, r.redop, r.cycle)
+        slot = by_name[r.name].setdefault(key, {"line": r.line, "ranks": r.ranks or ranks})
+        half = NcclHalf(time_us=r.time_us, algbw_gbps=r.algbw_gbps, busbw_gbps=r.busbw_gbps, wrong=r.wrong)
+        slot["in" if r.in_place else "out"] = half
+    tables = []
+    for name, rows in by_name.items():
+        built = []
+        for (size, dtype, redop, _), slot in rows.items():
+            n = slot["ranks"] if isinstance(slot["ranks"], int) else None
+            count = _rccl_count(name, size, DTYPES.get(dtype.lower()), n)
+            out, inp = slot.get("out"), slot.get("in")
+            line = slot["line"]
+            built.append(NcclRow(line=line if isinstance(line, int) else 0, size_bytes=size,
+                                 count=count if count is not None else 0,
+                                 dtype=dtype, redop=redop, root=None,
+                                 out_of_place=out if isinstance(out, NcclHalf) else None,
+                                 in_place=inp if isinstance(inp, NcclHalf) else None))
+        lines = [r.line for r in built]
+        tables.append(NcclTest(tool=Tool.RCCL_TESTS, first_line=min(lines), last_line=max(lines), program=name,
+                               tool_version=None, library_version=None,
+                               settings=RunSettings(), devices=(), rows=tuple(built),
+                               declared_ranks=ranks or _declared(rows)))
+    return tables
+
+
+def _declared(rows: dict[tuple, dict[str, object]]) -> int | None:
+    found = {slot["ranks"] for slot in rows.values() if isinstance(slot["ranks"], int)}
+    return found.pop() if len(found) == 1 else None

@@ -1,0 +1,155 @@
+"""What every imported file becomes, whichever tool wrote it: runs of rooflab results.
+
+- **The run.** One file is one run, or several when it holds the same test twice (a run holds one
+  result per case and device). Its id is the tool and a digest of what was parsed (`run_id`), so the
+  same results imported again, from the same file or from a copy with other noise around them, are
+  the same run and store nothing twice. Its `suite` is the tool's name.
+- **The device.** The GPU the file names; its fingerprint is a hash of the kind, the GPU name and the
+  tool (`device_identity`): results of two tools on one GPU are two device fingerprints, so no series
+  (a case on a fingerprint) ever joins two tools, and none joins rooflab's own results, whose identity
+  holds the driver, CUDA and torch versions instead. The device page (by GPU name) shows them together.
+- **The time.** `TimeSource` says where each result's time came from: the file, `--measured-at`, or
+  the file's modification time when neither gives one (the summary says so).
+- **The tool's figures.** `Check` holds what rooflab recomputed against what the tool printed; a
+  disagreement beyond the printed rounding is kept in the result's note and counted, never replaced.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from rooflab.record import EnvironmentRecord, MeasurementRecord, RunRecord, Statistics
+from rooflab.runners.machine.environment import fingerprint
+from rooflab.runners.peer_import.printed import Printed, agrees
+from rooflab.vocab import DeviceKind
+
+Z95 = 1.959963984540054
+
+
+class TimeSource(StrEnum):
+    """Where an imported result's time came from."""
+
+    FILE = "file"  # the file's own time (a JSON start time, a -S timestamp)
+    OPTION = "option"  # --measured-at
+    MODIFIED = "modified"  # neither: the file's modification time
+
+
+@dataclass(frozen=True)
+class When:
+    """The time of a file's results, and where it came from."""
+
+    at: datetime
+    source: TimeSource
+
+
+@dataclass(frozen=True)
+class Check:
+    """One figure the tool printed, against rooflab's recomputation of it."""
+
+    what: str  # busbw, algbw, bandwidth
+    printed: Printed
+    recomputed: float
+    slack: float  # relative rounding of the inputs it was recomputed from
+
+    @property
+    def agrees(self) -> bool:
+        return agrees(self.recomputed, self.printed, self.slack)
+
+    def describe(self) -> str:
+        return (f"{self.what} printed {self.printed.value:g}, rooflab's model gives {self.recomputed:.6g} from the "
+                f"printed time (more than the printed rounding apart)")
+
+
+@dataclass
+class ImportedRun:
+    """One run made from a file: its record, its devices, its results, and what was left out."""
+
+    run: RunRecord
+    environments: list[EnvironmentRecord] = field(default_factory=list)
+    measurements: list[MeasurementRecord] = field(default_factory=list)
+
+
+@dataclass
+class Conversion:
+    """What one file became: its runs, the rows left out (and why), the figures that disagree."""
+
+    tool: str
+    runs: list[ImportedRun] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def results(self) -> int:
+        return sum(len(r.measurements) for r in self.runs)
+
+
+def digest(*parts: Any) -> str:
+    """A short hash of the canonical JSON of `parts`: what was parsed, not the file's bytes."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_id(tool: str, content_digest: str, index: int = 0) -> str:
+    """`nccl-tests-<16 hex>`, and `-02`, `-03` ... for further runs of one file (file order)."""
+    return f"{tool}-{content_digest[:16]}" + (f"-{index + 1:02d}" if index else "")
+
+
+def run_record(tool: str, rid: str, content_digest: str, when: When, host: str, command_line: str,
+               description: str) -> RunRecord:
+    return RunRecord(run_id=rid, suite=tool, spec_text=description, spec_hash=content_digest,
+                     started_at=when.at, host=host, command_line=command_line)
+
+
+def device_identity(kind: str, model: str, tool: str) -> dict[str, Any]:
+    """What an imported device's fingerprint hashes: its kind, the GPU name and the tool."""
+    return {"kind": kind, "model": model, "tool": tool}
+
+
+def environment(tool: str, name: str, info: dict[str, Any], *, kind: str = DeviceKind.CUDA, memory_bytes: int = 0,
+                l2_bytes: int = 0, sm_count: int = 0, compute_capability: str | None = None) -> EnvironmentRecord:
+    identity = device_identity(kind, name, tool)
+    return EnvironmentRecord(device_fingerprint=fingerprint(identity), device_name=name, device_kind=kind,
+                             identity=identity, info={"tool": tool, **info}, memory_bytes=memory_bytes,
+                             l2_bytes=l2_bytes, sm_count=sm_count, compute_capability=compute_capability)
+
+
+def naive_as_utc(text: str) -> datetime | None:
+    """A time the tool wrote (`2026-04-19 11:13:22`, ISO forms), read as UTC when it names no zone."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def point_statistics(median_ms: float, *, min_ms: float | None = None, max_ms: float | None = None,
+                     std_ms: float | None = None, n_samples: int = 1, rel_ci: float | None = None,
+                     iqr_ms: float = 0.0) -> Statistics:
+    """The statistics of a result the tool summarised without its samples: its central figure, the
+    extremes and spread it printed, the median where it printed none."""
+    return Statistics(median_ms=median_ms, mean_ms=median_ms, min_ms=min_ms if min_ms is not None else median_ms,
+                      max_ms=max_ms if max_ms is not None else median_ms, p10_ms=median_ms, p90_ms=median_ms,
+                      iqr_ms=iqr_ms, std_ms=std_ms, n_samples=max(1, n_samples), rel_ci_halfwidth=rel_ci)
+
+
+def mean_ci(rel_std: float | None, n: int | None) -> float | None:
+    """The 95 % CI half-width of a mean over `n` samples of relative spread `rel_std`, over the mean
+    (normal approximation): what a summary of mean, spread and count allows."""
+    if rel_std is None or not n or n < 2 or rel_std < 0:
+        return None
+    return Z95 * rel_std / n ** 0.5
+
+
+def note(parts: Iterable[str | None]) -> str | None:
+    text = "; ".join(p for p in parts if p)
+    return text or None
+
+
+def unique(values: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(values))

@@ -1,0 +1,110 @@
+"""nccl-tests output written with nccl-tests' own printf formats (src/util.cu and src/common.cu of
+2.17-2.19; the 2017-2021 formats for the old layout), for the variants no committed real output shows
+(-C, -S, -I, the `error` column, a row split by NCCL INFO noise, several tests in one file). Every
+figure is computed from a chosen time exactly as nccl-tests computes it (GetBw), then printed as it
+prints it (getFloatStr), so the importer is tested against the tool's arithmetic and layout, not
+against numbers typed by hand. Not a test module (no `test_` prefix)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tests.runners.peer_import.planting import float_str
+
+FACTORS = {"all_reduce": lambda n: 2 * (n - 1) / n, "all_gather": lambda n: (n - 1) / n,
+           "reduce_scatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+           "broadcast": lambda n: 1.0, "sendrecv": lambda n: 1.0}
+SIZE_RANKS = ("all_gather", "reduce_scatter", "alltoall")
+
+
+@dataclass(frozen=True)
+class Rank:
+    host: str
+    device: int
+    bus: str = "0000:06:00"
+    gpu: str = "NVIDIA H100 80GB HBM3"
+
+
+def devices(ranks: Sequence[Rank], *, old: bool = False) -> list[str]:
+    lines = ["# Using devices"]
+    for r, d in enumerate(ranks):
+        if old:  # 2021: no Group, a one-byte bus id
+            lines.append(f"#   Rank {r:2d} Pid {1000 + r:6d} on {d.host:>10s} device {d.device:2d} [0x{r:02x}] {d.gpu}")
+        else:
+            lines.append(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on {d.host:>10s} device {d.device:2d} [{d.bus}] "
+                         f"{d.gpu}")
+    return lines
+
+
+def header(program: str, min_bytes: int, max_bytes: int, *, iters: int = 20, version: str | None = "2.18.3",
+           per_iteration: bool = False) -> list[str]:
+    lines = []
+    if version:
+        lines += [f"# nccl-tests version {version} nccl-headers=22807 nccl-library=22807",
+                  f"# Collective test starting: {program}"]
+    lines.append(f"# nThread 1 nGpus 1 minBytes {min_bytes} maxBytes {max_bytes} step: 2(factor) warmup iters: 1 "
+                 f"iters: {iters} agg iters: 1 validation: 1 graph: 0 unalign: 0")
+    if per_iteration:
+        lines.append("# Per-Iteration Report: CUDA event timing; i_* uses max over process rows ")
+    lines.append("#")
+    return lines
+
+
+def columns(*, time: str = "time", timestamp: bool = False, per_iteration: bool = False) -> list[str]:
+    half = [time, "algbw", "busbw", "#wrong"] + (["i_min", "i_max", "i_p99", "i_cv%"] if per_iteration else [])
+    names = ["size", "count", "type", "redop", "root", *half, *half] + (["timestamp"] if timestamp else [])
+    return ["#", "#                                                              out-of-place"
+            "                       in-place          ", "# " + "  ".join(f"{n:>7s}" for n in names),
+            "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  "
+            "(GB/s)  (GB/s)         "]
+
+
+@dataclass(frozen=True)
+class Half:
+    time_us: float
+    wrong: str = "0"
+    per_iteration: tuple[float, float, float, float] | None = None  # i_min, i_max, i_p99 (us), i_cv%
+
+    def text(self, op: str, size: int, ranks: int) -> tuple[str, float]:
+        """The half as nccl-tests prints it, and its busbw as printed."""
+        algbw = size / 1e9 / (self.time_us * 1e-6)
+        busbw = algbw * FACTORS[op](ranks)
+        wrong = f"{float(self.wrong):6g}" if self.wrong != "N/A" else "   N/A"
+        text = f"  {float_str(self.time_us, 7)}  {float_str(algbw, 6)}  {float_str(busbw, 6)}  {wrong}"
+        if self.per_iteration:
+            text += "".join(f"  {float_str(v, 7)}" for v in self.per_iteration)
+        return text, float(float_str(busbw, 6))
+
+
+def rows(op: str, dtype: str, esize: int, ranks: int, sizes: Sequence[int], halves: Sequence[tuple[Half, Half]], *,
+         redop: str = "sum", root: int = -1, stamps: Sequence[str] = ()) -> tuple[list[str], list[float]]:
+    """Table rows (and every printed busbw, for the footer's average)."""
+    lines, busbws = [], []
+    for i, (size, (oop, ip)) in enumerate(zip(sizes, halves, strict=True)):
+        count = size // esize // (ranks if op in SIZE_RANKS else 1)
+        texts = [oop.text(op, size, ranks), ip.text(op, size, ranks)]
+        busbws += [b for _, b in texts]
+        stamp = f"{stamps[i]:>21s}" if stamps else ""
+        lines.append(f"{size:12d}  {count:12d}  {dtype:>8s}  {redop:>6s}  {root:6d}{texts[0][0]}{texts[1][0]}{stamp}")
+    return lines, busbws
+
+
+def footer(program: str, busbws: Sequence[float], *, failed: int = 0) -> list[str]:
+    average = sum(busbws) / len(busbws)
+    return [f"# {'Out of bounds values':<20s} : {failed} {'FAILED' if failed else 'OK'}",
+            f"# {'Avg bus bandwidth':<20s} : {average:g} ", "#", f"# Collective test concluded: {program}", "#"]
+
+
+def all_reduce_test(hosts: Sequence[str] = ("node-a", "node-b"), *, slow: float = 1.0, sizes: Sequence[int] = (),
+                    program: str = "all_reduce_perf") -> str:
+    """A whole all_reduce_perf output over `hosts` (one GPU each), its times of 1 MiB and up
+    multiplied by `slow`."""
+    sizes = sizes or [1 << k for k in range(10, 28)]
+    ranks = len(hosts)
+    base = [20.0 + s / 20e3 for s in sizes]  # 20 us, then about 20 GB/s
+    halves = [(Half(t * (slow if s >= 1 << 20 else 1.0)), Half(t * 1.01 * (slow if s >= 1 << 20 else 1.0)))
+              for s, t in zip(sizes, base, strict=True)]
+    table, busbws = rows("all_reduce", "float", 4, ranks, sizes, halves)
+    lines = [*header(program, sizes[0], sizes[-1]), *devices([Rank(h, 0) for h in hosts]), *columns(), *table,
+             *footer(program, busbws)]
+    return "\n".join(lines) + "\n"
