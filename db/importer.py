@@ -35,7 +35,7 @@ from rooflab.db.load import Batch, LoadCounts, load
 from rooflab.db.measurement_columns import device_key, measurement_column_names, rates_of
 from rooflab.db.schema import open_for_writing
 from rooflab.db.shards import parse_shard
-from rooflab.vocab import ResultStatus, RunStatus
+from rooflab.vocab import CollectiveMode, Pace, ResultStatus, RunStatus
 
 _ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}
 # what names a run, a device and a case in a row, and the fields of the row that must agree wherever it recurs
@@ -192,7 +192,19 @@ def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
             record[name] = _parse_value(name, raw[name], from_text)
         except _Bad as exc:
             raise DatabaseInputError(f"{where}, column {name!r}: {exc}") from None
+    if "collective_mode" not in raw:
+        _collective_before_modes(record)
     return record
+
+
+def _collective_before_modes(record: dict[str, Any]) -> None:
+    """A collective (`ranks` set) in a file written before its mode was recorded was timed
+    `isolated`, one call after a barrier per sample, as revision 0010 says of the rows it backfills."""
+    if record.get("ranks") is None:
+        return
+    record["collective_mode"] = CollectiveMode.ISOLATED.value
+    if record.get("pace") == Pace.BACK_TO_BACK:
+        record["pace"] = Pace.BARRIER.value
 
 
 # -- readers ------------------------------------------------------------------------------------

@@ -271,8 +271,9 @@ class CrossCheck(Base):
 
 
 class Collective(Base):
-    """The group a collective measurement ran in (revision 0008): each rank's own median (the
-    measurement's samples are the slowest rank's), where each rank ran, and the communication
+    """The group a collective measurement ran in (revision 0008): each rank's own median over the
+    measurement's samples (those are the ranks' mean in `stream` mode, the slowest rank's in
+    `isolated` mode: the measurement's `collective_mode`), where each rank ran, and the communication
     library's version and settings. `ranks` (the world size) is the measurement's column."""
 
     __tablename__ = "collectives"

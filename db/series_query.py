@@ -22,7 +22,8 @@ from rooflab.db.samples import unpack
 from rooflab.vocab import ResultStatus
 
 _PARTITION_ROWS = 50_000
-CODED = ("status", "quality", "stop_reason", "flush_method", "pace")  # string columns read as codes (-1: NULL)
+# string columns read as codes (-1: NULL)
+CODED = ("status", "quality", "stop_reason", "flush_method", "pace", "collective_mode")
 
 
 def raw_samples(url: Db, *, run_id: Sequence[str], case_key: Sequence[str] | None = None) -> pd.DataFrame:

@@ -184,9 +184,10 @@ class CollectiveRecord:
     `ranks` is the world size the case resolved to (`ranks: all` becomes the run's GPU count), a
     column of `measurements`; the rest is kept in the `collectives` table (db/collectives.py):
     `rank_medians_ms` each rank's own median over the same samples (the case's samples are the
-    slowest rank's), so a straggler shows; `rank_devices` where each rank ran (host and device,
-    with the GPU's UUID); `comm_version` the NCCL version (None on gloo) and `comm_settings` the
-    NCCL_* / TORCH_NCCL_* / GLOO_* variables the ranks ran with."""
+    ranks' mean in `stream` mode, the slowest rank's in `isolated` mode), so a straggler shows;
+    `rank_devices` where each rank ran (host and device, with the GPU's UUID); `comm_version` the
+    NCCL version (None on gloo) and `comm_settings` the NCCL_* / TORCH_NCCL_* / GLOO_* variables the
+    ranks ran with."""
 
     ranks: int
     rank_medians_ms: tuple[float, ...] = col((), stored=False)

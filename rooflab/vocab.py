@@ -132,12 +132,18 @@ class Pace(StrEnum):
 
     BACK_TO_BACK = "back_to_back"  # each sample right behind the previous one (batched behind a stream hold)
     IDLE = "idle"  # synchronise after each sample, then leave the device idle at least as long as the sample took
+    # recorded, never a setting: a collective timed `isolated`, each sample one call that starts at
+    # a barrier of the whole group (after its input is restored), neither right behind the
+    # previous call nor after a rest
+    BARRIER = "barrier"
 
 
 class CollectiveMode(StrEnum):
-    """How a collective case is timed (a setting, and the measurement's `collective_mode`)."""
+    """How a collective case is timed (its op's `mode` parameter, and the measurement's
+    `collective_mode`); runners/engine/group_timing.py times both."""
 
-    STREAM = "stream"  # nccl-tests' method: N calls back to back under one clock per rank, that clock / N
+    # nccl-tests' method: N calls back to back under one clock per rank, that clock / N, the ranks averaged
+    STREAM = "stream"
     ISOLATED = "isolated"  # a barrier, then one call per sample; the slowest rank's time
 
 

@@ -78,14 +78,19 @@ def _param_matches(value: ParamValue, wanted: str) -> bool:
     return False
 
 
-def _matches(case: Case, key: str, wanted: set[str]) -> bool:
+def _matches(case: Case, key: str, wanted: set[str], ops: Mapping[str, Op]) -> bool:
     if key == "tag":
         return any(tag in wanted for tag in case.tags)
     if key in CASE_KEYS:
         return str(getattr(case, key)) in wanted
-    if key not in case.params:
+    value = case.params.get(key)
+    if value is None:  # an option left out of the case's params at its default (ParamSpec.in_key_at_default)
+        op = ops.get(case.op)
+        spec = op.params.get(key) if op is not None else None
+        value = spec.default if spec is not None and not spec.in_key_at_default else None
+    if value is None:
         return False
-    return any(_param_matches(case.params[key], w) for w in wanted)
+    return any(_param_matches(value, w) for w in wanted)
 
 
 def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str, Op] | None = None) -> list[Case]:
@@ -104,4 +109,4 @@ def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str
     for op in ops.values():
         names.update(op.params)
     parsed = parse_filters(filters, names, op_names=ops.keys())
-    return [c for c in cases if all(_matches(c, k, v) for k, v in parsed.items())]
+    return [c for c in cases if all(_matches(c, k, v, ops) for k, v in parsed.items())]

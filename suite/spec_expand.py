@@ -225,6 +225,7 @@ def _plan(spec: Spec, i: int, bench: Benchmark, op_name: str, op_at: NodePath, o
         devices = _check_names(spec, chosen, "device kind", DEVICE_KINDS, DEVICE_KINDS, op_name)
     tags = tuple(dict.fromkeys([*(d.tags or ()), *(bench.tags or ())]))
     timing = _timing(spec, i, bench)
+    _check_pace(spec, i, bench, op, op_name, timing)
     constraint = bench.constraints.max_memory_fraction if bench.constraints else None
     if constraint is None and d.constraints is not None:
         constraint = d.constraints.max_memory_fraction
@@ -243,6 +244,20 @@ def _timing(spec: Spec, i: int, bench: Benchmark) -> TimingSettings:
         return TimingSettings().override(values)
     except TimingSettingError as exc:
         raise SpecError(f"{spec.where(at)}: {exc.reason}") from None
+
+
+def _check_pace(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str, timing: TimingSettings) -> None:
+    """SpecError when the benchmark's pace (its own, else the defaults') is one the op does not take
+    (a collective: its samples follow from its `mode` parameter)."""
+    if op.paces is None or timing.pace in op.paces:
+        return
+    own = bench.timing is not None and "pace" in bench.timing.values()
+    at = ("benchmarks", i, "timing", "pace") if own else ("defaults", "timing", "pace")
+    raise SpecError(
+        f"{spec.where(at)}: op {op_name!r} does not take pace {timing.pace!r}: a collective's samples follow "
+        f"from its mode parameter (stream: calls back to back; isolated: a barrier before each call); allowed: "
+        f"{', '.join(op.paces)} (give the benchmark {bench.name!r} timing: {{pace: {op.paces[0]}}})"
+    )
 
 
 def build_all(spec: Spec, ops: Mapping[str, Op]) -> list[_Plan]:

@@ -42,7 +42,7 @@ class Setting:
 
 # the values a choice setting may take (FlushMethod.NONE is what a hot result records, not a choice)
 FLUSH_CHOICES = (FlushMethod.WRITE_SWEEP.value, FlushMethod.READ_SWEEP.value)
-PACE_CHOICES = tuple(p.value for p in Pace)
+PACE_CHOICES = (Pace.BACK_TO_BACK.value, Pace.IDLE.value)  # Pace.BARRIER is recorded (collectives), never chosen
 # pace idle: the idle time after a sample is its own duration, but at most this long (and at least
 # IDLE_MIN_MS, so that a microsecond kernel still leaves the device idle for a measurable time)
 IDLE_MAX_MS = 100.0

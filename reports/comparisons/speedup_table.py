@@ -149,6 +149,7 @@ def _side_info(side: Side) -> dict[str, dict[str, Any]]:
         "quality": quality_of(rows).astype(str),
         "flush": rows["flush_method"] if "flush_method" in rows.columns else None,
         "pace": rows["pace"] if "pace" in rows.columns else None,
+        "collective_mode": rows["collective_mode"] if "collective_mode" in rows.columns else None,
         "tool": rows["tool"] if "tool" in rows.columns else None,
         "rel_ci": rows["rel_ci_halfwidth"] if "rel_ci_halfwidth" in rows.columns else math.nan,
         "uuid": uuids.astype(object).where(uuids.notna(), "").astype(str),
@@ -197,6 +198,9 @@ def _standing(ratio: iv.Ratio, b: dict, c: dict) -> tuple[Standing, str]:
         return Standing.NOT_COMPARABLE, f"flush methods differ ({b['flush']} / {c['flush']}): not paired"
     if _differs(b["pace"], c["pace"]):
         return Standing.NOT_COMPARABLE, f"paces differ ({b['pace']} / {c['pace']}): not paired"
+    if _differs(b.get("collective_mode"), c.get("collective_mode")):
+        return (Standing.NOT_COMPARABLE,
+                f"collective modes differ ({b['collective_mode']} / {c['collective_mode']}): not paired")
     if _differs(b.get("tool"), c.get("tool")):
         return Standing.NOT_COMPARABLE, f"measured by different tools ({b['tool']} / {c['tool']}): not paired"
     bad = [f"{name} {s['quality']}" for name, s in (("baseline", b), ("candidate", c)) if s["quality"] != Quality.GOOD]

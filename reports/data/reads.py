@@ -25,7 +25,7 @@ REPORT_COLUMNS: tuple[str, ...] = (
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
     "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
-    "op_version", "ranks", "flush_method", "pace",
+    "op_version", "ranks", "flush_method", "pace", "collective_mode",
     "tool",  # which tool measured it: an import is marked on the device page (runners/peer_import)
 )
 
@@ -36,7 +36,7 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
     "rel_ci_halfwidth", "stop_reason", "device_kind", "run_order", "started_at",
     "op_version",  # the launch floor counts only the op version that times host time per launch
     "ranks", "params",  # the interconnect ceilings: per collective and world size
-    "flush_method", "pace",  # how the result that sets a ceiling was measured
+    "flush_method", "pace", "collective_mode",  # how the result that sets a ceiling was measured
     "tool",  # an imported point is marked by its tool
 )
 

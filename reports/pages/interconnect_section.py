@@ -1,8 +1,9 @@
 """The device page's interconnect section: the collectives of the shown runs.
 
 - the chart: bus bandwidth (nccl-tests' busbw, the stored `gbps`) against the bytes each rank sends,
-  a line per collective, world size and dtype (the bandwidth-against-working-set chart's twin), and
-  per tool that measured it and half (an import's lines are dashed and named by the tool),
+  a line per collective, world size, dtype and mode (the bandwidth-against-working-set chart's
+  twin; rooflab's stream solid, its isolated dotted), and per tool that measured it and half (an
+  import's lines are dashed and named by the tool),
   with the datasheet's NVLink and PCIe figures per direction dashed;
 - the interconnect ceilings (best busbw) and latency floors (fastest median) per collective and
   world size, beside the datasheet link (reports.roofs.ceilings, reports/roofs/interconnect.py);
@@ -23,7 +24,7 @@ from rooflab.reports.roofs.ceilings import DeviceCeilings
 from rooflab.reports.roofs.interconnect import curves
 from rooflab.reports.walls.roofline_rule import OVERHEAD_FACTOR
 from rooflab.suite.ops.base import format_bytes
-from rooflab.vocab import CeilingKind, Quality, ResultStatus, Tool
+from rooflab.vocab import CeilingKind, CollectiveMode, Quality, ResultStatus, Tool
 
 STRAGGLERS_SHOWN = 15
 
@@ -43,13 +44,16 @@ def interconnect_svg(points: pd.DataFrame, dc: DeviceCeilings) -> str:
     with plots._figure(8.0, 4.5) as (fig, ax):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        groups = list(points.groupby(["op", "ranks", "dtype", "line", "tool"], sort=True)) if not points.empty else []
+        groups = (list(points.groupby(["op", "ranks", "dtype", "mode", "line", "tool"], sort=True))
+                  if not points.empty else [])
         colors = dict(zip(sorted(points["op"].unique()) if not points.empty else [],
                           plots.sns.color_palette("tab10", 10), strict=False))
-        for (op, ranks, dtype, line, tool), g in groups:
-            ax.plot(g["bytes_per_rank"], g["gbps"], "-" if tool == Tool.ROOFLAB else "--", color=colors[op], lw=1.0,
+        for (op, ranks, dtype, mode, line, tool), g in groups:
+            isolated = mode == CollectiveMode.ISOLATED
+            style = ":" if isolated else "-" if tool == Tool.ROOFLAB else "--"
+            ax.plot(g["bytes_per_rank"], g["gbps"], style, color=colors[op], lw=1.0,
                     marker=plots.DTYPE_MARKERS.get(str(dtype), "o"), ms=4,
-                    label=plots.plain(f"{op} x{ranks} {dtype}{line}"))
+                    label=plots.plain(f"{op} x{ranks} {dtype}{line}" + (" isolated" if isolated else "")))
         bad = points[points["quality"] != Quality.GOOD] if not points.empty else points
         if not bad.empty:
             ax.scatter(bad["bytes_per_rank"], bad["gbps"], label="noisy or contended", **plots.UNTRUSTED_MARK)

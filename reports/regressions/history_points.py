@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rooflab.db.series_query import HistoryColumns
+from rooflab.db.series_query import CODED, HistoryColumns
 from rooflab.db.usable import figure_mask
 from rooflab.suite.quality import noisy
 from rooflab.vocab import Quality, ResultStatus
@@ -192,7 +192,7 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
     cases = pd.DataFrame({c: _column(cases, c, 1 if c == "op_version" else None).to_numpy() for c in case_cols})
     cases.insert(0, "case_id", np.arange(1, len(cases) + 1))
     codes, values = {}, {}
-    for name in ("status", "quality", "stop_reason", "flush_method", "pace"):
+    for name in CODED:
         codes[name], values[name] = _codes(_column(df, name))
     def floats(name: str, dtype: type = np.float32) -> np.ndarray:
         return pd.to_numeric(_column(df, name), errors="coerce").to_numpy(dtype=dtype)

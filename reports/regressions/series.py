@@ -4,8 +4,9 @@ A series is one case_key on one device_fingerprint; its points are per-run media
 the result medians a run has for it, e.g. several GPUs of one node), ordered by run order. Each
 point carries whether it may enter a baseline (suite.quality decides noisy; throttled and results
 that are not ok stay out too) and its environment segment. A segment ends where the driver, CUDA
-or torch version changes, or the method of measuring: the cache flush (`flush_method`) or the pace
-of the samples (`pace`); results taken two ways are not one history.
+or torch version changes, or the method of measuring: the cache flush (`flush_method`), the pace
+of the samples (`pace`) or a collective's mode (`collective_mode`: stream or isolated); results
+taken two ways are not one history.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW
 from rooflab.vocab import Quality, ResultStatus
 
 ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
-METHOD_COLUMNS = ("flush_method", "pace")  # how a result was measured: a change starts a segment too
+METHOD_COLUMNS = ("flush_method", "pace", "collective_mode")  # how a result was measured: a change starts a segment
 UNKNOWN = "?"  # a method value not recorded (a result stored before its column): it matches any
 SEGMENT_COLUMNS = ENV_COLUMNS + METHOD_COLUMNS
 

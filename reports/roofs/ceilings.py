@@ -17,6 +17,8 @@
                   per direction
 - comm latency:   the fastest median of each collective and world size: its smallest messages, the
                   latency floor of the group
+                  (both from one collective mode: `stream`, nccl-tests' method, where the results
+                  hold any, else `isolated`; reports.roofs.interconnect.collective_ceilings)
 Only trustworthy results count: ok, unthrottled and of good quality (reports.data.frames.trustworthy;
 noisy and contended results never set a ceiling). A measured roof is the best trustworthy
 evidence: when a trustworthy op's own figure beats the probe's ceiling it is held against (its
@@ -82,14 +84,17 @@ class Ceiling:
     ranks: int | None = None  # ... and its world size
     cache: str | None = None  # how the result that set it was measured: cold | hot ...
     flush_method: str | None = None  # ... write_sweep | read_sweep | none ...
-    pace: str | None = None  # ... back_to_back | idle (None: not recorded)
+    pace: str | None = None  # ... back_to_back | idle | barrier (None: not recorded) ...
+    collective_mode: str | None = None  # ... and a collective's mode: stream | isolated
 
     @property
     def method(self) -> str:
-        """How the result that set this ceiling was measured, e.g. `cold write_sweep, back_to_back`."""
+        """How the result that set this ceiling was measured, e.g. `cold write_sweep, back_to_back`,
+        `hot, back_to_back, stream` (a collective)."""
         flush = f" {self.flush_method}" if self.cache == CacheMode.COLD and self.flush_method else ""
         pace = f", {self.pace}" if self.pace else ""
-        return f"{self.cache or ''}{flush}{pace}"
+        mode = f", {self.collective_mode}" if self.collective_mode else ""
+        return f"{self.cache or ''}{flush}{pace}{mode}"
 
     @property
     def raised(self) -> bool:
@@ -135,6 +140,7 @@ class Ceiling:
             "cache": self.cache,
             "flush_method": self.flush_method,
             "pace": self.pace,
+            "collective_mode": self.collective_mode,
             "method": self.method,
         }
 
@@ -212,16 +218,19 @@ class Method(TypedDict):
     cache: str | None
     flush_method: str | None
     pace: str | None
+    collective_mode: str | None
 
 
 def method_of(row: pd.Series) -> Method:
-    """The cache mode, flush method and pace of a result row (None where the frame lacks them)."""
+    """The cache mode, flush method, pace and collective mode of a result row (None where the frame
+    lacks them)."""
 
     def text(name: str) -> str | None:
         value = row.get(name)
         return str(value) if isinstance(value, str) and value else None
 
-    return Method(cache=text("cache"), flush_method=text("flush_method"), pace=text("pace"))
+    return Method(cache=text("cache"), flush_method=text("flush_method"), pace=text("pace"),
+                  collective_mode=text("collective_mode"))
 
 
 def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:

@@ -5,8 +5,12 @@ one GPU's link carries whatever the world size. Its roof is the `interconnect` c
 collective and world size (the best trustworthy busbw measured, reports.roofs.ceilings), else the
 datasheet's link figure per direction (NVLink where the part has it, else PCIe; reports/roofs/gpu_specs.py).
 Its floor is the `comm_latency` ceiling: the fastest median of that collective and world size, what
-its smallest messages take. The roofline rule (reports/walls/roofline_rule.py) calls a collective
-`overhead`-bound within its OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
+its smallest messages take. A collective is timed in one of two modes (`collective_mode`: `stream`,
+nccl-tests' method, or `isolated`, one call after a barrier), which are two measurements: the roof
+and the floor of a collective and world size come from its stream results where there are any,
+else from its isolated ones, never from the two mixed; the chart draws each mode's line apart.
+The roofline rule (reports/walls/roofline_rule.py) calls a collective `overhead`-bound within its
+OVERHEAD_FACTOR of that floor, `comms`-bound otherwise; a comparison predicts a
 collective's speedup from the two systems' interconnect roofs (or floors, when overhead-bound).
 """
 from __future__ import annotations
@@ -18,12 +22,20 @@ import pandas as pd
 
 from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, usable
-from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, Ceiling, DeviceCeilings, Roof, best_of, ceiling_of
+from rooflab.reports.roofs.ceilings import (
+    COLLECTIVE_FAMILY,
+    Ceiling,
+    DeviceCeilings,
+    Roof,
+    best_of,
+    ceiling_of,
+    method_of,
+)
 from rooflab.reports.roofs.gpu_specs import GpuSpec
-from rooflab.vocab import CeilingKind, Tool, Wall
+from rooflab.vocab import CeilingKind, CollectiveMode, Tool, Wall
 
-SECTION_CURVE_COLUMNS = ("op", "ranks", "dtype", "backend", "bytes_per_rank", "median_ms", "gbps", "algbw_gbps",
-                         "case_key", "run_id", "quality", "line", "tool")
+SECTION_CURVE_COLUMNS = ("op", "ranks", "dtype", "backend", "mode", "bytes_per_rank", "median_ms", "gbps",
+                         "algbw_gbps", "case_key", "run_id", "quality", "line", "tool")
 
 
 def interconnect_roof(dc: DeviceCeilings, collective: str, ranks: int | None) -> Roof | None:
@@ -88,7 +100,7 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
     from rooflab.reports.data.frames import params_of, quality_of
 
     out = []
-    for (_, r), ranks, quality in zip(ok.iterrows(), world_sizes(ok), quality_of(ok), strict=True):
+    for (_, r), ranks, quality, mode in zip(ok.iterrows(), world_sizes(ok), quality_of(ok), modes_of(ok), strict=True):
         params = params_of(r["params"])
         size = int(ranks) if ranks == ranks else world_size(params.get("ranks", 2))
         gbps = float(rates.gbps(float(r["bytes"]), float(r["median_ms"])))
@@ -97,13 +109,25 @@ def curves(rows: pd.DataFrame) -> pd.DataFrame:
             algbw = op.algbw_gbps(gbps, size) if isinstance(op, CollectiveOp) else math.nan
         except (KeyError, ZeroDivisionError):
             algbw = math.nan
-        out.append({"op": r["op"], "ranks": size, "dtype": r["dtype"], "backend": r["backend"],
+        out.append({"op": r["op"], "ranks": size, "dtype": r["dtype"], "backend": r["backend"], "mode": mode,
                     "bytes_per_rank": int(params.get("n", 0)) * element_size(str(r["dtype"])),
                     "median_ms": float(r["median_ms"]), "gbps": gbps, "algbw_gbps": algbw, "case_key": r["case_key"],
                     "run_id": r["run_id"], "quality": quality, "line": _line(r, params),
                     "tool": str(r["tool"]) if isinstance(r.get("tool"), str) else str(Tool.ROOFLAB)})
     return pd.DataFrame(out, columns=list(SECTION_CURVE_COLUMNS)).sort_values(
-        ["op", "ranks", "dtype", "bytes_per_rank"], kind="stable").reset_index(drop=True)
+        ["op", "ranks", "dtype", "mode", "bytes_per_rank"], kind="stable").reset_index(drop=True)
+
+
+def modes_of(rows: pd.DataFrame) -> pd.Series:
+    """Each collective row's mode: its `collective_mode`, else its params' `mode`, else `stream` (the
+    parameter's default, left out of the case key)."""
+    params = rows["params"] if "params" in rows.columns else pd.Series(None, index=rows.index, dtype=object)
+    asked = pd.Series([str(params_of(p).get("mode", CollectiveMode.STREAM)) for p in params], index=rows.index,
+                      dtype=object)
+    if "collective_mode" not in rows.columns:
+        return asked
+    recorded = rows["collective_mode"].astype(object)
+    return recorded.where(recorded.notna() & (recorded != ""), asked)
 
 
 def world_sizes(rows: pd.DataFrame) -> pd.Series:
@@ -119,13 +143,16 @@ def world_sizes(rows: pd.DataFrame) -> pd.Series:
 
 def collective_ceilings(rows: pd.DataFrame, spec: GpuSpec | None) -> list[Ceiling]:
     """The interconnect ceiling (best busbw) and the latency floor (fastest median) of each collective
-    and world size among trustworthy `rows`."""
+    and world size among trustworthy `rows`, from one mode (stream where there is any, see the
+    module doc), each with how its result was measured."""
     coll = rows[rows["family"] == COLLECTIVE_FAMILY]
     if coll.empty:
         return []
-    coll = coll.assign(_ranks=world_sizes(coll))
+    coll = coll.assign(_ranks=world_sizes(coll), _mode=modes_of(coll))
     out = []
-    for (op, ranks), g in coll[coll["_ranks"].notna()].groupby(["op", "_ranks"], sort=True):
+    for (op, ranks), both in coll[coll["_ranks"].notna()].groupby(["op", "_ranks"], sort=True):
+        stream = both[both["_mode"] == CollectiveMode.STREAM]
+        g = stream if not stream.empty else both[both["_mode"] == both["_mode"].iloc[0]]
         best = best_of(g, "gbps")
         if best is not None and best["gbps"] > 0:
             c = ceiling_of(best, CeilingKind.INTERCONNECT, best["gbps"], spec)
@@ -133,5 +160,5 @@ def collective_ceilings(rows: pd.DataFrame, spec: GpuSpec | None) -> list[Ceilin
         medians = pd.to_numeric(g["median_ms"], errors="coerce")
         fastest = g.loc[medians.idxmin()]
         out.append(Ceiling(kind=CeilingKind.COMM_LATENCY, value=float(medians.min()), case_key=str(fastest["case_key"]),
-                           run_id=str(fastest["run_id"]), collective=str(op), ranks=int(ranks)))
+                           run_id=str(fastest["run_id"]), collective=str(op), ranks=int(ranks), **method_of(fastest)))
     return out

@@ -22,7 +22,9 @@ process.
 Each case is prepared exactly as `rooflab run` prepares it; the same callable then goes to
 rooflab's engine as configured, to rooflab's engine in each peer's own mode (its flush kind and
 size, pace, hold, clock and sample) and to each available peer (torch, do_bench, nvbench, cupyx),
-round after round over --rounds rounds. Reported per case and peer: the medians and spreads, ratio
+round after round over --rounds rounds. A collective case is timed by rooflab's rank group and by
+the collective peer (dist_loop: a plain torch.distributed loop written the nccl-tests way, in a
+group of its own), alternating in rounds. Reported per case and peer: the medians and spreads, ratio
 = rooflab as configured / peer (the method difference, with the modes that differ), in-mode ratio
 = rooflab in the peer's mode / peer (the engines' agreement), and a mark where the latter two
 disagree by more than either spread.
@@ -36,7 +38,8 @@ def crosscheck_command(
                                       help="Keep cases with KEY=VALUE (op, dtype, n, ...); repeatable."),
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
     peers: str = typer.Option("all", "--peers",
-                              help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx."),
+                              help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx, "
+                                   "dist_loop (collectives)."),
     rounds: int = typer.Option(3, "--rounds", help="Rounds of rooflab then every peer, per case (1 to 50)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
     out: Path | None = typer.Option(None, "--out", help="Also write the JSON report to this file."),

@@ -26,9 +26,10 @@ from rooflab.runners.crosscheck.mode import (
     release_buffers,
     timer_block_calls,
 )
-from rooflab.runners.crosscheck.peer import OwnProcessPeer, Peer, PeerTiming
+from rooflab.runners.crosscheck.peer import CollectivePeer, OwnProcessPeer, Peer, PeerTiming
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, summarize_timer
 from rooflab.suite.case import Case
+from rooflab.suite.ops.collective import FAMILY
 from rooflab.vocab import DeviceKind, ResultStatus, device_kind_of
 
 
@@ -73,7 +74,7 @@ class PeerCheck:
 
 
 @dataclass
-class _Rounds:
+class Rounds:
     """One timer's per-round medians and samples."""
 
     medians_ms: list[float] = field(default_factory=list)
@@ -85,8 +86,10 @@ class _Rounds:
 
 
 @dataclass
-class _PeerRounds:
-    peer: Peer
+class PeerRounds:
+    """One peer's rounds of one case (a kernel peer's or a collective peer's)."""
+
+    peer: Peer | CollectivePeer
     mode: TimerMode | None = None
     timings: list[PeerTiming] = field(default_factory=list)
     error: str | None = None
@@ -124,14 +127,14 @@ def check_case(
         return [PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value, versions[p.name], status,
                           error) for p in peers]
 
-    if case.family == "collective":
-        return rows(ResultStatus.SKIPPED, "a collective is timed in a group of rank processes (rooflab run); "
-                                          "no peer timer times one")
+    if case.family == FAMILY:
+        return rows(ResultStatus.SKIPPED, "a collective is timed in a group of rank processes: the collective "
+                                          "peers time it (runners/crosscheck/collective_check.py), not this one")
 
     request = CaseRequest(case=case, seed=seed, timing_overrides=timing_overrides or {})
-    theirs = [_PeerRounds(p) for p in peers]
+    theirs = [PeerRounds(p) for p in peers]
     ready = None
-    watch = _machine_watch(device)
+    watch = machine_watch(device)
     try:
         with _on_device(device.torch_device):
             ready = prepare(request, device, time.perf_counter())
@@ -148,7 +151,7 @@ def check_case(
     for entry in theirs:  # after the release: the peer's own process prepares the case again
         if isinstance(entry.peer, OwnProcessPeer) and entry.error is None:
             # that process computes on the GPU: here it is the peer, not another job
-            child_watch = _machine_watch(device, gpu=False)
+            child_watch = machine_watch(device, gpu=False)
             try:
                 entry.timings = entry.peer.time_rounds(request, device=device, rounds=rounds)
             except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
@@ -157,11 +160,11 @@ def check_case(
                 entry.contention = tuple(dict.fromkeys(seen_here + child_watch.stop().reasons))
         else:
             entry.contention = seen_here
-    return [_judge(case, entry, ours, in_mode, configured, versions[entry.peer.name]) for entry in theirs]
+    return [judge(case, entry, ours, in_mode, configured, versions[entry.peer.name]) for entry in theirs]
 
 
-def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[_PeerRounds], rounds: int,
-                 describe: Callable[[BaseException], str]) -> tuple[_Rounds, dict[TimerMode, _Rounds], TimerMode]:
+def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[PeerRounds], rounds: int,
+                 describe: Callable[[BaseException], str]) -> tuple[Rounds, dict[TimerMode, Rounds], TimerMode]:
     """Every round of rooflab as configured, of rooflab in each peer's mode and of each in-process peer."""
     from rooflab.runners.orchestration.prepare import time_ready
 
@@ -170,16 +173,17 @@ def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[_PeerRounds],
     for entry in theirs:
         entry.mode = entry.peer.mode_for(case, device, op_syncs=op_syncs)
     blocks = _BlockSizes(ready, device)
-    ours = _Rounds()
-    in_mode: dict[TimerMode, _Rounds] = {}
+    ours = Rounds()
+    in_mode: dict[TimerMode, Rounds] = {}
     for _ in range(rounds):
         ours.add(time_ready(ready, case, device))
         timed: set[TimerMode] = set()
         for entry in theirs:
             assert entry.mode is not None
-            if entry.error is None and not isinstance(entry.peer, OwnProcessPeer):
+            peer = entry.peer
+            if entry.error is None and isinstance(peer, Peer) and not isinstance(peer, OwnProcessPeer):
                 try:
-                    entry.timings.append(entry.peer.time(ready.prepared.fn, case=case, device=device,
+                    entry.timings.append(peer.time(ready.prepared.fn, case=case, device=device,
                                                          sync=ready.prepared.sync))
                 except Exception as exc:  # noqa: BLE001 - a peer that fails is reported, the others go on
                     entry.error = describe(exc)
@@ -187,7 +191,7 @@ def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[_PeerRounds],
                 # a block mean takes as many calls per sample as the peer just did, where it says
                 said = entry.timings[-1].calls_per_sample if entry.timings else None
                 sizes = blocks if said is None else (lambda _mode, n=said: n)
-                in_mode.setdefault(entry.mode, _Rounds()).add(measure_in_mode(ready, device, entry.mode, sizes))
+                in_mode.setdefault(entry.mode, Rounds()).add(measure_in_mode(ready, device, entry.mode, sizes))
                 timed.add(entry.mode)
     in_mode[configured] = ours
     return ours, in_mode, configured
@@ -221,7 +225,7 @@ class _BlockSizes:
         return synchronize
 
 
-def _machine_watch(device: Any, *, gpu: bool = True) -> Any:
+def machine_watch(device: Any, *, gpu: bool = True) -> Any:
     """A started ContentionMonitor (the one the worker runs around a case); `gpu=False` leaves out
     the count of other processes on the GPU."""
     from rooflab.runners.machine import contention
@@ -231,7 +235,7 @@ def _machine_watch(device: Any, *, gpu: bool = True) -> Any:
     return contention.ContentionMonitor(loadavg_path=contention.LOADAVG, stat_path=contention.PROC_STAT).start()
 
 
-def _judge(case: Case, entry: _PeerRounds, ours: _Rounds, in_mode: dict[TimerMode, _Rounds], configured: TimerMode,
+def judge(case: Case, entry: PeerRounds, ours: Rounds, in_mode: dict[TimerMode, Rounds], configured: TimerMode,
            version: str | None) -> PeerCheck:
     contended = bool(entry.contention)
     mode = entry.mode

@@ -21,11 +21,12 @@ from enum import StrEnum
 from typing import Any
 
 from rooflab.runners.engine.flush import CpuFlusher, CudaFlusher, flush_size_bytes, make_flusher
+from rooflab.runners.engine.group_timing import MODE_PACE
 from rooflab.runners.engine.stream_hold import HoldMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import CacheMode, FlushMethod, Pace, SampleKind, TimingMode
+from rooflab.vocab import CacheMode, CollectiveMode, FlushMethod, Pace, SampleKind, TimingMode
 
 MIB = 1 << 20
 # torch.utils.benchmark.Timer.blocked_autorange's block size rule: the smallest power of ten of calls
@@ -62,6 +63,7 @@ class TimerMode:
     clock: Clock
     sample: Sample
     timing_mode: str = TimingMode.LAUNCH.value
+    ranks: str | None = None  # a collective: how the ranks' figures are combined (RankCombination)
 
     def aspects(self) -> dict[str, str]:
         """The mode as short named texts: what `label` and `differences` print."""
@@ -69,13 +71,14 @@ class TimerMode:
         if self.cache == CacheMode.COLD:
             cache = f"cold ({self.flush_method} {_size(self.flush_bytes)})"
         out = {"cache": cache, "pace": self.pace, "hold": self.hold or "", "clock": self.clock.value,
-               "sample": self.sample.value.replace("_", " "), "timing": self.timing_mode}
+               "sample": self.sample.value.replace("_", " "), "timing": self.timing_mode,
+               "ranks": f"{self.ranks} rank" if self.ranks else ""}
         return {k: v for k, v in out.items() if v}
 
     def label(self) -> str:
         """e.g. `cold (write_sweep 256 MiB), back_to_back, unheld, device, per call`."""
         a = self.aspects()
-        return ", ".join(a[k] for k in ("cache", "pace", "hold", "clock", "sample", "timing")
+        return ", ".join(a[k] for k in ("cache", "pace", "hold", "clock", "sample", "timing", "ranks")
                          if k in a and (k != "timing" or a[k] != TimingMode.LAUNCH))
 
 
@@ -109,6 +112,26 @@ def hot_mode(device: DeviceInfo, *, hold: HoldMode | None, clock: Clock, sample:
     """A hot mode, back to back (no flush); `hold` is dropped on a CPU."""
     return TimerMode(CacheMode.HOT.value, FlushMethod.NONE.value, 0, Pace.BACK_TO_BACK.value,
                      hold.value if hold is not None and device.is_cuda else None, clock, sample)
+
+
+class RankCombination(StrEnum):
+    """How a collective's timer makes one figure of the ranks' own."""
+
+    MEAN = "mean"  # nccl-tests' default (`-a 1`): the ranks' times averaged
+    SLOWEST = "slowest"  # the slowest rank's time
+
+
+def collective_mode(mode: CollectiveMode, device: DeviceInfo) -> TimerMode:
+    """How rooflab times a collective in `mode` (runners/engine/group_timing.py): hot; stream, a host
+    clock around N calls back to back / N, the ranks averaged; isolated, one call after a barrier
+    (CUDA events on a GPU), the slowest rank."""
+    stream = mode is CollectiveMode.STREAM
+    return TimerMode(
+        CacheMode.HOT.value, FlushMethod.NONE.value, 0, MODE_PACE[mode].value, None,
+        Clock.HOST if stream or not device.is_cuda else Clock.DEVICE,
+        Sample.BLOCK_MEAN if stream else Sample.PER_CALL,
+        ranks=(RankCombination.MEAN if stream else RankCombination.SLOWEST).value,
+    )
 
 
 def cold_mode(device: DeviceInfo, *, flush_bytes: int, pace: Pace, hold: HoldMode) -> TimerMode:

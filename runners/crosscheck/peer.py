@@ -1,6 +1,9 @@
 """What every peer timer implements, and the figure it hands back.
 
-A peer times a callable that rooflab prepared; it never prepares anything itself. It says before
+Two kinds of peers. A kernel peer (`Peer`) times a callable that rooflab prepared; it never
+prepares anything itself. A collective peer (`CollectivePeer`) times a collective case in a group
+of processes of its own (or a tool of its own) of the same world size, backend and devices as
+rooflab's group: it prepares its own buffers, as nccl-tests or a user's script does. It says before
 timing whether it can run here (`unavailable_reason`), how it will time a case (`mode_for`: its
 cache state and flush, pace, hold, clock and what a sample is, as its own code does it; some peers
 can only run hot, one always flushes), so that rooflab's engine can time the case the same way,
@@ -24,6 +27,7 @@ class PeerName(StrEnum):
     DO_BENCH = "do_bench"
     NVBENCH = "nvbench"
     CUPYX = "cupyx"
+    DIST_LOOP = "dist_loop"  # collectives: a plain torch.distributed loop written the nccl-tests way
 
 
 class PeerClock(StrEnum):
@@ -33,6 +37,7 @@ class PeerClock(StrEnum):
     DEVICE_EVENTS_PER_CALL = "device_events_per_call"  # an event pair around each call, no blocking kernel
     DEVICE_BLOCKED = "device_blocked"  # events while the stream is held behind a blocking kernel (nvbench cold)
     DEVICE_BATCH_MEAN = "device_batch_mean"  # events around a batch of launches / launches (nvbench hot)
+    HOST_LOOP_RANK_MEAN = "host_loop_rank_mean"  # a collective: host clock around N calls / N, averaged over ranks
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,32 @@ class Peer(Protocol):
 
     def time(self, fn: Call, *, case: Case, device: DeviceInfo, sync: Call | None) -> PeerTiming:
         """Time `fn` (already warmed up once and checked by rooflab); `sync` is the op's extra sync."""
+
+
+@runtime_checkable
+class CollectivePeer(Protocol):
+    """A peer of collective cases (family collective). Adding one (nccl-tests' binaries, say) is a
+    module with a class like runners/crosscheck/dist_loop_peer.py's, its name in PeerName and its
+    line in runners/crosscheck/peers.py; runners/crosscheck/collective_check.py times it in rounds
+    beside rooflab's group and judges it as every other peer."""
+
+    name: ClassVar[PeerName]
+
+    def version(self) -> str | None:
+        """The peer's version (its package's, or its tool's), or None when it cannot be found."""
+
+    def unavailable_reason(self, device: DeviceInfo) -> str | None:
+        """Why this peer cannot time collectives on `device` (not installed, not on PATH), or None."""
+
+    def mode_for(self, case: Case, device: DeviceInfo, *, op_syncs: bool = False) -> TimerMode:
+        """How this peer times the collective `case`."""
+
+    def time_collective(self, case: Case, devices: tuple[str, ...], backend: str) -> PeerTiming:
+        """One round: the collective `case` (its `ranks` resolved to len(devices)) timed on `devices`
+        (rank r on devices[r]) over `backend`."""
+
+    def close(self) -> None:
+        """End whatever the peer keeps between rounds and cases (its processes)."""
 
 
 @runtime_checkable

@@ -1,25 +1,33 @@
-"""The peers rooflab knows, by name, and the `--peers` list parsed against them."""
+"""The peers rooflab knows, by name, and the `--peers` list parsed against them.
+
+PEERS is the registry: a peer's name and where its class lives (`module:Class`, imported when the
+peer is made). A kernel peer implements runners.crosscheck.peer.Peer, a collective peer
+runners.crosscheck.peer.CollectivePeer; adding a peer is its module, its name in PeerName and its
+line here (nccl-tests' binaries would be `nccl_tests_peer:NcclTestsPeer`).
+"""
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
-from rooflab.runners.crosscheck.cupyx_peer import CupyxPeer
-from rooflab.runners.crosscheck.do_bench_peer import DoBenchPeer
-from rooflab.runners.crosscheck.nvbench_peer import NvbenchPeer
-from rooflab.runners.crosscheck.peer import Peer, PeerName
-from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer
+from rooflab.runners.crosscheck.peer import CollectivePeer, Peer, PeerName
 from rooflab.runners.errors import UserInputError
 
-ALL_PEERS: tuple[PeerName, ...] = tuple(PeerName)
+PEERS: dict[PeerName, str] = {
+    PeerName.TORCH: "torch_peer:TorchTimerPeer",
+    PeerName.DO_BENCH: "do_bench_peer:DoBenchPeer",
+    PeerName.NVBENCH: "nvbench_peer:NvbenchPeer",
+    PeerName.CUPYX: "cupyx_peer:CupyxPeer",
+    PeerName.DIST_LOOP: "dist_loop_peer:DistLoopPeer",
+}
+ALL_PEERS: tuple[PeerName, ...] = tuple(PEERS)
+AnyPeer = Peer | CollectivePeer
 
 
-def make_peer(name: PeerName) -> Peer:
-    return {
-        PeerName.TORCH: TorchTimerPeer,
-        PeerName.DO_BENCH: DoBenchPeer,
-        PeerName.NVBENCH: NvbenchPeer,
-        PeerName.CUPYX: CupyxPeer,
-    }[name]()
+def make_peer(name: PeerName) -> AnyPeer:
+    module, cls = PEERS[name].split(":")
+    peer: AnyPeer = getattr(importlib.import_module(f"rooflab.runners.crosscheck.{module}"), cls)()
+    return peer
 
 
 def parse_peers(text: str | None) -> list[PeerName]:
@@ -43,5 +51,5 @@ def parse_peers(text: str | None) -> list[PeerName]:
     return names
 
 
-def peers_for(names: Sequence[PeerName]) -> list[Peer]:
+def peers_for(names: Sequence[PeerName]) -> list[AnyPeer]:
     return [make_peer(n) for n in names]

@@ -6,6 +6,8 @@ change, another job) hits every timer alike: within a round the timers follow on
 same prepared callable (rooflab as configured, then for each peer in `--peers` order the peer and
 rooflab in that peer's mode), and the rounds repeat that. A peer that times in a process of its
 own (nvbench) runs its rounds after the others; rooflab's rounds in its mode run with the rest.
+A collective case is timed by the collective peers only (dist_loop), beside rooflab's rank group,
+in rounds too (runners/crosscheck/collective_check.py); a kernel case by the kernel peers only.
 Invalid input (spec, filters, device, peers, rounds) is refused before the database is opened.
 """
 from __future__ import annotations
@@ -22,10 +24,12 @@ from typing import Any
 
 from rooflab.db.crosscheck import GroupSummary, summarize_groups
 from rooflab.runners.crosscheck.case_check import PeerCheck, check_case
-from rooflab.runners.crosscheck.peer import Peer
-from rooflab.runners.crosscheck.peers import parse_peers, peers_for
+from rooflab.runners.crosscheck.collective_check import RoofGroups, check_collective, collective_devices
+from rooflab.runners.crosscheck.peer import CollectivePeer, Peer
+from rooflab.runners.crosscheck.peers import AnyPeer, parse_peers, peers_for
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
+from rooflab.suite.ops.collective import FAMILY
 from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
 
 MAX_ROUNDS = 50
@@ -111,7 +115,7 @@ def run_crosscheck(
     seed: int = 0,
     on_check: Callable[[Case, list[PeerCheck]], None] | None = None,
     command_line: str | None = None,
-    peer_objects: Sequence[Peer] | None = None,
+    peer_objects: Sequence[AnyPeer] | None = None,
 ) -> CrossCheckReport:
     """Validate, then measure every case and store each row as soon as its case is done.
 
@@ -139,16 +143,16 @@ def run_crosscheck(
     uuid = environment_device_uuid(environment)
     checks: list[PeerCheck] = []
     store = ResultStore(db_url)
+    timer = _CaseTimer(device_info, available, rounds=rounds, seed=seed, torch_device=torch_device)
     final = RunStatus.FAILED
     try:
         store.start_run(run)
         store.add_environment(run_id, environment)
         for case in cases:
-            results = check_case(case, device_info, available, rounds=rounds, seed=seed) if available else []
-            results += [
+            results = timer.check(case) + [
                 PeerCheck(case.case_key, case.op, case.family, case.cache, p.name.value,
                           status[p.name.value]["version"], ResultStatus.SKIPPED, status[p.name.value]["reason"])
-                for p in chosen if not status[p.name.value]["available"]
+                for p in _peers_of(case, chosen) if not status[p.name.value]["available"]
             ]
             for c in results:
                 add_crosscheck(store, _crosscheck_record(run_id, case, environment.device_fingerprint, uuid, rounds, c))
@@ -160,6 +164,7 @@ def run_crosscheck(
         final = RunStatus.INTERRUPTED
         raise
     finally:
+        timer.close()
         try:
             store.finish_run(run_id, final)
         finally:
@@ -171,7 +176,41 @@ def run_crosscheck(
     )
 
 
-def _peer_status(chosen: Sequence[Peer], device_info: Any) -> dict[str, dict[str, Any]]:
+def _peers_of(case: Case, peers: Sequence[AnyPeer]) -> list[AnyPeer]:
+    """The peers that time `case`: the collective peers for a collective, the kernel peers otherwise."""
+    collective = case.family == FAMILY
+    return [p for p in peers if isinstance(p, CollectivePeer) == collective]
+
+
+class _CaseTimer:
+    """Each case timed by the available peers of its kind (case_check.py for a kernel,
+    collective_check.py for a collective, whose rank groups it keeps between cases)."""
+
+    def __init__(self, device: Any, available: Sequence[AnyPeer], *, rounds: int, seed: int,
+                 torch_device: str) -> None:
+        self.device, self.available, self.rounds, self.seed = device, list(available), rounds, seed
+        self.torch_device = torch_device
+        self.groups = RoofGroups()
+
+    def check(self, case: Case) -> list[PeerCheck]:
+        peers = _peers_of(case, self.available)
+        if not peers:
+            return []
+        if case.family != FAMILY:
+            return check_case(case, self.device, [p for p in peers if isinstance(p, Peer)], rounds=self.rounds,
+                              seed=self.seed)
+        return check_collective(case, self.device, [p for p in peers if isinstance(p, CollectivePeer)],
+                                rounds=self.rounds, groups=self.groups, seed=self.seed,
+                                torch_devices=collective_devices(self.torch_device))
+
+    def close(self) -> None:
+        self.groups.close()
+        for peer in self.available:
+            if isinstance(peer, CollectivePeer):
+                peer.close()
+
+
+def _peer_status(chosen: Sequence[AnyPeer], device_info: Any) -> dict[str, dict[str, Any]]:
     """Per peer: its version, why it cannot time on this device (None when it can) and whether it can."""
     status: dict[str, dict[str, Any]] = {
         p.name.value: {"version": p.version(), "reason": p.unavailable_reason(device_info)} for p in chosen

@@ -1,24 +1,39 @@
-"""Timing one collective on every rank of a group: a sample is the slowest rank's time.
+"""Timing one collective on every rank of a group, in one of two modes (vocab.CollectiveMode).
 
 Every rank runs this module's `time_group` at once, in a process group (runners/orchestration/ranks.py
-starts it). One sample, on every rank:
+starts it). The case's `mode` parameter (suite.ops.collective.mode_of) chooses what one sample is:
 
-    reset (restore an overwritten input) -> [synchronise the GPU] -> barrier -> clock -> fn -> clock
+- `stream` (the default; nccl-tests' method): on every rank
 
-The clock is `perf_counter_ns` on a CPU (gloo returns when the collective is done) and a CUDA event
-pair on a GPU, recorded on torch's current stream around the call: NCCL's stream waits for the
-start event and the current stream for the collective's end, so the pair brackets the collective
-on the device. The barrier runs on a gloo group of its own (`control`), after the device is
-synchronised, so every rank starts a sample at the same moment up to the barrier's own skew; the
-host's enqueue of the collective falls inside the pair (the GPU is idle at the start event): the
-sync method is `host_sync`.
+      reset (restore an overwritten input) -> [synchronise the GPU] -> barrier -> clock
+      -> N calls back to back -> [synchronise the GPU] -> clock
 
-Rank 0 decides for the group, once, and broadcasts each decision: how many samples the next batch
-takes (`batch`), 0 to end the phase. Warmup takes batches until `warmup_calls` calls and
-`warmup_ms` have passed (on rank 0's clock) and discards them. Sampling is the adaptive stopping
-rule of every case (runners.engine.stopping.sample_until_stable), run on rank 0: after each batch
-every rank's samples are gathered, and the sample the rule sees is the slowest rank's time of that
-collective. Every rank's own samples are kept, so a straggler shows in its per-rank median.
+  and the rank's figure is that clock / N. The sample is the mean of the ranks' figures (what
+  nccl-tests reports by default, its `-a 1`); every rank's own figures are kept, so the slowest
+  rank shows beside the mean (its median, CollectiveRecord.rank_medians_ms). The clock is the host's
+  (`perf_counter_ns`) on a CPU and on a GPU, as nccl-tests times its loop: the calls are enqueued back
+  to back and the device is synchronised before the second reading. N is sized once per case by rank
+  0 from the warmup's per-call time, so that a stream lasts about STREAM_SAMPLE_MS, with at least
+  STREAM_MIN_CALLS calls (nccl-tests' 20 iterations per timed loop), and told to every rank. An
+  all_reduce's input is restored only before each stream: within it the calls run on what the
+  previous call left, as in a plain loop.
+- `isolated`: on every rank
+
+      reset -> [synchronise the GPU] -> barrier -> clock -> one call -> clock
+
+  and the sample is the slowest rank's time of that call. The clock is `perf_counter_ns` on a CPU
+  (gloo returns when the collective is done) and a CUDA event pair on torch's current stream on a
+  GPU (the GPU is idle at the start event, so the host's enqueue lies inside the pair: `host_sync`).
+
+The barrier runs on the group of decisions (`control`; on gloo the measured group itself), after
+the device is synchronised. Rank 0 decides for the group, once, and broadcasts each decision: how
+many samples the next batch takes (`batch`), 0 to end the phase. Warmup takes batches until
+`warmup_calls` calls (at least one: a stream's N is sized from it) and `warmup_ms` have passed (on
+rank 0's clock) and discards them; in stream
+mode a warmup batch of k calls is one stream of k calls after a barrier. Sampling is the adaptive
+stopping rule of every case (runners.engine.stopping.sample_until_stable), run on rank 0 over the
+combined samples (a stream sample is one stream's clock / N, as any other sample is one figure):
+after each batch every rank's own figures are gathered and combined (`combine`).
 """
 from __future__ import annotations
 
@@ -33,18 +48,26 @@ from rooflab.record import Statistics
 from rooflab.runners.engine.stopping import sample_until_stable
 from rooflab.runners.engine.timers import CUDA_EVENT_RESOLUTION_MS, perf_counter_resolution_ms
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import DeviceKind, StopReason, SyncMethod, device_kind_of
+from rooflab.vocab import CollectiveMode, DeviceKind, Pace, StopReason, SyncMethod, device_kind_of
 
 END = 0  # the batch size that ends a phase
 WARMUP_BATCH_MAX = 64  # warmup calls between two of rank 0's checks of its bounds
+STREAM_SAMPLE_MS = 10.0  # a stream sample lasts about this long (N = this / the warmup's time per call) ...
+# ... with at least nccl-tests' default calls per timed loop (its `-n 20`): two or three long calls
+# after a barrier, which leaves every rank aligned and idle, are mostly the first calls of a loop, not
+# the loop a user times (tests/runners/test_group_timing.py plants the difference) ...
+STREAM_MIN_CALLS = 20
+STREAM_MAX_CALLS = 100_000  # ... and at most this many
+# how a mode's calls follow one another: the measurement's `pace`
+MODE_PACE = {CollectiveMode.STREAM: Pace.BACK_TO_BACK, CollectiveMode.ISOLATED: Pace.BARRIER}
 
 
 @dataclass(frozen=True)
 class GroupTiming:
-    """What rank 0 knows after timing: the slowest-rank samples and every rank's own."""
+    """What rank 0 knows after timing: the combined samples and every rank's own figures."""
 
-    samples_ms: tuple[float, ...]  # per sample, the slowest rank's time
-    rank_samples_ms: tuple[tuple[float, ...], ...]  # per rank, its own times of the same samples
+    samples_ms: tuple[float, ...]  # per sample, the ranks combined (`combine`: stream the mean, isolated the slowest)
+    rank_samples_ms: tuple[tuple[float, ...], ...]  # per rank, its own figures of the same samples
     stats: Statistics  # of samples_ms
     stop_reason: StopReason
     warmup_calls: int
@@ -52,6 +75,12 @@ class GroupTiming:
     sampling_ms: float
     clock: str
     sync_method: str
+    mode: CollectiveMode
+    calls_per_sample: int  # N of a stream sample; 1 when isolated
+
+    @property
+    def pace(self) -> str:
+        return MODE_PACE[self.mode].value
 
     @property
     def rank_medians_ms(self) -> tuple[float, ...]:
@@ -93,8 +122,25 @@ class Control:
         return out
 
 
+def combine(per_rank: Sequence[Sequence[float]], mode: CollectiveMode) -> list[float]:
+    """The samples of a batch from every rank's own figures of it (`per_rank[r][i]`: rank r's figure
+    of sample i): stream, the mean over the ranks (nccl-tests' default); isolated, the slowest rank."""
+    pick = statistics.fmean if mode is CollectiveMode.STREAM else max
+    return [float(pick(column)) for column in zip(*per_rank, strict=True)]
+
+
+def stream_calls(per_call_ms: float, target_ms: float = STREAM_SAMPLE_MS) -> int:
+    """N of a stream sample: calls lasting about `target_ms` at `per_call_ms` each, within
+    STREAM_MIN_CALLS .. STREAM_MAX_CALLS."""
+    wanted = math.ceil(target_ms / per_call_ms) if per_call_ms > 0 else STREAM_MAX_CALLS
+    return int(min(max(wanted, STREAM_MIN_CALLS), STREAM_MAX_CALLS))
+
+
 class _Clock:
-    """One sample on this rank: reset, barrier, clock around `fn`."""
+    """This rank's samples of `fn`: reset, barrier, clock (the subclasses: what lies between the readings)."""
+
+    mode: CollectiveMode
+    calls = 1  # calls per sample
 
     def __init__(self, fn: Callable[[], Any], reset: Callable[[], Any] | None, control: Control,
                  torch_device: str) -> None:
@@ -104,6 +150,66 @@ class _Clock:
             import torch
 
             self._torch, self._device = torch, torch.device(torch_device)
+
+    def _ready(self) -> None:
+        """Restore the input, synchronise the GPU, wait for every rank."""
+        if self.reset is not None:
+            self.reset()
+        if self.cuda:
+            self._torch.cuda.synchronize(self._device)
+        self.control.barrier()
+
+    def size(self, per_call_ms: float) -> int:
+        """The calls per sample for a call of `per_call_ms` (rank 0 decides it after the warmup)."""
+        return 1
+
+    def take(self, k: int) -> list[float]:
+        """k samples: this rank's figure of each (ms per call)."""
+        raise NotImplementedError
+
+    def warm(self, k: int) -> float:
+        """k warmup calls; this rank's time per call (ms)."""
+        raise NotImplementedError
+
+
+class _StreamClock(_Clock):
+    """A sample: N calls back to back under one host clock (a GPU synchronised before its end), / N."""
+
+    mode = CollectiveMode.STREAM
+    clock = "perf_counter"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.sync_method = SyncMethod.HOST_SYNC.value if self.cuda else SyncMethod.NONE.value
+        self.resolution_ms = perf_counter_resolution_ms()
+
+    def _stream_ms(self, calls: int) -> float:
+        fn = self.fn
+        self._ready()
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        if self.cuda:
+            self._torch.cuda.synchronize(self._device)
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    def size(self, per_call_ms: float) -> int:
+        return stream_calls(per_call_ms)
+
+    def take(self, k: int) -> list[float]:
+        return [self._stream_ms(self.calls) / self.calls for _ in range(k)]
+
+    def warm(self, k: int) -> float:
+        return self._stream_ms(k) / k
+
+
+class _IsolatedClock(_Clock):
+    """A sample: one call after a barrier, between two readings of the clock."""
+
+    mode = CollectiveMode.ISOLATED
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
         self.clock = "cuda_events" if self.cuda else "perf_counter"
         self.sync_method = SyncMethod.HOST_SYNC.value if self.cuda else SyncMethod.NONE.value
         self.resolution_ms = CUDA_EVENT_RESOLUTION_MS if self.cuda else perf_counter_resolution_ms()
@@ -111,13 +217,14 @@ class _Clock:
     def take(self, k: int) -> list[float]:
         return self._take_cuda(k) if self.cuda else self._take_cpu(k)
 
+    def warm(self, k: int) -> float:
+        return statistics.median(self.take(k))
+
     def _take_cpu(self, k: int) -> list[float]:
-        fn, reset, barrier, clock = self.fn, self.reset, self.control.barrier, time.perf_counter_ns
+        fn, ready, clock = self.fn, self._ready, time.perf_counter_ns
         out = []
         for _ in range(k):
-            if reset is not None:
-                reset()
-            barrier()
+            ready()
             t0 = clock()
             fn()
             t1 = clock()
@@ -125,32 +232,32 @@ class _Clock:
         return out
 
     def _take_cuda(self, k: int) -> list[float]:
-        torch, device = self._torch, self._device
+        torch = self._torch
         pairs = []
         for _ in range(k):
-            if self.reset is not None:
-                self.reset()
-            torch.cuda.synchronize(device)
-            self.control.barrier()
+            self._ready()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             self.fn()
             end.record()
             pairs.append((start, end))
-        torch.cuda.synchronize(device)
+        torch.cuda.synchronize(self._device)
         return [float(s.elapsed_time(e)) for s, e in pairs]
 
 
 def time_group(fn: Callable[[], Any], *, reset: Callable[[], Any] | None, control: Control,
-               torch_device: str, settings: TimingSettings) -> GroupTiming | None:
-    """Warm up and sample `fn` on every rank of `control`'s group; rank 0 gets the GroupTiming,
-    the other ranks None. Every rank must call it with the same settings."""
-    clock = _Clock(fn, reset, control, torch_device)
+               torch_device: str, settings: TimingSettings,
+               mode: CollectiveMode = CollectiveMode.STREAM) -> GroupTiming | None:
+    """Warm up and sample `fn` on every rank of `control`'s group in `mode`; rank 0 gets the
+    GroupTiming, the other ranks None. Every rank must call it with the same settings and mode."""
+    clock = (_StreamClock if mode is CollectiveMode.STREAM else _IsolatedClock)(fn, reset, control, torch_device)
     if control.rank != 0:
-        _follow(clock, control)  # warmup
-        _follow(clock, control, gather=True)  # sampling
+        _follow(clock, control, warm=True)
+        clock.calls = control.decide(END)
+        _follow(clock, control)
         return None
-    warmup_calls, warmup_ms = _lead_warmup(clock, control, settings)
+    warmup_calls, warmup_ms, per_call_ms = _lead_warmup(clock, control, settings)
+    clock.calls = control.decide(clock.size(per_call_ms))
     rank_samples: list[list[float]] = [[] for _ in range(control.size)]
 
     def take_batch(k: int) -> list[float]:
@@ -158,42 +265,45 @@ def time_group(fn: Callable[[], Any], *, reset: Callable[[], Any] | None, contro
         per_rank = control.gather(clock.take(k))
         for own, new in zip(rank_samples, per_rank, strict=True):
             own.extend(new)
-        return [max(column) for column in zip(*per_rank, strict=True)]
+        return combine(per_rank, clock.mode)
 
-    outcome = sample_until_stable(take_batch, settings, resolution_ms=clock.resolution_ms)
+    outcome = sample_until_stable(take_batch, settings, resolution_ms=clock.resolution_ms / clock.calls)
     control.decide(END)
     return GroupTiming(
         samples_ms=outcome.samples_ms, rank_samples_ms=tuple(tuple(s) for s in rank_samples), stats=outcome.stats,
         stop_reason=outcome.stop_reason, warmup_calls=warmup_calls, warmup_ms=warmup_ms,
-        sampling_ms=outcome.elapsed_ms, clock=clock.clock, sync_method=clock.sync_method,
+        sampling_ms=outcome.elapsed_ms, clock=clock.clock, sync_method=clock.sync_method, mode=clock.mode,
+        calls_per_sample=clock.calls,
     )
 
 
-def _lead_warmup(clock: _Clock, control: Control, settings: TimingSettings) -> tuple[int, float]:
-    """Rank 0's warmup: batches until both bounds are met; (calls, ms)."""
+def _lead_warmup(clock: _Clock, control: Control, settings: TimingSettings) -> tuple[int, float, float]:
+    """Rank 0's warmup: batches until both bounds are met; (calls, ms, the last batch's ms per call)."""
     start = time.perf_counter()
-    calls = 0
+    calls, per_call_ms = 0, 0.0
     while True:
         elapsed_ms = (time.perf_counter() - start) * 1e3
-        if calls >= settings.warmup_calls and elapsed_ms >= settings.warmup_ms:
+        if calls >= max(1, settings.warmup_calls) and elapsed_ms >= settings.warmup_ms:
             control.decide(END)
-            return calls, elapsed_ms
+            return calls, elapsed_ms, per_call_ms
         k = max(1, settings.warmup_calls - calls)
         if calls:  # enough calls to reach warmup_ms at the pace so far, at most WARMUP_BATCH_MAX at once
-            per_call_ms = max(elapsed_ms / calls, 1e-6)
-            k = max(k, math.ceil((settings.warmup_ms - elapsed_ms) / per_call_ms))
+            per_call = max(elapsed_ms / calls, 1e-6)
+            k = max(k, math.ceil((settings.warmup_ms - elapsed_ms) / per_call))
         k = min(k, WARMUP_BATCH_MAX)
         control.decide(k)
-        clock.take(k)
+        per_call_ms = clock.warm(k)
         calls += k
 
 
-def _follow(clock: _Clock, control: Control, *, gather: bool = False) -> None:
-    """A rank other than 0: take the batches rank 0 asks for until it ends the phase."""
+def _follow(clock: _Clock, control: Control, *, warm: bool = False) -> None:
+    """A rank other than 0: take the batches rank 0 asks for until it ends the phase (the warmup's
+    are discarded; the sampling's are gathered)."""
     while True:
         k = control.decide(END)
         if k == END:
             return
-        samples = clock.take(k)
-        if gather:
-            control.gather(samples)
+        if warm:
+            clock.warm(k)
+        else:
+            control.gather(clock.take(k))

@@ -11,7 +11,8 @@ worker lanes: `rooflab run` measures them after the lanes have finished, as a ph
 - one group serves consecutive cases of the same backend and devices; a fault ends it (every rank
   killed) and the next case gets a fresh one, with a fresh rendezvous;
 - results are stored like every other (ResultStore.add_measurement, at once) on the device of rank
-  0, with the group's record (rooflab.record.CollectiveRecord); `--resume`, a restarted shard or a
+  0, with the group's record (rooflab.record.CollectiveRecord) and, whatever their status, the
+  case's collective mode (`collective_mode`: stream or isolated); `--resume`, a restarted shard or a
   second process skip the cases the run already holds on that device, as the lanes do;
 - Ctrl-C as in the supervisor: the first lets the case in flight finish, the second kills the group.
 """
@@ -29,6 +30,7 @@ from rooflab.db.store import environment_device_uuid
 from rooflab.record import CollectiveRecord, WorkModel
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
+from rooflab.runners.orchestration.rank_case import with_collective_mode
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
 from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, default_case_timeout_s
@@ -36,7 +38,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, at_world_size, world_size
 from rooflab.suite.ops.registry import get_op
-from rooflab.vocab import DeviceKind, ResultStatus, device_index_of, device_kind_of
+from rooflab.vocab import DeviceKind, Pace, ResultStatus, device_index_of, device_kind_of
 
 LANE = "collectives"  # how progress lines name the phase
 MAX_CPU_RANKS = 16  # rank processes on one CPU: more says nothing about loopback and starves the machine
@@ -192,6 +194,10 @@ class CollectivePhase:
             pending = [c for c in self.cases if c.case_key not in stored]
             already = len(self.cases) - len(pending)
             self.progress.lane_ready(LANE, f"{device.name}, rank groups", len(pending), already)
+            if pending and self.timing_overrides.get("pace") == Pace.IDLE:
+                self.progress.note(f"{LANE}: --pace idle does not apply to collectives: their samples follow "
+                                   "their mode (stream: calls back to back; isolated: a barrier before each call), "
+                                   "and each result records the pace it had")
             for case in pending:
                 if self.stop_requested:
                     break
@@ -258,7 +264,7 @@ class CollectivePhase:
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=env.device_fingerprint,
                               device_uuid=environment_device_uuid(env), shard=self.shard,
                               work_model=work_model_at(size))
-        record = replace(record, collective=collective)
+        record = replace(record, collective=collective, method=with_collective_mode(record.method, case))
         stored = self.store.add_measurement(record)
         self.results.append(CaseResult(LANE, case, record, elapsed_s, stored))
         self.progress.case_done(LANE, case, record, elapsed_s)

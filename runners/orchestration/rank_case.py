@@ -7,7 +7,8 @@ a collective the others have given up on:
    case's memory taken at the group's world size (`ranks: all` resolved);
 2. prepare this rank's seeded input, make the first call (timed apart) and check this rank's output
    against the exact expected values: any rank off makes the case `incorrect`, with that rank named;
-3. warm up and sample together (runners.engine.group_timing): rank 0 decides when to stop.
+3. warm up and sample together in the case's mode, stream or isolated (runners.engine.group_timing):
+   rank 0 decides when to stop.
 
 A rank that raises gives up at once (`RankReply.broken`): the collective it left may hold the
 other ranks forever, so the group cannot be used again; its driver (runners/orchestration/ranks.py,
@@ -24,15 +25,12 @@ from rooflab.record import CollectiveRecord, TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
 from rooflab.runners.orchestration.worker import describe_exception
+from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.collective import at_world_size
-from rooflab.vocab import FlushMethod, Pace, ResultStatus
+from rooflab.suite.ops.collective import at_world_size, mode_of
+from rooflab.vocab import FlushMethod, ResultStatus
 
 COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")  # settings that change how the library moves data
-# how a collective's samples follow one another (runners.engine.group_timing): each right behind the
-# previous one, with no rest, only the barrier that starts every sample on all ranks together (a
-# `pace: idle` setting does not change that loop, so it is never recorded for a collective)
-COLLECTIVE_PACE = Pace.BACK_TO_BACK.value
 
 
 @dataclass(frozen=True)
@@ -69,6 +67,14 @@ def rank_device_text(device: DeviceInfo, environment: Any) -> str:
     uuid = info.get("device_uuid") or info.get("uuid")
     parts = [str(info.get("host") or "?"), device.torch_device] + ([str(uuid)] if uuid else [])
     return " ".join(parts)
+
+
+def with_collective_mode(method: TimingMethod, case: Case) -> TimingMethod:
+    """`method` with the case's collective mode recorded: every collective result says which it was
+    asked to be, whatever its status (its `pace` stays what its samples did: none without samples)."""
+    from dataclasses import replace
+
+    return replace(method, collective_mode=mode_of(case.params).value)
 
 
 def _first_problem(verdicts: list[Any]) -> str | None:
@@ -126,7 +132,8 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: Any, *, ran
         wrong = _first_problem([p for p, _ in verdicts])
         first_call_ms = max(ms for _, ms in verdicts)
         if wrong:
-            method = TimingMethod(cache=case.cache, timing_mode=case.timing_mode, first_call_ms=first_call_ms)
+            method = with_collective_mode(TimingMethod(cache=case.cache, timing_mode=case.timing_mode,
+                                                       first_call_ms=first_call_ms), case)
             return _reply(rank, CaseOutcome(case.case_key, ResultStatus.INCORRECT, wrong, time.perf_counter() - started,
                                             method=method), size, rank_devices, backend)
         return _timed(request, device, control, prepared, settings, first_call_ms, threads, started, rank_devices,
@@ -150,21 +157,21 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: Any, prepared: Any
     from rooflab.runners.engine.group_timing import time_group
     from rooflab.runners.machine.observe import watching
 
-    rank = control.rank
+    rank, case = control.rank, request.case
+    mode = mode_of(case.params)
     if rank != 0:
         time_group(prepared.fn, reset=getattr(prepared, "reset", None), control=control,
-                   torch_device=device.torch_device, settings=settings)
+                   torch_device=device.torch_device, settings=settings, mode=mode)
         return RankReply(rank, ResultStatus.OK)
     with watching(device) as watch:
         timing = time_group(prepared.fn, reset=getattr(prepared, "reset", None), control=control,
-                            torch_device=device.torch_device, settings=settings)
+                            torch_device=device.torch_device, settings=settings, mode=mode)
     assert timing is not None  # rank 0
-    case = request.case
     method = TimingMethod(
         cache=case.cache, timing_mode=case.timing_mode, clock=timing.clock, stop_reason=timing.stop_reason,
-        first_call_ms=first_call_ms, warmup_calls=timing.warmup_calls, launches_per_sample=1, flush_bytes=0,
-        sync_method=timing.sync_method, flush_method=FlushMethod.NONE, warmup_ms=timing.warmup_ms,
-        sampling_ms=timing.sampling_ms, pace=COLLECTIVE_PACE,
+        first_call_ms=first_call_ms, warmup_calls=timing.warmup_calls, launches_per_sample=timing.calls_per_sample,
+        flush_bytes=0, sync_method=timing.sync_method, flush_method=FlushMethod.NONE, warmup_ms=timing.warmup_ms,
+        sampling_ms=timing.sampling_ms, pace=timing.pace, collective_mode=timing.mode.value,
     )
     outcome = CaseOutcome(
         case.case_key, ResultStatus.OK, None, time.perf_counter() - started, method=method, stats=timing.stats,

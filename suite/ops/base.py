@@ -119,6 +119,7 @@ class Op(ABC):
     dtypes: ClassVar[tuple[str, ...]]
     timing_modes: ClassVar[tuple[str, ...]] = TIMING_MODES
     cache_modes: ClassVar[tuple[str, ...]] = CACHE_MODES
+    paces: ClassVar[tuple[str, ...] | None] = None  # the `pace` settings it takes (None: any)
     sample_kind: ClassVar[SampleKind] = SampleKind.DEVICE_TIME  # what one sample measures
     # its bytes are nearly all reads (it writes a row or a scalar): held against the read-only HBM roof
     reads_only: ClassVar[bool] = False

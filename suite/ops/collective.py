@@ -41,7 +41,14 @@ input: their prepared case has a `reset` that restores it before each sample, ou
 region, so values never grow towards infinity over thousands of samples.
 
 Modes: collectives are timed hot (nothing is flushed: the buffers live in device memory and the
-interconnect is what is measured, as in nccl-tests) and in launch mode (one collective per sample).
+interconnect is what is measured, as in nccl-tests) and in launch mode. How the calls are timed is
+the `mode` parameter (vocab.CollectiveMode; runners/engine/group_timing.py): `stream` (the
+default, nccl-tests' method: N calls back to back under one clock per rank, that clock / N, the
+ranks' figures averaged) or `isolated` (a barrier, then one call per sample, the slowest rank's
+time). The two are different measurements, so `mode` is in the case key, except at its default:
+`stream` cases keep the keys that collectives had before the parameter existed, and the series
+keep the two apart by the results' `collective_mode` and `pace` (reports/regressions/series.py). The `pace`
+timing setting does not apply (`paces`): a collective's samples follow from its mode.
 torch.distributed has only an in-place all_reduce and broadcast and only out-of-place all_to_all and
 send/recv; all_gather and reduce_scatter take `inplace` (the input a slice of the output, or the
 output a slice of the input, as nccl-tests' in-place runs).
@@ -69,7 +76,7 @@ from rooflab.suite.ops.collective_data import (
     summed,
 )
 from rooflab.suite.ops.registry import register
-from rooflab.vocab import CacheMode, TimingMode
+from rooflab.vocab import CacheMode, CollectiveMode, Pace, TimingMode
 
 FAMILY = "collective"
 BACKENDS = ("gloo", "nccl")
@@ -95,6 +102,19 @@ class RanksSpec(ParamSpec):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ParamValueError(f"{name} of op {op!r} must be an integer >= {least} or all, got {value!r}")
         return value
+
+
+MODE = ParamSpec(
+    str, CollectiveMode.STREAM.value,
+    "how the calls are timed: stream (nccl-tests' method: N calls back to back under one clock, / N, the "
+    "ranks averaged) or isolated (a barrier, then one call per sample, the slowest rank's time)",
+    choices=tuple(m.value for m in CollectiveMode), positive=False, in_key_at_default=False,
+)
+
+
+def mode_of(params: Params) -> CollectiveMode:
+    """The collective mode a case's params ask for (`stream` where they leave it out: its default)."""
+    return CollectiveMode(str(params.get("mode", CollectiveMode.STREAM)))
 
 
 def world_size(ranks: ParamValue, *, all_ranks: int = CPU_ALL_RANKS) -> int:
@@ -155,9 +175,11 @@ class CollectiveOp(Op):
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16", "bfloat16")
     timing_modes: ClassVar[tuple[str, ...]] = (TimingMode.LAUNCH,)
     cache_modes: ClassVar[tuple[str, ...]] = (CacheMode.HOT,)
+    paces: ClassVar[tuple[str, ...]] = (Pace.BACK_TO_BACK,)  # the setting's default only: the mode decides
     params: ClassVar[dict[str, ParamSpec]] = {
         "n": ParamSpec(int, 1 << 20, "elements per rank (nccl-tests' count)"),
         "ranks": RanksSpec(int, ALL, "world size: an integer >= 2, or all (every GPU of the run; 2 on a CPU)"),
+        "mode": MODE,
     }
     size_ranks: ClassVar[bool] = False  # S counts n·s·N (all_gather, reduce_scatter, all_to_all), else n·s
     reduces: ClassVar[bool] = False  # forms sums (all_reduce, reduce_scatter)
@@ -223,7 +245,7 @@ class CollectiveOp(Op):
     def prepare(self, case: Case, device: DeviceInfo, seed: int) -> PreparedCollective:
         group = current_group()
         p = self.with_defaults(case.params)
-        ranks = world_size(p["ranks"])
+        ranks = group.size if p["ranks"] == ALL else world_size(p["ranks"])  # `all`: the group the run made
         if ranks != group.size:
             raise RuntimeError(f"{case.op} with ranks={p['ranks']} runs in a group of {group.size} processes")
         return self.build(case, device, seed, group, p)

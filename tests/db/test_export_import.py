@@ -236,3 +236,34 @@ def test_unknown_extension_and_missing_file_exit_2(tmp_path: Path, sqlite_url: s
     for path in (tmp_path / "results.xlsx", tmp_path / "absent.csv"):
         result = runner.invoke(app, ["import", str(path), "--db", sqlite_url])
         assert result.exit_code == 2 and str(path) in " ".join(result.output.split())
+
+
+def test_a_collective_from_a_file_written_before_its_mode_was_recorded_reads_as_isolated(
+        sqlite_url: str, tmp_path: Path) -> None:
+    """A file without the `collective_mode` column holds collectives timed isolated (one call after a
+    barrier per sample; the pace `back_to_back` it says is what revision 0009 wrote for them): the
+    import records that, as the upgrade to revision 0010 does; a file with the column is read as is."""
+    from rooflab.record import with_columns
+
+    run, env = make_run("comms"), make_env(0)
+    with ResultStore(sqlite_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        store.add_measurement(with_columns(make_measurement(run, make_case(1), env, rng=random.Random(1)), ranks=2,
+                                           pace="back_to_back", collective_mode="stream"))
+        store.add_measurement(with_columns(make_measurement(run, make_case(2), env, rng=random.Random(2)),
+                                           pace="back_to_back"))
+    export_bytes(sqlite_url, "csv", tmp_path / "new.csv")
+    with open(tmp_path / "new.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    with open(tmp_path / "old.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, [c for c in rows[0] if c != "collective_mode"])
+        writer.writeheader()
+        writer.writerows({k: v for k, v in r.items() if k != "collective_mode"} for r in rows)
+    for name, expected in (("new", ["stream", "back_to_back"]), ("old", ["isolated", "barrier"])):
+        target = f"sqlite:///{tmp_path / name}.db"
+        assert runner.invoke(app, ["import", str(tmp_path / f"{name}.csv"), "--db", target]).exit_code == 0
+        got = query.results(target).set_index("case_key")
+        collective, kernel = got.loc[make_case(1).case_key], got.loc[make_case(2).case_key]
+        assert [collective["collective_mode"], collective["pace"]] == expected, name
+        assert not isinstance(kernel["collective_mode"], str) and kernel["pace"] == "back_to_back", name

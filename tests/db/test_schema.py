@@ -256,3 +256,35 @@ def test_results_stored_before_revision_0009_read_as_back_to_back(any_url: str) 
                                            pace="idle"))
     latest = query.results(any_url, run_id="paced-later")
     assert list(latest["pace"]) == ["idle"]
+
+
+def test_collectives_stored_before_revision_0010_read_as_isolated_with_their_real_pace(any_url: str) -> None:
+    """Every collective measured before the modes existed was timed isolated, one call after a
+    barrier per sample: the upgrade records its mode (whatever its status) and, where it was timed,
+    the pace `barrier` instead of the `back_to_back` revision 0009 gave it; other results keep theirs.
+    The downgrade gives 0009's pace back."""
+    from rooflab.record import with_columns
+
+    run, env = make_run("comms"), make_env(6)
+    with ResultStore(any_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        store.add_measurement(with_columns(make_measurement(run, make_case(1), env, rng=random.Random(1)), ranks=2,
+                                           pace="back_to_back"))
+        store.add_measurement(with_columns(make_measurement(run, make_case(2), env, rng=random.Random(2),
+                                                            status="crashed"), ranks=2))
+        store.add_measurement(with_columns(make_measurement(run, make_case(3), env, rng=random.Random(3)),
+                                           pace="back_to_back"))
+    engine = create_engine(normalize_url(any_url))
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0009")
+    assert runner.invoke(app, ["db", "upgrade", "--db", any_url]).exit_code == 0
+    keys = [make_case(i).case_key for i in (1, 2, 3)]
+    after = query.results(any_url).set_index("case_key").loc[keys]
+    assert list(after["collective_mode"].fillna("-")) == ["isolated", "isolated", "-"]
+    assert list(after["pace"].fillna("-")) == ["barrier", "-", "back_to_back"]
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0009")
+        paces = sorted(str(p) for p in conn.execute(text("select pace from measurements")).scalars())
+    engine.dispose()
+    assert paces == ["None", "back_to_back", "back_to_back"]

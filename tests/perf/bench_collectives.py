@@ -1,144 +1,179 @@
-"""rooflab's all_reduce against a plain torch.distributed loop written the nccl-tests way (a script,
-not a test).
+"""rooflab's collectives against a plain torch.distributed loop written the nccl-tests way, and the
+run-to-run agreement of `rooflab run quick` (a script, not a test; its output is Markdown, to paste
+into docs/collectives.md).
 
-    .venv/bin/python -m tests.perf.bench_collectives                  # 2 ranks, gloo, 5 rounds
-    .venv/bin/python -m tests.perf.bench_collectives --rounds 9 --ranks 3
+    .venv/bin/python -m tests.perf.bench_collectives                      # 2 gloo ranks, 5 rounds, 3 quick runs
+    .venv/bin/python -m tests.perf.bench_collectives --rounds 9 --quick-runs 0
 
-Three message sizes per rank (4 KiB, 1 MiB, 16 MiB of float32), the same ranks and backend for both:
+Part 1, like for like. float32 all_reduce at 4 KiB, 1 MiB and 16 MiB per rank, the same ranks and
+backend for all three timers, in rounds that alternate them (stream, isolated, loop, stream, ...)
+so that a change in the machine's load hits all alike:
 
-- rooflab: one `all_reduce` case in a RankGroup (runners/orchestration/ranks.py), exactly as
-  `rooflab run` times it: a barrier before every collective, the slowest rank's time per sample,
-  the adaptive stopping rule; its figure is the case's median;
-- the plain loop, in a group of its own processes: 5 warmup collectives, then barrier, one clock
-  (perf_counter) around N back-to-back all_reduce calls, divided by N, N chosen so that the loop
-  lasts about 100 ms; like nccl-tests, the ranks' times are averaged (its default `-a 1`), and the
-  slowest rank's is printed beside it.
+- rooflab `stream` (the default mode): the case as `rooflab run quick` times it (its CPU
+  collectives' timing settings), in a RankGroup (runners/orchestration/ranks.py); its median;
+- rooflab `isolated`: the same case with `mode: isolated` (a barrier before each call, the slowest
+  rank's time);
+- the plain loop (runners/crosscheck/dist_loop.py, the cross-check's `dist_loop` peer), in a group
+  of its own processes: 5 warmup calls, barrier, one clock around N back-to-back calls, / N, N
+  sized so that a loop lasts about `--loop-ms` (at least nccl-tests' 20 calls); the ranks' times
+  averaged (nccl-tests' `-a 1`), the slowest rank's printed beside.
 
-Rounds alternate the two (rooflab, loop, rooflab, loop, ...) so that a change in the machine's load
-hits both alike. Printed per size: the median over rounds of each figure with its spread (the
-range of the round figures, relative to their median), busbw (all_reduce on N ranks: S x 2(N-1)/N)
-and the ratio rooflab / loop of the medians, then the load average before and after.
+Per size: the median over rounds of each figure, its spread (the range of the round figures over
+their median), busbw (all_reduce: S x 2(N-1)/N) and the ratios to the loop.
 
-Figures measured on this project's 2-core machine are in docs/collectives.md, with the load.
+Part 2, repeatability. `--quick-runs` runs of `rooflab run quick --device cpu --filter
+family=collective` in a row (the CLI, in a fresh process each, into a temporary database), then the
+busbw each stored for all_reduce and all_gather at every size in the default mode, the largest
+over the smallest of the runs, and whether any run marked the result noisy or contended.
+
+The load average is printed before and after each part: figures taken on a loaded machine say
+little. The figures measured on this project's machine, with the load, are in docs/collectives.md.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import statistics
-import time
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 SIZES = (1024, 262_144, 4_194_304)  # float32 elements per rank: 4 KiB, 1 MiB, 16 MiB
-LOOP_TARGET_S = 0.1
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _loop_rank(conn: Any, rank: int, size: int, folder: str) -> None:
-    """A rank of the plain loop: waits for (elements, iterations), answers its own seconds per call."""
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", store=dist.FileStore(os.path.join(folder, "loop"), size), rank=rank,
-                            world_size=size)
-    while True:
-        message = conn.recv()
-        if message is None:
-            break
-        n, iterations = message
-        x = torch.randn(n)
-        for _ in range(5):
-            dist.all_reduce(x)
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(iterations):
-            dist.all_reduce(x)
-        conn.send((time.perf_counter() - t0) / iterations)
-    dist.destroy_process_group()
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-class PlainLoop:
-    def __init__(self, ranks: int) -> None:
-        import tempfile
-
-        from rooflab.runners.orchestration.processes import worker_context
-
-        ctx = worker_context()
-        self.folder = tempfile.mkdtemp(prefix="bench-loop-")
-        self.pipes, self.procs = [], []
-        for r in range(ranks):
-            parent, child = ctx.Pipe()
-            p = ctx.Process(target=_loop_rank, args=(child, r, ranks, self.folder))
-            p.start()
-            self.pipes.append(parent)
-            self.procs.append(p)
-
-    def time_ms(self, n: int, iterations: int) -> tuple[float, float]:
-        """(mean over ranks, slowest rank) ms per call."""
-        for conn in self.pipes:
-            conn.send((n, iterations))
-        per_rank = [conn.recv() * 1e3 for conn in self.pipes]
-        return statistics.fmean(per_rank), max(per_rank)
-
-    def close(self) -> None:
-        import shutil
-
-        for conn in self.pipes:
-            conn.send(None)
-        for p in self.procs:
-            p.join(10)
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _spread(values: list[float]) -> float:
+def spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--ranks", type=int, default=2)
-    args = parser.parse_args()
+def quick_timing() -> Any:
+    """The timing settings of quick's CPU collectives (what `rooflab run quick` times them with)."""
+    from rooflab.suite.spec import apply_filters, expand, load_spec
+
+    cases = apply_filters(expand(load_spec(str(ROOT / "suite/specs/quick.yaml")), "cpu"),
+                          ["op=all_reduce", "n=262144", "mode=stream"])
+    return cases[0].timing
+
+
+def like_for_like(rounds: int, ranks: int, loop_ms: float) -> dict[int, dict[str, list[float]]]:
+    """Per size, per timer, the round figures (ms per call)."""
+    from rooflab.runners.crosscheck.dist_loop import LoopCase, LoopGroup, loop_calls
     from rooflab.runners.orchestration.messages import CaseRequest
     from rooflab.runners.orchestration.ranks import RankGroup
     from rooflab.suite.case import Case
     from rooflab.suite.ops.registry import get_op
-    from rooflab.suite.timing import TimingSettings
+
+    op, timing = get_op("all_reduce"), quick_timing()
+    figures: dict[int, dict[str, list[float]]] = {n: {"stream": [], "isolated": [], "loop": [], "loop_slowest": []}
+                                                  for n in SIZES}
+    with RankGroup("gloo", ["cpu"] * ranks) as group, LoopGroup("gloo", ["cpu"] * ranks) as loop:
+        for n in SIZES:
+            stream = Case("all_reduce", op.version, op.family, "gloo", "float32", "hot", "launch",
+                          op.resolved_params({"n": n, "ranks": ranks}), timing=timing)
+            isolated = replace(stream, params=op.resolved_params({**stream.params, "mode": "isolated"}))
+            plain = LoopCase("all_reduce", n, "float32")
+            calls = loop_calls(loop.per_call_ms(plain), loop_ms)
+            for _ in range(rounds):
+                for name, case in (("stream", stream), ("isolated", isolated)):
+                    outcome = group.run(CaseRequest(case, seed=0), 120.0).outcome
+                    assert outcome.stats is not None, outcome.error
+                    figures[n][name].append(outcome.stats.median_ms)
+                figure = loop.time(plain, calls)[0]
+                figures[n]["loop"].append(figure.mean_ms)
+                figures[n]["loop_slowest"].append(figure.slowest_ms)
+    return figures
+
+
+def print_like_for_like(figures: dict[int, dict[str, list[float]]], ranks: int) -> None:
+    from rooflab.suite.ops.registry import get_op
 
     op = get_op("all_reduce")
-    settings = TimingSettings(max_time_ms=1000.0, target_precision=0.01)
-    load_before = open("/proc/loadavg").read().split()[:3]
-    group = RankGroup("gloo", ["cpu"] * args.ranks)
-    loop = PlainLoop(args.ranks)
-    ours: dict[int, list[float]] = {n: [] for n in SIZES}
-    theirs: dict[int, list[float]] = {n: [] for n in SIZES}
-    slowest: dict[int, list[float]] = {n: [] for n in SIZES}
-    try:
-        for n in SIZES:  # size the loop once per size from a probe
-            per_call_ms, _ = loop.time_ms(n, 10)
-            iterations = max(10, int(LOOP_TARGET_S * 1e3 / max(per_call_ms, 1e-3)))
-            for _ in range(args.rounds):
-                case = Case("all_reduce", op.version, op.family, "gloo", "float32", "hot", "launch",
-                            op.resolved_params({"n": n, "ranks": args.ranks}), timing=settings)
-                result = group.run(CaseRequest(case, seed=0), 120.0)
-                assert result.outcome.stats is not None, result.outcome.error
-                ours[n].append(result.outcome.stats.median_ms)
-                mean_ms, max_ms = loop.time_ms(n, iterations)
-                theirs[n].append(mean_ms)
-                slowest[n].append(max_ms)
-    finally:
-        group.close()
-        loop.close()
-    load_after = open("/proc/loadavg").read().split()[:3]
-    print(f"all_reduce, gloo, {args.ranks} ranks on {os.cpu_count()} CPUs, {args.rounds} rounds alternating; "
-          f"load average before {' '.join(load_before)}, after {' '.join(load_after)}")
-    print(f"{'bytes/rank':>10}  {'rooflab ms':>11} {'spread':>7}  {'loop ms':>9} {'spread':>7}  "
-          f"{'loop max-rank ms':>16}  {'busbw rooflab':>13} {'busbw loop':>10}  {'ratio':>6}")
-    for n in SIZES:
-        a, b, c = statistics.median(ours[n]), statistics.median(theirs[n]), statistics.median(slowest[n])
-        bus = op.bytes({"n": n, "ranks": args.ranks}, "float32")
-        print(f"{n * 4:>10}  {a:>11.4g} {_spread(ours[n]):>7.1%}  {b:>9.4g} {_spread(theirs[n]):>7.1%}  "
-              f"{c:>16.4g}  {bus / a / 1e6:>13.3g} {bus / b / 1e6:>10.3g}  {a / b:>6.3f}")
+    print("| bytes per rank | stream ms | spread | isolated ms | spread | loop ms | spread | loop slowest rank ms "
+          "| busbw stream GB/s | busbw loop GB/s | stream / loop | isolated / loop |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n, f in figures.items():
+        s, i, lp = (statistics.median(f[k]) for k in ("stream", "isolated", "loop"))
+        bus = op.bytes({"n": n, "ranks": ranks}, "float32")
+        print(f"| {_size(n * 4)} | {s:.4g} | {spread(f['stream']):.1%} | {i:.4g} | {spread(f['isolated']):.1%} "
+              f"| {lp:.4g} | {spread(f['loop']):.1%} | {statistics.median(f['loop_slowest']):.4g} "
+              f"| {bus / s / 1e6:.3g} | {bus / lp / 1e6:.3g} | {s / lp:.3f} | {i / lp:.3f} |")
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def quick_runs(runs: int) -> list[dict[str, tuple[float, str]]]:
+    """Per run, per default-mode all_reduce/all_gather case: (busbw GB/s, quality)."""
+    from rooflab.db.query import results
+
+    out = []
+    with tempfile.TemporaryDirectory(prefix="bench-collectives-") as folder:
+        url = f"sqlite:///{folder}/runs.db"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+        for i in range(runs):
+            run_id = f"quick-{i + 1}"
+            subprocess.run([sys.executable, "-m", "rooflab", "run", str(ROOT / "suite/specs/quick.yaml"), "--device",
+                            "cpu", "--filter", "family=collective", "--filter", "op=all_reduce,all_gather", "--db",
+                            url, "--run-id", run_id, "--quiet"], check=True, env=env, cwd=folder,
+                           stdout=subprocess.DEVNULL)
+            rows = results(url, run_id=run_id)
+            rows = rows[(rows["collective_mode"] == "stream") & (rows["status"] == "ok")]
+            out.append({f"{r.op} {_size(int(r.bytes_per_rank))}": (float(r.gbps), str(r.quality))
+                        for r in rows.assign(bytes_per_rank=_per_rank_bytes(rows)).itertuples()})
+    return out
+
+
+def _per_rank_bytes(rows: Any) -> list[int]:
+    import json
+
+    return [int(json.loads(p)["n"] if isinstance(p, str) else p["n"]) * 4 for p in rows["params"]]
+
+
+def print_quick_runs(runs: list[dict[str, tuple[float, str]]]) -> None:
+    keys = sorted(runs[0], key=lambda k: (k.split()[0], int(k.split()[1]) << (20 if k.endswith("MiB") else 10)))
+    print("| case (stream) | " + " | ".join(f"run {i + 1} GB/s" for i in range(len(runs)))
+          + " | largest / smallest | marked |")
+    print("|---|" + "---:|" * len(runs) + "---:|---|")
+    for key in keys:
+        values = [run[key][0] for run in runs if key in run]
+        marks = sorted({run[key][1] for run in runs if key in run} - {"good"})
+        print(f"| {key} | " + " | ".join(f"{v:.3g}" for v in values)
+              + f" | {max(values) / min(values):.3f} | {', '.join(marks) or 'good'} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--loop-ms", type=float, default=100.0, help="the plain loop's length (ms)")
+    parser.add_argument("--quick-runs", type=int, default=3, help="runs of rooflab run quick (0: none)")
+    args = parser.parse_args()
+    import torch
+
+    print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs; Python {platform.python_version()}, torch {torch.__version__}, gloo, "
+          f"{args.ranks} ranks, float32 all_reduce")
+    before = load()
+    figures = like_for_like(args.rounds, args.ranks, args.loop_ms)
+    print(f"\nlike for like, {args.rounds} rounds alternating; load average before {before}, after {load()}\n")
+    print_like_for_like(figures, args.ranks)
+    if args.quick_runs > 0:
+        before = load()
+        runs = quick_runs(args.quick_runs)
+        print(f"\n{args.quick_runs} runs of rooflab run quick --device cpu --filter family=collective in a row; "
+              f"load average before {before}, after {load()}\n")
+        print_quick_runs(runs)
     return 0
 
 

@@ -21,7 +21,8 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         status: str = "ok", throttled: bool = False, l2_bytes: int = H100_L2, host: str = "node1",
         driver_version: str = "550.54", cuda_version: str = "12.4", torch_version: str = "2.11.0",
         rel_ci_halfwidth: float = 0.005, stop_reason: str = "converged", iqr_ms: float | None = None,
-        op_version: int = 1, flush_method: str | None = None, pace: str = "back_to_back") -> dict:
+        op_version: int = 1, flush_method: str | None = None, pace: str = "back_to_back",
+        collective_mode: str | None = None) -> dict:
     params = dict(params or {})
     ok = status == "ok"
     t = median_ms * 1e-3
@@ -46,6 +47,7 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         "shard": None, "run_order": run_order,
         "flush_method": (flush_method or ("write_sweep" if cache == "cold" else "none")) if ok else None,
         "pace": pace if ok else None,
+        "collective_mode": collective_mode,
     }
 
 
@@ -156,6 +158,7 @@ def write_db(url: str, rows: list[dict]) -> None:
                 n_samples=r["n_samples"], rel_ci_halfwidth=r["rel_ci_halfwidth"] if ok else None,
                 stop_reason=r["stop_reason"], flops=int(r["flops"]), bytes=int(r["bytes"]),
                 throttled=bool(r["throttled"]), flush_method=r.get("flush_method"), pace=r.get("pace"),
+                collective_mode=r.get("collective_mode"),
                 quality=r.get("quality"), samples_ms=tuple(r.get("samples_ms") or [r["median_ms"]] * 5) if ok else ()))
         for run_id in started:
             store.finish_run(run_id, "complete")

@@ -27,6 +27,10 @@ benchmarks:
     op: all_reduce
     backends: [gloo]
     params: {n: [1024, 65536], ranks: 2}
+  - name: reduce_isolated
+    op: all_reduce
+    backends: [gloo]
+    params: {n: 1024, ranks: 2, mode: isolated}
   - name: dies
     op: planted_coll_die
     backends: [gloo]
@@ -59,33 +63,43 @@ def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     url = f"sqlite:///{tmp_path / 'r.db'}"
     summary = _run(spec, url, run_id="night")
-    assert summary.counts["ok"] == 5 and summary.counts["crashed"] == 1, summary.counts
+    assert summary.counts["ok"] == 6 and summary.counts["crashed"] == 1, summary.counts
     assert summary.status == "complete" and forkserver_children() == set()
     frame = results(url, run_id="night").set_index("op", append=True)
     rows = results(url, run_id="night")
     assert rows.loc[rows["op"] == "copy", "ranks"].isna().all()
     reduce = rows[rows["op"] == "all_reduce"].sort_values("bytes")
-    assert list(reduce["ranks"]) == [2, 2] and (reduce["backend"] == "gloo").all()
+    assert list(reduce["ranks"]) == [2, 2, 2] and (reduce["backend"] == "gloo").all()
     # gbps is nccl-tests' busbw: bytes (S x 2(N-1)/N, here x1) over the median
-    assert list(reduce["bytes"]) == [4096, 262144]
+    assert list(reduce["bytes"]) == [4096, 4096, 262144]
     assert reduce["gbps"].tolist() == pytest.approx((reduce["bytes"] / reduce["median_ms"] / 1e6).tolist())
     gathers = rows[rows["op"] == "all_gather"]
     assert sorted(gathers["ranks"]) == [2, 3]  # ranks=all is the CPU's group of 2
     died = rows[rows["op"] == "planted_coll_die"].iloc[0]
     assert died["status"] == "crashed" and "rank 1 died: exit code 3" in died["error"]
     groups = collective_frame(url, run_ids=["night"])
-    assert len(groups) == 5 and len(frame) == 6
+    assert len(groups) == 6 and len(frame) == 7
     ok = groups[groups["status"] == "ok"]
     assert all(len(m) == r for m, r in zip(ok["rank_medians_ms"], ok["ranks"], strict=True))
     assert ok["slowest_rank"].notna().all() and (ok["comm_version"].isna()).all()  # gloo: no NCCL
     settings = {"NCCL_ALGO": "Ring", "GLOO_SOCKET_IFNAME": "lo"}.items()
     assert all(settings <= dict(s).items() for s in ok["comm_settings"]), list(ok["comm_settings"])
-    # every timed collective records how it was measured: hot (no flush), its samples back to back
-    # (the rank loop: a barrier before each sample, no rest); the interconnect ceiling says so
-    timed = rows[(rows["family"] == "collective") & (rows["status"] == "ok")]
-    assert len(timed) == 4 and (timed["pace"] == "back_to_back").all() and (timed["flush_method"] == "none").all()
-    ceiling = next(c for c in collective_ceilings(timed, None) if c.kind == "interconnect")
-    assert ceiling.method == "hot, back_to_back"
+    # every collective records how it was measured: hot (no flush), its mode, and the pace that mode
+    # gives its samples (stream: calls back to back; isolated: a barrier before each call); the
+    # ceilings (busbw and latency) say so; a crashed case records its mode, and no pace
+    collective = rows[rows["family"] == "collective"].set_index("case_key")
+    timed = collective[collective["status"] == "ok"]
+    assert len(timed) == 5 and (timed["flush_method"] == "none").all()
+    isolated = timed.index.str.contains("mode=isolated")
+    assert list(timed.loc[isolated, "collective_mode"]) == ["isolated"]
+    assert list(timed.loc[isolated, "pace"]) == ["barrier"]
+    assert (timed.loc[~isolated, "collective_mode"] == "stream").all()
+    assert (timed.loc[~isolated, "pace"] == "back_to_back").all()
+    crashed = collective[collective["status"] == "crashed"]
+    assert list(crashed["collective_mode"]) == ["stream"] and crashed["pace"].isna().all()
+    ceilings = {str(c.kind): c for c in collective_ceilings(timed.reset_index(), None) if c.collective == "all_reduce"}
+    assert ceilings["interconnect"].method == ceilings["comm_latency"].method == "hot, back_to_back, stream"
+    assert "mode=isolated" not in ceilings["comm_latency"].case_key  # the floor comes from one mode
     # the summary names each collective's group, not the phase
     devices = {row["device"] for row in summary.slowest}
     assert "collectives" not in devices and devices & {"cpu x2 (gloo)", "cpu x3 (gloo)"}, devices
@@ -96,8 +110,8 @@ def test_resume_and_shards_treat_collectives_as_any_case(spec: Path, tmp_path: P
     first = _run(spec, url, run_id="night", shard="0/2")
     second = _run(spec, url, run_id="night", shard="1/2")
     measured = results(url, run_id="night")
-    assert len(measured) == 6 and measured["case_key"].is_unique
-    assert sum(first.counts.values()) + sum(second.counts.values()) == 6
+    assert len(measured) == 7 and measured["case_key"].is_unique
+    assert sum(first.counts.values()) + sum(second.counts.values()) == 7
     again = _run(spec, url, resume="night")
-    assert sum(again.counts.values()) == 0 and again.already_measured == 6
+    assert sum(again.counts.values()) == 0 and again.already_measured == 7
     assert forkserver_children() == set()

@@ -11,6 +11,7 @@ import pytest
 
 from rooflab.db.collectives import straggler
 from rooflab.runners.crosscheck.session import check_case
+from rooflab.runners.engine.group_timing import STREAM_MIN_CALLS
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.ranks import RankGroup, innermost_frame
 from rooflab.vocab import ResultStatus
@@ -34,20 +35,38 @@ def test_every_collective_is_correct_on_three_ranks_in_every_dtype_and_form() ->
             assert result.outcome.stats.n_samples == 8 and result.outcome.method.stop_reason == "max_samples"
             assert result.collective.ranks == 3 and len(result.collective.rank_medians_ms) == 3
             assert len(result.collective.rank_devices) == 3 and not group.broken
-            # the sample is the slowest rank's: never below any rank's own median
-            assert result.outcome.stats.median_ms >= min(result.collective.rank_medians_ms)
+            # the default mode: streams of calls back to back (test_group_timing.py holds the arithmetic)
+            method = result.outcome.method
+            assert method.collective_mode == "stream" and method.pace == "back_to_back"
+            assert method.launches_per_sample >= STREAM_MIN_CALLS
 
 
-def test_a_planted_slow_rank_sets_the_sample_time_and_shows_as_the_straggler(monkeypatch) -> None:
+def test_a_planted_slow_rank_shows_as_the_straggler_in_both_modes(monkeypatch: pytest.MonkeyPatch) -> None:
     plugin_env(monkeypatch)
     with RankGroup("gloo", ["cpu"] * 2) as group:
-        result = _run(group, case("planted_coll_slow", slow_ms=20.0, bad_rank=1))
-    assert result.outcome.status == ResultStatus.OK, result.outcome.error
-    medians = result.collective.rank_medians_ms
-    assert medians[1] >= 20.0 > medians[0]
-    assert result.outcome.stats.median_ms >= 20.0  # the slowest rank's time
-    rank, excess = straggler(medians)
-    assert rank == 1 and excess is not None and excess > 1.0
+        isolated = _run(group, case("planted_coll_slow", slow_ms=20.0, bad_rank=1, mode="isolated"))
+        stream = _run(group, case("planted_coll_slow", slow_ms=10.0, bad_rank=1))
+    for result in (isolated, stream):
+        assert result.outcome.status == ResultStatus.OK, result.outcome.error
+    # the slow rank is the straggler in both modes: in isolated mode by its whole sleep; in a stream of
+    # N calls the others wait for its sleep inside their next call, so it stands out by one sleep over
+    # N, 1 / (N - 1) of the others' figure
+    calls = stream.outcome.method.launches_per_sample
+    assert calls >= STREAM_MIN_CALLS
+    for result, least in ((isolated, 0.3), (stream, 0.5 / (calls - 1))):
+        medians = result.collective.rank_medians_ms
+        rank, excess = straggler(medians)
+        assert rank == 1 and excess is not None and excess > least, medians
+    # isolated: a sample is the slowest rank's time of its call (rank 1 sleeps 20 ms inside it)
+    assert isolated.collective.rank_medians_ms[1] >= 20.0 > isolated.collective.rank_medians_ms[0]
+    assert isolated.outcome.stats.median_ms >= 20.0
+    assert isolated.outcome.method.collective_mode == "isolated" and isolated.outcome.method.pace == "barrier"
+    # stream: rank 0 waits for rank 1's sleep inside its next call, so both ranks read about 10 ms a
+    # call, rank 0 one sleep less per stream; the sample is their mean, between the two
+    low, high = sorted(stream.collective.rank_medians_ms)
+    assert low <= stream.outcome.stats.median_ms <= high
+    method = stream.outcome.method
+    assert method.collective_mode == "stream" and method.pace == "back_to_back"
 
 
 def test_a_wrong_result_on_one_rank_makes_the_case_incorrect_and_names_the_rank(monkeypatch) -> None:
@@ -120,11 +139,10 @@ def test_innermost_frame_reads_the_main_threads_stack_from_a_dump() -> None:
 
 
 def test_the_crosscheck_skips_collectives_with_the_reason() -> None:
-    from rooflab.runners.crosscheck.peer import PeerName
-    from rooflab.runners.crosscheck.peers import peers_for
+    from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer
     from rooflab.suite.device import DeviceInfo
 
     cpu = DeviceInfo("cpu", "test cpu", "cpu", 8 << 30, 1 << 20)
-    rows = check_case(case("all_reduce"), cpu, peers_for([PeerName.TORCH]), rounds=1)
+    rows = check_case(case("all_reduce"), cpu, [TorchTimerPeer()], rounds=1)
     assert [(r.status, r.peer) for r in rows] == [(ResultStatus.SKIPPED, "torch")]
     assert rows[0].error is not None and "group of rank processes" in rows[0].error

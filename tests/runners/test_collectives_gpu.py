@@ -26,16 +26,19 @@ ALL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcas
 
 
 @two_gpus
-def test_every_collective_is_correct_on_nccl_and_timed_with_cuda_events() -> None:
+@pytest.mark.parametrize("mode, clock", [("isolated", "cuda_events"), ("stream", "perf_counter")])
+def test_every_collective_is_correct_on_nccl_and_timed_in_both_modes(mode: str, clock: str) -> None:
     devices = [f"cuda:{i}" for i in range(GPUS)]
     with RankGroup("nccl", devices) as group:
         for op in ALL_OPS:
             for dtype in ("float32", "bfloat16"):
-                result = group.run(CaseRequest(case(op, ranks=GPUS, dtype=dtype, backend="nccl", n=1 << 20), 3), 120)
+                request = CaseRequest(case(op, ranks=GPUS, dtype=dtype, backend="nccl", n=1 << 20, mode=mode), 3)
+                result = group.run(request, 120)
                 outcome = result.outcome
                 assert outcome.status == ResultStatus.OK, (op, dtype, outcome.error)
                 assert outcome.method is not None and outcome.stats is not None
-                assert outcome.method.clock == "cuda_events" and outcome.method.sync_method == "host_sync"
+                assert outcome.method.clock == clock and outcome.method.sync_method == "host_sync"
+                assert outcome.method.collective_mode == mode
                 assert result.collective.comm_version and result.collective.ranks == GPUS
                 assert len({d.split()[1] for d in result.collective.rank_devices}) == GPUS  # one GPU per rank
                 assert 0 < outcome.stats.median_ms < 1000
@@ -57,7 +60,7 @@ def test_a_dying_nccl_rank_crashes_its_case_and_leaves_nothing_running(monkeypat
 def test_a_run_over_every_gpu_stores_the_groups(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("ROOFLAB_DB", raising=False)
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    options = RunOptions(devices="all", quiet=True, filters=("family=collective", "n=2048,1048576"),
+    options = RunOptions(devices="all", quiet=True, filters=("family=collective", "n=2048,1048576", "mode=stream"),
                          timing_overrides={"max_time_ms": 200})
     summary = run_suite("quick", db=url, options=options, handle_signals=False)
     assert summary.counts["ok"] == 10, summary.counts  # five collectives at two sizes
@@ -71,7 +74,7 @@ def test_one_gpu_skips_collectives_with_the_reason(tmp_path: Path, monkeypatch) 
     monkeypatch.delenv("ROOFLAB_DB", raising=False)
     url = f"sqlite:///{tmp_path / 'r.db'}"
     summary = run_suite("quick", db=url, options=RunOptions(device="cuda:0", quiet=True,
-                                                            filters=("op=all_reduce", "n=2048")),
+                                                            filters=("op=all_reduce", "n=2048", "mode=stream")),
                         handle_signals=False)
     assert summary.counts["skipped"] == 1
     error = results(url).iloc[0]["error"]

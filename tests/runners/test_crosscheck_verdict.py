@@ -9,7 +9,7 @@ import pytest
 
 from rooflab.db.crosscheck import geometric_mean, worst
 from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, configured_mode, differences
-from rooflab.runners.crosscheck.peer import Peer, PeerName
+from rooflab.runners.crosscheck.peer import CollectivePeer, Peer, PeerName
 from rooflab.runners.crosscheck.peers import make_peer, parse_peers
 from rooflab.runners.crosscheck.session import PeerCheck, summarize_checks
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, TimerSummary, agreement, disagrees, summarize_timer
@@ -140,7 +140,7 @@ def test_peers_option() -> None:
         with pytest.raises(UserInputError, match="--peers"):
             parse_peers(bad)
     for name in PeerName:
-        assert isinstance(make_peer(name), Peer) and make_peer(name).name is name
+        assert isinstance(make_peer(name), (Peer, CollectivePeer)) and make_peer(name).name is name
 
 
 def test_a_block_of_the_timers_size_by_the_timers_rule() -> None:

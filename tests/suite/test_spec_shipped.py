@@ -5,6 +5,7 @@ from collections import Counter
 
 import pytest
 
+from rooflab.suite.ops.collective import mode_of
 from rooflab.suite.ops.registry import all_ops, builtin_ops
 from rooflab.suite.spec import SPECS_DIR, expand, load_spec
 
@@ -38,7 +39,7 @@ def test_shipped_spec_loads_and_expands(name: str, ops) -> None:
 
 def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) -> None:
     spec = load_spec("quick", ops=ops)
-    for kind, most in (("cpu", 90), ("cuda", 200)):  # 63 kernel cases and 18 small collectives on a CPU
+    for kind, most in (("cpu", 90), ("cuda", 210)):  # 63 kernel cases and 22 small collectives on a CPU
         cases = expand(spec, kind, ops=ops)
         assert len(cases) <= most
         families = {c.family for c in cases}
@@ -53,11 +54,16 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
     assert {c.timing_mode for c in gpu_hot} == {"launch", "graph"}
     assert max(ops[c.op].bytes(c.params, c.dtype) for c in gpu_hot) >= 4 * H100_L2_BYTES
     cpu = expand(spec, "cpu", ops=ops)
-    # collectives on the CPU: gloo, two ranks, 4 KiB .. 16 MiB per rank (all_reduce and all_gather)
+    # collectives on the CPU: gloo, two ranks, 4 KiB .. 16 MiB per rank (all_reduce and all_gather) in
+    # the default mode (stream), and isolated beside it at 4 KiB and 1 MiB, where the two differ most
     for op in ("all_reduce", "all_gather"):
-        sizes = sorted(ops[op].size_bytes(c.params, c.dtype) // 2 ** (op == "all_gather")
-                       for c in cpu if c.op == op)
-        assert sizes[0] == 4096 and sizes[-1] == 16 * MIB, op
+        for mode, expected in (("stream", [4096 * 4**i for i in range(7)]), ("isolated", [4096, MIB])):
+            sizes = sorted(ops[op].size_bytes(c.params, c.dtype) // 2 ** (op == "all_gather")
+                           for c in cpu if c.op == op and mode_of(c.params) == mode)
+            assert sizes == expected, (op, mode)
+    for kind in ("cpu", "cuda"):
+        isolated = [c for c in expand(spec, kind, ops=ops) if c.params.get("mode") == "isolated"]
+        assert {c.op for c in isolated} == {"all_reduce", "all_gather"}, kind
     assert {(c.backend, c.params["ranks"]) for c in cpu if c.family == "collective"} == {("gloo", 2)}
     assert {c.backend for c in expand(spec, "cuda", ops=ops) if c.family == "collective"} == {"nccl"}
     # each compile costs seconds on a small CPU: only a few compiled cases
@@ -124,6 +130,9 @@ def test_nightly_is_gpu_only_and_complete(ops) -> None:
     for op in five:
         for dtype in ("float32", "bfloat16"):
             sizes = sorted(c.params["n"] * (4 if dtype == "float32" else 2)
-                           for c in collectives if c.op == op and c.dtype == dtype)
+                           for c in collectives if c.op == op and c.dtype == dtype and mode_of(c.params) == "stream")
             assert sizes == [2**e for e in range(3, 31)], (op, dtype)
             assert {c.params["ranks"] for c in collectives if c.op == op} == {"all"}
+    # the isolated mode beside it where the two differ most: 4 B .. 1 MiB per rank, float32
+    isolated = sorted((c.op, c.params["n"] * 4) for c in collectives if mode_of(c.params) == "isolated")
+    assert isolated == sorted((op, 4 * 8**e) for op in ("all_reduce", "all_gather") for e in range(7))

@@ -148,3 +148,17 @@ def test_different_flush_methods_are_not_paired_and_untrusted_results_not_judged
     df.loc[copy & (df["device_name"] == H100), "flush_method"] = "read_sweep"
     df.loc[copy & (df["device_name"] == A100), "flush_method"] = None
     assert _compare(df, A100, H100).cases.set_index("op").loc["copy", "standing"] != "not_comparable"
+
+
+def test_two_collective_modes_are_not_paired() -> None:
+    """The same case key timed isolated on one side (as collectives were before the modes) and stream
+    on the other is not compared, even where the pace recorded is the same (a database upgraded to
+    revision 0010 before its pace backfill)."""
+    df = _two_devices()
+    copy = df["op"] == "copy"
+    df.loc[copy & (df["device_name"] == A100), "collective_mode"] = "isolated"
+    df.loc[copy & (df["device_name"] == H100), "collective_mode"] = "stream"
+    cmp = _compare(df, A100, H100).cases.set_index("op")
+    assert cmp.loc["copy", "standing"] == "not_comparable" and "isolated / stream" in cmp.loc["copy", "note"]
+    df.loc[copy & (df["device_name"] == A100), "collective_mode"] = "stream"
+    assert _compare(df, A100, H100).cases.set_index("op").loc["copy", "standing"] != "not_comparable"
