@@ -22,8 +22,19 @@ bench: $(STAMP)
 	$(VENV)/bin/rooflab report --db $(DB) --out $(REPORT_DIR)
 	@echo "results: $(DB)   report: $(REPORT_DIR)/index.html"
 
-test: lint
-	$(PY) -m pytest -q
+# `make test`: the tests on every core (pytest-xdist; PYTEST_WORKERS=0 runs them in this one process)
+# while lint runs beside them, its output and verdict printed after theirs; either failing fails it.
+# The workers take one test at a time, or a whole module where its tests share a fixture, the slowest
+# modules first (tests/scheduling.py); --no-loadscope-reorder keeps that order.
+PYTEST_WORKERS ?= auto
+test: $(STAMP)
+	@mkdir -p build
+	@$(MAKE) --no-print-directory -o $(STAMP) lint > build/lint.log 2>&1 & lint=$$!; \
+	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder; tests=$$?; \
+	  wait $$lint; linted=$$?; \
+	  echo "--- make lint (run beside the tests)"; cat build/lint.log; \
+	  [ $$linted -eq 0 ] || echo "make test: lint failed (its output above)" >&2; \
+	  [ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
 # ruff (lint and import order) and mypy over the four packages and tests/; settings in pyproject.toml.
 # mypy reads the packages through build/typecheck/rooflab, links that place the top-level folders
@@ -46,7 +57,7 @@ lint: $(STAMP)
 # GPU_TESTS narrows it (test files or node ids; default: every gpu-marked test); PYTEST_ADDOPTS is read as usual
 GPU_TESTS ?=
 test-gpu:
-	$(GPU_PY) -m pytest -q -m gpu -o addopts='-ra' $(GPU_TESTS)
+	$(GPU_PY) -m pytest -q -m gpu -o addopts='-ra --durations=10' -W default $(GPU_TESTS)
 
 clean:
 	rm -rf $(VENV) report results.db results.db-wal results.db-shm build/typecheck

@@ -96,6 +96,40 @@ class MeasureResult:
     def device_fingerprint(self) -> str:
         return self.machine.environment.device_fingerprint
 
+    def __repr__(self) -> str:
+        """A short summary, as torch.utils.benchmark's `Measurement` prints itself, for `print(result)`
+        and the REPL alike (every field: `to_dict()`). Eleven samples of 10, 11, ..., 20 us taken in
+        graph mode print (tests/test_api.py):
+
+            <rooflab.MeasureResult on cuda:0 (NVIDIA H100 80GB HBM3)>
+              median 15 us, 95 % CI 11 us to 19 us (±26.7 %)
+              p10 11 us, p90 19 us, IQR 5 us
+              11 samples, stopped: converged; cold cache, graph timing, 20 launches a sample, clock cuda_event
+              quality: good
+        """
+        from rooflab.runners.orchestration.progress import format_ms
+
+        s, m, o = self.stats, self.method, self.observation
+        ci = "no 95 % CI (too few samples)"
+        if s.ci_low_ms is not None and s.ci_high_ms is not None:
+            ci = f"95 % CI {format_ms(s.ci_low_ms)} to {format_ms(s.ci_high_ms)}"
+            if s.rel_ci_halfwidth is not None:
+                ci += f" (±{s.rel_ci_halfwidth * 100:.1f} %)"
+        launches = f", {m.launches_per_sample} launches a sample" if m.launches_per_sample > 1 else ""
+        quality = o.quality or "not judged"
+        if o.quality_reasons:
+            quality += f" ({'; '.join(o.quality_reasons)})"
+        if o.throttled:
+            quality += f"; throttled ({', '.join(o.throttle_reasons) or 'clock below its floor'})"
+        return "\n".join([
+            f"<rooflab.MeasureResult on {self.device} ({self.device_name})>",
+            f"  median {format_ms(s.median_ms)}, {ci}",
+            f"  p10 {format_ms(s.p10_ms)}, p90 {format_ms(s.p90_ms)}, IQR {format_ms(s.iqr_ms)}",
+            f"  {s.n_samples} samples, stopped: {m.stop_reason}; {m.cache} cache, {m.timing_mode} timing{launches}, "
+            f"clock {m.clock}",
+            f"  quality: {quality}",
+        ])
+
     def to_dict(self) -> dict[str, Any]:
         """Every field of the parts, flat, as plain JSON-serialisable data (samples included)."""
         out: dict[str, Any] = {"samples_ms": list(self.samples_ms)}

@@ -41,3 +41,23 @@ def _private_device_locks(tmp_path_factory):
         os.environ.pop("ROOFLAB_LOCK_DIR", None)
     else:
         os.environ["ROOFLAB_LOCK_DIR"] = saved
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadscope` (`make test`) as tests/scheduling.py scopes it: one test, or a whole module
+    whose tests share a fixture. Other --dist modes are pytest-xdist's own."""
+    from tests.scheduling import WholeModulesScheduling
+
+    if config.getvalue("dist") != "loadscope":
+        return None
+    return WholeModulesScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules of tests/scheduling.py's SLOW_FIRST first, in that order, the rest as collected
+    (a stable sort: a module's tests stay together and in their order)."""
+    from tests.scheduling import SLOW_FIRST
+
+    rank = {module: i for i, module in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))

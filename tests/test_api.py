@@ -6,12 +6,13 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
 import rooflab
 
-FAST = {"warmup_ms": 1, "warmup_calls": 1, "min_samples": 8, "min_time_ms": 1, "max_time_ms": 150}
+FAST: dict[str, Any] = {"warmup_ms": 1, "warmup_calls": 1, "min_samples": 8, "min_time_ms": 1, "max_time_ms": 150}
 
 
 def test_measure_times_a_known_sleep_and_derives_its_statistics_from_the_raw_samples():
@@ -79,3 +80,53 @@ def test_import_rooflab_loads_neither_torch_nor_pandas():
 def test_unknown_attribute_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'mesure'"):
         rooflab.mesure  # noqa: B018 - the attribute access is what raises
+
+
+def _known_result(samples_ms: tuple[float, ...], **observed: Any) -> rooflab.MeasureResult:
+    """A MeasureResult built by hand from samples whose statistics the engine derives."""
+    from rooflab.record import EnvironmentRecord, MachineObservation, TimingMethod
+    from rooflab.runners.engine.stats import summarize
+    from rooflab.runners.machine.clocks import NO_REPORT
+
+    env = EnvironmentRecord(device_fingerprint="fp-test", device_name="NVIDIA H100 80GB HBM3", device_kind="cuda",
+                            identity={}, info={})
+    method = TimingMethod(cache="cold", timing_mode="graph", clock="cuda_event", stop_reason="converged",
+                          launches_per_sample=20)
+    return rooflab.MeasureResult(samples_ms=samples_ms, stats=summarize(samples_ms), method=method,
+                                 observation=MachineObservation(**observed), device="cuda:0",
+                                 machine=rooflab.MachineState(env, NO_REPORT))
+
+
+def test_a_result_prints_as_a_short_summary_of_its_median_interval_samples_stop_and_device():
+    # 11 samples 10, 11, ..., 20 us: median 15 us; the 95 % CI of the median of 11 is the 2nd to the 10th
+    # order statistic (coverage 98.8 %; the 3rd to the 9th covers 93.5 %): 11 us to 19 us, half-width 4/15
+    result = _known_result(tuple((10 + i) / 1000 for i in range(11)), quality="good")
+    expected = "\n".join([
+        "<rooflab.MeasureResult on cuda:0 (NVIDIA H100 80GB HBM3)>",
+        "  median 15 us, 95 % CI 11 us to 19 us (±26.7 %)",
+        "  p10 11 us, p90 19 us, IQR 5 us",
+        "  11 samples, stopped: converged; cold cache, graph timing, 20 launches a sample, clock cuda_event",
+        "  quality: good",
+    ])
+    assert repr(result) == expected and str(result) == expected
+    assert f"{[result]}" == f"[{expected}]"  # inside a container too: no nested dataclass dump
+
+
+def test_a_summary_says_when_there_is_no_interval_and_why_a_result_is_not_trusted():
+    result = _known_result((2.0, 3.0, 2.5), quality="noisy", quality_reasons=("too few samples",),
+                           throttled=True, throttle_reasons=("hw_slowdown",))
+    lines = repr(result).splitlines()
+    assert lines[1] == "  median 2.5 ms, no 95 % CI (too few samples)"
+    assert lines[3].startswith("  3 samples, stopped: converged;")
+    assert lines[4] == "  quality: noisy (too few samples); throttled (hw_slowdown)"
+    assert "Statistics(" not in repr(result) and "samples_ms" not in repr(result)
+
+
+def test_a_measured_result_prints_its_own_median_and_stop_reason():
+    result = rooflab.measure(lambda: time.sleep(0.001), device="cpu", cache="hot", **FAST)
+    from rooflab.runners.orchestration.progress import format_ms
+
+    text = str(result)
+    assert text.startswith(f"<rooflab.MeasureResult on cpu ({result.device_name})>\n")
+    assert f"  median {format_ms(result.median_ms)}, " in text
+    assert f"  {result.n_samples} samples, stopped: {result.stop_reason}; hot cache, launch timing" in text

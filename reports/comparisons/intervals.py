@@ -161,7 +161,8 @@ def usable_ci(rel_ci: float | None) -> bool:
 
 
 def speedup(key: str, baseline_ms: float, candidate_ms: float, *,
-            baseline_samples: Sequence[float] | None = None, candidate_samples: Sequence[float] | None = None,
+            baseline_samples: Sequence[float] | np.ndarray | None = None,
+            candidate_samples: Sequence[float] | np.ndarray | None = None,
             baseline_rel_ci: float | None = None, candidate_rel_ci: float | None = None,
             n_draws: int = N_DRAWS) -> Ratio:
     """The speedup of one case (baseline / candidate) with the best interval its inputs allow: the

@@ -50,9 +50,11 @@ class CupyxPeer:
         import torch
         from cupyx.profiler import benchmark
 
+        from rooflab.suite.ops.pointwise import external_stream
+
         index = torch.device(device.torch_device).index or 0
         handle = torch.cuda.current_stream(torch.device(device.torch_device)).cuda_stream
-        with cupy.cuda.Device(index), cupy.cuda.ExternalStream(handle):
+        with cupy.cuda.Device(index), external_stream(cupy, handle):
             result = benchmark(fn, n_repeat=N_REPEAT, n_warmup=N_WARMUP, max_duration=MAX_DURATION_S, devices=(index,))
         samples = tuple(float(t) * 1e3 for t in result.gpu_times[0])
         return PeerTiming(float(statistics.median(samples)), samples, CacheMode.HOT, PeerClock.DEVICE_EVENTS_PER_CALL)

@@ -57,7 +57,7 @@ def _as_fraction(x: float) -> tuple[int, int]:
     return f.numerator, f.denominator
 
 
-def summarize(samples_ms: Sequence[float]) -> Statistics:
+def summarize(samples_ms: Sequence[float] | np.ndarray) -> Statistics:
     """Median, mean, extremes, p10/p90, IQR, sample std and the median's 95 % CI of `samples_ms`."""
     x = np.sort(np.asarray(samples_ms, dtype=np.float64))
     n = int(x.size)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from typing import Any
 
 from rooflab.suite.case import Case
@@ -109,7 +110,11 @@ def _reference(
 
 @functools.lru_cache(maxsize=256)
 def _probe(kernel: str, torch_device: str, dtype: str, head_dim: int, causal: bool, seq_relation: int) -> str | None:
-    """Run the SDPA backend once on a small case like the real one; None if it works, else why not."""
+    """Run the SDPA backend once on a small case like the real one; None if it works, else why not.
+
+    A backend that cannot run makes torch warn why (one UserWarning per kernel it passed over, e.g.
+    "Flash attention does not support ...") before it raises "No available kernel": those reasons go
+    into the answer instead of escaping as warnings; the warnings of a backend that runs are let through."""
     seq_q = 64
     seq_k = 64 + 16 * seq_relation  # keep seq_k <, = or > seq_q as in the real case
     gen = torch.Generator(device=torch_device).manual_seed(0)
@@ -118,14 +123,19 @@ def _probe(kernel: str, torch_device: str, dtype: str, head_dim: int, causal: bo
         t = torch.randn((1, 2, seq, head_dim), generator=gen, device=torch_device)
         return t.to(getattr(torch, dtype))
 
-    try:
-        out = _sdpa(make(seq_q), make(seq_k), make(seq_k), _backend(kernel), causal)
-        if device_kind_of(torch_device) is DeviceKind.CUDA:
-            torch.cuda.synchronize()
-        del out
-    except Exception as exc:  # torch explains in the message why the backend cannot run
-        text = " ".join(str(exc).split())
-        return f"{kernel} cannot run {dtype}, head_dim {head_dim}, causal={causal} on {torch_device}: {text[:300]}"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            out = _sdpa(make(seq_q), make(seq_k), make(seq_k), _backend(kernel), causal)
+            if device_kind_of(torch_device) is DeviceKind.CUDA:
+                torch.cuda.synchronize()
+            del out
+        except Exception as exc:  # torch explains in the message (and the warnings) why the backend cannot run
+            why = "; ".join(" ".join(str(w.message).split()) for w in said)
+            text = " ".join(str(exc).split()) + (f" ({why})" if why else "")
+            return f"{kernel} cannot run {dtype}, head_dim {head_dim}, causal={causal} on {torch_device}: {text[:600]}"
+    for w in said:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return None
 
 

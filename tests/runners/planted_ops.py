@@ -11,6 +11,7 @@ the worker has prepared real inputs before the fault hits:
     planted_wrong  the call returns 2 x with one element off        -> incorrect
     planted_allocate  the call asks a GPU for twice its memory      -> failed (a real CUDA OOM)
     planted_hang   the call never returns                            -> crashed (timed out)
+    planted_gate   correct, but each call waits for the test to open its gate (below)
     planted_huge   needs 2**60 bytes; prepare must never be reached -> skipped
     planted_uncapturable  prepared with graph_safe=False             -> skipped in graph mode
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from rooflab.suite.case import Case
@@ -26,6 +28,7 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.suite.lazy import torch
 from rooflab.suite.ops.base import Op, Params, ParamSpec, Prepared
 from rooflab.suite.ops.registry import register
+from tests.runners.gate import GATE_ENV, GATE_LIMIT_S
 
 
 def _real_torch() -> None:
@@ -146,6 +149,26 @@ class PlantedHang(_Planted):
             time.sleep(1.0)
 
 
+class PlantedGate(_Planted):
+    """Correct, but each call of the case with n elements first writes `waiting-<n>` into the folder
+    named by $ROOFLAB_TEST_GATE, then waits until `open-<n>` or `open` (every case) exists there (at
+    most GATE_LIMIT_S, then it raises): a test keeps a run inside a chosen case for exactly as long as
+    it needs, whatever the machine's load, then lets it go."""
+
+    name = "planted_gate"
+
+    def fault(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        gate, n = Path(os.environ[GATE_ENV]), len(x)
+        (gate / f"waiting-{n}").touch()
+        deadline = time.monotonic() + GATE_LIMIT_S
+        while not ((gate / f"open-{n}").exists() or (gate / "open").exists()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"planted_gate: {gate}/open-{n} did not appear within {GATE_LIMIT_S:.0f} s")
+            time.sleep(0.01)
+        torch.mul(x, 2.0, out=y)
+        return y
+
+
 class PlantedHuge(_Planted):
     name = "planted_huge"
 
@@ -169,6 +192,6 @@ class PlantedUncapturable(_Planted):
 
 for _op in (
     PlantedScale, PlantedRaise, PlantedOom, PlantedExit, PlantedSegv, PlantedWrong, PlantedAllocate, PlantedHang,
-    PlantedHuge, PlantedUncapturable,
+    PlantedGate, PlantedHuge, PlantedUncapturable,
 ):
     register(_op)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.present import present
 from tests.runners.cluster_support import fresh_postgres_url, run_record, sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,6 +117,7 @@ def kill_after_first_result(url: str, run_id: str, shard: str, proc: subprocess.
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)  # reaps it and closes its pipes
         if engine is not None:
             engine.dispose()
 
@@ -201,7 +203,7 @@ def test_node_clock_skew_does_not_reorder_history(url):
     assert by_clock != [f"n{i}" for i in range(8)]  # the measurement clocks alone would scramble them
     assert by_clock.index("n7") < by_clock.index("n0")  # tonight's shard "measured" before the first night
     verdict = detect(history)[0]
-    assert verdict.status == "regression" and verdict.latest.run_id == "n7"
+    assert verdict.status == "regression" and present(verdict.latest).run_id == "n7"
     assert previous_medians(url, current_run_id="n7").medians_ms[case.case_key] == pytest.approx(2.5, rel=0.02)
     assert previous_medians(url, current_run_id="n6").medians_ms[case.case_key] == pytest.approx(2.0, rel=0.02)
 

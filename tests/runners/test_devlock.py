@@ -14,7 +14,9 @@ import pytest
 
 from rooflab.db.query import results
 from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError, device_locks, lock_dir, lock_name
-from tests.runners.test_run_cli import PLANTED_SPEC, REPO, Rooflab, child_env, write
+from tests.runners.gate import GATE_ENV, wait_for_file
+from tests.runners.run_process import REPO, Rooflab, child_env
+from tests.runners.test_run_cli import PLANTED_SPEC, write
 
 HOLD = """\
 import sys, time
@@ -24,26 +26,26 @@ with device_locks(["cpu"], run_id="holder-run", command="rooflab run holder"):
     time.sleep(float(sys.argv[1]))
 """
 
-# 60 cases of about 1.35 s each (every call sleeps 150 ms): the first run holds the device until
-# the test interrupts it, however slowly the other processes start on a loaded machine
-LONG_SPEC = """\
-name: long
+# Two cases of planted_gate: the first run stays inside its first case, holding the device, until the
+# test opens the gate (tests/runners/planted_ops.py), however slowly the other processes start
+GATE_SPEC = """\
+name: gated
 defaults:
   cache: [hot]
-  timing: {warmup_ms: 1, warmup_calls: 2, min_samples: 5, max_samples: 5, min_time_ms: 1, max_time_ms: 10}
+  timing: {warmup_ms: 0, warmup_calls: 1, min_samples: 3, max_samples: 3, min_time_ms: 0, max_time_ms: 10}
 benchmarks:
-  - name: slow
-    op: planted_scale
+  - name: gated
+    op: planted_gate
     params:
-      n: [%s]
-      sleep_ms: 150
-""" % ", ".join(str(256 + i) for i in range(60))  # noqa: UP031 - .format would double the YAML's braces
+      n: [256, 512]
+"""
 
 
 def holder(seconds: float) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(seconds)], cwd=REPO, env=dict(os.environ),
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    proc.stdout.close()  # it says nothing more
     return proc
 
 
@@ -104,12 +106,15 @@ def test_lock_names_follow_the_physical_device(monkeypatch: pytest.MonkeyPatch) 
     assert lock_name("cuda:2") == "gpu-uuid-of-2"
 
 
-def test_two_runs_on_one_device_refuse_wait_and_override(tmp_path: Path) -> None:
-    long_spec = write(tmp_path, "long.yaml", LONG_SPEC)
+def test_two_runs_on_one_device_refuse_wait_and_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv(GATE_ENV, str(gate))  # the runs' environment (child_env) carries it
+    gated = write(tmp_path, "gated.yaml", GATE_SPEC)
     quick = write(tmp_path, "planted.yaml", PLANTED_SPEC)
     first_url = f"sqlite:///{tmp_path / 'first.db'}"
-    first = Rooflab(str(long_spec), "--db", first_url, "--run-id", "first", "--device", "cpu")
-    first.wait_for("[ 1/60]", timeout_s=240)  # the lock is taken before anything is measured
+    first = Rooflab(str(gated), "--db", first_url, "--run-id", "first", "--device", "cpu", "--case-timeout-s", "600")
+    wait_for_file(gate / "waiting-256", first.proc, timeout_s=240)  # inside its first case: the lock is held
 
     def run(*args: str) -> subprocess.Popen[str]:
         return subprocess.Popen([sys.executable, "-m", "rooflab", "run", str(quick), "--device", "cpu", *args],
@@ -129,9 +134,13 @@ def test_two_runs_on_one_device_refuse_wait_and_override(tmp_path: Path) -> None
     waiter_url = f"sqlite:///{tmp_path / 'waiter.db'}"
     waiter = Rooflab(str(quick), "--db", waiter_url, "--device", "cpu", "--lock-wait-s", "300")
     waiter.wait_for("waiting up to 300 s for cpu", timeout_s=300)
-    first.proc.send_signal(signal.SIGINT)  # finishes its case in flight, then releases the device
+    assert first.proc.poll() is None  # still inside its first case
+    first.proc.send_signal(signal.SIGINT)  # it finishes its case in flight, then releases the device
+    first.wait_for("finishing the case in flight", timeout_s=60)
+    (gate / "open").touch()
     code, out = first.finish()
     assert code == 130, out
+    assert len(results(first_url)) == 1  # the case in flight, stored; the second never started
     code, out = waiter.finish(timeout_s=300)
     assert code == 0, out
     first_done = results(first_url)["measured_at"].max()

@@ -2,15 +2,12 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from queue import Empty, Queue
 
 import pytest
 import torch
@@ -20,9 +17,8 @@ from rooflab.db.query import results, runs
 from rooflab.runners.cli.app import app
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import run_suite
-
-REPO = Path(__file__).resolve().parents[2]
-PLUGIN = "tests.runners.planted_ops"
+from tests.runners.gate import GATE_ENV, wait_for_file
+from tests.runners.run_process import PLUGIN, REPO, Rooflab, child_env
 
 PLANTED_SPEC = """\
 name: planted
@@ -36,18 +32,18 @@ benchmarks:
       n: [256, 512, 1024, 2048]
 """
 
-# Each call sleeps 150 ms: first call + the engine's first call + 2 warmup + 5 samples ~ 1.35 s a case.
-SLOW_SPEC = """\
-name: slow
+# Three cases of planted_gate (tests/runners/planted_ops.py): the case of n elements waits inside
+# its calls until the test opens its gate, so the test knows which case is in flight when it signals.
+GATED_SPEC = """\
+name: gated
 defaults:
   cache: [hot]
   timing: {warmup_ms: 1, warmup_calls: 2, min_samples: 5, max_samples: 5, min_time_ms: 1, max_time_ms: 10}
 benchmarks:
-  - name: slow
-    op: planted_scale
+  - name: gated
+    op: planted_gate
     params:
       n: [256, 512, 1024]
-      sleep_ms: 150
 """
 
 REAL_SPEC = """\
@@ -69,52 +65,6 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "ROOFLAB_DB"}
-    env["ROOFLAB_PLUGINS"] = PLUGIN
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-class Rooflab:
-    """`python -m rooflab run ...` in a child process, its output read line by line."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rooflab", "run", *args],
-            cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        self.lines: list[str] = []
-        self._queue: Queue[str] = Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._queue.put(line)
-
-    def wait_for(self, text: str, timeout_s: float = 60.0) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                line = self._queue.get(timeout=0.1)
-            except Empty:
-                if self.proc.poll() is not None and self._queue.empty():
-                    break
-                continue
-            self.lines.append(line)
-            if text in line:
-                return line
-        raise AssertionError(f"{text!r} not seen; output so far:\n{''.join(self.lines)}")
-
-    def finish(self, timeout_s: float = 120.0) -> tuple[int, str]:
-        code = self.proc.wait(timeout_s)
-        time.sleep(0.1)
-        while not self._queue.empty():
-            self.lines.append(self._queue.get())
-        return code, "".join(self.lines)
 
 
 def run_cli(*args: str, timeout_s: float = 120.0, threads: int | None = None) -> subprocess.CompletedProcess[str]:
@@ -167,13 +117,17 @@ def run_status(url: str, run_id: str) -> str:
 def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
-    spec = write(tmp_path, "slow.yaml", SLOW_SPEC)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv(GATE_ENV, str(gate))
+    spec = write(tmp_path, "gated.yaml", GATED_SPEC)
     db = tmp_path / "r.db"
     url = f"sqlite:///{db}"
     child = Rooflab(str(spec), "--db", url, "--run-id", "night")
-    child.wait_for("3 case(s)")
-    time.sleep(0.3)  # the first case (about 1.35 s) is now in flight
+    wait_for_file(gate / "waiting-256", child.proc)  # the first case is in flight
     child.proc.send_signal(signal.SIGINT)
+    child.wait_for("finishing the case in flight")
+    (gate / "open").touch()  # every case may go on from now
     code, out = child.finish()
     assert code == 130, out
     assert "finishing the case in flight" in out
@@ -197,10 +151,15 @@ def test_ctrl_c_finishes_the_case_in_flight_then_resume_completes(tmp_path: Path
 def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)
-    spec = write(tmp_path, "slow.yaml", SLOW_SPEC)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv(GATE_ENV, str(gate))
+    (gate / "open-256").touch()  # the first case runs through; the second waits at its gate
+    spec = write(tmp_path, "gated.yaml", GATED_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
     child = Rooflab(str(spec), "--db", url, "--run-id", "killed")
     child.wait_for("[1/3] ok")
+    wait_for_file(gate / "waiting-512", child.proc)  # the second case is in flight
     below = descendants(child.proc.pid)
     assert below  # the fork server and the worker
     child.proc.kill()
@@ -210,8 +169,9 @@ def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Pat
         time.sleep(0.2)
     assert not any(alive(p) for p in below), "worker processes outlived their killed supervisor"
     stored = results(url, run_id="killed")
-    assert 1 <= len(stored) <= 2
+    assert len(stored) == 1 and "n=256," in stored["case_key"].iloc[0]  # the case in flight is lost, no more
     assert run_status(url, "killed") == "running"
+    (gate / "open").touch()
 
     resumed = run_suite(spec, db=url, options=RunOptions(resume="killed", device="cpu", quiet=True),
                         handle_signals=False)

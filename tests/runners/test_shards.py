@@ -217,7 +217,7 @@ def fake_registry(monkeypatch):
             raise KeyError(name)
         return _FakeOp()
 
-    module.get_op = get_op
+    module.__dict__["get_op"] = get_op
     monkeypatch.setitem(sys.modules, "rooflab.suite.ops.registry", module)
     return module
 

@@ -42,7 +42,6 @@ SKIP = skip_reason()
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.postgres,
-    pytest.mark.xdist_group("slurm"),  # one cluster for the module: its tests in one xdist worker
     pytest.mark.skipif(SKIP is not None, reason=SKIP or ""),
 ]
 

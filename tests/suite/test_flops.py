@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from rooflab.suite.case import ParamValue
+from rooflab.suite.ops.collective import CollectiveOp
 from rooflab.suite.ops.registry import builtin_ops, get_op
 
 # (op, params, dtype, flops, bytes), each worked out by hand
-CASES = [
+CASES: list[tuple[str, dict[str, ParamValue], str, int, int]] = [
     # pointwise: copy 0 / 2ns, scale n / 2ns, add n / 3ns, triad 2n / 3ns
     ("copy", {"n": 10}, "float32", 0, 2 * 10 * 4),
     ("scale", {"n": 10}, "float16", 10, 2 * 10 * 2),
@@ -102,6 +104,7 @@ def test_every_op_has_a_hand_computed_case():
 def test_a_collective_busbw_is_its_bytes_over_time_and_algbw_its_size_over_time():
     # nccl-tests: 8 ranks all_reduce 1 GiB (float32) in 5 ms: algbw = 1 GiB / 5 ms, busbw = algbw x 7/4
     op, params = get_op("all_reduce"), {"n": 1 << 28, "ranks": 8}
+    assert isinstance(op, CollectiveOp)
     algbw = (1 << 30) / 5e-3 / 1e9
     assert op.size_bytes(params, "float32") == 1 << 30
     assert op.bytes(params, "float32") / 5e-3 / 1e9 == pytest.approx(algbw * 7 / 4, rel=1e-12)
@@ -143,7 +146,8 @@ def test_fma_intensity_is_k_over_element_size():
 
 def test_naive_attention_memory_counts_the_score_matrix_but_bytes_do_not():
     op = get_op("attention")
-    base = {"batch": 2, "heads": 4, "seq_q": 1024, "seq_k": 1024, "head_dim": 64, "causal": False}
+    base: dict[str, ParamValue] = {"batch": 2, "heads": 4, "seq_q": 1024, "seq_k": 1024, "head_dim": 64,
+                                   "causal": False}
     naive = dict(base, kernel="naive")
     flash = dict(base, kernel="sdpa_flash")
     assert op.bytes(naive, "float16") == op.bytes(flash, "float16")

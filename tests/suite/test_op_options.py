@@ -50,7 +50,7 @@ def test_fast_accum_is_a_float8_option() -> None:
 
 
 def test_both_fast_accum_variants_run_scaled_mm_with_their_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[bool] = []
+    seen: list[bool | None] = []  # the flag of each call (None: not passed)
     real = torch._scaled_mm
 
     def spy(*args, **kwargs):

@@ -16,8 +16,10 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import registry
 from rooflab.suite.ops.base import Op, ParamSpec, Prepared, case_skip_reason
 from rooflab.suite.ops.common import as_torch, cupy_module
+from rooflab.suite.ops.pointwise import Copy
 from rooflab.suite.ops.registry import all_ops, get_op, register
 from rooflab.vocab import CACHE_MODES, TIMING_MODES
+from tests.present import present
 
 REPO = Path(__file__).resolve().parents[2]
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
@@ -145,7 +147,9 @@ def test_op_declares_a_valid_interface(name):
 
 
 def test_register_refuses_a_taken_name_unless_replacing():
-    class Other(type(get_op("copy"))):
+    assert type(get_op("copy")) is Copy
+
+    class Other(Copy):
         pass
 
     with pytest.raises(ValueError, match="already registered"):
@@ -274,7 +278,7 @@ def test_dropout_op_differs_across_seeds_and_keeps_residual_where_dropped():
     message = a.check(kept_all)
     assert message and "dropped fraction" in message
     dropped_all = residual.clone()
-    assert "dropped fraction" in a.check(dropped_all)
+    assert "dropped fraction" in present(a.check(dropped_all))
 
 
 def test_dropout_check_allows_the_rounding_of_terms_that_nearly_cancel():
@@ -313,10 +317,10 @@ def test_check_reports_shape_and_non_finite_values():
     op = get_op("add")
     prepared = op.prepare(make_case(op, "float32"), CPU, seed=0)
     out = prepared.fn()
-    assert "shape" in prepared.check(out[:-1])
+    assert "shape" in present(prepared.check(out[:-1]))
     broken = out.clone()
     broken[3] = float("nan")
-    assert "non-finite" in prepared.check(broken)
+    assert "non-finite" in present(prepared.check(broken))
 
 
 def test_matmul_check_samples_rows_and_catches_a_wrong_row():
@@ -326,7 +330,7 @@ def test_matmul_check_samples_rows_and_catches_a_wrong_row():
     out = prepared.fn().clone()
     assert prepared.check(out) is None
     out[:, 3] += 0.5  # a wrong column shows in every sampled row
-    assert "sampled rows" in prepared.check(out)
+    assert "sampled rows" in present(prepared.check(out))
 
 
 def test_batched_matmul_runs_and_checks():
@@ -350,13 +354,13 @@ def test_cupy_backend_is_skipped_with_a_reason():
     if cupy_module() is None:
         assert reason == "cupy is not installed"
     else:
-        assert "CUDA" in reason
+        assert "CUDA" in present(reason)
 
 
 def test_cuda_only_dtypes_and_graph_mode_are_skipped_on_the_cpu():
     mm = get_op("matmul")
-    assert "CUDA" in mm.skip_reason(make_case(mm, "float8_e4m3fn", m=32, n=32, k=32), CPU)
-    assert "CUDA" in mm.skip_reason(make_case(mm, "tf32"), CPU)
+    assert "CUDA" in present(mm.skip_reason(make_case(mm, "float8_e4m3fn", m=32, n=32, k=32), CPU))
+    assert "CUDA" in present(mm.skip_reason(make_case(mm, "tf32"), CPU))
     launch = get_op("launch")
     assert (case_skip_reason(launch, make_case(launch, "float32", timing_mode="graph"), CPU)
             == "graph timing mode needs CUDA")
@@ -377,34 +381,36 @@ def test_can_this_case_run_here_is_decided_once():
     for op, case in cases:
         reason = case_skip_reason(op, case, CPU)
         assert reason is not None and generic_skip_reason(op, case, CPU) == reason
-    assert case_skip_reason(*cases[0], CPU).startswith("backend no_such_backend is not supported by matmul")
-    assert case_skip_reason(*cases[2], CPU).startswith("timing mode graph is not supported by transformer_block")
+    assert present(case_skip_reason(*cases[0], CPU)).startswith(
+        "backend no_such_backend is not supported by matmul")
+    assert present(case_skip_reason(*cases[2], CPU)).startswith(
+        "timing mode graph is not supported by transformer_block")
 
 
 def test_fp8_needs_compute_capability_8_9():
     mm = get_op("matmul")
     case = make_case(mm, "float8_e4m3fn", m=32, n=32, k=32)
-    assert "8.9" in mm.skip_reason(case, FAKE_GPU)
+    assert "8.9" in present(mm.skip_reason(case, FAKE_GPU))
     compiled = make_case(mm, "float8_e4m3fn", "compiled", m=32, n=32, k=32)
-    assert "compiled backend supports only" in mm.skip_reason(compiled, FAKE_GPU)
+    assert "compiled backend supports only" in present(mm.skip_reason(compiled, FAKE_GPU))
     hopper = DeviceInfo("cuda", "fake H100", "cuda:0", 80 << 30, 50 << 20, (9, 0), 132)
-    assert "16" in mm.skip_reason(make_case(mm, "float8_e4m3fn", m=30, n=32, k=32), hopper)
-    assert "batch" in mm.skip_reason(make_case(mm, "float8_e4m3fn", m=32, n=32, k=32, batch=2), hopper)
+    assert "16" in present(mm.skip_reason(make_case(mm, "float8_e4m3fn", m=30, n=32, k=32), hopper))
+    assert "batch" in present(mm.skip_reason(make_case(mm, "float8_e4m3fn", m=32, n=32, k=32, batch=2), hopper))
 
 
 def test_unsupported_backends_dtypes_and_params_are_skipped():
     softmax = get_op("softmax")
-    assert "cupy" in case_skip_reason(softmax, make_case(softmax, "float32", "cupy"), CPU)
-    assert "int8" in case_skip_reason(softmax, make_case(softmax, "int8"), CPU)
+    assert "cupy" in present(case_skip_reason(softmax, make_case(softmax, "float32", "cupy"), CPU))
+    assert "int8" in present(case_skip_reason(softmax, make_case(softmax, "int8"), CPU))
     bgdr = get_op("bias_gelu_dropout_residual")
-    assert "multiple" in bgdr.skip_reason(make_case(bgdr, "float32", n=1000, hidden=64), CPU)
+    assert "multiple" in present(bgdr.skip_reason(make_case(bgdr, "float32", n=1000, hidden=64), CPU))
     fma = get_op("fma_intensity")
-    assert "k must be" in fma.skip_reason(make_case(fma, "float32", "compiled", k=5000), CPU)
+    assert "k must be" in present(fma.skip_reason(make_case(fma, "float32", "compiled", k=5000), CPU))
     assert ("backend eager is not supported by fma_intensity"
-            in case_skip_reason(fma, make_case(fma, "float32", "eager"), CPU))
+            in present(case_skip_reason(fma, make_case(fma, "float32", "eager"), CPU)))
     att = get_op("attention")
     reason = att.skip_reason(make_case(att, "float32", "compiled", kernel="sdpa_math"), CPU)
-    assert "naive" in reason
+    assert "naive" in present(reason)
 
 
 def test_sdpa_backend_unavailable_on_the_cpu_is_skipped_with_torchs_reason():
@@ -435,7 +441,7 @@ def test_cases_that_do_not_fit_are_skipped_before_allocation():
     assert reason and reason == "would not fit: needs 20.00 MiB, more than the device's 1.00 MiB"
     case = Case("matmul", 1, "gemm", "eager", "float32", "cold", "launch", {"m": 64, "n": 64, "k": 64},
                 max_memory_fraction=1e-6)
-    assert "more than max_memory_fraction 1e-06" in case_skip_reason(mm, case, CPU)
+    assert "more than max_memory_fraction 1e-06" in present(case_skip_reason(mm, case, CPU))
 
 
 def test_fp8_scaled_matmul_path_and_check_work_where_torch_runs_them():

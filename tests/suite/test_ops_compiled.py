@@ -32,6 +32,7 @@ def test_fresh_compile_gives_each_prepare_its_own_code_object():
     first, second = fresh_compile(square), fresh_compile(square)
     assert first is not second
     # dynamo keys its cache on the code object: each copy must have its own
+    assert hasattr(first, "_torchdynamo_orig_callable") and hasattr(second, "_torchdynamo_orig_callable")
     assert first._torchdynamo_orig_callable.__code__ is not second._torchdynamo_orig_callable.__code__
     assert first._torchdynamo_orig_callable.__code__ is not square.__code__
 

@@ -2,6 +2,8 @@
 capture of every op that declares itself graph-safe. Run with `make test-gpu`."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -9,6 +11,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.common import as_torch, cupy_module
 from rooflab.suite.ops.registry import all_ops, get_op
+from tests.present import present
 from tests.suite.test_ops import planted_outputs, small_params
 
 pytestmark = pytest.mark.gpu
@@ -93,7 +96,8 @@ def test_attention_kernels_on_cuda(kernel, dtype, causal, head_dim):
     case = gpu_case("attention", "eager", dtype, kernel=kernel, causal=causal, head_dim=head_dim,
                     seq_q=256, seq_k=256)
     reason = get_op("attention").skip_reason(case, device)
-    if kernel in ("sdpa_flash", "sdpa_efficient") and dtype != "float32" and device.compute_capability >= (8, 0):
+    ampere_or_newer = present(device.compute_capability) >= (8, 0)
+    if kernel in ("sdpa_flash", "sdpa_efficient") and dtype != "float32" and ampere_or_newer:
         assert reason is None, reason  # these backends exist on every Ampere or newer GPU
     if kernel == "sdpa_flash" and dtype == "float32":
         assert reason and reason.startswith("sdpa_flash cannot run")
@@ -110,8 +114,8 @@ def test_naive_attention_compiled_on_cuda():
 def test_tensor_core_dtypes(dtype):
     device = cuda_device()
     case = gpu_case("matmul", "eager", dtype, m=256, n=128, k=512)
-    if dtype == "float8_e4m3fn" and device.compute_capability < (8, 9):
-        assert "8.9" in get_op("matmul").skip_reason(case, device)
+    if dtype == "float8_e4m3fn" and present(device.compute_capability) < (8, 9):
+        assert "8.9" in present(get_op("matmul").skip_reason(case, device))
         return
     run_and_check(case, device, sampled=True)  # 256 rows of C, 64 of them checked
 
@@ -119,10 +123,10 @@ def test_tensor_core_dtypes(dtype):
 @needs_cuda
 def test_tf32_is_used_for_tf32_only():
     device = cuda_device()
-    if device.compute_capability < (8, 0):
+    if present(device.compute_capability) < (8, 0):
         pytest.skip("no TF32 before compute capability 8.0")
     op = get_op("matmul")
-    big = dict(m=512, n=512, k=4096)
+    big: dict[str, Any] = dict(m=512, n=512, k=4096)
     before = torch.get_float32_matmul_precision()
     ieee = op.prepare(gpu_case("matmul", "eager", "float32", **big), device, seed=3)
     tf32 = op.prepare(gpu_case("matmul", "eager", "tf32", **big), device, seed=3)  # same inputs

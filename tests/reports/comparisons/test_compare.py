@@ -30,8 +30,8 @@ def _cases(scale_bw: float, scale_compute: float, **kw) -> list[dict]:
 
 
 def _two_devices():
-    a_kw = dict(device_name=A100, fingerprint="fp-a100", run_id="run-a", l2_bytes=40 << 20)
-    b_kw = dict(device_name=H100, fingerprint="fp-h100", run_id="run-b", run_order=2)
+    a_kw: dict[str, Any] = dict(device_name=A100, fingerprint="fp-a100", run_id="run-a", l2_bytes=40 << 20)
+    b_kw: dict[str, Any] = dict(device_name=H100, fingerprint="fp-h100", run_id="run-b", run_order=2)
     # the workload on each device stays below its probes (a faster one would raise the roof)
     a = (device_rows(hbm_gbps=2400.0, fp32_tflops=40.0, bf16_tflops=270.0, launch_ms=0.006, **a_kw)
          + _cases(1.0, 1.0, **a_kw))

@@ -112,7 +112,7 @@ def test_iso_times_equal_strftime_with_missing_times():
     from rooflab.reports.regressions.series import _iso_times
 
     rng = np.random.default_rng()
-    when = pd.Series(pd.to_datetime(rng.integers(1.6e9, 1.8e9, 500), unit="s", utc=True))
+    when = pd.Series(pd.to_datetime(rng.integers(1_600_000_000, 1_800_000_000, 500), unit="s", utc=True))
     when[rng.random(500) < 0.1] = pd.NaT
     when = pd.concat([when, when.sample(300, replace=True)], ignore_index=True)  # repeated times
     expected = when.dt.strftime("%Y-%m-%dT%H:%M:%S%z").astype(object)

@@ -6,6 +6,7 @@ from rooflab.reports.data.frames import select_device
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_ceilings, compute_roof
 from rooflab.reports.walls.diagnosis import diagnose, fusion_gains, most_left_on_table, unfused_bytes
+from tests.present import present
 from tests.reports.synth import H100, H100_L2, device_rows, frame, gemm, launch, row, stream
 
 
@@ -57,14 +58,14 @@ def test_unknown_device_has_measured_roofs_only():
     assert dc.spec is None
     assert all(c.datasheet is None and c.ratio is None for c in dc.ceilings)
     assert compute_roof(dc, "float8_e4m3fn", matrix=True) is None
-    assert bandwidth_roof(dc).origin == "measured"
+    assert present(bandwidth_roof(dc)).origin == "measured"
 
 
 def test_roofs_fall_back_to_the_datasheet():
     dc, _ = _dc([launch(0.005)])
-    roof = compute_roof(dc, "float8_e4m3fn", matrix=True)
+    roof = present(compute_roof(dc, "float8_e4m3fn", matrix=True))
     assert roof.origin == "datasheet" and roof.value == pytest.approx(1978.9)
-    assert bandwidth_roof(dc).value == 3350
+    assert present(bandwidth_roof(dc)).value == 3350
 
 
 def test_walls_of_known_cases():
@@ -140,8 +141,9 @@ def test_float32_gemm_is_held_against_the_best_float32_gemm_not_the_fma_probe():
     slow = gemm(2048, 2048, 2048, 30.0, dtype="float32")
     df = frame(rows + [best, slow])
     dc = compute_ceilings(df, H100)
-    assert dc.get("matrix", dtype="float32").value == pytest.approx(45.0)
-    assert dc.get("matrix", dtype="float32").datasheet == pytest.approx(66.9)  # vector fp32: no tensor cores
+    fp32 = present(dc.get("matrix", dtype="float32"))
+    assert fp32.value == pytest.approx(45.0)
+    assert fp32.datasheet == pytest.approx(66.9)  # vector fp32: no tensor cores
     diag = diagnose(df, dc).set_index("case_key")
     assert diag.loc[slow["case_key"], "efficiency"] == pytest.approx(30 / 45)
     assert diag.loc[best["case_key"], "compute_roof_origin"] == "measured"

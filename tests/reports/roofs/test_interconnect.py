@@ -5,6 +5,7 @@ collective, and the device page's interconnect section."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -18,6 +19,7 @@ from rooflab.reports.roofs.gpu_specs import match_device
 from rooflab.reports.roofs.interconnect import interconnect_roof
 from rooflab.reports.walls.diagnosis import diagnose
 from rooflab.reports.walls.predict import predict
+from tests.present import present
 from tests.reports.synth import H100, collective, collective_sweep, device_rows, frame
 
 B200 = "NVIDIA B200"
@@ -35,17 +37,18 @@ def test_interconnect_ceilings_are_the_best_busbw_and_the_fastest_median_per_col
                            stop_reason="max_time"))  # noisy: never a roof
     rows += collective_sweep("all_reduce", 4, peak_gbps=300.0, latency_ms=0.015)
     dc = compute_ceilings(frame(rows), H100)
-    ar8 = dc.get("interconnect", collective="all_reduce", ranks=8)
+    ar8 = present(dc.get("interconnect", collective="all_reduce", ranks=8))
     peak = max(r["gbps"] for r in rows
                if r["op"] == "all_reduce" and r["ranks"] == 8 and r["stop_reason"] == "converged")
     assert ar8.value == pytest.approx(peak) and 300 < ar8.value < 370
     assert ar8.datasheet == 450.0 and ar8.ratio == pytest.approx(ar8.value / 450.0)  # NVLink 4 per direction
-    assert dc.get("interconnect", collective="all_reduce", ranks=4).value < 300
-    floor = dc.get("comm_latency", collective="all_reduce", ranks=8)
+    assert present(dc.get("interconnect", collective="all_reduce", ranks=4)).value < 300
+    floor = present(dc.get("comm_latency", collective="all_reduce", ranks=8))
     assert floor.unit == "ms" and floor.value == pytest.approx(0.020, rel=1e-3)  # the 8 B message: the latency
-    assert dc.get("interconnect", collective="all_gather", ranks=8).label == "interconnect all_gather x8"
+    assert present(dc.get("interconnect", collective="all_gather", ranks=8)).label == "interconnect all_gather x8"
     # a bus bandwidth never raises a DRAM roof, and a collective is no point of the roofline
-    assert dc.get("hbm_rw").value == pytest.approx(3000.0) and dc.get("hbm_rw").case_key.startswith("stream_")
+    hbm = present(dc.get("hbm_rw"))
+    assert hbm.value == pytest.approx(3000.0) and hbm.case_key.startswith("stream_")
     assert not (roofline_points(frame(rows))["op"] == "all_reduce").any()
 
 
@@ -68,7 +71,7 @@ def test_small_collectives_are_overhead_bound_and_large_ones_comms_bound():
 
 
 def test_compare_predicts_a_collective_from_the_two_interconnect_roofs():
-    b_kw = dict(device_name=B200, fingerprint="fp-b200", run_id="run-b200")
+    b_kw: dict[str, Any] = dict(device_name=B200, fingerprint="fp-b200", run_id="run-b200")
     base_rows = frame(_h100())
     cand_rows = frame(device_rows(hbm_gbps=7000.0, **b_kw)
                       + collective_sweep("all_reduce", 8, peak_gbps=740.0, latency_ms=0.010, **b_kw)
@@ -78,8 +81,8 @@ def test_compare_predicts_a_collective_from_the_two_interconnect_roofs():
     cmp = compare(base, cand)
     coll = cmp[cmp["family"] == "collective"].sort_values("intensity")
     big = cmp[cmp["case_key"].str.contains("all_reduce") & (cmp["wall"] == "comms")]
-    ratio = (cand.ceilings.get("interconnect", collective="all_reduce", ranks=8).value
-             / base.ceilings.get("interconnect", collective="all_reduce", ranks=8).value)
+    ratio = (present(cand.ceilings.get("interconnect", collective="all_reduce", ranks=8)).value
+             / present(base.ceilings.get("interconnect", collective="all_reduce", ranks=8)).value)
     assert ratio == pytest.approx(2.0, rel=0.02) and not big.empty
     assert big["predicted_speedup"].tolist() == pytest.approx([ratio] * len(big))
     small = cmp[cmp["case_key"].str.contains("all_reduce") & (cmp["wall"] == "overhead")]
@@ -104,11 +107,12 @@ def test_predict_a_collective_from_the_datasheet_link_or_the_measured_roof():
 
 
 def test_the_datasheet_links_are_per_direction_and_nvlink_first():
-    h100, l40s = match_device("H100 SXM"), match_device("L40S")
-    assert h100.nvlink_gbps.value == 450.0 and h100.pcie_gbps.value == 64.0
-    assert h100.interconnect_gbps is h100.nvlink_gbps and "900 GB/s both directions" in h100.nvlink_gbps.source
-    assert l40s.nvlink_gbps is None and l40s.interconnect_gbps.value == 32.0
-    assert match_device("B200").interconnect_gbps.value == 900.0
+    h100, l40s = present(match_device("H100 SXM")), present(match_device("L40S"))
+    nvlink = present(h100.nvlink_gbps)
+    assert nvlink.value == 450.0 and present(h100.pcie_gbps).value == 64.0
+    assert h100.interconnect_gbps is nvlink and "900 GB/s both directions" in nvlink.source
+    assert l40s.nvlink_gbps is None and present(l40s.interconnect_gbps).value == 32.0
+    assert present(present(match_device("B200")).interconnect_gbps).value == 900.0
     assert {"NVLink per direction", "PCIe per direction"} <= {f["quantity"] for f in h100.figures()}
 
 
@@ -142,5 +146,5 @@ def test_a_device_without_collectives_has_no_interconnect_section(tmp_path):
 
 def test_a_roof_for_a_collective_never_measured_falls_back_to_the_datasheet_only():
     dc = compute_ceilings(frame(device_rows()), H100)
-    assert interconnect_roof(dc, "broadcast", 8).origin == "datasheet"
-    assert math.isclose(interconnect_roof(dc, "broadcast", 8).value, 450.0)
+    roof = present(interconnect_roof(dc, "broadcast", 8))
+    assert roof.origin == "datasheet" and math.isclose(roof.value, 450.0)

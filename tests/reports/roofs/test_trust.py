@@ -11,6 +11,7 @@ from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.reports.walls.diagnosis import diagnose
 from rooflab.runners.engine.stats import summarize
 from rooflab.suite.quality import noise_reasons
+from tests.present import present
 from tests.reports.synth import H100, device_rows, frame, row, stream
 
 
@@ -32,10 +33,10 @@ def test_a_noisy_planted_result_does_not_set_a_ceiling():
     df = frame(rows)
     assert quality_of(df).tolist().count("noisy") == 1
     dc = compute_ceilings(df, H100)
-    assert dc.get("hbm_rw").value == pytest.approx(3000.0)
+    assert present(dc.get("hbm_rw")).value == pytest.approx(3000.0)
     # the stored quality decides where it was recorded: the same result marked good would set it
     df.loc[df.index[-1], "quality"] = "good"
-    assert compute_ceilings(df, H100).get("hbm_rw").value == pytest.approx(4000.0)
+    assert present(compute_ceilings(df, H100).get("hbm_rw")).value == pytest.approx(4000.0)
 
 
 def test_a_contended_result_does_not_set_a_ceiling_and_is_marked():
@@ -45,7 +46,7 @@ def test_a_contended_result_does_not_set_a_ceiling_and_is_marked():
     rows.append(contended)
     df = frame(rows)
     dc = compute_ceilings(df, H100)
-    assert dc.get("hbm_rw").value == pytest.approx(3000.0)
+    assert present(dc.get("hbm_rw")).value == pytest.approx(3000.0)
     diag = diagnose(df, dc).set_index("case_key")
     marked = diag[diag["quality"] == "contended"]
     assert len(marked) == 1 and marked["roof_suspect"].iloc[0]  # 5000 GB/s against 3000: never printed as 167 %
@@ -59,9 +60,9 @@ def test_a_trustworthy_op_beating_the_probe_raises_the_roof():
                     median_ms=8 * n / 3300e9 * 1e3))
     df = frame(rows)
     dc = compute_ceilings(df, H100)
-    hbm = dc.get("hbm_rw")
+    hbm = present(dc.get("hbm_rw"))
     assert hbm.value == pytest.approx(3300.0) and hbm.case_key.startswith("copy.v1")
-    assert hbm.probe_value == pytest.approx(3000.0) and hbm.probe_case_key.startswith("stream_triad")
+    assert hbm.probe_value == pytest.approx(3000.0) and present(hbm.probe_case_key).startswith("stream_triad")
     diag = diagnose(df, dc)
     assert (diag["efficiency"].dropna() <= 1.0 + 1e-9).all() and not diag["roof_suspect"].any()
 

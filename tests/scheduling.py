@@ -1,0 +1,59 @@
+"""How `make test` spreads the tests over its pytest-xdist workers (tests/conftest.py installs it).
+
+A unit of work is one test, so that a module of slow tests is shared by the workers, or one whole
+module when the module builds a fixture for all its tests (a `scope="module"` fixture: a database
+written by a night of runs, a two-node Slurm cluster): split over two workers, each would build it.
+The units go out in collection order (`make test` passes `--no-loadscope-reorder`), which
+tests/conftest.py sorts so that the modules in SLOW_FIRST lead: a long unit handed out last would
+leave one worker running alone at the end while the other idles.
+
+pytest-xdist's own grouping (`xdist_group` with `--dist loadgroup`) does not group under pytest 9.2
+(the group never reaches the node id), so the grouping is decided here, from the module's source.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from xdist.scheduler import LoadScopeScheduling
+
+# A fixture shared by a module's (or a class's) tests, as a decorator declares it.
+SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\([^)]*scope\s*=\s*["'](module|class|package)["']""")
+
+# The modules whose tests take longest, the slowest first (`make test` prints the ten slowest
+# tests; measured on 2 cores, docs/development.md). Only an order: a module missing here is run too.
+SLOW_FIRST: tuple[str, ...] = (
+    "tests/runners/test_slurm_real.py",
+    "tests/runners/test_attribution.py",
+    "tests/runners/test_cluster_e2e.py",
+    "tests/runners/test_collective_env.py",
+    "tests/runners/test_cluster_e2e_nightly.py",
+    "tests/runners/test_devlock.py",
+    "tests/runners/test_collective_runs.py",
+    "tests/runners/test_counters_cli.py",
+    "tests/db/test_concurrency.py",
+    "tests/reports/regressions/test_regressions_db.py",
+    "tests/runners/test_nightly.py",
+    "tests/runners/test_run_cli.py",
+    "tests/runners/test_collectives.py",
+    "tests/reports/pages/test_html.py",
+    "tests/runners/test_crosscheck.py",
+)
+
+
+@functools.cache
+def runs_whole(module: Path) -> bool:
+    """Whether the module declares a fixture that its tests share (then one worker runs it all)."""
+    try:
+        return SHARED_FIXTURE.search(module.read_text(encoding="utf-8")) is not None
+    except OSError:  # not a file (a doctest's node id, a module in a package's __init__)
+        return False
+
+
+class WholeModulesScheduling(LoadScopeScheduling):
+    """LoadScopeScheduling whose scope is the test, or its module when the module shares a fixture."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return module if runs_whole(self.config.rootpath / module) else nodeid
