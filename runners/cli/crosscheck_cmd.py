@@ -23,8 +23,9 @@ Each case is prepared exactly as `rooflab run` prepares it; the same callable th
 rooflab's engine as configured, to rooflab's engine in each peer's own mode (its flush kind and
 size, pace, hold, clock and sample) and to each available peer (torch, do_bench, nvbench, cupyx),
 round after round over --rounds rounds. A collective case is timed by rooflab's rank group and by
-the collective peer (dist_loop: a plain torch.distributed loop written the nccl-tests way, in a
-group of its own), alternating in rounds. Reported per case and peer: the medians and spreads, ratio
+the collective peers (dist_loop: a plain torch.distributed loop written the nccl-tests way, in a
+group of its own; nccl_tests: nccl-tests' own binaries, on GPUs, when on PATH), alternating in rounds.
+Reported per case and peer: the medians and spreads, ratio
 = rooflab as configured / peer (the method difference, with the modes that differ), in-mode ratio
 = rooflab in the peer's mode / peer (the engines' agreement), and a mark where the latter two
 disagree by more than either spread.
@@ -39,7 +40,7 @@ def crosscheck_command(
     device: str = typer.Option("auto", "--device", help="auto (first CUDA GPU, else the CPU), cpu or cuda:N."),
     peers: str = typer.Option("all", "--peers",
                               help="all, or a comma-separated list of: torch, do_bench, nvbench, cupyx, "
-                                   "dist_loop (collectives)."),
+                                   "dist_loop, nccl_tests (collectives)."),
     rounds: int = typer.Option(3, "--rounds", help="Rounds of rooflab then every peer, per case (1 to 50)."),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs (as in rooflab run)."),
     out: Path | None = typer.Option(None, "--out", help="Also write the JSON report to this file."),

@@ -28,6 +28,7 @@ class PeerName(StrEnum):
     NVBENCH = "nvbench"
     CUPYX = "cupyx"
     DIST_LOOP = "dist_loop"  # collectives: a plain torch.distributed loop written the nccl-tests way
+    NCCL_TESTS = "nccl_tests"  # collectives: nccl-tests' own binaries, when on PATH
 
 
 class PeerClock(StrEnum):

@@ -3,7 +3,7 @@
 PEERS is the registry: a peer's name and where its class lives (`module:Class`, imported when the
 peer is made). A kernel peer implements runners.crosscheck.peer.Peer, a collective peer
 runners.crosscheck.peer.CollectivePeer; adding a peer is its module, its name in PeerName and its
-line here (nccl-tests' binaries would be `nccl_tests_peer:NcclTestsPeer`).
+line here.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ PEERS: dict[PeerName, str] = {
     PeerName.NVBENCH: "nvbench_peer:NvbenchPeer",
     PeerName.CUPYX: "cupyx_peer:CupyxPeer",
     PeerName.DIST_LOOP: "dist_loop_peer:DistLoopPeer",
+    PeerName.NCCL_TESTS: "nccl_tests_peer:NcclTestsPeer",
 }
 ALL_PEERS: tuple[PeerName, ...] = tuple(PEERS)
 AnyPeer = Peer | CollectivePeer

@@ -6,7 +6,7 @@ change, another job) hits every timer alike: within a round the timers follow on
 same prepared callable (rooflab as configured, then for each peer in `--peers` order the peer and
 rooflab in that peer's mode), and the rounds repeat that. A peer that times in a process of its
 own (nvbench) runs its rounds after the others; rooflab's rounds in its mode run with the rest.
-A collective case is timed by the collective peers only (dist_loop), beside rooflab's rank group,
+A collective case is timed by the collective peers only (dist_loop, nccl_tests), beside rooflab's rank group,
 in rounds too (runners/crosscheck/collective_check.py); a kernel case by the kernel peers only.
 Invalid input (spec, filters, device, peers, rounds) is refused before the database is opened.
 """
