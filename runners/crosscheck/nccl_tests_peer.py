@@ -85,8 +85,7 @@ class NcclTestsPeer:
     def unavailable_reason(self, device: DeviceInfo) -> str | None:
         if device_kind_of(device.torch_device) is not DeviceKind.CUDA:
             return "nccl-tests times NCCL collectives on CUDA GPUs; this cross-check runs on the CPU"
-        missing = sorted(b for b in set(BINARIES.values()) if shutil.which(b) is None)
-        if len(missing) == len(set(BINARIES.values())):
+        if not any(shutil.which(binary) for binary in BINARIES.values()):
             return "no nccl-tests binary (all_reduce_perf, ...) on PATH"
         return None
 

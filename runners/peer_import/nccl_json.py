@@ -12,11 +12,10 @@ is half a unit of the sixth decimal.
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-from rooflab.runners.peer_import.errors import PeerFormatError
+from rooflab.runners.peer_import.errors import PeerFormatError, json_document
 from rooflab.runners.peer_import.nccl_records import (
     IterationStats,
     NcclHalf,
@@ -137,11 +136,7 @@ def _environment(document: dict[str, Any]) -> dict[str, str]:
 def parse_nccl_json(text: str) -> NcclTest:
     """The test of an nccl-tests `-J` file. PeerFormatError for invalid JSON (with its line) or a
     document of another shape."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PeerFormatError(f"invalid JSON ({exc.msg}, column {exc.colno}): cut short or damaged",
-                              exc.lineno) from None
+    document = json_document(text)
     if not looks_like_nccl_json(document):
         raise PeerFormatError("not nccl-tests' JSON: no `config` and `results`")
     config = document["config"]

@@ -16,14 +16,13 @@ seconds, one per sample) relative to the JSON file; `read_sidecar` reads one.
 """
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rooflab.runners.peer_import.errors import PeerFormatError
+from rooflab.runners.peer_import.errors import PeerFormatError, json_document
 
 OLD_NAMES = {  # summaries of the 2021 layout -> the tags of file version 1.0.0
     "Number of Samples (Cold)": "nv/cold/sample_size",
@@ -182,11 +181,7 @@ def _states(document: dict[str, Any]) -> list[NvbenchState]:
 def parse_nvbench_json(text: str) -> NvbenchFile:
     """Every state of an nvbench JSON file. PeerFormatError for invalid JSON (with its line) or a
     document of another shape."""
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PeerFormatError(f"invalid JSON ({exc.msg}, column {exc.colno}): cut short or damaged",
-                              exc.lineno) from None
+    document = json_document(text)
     if not looks_like_nvbench(document):
         raise PeerFormatError("not nvbench's JSON: no `devices` and `benchmarks`")
     meta: dict[str, Any] = document["meta"] if isinstance(document.get("meta"), dict) else {}

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rooflab.runners.peer_import.errors import PeerFormatError
+from rooflab.runners.peer_import.errors import PeerFormatError, json_document
 from rooflab.runners.peer_import.printed import Printed, exact, parse_printed
 
 REQUIRED = ("name", "size", "type", "time", "algBw", "busBw")
@@ -88,10 +88,7 @@ def parse_rccl_json(text: str) -> list[RcclResult]:
     """JSON lines (one object per line) or one JSON array of the objects."""
     stripped = text.strip()
     if stripped.startswith("["):
-        try:
-            items = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise PeerFormatError(f"invalid JSON ({exc.msg}): cut short or damaged", exc.lineno) from None
+        items = json_document(stripped)
         return [_result(item, i + 1) for i, item in enumerate(items) if isinstance(item, dict)]
     out = []
     for number, line in enumerate(text.splitlines(), start=1):
