@@ -169,30 +169,35 @@ class TwoCallsPerCallPeer(TorchTimerPeer):
         return type(t)(2 * t.median_ms, tuple(2 * x for x in t.samples_ms), t.cache, t.clock)
 
 
-# A case whose every call spins 3 ms on the clock (tests/runners/crosscheck_ops.py), one thread: its
+# `sleepy`: every call spins 3 ms on the clock (tests/runners/crosscheck_ops.py), one thread: its
 # time stands while the other test worker loads the second core, where a multi-threaded matmul's
 # time moves with that load from one timer's turn to the other's.
-SPIN_SPEC = """
-name: crosscheck_spin
+ONCE_SPEC = """
+name: crosscheck_once
 defaults:
   dtypes: [float32]
   backends: [eager]
   cache: [hot]
   timing_modes: [launch]
-  timing: {warmup_ms: 5, min_samples: 10, min_time_ms: 50, max_time_ms: 300, target_precision: 0.05}
+  timing: {warmup_ms: 5, min_samples: 20, min_time_ms: 50, max_time_ms: 300, target_precision: 0.05}
 benchmarks:
-  - name: spin
+  - name: sleepy
     op: planted_sometimes_slow
     devices: [cpu]
     params: {n: 4096, sleep_ms: 3.0, every: 1}
+  - name: add
+    op: add
+    devices: [cpu]
+    params: {n: 1048576}
 """
 
 
 @pytest.mark.usefixtures("quiet_machine")
 def test_a_peer_off_by_two_disagrees_in_its_own_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
-    report = run_crosscheck(_spec(tmp_path, SPIN_SPEC, "spin"), db_url=f"sqlite:///{tmp_path / 'x.db'}",
-                            device="cpu", rounds=1, command_line="test", peer_objects=[TwoCallsPerCallPeer()])
+    report = run_crosscheck(_spec(tmp_path, ONCE_SPEC, "once"), db_url=f"sqlite:///{tmp_path / 'x.db'}",
+                            device="cpu", rounds=1, command_line="test", filters=["op=planted_sometimes_slow"],
+                            peer_objects=[TwoCallsPerCallPeer()])
     (check,) = report.checks
     assert check.disagrees and check.likely_reason is None  # the same mode: no method explains it
     assert check.in_mode_ratio is not None and 0.35 < check.in_mode_ratio < 0.7
@@ -213,8 +218,8 @@ def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_ou
     _machine(tmp_path, monkeypatch, 99.0)
     monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    report = run_crosscheck(_spec(tmp_path, SPIN_SPEC, "spin"), db_url=db, device="cpu", rounds=1,
-                            command_line="test", peer_objects=[TwoCallsPerCallPeer()])
+    report = run_crosscheck(_spec(tmp_path, ONCE_SPEC, "once"), db_url=db, device="cpu", rounds=1, command_line="test",
+                            filters=["op=planted_sometimes_slow"], peer_objects=[TwoCallsPerCallPeer()])
     (check,) = report.checks
     assert check.status == "ok" and check.contended
     assert len(check.contention_reasons) == 1 and check.contention_reasons[0].startswith("load average 99.00 above")
@@ -283,24 +288,6 @@ def test_json_and_out_file_hold_the_same_report(tmp_path: Path) -> None:
     assert shown["peers"]["do_bench"]["available"] is False
 
 
-ONCE_SPEC = """
-name: crosscheck_once
-defaults:
-  dtypes: [float32]
-  backends: [eager]
-  cache: [hot]
-  timing_modes: [launch]
-  timing: {warmup_ms: 5, min_samples: 20, min_time_ms: 50, max_time_ms: 300, target_precision: 0.05}
-benchmarks:
-  - name: sleepy
-    op: planted_sometimes_slow
-    devices: [cpu]
-    params: {n: 4096, sleep_ms: 3.0, every: 1}
-  - name: add
-    op: add
-    devices: [cpu]
-    params: {n: 1048576}
-"""
 
 
 def test_a_peer_that_times_once_per_process_gets_a_process_per_case(
