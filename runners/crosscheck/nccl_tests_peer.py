@@ -40,7 +40,7 @@ DTYPE_NAMES = {"float32": "float", "float16": "half", "bfloat16": "bfloat16", "f
                "int32": "int32"}
 # the import reads both back as ours
 assert all(op_name(binary) == ours for ours, binary in BINARIES.items())
-assert all(DTYPES[name] == ours for ours, name in DTYPE_NAMES.items())  # the import reads them back as ours
+assert all(DTYPES[name] == ours for ours, name in DTYPE_NAMES.items())
 
 
 class NcclTestsError(RuntimeError):
@@ -51,6 +51,8 @@ def command(case: Case, ranks: int) -> list[str]:
     """The binary's command line for one round of `case` on `ranks` GPUs (pure)."""
     op = get_op(case.op)
     assert isinstance(op, CollectiveOp)
+    if case.dtype not in DTYPE_NAMES:
+        raise NcclTestsError(f"nccl-tests has no -d for {case.dtype} (it has: {', '.join(DTYPE_NAMES)})")
     size = op.size_bytes({**case.params, "ranks": ranks}, case.dtype)
     args = [BINARIES[case.op], "-b", str(size), "-e", str(size), "-g", str(ranks), "-d", DTYPE_NAMES[case.dtype],
             "-w", str(WARMUP_CALLS), "-n", str(TIMED_CALLS), "-c", "0"]

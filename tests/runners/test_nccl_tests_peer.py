@@ -55,6 +55,8 @@ def test_the_command_line_asks_the_case_size_dtype_and_reduction_as_nccl_tests_c
     assert gather[:7] == ["all_gather_perf", "-b", str(1000 * 2 * 4), "-e", str(1000 * 2 * 4), "-g", "4"]
     assert gather[gather.index("-d") + 1] == "bfloat16" and "-o" not in gather  # gathers reduce nothing
     assert command(collective("all_to_all", 512, ranks=2), 2)[0] == "alltoall_perf"
+    with pytest.raises(NcclTestsError, match="no -d for float8_e4m3fn"):
+        command(collective("all_reduce", 512, "float8_e4m3fn"), 2)
 
 
 def test_a_round_reads_the_row_of_its_size_out_of_place_or_in_place(fake_bin: Path) -> None:
