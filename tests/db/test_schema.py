@@ -5,13 +5,14 @@ import hashlib
 import json
 import random
 import sqlite3
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
 from rooflab.db import query
@@ -22,6 +23,7 @@ from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url
 from rooflab.runners.cli.app import app
 from tests.db.factories import make_case, make_env, make_measurement, make_run
+from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
 
 runner = CliRunner()
 
@@ -42,13 +44,58 @@ def test_there_are_at_least_two_revisions_and_a_new_database_is_created_at_head(
     assert json.loads(shown.output) | {"db": None} == {"db": None, "state": "current", "revision": head, "head": head}
 
 
-def test_head_migration_creates_exactly_the_models(any_url: str) -> None:
-    ResultStore(any_url).close()
+def test_the_migrations_replayed_from_nothing_build_exactly_the_models(any_url: str) -> None:
+    """A new database is created from the models; an existing one changes only through the
+    migrations: replayed from an empty database they must build the models' schema (server defaults:
+    the next test)."""
     engine = create_engine(normalize_url(any_url))
+    with engine.begin() as conn:
+        command.upgrade(alembic_config(conn), "head")
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), Base.metadata)
     engine.dispose()
     assert diff == []
+
+
+def _layout(url: str) -> dict[str, dict[str, object]]:
+    """Every table's columns (by name), keys, indexes and constraints with their names, as the
+    database reports them."""
+    engine = create_engine(normalize_url(url))
+    seen = inspect(engine)
+    layout: dict[str, dict[str, object]] = {}
+    for table in sorted(seen.get_table_names()):
+        layout[table] = {
+            "columns": sorted((c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
+                              for c in seen.get_columns(table)),
+            "primary key": seen.get_pk_constraint(table)["constrained_columns"],
+            "foreign keys": sorted((f["name"] or "", tuple(f["constrained_columns"]), f["referred_table"],
+                                    tuple(f["referred_columns"])) for f in seen.get_foreign_keys(table)),
+            "indexes": sorted((i["name"] or "", tuple(i["column_names"]), bool(i["unique"]))
+                              for i in seen.get_indexes(table)),
+            "unique": sorted((u["name"] or "", tuple(u["column_names"])) for u in seen.get_unique_constraints(table)),
+            "checks": sorted((c["name"] or "", c["sqltext"]) for c in seen.get_check_constraints(table)),
+        }
+    engine.dispose()
+    return layout
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_new_database_has_the_layout_the_migrations_build(dialect: str, tmp_path: Path) -> None:
+    """Names included: a later migration drops an index or a constraint by its name."""
+    with ExitStack() as stack:
+        if dialect == "sqlite":
+            created, replayed = (f"sqlite:///{tmp_path / name}" for name in ("created.db", "replayed.db"))
+        else:
+            if postgres_server_url() is None:
+                pytest.skip(POSTGRES_SKIP_REASON)
+            created, replayed = (stack.enter_context(fresh_postgres_url()) for _ in range(2))
+        ResultStore(created).close()
+        engine = create_engine(normalize_url(replayed))
+        with engine.begin() as conn:
+            command.upgrade(alembic_config(conn), "head")
+        engine.dispose()
+        assert read_state(created) == read_state(replayed) and read_state(created).kind == "current"
+        assert _layout(created) == _layout(replayed)
 
 
 def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[float]:
