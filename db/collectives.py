@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from sqlalchemy import Connection, select
 
 from rooflab.db import models
 from rooflab.db.handle import Db, reading
 from rooflab.record import CollectiveRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLLECTIVE_COLUMNS: tuple[str, ...] = (
     "run_id", "device_name", "device_fingerprint", "case_key", "op", "backend", "dtype", "params",
@@ -77,4 +79,6 @@ def collective_frame(url: Db, *, run_ids: Sequence[str] | None = None) -> pd.Dat
         row[7] = _decoded(row[7])
         row[15], row[16], row[18] = medians, list(_decoded(row[16]) or []), dict(_decoded(row[18]) or {})
         out.append([*row, slowest, excess])
+    import pandas as pd  # here: `rooflab run` stores through this module and never reads a frame
+
     return pd.DataFrame(out, columns=list(COLLECTIVE_COLUMNS))

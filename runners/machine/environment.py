@@ -148,7 +148,7 @@ def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
         memory_bytes=gpu["memory_bytes"],
         driver_version=gpu["driver_version"],
         cuda_version=gpu["cuda_runtime_version"],
-        torch_version=torch.__version__,
+        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
     )
     major, minor = (int(p) for p in gpu["compute_capability"].split("."))
     device_info = DeviceInfo(
@@ -172,7 +172,7 @@ def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
         compute_capability=gpu["compute_capability"],
         driver_version=gpu["driver_version"],
         cuda_version=gpu["cuda_runtime_version"],
-        torch_version=torch.__version__,
+        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
     )
     return record, device_info
 
@@ -213,7 +213,7 @@ def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
         memory_bytes=cpu["memory_bytes"],
         driver_version=None,
         cuda_version=None,
-        torch_version=torch.__version__,
+        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
         logical_cores=cpu["logical_cores"],
     )
     llc = cpu["llc_bytes"] or 0
@@ -233,6 +233,6 @@ def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
         compute_capability=None,
         driver_version=None,
         cuda_version=None,
-        torch_version=torch.__version__,
+        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
     )
     return record, device_info

@@ -95,6 +95,8 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
     """The torch devices to run on, one worker each; UserInputError for a device not present."""
     from rooflab.runners.machine.environment import best_device, list_devices
 
+    if devices is None and device is not None and device.strip().lower() == "cpu":
+        return ["cpu"]  # always present: no need to import torch here (seconds) to list the GPUs
     available = list(dict.fromkeys(["cpu", *list_devices()]))
     if devices is not None and device not in (None, "auto"):
         raise UserInputError("give either --device or --devices, not both")

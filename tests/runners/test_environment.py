@@ -47,6 +47,20 @@ def test_fingerprint_is_stable_across_captures() -> None:
     assert len(a.device_fingerprint) == 16
 
 
+def test_a_captured_environment_unpickles_without_importing_torch() -> None:
+    """The supervisor receives the worker's capture over a pipe; torch's version string is a
+    TorchVersion, which, unpickled, would import torch (seconds) into a process that needs none."""
+    import pickle
+
+    record, device = capture("cpu")
+    assert type(record.torch_version) is str and type(record.identity["torch_version"]) is str
+    code = ("import pickle, sys; pickle.loads(sys.stdin.buffer.read()); "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, input=pickle.dumps((record, device)),
+                         capture_output=True, check=True)
+    assert out.stdout.decode().strip() == "False", out.stderr.decode()
+
+
 def test_fingerprint_is_stable_across_processes() -> None:
     here, _ = capture("cpu")
     code = "from rooflab.runners.machine.environment import capture; print(capture('cpu')[0].device_fingerprint)"

@@ -362,6 +362,20 @@ def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> No
     assert resolve_devices("cuda", None) == ["cuda:0"]
 
 
+def test_the_cpu_asked_for_by_name_needs_no_list_of_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing the GPUs imports torch (seconds) into the supervisor, which needs none for the CPU."""
+    from rooflab.runners.machine import environment
+    from rooflab.runners.orchestration.run_options import resolve_devices
+
+    def listed() -> list[str]:
+        raise AssertionError("the GPUs were listed")
+
+    monkeypatch.setattr(environment, "list_devices", listed)
+    assert resolve_devices("cpu", None) == resolve_devices(" CPU ", None) == ["cpu"]
+    with pytest.raises(AssertionError, match="listed"):
+        resolve_devices("cuda:0", None)
+
+
 def test_run_ids_are_shared_by_shards_of_a_night_and_unique_otherwise() -> None:
     from datetime import UTC, datetime
 
