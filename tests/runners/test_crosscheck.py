@@ -200,7 +200,9 @@ def test_a_peer_off_by_two_disagrees_in_its_own_mode(tmp_path: Path, monkeypatch
                             peer_objects=[TwoCallsPerCallPeer()])
     (check,) = report.checks
     assert check.disagrees and check.likely_reason is None  # the same mode: no method explains it
-    assert check.in_mode_ratio is not None and 0.35 < check.in_mode_ratio < 0.7
+    # 0.5 planted; one round each on a machine the other test worker loads: the peer's Timer read
+    # the 3 ms spin at 5.3 ms once (ratio 0.30), so the band is wide, and still excludes agreement
+    assert check.in_mode_ratio is not None and 0.25 < check.in_mode_ratio < 0.7
 
 
 def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_out(
