@@ -40,6 +40,7 @@ _RC: dict[RcKeyType, Any] = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", 
 # as vector markers make a file of hundreds of MB that a browser cannot open. Axes, roofs, labels
 # and legends stay vector.
 RASTERIZE_ABOVE = 5000
+TIGHT_PAD_INCHES = 0.1  # the margin around a figure's crop (matplotlib's own for a tight crop)
 
 
 def plain(text: object) -> str:
@@ -58,9 +59,14 @@ def _figure(width: float = 8.0, height: float = 5.5) -> Iterator[tuple[plt.Figur
 
 
 def _svg(fig: plt.Figure) -> str:
+    """The figure as SVG, cropped to what it draws. The crop is measured on the Agg canvas the
+    figure already has (the extents of its parts, nothing drawn) and given to savefig, which
+    `bbox_inches="tight"` would instead find by drawing the whole SVG once more: 40 % of the
+    report's drawing time. The two crops differ by a few pixels."""
     buf = io.StringIO()
     with plt.rc_context(_RC):
-        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+        crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(TIGHT_PAD_INCHES)
+        fig.savefig(buf, format="svg", bbox_inches=crop, metadata={"Date": None})
     return buf.getvalue()
 
 

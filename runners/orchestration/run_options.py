@@ -15,7 +15,7 @@ from typing import Any
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
-from rooflab.vocab import DeviceKind, device_kind_of
+from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
 
 
 @dataclass(frozen=True)
@@ -91,11 +91,20 @@ def _normalize_device(text: str, available: Sequence[str]) -> str:
     return value
 
 
+def _names_the_cpu(device: str | None) -> bool:
+    """`cpu` (any case, spaces around), not `cpu:N`, `auto` or a GPU."""
+    text = (device or "").strip().lower()
+    try:
+        return device_kind_of(text) is DeviceKind.CPU and device_index_of(text) is None and ":" not in text
+    except ValueError:
+        return False
+
+
 def resolve_devices(device: str | None, devices: str | None) -> list[str]:
     """The torch devices to run on, one worker each; UserInputError for a device not present."""
     from rooflab.runners.machine.environment import best_device, list_devices
 
-    if devices is None and device is not None and device.strip().lower() == "cpu":
+    if devices is None and _names_the_cpu(device):
         return ["cpu"]  # always present: no need to import torch here (seconds) to list the GPUs
     available = list(dict.fromkeys(["cpu", *list_devices()]))
     if devices is not None and device not in (None, "auto"):
