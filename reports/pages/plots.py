@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - after matplotlib.use
 import numpy as np  # noqa: E402 - after matplotlib.use
 import pandas as pd  # noqa: E402 - after matplotlib.use
 import seaborn as sns  # noqa: E402 - after matplotlib.use
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402 - after matplotlib.use
 
 from rooflab.reports.data.frames import is_cpu, quality_of, usable, with_figure  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
@@ -65,7 +66,8 @@ def _svg(fig: plt.Figure) -> str:
     report's drawing time. The two crops differ by a few pixels."""
     buf = io.StringIO()
     with plt.rc_context(_RC):
-        crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(TIGHT_PAD_INCHES)
+        canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+        crop = fig.get_tightbbox(canvas.get_renderer()).padded(TIGHT_PAD_INCHES)
         fig.savefig(buf, format="svg", bbox_inches=crop, metadata={"Date": None})
     return buf.getvalue()
 
