@@ -56,12 +56,13 @@ def spread(values: Sequence[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
-def quick_timing() -> Any:
-    """The timing settings of quick's CPU collectives (what `rooflab run quick` times them with)."""
+def quick_timing(n: int) -> Any:
+    """The timing settings of quick's CPU all_reduce of `n` elements per rank (what `rooflab run quick`
+    times it with: 200 ms below 1 MiB, 3 to 12 s from 1 MiB)."""
     from rooflab.suite.spec import apply_filters, expand, load_spec
 
     cases = apply_filters(expand(load_spec(str(ROOT / "suite/specs/quick.yaml")), "cpu"),
-                          ["op=all_reduce", "n=262144", "mode=stream"])
+                          ["op=all_reduce", f"n={n}", "mode=stream"])
     return cases[0].timing
 
 
@@ -73,13 +74,13 @@ def like_for_like(rounds: int, ranks: int, loop_ms: float) -> dict[int, dict[str
     from rooflab.suite.case import Case
     from rooflab.suite.ops.registry import get_op
 
-    op, timing = get_op("all_reduce"), quick_timing()
+    op = get_op("all_reduce")
     figures: dict[int, dict[str, list[float]]] = {n: {"stream": [], "isolated": [], "loop": [], "loop_slowest": []}
                                                   for n in SIZES}
     with RankGroup("gloo", ["cpu"] * ranks) as group, LoopGroup("gloo", ["cpu"] * ranks) as loop:
         for n in SIZES:
             stream = Case("all_reduce", op.version, op.family, "gloo", "float32", "hot", "launch",
-                          op.resolved_params({"n": n, "ranks": ranks}), timing=timing)
+                          op.resolved_params({"n": n, "ranks": ranks}), timing=quick_timing(n))
             isolated = replace(stream, params=op.resolved_params({**stream.params, "mode": "isolated"}))
             plain = LoopCase("all_reduce", n, "float32")
             calls = loop_calls(loop.per_call_ms(plain), loop_ms)
