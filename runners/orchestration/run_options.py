@@ -15,7 +15,7 @@ from typing import Any
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
-from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
+from rooflab.vocab import DeviceKind, device_kind_of
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _names_the_cpu(device: str | None) -> bool:
     """`cpu` (any case, spaces around), not `cpu:N`, `auto` or a GPU."""
     text = (device or "").strip().lower()
     try:
-        return device_kind_of(text) is DeviceKind.CPU and device_index_of(text) is None and ":" not in text
+        return device_kind_of(text) is DeviceKind.CPU and ":" not in text
     except ValueError:
         return False
 
