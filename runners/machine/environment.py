@@ -71,6 +71,14 @@ def best_device() -> str:
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
+def _torch_version() -> str:
+    """torch's version as a plain str: its TorchVersion, pickled to the supervisor with the capture,
+    would import torch there (seconds) on unpickling."""
+    import torch
+
+    return str(torch.__version__)
+
+
 def list_devices() -> list[str]:
     """Every device present: CUDA GPUs in torch's order, then the CPU."""
     import torch
@@ -148,7 +156,7 @@ def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
         memory_bytes=gpu["memory_bytes"],
         driver_version=gpu["driver_version"],
         cuda_version=gpu["cuda_runtime_version"],
-        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
+        torch_version=_torch_version(),
     )
     major, minor = (int(p) for p in gpu["compute_capability"].split("."))
     device_info = DeviceInfo(
@@ -172,7 +180,7 @@ def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
         compute_capability=gpu["compute_capability"],
         driver_version=gpu["driver_version"],
         cuda_version=gpu["cuda_runtime_version"],
-        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
+        torch_version=_torch_version(),
     )
     return record, device_info
 
@@ -213,7 +221,7 @@ def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
         memory_bytes=cpu["memory_bytes"],
         driver_version=None,
         cuda_version=None,
-        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
+        torch_version=_torch_version(),
         logical_cores=cpu["logical_cores"],
     )
     llc = cpu["llc_bytes"] or 0
@@ -233,6 +241,6 @@ def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
         compute_capability=None,
         driver_version=None,
         cuda_version=None,
-        torch_version=str(torch.__version__),  # a plain str: TorchVersion would make unpickling it import torch
+        torch_version=_torch_version(),
     )
     return record, device_info
