@@ -41,7 +41,6 @@ _RC: dict[RcKeyType, Any] = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", 
 # as vector markers make a file of hundreds of MB that a browser cannot open. Axes, roofs, labels
 # and legends stay vector.
 RASTERIZE_ABOVE = 5000
-TIGHT_PAD_INCHES = 0.1  # the margin around a figure's crop (matplotlib's own for a tight crop)
 
 
 def plain(text: object) -> str:
@@ -66,8 +65,9 @@ def _svg(fig: plt.Figure) -> str:
     report's drawing time. The two crops differ by a few pixels."""
     buf = io.StringIO()
     with plt.rc_context(_RC):
-        canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
-        crop = fig.get_tightbbox(canvas.get_renderer()).padded(TIGHT_PAD_INCHES)
+        canvas = fig.canvas
+        assert isinstance(canvas, FigureCanvasAgg)  # matplotlib.use("Agg") above
+        crop = fig.get_tightbbox(canvas.get_renderer()).padded(plt.rcParams["savefig.pad_inches"])
         fig.savefig(buf, format="svg", bbox_inches=crop, metadata={"Date": None})
     return buf.getvalue()
 
