@@ -7,8 +7,9 @@ once per process (`script_directory`).
 A new database is created from the models at head and stamped with the head revision (Alembic's
 recipe for a database built from scratch), not by replaying every migration: on SQLite that replay
 rebuilds tables in batch mode, 0.25 s of CPU per new database. The migrations stay the one way an
-existing database changes; tests/db/test_schema.py holds the two ways to the same schema (tables,
-columns, types, indexes, constraints, server defaults).
+existing database changes (`rooflab db upgrade` replays them, on an empty database too, to any
+revision asked for); tests/db/test_schema.py holds the two ways to the same schema (tables, columns,
+types, indexes, keys and their options, server defaults, names).
 """
 from __future__ import annotations
 

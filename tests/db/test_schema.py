@@ -67,9 +67,11 @@ def _layout(url: str) -> dict[str, dict[str, object]]:
         layout[table] = {
             "columns": sorted((c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
                               for c in seen.get_columns(table)),
-            "primary key": seen.get_pk_constraint(table)["constrained_columns"],
+            "primary key": (seen.get_pk_constraint(table).get("name") or "",
+                            seen.get_pk_constraint(table)["constrained_columns"]),
             "foreign keys": sorted((f["name"] or "", tuple(f["constrained_columns"]), f["referred_table"],
-                                    tuple(f["referred_columns"])) for f in seen.get_foreign_keys(table)),
+                                    tuple(f["referred_columns"]), sorted(f.get("options", {}).items()))
+                                   for f in seen.get_foreign_keys(table)),
             "indexes": sorted((i["name"] or "", tuple(i["column_names"]), bool(i["unique"]))
                               for i in seen.get_indexes(table)),
             "unique": sorted((u["name"] or "", tuple(u["column_names"])) for u in seen.get_unique_constraints(table)),
