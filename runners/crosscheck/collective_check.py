@@ -19,37 +19,32 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflab.runners.crosscheck.case_check import PeerCheck, PeerRounds, Rounds, judge, machine_watch
 from rooflab.runners.crosscheck.mode import TimerMode, collective_mode
 from rooflab.runners.crosscheck.peer import CollectivePeer
+from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import mode_of
 from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CollectiveMode, DeviceKind, ResultStatus, device_kind_of
 
+if TYPE_CHECKING:
+    from rooflab.runners.orchestration.ranks import RankGroup
 
-class RoofGroups:
+
+def _rank_group(backend: str, devices: tuple[str, ...]) -> RankGroup:
+    from rooflab.runners.orchestration.ranks import RankGroup
+
+    return RankGroup(backend, devices)
+
+
+class RoofGroups(KeptGroup["RankGroup"]):
     """rooflab's rank group of a cross-check, kept while consecutive cases share backend and devices."""
 
     def __init__(self) -> None:
-        self._group: Any = None
-
-    def get(self, backend: str, devices: Sequence[str]) -> Any:
-        from rooflab.runners.orchestration.ranks import RankGroup
-
-        group = self._group
-        if group is not None and (group.broken or group.backend != backend or list(group.devices) != list(devices)):
-            self.close()
-        if self._group is None:
-            self._group = RankGroup(backend, devices)
-        return self._group
-
-    def close(self) -> None:
-        if self._group is not None:
-            self._group.close()
-            self._group = None
+        super().__init__(_rank_group)
 
 
 class _GroupFault(RuntimeError):

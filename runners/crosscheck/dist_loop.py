@@ -194,6 +194,11 @@ class LoopGroup:
             self.close(kill=True)
             raise
 
+    @property
+    def broken(self) -> bool:
+        """A fault killed the group (a rank's error, death or silence) or it was closed: no rank is left."""
+        return not self._procs
+
     def _answers(self, timeout_s: float) -> list[Any]:
         """Every rank's next answer, in rank order; LoopError (the group killed) on a rank's error,
         death or silence past `timeout_s`."""

@@ -16,6 +16,7 @@ from typing import ClassVar
 from rooflab.runners.crosscheck.dist_loop import LoopCase, LoopGroup, loop_calls
 from rooflab.runners.crosscheck.mode import TimerMode, collective_mode
 from rooflab.runners.crosscheck.peer import PeerClock, PeerName, PeerTiming, package_version
+from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CacheMode, CollectiveMode
@@ -29,7 +30,7 @@ class DistLoopPeer:
 
     def __init__(self, loop_ms: float = LOOP_MS, loops: int = LOOPS_PER_ROUND) -> None:
         self.loop_ms, self.loops = loop_ms, loops
-        self._group: LoopGroup | None = None
+        self._groups: KeptGroup[LoopGroup] = KeptGroup(LoopGroup)
         self._calls: dict[str, int] = {}  # case key -> N, sized once per case
 
     def version(self) -> str | None:
@@ -49,7 +50,7 @@ class DistLoopPeer:
         return collective_mode(CollectiveMode.STREAM, device)
 
     def time_collective(self, case: Case, devices: tuple[str, ...], backend: str) -> PeerTiming:
-        group = self._group_for(backend, devices)
+        group = self._groups.get(backend, devices)
         loop = LoopCase(case.op, int(case.params["n"]), case.dtype, bool(case.params.get("inplace", False)))
         calls = self._calls.get(case.case_key)
         if calls is None:
@@ -59,14 +60,5 @@ class DistLoopPeer:
         return PeerTiming(float(statistics.median(samples)), samples, CacheMode.HOT, PeerClock.HOST_LOOP_RANK_MEAN,
                           calls_per_sample=calls)
 
-    def _group_for(self, backend: str, devices: tuple[str, ...]) -> LoopGroup:
-        if self._group is not None and (self._group.backend, self._group.devices) != (backend, devices):
-            self.close()
-        if self._group is None:
-            self._group = LoopGroup(backend, devices)
-        return self._group
-
     def close(self) -> None:
-        if self._group is not None:
-            self._group.close()
-            self._group = None
+        self._groups.close()

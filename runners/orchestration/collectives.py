@@ -28,6 +28,7 @@ from typing import Any
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import CollectiveRecord, WorkModel
+from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
 from rooflab.runners.orchestration.rank_case import with_collective_mode
@@ -157,7 +158,7 @@ class CollectivePhase:
         self.case_timeout_s, self.shard, self.handle_signals = case_timeout_s, shard, handle_signals
         self.stop_requested = False
         self._interrupts = 0
-        self._group: RankGroup | None = None
+        self._groups: KeptGroup[RankGroup] = KeptGroup(RankGroup)
         self.results: list[CaseResult] = []
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
@@ -205,7 +206,7 @@ class CollectivePhase:
         except KeyboardInterrupt:
             self.stop_requested = True
         finally:
-            self._close_group(kill=self.stop_requested)
+            self._groups.close(kill=self.stop_requested)
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         left = len(self.cases) - already - len(self.results)
@@ -239,25 +240,15 @@ class CollectivePhase:
 
     def _in_group(self, case: Case, backend: str, devices: list[str], limit_s: float
                   ) -> tuple[CaseOutcome, CollectiveRecord | None]:
-        group = self._group
-        if group is not None and (group.broken or group.backend != backend or list(group.devices) != devices):
-            self._close_group()
-            group = None
-        if group is None:
-            try:
-                group = self._group = RankGroup(backend, devices)
-            except GroupStartError as exc:
-                return CaseOutcome(case.case_key, ResultStatus.CRASHED, f"the rank group did not start: {exc}"), None
+        try:
+            group = self._groups.get(backend, devices)
+        except GroupStartError as exc:
+            return CaseOutcome(case.case_key, ResultStatus.CRASHED, f"the rank group did not start: {exc}"), None
         result = group.run(CaseRequest(case, self.seed, self.timing_overrides), limit_s)
         if result.broken:
             self.progress.note(f"{LANE}: {case.describe()}: {result.outcome.error}; the group was ended")
-            self._close_group(kill=True)
+            self._groups.close(kill=True)
         return result.outcome, result.collective
-
-    def _close_group(self, *, kill: bool = False) -> None:
-        if self._group is not None:
-            self._group.close(kill=kill)
-            self._group = None
 
     def _store(self, case: Case, outcome: CaseOutcome, collective: CollectiveRecord, env: Any, size: int,
                elapsed_s: float) -> None:

@@ -12,6 +12,7 @@ from rooflab.runners.crosscheck.dist_loop import LOOP_MAX_CALLS, LOOP_MIN_CALLS,
 from rooflab.runners.crosscheck.peer import CollectivePeer, Peer, PeerName
 from rooflab.runners.crosscheck.peers import PEERS, make_peer
 from rooflab.runners.crosscheck.session import run_crosscheck
+from tests.runners.collective_cases import case as collective_case
 from tests.runners.collective_cases import forkserver_children
 
 SPEC = """
@@ -98,3 +99,23 @@ def test_the_plain_loops_figure_is_the_ranks_mean_and_its_length_is_sized() -> N
     assert figure.mean_ms == pytest.approx(0.3) and figure.slowest_ms == 0.5
     assert loop_calls(0.25, 100.0) == 400
     assert loop_calls(500.0, 100.0) == LOOP_MIN_CALLS and loop_calls(0.0, 100.0) == LOOP_MAX_CALLS
+
+
+def test_after_a_fault_the_plain_loop_starts_a_new_group_for_the_next_case() -> None:
+    """A rank's error kills the peer's group; the next case of the same backend and ranks must get a
+    fresh group, not the dead one (whose loops would come back empty)."""
+    from dataclasses import replace
+
+    from rooflab.runners.crosscheck.dist_loop import LoopError
+    from rooflab.runners.crosscheck.dist_loop_peer import DistLoopPeer
+
+    case = collective_case("all_reduce", n=1024)
+    peer = DistLoopPeer(loop_ms=5.0, loops=3)
+    try:
+        with pytest.raises(LoopError, match="no collective 'planted_unknown'"):
+            peer.time_collective(replace(case, op="planted_unknown"), ("cpu", "cpu"), "gloo")
+        timing = peer.time_collective(case, ("cpu", "cpu"), "gloo")
+    finally:
+        peer.close()
+    assert len(timing.samples_ms) == 3 and all(s > 0 for s in timing.samples_ms)
+    assert timing.calls_per_sample >= LOOP_MIN_CALLS
