@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -136,7 +137,7 @@ def stream_calls(per_call_ms: float, target_ms: float = STREAM_SAMPLE_MS) -> int
     return int(min(max(wanted, STREAM_MIN_CALLS), STREAM_MAX_CALLS))
 
 
-class _Clock:
+class _Clock(ABC):
     """This rank's samples of `fn`: reset, barrier, clock (the subclasses: what lies between the readings)."""
 
     mode: CollectiveMode
@@ -163,13 +164,13 @@ class _Clock:
         """The calls per sample for a call of `per_call_ms` (rank 0 decides it after the warmup)."""
         return 1
 
+    @abstractmethod
     def take(self, k: int) -> list[float]:
         """k samples: this rank's figure of each (ms per call)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def warm(self, k: int) -> float:
         """k warmup calls; this rank's time per call (ms)."""
-        raise NotImplementedError
 
 
 class _StreamClock(_Clock):
