@@ -7,6 +7,20 @@ import sys
 import pytest
 
 
+def _share_the_cores() -> None:
+    """Under pytest-xdist each worker's torch, and every process a test starts from it (a run's
+    worker, its ranks, a peer), gets its share of the cores, not all of them: a CPU case runs with
+    OMP_NUM_THREADS threads (runners/machine/cpuinfo.py), and N workers each timing with every core
+    would oversubscribe the machine N times, so that a case's time budget burns N times the CPU
+    and one worker's spinning threads slow the other's. A value the caller set is kept."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or "1")
+    if workers > 1 and not os.environ.get("OMP_NUM_THREADS"):
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+
+
+_share_the_cores()  # before anything imports torch: its thread pool reads the variable once
+
+
 @pytest.fixture(autouse=True)
 def _isolated_op_registry():
     """Ops that a test registers (planted faults loaded through ROOFLAB_PLUGINS) do not leak into
