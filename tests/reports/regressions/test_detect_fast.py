@@ -3,6 +3,8 @@ quantiles, the change-point pass gated by changepoints.may_change) against a fro
 code before it (tests/reports/detect_reference.py): the same verdicts, to the last bit."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -61,7 +63,7 @@ def _history(seed: int, n_series: int = 150, nights: int = 70) -> pd.DataFrame:
 # 150 series (20 or more of each kind); seeds whose histories hold every verdict under both settings
 @pytest.mark.parametrize("seed", [1, 3])
 @pytest.mark.parametrize("kw", [{}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02}])
-def test_verdicts_equal_those_of_the_code_before(seed: int, kw: dict[str, float]) -> None:
+def test_verdicts_equal_those_of_the_code_before(seed: int, kw: dict[str, Any]) -> None:
     df = _history(seed)
     new, old = detect(df, **kw), reference.detect(df, **kw)
     assert len(new) == len(old) == 150
