@@ -3,6 +3,7 @@ every result (db.query.results)."""
 from __future__ import annotations
 
 import filecmp
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -20,6 +21,7 @@ from rooflab.reports.data.reads import (
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.report import render_report
+from rooflab.reports.regressions.series import detect
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from tests.reports.synth import device_rows, history, noisy, write_db
 
@@ -41,8 +43,16 @@ def url(tmp_path_factory) -> str:
     return url
 
 
+# The six ways of naming a device select three sets of rows: every H100 row (by exact name, name
+# substring and fingerprint), every A100 row (by name substring and by a fingerprint prefix both
+# A100 fingerprints share), the second A100's rows (its whole fingerprint, a part of the A100's).
+# Each way is read and compared; the figures, which depend on the rows alone, are drawn for one way
+# of each device.
+DRAWN = ("NVIDIA H100 80GB HBM3", "A100")
+
+
 @pytest.mark.parametrize("device", ["NVIDIA H100 80GB HBM3", "h100", "A100", "fp-a100-2", "fp-a100", "fp-h100"])
-def test_one_device_read_alone_equals_its_selection_from_every_result(url, device):
+def test_one_device_read_alone_equals_its_selection_from_every_result(url: str, device: str) -> None:
     everything = query.results(url)
     name, rows = select_device(everything, device)
     got_name, got = load_device_results(url, device)
@@ -51,10 +61,21 @@ def test_one_device_read_alone_equals_its_selection_from_every_result(url, devic
     _, all_columns = load_device_results(url, device, columns=None)
     pd.testing.assert_frame_equal(all_columns.reset_index(drop=True), rows.reset_index(drop=True))
     _, roof = load_device_results(url, device, columns=ROOFLINE_COLUMNS)
+    pd.testing.assert_frame_equal(roof.reset_index(drop=True),
+                                  rows[list(ROOFLINE_COLUMNS)].reset_index(drop=True))
     assert compute_ceilings(roof, name) == compute_ceilings(rows, name)
-    assert (plots.roofline_svg(roof, compute_ceilings(roof, name))
-            == plots.roofline_svg(rows, compute_ceilings(rows, name)))
-    assert plots.bandwidth_svg(roof, 50 << 20, name) == plots.bandwidth_svg(rows, 50 << 20, name)
+    if device in DRAWN:  # the columns the figures read are enough to draw the same figures
+        assert (plots.roofline_svg(roof, compute_ceilings(roof, name))
+                == plots.roofline_svg(rows, compute_ceilings(rows, name)))
+        assert plots.bandwidth_svg(roof, 50 << 20, name) == plots.bandwidth_svg(rows, 50 << 20, name)
+
+
+def test_the_drawn_devices_are_every_row_of_each_device(url: str) -> None:
+    """DRAWN names one way of each device the parametrised test reads, selecting all its rows."""
+    everything = query.results(url)
+    drawn = [select_device(everything, device) for device in DRAWN]
+    assert sorted(name for name, _ in drawn) == sorted(everything["device_name"].unique())
+    assert all(len(rows) == (everything["device_name"] == name).sum() for name, rows in drawn)
 
 
 @pytest.mark.parametrize("device", ["nvidia", "B200"])
@@ -66,7 +87,8 @@ def test_ambiguous_or_unknown_devices_give_the_same_error(url, device):
     assert str(got.value) == str(expected.value)
 
 
-def test_report_from_the_columns_it_reads_and_windowed_verdicts_equals_the_report_of_everything(url, tmp_path):
+def test_report_from_the_columns_it_reads_and_windowed_verdicts_equals_the_report_of_everything(url: str,
+                                                                                            tmp_path: Path) -> None:
     full, lean, none = tmp_path / "full", tmp_path / "lean", tmp_path / "none"
     render_report(query.results(url), full, source="x")
     render_report(load_results(url, REPORT_COLUMNS), lean, source="x", verdicts=load_verdicts(url))
@@ -75,7 +97,11 @@ def test_report_from_the_columns_it_reads_and_windowed_verdicts_equals_the_repor
     assert any(n.name.startswith("trend-") for n in names)
     for n in names:
         assert filecmp.cmp(full / n, lean / n, shallow=False), n
-    # the regression page shows the verdicts it is given
-    render_report(load_results(url, REPORT_COLUMNS), none, source="x", verdicts=[])
+    # the regression page shows the verdicts it is given, not those of the frame: drawn from the
+    # planted series alone (one device, no comparison), which `detect` would flag
+    lean = load_results(url, REPORT_COLUMNS)
+    series = lean[lean["run_order"] < 40]
+    assert any(v.flagged for v in detect(series))
+    render_report(series, none, source="x", verdicts=[])
     assert (none / "regressions.html").read_text() != (full / "regressions.html").read_text()
     assert not any(p.name.startswith("trend-") for p in none.rglob("*"))
