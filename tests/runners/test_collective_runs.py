@@ -55,16 +55,21 @@ def _run(spec: Path, url: str, **options) -> RunSummary:
     return run_suite(spec, db=url, options=RunOptions(device="cpu", quiet=True, **options), handle_signals=False)
 
 
-def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_collectives_are_stored_as_measurements_with_their_group_and_shards_and_resume_treat_them_as_any_case(
+        spec: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run measured in two shards (each starts its own worker and rank groups, the costly part):
+    the shards split the cases, their rows together are the whole run's, and `--resume` measures
+    nothing again."""
     # settings of the libraries in the run's environment, to be recorded with every collective:
     # NCCL_ALGO (an NCCL setting that gloo ignores) and GLOO_SOCKET_IFNAME=lo (the loopback gloo uses)
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    summary = _run(spec, url, run_id="night")
-    assert summary.counts["ok"] == 6 and summary.counts["crashed"] == 1, summary.counts
-    assert summary.status == "complete" and forkserver_children() == set()
+    shards = [_run(spec, url, run_id="night", shard="0/2"), _run(spec, url, run_id="night", shard="1/2")]
+    counts = {status: sum(s.counts.get(status, 0) for s in shards) for status in ("ok", "crashed")}
+    assert all(sum(s.counts.values()) > 0 for s in shards), [s.counts for s in shards]  # both shards had cases
+    assert counts == {"ok": 6, "crashed": 1} and sum(sum(s.counts.values()) for s in shards) == 7, counts
+    assert shards[1].status == "complete" and forkserver_children() == set()  # the last shard completes the run
     frame = results(url, run_id="night").set_index("op", append=True)
     rows = results(url, run_id="night")
     assert rows.loc[rows["op"] == "copy", "ranks"].isna().all()
@@ -101,17 +106,9 @@ def test_collectives_are_stored_as_measurements_with_their_group(spec: Path, tmp
     assert ceilings["interconnect"].method == ceilings["comm_latency"].method == "hot, back_to_back, stream"
     assert "mode=isolated" not in ceilings["comm_latency"].case_key  # the floor comes from one mode
     # the summary names each collective's group, not the phase
-    devices = {row["device"] for row in summary.slowest}
+    devices = {row["device"] for s in shards for row in s.slowest}
     assert "collectives" not in devices and devices & {"cpu x2 (gloo)", "cpu x3 (gloo)"}, devices
-
-
-def test_resume_and_shards_treat_collectives_as_any_case(spec: Path, tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    first = _run(spec, url, run_id="night", shard="0/2")
-    second = _run(spec, url, run_id="night", shard="1/2")
-    measured = results(url, run_id="night")
-    assert len(measured) == 7 and measured["case_key"].is_unique
-    assert sum(first.counts.values()) + sum(second.counts.values()) == 7
+    assert rows["case_key"].is_unique
     again = _run(spec, url, resume="night")
     assert sum(again.counts.values()) == 0 and again.already_measured == 7
     assert forkserver_children() == set()

@@ -19,7 +19,10 @@ from rooflab.vocab import CacheMode
 runner = CliRunner()
 
 # CPU cases of 30-150 ms each on this loaded 2-core machine: long enough that a timer's resolution,
-# Python overhead and single lost time slices do not matter; three rounds of both take about 45 s.
+# Python overhead and single lost time slices do not matter. One case of each family (a GEMM, a
+# pointwise op, a reduction) in two rounds, each of rooflab's timings up to 250 ms (the Timer's own
+# run is 200 ms): the timings are the test's whole cost, about 1 s of both CPUs per case and round
+# (rooflab, the peer, rooflab in the peer's mode).
 # Hot, because the torch peer cannot flush: like is compared with like.
 AGREE_SPEC = """
 name: crosscheck_agree
@@ -29,14 +32,14 @@ defaults:
   backends: [eager]
   cache: [hot]
   timing_modes: [launch]
-  timing: {warmup_ms: 20, min_samples: 10, min_time_ms: 100, max_time_ms: 400, target_precision: 0.01}
+  timing: {warmup_ms: 20, min_samples: 6, min_time_ms: 100, max_time_ms: 250, target_precision: 0.01}
 benchmarks:
   - name: gemm
     op: matmul
     devices: [cpu]
     params: {m=n=k: 768}
   - name: pointwise
-    op: [add, gelu]
+    op: add
     devices: [cpu]
     params: {n: 8388608}
   - name: reduction
@@ -45,9 +48,10 @@ benchmarks:
     params: {rows: 8192, cols: 1024}
 """
 
-# The agreement band of the geometric-mean ratio rooflab / torch over the four cases above.
+# The agreement band of the geometric-mean ratio rooflab / torch over the three cases above.
 # Measured on this machine (2 cores shared by several busy processes, load average 7-11): single
-# runs gave geometric means of 0.78 and 0.93, single cases 0.67-0.98. Under load rooflab's figure
+# runs gave geometric means of 0.78 and 0.93, single cases 0.67-0.98 (so the band holds for each
+# case alone, and for the geometric mean of any few). Under load rooflab's figure
 # is the lower one: torch's block means hold every time slice lost to other processes, the median
 # of rooflab's single calls holds the typical call. Cases of 30-150 ms are used because shorter
 # ones (a few ms) swing by 3x between rounds here, as whole time slices fall in or out of a call.
@@ -98,10 +102,10 @@ def _spec(tmp_path: Path, text: str, name: str) -> str:
 @pytest.mark.usefixtures("quiet_machine")
 def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'x.db'}"
-    report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=db, device="cpu", peers="all", rounds=3,
+    report = run_crosscheck(_spec(tmp_path, AGREE_SPEC, "agree"), db_url=db, device="cpu", peers="all", rounds=2,
                             command_line="test")
     ok = [c for c in report.checks if c.status == "ok"]
-    assert len(ok) == 4 and {c.peer for c in ok} == {"torch"}
+    assert len(ok) == 3 and {c.peer for c in ok} == {"torch"}
     overall = next(s for s in report.summaries if s.peer == "torch" and s.family == "all")
     low, high = GEOMEAN_BAND
     assert overall.ratio_geomean is not None and overall.in_mode_ratio_geomean is not None
@@ -109,7 +113,7 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
     assert low <= overall.in_mode_ratio_geomean <= high, [(c.case_key, c.in_mode_ratio) for c in ok]
     for c in ok:
         assert c.peer_cache == "hot" and c.peer_clock == "host_block_mean"
-        assert len(c.rooflab_rounds_ms) == 3 and len(c.peer_rounds_ms) == 3 and len(c.in_mode_rounds_ms) == 3
+        assert len(c.rooflab_rounds_ms) == 2 and len(c.peer_rounds_ms) == 2 and len(c.in_mode_rounds_ms) == 2
         assert c.rooflab_median_ms is not None and c.peer_median_ms is not None and c.in_mode_median_ms is not None
         assert c.ratio == pytest.approx(c.rooflab_median_ms / c.peer_median_ms)
         assert c.in_mode_ratio == pytest.approx(c.in_mode_median_ms / c.peer_median_ms)
@@ -119,7 +123,7 @@ def test_torch_peer_agrees_with_rooflab_on_stable_cpu_cases(tmp_path: Path) -> N
                 and c.rooflab_mode == "hot, back_to_back, host, per call")
     # every row is in the database, linked to the run, the case and the device
     frame = crosscheck_frame(db)
-    assert len(frame) == 4 * 4  # four cases x (torch + three GPU peers skipped on a CPU)
+    assert len(frame) == 3 * 4  # three cases x (torch + three GPU peers skipped on a CPU)
     assert set(frame["run_id"]) == {report.run_id}
     torch_rows = frame[frame["peer"] == "torch"]
     assert set(torch_rows["status"]) == {"ok"}
