@@ -4,7 +4,8 @@ The measured op is `planted_scale` with a sleep of known length in each call (a 
 tests/runners/planted_ops.py), so tonight's time is known from below: a sleep never ends early.
 The synthetic history, written through db.store on this machine's own CPU environment, sets the
 baseline under it: a 20 % step (baseline 2.0/1.2 ms, last night 2.0 ms) is a regression once
-tonight measures >= 2.0 ms again; a flat history at tonight's level is clean. The worker is shown a
+tonight measures >= 2.0 ms again; a flat history at tonight's level is clean (the same night, merged
+into a database holding such a history, judged by `rooflab nightly --skip-run`). The worker is shown a
 quiet machine (tests/runners/quiet_machine.py): on a loaded test machine tonight's result would
 rightly be `contended`, and a contended result is only ever a suspect. Up to 200 ms of samples a
 case: a sleep woken late by a busy scheduler (the other test worker on the second core) is a few
@@ -19,6 +20,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -98,7 +100,15 @@ def spec(tmp_path: Path) -> Path:
     return path
 
 
-def test_nightly_fails_on_a_planted_20_percent_step(tmp_path, spec, cpu_environment):
+def test_nightly_fails_on_a_planted_20_percent_step_and_passes_the_same_night_on_a_clean_history(
+        tmp_path: Path, spec: Path, cpu_environment: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One real night (a `rooflab nightly` process) judged twice: over the planted step it fails; over
+    a flat history at tonight's level (the same night merged into another database) it passes."""
+    from typer.testing import CliRunner
+
+    from rooflab.db.merge import merge
+    from rooflab.runners.cli.app import app
+
     url = sqlite_url(tmp_path)
     baseline = {1.0: 1.0, 2.0: 2.0 / 1.2}
     step = {1.0: 1.0, 2.0: 2.0}  # last night: the 2 ms case is 20 % slower than its baseline
@@ -116,13 +126,16 @@ def test_nightly_fails_on_a_planted_20_percent_step(tmp_path, spec, cpu_environm
     assert "REGRESSION" in done.stdout and case(2.0).case_key in done.stdout
     assert "exit code 1" in done.stdout
 
-
-def test_nightly_passes_on_a_clean_history(tmp_path, spec, cpu_environment):
-    url = sqlite_url(tmp_path)
-    plant(url, cpu_environment, [{1.0: 1.0, 2.0: 2.0}] * 9)
-    out = tmp_path / "report"
-    done = nightly_process(spec, url, out)
-    assert done.returncode == 0, done.stdout + done.stderr
-    summary = json.loads((out / "summary.json").read_text())
+    # the same night over a clean history: nine flat nights under the planted nights' run ids, so that
+    # `rooflab db merge` keeps them (a target keeps what it has) and adds tonight's run only
+    clean = f"sqlite:///{tmp_path / 'clean.db'}"
+    plant(clean, cpu_environment, [{1.0: 1.0, 2.0: 2.0}] * 9)
+    merge(clean, [url])
+    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.planted_ops")  # the spec's op, for its expansion here
+    judged = CliRunner().invoke(app, ["nightly", str(spec), "--skip-run", "--run-id", summary["run_id"],
+                                      "--db", clean, "--out", str(tmp_path / "clean")])
+    assert judged.exit_code == 0, judged.output
+    summary = json.loads((tmp_path / "clean" / "summary.json").read_text())
+    assert summary["run_id"] == json.loads((out / "summary.json").read_text())["run_id"]
     assert summary["regressions"] == [] and summary["series_checked"] == 2 and summary["insufficient_data"] == 0
-    assert "0 regressions" in done.stdout and "exit code 0" in done.stdout
+    assert "0 regressions" in judged.output and "exit code 0" in judged.output

@@ -196,7 +196,6 @@ class Night:
     killed_task: int  # the array task that was killed and requeued
     killed_at: datetime  # (UTC) just before the kill
     requeued_at: datetime  # (UTC) just after the requeue
-    never: str  # a finalising job of the same night, written with --fail-on never (its own --out)
     dependencies: dict[str, str]  # the collective step's and finalising job's, as submitted
     stored_before_kill: frozenset[str]  # case keys of the killed shard stored before the kill
     shards: tuple[tuple[str, ...], ...]  # the case keys of each shard, as the tasks split them
@@ -283,24 +282,12 @@ def night(night_url: str, cluster: SlurmCluster, tmp_path_factory: pytest.TempPa
     shards = _shards(spec)
     jobs = submit(cluster, scripts["submit"], submit_env(cluster))
     dependencies = {name: cluster.job(jobs[name])["Dependency"] for name in ("collectives", "finalize")}
-    never = _never_finalize(cluster, spec, night_url, base / "never", jobs)
     task, killed_at, requeued_at, before = _kill_mid_run(cluster, night_url, jobs, shards)
-    ids = [f"{jobs['array']}_0", f"{jobs['array']}_1", jobs["collectives"], jobs["finalize"], never]
+    ids = [f"{jobs['array']}_0", f"{jobs['array']}_1", jobs["collectives"], jobs["finalize"]]
     for job in ids[::-1]:
         cluster.wait(job, timeout_s=150)
     return Night(cluster, night_url, spec, out, scripts, jobs, {i: cluster.job(i) for i in ids}, regressed, task,
-                 killed_at, requeued_at, never, dependencies, before, shards)
-
-
-def _never_finalize(cluster: SlurmCluster, spec: Path, url: str, out: Path, jobs: dict[str, str]) -> str:
-    """The night's finalising job as `rooflab slurm --fail-on never` writes it, into its own --out,
-    started beside the night's own (both after the collective step)."""
-    scripts = rooflab_slurm(spec, url, out, "--fail-on", "never")
-    (out / "logs").mkdir(parents=True)  # what the submit script does
-    env = submit_env(cluster, ROOFLAB_RUN_ID=jobs["run"])
-    done = cluster.run("sbatch", "--parsable", f"--dependency=afterany:{jobs['collectives']}",
-                       str(scripts["finalise"]), env=env)
-    return done.stdout.strip().split(";")[0]
+                 killed_at, requeued_at, dependencies, before, shards)
 
 
 def _expected_keys(spec: Path) -> set[str]:
@@ -383,20 +370,22 @@ def test_the_finalising_jobs_exit_code_follows_fail_on(night: Night) -> None:
     summary = json.loads((night.out / "report" / "summary.json").read_text())
     assert [r["case_key"] for r in summary["regressions"]] == [night.regressed]
     assert summary["exit_code"] == 1 and summary["cases_missing"] == [] and summary["shards"]["complete"]
-    # the same night judged by a finalising job written with --fail-on never: exit code 0
-    never = night.fields[night.never]
-    assert never["JobState"] == "COMPLETED" and never["ExitCode"] == "0:0", never
-    assert scontrol_time(never["StartTime"]) >= scontrol_time(night.fields[night.jobs["collectives"]]["EndTime"])
-    log = (night.out.parent / "never" / "logs" / f"rooflab-slurmnight-finalize-{night.never}.out").read_text()
-    assert "1 regressions" in log and "exit code 0 (--fail-on never)" in log
+    # --fail-on never: test_a_second_submission_the_same_night_resumes_the_same_run
 
 
-def test_the_submit_script_run_again_the_same_night_resumes_the_same_run(night: Night) -> None:
+def test_a_second_submission_the_same_night_resumes_the_same_run(night: Night,
+                                                                  tmp_path: Path) -> None:
+    """The night submitted again, by the scripts `rooflab slurm --fail-on never` writes for the same
+    spec and database (their own --out): the submit script derives the same run id, every job
+    completes and nothing is measured again; its finalising job finds the regression still there and
+    exits 0, as --fail-on never asks."""
     before = run_results(night.url, night.jobs["run"])
+    out = tmp_path / "never"
+    scripts = rooflab_slurm(night.spec, night.url, out, "--fail-on", "never")
     env = submit_env(night.cluster)
     if not night.jobs["run"].endswith(datetime.now(UTC).strftime("%Y%m%d")):
         env["ROOFLAB_RUN_ID"] = night.jobs["run"]  # the UTC date turned during the test: still the same night
-    again = submit(night.cluster, night.scripts["submit"], env)
+    again = submit(night.cluster, scripts["submit"], env)
     assert again["run"] == night.jobs["run"]
     final = night.cluster.wait(again["finalize"], timeout_s=120)
     after = run_results(night.url, night.jobs["run"])
@@ -404,7 +393,10 @@ def test_the_submit_script_run_again_the_same_night_resumes_the_same_run(night: 
     assert sorted(map(tuple, after[key].values.tolist())) == sorted(map(tuple, before[key].values.tolist()))
     for job in (f"{again['array']}_0", f"{again['array']}_1", again["collectives"]):
         assert night.cluster.job(job)["JobState"] == "COMPLETED"
-    assert final["ExitCode"] == "1:0"  # the regression is still there
+    assert final["JobState"] == "COMPLETED" and final["ExitCode"] == "0:0", final  # --fail-on never
+    assert scontrol_time(final["StartTime"]) >= scontrol_time(night.cluster.job(again["collectives"])["EndTime"])
+    log = (out / "logs" / f"rooflab-slurmnight-finalize-{again['finalize']}.out").read_text()
+    assert "1 regressions" in log and "exit code 0 (--fail-on never)" in log  # the regression is still there
 
 
 FAULT_SPEC = """name: slurmfault
@@ -449,6 +441,7 @@ def test_a_collective_task_killed_mid_case_leaves_that_case_crashed_and_the_rest
         time.sleep(0.1)
     pid = int(pid_file.read_text())
     assert _environ(pid).get("SLURM_PROCID") == "1" and _environ(pid).get("SLURMD_NODENAME") == "n2"
+    killed_at = datetime.now(UTC)
     os.kill(pid, signal.SIGKILL)  # the task on n2, in the middle of its case
     fields = cluster.wait(job, timeout_s=90)
     # the job ends with the first start's code: srun's for a task killed by SIGKILL, 128 + 9
@@ -459,10 +452,18 @@ def test_a_collective_task_killed_mid_case_leaves_that_case_crashed_and_the_rest
     assert killed["status"] == "crashed", killed["error"]
     assert "rank 1 posted no error" in killed["error"] and "by peer" in killed["error"], killed["error"]
     assert sorted(rows.loc[[k for k in rows.index if k.startswith("all_reduce")], "status"]) == ["ok", "ok"]
+    # the case before the kill is the first start's, the case after it the second start's
+    at = {n: rows.loc[k, "measured_at"] for n in (1024, 4096) for k in rows.index
+          if k.startswith(f"all_reduce.v1:{GLOO}:n={n},")}
+    before, after = at[1024], at[4096]
+    assert before < killed_at < after, (before, killed_at, after)
     log = (tmp_path / "out" / "logs" / f"rooflab-slurmfault-collectives-{job}.err").read_text()
     assert "start 1 of 3 ended with exit code 137" in log and "start 2 of 3" not in log, log
     left = [p for p, _ in owned_processes(cluster.root) if _environ(p).get("SLURM_JOB_ID") == job]
     assert left == []  # nothing of the step is left on either node
+
+
+GLOO = "gloo:float32:hot:launch"  # an all_reduce case key's middle, in FAULT_SPEC
 
 
 def _job_logs(tmp_path: Path) -> str:
