@@ -77,7 +77,7 @@ def test_probe_runs_on_the_cpu_and_its_check_catches_planted_faults(fn):
 
 @pytest.mark.parametrize("fn", ["cos", "exp", "erf"])
 def test_chains_stay_bounded_and_agree_with_float64_over_long_k(fn):
-    x = torch.randn(20_000, generator=torch.Generator().manual_seed(2)) * 3
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(2)) * 3  # under the intra-op grain: one thread
     got = elementary_chain(x, 512, fn)
     ref = elementary_chain(x.double(), 512, fn)
     assert bool(torch.isfinite(got).all()) and float(got.abs().max()) < 10

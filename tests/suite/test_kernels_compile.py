@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 
 import pytest
 
@@ -21,6 +22,30 @@ NO_IMPLICIT_16BIT = (
 )
 VECTOR_16_BYTES = r"\.(v4\.[ubf]32|v2\.[ubf]64)\s"  # a 16-byte vector access in PTX
 pytestmark = pytest.mark.skipif(not NVCC, reason="nvcc is not on the PATH")
+FMA_K = 16  # the chain length of the FMA sources compiled on their own
+Compiled = tuple[int, str, str]  # nvcc's exit status, the tail of its stderr, the PTX ("" on failure)
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Compiled]:
+    """A source compiled on its own (alone in its translation unit): ("fma", dtype)
+    at k = FMA_K or ("stream", dtype). Each is compiled once (an nvcc run costs about a second of
+    CPU); the tests that read its PTX share it."""
+    folder = tmp_path_factory.mktemp("alone")
+    done: dict[tuple[str, str], Compiled] = {}
+
+    def compile_alone(kind: str, dtype: str) -> Compiled:
+        if (kind, dtype) not in done:
+            source = cuda_sources.fma_source(dtype, FMA_K) if kind == "fma" else cuda_sources.stream_source(dtype)
+            cu = folder / f"{kind}_{dtype}.cu"
+            cu.write_text(source)
+            ptx = cu.with_suffix(".ptx")
+            run = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True,
+                                 text=True, timeout=120)
+            done[(kind, dtype)] = (run.returncode, run.stderr[-2000:], ptx.read_text() if run.returncode == 0 else "")
+        return done[(kind, dtype)]
+
+    return compile_alone
 
 
 def _kernel_names(source: str) -> list[str]:
@@ -66,29 +91,22 @@ def test_fma_chain_length_is_unrolled_into_the_kernel():
 
 
 @pytest.mark.parametrize("dtype", cuda_sources.FMA_DTYPES)
-def test_each_source_compiles_on_its_own_without_headers(tmp_path, dtype):
-    for label, source in (("fma", cuda_sources.fma_source(dtype, 4)),
-                          ("stream", cuda_sources.stream_source(dtype) if dtype in cuda_sources.STREAM_DTYPES else "")):
-        if not source:
-            continue
-        cu = tmp_path / f"{label}_{dtype}.cu"
-        cu.write_text(source)
-        done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(cu.with_suffix(".ptx"))],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "#include" not in source
+def test_each_source_compiles_on_its_own_without_headers(alone: Callable[[str, str], Compiled], dtype: str) -> None:
+    assert "#include" not in cuda_sources.fma_source(dtype, FMA_K)
+    returncode, stderr, _ = alone("fma", dtype)
+    assert returncode == 0, stderr
+    if dtype in cuda_sources.STREAM_DTYPES:
+        assert "#include" not in cuda_sources.stream_source(dtype)
+        returncode, stderr, _ = alone("stream", dtype)
+        assert returncode == 0, stderr
 
 
-def test_fma_chain_float32_ptx_has_k_fmas(tmp_path):
-    cu = tmp_path / "fma.cu"
-    cu.write_text(cuda_sources.fma_source("float32", 16))
-    ptx = tmp_path / "fma.ptx"
-    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+def test_fma_chain_float32_ptx_has_k_fmas(alone: Callable[[str, str], Compiled]) -> None:
+    returncode, stderr, text = alone("fma", "float32")
+    assert returncode == 0, stderr
     # nvcc may also unroll the grid-stride loop (copies of the whole chain), never shorten the chain
-    count = ptx.read_text().count("fma.rn.f32")
-    assert count >= 16 and count % 16 == 0, count
+    count = text.count("fma.rn.f32")
+    assert count >= FMA_K and count % FMA_K == 0, count
 
 
 def test_cupy_elementwise_bodies_compile_for_float_and_double(tmp_path):
@@ -122,14 +140,9 @@ def test_cupy_elementwise_bodies_compile_for_float_and_double(tmp_path):
 
 
 @pytest.mark.parametrize("dtype", cuda_sources.STREAM_DTYPES)
-def test_stream_kernels_load_and_store_16_bytes_at_a_time(tmp_path, dtype):
-    cu = tmp_path / f"stream_{dtype}.cu"
-    cu.write_text(cuda_sources.stream_source(dtype))
-    ptx = tmp_path / f"stream_{dtype}.ptx"
-    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    text = ptx.read_text()
+def test_stream_kernels_load_and_store_16_bytes_at_a_time(alone: Callable[[str, str], Compiled], dtype: str) -> None:
+    returncode, stderr, text = alone("stream", dtype)
+    assert returncode == 0, stderr
     for kind in ("copy", "scale", "add", "triad", "dot"):
         name = cuda_sources.stream_kernel_name(kind, dtype)
         body = text[text.index(f".entry {name}("):]
@@ -140,14 +153,10 @@ def test_stream_kernels_load_and_store_16_bytes_at_a_time(tmp_path, dtype):
 
 
 @pytest.mark.parametrize("dtype, instruction", [("float16", "fma.rn.f16x2"), ("bfloat16", "fma.rn.bf16x2")])
-def test_fma_chain_16_bit_ptx_has_k_packed_fmas(tmp_path, dtype, instruction):
-    cu = tmp_path / "fma.cu"
-    cu.write_text(cuda_sources.fma_source(dtype, 16))
-    ptx = tmp_path / "fma.ptx"
-    done = subprocess.run([NVCC, "-arch=sm_90", "--ptx", str(cu), "-o", str(ptx)], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    text = ptx.read_text()
+def test_fma_chain_16_bit_ptx_has_k_packed_fmas(alone: Callable[[str, str], Compiled], dtype: str,
+                                                instruction: str) -> None:
+    returncode, stderr, text = alone("fma", dtype)
+    assert returncode == 0, stderr
     count = text.count(instruction + " ")
-    assert count >= 16 and count % 16 == 0, count
-    assert text.count(instruction.replace("x2", "") + " ") >= 16  # the scalar chain of an odd n's last element
+    assert count >= FMA_K and count % FMA_K == 0, count
+    assert text.count(instruction.replace("x2", "") + " ") >= FMA_K  # the scalar chain of an odd n's last element
