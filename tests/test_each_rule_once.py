@@ -18,9 +18,11 @@ and their places). Each scan is shown, on planted source, to see every form it l
 from __future__ import annotations
 
 import ast
-import functools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from rooflab.db import models
 from rooflab.db.columns import JOINED
@@ -28,7 +30,24 @@ from rooflab.db.columns import JOINED
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("suite", "runners", "db", "reports", "rooflab", "scripts")
 
-Finder = Callable[[ast.AST], Iterator[int]]
+
+@dataclass(frozen=True)
+class Source:
+    """One parsed module: every node of it (ast.walk's order), each node's parent, and its scopes."""
+
+    nodes: tuple[ast.AST, ...]
+    parents: dict[ast.AST, ast.AST]
+    scopes: list[tuple[int, int, str]]
+
+    @classmethod
+    def parse(cls, text: str) -> Source:
+        tree = ast.parse(text)
+        nodes = tuple(ast.walk(tree))
+        parents = {child: parent for parent in nodes for child in ast.iter_child_nodes(parent)}
+        return cls(nodes, parents, _scopes(tree, nodes))
+
+
+Finder = Callable[[Source], Iterator[int]]
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -48,13 +67,10 @@ def _mentions(node: ast.AST, *words: str) -> bool:
     return any(word in name for name in _names(node) for word in words)
 
 
-def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    return {child: parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
-
-
-def _scopes(tree: ast.Module) -> list[tuple[int, int, str]]:
-    """(first line, last line, name) of every function, and of every assignment at module level."""
-    out = [(n.lineno, n.end_lineno or n.lineno, n.name) for n in ast.walk(tree)
+def _scopes(tree: ast.Module, nodes: tuple[ast.AST, ...]) -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of every function (among `nodes`, every node of `tree`), and
+    of every assignment at module level."""
+    out = [(n.lineno, n.end_lineno or n.lineno, n.name) for n in nodes
            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for n in tree.body:
         if isinstance(n, (ast.Assign, ast.AnnAssign)):
@@ -69,31 +85,33 @@ def _scope_of(line: int, scopes: list[tuple[int, int, str]]) -> str:
     return min(inside, key=lambda s: s[1] - s[0])[2] if inside else "<module>"
 
 
-@functools.cache
-def _parsed(path: Path) -> tuple[ast.Module, list[tuple[int, int, str]]]:
-    tree = ast.parse(path.read_text())
-    return tree, _scopes(tree)
+Sources = dict[str, Source]
 
 
-def scan(finder: Finder, allowed: dict[str, str], packages: tuple[str, ...] = PACKAGES) -> list[str]:
+@pytest.fixture(scope="module")
+def sources() -> Sources:
+    """Every module of PACKAGES, parsed and walked once for all the scans of this module (one
+    module fixture: the scans run on one worker, which parses each file once)."""
+    return {path.relative_to(ROOT).as_posix(): Source.parse(path.read_text())
+            for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+def scan(finder: Finder, allowed: dict[str, str], sources: Sources, packages: tuple[str, ...] = PACKAGES) -> list[str]:
     """`file:line (scope)` of every hit of `finder` in `packages`, outside the files (`path`) and
     the functions or module-level names (`path:name`) that `allowed` names."""
     hits = []
-    for package in packages:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if rel in allowed:
-                continue
-            tree, scopes = _parsed(path)
-            for line in sorted(set(finder(tree))):
-                scope = _scope_of(line, scopes)
-                if f"{rel}:{scope}" not in allowed:
-                    hits.append(f"{rel}:{line} ({scope})")
+    for rel, source in sources.items():
+        if rel.split("/", 1)[0] not in packages or rel in allowed:
+            continue
+        for line in sorted(set(finder(source))):
+            scope = _scope_of(line, source.scopes)
+            if f"{rel}:{scope}" not in allowed:
+                hits.append(f"{rel}:{line} ({scope})")
     return hits
 
 
 def hits_in(finder: Finder, source: str) -> list[int]:
-    return sorted(set(finder(ast.parse(source))))
+    return sorted(set(finder(Source.parse(source))))
 
 
 # -- the roofline rule ----------------------------------------------------------------------------
@@ -102,11 +120,11 @@ def _is_wall_member(node: ast.Attribute) -> bool:
     return isinstance(node.value, ast.Name) and node.value.id == "Wall"
 
 
-def roofline_rule(tree: ast.AST) -> Iterator[int]:
+def roofline_rule(source: Source) -> Iterator[int]:
     """A wall decided (a Wall member as what is returned, assigned, chosen or passed on), a ridge
     comparison, or a time held against OVERHEAD_FACTOR."""
-    parents = _parents(tree)
-    for node in ast.walk(tree):
+    parents = source.parents
+    for node in source.nodes:
         if isinstance(node, ast.Attribute) and _is_wall_member(node):
             parent = parents.get(node)
             decided = (isinstance(parent, (ast.Return, ast.IfExp, ast.keyword))
@@ -123,8 +141,8 @@ def roofline_rule(tree: ast.AST) -> Iterator[int]:
 ROOFLINE_RULE_HOME = {"reports/walls/roofline_rule.py": "the rule itself"}
 
 
-def test_the_roofline_rule_is_written_once() -> None:
-    assert scan(roofline_rule, ROOFLINE_RULE_HOME) == []
+def test_the_roofline_rule_is_written_once(sources: Sources) -> None:
+    assert scan(roofline_rule, ROOFLINE_RULE_HOME, sources) == []
 
 
 def test_the_roofline_scan_sees_each_form() -> None:
@@ -151,9 +169,9 @@ def _kind_constant(node: ast.AST) -> bool:
     return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_kind_constant(e) for e in node.elts)
 
 
-def device_kind_tests(tree: ast.AST) -> Iterator[int]:
+def device_kind_tests(source: Source) -> Iterator[int]:
     """`x.startswith("cuda")`, a device compared with "cuda" or "cpu", a device split at ":"."""
-    for node in ast.walk(tree):
+    for node in source.nodes:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
             if method in ("startswith", "endswith") and any(_kind_constant(a) for a in node.args):
@@ -170,8 +188,8 @@ def device_kind_tests(tree: ast.AST) -> Iterator[int]:
 DEVICE_KIND_HOME = {"rooflab/vocab.py": "device_kind_of and device_index_of"}
 
 
-def test_device_kind_of_is_the_only_device_kind_test() -> None:
-    assert scan(device_kind_tests, DEVICE_KIND_HOME) == []
+def test_device_kind_of_is_the_only_device_kind_test(sources: Sources) -> None:
+    assert scan(device_kind_tests, DEVICE_KIND_HOME, sources) == []
 
 
 def test_the_device_kind_scan_sees_each_form() -> None:
@@ -188,9 +206,9 @@ def test_the_device_kind_scan_sees_each_form() -> None:
 
 # -- the result with a figure ---------------------------------------------------------------------
 
-def positive_median_tests(tree: ast.AST) -> Iterator[int]:
+def positive_median_tests(source: Source) -> Iterator[int]:
     """`median > 0` (or `0 < median`) on anything named for a median."""
-    for node in ast.walk(tree):
+    for node in source.nodes:
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, op, right = node.left, node.ops[0], node.comparators[0]
             zero = (isinstance(right, ast.Constant) and right.value == 0 and isinstance(op, (ast.Gt, ast.GtE))) or (
@@ -212,8 +230,8 @@ FIGURE_HOME = {
 }
 
 
-def test_the_figure_rule_is_written_once() -> None:
-    assert scan(positive_median_tests, FIGURE_HOME) == []
+def test_the_figure_rule_is_written_once(sources: Sources) -> None:
+    assert scan(positive_median_tests, FIGURE_HOME, sources) == []
 
 
 def test_the_figure_scan_sees_each_form() -> None:
@@ -233,10 +251,10 @@ WORK_WORDS = ("bytes", "flops")
 TIME_OR_RATE_WORDS = ("median", "_ms", "gbps", "tflops")
 
 
-def hand_rates(tree: ast.AST) -> Iterator[int]:
+def hand_rates(source: Source) -> Iterator[int]:
     """Bytes or FLOPs set against a time or a rate and scaled by a power of ten (1e6 or more,
     1e-6 or less): a rate, or a time at a rate, worked out by hand."""
-    for node in ast.walk(tree):
+    for node in source.nodes:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
             scaled = any(isinstance(side, ast.Constant) and side.value in POWERS_OF_TEN
                          for side in (node.left, node.right))
@@ -247,8 +265,8 @@ def hand_rates(tree: ast.AST) -> Iterator[int]:
 RATES_HOME = {"db/rates.py": "the one derivation of a rate"}
 
 
-def test_every_rate_goes_through_db_rates() -> None:
-    assert scan(hand_rates, RATES_HOME) == []
+def test_every_rate_goes_through_db_rates(sources: Sources) -> None:
+    assert scan(hand_rates, RATES_HOME, sources) == []
 
 
 def test_the_rate_scan_sees_each_form() -> None:
@@ -267,10 +285,10 @@ def _str(node: ast.AST | None, value: str) -> bool:
     return isinstance(node, ast.Constant) and node.value == value
 
 
-def tf32_as_float32(tree: ast.AST) -> Iterator[int]:
+def tf32_as_float32(source: Source) -> Iterator[int]:
     """tf32 mapped to float32: `"float32" if ... "tf32" ...`, `{"tf32": "float32"}`, a test of
     tf32 whose body names float32, or the two in one membership test."""
-    for node in ast.walk(tree):
+    for node in source.nodes:
         if isinstance(node, ast.IfExp) and _mentions(node.test, "tf32") and (
                 _str(node.body, "float32") or _str(node.orelse, "float32")):
             yield node.lineno
@@ -290,8 +308,8 @@ def tf32_as_float32(tree: ast.AST) -> Iterator[int]:
 DTYPE_HOME = {"suite/dtypes.py": "storage_dtype, the one mapping"}
 
 
-def test_tf32_is_mapped_to_float32_once() -> None:
-    assert scan(tf32_as_float32, DTYPE_HOME) == []
+def test_tf32_is_mapped_to_float32_once(sources: Sources) -> None:
+    assert scan(tf32_as_float32, DTYPE_HOME, sources) == []
 
 
 def test_the_dtype_scan_sees_each_form() -> None:
@@ -321,10 +339,10 @@ def _literal_strings(node: ast.AST) -> set[str]:
     return set()
 
 
-def typed_out_columns(tree: ast.AST) -> Iterator[int]:
+def typed_out_columns(source: Source) -> Iterator[int]:
     """A literal tuple, list, set or dict naming TYPED_OUT or more columns of one of the runs,
     environments and cases tables."""
-    for node in ast.walk(tree):
+    for node in source.nodes:
         if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)):
             names = _literal_strings(node)
             if any(len(names & columns) >= TYPED_OUT for columns in TABLE_COLUMNS):
@@ -347,8 +365,8 @@ COLUMNS_HOME = {
 }
 
 
-def test_the_run_device_and_case_columns_are_listed_once() -> None:
-    assert scan(typed_out_columns, COLUMNS_HOME, packages=("db", "rooflab")) == []
+def test_the_run_device_and_case_columns_are_listed_once(sources: Sources) -> None:
+    assert scan(typed_out_columns, COLUMNS_HOME, sources, packages=("db", "rooflab")) == []
 
 
 def test_the_column_scan_sees_each_form() -> None:

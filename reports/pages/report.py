@@ -5,7 +5,7 @@ offline. The only script is the history page's own (templates/history.js, inside
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,19 +134,16 @@ def render_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
-    if counts is None:
-        counts = counts_of(df)
-    plans = choose_runs(counts, runs=runs, since=since)
-    extra = _DeviceInputs(counts, counters, layer_profiles, collectives)
+    extra = _device_inputs(df, runs=runs, since=since, counts=counts, counters=counters,
+                           layer_profiles=layer_profiles, collectives=collectives)
+    counts, plans = extra.counts, extra.plans
     pages: dict[str, str] = {}
     devices: list[dict] = []
     ceilings_by_device: dict[str, DeviceCeilings] = {}
-    for name in (n for n in device_names(df) if n in plans):
-        roofline = device_roofline(name, df[df["device_name"] == name], plans[name])
-        page, html, entry = _device_page(env, out, roofline, extra)
+    for page, html, entry, roofline in _device_pages(env, out, df, extra):
         pages[page] = html
         devices.append(entry)
-        ceilings_by_device[name] = roofline.ceilings
+        ceilings_by_device[roofline.name] = roofline.ceilings
     has_compare = len(devices) >= 2
     if has_compare:
         from rooflab.reports.pages.compare_page import compare_page
@@ -178,13 +175,53 @@ def render_report(
 
 @dataclass(frozen=True)
 class _DeviceInputs:
-    """What every device page reads beside its own results: the run counts, the counter readings,
-    the profiled blocks and the groups collectives ran in."""
+    """What every device page reads beside its own results: the run counts, the runs each device
+    shows (reports.data.shown_runs.choose_runs), the counter readings, the profiled blocks and the
+    groups collectives ran in."""
 
     counts: pd.DataFrame
+    plans: dict[str, DeviceRuns]
     counters: pd.DataFrame | None
     layer_profiles: LayerProfiles | None
     collectives: pd.DataFrame | None
+
+
+def _device_inputs(df: pd.DataFrame, *, runs: list[str] | None, since: Since, counts: pd.DataFrame | None,
+                   counters: pd.DataFrame | None, layer_profiles: LayerProfiles | None,
+                   collectives: pd.DataFrame | None) -> _DeviceInputs:
+    """The device pages' inputs, as render_report's arguments of the same names give them."""
+    if counts is None:
+        counts = counts_of(df)
+    plans = choose_runs(counts, runs=runs, since=since)
+    return _DeviceInputs(counts, plans, counters, layer_profiles, collectives)
+
+
+def _device_pages(env: jinja2.Environment, out: Path, df: pd.DataFrame, extra: _DeviceInputs,
+                  only: str | None = None) -> Iterator[tuple[str, str, dict, DeviceRoofline]]:
+    """(file name, HTML, the index's entry, the roofline) of each device's page (of device `only`
+    alone when given), in the order of reports.data.frames.device_names; figures are written into `out`."""
+    for name in device_names(df):
+        if name in extra.plans and (only is None or name == only):
+            roofline = device_roofline(name, df[df["device_name"] == name], extra.plans[name])
+            yield *_device_page(env, out, roofline, extra), roofline
+
+
+def render_device_page(df: pd.DataFrame, device: str, out_dir: str | Path, *, runs: list[str] | None = None,
+                       since: Since = None, counters: pd.DataFrame | None = None,
+                       layer_profiles: LayerProfiles | None = None,
+                       collectives: pd.DataFrame | None = None) -> Path:
+    """Write the page of the device named `device` (its full name), and its figures, into `out_dir`
+    exactly as render_report writes it for the same arguments, and nothing else; returns the page's
+    path. For a caller that reads one device's page (a test of one of its sections) and need not
+    draw the whole site. ValueError when `df` has no results of that device in the runs chosen."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    extra = _device_inputs(df, runs=runs, since=since, counts=None, counters=counters,
+                           layer_profiles=layer_profiles, collectives=collectives)
+    for page, html, _, _ in _device_pages(_env(), out, df, extra, only=device):
+        (out / page).write_text(html, encoding="utf-8")
+        return out / page
+    raise ValueError(f"no device page for {device!r}: the devices shown are {', '.join(map(str, extra.plans))}")
 
 
 def _device_page(env: jinja2.Environment, out: Path, roofline: DeviceRoofline,

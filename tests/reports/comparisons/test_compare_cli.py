@@ -1,12 +1,11 @@
-"""`rooflab compare` on databases: intervals from raw samples, and after they are pruned; the
-committed H100 and H200 exports, where the comparison page and the CLI must give one answer."""
+"""`rooflab compare` on databases: intervals from raw samples, and after they are pruned. The
+committed H100 and H200 exports, where the comparison page and the CLI must give one answer:
+tests/reports/pages/test_report_snapshot.py, on the report it writes of them."""
 from __future__ import annotations
 
-import html
 import json
 import re
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,6 @@ from rooflab.runners.cli.app import app
 from tests.reports.synth import device_rows, row, write_db
 
 runner = CliRunner()
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
 N = 1 << 24
 
@@ -91,60 +89,3 @@ def test_two_runs_of_one_device(tmp_path):
     cases = {c["case_key"].split(".")[0]: c for c in data["cases"]}
     assert set(cases) == {"add", "triad"}
     assert all(c["standing"] == "not_significant" for c in cases.values()), cases
-
-
-@pytest.fixture(scope="module")
-def examples(tmp_path_factory) -> str:
-    from rooflab.db.importer import import_file
-
-    url = f"sqlite:///{tmp_path_factory.mktemp('examples') / 'examples.db'}"
-    for path in ("h100/part1/results.jsonl.gz", "h100/part2/results.jsonl.gz", "h200/results.jsonl.gz"):
-        import_file(url, EXAMPLES / path)
-    return url
-
-
-def _page_rows(page: str) -> dict[str, list[str]]:
-    """The 'Every case' table of a comparison page: case key -> its cells' text."""
-    table = page[page.index('<table class="cases">'):]
-    table = table[:table.index("</table>")]
-    rows = {}
-    for tr in re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)[1:]:
-        cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
-        rows[cells[0]] = cells
-    return rows
-
-
-def test_the_committed_exports_give_one_answer_on_the_page_and_the_terminal(examples, tmp_path):
-    """Before: the page paired each device's newest run (45 cases, launch-bound predicted 0.68x) and
-    the CLI each case's newest result on every run (117 cases, 0.77x); now both call one rule."""
-    from rooflab.reports.pages.report import _num, write_report
-
-    data = _cases(examples)["_data"]
-    pairing = data["pairing"]
-    assert pairing["baseline"]["runs"] == ["quick-20261122T160330Z-61ba"]
-    assert pairing["candidate"]["runs"] == ["quick-20261122T164337Z-f729"] and "(quick)" in pairing["reason"]
-    cases = {c["case_key"]: c for c in data["cases"]}
-    assert len(cases) == 117
-    # the streams are significant: every cold stream probe of at least 4x L2 is faster on the H200
-    big = [c for k, c in cases.items()
-           if k.startswith("stream_") and ":cold:" in k and int(k.rsplit("n=", 1)[1]) >= 1 << 25]
-    assert len(big) >= 4 and all(c["standing"] == "faster" and c["speedup_low"] > 1.2 for c in big)
-    launch = cases["launch.v2:eager:float32:hot:launch:n=1"]
-    assert launch["predicted_low"] == pytest.approx(0.007109 / 0.008119, rel=1e-3)
-    assert launch["predicted_high"] == pytest.approx(0.009137 / 0.008119, rel=1e-3) and launch["deviation"] == 1.0
-    page = (write_report(examples, tmp_path / "site").parent / "compare.html").read_text()
-    assert f"{H200} against {H100} (117 cases)" in page
-    assert "quick-20261122T160330Z-61ba (quick, 121 cases)" in page and "quick-20261122T164337Z-f729 (quick" in page
-    rows = _page_rows(page)
-    assert set(rows) == set(cases)
-    for key, c in cases.items():
-        cells = rows[key]
-        shown = _num(c["speedup"], 3) + ("" if c["speedup_low"] is None else
-                                         f" [{_num(c['speedup_low'], 3)}, {_num(c['speedup_high'], 3)}]")
-        assert cells[4] == shown, (key, cells[4], c)
-        assert cells[5] == c["standing"].replace("_", " ")
-        ranged = c["predicted_low"] != c["predicted_high"]
-        predicted = _num(c["predicted_speedup"], 3) + (
-            f" [{_num(c['predicted_low'], 3)}, {_num(c['predicted_high'], 3)}]" if ranged else "")
-        predicted += f" ({c['predicted_from']})" if c["predicted_from"] else ""
-        assert cells[7] == predicted, (key, cells[7], c)  # the same prediction, and range, on both

@@ -4,13 +4,16 @@ no console message or uncaught error (tests/reports/cdp.py drives the browser)."
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rooflab.reports.pages.history_page import history_site
 from rooflab.reports.pages.report import _env
 from rooflab.reports.pages.slugs import slug
-from rooflab.reports.regressions.history_points import history_of_frame
+from rooflab.reports.regressions.history_points import HistoryData, history_of_frame
 from rooflab.reports.regressions.series import detect
 from tests.reports.cdp import CHROMIUM, Browser
 from tests.reports.gen_history import DEVICES, STEP, nightly_history, planted_keys
@@ -20,13 +23,22 @@ pytestmark = [pytest.mark.browser,
 LOAD_BUDGET_MS = 2000
 
 
+@dataclass(frozen=True)
+class Site:
+    page: Path  # history.html
+    frame: pd.DataFrame  # the results it was drawn from
+    history: HistoryData  # the frame's series, framed once for every page drawn of them
+    verdicts: list
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     frame = nightly_history(nights=90, cases=150, devices=2)  # 300 series, 27,000 per-run points
     out = tmp_path_factory.mktemp("history")
-    for name, text in history_site(_env(), history_of_frame(frame), detect(frame), slug).items():
+    history, verdicts = history_of_frame(frame), detect(frame)
+    for name, text in history_site(_env(), history, verdicts, slug).items():
         (out / name).write_text(text, encoding="utf-8")
-    return out / "history.html", frame
+    return Site(out / "history.html", frame, history, verdicts)
 
 
 def _matches(b: Browser) -> str:
@@ -44,8 +56,8 @@ def _series(frame, **where) -> int:
     return len(rows)
 
 
-def test_the_history_page_in_chromium(site, tmp_path):
-    page, frame = site
+def test_the_history_page_in_chromium(site: Site, tmp_path: Path) -> None:
+    page, frame = site.page, site.frame
     keys = planted_keys(frame)
     with Browser() as b:
         b.open(page.as_uri())
@@ -110,9 +122,8 @@ def test_the_browser_client_catches_a_broken_page(tmp_path):
         assert any("missingFunction" in text for text in b.exceptions)
 
 
-def test_a_page_over_the_point_budget_is_split_per_device(site, tmp_path):
-    _, frame = site
-    pages = history_site(_env(), history_of_frame(frame), detect(frame), slug, page_points=10_000)
+def test_a_page_over_the_point_budget_is_split_per_device(site: Site) -> None:
+    pages = history_site(_env(), site.history, site.verdicts, slug, page_points=10_000)
     names = sorted(pages)
     assert names == sorted(["history.html"] + [f"history-{slug(d)}.html" for d in DEVICES[:2]])
     index = pages["history.html"]

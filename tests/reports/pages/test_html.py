@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rooflab.reports.pages.report import render_report
-from tests.reports.synth import collective_sweep, device_rows, frame, gemm, history, layer_block, noisy, row
+from rooflab.reports.pages.report import render_device_page, render_report
+from tests.reports.synth import H100, collective_sweep, device_rows, frame, gemm, history, layer_block, noisy, row
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
 EVIL = "<script>alert('x')</script>"
@@ -18,10 +18,20 @@ EVIL = "<script>alert('x')</script>"
 
 BLOCK_ROWS, BLOCK_PROFILES, BLOCK_PARTS = layer_block(matrix_tflops=700.0, hbm_gbps=3000.0, gap_ms=0.05,
                                                      compiled_speedup=1.25)
+NEWEST = "run-0036"  # the H100's newest run in _site_frame
+# a second profile of the same block, in the newest run, its parts twice as long (told apart from run-1's)
+NEWEST_ROWS, _NEWEST_PROFILES, _NEWEST_PARTS = layer_block(matrix_tflops=700.0, hbm_gbps=3000.0, gap_ms=0.05,
+                                                           compiled_speedup=1.25, measurement_id=2, run_id=NEWEST,
+                                                           run_order=36)
+NEWEST_PARTS = _NEWEST_PARTS.assign(time_ms=_NEWEST_PARTS["time_ms"] * 2.0)
+BOTH = (pd.concat([BLOCK_PROFILES, _NEWEST_PROFILES], ignore_index=True),
+        pd.concat([BLOCK_PARTS, NEWEST_PARTS], ignore_index=True))
+LONGEST_MS, LONGEST_BEFORE_MS = NEWEST_PARTS["time_ms"].max(), BLOCK_PARTS["time_ms"].max()
+A100 = "NVIDIA A100-SXM4-80GB"
 
 
 def _site_frame() -> pd.DataFrame:
-    a100: dict[str, Any] = dict(device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100",
+    a100: dict[str, Any] = dict(device_name=A100, fingerprint="fp-a100", run_id="run-a100",
                                 l2_bytes=40 << 20)
     rows = device_rows() + device_rows(hbm_gbps=1800.0, bf16_tflops=270.0, **a100) + BLOCK_ROWS
     n = 1 << 24
@@ -36,7 +46,7 @@ def _site_frame() -> pd.DataFrame:
                     host=EVIL, run_id=EVIL))
     rows += history(noisy(25, 1.0, 0.02, 3) + [1.2, 1.21], start_order=10)
     # the newest H100 run also measured collectives over 8 GPUs: the interconnect section
-    rows += collective_sweep("all_reduce", 8, peak_gbps=370.0, latency_ms=0.02, run_id="run-0036", run_order=36)
+    rows += collective_sweep("all_reduce", 8, peak_gbps=370.0, latency_ms=0.02, run_id=NEWEST, run_order=36)
     rows += history(noisy(25, 0.5, 0.02, 4) + [0.51], start_order=10, device_name=EVIL + " GPU", fingerprint=EVIL)
     return frame(rows)
 
@@ -81,16 +91,20 @@ def test_report_pages_are_written_and_escaped(site):
     assert "No profiled blocks" in other and "Interconnect: collectives" not in other
 
 
-def test_a_chosen_run_is_shown_instead(tmp_path):
-    index = render_report(_site_frame(), tmp_path / "site", runs=["run-1"],
-                          layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
+def test_a_chosen_run_is_shown_instead_with_the_profiles_of_that_run(tmp_path: Path) -> None:
+    """The H100 page of a report of chosen runs (the H100's results alone: the one page read): the
+    block profiled in run-1, though the newest run profiled it too (its parts twice as long), in
+    the layer breakdown: inline SVG bars, the parts' table, MFU and the fusion estimate beside the
+    measured compiled speedup, and the run it was profiled in."""
+    rows = _site_frame()
+    index = render_report(rows[rows["device_name"] == H100], tmp_path / "site", runs=["run-1"], layer_profiles=BOTH)
     dev = next(index.parent.glob("device-nvidia-h100*.html")).read_text()
     assert "Showing the chosen run(s)" in dev and "eager vs compiled" in dev
-    # the layer breakdown of the block measured in that run: inline SVG bars, the parts' table, MFU
-    # and the fusion estimate beside the measured compiled speedup
     section = _breakdown(dev)
     assert section.count("<svg") == 1 and "<rect" in section and "mlp_down" in section
     assert "of the measured matrix ceiling" in section and "measured eager/compiled speedup 1.25" in section
+    assert section.count("<h3>") == 1 and 'Profiled in run <span class="key">run-1</span>' in section
+    assert f">{LONGEST_BEFORE_MS:.4g}<" in section and f">{LONGEST_MS:.4g}<" not in section
 
 
 def _breakdown(page: str) -> str:
@@ -99,37 +113,35 @@ def _breakdown(page: str) -> str:
     return section.split('<h2 id="interconnect">')[0]
 
 
-def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(tmp_path):
+def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(site: Path, tmp_path: Path) -> None:
     """The block was profiled in run-1; by default the H100 page shows its newest run (run-0036),
-    so its breakdown section must not show run-1's block. A second profile of the same block in
-    the newest run, with other part times, is the one shown then, and the page names its run."""
-    newest = "run-0036"  # the H100's newest run in _site_frame
-    default = render_report(_site_frame(), tmp_path / "default", layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
-    dev = next(default.parent.glob("device-nvidia-h100*.html")).read_text()
-    section = _breakdown(dev)
+    so its breakdown section must not show run-1's block (the `site` fixture). A second profile of
+    the same block in the newest run, with other part times, is the one shown then, and the page
+    names its run (that page drawn alone, render_device_page; the chosen run-1: the test above)."""
+    section = _breakdown(next(site.glob("device-nvidia-h100*.html")).read_text())
     assert "mlp_down" not in section and "<svg" not in section
     assert "No profiled blocks" in section and "run-1" in section  # where the profiles that exist are
 
-    rows2, profiles2, parts2 = layer_block(matrix_tflops=700.0, hbm_gbps=3000.0, gap_ms=0.05, compiled_speedup=1.25,
-                                           measurement_id=2, run_id=newest, run_order=36)
-    parts2 = parts2.assign(time_ms=parts2["time_ms"] * 2.0)  # run the newest run's profile apart
-    profiles = pd.concat([BLOCK_PROFILES, profiles2], ignore_index=True)
-    parts = pd.concat([BLOCK_PARTS, parts2], ignore_index=True)
-    both = render_report(frame(list(_site_frame().to_dict("records")) + rows2), tmp_path / "both",
-                         layer_profiles=(profiles, parts))
-    section = next(both.parent.glob("device-nvidia-h100*.html")).read_text()
-    section = _breakdown(section)
-    assert section.count("<h3>") == 1 and f'Profiled in run <span class="key">{newest}</span>' in section
+    both = render_device_page(frame(list(_site_frame().to_dict("records")) + NEWEST_ROWS), H100, tmp_path / "both",
+                              layer_profiles=BOTH)
+    section = _breakdown(both.read_text())
+    assert section.count("<h3>") == 1 and f'Profiled in run <span class="key">{NEWEST}</span>' in section
     assert "runs not shown here: <span class=\"key\">run-1</span>" in section
-    longest_ms, longest_before_ms = parts2["time_ms"].max(), BLOCK_PARTS["time_ms"].max()
-    assert 1e-3 < longest_before_ms < longest_ms < 1e6
-    assert f">{longest_ms:.4g}<" in section and f">{longest_before_ms:.4g}<" not in section
+    assert 1e-3 < LONGEST_BEFORE_MS < LONGEST_MS < 1e6
+    assert f">{LONGEST_MS:.4g}<" in section and f">{LONGEST_BEFORE_MS:.4g}<" not in section
 
-    chosen = render_report(_site_frame(), tmp_path / "chosen", runs=["run-1"], layer_profiles=(profiles, parts))
-    section = next(chosen.parent.glob("device-nvidia-h100*.html")).read_text()
-    section = _breakdown(section)
-    assert section.count("<h3>") == 1 and 'Profiled in run <span class="key">run-1</span>' in section
-    assert f">{longest_before_ms:.4g}<" in section and f">{longest_ms:.4g}<" not in section
+
+def test_a_device_page_drawn_alone_is_the_page_of_the_site(site: Path, tmp_path: Path) -> None:
+    """render_device_page (which the tests above use to draw one page) writes the page render_report
+    writes for the same results, with its figures, and nothing else; an unknown device is refused."""
+    alone = render_device_page(_site_frame(), A100, tmp_path / "alone", layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
+    assert alone.read_text() == (site / alone.name).read_text()
+    figures = sorted(p.name for p in (tmp_path / "alone" / "figures").iterdir())
+    assert sorted(p.name for p in alone.parent.iterdir()) == [alone.name, "figures"] and figures
+    assert all((site / "figures" / name).read_text() == (alone.parent / "figures" / name).read_text()
+               for name in figures)
+    with pytest.raises(ValueError, match="NVIDIA A100-SXM4-80GB"):
+        render_device_page(_site_frame(), "NVIDIA B200", tmp_path / "none")
 
 
 def test_empty_database_says_there_is_nothing_yet(tmp_path):
@@ -211,8 +223,7 @@ def test_the_interconnect_section_in_chromium(tmp_path):
         "rank_devices": [f"node1 cuda:{r} GPU-{r}" for r in range(8)], "comm_version": "2.21.5",
         "comm_settings": {"NCCL_ALGO": "Ring"}, "slowest_rank": 3, "straggler_excess": 0.5,
     }])
-    site = render_report(frame(rows), tmp_path / "site", collectives=groups).parent
-    page = next(site.glob("device-nvidia-h100*.html"))
+    page = render_device_page(frame(rows), H100, tmp_path / "site", collectives=groups)
     with Browser() as b:
         b.open(page.as_uri())
         assert b.js("document.getElementById('interconnect').textContent") == "Interconnect: collectives"

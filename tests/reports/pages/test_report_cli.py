@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,12 +90,9 @@ def test_regressions_fail_on(db):
     assert bad.exit_code == 2 and "regression, drift, suspect, never" in bad.output
 
 
-def test_report_on_database_and_on_missing_database(db, tmp_path):
-    res = _run("report", "--out", str(tmp_path / "site"), "--db", db)
-    assert res.exit_code == 0, res.output
-    assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "compare.html").is_file()
-    history = (tmp_path / "site" / "history.html").read_text()  # written by the side process
-    assert 'id="history-data"' in history and "stream_triad.v1" in history and '"regression"' in history
+def test_report_on_a_missing_and_on_an_empty_database(tmp_path: Path) -> None:
+    """(The report on a database with results: tests/reports/pages/test_report_processes.py, as a
+    user runs it.)"""
     missing = _run("report", "--out", str(tmp_path / "missing"), "--db", f"sqlite:///{tmp_path / 'none.db'}")
     assert missing.exit_code == 2 and "does not exist" in missing.output, missing.output
     assert not (tmp_path / "none.db").exists() and not (tmp_path / "missing").exists()

@@ -2,7 +2,9 @@
 
 The report asks ops for facts (read-only, fusion chains, unfused bytes) but never runs one, so the
 command must not import torch (200 MB, over a second); the verdicts come from a spawned process and
-must make the same regressions page as verdicts judged in this one."""
+must make the same regressions page as verdicts judged in this one. The report's pages on a
+database are checked here, on the report that process writes (tests/reports/pages/test_report_cli.py
+holds the command on a missing and on an empty database)."""
 from __future__ import annotations
 
 import subprocess
@@ -21,12 +23,18 @@ def _python(code: str) -> str:
     return done.stdout
 
 
-def _db(tmp_path: Path) -> str:
+def _db(tmp_path: Path, *, two_devices: bool = False) -> str:
+    """An H100's probes and a history with a planted step; `two_devices`: an A100's probes too (the
+    comparison page)."""
     import numpy as np
 
     url = f"sqlite:///{tmp_path / 'results.db'}"
     rng = np.random.default_rng()
     rows = device_rows(hbm_gbps=float(rng.uniform(2500, 3300)), bf16_tflops=float(rng.uniform(600, 800)))
+    if two_devices:
+        rows += device_rows(hbm_gbps=float(rng.uniform(1300, 1900)), bf16_tflops=float(rng.uniform(200, 300)),
+                            device_name="NVIDIA A100-SXM4-80GB", fingerprint="fp-a100", run_id="run-a100",
+                            l2_bytes=40 << 20)
     for i, r in enumerate(rows):
         r["run_order"] = 40 + i // 11
     rows += history(noisy(22, 1.0, 0.02, int(rng.integers(1 << 30))) + [1.25, 1.24])  # a planted step
@@ -35,7 +43,7 @@ def _db(tmp_path: Path) -> str:
 
 
 def test_the_report_command_never_imports_torch_and_finds_the_planted_step(tmp_path: Path) -> None:
-    url = _db(tmp_path)
+    url = _db(tmp_path, two_devices=True)
     code = (
         "import sys, runpy\n"
         f"sys.argv = ['rooflab', 'report', '--db', {url!r}, '--out', {str(tmp_path / 'site')!r}]\n"
@@ -47,8 +55,12 @@ def test_the_report_command_never_imports_torch_and_finds_the_planted_step(tmp_p
     )
     stdout = _python(code)
     assert "TORCH False" in stdout, stdout
-    page = (tmp_path / "site" / "regressions.html").read_text()
+    site = tmp_path / "site"
+    page = (site / "regressions.html").read_text()
     assert "regression" in page and "stream_triad" in page
+    assert (site / "index.html").is_file() and (site / "compare.html").is_file()
+    history = (site / "history.html").read_text()  # written by the side process
+    assert 'id="history-data"' in history and "stream_triad.v1" in history and '"regression"' in history
 
 
 def test_spawned_verdicts_make_the_same_regressions_page(tmp_path: Path) -> None:
