@@ -17,8 +17,8 @@ import importlib
 import json
 import os
 import runpy
-import socket
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
