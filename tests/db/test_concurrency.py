@@ -31,7 +31,11 @@ def test_four_writer_processes_lose_nothing_and_duplicate_nothing(any_url: str) 
     # one spawned process that imports once and forks the WRITERS writers (tests/db/writers.py)
     hub = ctx.Process(target=shard_writers, args=(any_url, seed, WRITERS, PER_SHARD, SHARED, queue))
     hub.start()
-    added, exitcodes = queue.get(timeout=300)
+    deadline = time.monotonic() + 300
+    while queue.empty() and hub.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not queue.empty(), f"the writers' process ended (exit code {hub.exitcode}) without their result"
+    added, exitcodes = queue.get(timeout=10)
     hub.join(timeout=30)
     assert exitcodes == [0] * WRITERS and hub.exitcode == 0, f"writers exited with {exitcodes}"
 
