@@ -15,32 +15,34 @@ from rooflab.db.engine import make_engine
 from rooflab.db.samples import unpack
 from rooflab.db.store import ResultStore
 from tests.db.factories import make_case, make_env, make_measurement, make_run
-from tests.db.writers import endless_writer, shard_writer
+from tests.db.writers import endless_writer, shard_writers
 
 WRITERS = 4
-PER_SHARD = 170
-SHARED = 30
+PER_SHARD = 40  # each writer's own cases; they write at once (a barrier), so a few dozen make them contend
+SHARED = 20  # cases every writer writes too: the same keys at the same moment
+KILL_AFTER = 40  # the killed writer is killed once this many of its measurements are stored
+MISSING = 20  # the cases of its run that it never wrote, which the resume writes
 
 
 def test_four_writer_processes_lose_nothing_and_duplicate_nothing(any_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     seed = random.randrange(1 << 30)
-    procs = [
-        ctx.Process(target=shard_writer, args=(any_url, seed, i, WRITERS, PER_SHARD, SHARED, queue))
-        for i in range(WRITERS)
-    ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=240)
-        assert p.exitcode == 0, f"writer exited with {p.exitcode}"
-    added = dict(queue.get(timeout=10) for _ in procs)
+    # one spawned process that imports once and forks the WRITERS writers (tests/db/writers.py)
+    hub = ctx.Process(target=shard_writers, args=(any_url, seed, WRITERS, PER_SHARD, SHARED, queue))
+    hub.start()
+    deadline = time.monotonic() + 300
+    while queue.empty() and hub.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not queue.empty(), f"the writers' process ended (exit code {hub.exitcode}) without their result"
+    added, exitcodes = queue.get(timeout=10)
+    hub.join(timeout=30)
+    assert exitcodes == [0] * WRITERS and hub.exitcode == 0, f"writers exited with {exitcodes}"
 
     expected_keys = {make_case(1000 + i * PER_SHARD + j).case_key for i in range(WRITERS) for j in range(PER_SHARD)}
     expected_keys |= {make_case(i).case_key for i in range(SHARED)}
     frame = query.results(any_url, run_id="concurrent")
-    assert len(frame) == WRITERS * PER_SHARD + SHARED == sum(added.values())
+    assert len(frame) == WRITERS * PER_SHARD + SHARED == sum(added.values()) and len(added) == WRITERS
     assert set(frame["case_key"]) == expected_keys
     assert not frame.duplicated(["case_key", "cache", "timing_mode", "device_uuid"]).any()
     for i in range(WRITERS):  # every shard wrote all of its own cases
@@ -85,18 +87,17 @@ def _count(url: str) -> int:
 
 
 def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_completes(any_url: str) -> None:
-    n_cases = 400
     seed = random.randrange(1 << 30)
     ctx = multiprocessing.get_context("spawn")
-    proc = ctx.Process(target=endless_writer, args=(any_url, seed, n_cases))
+    proc = ctx.Process(target=endless_writer, args=(any_url, seed))
     proc.start()
     deadline = time.monotonic() + 120
-    while _count(any_url) < 40 and time.monotonic() < deadline and proc.is_alive():
+    while _count(any_url) < KILL_AFTER and time.monotonic() < deadline and proc.is_alive():
         time.sleep(0.05)
     assert proc.pid is not None  # started above
-    os.kill(proc.pid, signal.SIGKILL)
+    os.kill(proc.pid, signal.SIGKILL)  # while it writes: it never stops by itself before this
     proc.join(timeout=30)
-    assert proc.exitcode == -signal.SIGKILL, "the writer finished before it could be killed"
+    assert proc.exitcode == -signal.SIGKILL, "the writer ended before it could be killed"
 
     if any_url.startswith("sqlite"):
         path = any_url.removeprefix("sqlite:///")
@@ -105,7 +106,8 @@ def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_comple
         conn.close()
     _assert_samples_complete(any_url)
     done_before = _count(any_url)
-    assert 40 <= done_before < n_cases
+    assert done_before >= KILL_AFTER
+    n_cases = done_before + MISSING  # the killed run's cases: those it wrote in order, and MISSING more
 
     # resume: measure only what is missing, as `rooflab run --resume` does
     run, env = make_run("killed", rng=random.Random(seed)), make_env(3)
@@ -115,7 +117,7 @@ def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_comple
         store.start_run(run)
         store.add_environment(run.run_id, env)
         measured = store.measured_case_keys("killed")
-        assert len(measured) == done_before
+        assert measured == {make_case(i).case_key for i in range(done_before)}  # its first cases, each whole
         rng = random.Random()
         missing = [make_case(i) for i in range(n_cases) if make_case(i).case_key not in measured]
         assert all(store.add_measurement(make_measurement(run, c, env, rng=rng, n_samples=5)) for c in missing)

@@ -13,6 +13,8 @@ with environment variables:
                                           a process that never gets there profiles nothing, exit 0
                    {"error": TEXT}        print `==ERROR== TEXT` and exit 1 (a profiler failure)
                    {"run_target": false}  do not run the profiled command
+  FAKE_NCU_WARM_PYTHON  the socket of a warm Python (tests/runners/warm_python.py) that starts the
+                   profiled command by a fork instead of a fresh interpreter (unset: a fresh one)
   FAKE_NCU_LOG     a file that gets one JSON line per call: {"argv": [...], "problems": [...]}
   FAKE_NCU_STATE   a file holding the passes made (which action comes next) and the metrics rejected
                    by the last one (JSON)
@@ -143,6 +145,18 @@ def reached_range(target: list[str]) -> bool:
     return result.exists() and json.loads(result.read_text())["status"] == "ok"
 
 
+def run_target(target: list[str]) -> None:
+    """The profiled command, as ncu runs it: in a fresh interpreter, or forked by the warm Python."""
+    address = os.environ.get("FAKE_NCU_WARM_PYTHON")
+    if not address:
+        subprocess.run(target, check=False)
+        return
+    sys.path.insert(0, str(FIXTURES.parents[3]))  # the checkout (FIXTURES is its tests/runners/fixtures/ncu)
+    from tests.runners.warm_python import run
+
+    run(address, target, os.environ, os.getcwd())
+
+
 def main(argv: list[str]) -> int:
     if argv == ["--version"]:
         print(VERSION)
@@ -164,7 +178,7 @@ def main(argv: list[str]) -> int:
         return 1
     print("==PROF== Connected to process", os.getpid())
     if action.get("run_target", True):
-        subprocess.run(target, check=False)
+        run_target(target)
     if action.get("permission"):
         if not action.get("run_target", True) or reached_range(target):
             print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "

@@ -9,7 +9,7 @@ from rooflab.runners.engine.attribution import CUDA_CLOCK, attribute
 from rooflab.suite.case import Case
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
 from rooflab.suite.ops.registry import get_op
-from tests.suite.test_ops_gpu import cuda_device
+from tests.cuda_device import cuda_device
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 

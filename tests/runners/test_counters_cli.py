@@ -2,9 +2,12 @@
 
 What this covers without a GPU: the command line rooflab gives ncu (checked by the fake: flags, NVTX
 filter, metrics, the child command), the child process preparing each case exactly as a worker does
-(it really runs, on the CPU, under the fake ncu), the parsing of a replayed CSV, the comparison
-with the model, the retry without a metric ncu refuses, a failing pass stored as failed while the
-others go on, the storage beside the measurement checked, and the refusals.
+(it really runs, on the CPU, under the fake ncu: here forked from a warm Python, in
+test_counters_refusal.py started fresh as ncu starts it), the parsing of a replayed CSV, the
+comparison with the model, the retry without a metric ncu refuses, a failing pass stored as failed
+while the others go on, an incorrect case held back until a pass is profiled and then stored in its
+place, the storage beside the measurement checked, and the refusals (ncu's permission refusal:
+test_counters_refusal.py).
 
 The seam: `describe_device` is planted so that the device check sees a CUDA device whose torch
 device is in fact the CPU (kind "cuda", torch_device "cpu"); everything after that check is the
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,30 +36,34 @@ from rooflab.runners.counters import metrics as m
 from rooflab.runners.counters import session
 from rooflab.runners.counters.ncu import CountersRefusal
 from rooflab.runners.machine.environment import capture
-from rooflab.suite.spec import apply_filters, expand, load_spec
+from rooflab.suite.spec import expand, load_spec
 from tests.db.factories import make_measurement, make_run
+from tests.runners.warm_python import WarmPython
 
 HERE = Path(__file__).resolve().parent
+# what the counters child imports before its case (runners/counters/child.py)
+CHILD_PRELOAD = ("torch", "rooflab.runners.machine.environment", "rooflab.runners.orchestration.prepare",
+                 "rooflab.runners.orchestration.worker", "rooflab.suite.ops.registry")
 runner = CliRunner()
 N = 1 << 20
 SPEC = f"""name: counters-test
 defaults: {{timing: {{max_time_ms: 50}}}}
 benchmarks:
+  - {{name: wrong, op: planted_wrong, params: {{n: 4096}}}}
   - {{name: copy, op: copy, params: {{n: {N}}}}}
   - {{name: cos_cos, op: cos_cos, dtypes: [bfloat16], params: {{n: {N}}}}}
   - {{name: copy_hot, op: copy, cache: [hot], params: {{n: {N}}}}}
   - {{name: gelu, op: gelu, params: {{n: {N}}}}}
   - {{name: add, op: add, params: {{n: {N}}}}}
-  - {{name: wrong, op: planted_wrong, params: {{n: 4096}}}}
 """
 SCRIPT = [
+    {"csv": "copy_float32.csv"},  # planted_wrong: the child finds the output incorrect
     {"csv": "copy_float32.csv"},
     {"csv": "cos_cos_eager_bfloat16.csv"},
     {"csv": "copy_float32_hot.csv"},
     {"reject": [m.XU_INSTRUCTIONS], "csv": "gelu_float32_na.csv"},  # the first gelu pass: refused metric
     {"csv": "gelu_float32_na.csv"},
     {"error": "planted profiler failure", "run_target": False},
-    {"csv": "copy_float32.csv"},  # planted_wrong: the child finds the output incorrect
 ]
 
 
@@ -75,6 +83,18 @@ def fake_ncu(tmp_path, monkeypatch) -> Path:
     return exe
 
 
+@pytest.fixture
+def warm_python(fake_ncu: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The fake ncu starts its children by a fork of a Python that imported torch once
+    (tests/runners/warm_python.py): the same child code in a process of its own, without a fresh
+    interpreter's import of torch for each of the five passes. test_counters_refusal.py's children
+    start as real ncu starts them, in a fresh interpreter."""
+    with WarmPython(CHILD_PRELOAD) as warm:
+        warm.wait_ready()
+        monkeypatch.setenv("FAKE_NCU_WARM_PYTHON", warm.address)
+        yield warm.address
+
+
 def calls(tmp_path: Path) -> list[dict]:
     log = tmp_path / "ncu-calls.jsonl"
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -91,7 +111,8 @@ def planted_cuda(*, mig: bool = False):
     return describe
 
 
-def test_counters_end_to_end_with_a_fake_ncu(tmp_path, fake_ncu, monkeypatch) -> None:
+def test_counters_end_to_end_with_a_fake_ncu(tmp_path: Path, fake_ncu: Path, warm_python: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     url = f"sqlite:///{tmp_path / 'results.db'}"
@@ -115,8 +136,8 @@ def test_counters_end_to_end_with_a_fake_ncu(tmp_path, fake_ncu, monkeypatch) ->
     out = json.loads(result.stdout)
     assert out["ncu_version"] == "2025.1.1.0" and out["metrics"] == list(m.METRICS)
     got = {(r["op"], r["cache"]): r for r in out["readings"]}
-    statuses = [r["status"] for r in out["readings"]]
-    assert statuses == ["ok", "ok", "ok", "ok", "failed", "incorrect"], [r["error"] for r in out["readings"]]
+    statuses = [r["status"] for r in out["readings"]]  # the incorrect case, held back, is written in its place
+    assert statuses == ["incorrect", "ok", "ok", "ok", "ok", "failed"], [r["error"] for r in out["readings"]]
 
     cold = got[("copy", "cold")]
     assert cold["kernels"] == 1 and cold["kernel_ms"] == pytest.approx(5_344 / 1e6)
@@ -143,14 +164,14 @@ def test_counters_end_to_end_with_a_fake_ncu(tmp_path, fake_ncu, monkeypatch) ->
     made = calls(tmp_path)
     assert [c["problems"] for c in made] == [[]] * len(made) and len(made) == 7
     caches = [c["argv"][c["argv"].index("--cache-control") + 1] for c in made]
-    assert caches == ["all", "all", "none", "all", "all", "all", "all"]
+    assert caches == ["all", "all", "all", "none", "all", "all", "all"]
     asked = [c["argv"][c["argv"].index("--metrics") + 1].split(",") for c in made]
-    assert m.XU_INSTRUCTIONS in asked[3] and m.XU_INSTRUCTIONS not in asked[4]
+    assert m.XU_INSTRUCTIONS in asked[4] and m.XU_INSTRUCTIONS not in asked[5]
 
     kept = keep / "cos_cos.v1_eager_bfloat16_cold_launch_n=1048576.csv"  # ncu's report, as the first GPU run keeps it
     assert kept.read_text() == (HERE / "fixtures" / "ncu" / "cos_cos_eager_bfloat16.csv").read_text().join(
         ["==PROF== Disconnected from process\n", ""])
-    assert len(list(keep.glob("*.csv"))) == 6
+    assert len(list(keep.glob("*.csv"))) == len(list(keep.glob("*.log"))) == 6  # a report and a log per case
 
     frame = counters_frame(url)
     assert len(frame) == 6 and list(frame["status"]) == [r["status"] for r in out["readings"]]
@@ -185,16 +206,6 @@ def test_a_mig_slice_is_refused(tmp_path, monkeypatch, fake_ncu) -> None:
     monkeypatch.setattr(session, "describe_device", planted_cuda(mig=True))
     _refused(["quick", "-f", "op=copy"], tmp_path, "is a MIG slice")
     assert calls(tmp_path) == []
-
-
-def test_no_permission_to_read_counters_is_refused_and_nothing_is_written(tmp_path, monkeypatch, fake_ncu) -> None:
-    spec = tmp_path / "spec.yaml"  # a case skipped before the refused pass must not be written either
-    spec.write_text("name: p\nbenchmarks:\n  - {name: c, op: copy, backends: [cupy, eager], params: {n: 4096}}\n")
-    assert [c.backend for c in apply_filters(expand(load_spec(str(spec)), "cuda"), [])] == ["cupy", "eager"]
-    monkeypatch.setattr(session, "describe_device", planted_cuda())
-    monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps([{"permission": True}]))
-    _refused([str(spec), "--ncu", str(fake_ncu)], tmp_path, "ERR_NVGPUCTRPERM")
-    assert len(calls(tmp_path)) == 1
 
 
 def test_the_python_api_refuses_as_the_command_does(tmp_path) -> None:

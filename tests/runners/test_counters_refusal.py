@@ -4,79 +4,58 @@ before the refused one was read first (an incorrect case never reaches a kernel,
 refuses it: it proves nothing about the permission and is held back).
 
 The fake ncu (tests/runners/fake_ncu.py) refuses as real ncu does: only when the profiled process
-reaches its timed call, the first kernel ncu would profile. The device check is planted as in
-test_counters_cli.py (a description that says CUDA over the CPU)."""
+reaches its timed call, the first kernel ncu would profile; it starts the profiled children as ncu
+does, in a fresh interpreter. The device check is planted as in test_counters_cli.py (a description
+that says CUDA over the CPU). That readings held back are written once a pass is profiled, in
+order, is test_counters_cli.py's end-to-end test (its first case is incorrect)."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-import rooflab
-from rooflab.db.counters import counters_frame
-from rooflab.db.store import ResultStore
 from rooflab.runners.cli.app import app
 from rooflab.runners.counters import session
-from tests.db.factories import make_env, make_run
+from rooflab.suite.spec import apply_filters, expand, load_spec
 from tests.runners import fake_ncu
 from tests.runners.test_counters_cli import planted_cuda
 
 runner = CliRunner()
-# an incorrect case first (the child's check fails before the NVTX range), then a correct one
+# an incorrect case first (the child's check fails before the NVTX range), then a case skipped
+# before ncu (no CuPy here), then a correct one, which ncu refuses
 SPEC = """name: refused
 benchmarks:
   - {name: wrong, op: planted_wrong, params: {n: 4096}}
-  - {name: copy, op: copy, params: {n: 4096}}
+  - {name: copy, op: copy, backends: [cupy, eager], params: {n: 4096}}
 """
 
 
 @pytest.fixture
-def ncu(tmp_path, monkeypatch) -> Path:
+def ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setattr(session, "describe_device", planted_cuda())
     return fake_ncu.install(tmp_path, monkeypatch)
 
 
-def _database_with_a_run(url: str) -> None:
-    run, env = make_run("earlier", rng=random.Random(3)), make_env(0)
-    with ResultStore(url) as store:
-        store.start_run(run)
-        store.add_environment(run.run_id, env)
-        store.finish_run(run.run_id, "complete")
-
-
-def test_a_refusal_after_an_incorrect_case_writes_nothing(tmp_path, monkeypatch, ncu) -> None:
+def test_a_refusal_after_an_incorrect_and_a_skipped_case_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      ncu: Path) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    _database_with_a_run(url)
+    cases = apply_filters(expand(load_spec(str(spec)), "cuda"), [])
+    assert [(c.op, c.backend) for c in cases] == [("planted_wrong", "eager"), ("copy", "cupy"), ("copy", "eager")]
+    db = tmp_path / "results.db"
     keep = tmp_path / "kept" / "counters"
     monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps([{"permission": True, "csv": "copy_float32.csv"}]))
-    result = runner.invoke(app, ["counters", str(spec), "--db", url, "--keep-reports", str(keep)])
+    result = runner.invoke(app, ["counters", str(spec), "--db", f"sqlite:///{db}", "--ncu", str(ncu),
+                                 "--keep-reports", str(keep)])
     assert result.exit_code == 2, result.output
     assert "ERR_NVGPUCTRPERM" in result.output and "nothing was written" in result.output
-    made = fake_ncu.calls(tmp_path)
-    assert len(made) == 2 and all(c["problems"] == [] for c in made)  # the incorrect case was profiled first
-    assert list(rooflab.runs(url)["run_id"]) == ["earlier"]  # no counters run
-    assert counters_frame(url).empty  # no reading, not even the incorrect case's
+    assert "Traceback" not in result.output
+    made = fake_ncu.calls(tmp_path)  # the incorrect case was profiled first; the skipped one never reached ncu
+    assert len(made) == 2 and all(c["problems"] == [] for c in made)
+    assert not db.exists(), "a refusal wrote to the database"  # no run, no reading, not the held-back ones
     assert not (tmp_path / "kept").exists(), "a refused command left a --keep-reports folder behind"
-
-
-def test_readings_held_back_are_written_once_a_pass_is_profiled(tmp_path, monkeypatch, ncu) -> None:
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(SPEC)
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    keep = tmp_path / "kept" / "counters"
-    monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps([{"csv": "copy_float32.csv"}]))
-    result = runner.invoke(app, ["counters", str(spec), "--db", url, "--keep-reports", str(keep), "--json"])
-    assert result.exit_code == 0, result.output
-    frame = counters_frame(url)
-    assert list(frame["status"]) == ["incorrect", "ok"]  # the incorrect case too, in order
-    assert sorted(p.suffix for p in keep.iterdir()) == [".csv", ".csv", ".log", ".log"]
-    runs = rooflab.runs(url).set_index("run_id")
-    assert runs.loc[json.loads(result.stdout)["run_id"], "status"] == "complete"
 
 
 def test_a_keep_reports_place_that_cannot_be_a_folder_is_refused_before_anything(tmp_path) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 import signal
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from rooflab.runners.cli.app import app
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import run_suite
 from tests.runners.gate import GATE_ENV, wait_for_file
-from tests.runners.run_process import PLUGIN, REPO, Rooflab, child_env
+from tests.runners.run_process import PLUGIN, Rooflab
 
 PLANTED_SPEC = """\
 name: planted
@@ -65,16 +63,6 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def run_cli(*args: str, timeout_s: float = 120.0, threads: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = child_env()
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
-    return subprocess.run(
-        [sys.executable, "-m", "rooflab", "run", *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s,
-    )
 
 
 def descendants(pid: int) -> set[int]:
@@ -219,8 +207,11 @@ def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     # One intra-op thread on both sides: on a loaded machine a second OpenMP thread waiting for a
     # core costs milliseconds at random, which would compare the scheduler rather than the timings.
-    done = run_cli(str(spec_path), "--db", url, "--device", "cpu", "--json", "--quiet", threads=1)
-    assert done.returncode == 0, done.stdout + done.stderr
+    # The command runs in this process (its workers are real processes all the same); a `rooflab run`
+    # process whose stdout holds its --json summary only: tests/runners/test_cluster_e2e.py.
+    done = CliRunner().invoke(app, ["run", str(spec_path), "--db", url, "--device", "cpu", "--json", "--quiet",
+                                    "--threads", "1"])
+    assert done.exit_code == 0, done.output
     summary = json.loads(done.stdout)  # --json --quiet: stdout holds the JSON summary only
     assert summary["status"] == "complete" and summary["counts"]["ok"] == 3
     frame = results(url, run_id=summary["run_id"]).set_index("case_key")

@@ -11,6 +11,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.common import as_torch, cupy_module
 from rooflab.suite.ops.registry import all_ops, get_op
+from tests.cuda_device import cuda_device
 from tests.present import present
 from tests.suite.test_ops import planted_outputs, small_params
 
@@ -18,15 +19,6 @@ pytestmark = pytest.mark.gpu
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 needs_cupy = pytest.mark.skipif(cupy_module() is None, reason="cupy is not installed")
-
-
-def cuda_device() -> DeviceInfo:
-    props = torch.cuda.get_device_properties(0)
-    return DeviceInfo(
-        kind="cuda", name=props.name, torch_device="cuda:0", memory_bytes=int(props.total_memory),
-        l2_bytes=int(getattr(props, "L2_cache_size", 0)), compute_capability=(props.major, props.minor),
-        sm_count=int(props.multi_processor_count),
-    )
 
 
 def gpu_case(name: str, backend: str, dtype: str, timing_mode: str = "launch", **extra) -> Case:
