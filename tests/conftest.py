@@ -12,10 +12,13 @@ def _share_the_cores() -> None:
     worker, its ranks, a peer), gets its share of the cores, not all of them: a CPU case runs with
     OMP_NUM_THREADS threads (runners/machine/cpuinfo.py), and N workers each timing with every core
     would oversubscribe the machine N times, so that a case's time budget burns N times the CPU
-    and one worker's spinning threads slow the other's. A value the caller set is kept."""
+    and one worker's spinning threads slow the other's. The cores shared out are those a case would
+    take alone (physical cores this process may run on). A value the caller set is kept."""
+    from rooflab.runners.machine.cpuinfo import default_cpu_threads  # imports no torch
+
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or "1")
     if workers > 1 and not os.environ.get("OMP_NUM_THREADS"):
-        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ["OMP_NUM_THREADS"] = str(max(1, default_cpu_threads() // workers))
 
 
 _share_the_cores()  # before anything imports torch: its thread pool reads the variable once
