@@ -157,6 +157,7 @@ def check_night_complete(url: str, run_id: str, expected: list[str], shards: lis
     assert row["status"] == "complete" and row["n_shards_finished"] == len(shards)
 
 
+@pytest.mark.postgres
 def test_a_night_of_shards_with_one_killed_and_resumed(postgres_url: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Two shard processes write one run into PostgreSQL; the shard holding the gated case is killed in
@@ -222,8 +223,6 @@ def test_node_clock_skew_does_not_reorder_history(url):
     assert previous_medians(url, current_run_id="n6").medians_ms[case.case_key] == pytest.approx(2.0, rel=0.02)
 
 
-
-
 def test_slurm_scripts_run_a_night_here_with_a_task_killed_and_started_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated array script (tasks 0 and 1 at once, as Slurm starts them, into one SQLite file),
@@ -264,6 +263,8 @@ def test_slurm_scripts_run_a_night_here_with_a_task_killed_and_started_again(
     code, out, err = finish(task(victim, 1))  # the requeued task: the same script, the same run
     assert code == 0, err + out
     assert f"shard {victim}/2 on" in out and "(restart 1)" in out
+    # it measures only what its shard lacks (a duplicate would be refused silently by the store)
+    assert f"{len(shards[victim]) - 1} case(s) already measured in this run; 1 to go" in out + err, out + err
     check_night_complete(url, run_id, expected, shards, before)
 
     done = subprocess.run([bash, str(finalize)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
