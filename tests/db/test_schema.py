@@ -64,11 +64,11 @@ def _layout(url: str) -> dict[str, dict[str, object]]:
     seen = inspect(engine)
     layout: dict[str, dict[str, object]] = {}
     for table in sorted(seen.get_table_names()):
+        primary_key = seen.get_pk_constraint(table)
         layout[table] = {
             "columns": sorted((c["name"], str(c["type"]), c["nullable"], str(c.get("default")))
                               for c in seen.get_columns(table)),
-            "primary key": (seen.get_pk_constraint(table).get("name") or "",
-                            seen.get_pk_constraint(table)["constrained_columns"]),
+            "primary key": (primary_key.get("name") or "", primary_key["constrained_columns"]),
             "foreign keys": sorted((f["name"] or "", tuple(f["constrained_columns"]), f["referred_table"],
                                     tuple(f["referred_columns"]), sorted(f.get("options", {}).items()))
                                    for f in seen.get_foreign_keys(table)),

@@ -55,7 +55,7 @@ def test_measurements_round_trip_with_samples_and_derived_figures(any_url: str) 
 
 def test_every_measurement_is_written_by_one_statement_built_once(any_url: str) -> None:
     """The measurement INSERT is one statement object whose values travel as execution parameters:
-    building a new `insert().values(...)` per result (each of its ~60 values coerced and keyed)
+    building a new `insert().values(...)` per result (each of its ~50 column values coerced and keyed)
     was most of the CPU a store spends per result."""
     from sqlalchemy import event
     from sqlalchemy.sql.dml import Insert

@@ -111,8 +111,8 @@ def planted_cuda(*, mig: bool = False):
     return describe
 
 
-def test_counters_end_to_end_with_a_fake_ncu(tmp_path: Path, fake_ncu: Path, warm_python: str,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.usefixtures("warm_python")
+def test_counters_end_to_end_with_a_fake_ncu(tmp_path: Path, fake_ncu: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(SPEC)
     url = f"sqlite:///{tmp_path / 'results.db'}"

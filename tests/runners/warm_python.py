@@ -64,6 +64,8 @@ def _child(request: dict, fds: list[int]) -> int:
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
+        if isinstance(exc.code, str):  # what an interpreter prints for sys.exit("message")
+            print(exc.code, file=sys.stderr)
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - what an interpreter does with an uncaught exception
         import traceback
