@@ -28,7 +28,7 @@ import pytest
 from tests.present import present
 from tests.runners.cluster_support import fresh_postgres_url, run_record, sqlite_url
 from tests.runners.gate import GATE_ENV, wait_for_file
-from tests.runners.run_process import PLUGIN
+from tests.runners.run_process import PLUGIN, child_env
 
 REPO = Path(__file__).resolve().parents[2]
 GATED_N = 256  # the planted_gate case: `waiting-256` in the gate folder while it is in flight
@@ -69,9 +69,7 @@ def write_spec(tmp_path: Path, text: str, name: str) -> Path:
 
 def node_env(gate: Path) -> dict[str, str]:
     """A node's environment: this checkout, the planted ops, the gate; no ROOFLAB_DB of the caller's."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), ROOFLAB_PLUGINS=PLUGIN, **{GATE_ENV: str(gate)})
-    env.pop("ROOFLAB_DB", None)
-    return env
+    return child_env() | {"PYTHONPATH": str(REPO), GATE_ENV: str(gate)}
 
 
 def rooflab(gate: Path, *args: str, **popen: Any) -> subprocess.Popen[str]:
