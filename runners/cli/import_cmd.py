@@ -270,10 +270,12 @@ def _finish(reports: list[FileReport], paths: list[Path], as_json: bool) -> None
     for report in reports:
         if report.outcome == Outcome.FAILED:
             print_error(_escaped(report.why) + " (nothing of this file was written)")
-    single = len(paths) == 1 and paths[0].is_file()
-    if summary["failed"] or (single and reports and reports[0].outcome == Outcome.NOT_RECOGNISED):
-        if single and reports[0].outcome == Outcome.NOT_RECOGNISED:
-            print_error(_escaped(f"{reports[0].path}: not recognised: {reports[0].why}"))
+    # a file named on the command line must be read; one found in a folder may be anything else
+    named = {p for p in paths if p.is_file()}
+    unread = [r for r in reports if r.outcome == Outcome.NOT_RECOGNISED and r.path in named]
+    for report in unread:
+        print_error(_escaped(f"{report.path}: not recognised: {report.why}"))
+    if summary["failed"] or unread:
         raise typer.Exit(EXIT_BAD_INPUT)
 
 

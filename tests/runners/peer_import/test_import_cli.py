@@ -75,6 +75,18 @@ def test_one_unrecognised_file_is_an_error_a_file_without_result_is_not(tmp_path
     assert code == 2 and "no such file" in err
 
 
+def test_every_unrecognised_file_named_on_the_command_line_exits_2_and_the_others_are_imported(
+        tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    (tmp_path / "x.txt").write_text("hello\n")
+    (tmp_path / "y.csv").write_text("a,b\n1,2\n")
+    good = FIXTURES / "nvbench_v1_gv100.json"
+    code, out, err = _import(db, str(tmp_path / "x.txt"), str(good), str(tmp_path / "y.csv"))
+    assert code == 2
+    assert "x.txt: not recognised" in err and "y.csv: not recognised" in err
+    assert "3 files read: 1 imported" in out and _count(db) == 9  # the recognised file, all of it
+
+
 def test_json_summary_names_device_hosts_ranks_and_time(tmp_path: Path) -> None:
     code, out, _ = _import(tmp_path / "r.db", str(FIXTURES / "nccl_tests_h100_2nodes.txt"), "--json")
     assert code == 0
