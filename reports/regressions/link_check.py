@@ -41,6 +41,16 @@ def t975(df: int) -> float:
     return T975[df - 1] if 1 <= df <= len(T975) else 1.96
 
 
+def log_mean_interval(logs: Sequence[float]) -> tuple[float, float, float]:
+    """(mean, Student-t 95 % half-width, t statistic) of two or more log ratios, one per size."""
+    k = len(logs)
+    mean = sum(logs) / k
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (k - 1))
+    half = t975(k - 1) * sd / math.sqrt(k)
+    t = mean / (sd / math.sqrt(k)) if sd > 0 else math.copysign(math.inf, mean) if mean else 0.0
+    return mean, half, t
+
+
 def _collective_ops() -> frozenset[str]:
     from rooflab.suite.ops.collective import COLLECTIVE_OPS
 
@@ -105,12 +115,8 @@ def link_change(members: Sequence[SeriesVerdict]) -> tuple[LinkChange, list[str]
     if len(counted) < MIN_SIZES:
         return None
     logs = [math.log(b.median_ms / a.median_ms) for a, b in counted.values()]
-    k = len(logs)
-    mean = sum(logs) / k
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (k - 1))
-    half = t975(k - 1) * sd / math.sqrt(k)
-    t = mean / (sd / math.sqrt(k)) if sd > 0 else math.copysign(math.inf, mean) if mean else 0.0
-    change = LinkChange(older, newer, k, math.exp(mean), math.exp(mean - half), math.exp(mean + half), t)
+    mean, half, t = log_mean_interval(logs)
+    change = LinkChange(older, newer, len(logs), math.exp(mean), math.exp(mean - half), math.exp(mean + half), t)
     return change, sorted(counted)
 
 
@@ -192,9 +198,6 @@ def table_speedups(case_keys: Sequence[str], baseline_ms: Sequence[float],
         logs = [math.log(b / c) for b, c in pairs if b > FLOOR_FACTOR * floor]
         if len(logs) < MIN_SIZES:
             continue
-        k = len(logs)
-        mean = sum(logs) / k
-        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (k - 1))
-        half = t975(k - 1) * sd / math.sqrt(k)
-        out.append(TableSpeedup(table, k, math.exp(mean), math.exp(mean - half), math.exp(mean + half)))
+        mean, half, _ = log_mean_interval(logs)
+        out.append(TableSpeedup(table, len(logs), math.exp(mean), math.exp(mean - half), math.exp(mean + half)))
     return out
