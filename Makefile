@@ -40,7 +40,7 @@ test: $(STAMP)
 # mypy reads the packages through build/typecheck/rooflab, links that place the top-level folders
 # under `rooflab` as the installed wheel does (mypy does not follow rooflab/__init__.py's __path__),
 # and the tests through build/typecheck/tests, a link to tests/.
-LINT_PATHS := suite runners db reports rooflab tests
+LINT_PATHS := suite runners db reports rooflab tests scripts
 TYPECHECK := build/typecheck
 lint: $(STAMP)
 	@for tool in ruff mypy; do [ -x $(VENV)/bin/$$tool ] || { echo "lint: $(VENV)/bin/$$tool is missing; it comes with the dev extras: $(VENV)/bin/pip install -e '.[dev]'" >&2; exit 1; }; done

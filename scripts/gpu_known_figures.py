@@ -104,7 +104,8 @@ class Published:
 
 
 PUBLISHED: tuple[Published, ...] = (
-    Published("copy", "H100", 3000.0, "GB/s", "device-to-device torch copy, read + write, H100 80GB HBM3 (about 3.0 TB/s)"),
+    Published("copy", "H100", 3000.0, "GB/s",
+              "device-to-device torch copy, read + write, H100 80GB HBM3 (about 3.0 TB/s)"),
     Published("copy", "H200", 4300.0, "GB/s", "device-to-device torch copy, read + write, H200 (about 4.3 TB/s)"),
     Published("triad", "H100", 2970.0, "GB/s", "BabelStream, H100, triad"),
     Published("dot", "H100", 3180.0, "GB/s", "BabelStream, H100, dot"),
@@ -229,7 +230,8 @@ class Bench:
         except KeyboardInterrupt:
             raise
         except Exception as exc:  # noqa: BLE001 - one figure failing leaves the others
-            return Measured(key, group.value, label, unit, None, None, 0, shape, None, f"{type(exc).__name__}: {exc}"[:400])
+            error = f"{type(exc).__name__}: {exc}"[:400]
+            return Measured(key, group.value, label, unit, None, None, 0, shape, None, error)
 
 
 def stream_figures(b: Bench) -> list[Measured]:
@@ -262,7 +264,8 @@ def stream_figures(b: Bench) -> list[Measured]:
         return f"relative error {rel:.2e} against float64" + ("" if rel < 1e-3 else " MISMATCH")
 
     return [
-        b.measure("copy", Group.STREAM, "copy y = x (read + write)", "GB/s", lambda: y.copy_(x), 2 * nb, shape, check_copy),
+        b.measure("copy", Group.STREAM, "copy y = x (read + write)", "GB/s", lambda: y.copy_(x), 2 * nb, shape,
+                  check_copy),
         b.measure("triad", Group.STREAM, "triad a = x + s*c", "GB/s", lambda: torch.add(x, c, alpha=s, out=a), 3 * nb,
                   shape, check_triad),
         b.measure("dot", Group.STREAM, "dot x·c (read only)", "GB/s", dot, 2 * nb, shape, check_dot),
@@ -339,14 +342,14 @@ def attention_figures(b: Bench) -> list[Measured]:
         scale = 1.0 / math.sqrt(p.head_dim)
         outs: dict[str, Any] = {}
 
-        def flash(q=q, k=k, v=v) -> None:
+        def flash(q=q, k=k, v=v, outs=outs) -> None:
             with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                 outs["flash"] = F.scaled_dot_product_attention(q, k, v)
 
-        def naive(q=q, k=k, v=v) -> None:
+        def naive(q=q, k=k, v=v, outs=outs, scale=scale) -> None:
             outs["naive"] = torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
 
-        def check() -> str:
+        def check(outs=outs) -> str:
             if "flash" not in outs:
                 return "flash did not run"
             a, r = outs["flash"].float(), outs["naive"].float()
@@ -354,8 +357,8 @@ def attention_figures(b: Bench) -> list[Measured]:
             bound = 2e-2 if p.attention_dtype in ("bfloat16", "float16") else 1e-4
             return f"flash against naive: relative error {rel:.1e}" + ("" if rel < bound else " MISMATCH")
 
-        figures.append(b.measure(f"attention_flash_{tokens}", Group.ATTENTION, f"SDPA flash, {tokens} tokens", "TFLOP/s",
-                                 flash, flops, shape))
+        figures.append(b.measure(f"attention_flash_{tokens}", Group.ATTENTION, f"SDPA flash, {tokens} tokens",
+                                 "TFLOP/s", flash, flops, shape))
         figures.append(b.measure(f"attention_naive_{tokens}", Group.ATTENTION, f"naive attention, {tokens} tokens",
                                  "TFLOP/s", naive, flops, shape, check))
         del q, k, v, outs
@@ -394,7 +397,8 @@ def _params(value: Any) -> dict:
     return dict(value or {})
 
 
-def case_figure(rows: Any, op: str, unit: str, *, dtype: str, backend: str = "eager", **params: Any) -> tuple[float | None, str | None]:
+def case_figure(rows: Any, op: str, unit: str, *, dtype: str, backend: str = "eager",
+                **params: Any) -> tuple[float | None, str | None]:
     """rooflab's best ok figure (gbps or tflops) of the cold, launch-mode cases of `op` whose
     parameters include `params`, with its case key."""
     import pandas as pd
@@ -450,12 +454,14 @@ def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, pr
     add(f"matrix {profile.matmul_dtype} ({profile.matmul_mnk}^3 matmul)", "TFLOP/s",
         ceiling("matrix", profile.matmul_dtype), "matmul", "matmul")
     n, dt = profile.cos_n, profile.cos_dtype
-    add("cos one kernel vs rooflab cos_cos compiled", "GB/s", case_figure(rows, "cos_cos", "GB/s", dtype=dt, backend="compiled", n=n),
-        "cos")
-    add("cos_cos torch.compile", "GB/s", case_figure(rows, "cos_cos", "GB/s", dtype=dt, backend="compiled", n=n), "cos_cos_compiled")
-    add("cos_cos eager (2 kernels)", "GB/s", case_figure(rows, "cos_cos", "GB/s", dtype=dt, backend="eager", n=n), "cos_cos_eager")
+    compiled = case_figure(rows, "cos_cos", "GB/s", dtype=dt, backend="compiled", n=n)
+    add("cos one kernel vs rooflab cos_cos compiled", "GB/s", compiled, "cos")
+    add("cos_cos torch.compile", "GB/s", compiled, "cos_cos_compiled")
+    add("cos_cos eager (2 kernels)", "GB/s", case_figure(rows, "cos_cos", "GB/s", dtype=dt, backend="eager", n=n),
+        "cos_cos_eager")
     for tokens, batch in profile.attention:
-        shape = dict(batch=batch, heads=profile.heads, seq_q=tokens, seq_k=tokens, head_dim=profile.head_dim, causal=False)
+        shape = dict(batch=batch, heads=profile.heads, seq_q=tokens, seq_k=tokens, head_dim=profile.head_dim,
+                     causal=False)
         for kernel, name in (("sdpa_flash", "flash"), ("naive", "naive")):
             add(f"attention {name} {tokens} tokens", "TFLOP/s",
                 case_figure(rows, "attention", "TFLOP/s", dtype=profile.attention_dtype, kernel=kernel, **shape),
@@ -488,15 +494,19 @@ def _fmt(value: float | None, unit: str = "") -> str:
 def markdown(rows: Sequence[Row], measured: Sequence[Measured], header: Mapping[str, Any]) -> str:
     lines = [f"# Known figures on {header.get('device_name')}", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
-    lines += ["", "| figure | unit | rooflab | this run (torch) | rooflab / this run | published | rooflab / published | verdict | rooflab source |",
+    lines += ["", "| figure | unit | rooflab | this run (torch) | rooflab / this run | published "
+                  "| rooflab / published | verdict | rooflab source |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r.figure} | {r.unit} | {_fmt(r.rooflab)} | {_fmt(r.measured)} | {_fmt(r.ratio_measured, 'ratio')} | "
-                     f"{_fmt(r.published)} | {_fmt(r.ratio_published, 'ratio')} | {r.verdict} | {r.rooflab_source or '-'} |")
+        lines.append(f"| {r.figure} | {r.unit} | {_fmt(r.rooflab)} | {_fmt(r.measured)} "
+                     f"| {_fmt(r.ratio_measured, 'ratio')} | {_fmt(r.published)} | {_fmt(r.ratio_published, 'ratio')} "
+                     f"| {r.verdict} | {r.rooflab_source or '-'} |")
     lines += ["", "## Figures measured in this run", "",
-              "| figure | value | unit | median ms | reps | shape | check | error |", "| --- | ---: | --- | ---: | ---: | --- | --- | --- |"]
+              "| figure | value | unit | median ms | reps | shape | check | error |",
+              "| --- | ---: | --- | ---: | ---: | --- | --- | --- |"]
     for m in measured:
-        lines.append(f"| {m.label} | {_fmt(m.value)} | {m.unit} | {_fmt(m.median_ms)} | {m.reps} | {m.shape} | {m.check or '-'} | {m.error or '-'} |")
+        lines.append(f"| {m.label} | {_fmt(m.value)} | {m.unit} | {_fmt(m.median_ms)} | {m.reps} | {m.shape} "
+                     f"| {m.check or '-'} | {m.error or '-'} |")
     sources = sorted({(p.key, p.device_family, p.source) for p in PUBLISHED})
     lines += ["", "Published references: " + "; ".join(f"{k} ({fam}): {src}" for k, fam, src in sources), ""]
     return "\n".join(lines)
@@ -507,7 +517,7 @@ def text_table(rows: Sequence[Row]) -> str:
     body = [(r.figure, r.unit, _fmt(r.rooflab), _fmt(r.measured), _fmt(r.ratio_measured, "ratio"), _fmt(r.published),
              _fmt(r.ratio_published, "ratio"), r.verdict) for r in rows]
     widths = [max(len(str(x[i])) for x in (head, *body)) for i in range(len(head))]
-    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)) for line in (head, *body))
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in (head, *body))
 
 
 # ---------------------------------------------------------------- main
@@ -585,7 +595,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for group in groups:
             t0 = time.monotonic()
             measured += MEASURERS[group](bench)
-            print(f"known-figures: {group.value} measured in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(f"known-figures: {group.value} measured in {time.monotonic() - t0:.1f} s", file=sys.stderr,
+                  flush=True)
     except KeyboardInterrupt:
         status = "interrupted"
         print("known-figures: interrupted; writing what was measured", file=sys.stderr)

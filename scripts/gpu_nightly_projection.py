@@ -54,7 +54,7 @@ def case_walls(run_started_s: float, measured_s: Sequence[float]) -> tuple[float
     if not times:
         return 0.0, []
     startup = max(times[0] - run_started_s, 0.0)
-    return startup, [b - a for a, b in zip(times, times[1:])]
+    return startup, [b - a for a, b in zip(times, times[1:], strict=False)]
 
 
 def project(spec_counts: Mapping[str, int], sample: Sequence[tuple[str, float]], startup_s: float,
@@ -105,7 +105,7 @@ def from_database(db_url: str, spec: str, device_kind: str, shards: int | None) 
     stamps = [t.timestamp() for t in rows["measured_at"]]
     startup, walls = case_walls(started, stamps)
     keys = list(rows["case_key"])[1:]
-    sample = [(owner.get(k, "(not in spec)"), w) for k, w in zip(keys, walls)]
+    sample = [(owner.get(k, "(not in spec)"), w) for k, w in zip(keys, walls, strict=True)]
     wall = (stamps[-1] - started) if stamps else 0.0
     return project(dict(counts), sample, startup, wall, shards)
 
