@@ -223,8 +223,8 @@ def test_a_peer_off_by_two_disagrees_in_its_own_mode(tmp_path: Path, monkeypatch
     assert check.disagrees and check.likely_reason is None  # the same mode: no method explains it
     # 0.5 planted; on a machine the other test worker loads one round alone read 0.30, 0.71 and 0.79
     # (the 3 ms spin timed at 4.8-5.3 ms by one side): the median of five rounds (about 1 s of one
-    # core each), a band that still excludes agreement
-    assert check.in_mode_ratio is not None and 0.25 < check.in_mode_ratio < 0.7
+    # core each), in a band that still excludes agreement (1) by a margin
+    assert check.in_mode_ratio is not None and 0.25 < check.in_mode_ratio < 0.8
 
 
 def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_out(
