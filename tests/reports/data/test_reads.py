@@ -43,14 +43,6 @@ def url(tmp_path_factory) -> str:
     return url
 
 
-# The six ways of naming a device select three sets of rows: every H100 row (by exact name, name
-# substring and fingerprint), every A100 row (by name substring and by a fingerprint prefix both
-# A100 fingerprints share), the second A100's rows (its whole fingerprint, a part of the A100's).
-# Each way is read and compared; the figures, which depend on the rows alone, are drawn for one way
-# of each device.
-DRAWN = ("NVIDIA H100 80GB HBM3", "A100")
-
-
 @pytest.mark.parametrize("device", ["NVIDIA H100 80GB HBM3", "h100", "A100", "fp-a100-2", "fp-a100", "fp-h100"])
 def test_one_device_read_alone_equals_its_selection_from_every_result(url: str, device: str) -> None:
     everything = query.results(url)
@@ -64,18 +56,15 @@ def test_one_device_read_alone_equals_its_selection_from_every_result(url: str, 
     pd.testing.assert_frame_equal(roof.reset_index(drop=True),
                                   rows[list(ROOFLINE_COLUMNS)].reset_index(drop=True))
     assert compute_ceilings(roof, name) == compute_ceilings(rows, name)
-    if device in DRAWN:  # the columns the figures read are enough to draw the same figures
-        assert (plots.roofline_svg(roof, compute_ceilings(roof, name))
-                == plots.roofline_svg(rows, compute_ceilings(rows, name)))
-        assert plots.bandwidth_svg(roof, 50 << 20, name) == plots.bandwidth_svg(rows, 50 << 20, name)
 
 
-def test_the_drawn_devices_are_every_row_of_each_device(url: str) -> None:
-    """DRAWN names one way of each device the parametrised test reads, selecting all its rows."""
-    everything = query.results(url)
-    drawn = [select_device(everything, device) for device in DRAWN]
-    assert sorted(name for name, _ in drawn) == sorted(everything["device_name"].unique())
-    assert all(len(rows) == (everything["device_name"] == name).sum() for name, rows in drawn)
+@pytest.mark.parametrize("device", ["NVIDIA H100 80GB HBM3", "A100"])  # every row of each device
+def test_the_columns_the_figures_read_draw_the_same_figures(url: str, device: str) -> None:
+    name, rows = select_device(query.results(url), device)
+    roof = rows[list(ROOFLINE_COLUMNS)]
+    assert (plots.roofline_svg(roof, compute_ceilings(roof, name))
+            == plots.roofline_svg(rows, compute_ceilings(rows, name)))
+    assert plots.bandwidth_svg(roof, 50 << 20, name) == plots.bandwidth_svg(rows, 50 << 20, name)
 
 
 @pytest.mark.parametrize("device", ["nvidia", "B200"])
@@ -90,8 +79,9 @@ def test_ambiguous_or_unknown_devices_give_the_same_error(url, device):
 def test_report_from_the_columns_it_reads_and_windowed_verdicts_equals_the_report_of_everything(url: str,
                                                                                             tmp_path: Path) -> None:
     full, lean, none = tmp_path / "full", tmp_path / "lean", tmp_path / "none"
+    lean_rows = load_results(url, REPORT_COLUMNS)
     render_report(query.results(url), full, source="x")
-    render_report(load_results(url, REPORT_COLUMNS), lean, source="x", verdicts=load_verdicts(url))
+    render_report(lean_rows, lean, source="x", verdicts=load_verdicts(url))
     names = sorted(p.relative_to(full) for p in full.rglob("*") if p.is_file())
     assert names == sorted(p.relative_to(lean) for p in lean.rglob("*") if p.is_file())
     assert any(n.name.startswith("trend-") for n in names)
@@ -99,8 +89,7 @@ def test_report_from_the_columns_it_reads_and_windowed_verdicts_equals_the_repor
         assert filecmp.cmp(full / n, lean / n, shallow=False), n
     # the regression page shows the verdicts it is given, not those of the frame: drawn from the
     # planted series alone (one device, no comparison), which `detect` would flag
-    lean = load_results(url, REPORT_COLUMNS)
-    series = lean[lean["run_order"] < 40]
+    series = lean_rows[lean_rows["run_order"] < 40]
     assert any(v.flagged for v in detect(series))
     render_report(series, none, source="x", verdicts=[])
     assert (none / "regressions.html").read_text() != (full / "regressions.html").read_text()

@@ -92,13 +92,11 @@ def test_report_pages_are_written_and_escaped(site):
 
 
 def test_a_chosen_run_is_shown_instead_with_the_profiles_of_that_run(tmp_path: Path) -> None:
-    """The H100 page of a report of chosen runs (the H100's results alone: the one page read): the
-    block profiled in run-1, though the newest run profiled it too (its parts twice as long), in
-    the layer breakdown: inline SVG bars, the parts' table, MFU and the fusion estimate beside the
-    measured compiled speedup, and the run it was profiled in."""
-    rows = _site_frame()
-    index = render_report(rows[rows["device_name"] == H100], tmp_path / "site", runs=["run-1"], layer_profiles=BOTH)
-    dev = next(index.parent.glob("device-nvidia-h100*.html")).read_text()
+    """The H100 page of a report of chosen runs (that page drawn alone): the block profiled in run-1,
+    though the newest run profiled it too (its parts twice as long), in the layer breakdown: inline
+    SVG bars, the parts' table, MFU and the fusion estimate beside the measured compiled speedup, and
+    the run it was profiled in."""
+    dev = render_device_page(_site_frame(), H100, tmp_path / "site", runs=["run-1"], layer_profiles=BOTH).read_text()
     assert "Showing the chosen run(s)" in dev and "eager vs compiled" in dev
     section = _breakdown(dev)
     assert section.count("<svg") == 1 and "<rect" in section and "mlp_down" in section
@@ -133,13 +131,15 @@ def test_the_breakdown_shows_only_the_profiles_of_the_runs_the_page_shows(site: 
 
 def test_a_device_page_drawn_alone_is_the_page_of_the_site(site: Path, tmp_path: Path) -> None:
     """render_device_page (which the tests above use to draw one page) writes the page render_report
-    writes for the same results, with its figures, and nothing else; an unknown device is refused."""
-    alone = render_device_page(_site_frame(), A100, tmp_path / "alone", layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
-    assert alone.read_text() == (site / alone.name).read_text()
-    figures = sorted(p.name for p in (tmp_path / "alone" / "figures").iterdir())
-    assert sorted(p.name for p in alone.parent.iterdir()) == [alone.name, "figures"] and figures
-    assert all((site / "figures" / name).read_text() == (alone.parent / "figures" / name).read_text()
-               for name in figures)
+    writes for the same results, with its figures, and nothing else: the A100's, and the H100's with
+    its breakdown and interconnect sections; an unknown device is refused."""
+    for device in (A100, H100):
+        out = tmp_path / device.replace(" ", "_")
+        alone = render_device_page(_site_frame(), device, out, layer_profiles=(BLOCK_PROFILES, BLOCK_PARTS))
+        assert alone.read_text() == (site / alone.name).read_text()
+        figures = sorted(p.name for p in (out / "figures").iterdir())
+        assert sorted(p.name for p in out.iterdir()) == [alone.name, "figures"] and figures
+        assert all((site / "figures" / name).read_text() == (out / "figures" / name).read_text() for name in figures)
     with pytest.raises(ValueError, match="NVIDIA A100-SXM4-80GB"):
         render_device_page(_site_frame(), "NVIDIA B200", tmp_path / "none")
 
