@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import MutableMapping
 
 import pytest
 
 
-def _share_the_cores() -> None:
+def _share_the_cores(environ: MutableMapping[str, str] = os.environ) -> None:
     """Under pytest-xdist each worker's torch, and every process a test starts from it (a run's
     worker, its ranks, a peer), gets its share of the cores, not all of them: a CPU case runs with
     OMP_NUM_THREADS threads (runners/machine/cpuinfo.py), and N workers each timing with every core
@@ -16,9 +17,9 @@ def _share_the_cores() -> None:
     take alone (physical cores this process may run on). A value the caller set is kept."""
     from rooflab.runners.machine.cpuinfo import default_cpu_threads  # imports no torch
 
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or "1")
-    if workers > 1 and not os.environ.get("OMP_NUM_THREADS"):
-        os.environ["OMP_NUM_THREADS"] = str(max(1, default_cpu_threads() // workers))
+    workers = int(environ.get("PYTEST_XDIST_WORKER_COUNT") or "1")
+    if workers > 1 and not environ.get("OMP_NUM_THREADS"):
+        environ["OMP_NUM_THREADS"] = str(max(1, default_cpu_threads() // workers))
 
 
 _share_the_cores()  # before anything imports torch: its thread pool reads the variable once
