@@ -18,8 +18,6 @@ names, that the NVTX range selects the call's kernels, and the counts themselves
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +36,7 @@ from rooflab.runners.counters.ncu import CountersRefusal
 from rooflab.runners.machine.environment import capture
 from rooflab.suite.spec import expand, load_spec
 from tests.db.factories import make_measurement, make_run
+from tests.runners import fake_ncu as fake_ncu_script
 from tests.runners.warm_python import WarmPython
 
 HERE = Path(__file__).resolve().parent
@@ -70,17 +69,7 @@ SCRIPT = [
 @pytest.fixture
 def fake_ncu(tmp_path, monkeypatch) -> Path:
     """A fake `ncu` first on PATH (tests/runners/fake_ncu.py), its log and state in tmp_path."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "ncu"
-    exe.write_text(f"#!{sys.executable}\n" + (HERE / "fake_ncu.py").read_text(encoding="utf-8"))
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu-calls.jsonl"))
-    monkeypatch.setenv("FAKE_NCU_STATE", str(tmp_path / "ncu-state"))
-    monkeypatch.setenv("FAKE_NCU_FIXTURES", str(HERE / "fixtures" / "ncu"))
-    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.planted_ops")
-    return exe
+    return fake_ncu_script.install(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -95,9 +84,7 @@ def warm_python(fake_ncu: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
         yield warm.address
 
 
-def calls(tmp_path: Path) -> list[dict]:
-    log = tmp_path / "ncu-calls.jsonl"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+calls = fake_ncu_script.calls
 
 
 def planted_cuda(*, mig: bool = False):
@@ -183,12 +170,14 @@ def test_counters_end_to_end_with_a_fake_ncu(tmp_path: Path, fake_ncu: Path, mon
     assert runs.loc[out["run_id"], "status"] == "complete"
 
 
-def _refused(args: list[str], tmp_path: Path, message: str) -> None:
+def _refused(args: list[str], tmp_path: Path, message: str) -> str:
+    """`rooflab counters ARGS` refused with `message`, exit 2 and no database written; its output."""
     db = tmp_path / "refused.db"
     result = runner.invoke(app, ["counters", *args, "--db", f"sqlite:///{db}"])
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not db.exists(), "a refusal wrote to the database"
+    return result.output
 
 
 def test_a_cpu_device_is_refused(tmp_path) -> None:

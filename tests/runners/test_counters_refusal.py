@@ -20,7 +20,7 @@ from rooflab.runners.cli.app import app
 from rooflab.runners.counters import session
 from rooflab.suite.spec import apply_filters, expand, load_spec
 from tests.runners import fake_ncu
-from tests.runners.test_counters_cli import planted_cuda
+from tests.runners.test_counters_cli import _refused, planted_cuda
 
 runner = CliRunner()
 # an incorrect case first (the child's check fails before the NVTX range), then a case skipped
@@ -44,17 +44,13 @@ def test_a_refusal_after_an_incorrect_and_a_skipped_case_writes_nothing(tmp_path
     spec.write_text(SPEC)
     cases = apply_filters(expand(load_spec(str(spec)), "cuda"), [])
     assert [(c.op, c.backend) for c in cases] == [("planted_wrong", "eager"), ("copy", "cupy"), ("copy", "eager")]
-    db = tmp_path / "results.db"
     keep = tmp_path / "kept" / "counters"
     monkeypatch.setenv("FAKE_NCU_SCRIPT", json.dumps([{"permission": True, "csv": "copy_float32.csv"}]))
-    result = runner.invoke(app, ["counters", str(spec), "--db", f"sqlite:///{db}", "--ncu", str(ncu),
-                                 "--keep-reports", str(keep)])
-    assert result.exit_code == 2, result.output
-    assert "ERR_NVGPUCTRPERM" in result.output and "nothing was written" in result.output
-    assert "Traceback" not in result.output
+    # no database: no run, no reading, not the held-back ones
+    output = _refused([str(spec), "--ncu", str(ncu), "--keep-reports", str(keep)], tmp_path, "ERR_NVGPUCTRPERM")
+    assert "nothing was written" in output
     made = fake_ncu.calls(tmp_path)  # the incorrect case was profiled first; the skipped one never reached ncu
     assert len(made) == 2 and all(c["problems"] == [] for c in made)
-    assert not db.exists(), "a refusal wrote to the database"  # no run, no reading, not the held-back ones
     assert not (tmp_path / "kept").exists(), "a refused command left a --keep-reports folder behind"
 
 
