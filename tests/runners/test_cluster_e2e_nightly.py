@@ -28,6 +28,7 @@ import pytest
 from rooflab.record import CaseRecord, record_from_columns
 from rooflab.suite.case import make_case_key
 from tests.runners.cluster_support import run_record, sqlite_url
+from tests.runners.run_process import PLUGIN
 
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = "tests.runners.planted_ops,tests.runners.quiet_machine"
@@ -131,11 +132,12 @@ def test_nightly_fails_on_a_planted_20_percent_step_and_passes_the_same_night_on
     clean = f"sqlite:///{tmp_path / 'clean.db'}"
     plant(clean, cpu_environment, [{1.0: 1.0, 2.0: 2.0}] * 9)
     merge(clean, [url])
-    monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.planted_ops")  # the spec's op, for its expansion here
-    judged = CliRunner().invoke(app, ["nightly", str(spec), "--skip-run", "--run-id", summary["run_id"],
+    monkeypatch.setenv("ROOFLAB_PLUGINS", PLUGIN)  # the spec's op, for its expansion here
+    night = summary["run_id"]
+    judged = CliRunner().invoke(app, ["nightly", str(spec), "--skip-run", "--run-id", night,
                                       "--db", clean, "--out", str(tmp_path / "clean")])
     assert judged.exit_code == 0, judged.output
     summary = json.loads((tmp_path / "clean" / "summary.json").read_text())
-    assert summary["run_id"] == json.loads((out / "summary.json").read_text())["run_id"]
+    assert summary["run_id"] == night
     assert summary["regressions"] == [] and summary["series_checked"] == 2 and summary["insufficient_data"] == 0
     assert "0 regressions" in judged.output and "exit code 0" in judged.output

@@ -70,7 +70,6 @@ def test_collectives_are_stored_as_measurements_with_their_group_and_shards_and_
     assert all(sum(s.counts.values()) > 0 for s in shards), [s.counts for s in shards]  # both shards had cases
     assert counts == {"ok": 6, "crashed": 1} and sum(sum(s.counts.values()) for s in shards) == 7, counts
     assert shards[1].status == "complete" and forkserver_children() == set()  # the last shard completes the run
-    frame = results(url, run_id="night").set_index("op", append=True)
     rows = results(url, run_id="night")
     assert rows.loc[rows["op"] == "copy", "ranks"].isna().all()
     reduce = rows[rows["op"] == "all_reduce"].sort_values("bytes")
@@ -83,7 +82,7 @@ def test_collectives_are_stored_as_measurements_with_their_group_and_shards_and_
     died = rows[rows["op"] == "planted_coll_die"].iloc[0]
     assert died["status"] == "crashed" and "rank 1 died: exit code 3" in died["error"]
     groups = collective_frame(url, run_ids=["night"])
-    assert len(groups) == 6 and len(frame) == 7
+    assert len(groups) == 6 and len(rows) == 7
     ok = groups[groups["status"] == "ok"]
     assert all(len(m) == r for m, r in zip(ok["rank_medians_ms"], ok["ranks"], strict=True))
     assert ok["slowest_rank"].notna().all() and (ok["comm_version"].isna()).all()  # gloo: no NCCL

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -94,9 +95,7 @@ def test_planted_step_of_20_percent_fails_the_night(url, history, tmp_path, spec
 def test_the_first_slow_night_is_a_suspect(url: str, history: tuple[Path, list[str]], tmp_path: Path,
                                            spec: Path) -> None:
     """Judging night 10 ignores night 11: one slow night is a suspect, which fails only --fail-on suspect
-    (the flag as the command line gives it: test_clean_history_passes)."""
-    from dataclasses import replace
-
+    (the flag reaches the night from the command line: test_clean_history_passes)."""
     night = history[1][10]
     summary = nightly(str(spec), db=url, options=NightlyOptions(tmp_path / "r", skip_run=True, fail_on="suspect",
                                                                 run=RunOptions(run_id=night)))
@@ -114,6 +113,7 @@ def test_clean_history_passes(url, history, tmp_path, spec):
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["regressions"] == [] and summary["suspects"] == [] and summary["improvements"] == []
+    assert summary["fail_on"] == "suspect"  # the command line's flag, as the night applied it
     assert "0 regressions, 0 suspects, 0 improvements" in result.output and "report:" in result.output
 
 
