@@ -119,7 +119,7 @@ def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_comple
         measured = store.measured_case_keys("killed")
         assert measured == {make_case(i).case_key for i in range(done_before)}  # its first cases, each whole
         rng = random.Random()
-        missing = [make_case(i) for i in range(n_cases) if make_case(i).case_key not in measured]
+        missing = [make_case(i) for i in range(done_before, n_cases)]
         assert all(store.add_measurement(make_measurement(run, c, env, rng=rng, n_samples=5)) for c in missing)
         assert not store.add_measurement(make_measurement(run, make_case(0), env, rng=rng))
         store.finish_run("killed", "complete")

@@ -50,7 +50,7 @@ def shard_writers(url: str, run_seed: int, count: int, per_shard: int, shared: i
     for writer in writers:
         writer.join(timeout=240)
     exitcodes = [writer.exitcode for writer in writers]
-    result_queue.put((dict(added.get(timeout=10) for code in exitcodes if code == 0), exitcodes))
+    result_queue.put((dict(added.get(timeout=10) for _ in range(exitcodes.count(0))), exitcodes))
 
 
 def endless_writer(url: str, run_seed: int) -> None:
