@@ -13,7 +13,7 @@ import pytest
 from rooflab.reports.comparisons.speedup_table import Side, compare
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.pages.plots import roofline_points
-from rooflab.reports.pages.report import render_report
+from rooflab.reports.pages.report import render_device_page
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.reports.roofs.gpu_specs import match_device
 from rooflab.reports.roofs.interconnect import interconnect_roof
@@ -129,8 +129,8 @@ def test_the_device_page_has_an_interconnect_section_with_the_straggler(tmp_path
         "rank_devices": [f"node1 cuda:{r} GPU-{r}" for r in range(8)], "comm_version": "2.21.5",
         "comm_settings": {"NCCL_ALGO": "Ring"}, "slowest_rank": 3, "straggler_excess": 0.5,
     }])
-    site = render_report(df, tmp_path / "site", collectives=groups).parent
-    page = next(site.glob("device-nvidia-h100*.html")).read_text()
+    page_path = render_device_page(df, H100, tmp_path / "site", collectives=groups)
+    site, page = page_path.parent, page_path.read_text()
     assert "Interconnect: collectives" in page and "<td>all_reduce x8</td>" in page  # in the ceilings table
     assert "node1 cuda:3 GPU-3" in page and "50.0 %" in page and "NCCL_ALGO=Ring" in page and "2.21.5" in page
     assert next(site.glob("figures/interconnect-*.svg")).read_text().lstrip().startswith("<?xml")
@@ -139,8 +139,9 @@ def test_the_device_page_has_an_interconnect_section_with_the_straggler(tmp_path
 
 
 def test_a_device_without_collectives_has_no_interconnect_section(tmp_path):
-    site = render_report(frame(device_rows()), tmp_path / "site").parent
-    assert "Interconnect: collectives" not in next(site.glob("device-*.html")).read_text()
+    page = render_device_page(frame(device_rows()), H100, tmp_path / "site")
+    assert "Interconnect: collectives" not in page.read_text()
+    site = page.parent
     assert not list(site.glob("figures/interconnect-*.svg"))
 
 

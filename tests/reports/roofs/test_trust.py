@@ -6,7 +6,7 @@ import pytest
 
 from rooflab.reports.data.frames import quality_of
 from rooflab.reports.data.shown_runs import choose_runs, counts_of
-from rooflab.reports.pages.report import render_report
+from rooflab.reports.pages.report import render_device_page
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.reports.walls.diagnosis import diagnose
 from rooflab.runners.engine.stats import summarize
@@ -73,7 +73,7 @@ def test_the_device_page_shows_only_the_newest_run_by_default(tmp_path):
     df = frame(old + new)
     plan = choose_runs(counts_of(df))[H100]
     assert plan.shown == ("run-new",) and plan.roof_runs == ("run-new",) and plan.other_runs == 1
-    page = next((render_report(df, tmp_path / "site")).parent.glob("device-nvidia-h100*.html")).read_text()
+    page = render_device_page(df, H100, tmp_path / "site").read_text()
     assert "run-old" not in page.split("Points of the roofline")[1]  # no point of the old run
     assert page.count('<tr id="pt-') == sum(1 for r in new if r["op"] != "launch" and r["flops"] > 0)
     both = choose_runs(counts_of(df), runs=["run-old", "run-new"])[H100]
@@ -93,7 +93,7 @@ def test_a_page_whose_probes_were_all_contended_says_why_it_has_no_roof(tmp_path
     rows = device_rows(hbm_gbps=3000.0, device_name="AMD EPYC", fingerprint="fp-cpu")
     for r in rows:
         r.update(quality="contended", quality_reasons='["load average 5.00 above 2 logical CPUs"]')
-    page = next((render_report(frame(rows), tmp_path / "site")).parent.glob("device-amd-epyc*.html")).read_text()
+    page = render_device_page(frame(rows), "AMD EPYC", tmp_path / "site").read_text()
     assert "No trustworthy probe result in the shown run(s)" in page and "No probe results yet" not in page
     assert "no wall can be named without a roof" in page and "walls: ." not in page
 
