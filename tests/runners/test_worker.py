@@ -84,7 +84,10 @@ def test_launch_probe_is_timed_as_host_time_per_back_to_back_launch() -> None:
 
 
 def test_cli_overrides_reach_the_timing_engine() -> None:
-    out = run(planted("planted_scale"), {"min_samples": 40, "max_samples": 40, "target_precision": 0.5})
+    # a minimum time far beyond 40 samples keeps the converging exits shut (FAST's 2 ms was reached
+    # by 40 samples on a loaded host, and the run converged), so 40 samples end it at max_samples
+    out = run(planted("planted_scale"), {"min_samples": 40, "max_samples": 40, "min_time_ms": 60_000.0,
+                                         "max_time_ms": 120_000.0})
     assert out.status == "ok", out.error
     assert out.stats is not None and out.stats.n_samples == 40
     assert out.method is not None and out.method.stop_reason == "max_samples"
