@@ -116,7 +116,6 @@ def run_suite(
     started = time.monotonic()
     overrides, shard = _checked_options(o, spec_path)
     run_id, resume = o.run_id, o.resume
-    prestart_worker_server()  # workers' imports overlap with loading the spec
     torch_devices = resolve_devices(o.device, o.devices)
     device_kind = device_kind_of(torch_devices[0]).value
 
@@ -229,6 +228,9 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
     existing = store.get_run(effective_run_id)
     if resume is not None and existing is None:
         raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
+    # only now, with the input checked and the devices held, so that a refused run imports no torch;
+    # the fork server's imports overlap with creating the run (git's state, the run's row)
+    prestart_worker_server()
     from rooflab.runners.machine.environment import git_state
 
     commit, dirty = git_state()

@@ -146,3 +146,34 @@ def test_two_runs_on_one_device_refuse_wait_and_override(tmp_path: Path, monkeyp
     first_done = results(first_url)["measured_at"].max()
     assert results(waiter_url)["measured_at"].min() >= first_done  # it measured only after the first run
     assert [p.name for p in lock_dir().glob("*.lock")] == ["cpu.lock"]
+
+
+def test_a_refused_run_starts_no_fork_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fork server imports torch (seconds of CPU): it starts once the input is checked and the
+    device held, never for a run that is refused (a busy device, a filter that matches nothing, a
+    resumed run that is not there)."""
+    from rooflab.db.schema import open_for_writing
+    from rooflab.runners.errors import UserInputError
+    from rooflab.runners.orchestration import session
+    from rooflab.runners.orchestration.run_options import RunOptions
+
+    started: list[str] = []
+    monkeypatch.setattr(session, "prestart_worker_server", lambda: started.append("fork server"))
+    spec = write(tmp_path, "copy.yaml",
+                 "name: copy\nbenchmarks:\n  - {name: c, op: copy, devices: [cpu], params: {n: 4096}}\n")
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    proc = holder(60)
+    try:
+        with pytest.raises(DeviceBusyError):
+            session.run_suite(spec, db=db, options=RunOptions(device="cpu", quiet=True), handle_signals=False)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    with pytest.raises(UserInputError, match="matches the filters"):
+        session.run_suite(spec, db=db, options=RunOptions(device="cpu", quiet=True, filters=("op=scale",)),
+                          handle_signals=False)
+    open_for_writing(db).dispose()  # a database without that run
+    with pytest.raises(UserInputError, match="no such run"):
+        session.run_suite(spec, db=db, options=RunOptions(device="cpu", quiet=True, resume="absent"),
+                          handle_signals=False)
+    assert started == []
