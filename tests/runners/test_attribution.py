@@ -211,7 +211,8 @@ def planted_db(tmp_path_factory) -> str:
     env = {**os.environ, "ROOFLAB_PLUGINS": "tests.runners.planted_layer", "PYTHONPATH": str(REPO)}
     # one intra-op thread: ops this small gain nothing from two, and a second thread spinning for a
     # core that a loaded host (the other pytest worker) has taken made each call ~20x slower
-    proc = subprocess.run([sys.executable, "-m", "rooflab", "run", str(spec), "--db", url, "--threads", "1"],
+    proc = subprocess.run([sys.executable, "-m", "rooflab", "run", str(spec), "--db", url, "--threads", "1",
+                           "--device", "cpu"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return url

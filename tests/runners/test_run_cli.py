@@ -145,7 +145,8 @@ def test_sigkill_midway_leaves_what_was_stored_and_resume_finishes(tmp_path: Pat
     (gate / "open-256").touch()  # the first case runs through; the second waits at its gate
     spec = write(tmp_path, "gated.yaml", GATED_SPEC)
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    child = Rooflab(str(spec), "--db", url, "--run-id", "killed")
+    # --device cpu: the supervisor imports no torch (the Ctrl-C test's run resolves the default, auto)
+    child = Rooflab(str(spec), "--db", url, "--run-id", "killed", "--device", "cpu")
     child.wait_for("[1/3] ok")
     wait_for_file(gate / "waiting-512", child.proc)  # the second case is in flight
     below = descendants(child.proc.pid)
