@@ -1,11 +1,18 @@
 """`rooflab collectives`: one process per rank, the rendezvous from the environment (torchrun's or
-Slurm's variables), run here as several local processes the way srun starts them on many nodes."""
+Slurm's variables), run here as several local processes the way srun starts them on many nodes.
+
+The ranks of a step are `python -m rooflab collectives ...` command lines run at once by forks of
+one warm Python that imported torch (tests/runners/warm_python.py): each rank a process of its own
+with its own environment, streams and exit code, without a fresh interpreter's import of torch
+(about 4 s of CPU) per rank. Ranks started fresh by a real launcher: test_slurm_real.py's step."""
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +22,7 @@ from rooflab.db.query import results
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.env_ranks import cases_for_world, rendezvous_from_env
 from rooflab.suite.spec import expand, parse_spec
+from tests.runners.warm_python import WarmPython, run
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = """\
@@ -42,25 +50,47 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _launch(tmp_path: Path, url: str, run_id: str, size: int, variables,
+# what a rank imports before its rendezvous (the CLI, torch.distributed, the database for rank 0)
+RANK_PRELOAD = ("torch", "torch.distributed", "rooflab.runners.cli", "rooflab.runners.orchestration.env_ranks",
+                "rooflab.runners.orchestration.ranks", "rooflab.runners.orchestration.session",
+                "rooflab.runners.machine.environment", "rooflab.suite.ops.registry", "rooflab.db.store")
+
+
+@pytest.fixture
+def warm() -> Iterator[str]:
+    """The warm Python that starts the ranks; its address."""
+    with WarmPython(RANK_PRELOAD) as server:
+        server.wait_ready()
+        yield server.address
+
+
+def _launch(warm: str, tmp_path: Path, url: str, run_id: str, size: int, variables,
             *extra: str) -> list[subprocess.CompletedProcess]:
+    """One step: `size` ranks of `rooflab collectives` at once, each with its launcher's variables."""
     spec = tmp_path / "comms.yaml"
     spec.write_text(SPEC)
     port = _free_port()
-    procs = []
-    for rank in range(size):
+    argv = [sys.executable, "-m", "rooflab", "collectives", str(spec), "--run-id", run_id, "--db", url,
+            "--case-timeout-s", "60", *extra]
+    codes: dict[int, int] = {}
+
+    def rank_process(rank: int) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO), "ROOFLAB_PLUGINS": "tests.runners.planted_collectives",
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **variables(rank, size)}
         env.pop("ROOFLAB_DB", None)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "rooflab", "collectives", str(spec), "--run-id", run_id, "--db", url,
-             "--case-timeout-s", "60", *extra], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True))
-    done = []
-    for p in procs:
-        out, err = p.communicate(timeout=180)
-        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-    return done
+        with open(os.devnull, "rb") as stdin, open(tmp_path / f"{run_id}-{port}-{rank}.out", "wb") as out, \
+                open(tmp_path / f"{run_id}-{port}-{rank}.err", "wb") as err:
+            codes[rank] = run(warm, argv, env, str(REPO), fds=(stdin.fileno(), out.fileno(), err.fileno()))
+
+    threads = [threading.Thread(target=rank_process, args=(rank,)) for rank in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert sorted(codes) == list(range(size)), f"ranks {sorted(set(range(size)) - set(codes))} still run"
+    return [subprocess.CompletedProcess(argv, codes[rank], (tmp_path / f"{run_id}-{port}-{rank}.out").read_text(),
+                                        (tmp_path / f"{run_id}-{port}-{rank}.err").read_text())
+            for rank in range(size)]
 
 
 def _torchrun(rank: int, size: int) -> dict[str, str]:
@@ -72,9 +102,9 @@ def _slurm(rank: int, size: int) -> dict[str, str]:
 
 
 def test_local_processes_rendezvous_from_the_environment_rank_0_stores_and_a_fault_ends_the_step(
-        tmp_path: Path) -> None:
+        warm: str, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    done = _launch(tmp_path, url, "night", 3, _torchrun, "--filter", "benchmark=every_rank",
+    done = _launch(warm, tmp_path, url, "night", 3, _torchrun, "--filter", "benchmark=every_rank",
                    "--filter", "benchmark=three")
     assert [p.returncode for p in done] == [0, 0, 0], [p.stderr[-2000:] for p in done]
     rows = results(url, run_id="night")
@@ -88,7 +118,7 @@ def test_local_processes_rendezvous_from_the_environment_rank_0_stores_and_a_fau
     assert all(len(m) == 3 for m in collective_frame(url, run_ids=["night"])["rank_medians_ms"])
     # started again (a requeued step) with Slurm's variables: nothing is measured twice; then a fault
     # on rank 1: rank 0 stores the case failed with rank 1's own error, and every process exits 1
-    again = _launch(tmp_path, url, "night", 3, _slurm, "--filter", "benchmark=every_rank",
+    again = _launch(warm, tmp_path, url, "night", 3, _slurm, "--filter", "benchmark=every_rank",
                     "--filter", "benchmark=faulty")
     assert [p.returncode for p in again] == [1, 1, 1], [p.stderr[-2000:] for p in again]
     rows = results(url, run_id="night")

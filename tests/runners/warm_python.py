@@ -6,10 +6,12 @@ imports it again (about 4 s of CPU each on the test machine).
 imports the MODULEs, then listens on SOCKET); `run(address, argv, env, cwd)`, called from
 any process (tests/runners/fake_ncu.py does, when $FAKE_NCU_WARM_PYTHON names the socket), hands it
 the command line, the environment, the working folder and its own stdin, stdout and stderr, and
-returns the child's exit code. The server forks; the child takes the caller's three streams,
-environment, folder and `sys.argv`, and runs MODULE as `-m` runs it (`runpy`, `__name__` is
-"__main__"). One child at a time, as a profiler runs its passes. What a fork cannot show is that
-the command line starts in a fresh interpreter: tests that need that keep a real exec.
+returns the child's exit code. The server forks; the child takes the caller's three streams (or
+the three descriptors `fds` names), environment, folder and `sys.argv`, and runs MODULE as `-m`
+runs it (`runpy`, `__name__` is "__main__"). Calls from several threads run their children at
+once (the ranks of a group, each started as a launcher starts it); a child holds no other call's
+connection. What a fork cannot show is that the command line starts in a fresh interpreter: tests
+that need that keep a real exec.
 """
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ import json
 import os
 import runpy
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,13 +33,14 @@ READY = "ready"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run(address: str, argv: Sequence[str], env: Mapping[str, str], cwd: str) -> int:
-    """`argv` (`[python, "-m", MODULE, *args]`) run by the warm server at `address`; its exit code."""
+def run(address: str, argv: Sequence[str], env: Mapping[str, str], cwd: str, fds: Sequence[int] = (0, 1, 2)) -> int:
+    """`argv` (`[python, "-m", MODULE, *args]`) run by the warm server at `address`, its stdin, stdout
+    and stderr the descriptors `fds` (this process's own by default); its exit code."""
     assert len(argv) >= 3 and argv[1] == "-m", f"not a `python -m MODULE` command line: {argv}"
     request = json.dumps({"module": argv[2], "args": list(argv[3:]), "env": dict(env), "cwd": cwd}).encode()
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(address)
-        socket.send_fds(conn, [len(request).to_bytes(8, "big") + request], [0, 1, 2])
+        socket.send_fds(conn, [len(request).to_bytes(8, "big") + request], list(fds))
         reply = b""
         while chunk := conn.recv(4096):
             reply += chunk
@@ -80,23 +85,33 @@ def _child(request: dict, fds: list[int]) -> int:
 def serve(address: str, preload: Sequence[str]) -> None:
     for module in preload:
         importlib.import_module(module)
+    live: set[socket.socket] = set()  # the connections whose children run: a new child closes them
+    lock = threading.Lock()
+
+    def answer(conn: socket.socket, pid: int) -> None:
+        _, status = os.waitpid(pid, 0)
+        with lock:
+            live.discard(conn)
+        with conn:
+            conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode())
+
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(address)
         server.listen()
         print(READY, flush=True)
         while True:
             conn, _ = server.accept()
-            with conn:
-                request, fds = _receive(conn)
+            request, fds = _receive(conn)
+            with lock:
                 pid = os.fork()
                 if pid == 0:
-                    server.close()
-                    conn.close()
+                    for other in (server, conn, *live):
+                        other.close()
                     os._exit(_child(request, fds))
-                for fd in fds:
-                    os.close(fd)
-                _, status = os.waitpid(pid, 0)
-                conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode())
+                live.add(conn)
+            for fd in fds:
+                os.close(fd)
+            threading.Thread(target=answer, args=(conn, pid), daemon=True).start()
 
 
 class WarmPython:
@@ -106,8 +121,9 @@ class WarmPython:
         # a folder of its own under the system's temporary folder: a socket's path is at most 107 bytes
         self._folder = tempfile.mkdtemp(prefix="rooflab-warm-")
         self.address = os.path.join(self._folder, "socket")
+        # a session of its own: closing it ends the server and any child still running
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.runners.warm_python", self.address, *preload],
-                                     cwd=REPO, stdout=subprocess.PIPE, text=True)
+                                     cwd=REPO, stdout=subprocess.PIPE, text=True, start_new_session=True)
 
     def wait_ready(self) -> None:
         """Wait until the server has imported its modules and listens."""
@@ -116,7 +132,10 @@ class WarmPython:
         assert line.strip() == READY, f"the warm python did not start (exit code {self.proc.poll()})"
 
     def close(self) -> None:
-        self.proc.kill()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.proc.wait(30)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
