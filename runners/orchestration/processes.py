@@ -26,6 +26,12 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+# A fresh worker (or a rank of a group) imports torch, captures the environment and initialises the
+# device; one that takes longer has failed to start. Here, not beside the supervisor, so that a rank
+# process, which imports runners/orchestration/ranks.py, does not import the database (SQLAlchemy:
+# about 0.7 s of CPU per rank) with the supervisor.
+WORKER_START_TIMEOUT_S = 300.0
+
 # Modules the fork server imports once, so that a fresh worker starts in a fraction of a second
 # instead of importing torch again. Importing them does not initialise CUDA, so every worker still
 # initialises its own CUDA context, as a spawned one would.

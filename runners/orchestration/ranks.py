@@ -45,9 +45,8 @@ from typing import Any
 
 from rooflab.record import EnvironmentRecord
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
-from rooflab.runners.orchestration.processes import describe_exit, worker_context
+from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, describe_exit, worker_context
 from rooflab.runners.orchestration.rank_case import RankReply, rank_device_text, run_rank_case
-from rooflab.runners.orchestration.supervisor import WORKER_START_TIMEOUT_S
 from rooflab.runners.orchestration.worker import _pin, _watch_supervisor, describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import ResultStatus

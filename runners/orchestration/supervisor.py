@@ -27,14 +27,12 @@ from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import MeasurementRecord, WorkModel
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
-from rooflab.runners.orchestration.processes import WorkerProcess, describe_exit
+from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, WorkerProcess, describe_exit
 from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.suite.case import Case
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import ResultStatus, RunStatus
 
-# A fresh worker imports torch, captures the environment and initialises the device.
-WORKER_START_TIMEOUT_S = 300.0
 # Per-case limit: a generous allowance for input preparation and the reference, a larger one for
 # torch.compile, plus a multiple of the case's own warmup + sampling budget.
 CASE_ALLOWANCE_S = 60.0

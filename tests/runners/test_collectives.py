@@ -4,6 +4,8 @@ result, an exception, a death, a hang) ending as incorrect / failed / crashed wi
 and nothing left running, and rendezvous that never collide."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -130,6 +132,16 @@ def test_two_groups_at_once_never_meet() -> None:
     (folder2, outcomes2), (folder3, outcomes3) = results[2], results[3]
     assert folder2 != folder3
     assert all(o.status == ResultStatus.OK for o in outcomes2 + outcomes3), [o.error for o in outcomes2 + outcomes3]
+
+
+def test_a_rank_process_imports_no_database() -> None:
+    """A rank is forked from the workers' fork server, which preloads torch, not the database: the
+    module its target comes from must not import SQLAlchemy (about 0.7 s of CPU in every rank)."""
+    code = ("import sys, rooflab.runners.orchestration.ranks; "
+            "print(sorted(m for m in ('sqlalchemy', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0 and done.stdout.strip() == "[]", (done.stdout, done.stderr[-2000:])
 
 
 def test_innermost_frame_reads_the_main_threads_stack_from_a_dump() -> None:
