@@ -51,6 +51,13 @@ def url(request, tmp_path_factory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="module")
+def everything(url: str) -> pd.DataFrame:
+    """Every result of the database (query.results), read once for the tests that judge or count it
+    whole (the reference the windowed reads are checked against)."""
+    return query.results(url)
+
+
 def _rows() -> list[dict]:
     rows: list[dict] = []
     orders = range(1, RUNS + 1)
@@ -107,8 +114,8 @@ def _rows() -> list[dict]:
     return rows
 
 
-def _same(url: str, **kw) -> list:
-    full = detect(query.results(url), **kw)
+def _same(url: str, everything: pd.DataFrame, **kw) -> list:
+    full = detect(everything, **kw)
     windowed = detect_in_database(url, **kw)
     assert [v.as_dict() for v in windowed] == [v.as_dict() for v in full]
     for a, b in zip(windowed, full, strict=True):
@@ -123,8 +130,8 @@ def _same(url: str, **kw) -> list:
 
 @pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02},
                                 {"window": 3}, {"window": 30}])
-def test_windowed_verdicts_equal_those_on_every_result(url, kw):
-    verdicts = _same(url, **kw)
+def test_windowed_verdicts_equal_those_on_every_result(url, everything, kw):
+    verdicts = _same(url, everything, **kw)
     window = kw.get("window", 20)
     if history_runs(window) < RUNS:  # the newest runs alone were read for some series
         assert any(v.n_points is not None for v in verdicts)
@@ -164,8 +171,8 @@ def test_method_spans_hold_each_way_of_measuring(url):
     assert set(mine["pace"]) == {"back_to_back"}
 
 
-def test_series_summary_counts_the_ok_runs_of_every_series(url):
-    frame = query.results(url)
+def test_series_summary_counts_the_ok_runs_of_every_series(url, everything):
+    frame = everything
     ok = frame[(frame["status"] == "ok") & (frame["median_ms"] > 0)]
     summary = query.series_summary(url).set_index(["case_key", "device_fingerprint"])
     keys = set(zip(frame["case_key"], frame["device_fingerprint"], strict=True))
@@ -178,8 +185,8 @@ def test_series_summary_counts_the_ok_runs_of_every_series(url):
     assert query.run_ids(url) == list(frame.drop_duplicates("run_id").sort_values("run_order")["run_id"])
 
 
-def test_results_take_several_case_keys(url):
-    frame = query.results(url)
+def test_results_take_several_case_keys(url, everything):
+    frame = everything
     keys = sorted(frame["case_key"].unique())[:3]
     several = query.results(url, case_key=keys)
     assert len(several) == frame["case_key"].isin(keys).sum()
@@ -187,12 +194,12 @@ def test_results_take_several_case_keys(url):
 
 
 @pytest.mark.parametrize("which", [-1, -3])
-def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, which):
+def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, everything, which):
     from rooflab.reports.regressions.nightly_check import check_history, series_of_run
     from rooflab.reports.regressions.options import RegressionOptions
 
     run_id = query.run_ids(url)[which]
-    verdicts = detect(series_of_run(query.results(url), run_id), window=8)
+    verdicts = detect(series_of_run(everything, run_id), window=8)
     judged = [v.as_dict() for v in verdicts if v.latest is not None and v.latest.run_id == run_id]
     found = check_history(url, run_id, RegressionOptions(window=8))
     by_kind, checked, insufficient, counts = found.verdicts, found.series_checked, found.insufficient_data, found.counts
