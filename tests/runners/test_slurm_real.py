@@ -435,7 +435,8 @@ def test_a_collective_task_killed_mid_case_leaves_that_case_crashed_and_the_rest
     env = submit_env(cluster, ROOFLAB_RUN_ID="fault-night", ROOFLAB_PLANTED_MARK=str(marks))
     job = cluster.run("sbatch", "--parsable", str(scripts["collectives"]), env=env).stdout.strip().split(";")[0]
     pid_file = marks / "planted_coll_hang-rank1.pid"
-    deadline = asked = time.monotonic() + 60
+    asked = time.monotonic()  # when to ask the controller next
+    deadline = asked + 60
     while not pid_file.exists():
         assert time.monotonic() < deadline, _job_logs(tmp_path)
         if time.monotonic() >= asked:  # the controller once a second (an scontrol costs ~8 ms of CPU in all)
