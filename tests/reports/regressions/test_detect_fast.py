@@ -3,6 +3,7 @@ quantiles, the change-point pass gated by changepoints.may_change) against a fro
 code before it (tests/reports/detect_reference.py): the same verdicts, to the last bit."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,13 @@ from tests.reports.synth import row
 
 def _history(seed: int, n_series: int = 150, nights: int = 70) -> pd.DataFrame:
     """n_series series of every planted kind, with throttled, noisy and failed nights, an
-    environment change in some, and two GPUs of one fingerprint in others."""
+    environment change in some, and two GPUs of one fingerprint in others (a copy of the frame
+    built once per arguments: the tests of both settings judge the same histories)."""
+    return _built_history(seed, n_series, nights).copy()
+
+
+@functools.cache
+def _built_history(seed: int, n_series: int, nights: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n_series):
