@@ -4,6 +4,7 @@ no console message or uncaught error (tests/reports/cdp.py drives the browser)."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Site:
     return Site(out / "history.html", frame, history, verdicts)
 
 
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """One Chromium for the module's tests (each opens a page of its own in it: `browser`)."""
+    with Browser() as b:
+        yield b
+
+
+@pytest.fixture
+def browser(chromium: Browser) -> Browser:
+    """A fresh page, with no console message or exception yet, in the module's Chromium."""
+    chromium.new_page()
+    return chromium
+
+
 def _matches(b: Browser) -> str:
     return b.js("document.getElementById('matches').textContent")
 
@@ -56,70 +71,70 @@ def _series(frame, **where) -> int:
     return len(rows)
 
 
-def test_the_history_page_in_chromium(site: Site, tmp_path: Path) -> None:
+def test_the_history_page_in_chromium(site: Site, browser: Browser, tmp_path: Path) -> None:
     page, frame = site.page, site.frame
     keys = planted_keys(frame)
-    with Browser() as b:
-        b.open(page.as_uri())
-        ready_ms = b.js("performance.getEntriesByName('history-ready')[0].startTime")
-        loaded_ms = b.js("performance.getEntriesByType('navigation')[0].loadEventEnd")
-        assert 0 < ready_ms < LOAD_BUDGET_MS and loaded_ms < LOAD_BUDGET_MS, (ready_ms, loaded_ms)
-        assert _matches(b).startswith("300 of 300 series match")
-        assert len(_shown_keys(b)) == 100  # the first hundred, most urgent first
-        assert _shown_keys(b)[0] == keys["step"]  # the regression heads the table
-        for field, column, value in (("op", "op", "matmul"), ("family", "family", "reduction"),
-                                     ("dtype", "dtype", "bfloat16"), ("backend", "backend", "eager"),
-                                     ("cache", "cache", "hot"), ("device", "device_name", DEVICES[1])):
-            b.click("#f-clear")
-            b.select(f"#f-{field}", value)
-            n = _series(frame, **{column: value})
-            assert _matches(b).startswith(f"{n} of 300"), (field, _matches(b))
-            shown = b.js("[...document.querySelectorAll('#series tbody tr')].map(r => r.textContent)")
-            assert len(shown) == min(n, 100) and all(value in text for text in shown
-                                                     if field in ("op", "dtype", "cache", "device")), field
+    b = browser
+    b.open(page.as_uri())
+    ready_ms = b.js("performance.getEntriesByName('history-ready')[0].startTime")
+    loaded_ms = b.js("performance.getEntriesByType('navigation')[0].loadEventEnd")
+    assert 0 < ready_ms < LOAD_BUDGET_MS and loaded_ms < LOAD_BUDGET_MS, (ready_ms, loaded_ms)
+    assert _matches(b).startswith("300 of 300 series match")
+    assert len(_shown_keys(b)) == 100  # the first hundred, most urgent first
+    assert _shown_keys(b)[0] == keys["step"]  # the regression heads the table
+    for field, column, value in (("op", "op", "matmul"), ("family", "family", "reduction"),
+                                 ("dtype", "dtype", "bfloat16"), ("backend", "backend", "eager"),
+                                 ("cache", "cache", "hot"), ("device", "device_name", DEVICES[1])):
         b.click("#f-clear")
-        b.type_into("#f-q", "softmax bfloat16")
-        n = len(frame[frame["case_key"].str.contains("softmax") & frame["case_key"].str.contains("bfloat16")]
-                .drop_duplicates(["case_key", "device_fingerprint"]))
-        assert n > 0 and _matches(b).startswith(f"{n} of 300")
-        assert "q=softmax%20bfloat16" in b.js("location.hash")  # the view can be linked
-        b.click("#f-clear")
-        b.select("#f-verdict", "regression")
-        assert _matches(b).startswith("1 of 300") and _shown_keys(b) == [keys["step"]]
-        b.click("#series tbody tr:first-child a.open")  # open the series, as a user clicks it
-        b.wait_for("!document.getElementById('detail').hidden")
-        cp = b.js("[...document.querySelectorAll('#detail text.cp-label')].map(t => t.textContent)")
-        assert len(cp) == 1 and cp[0].startswith(f"change +{100 * STEP:.0f}".rstrip("0")[:9]), cp
-        assert b.js("document.querySelectorAll('#detail line.cp-slower').length") == 1
-        assert b.js("document.querySelectorAll('#detail circle.flagged').length") == 2  # the two newest nights
-        assert b.js("document.querySelectorAll('#detail circle.first-bad').length") == 1
-        assert b.js("document.querySelectorAll('#detail circle.pt').length") == 90
-        titles = b.js("[...document.querySelectorAll('#detail circle.pt title')].map(t => t.textContent)")
-        assert "run nightly-089" in titles[-1] and "commit 0089c0ffee" in titles[-1]
-        assert "first bad run" in b.js("document.getElementById('detail').textContent")
-        b.click("#detail a.close")
-        b.wait_for("document.getElementById('detail').hidden")
-        b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@fp-0')}")
-        b.wait_for("!!document.querySelector('#detail text.seg-label')")
-        segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
-        assert segments == ["pace back_to_back \u2192 idle", "flush method read_sweep \u2192 write_sweep"]
-        assert b.js("document.querySelectorAll('#detail line.segment').length") == 2
-        b.js(f"location.hash = {json.dumps('#open=' + keys['throttled'] + '@fp-0')}")
-        assert b.wait_for("document.querySelectorAll('#detail circle.excluded').length") == 1
-        b.screenshot(tmp_path / "history.png")
-        assert not b.console and not b.exceptions, (b.console, b.exceptions)
+        b.select(f"#f-{field}", value)
+        n = _series(frame, **{column: value})
+        assert _matches(b).startswith(f"{n} of 300"), (field, _matches(b))
+        shown = b.js("[...document.querySelectorAll('#series tbody tr')].map(r => r.textContent)")
+        assert len(shown) == min(n, 100) and all(value in text for text in shown
+                                                 if field in ("op", "dtype", "cache", "device")), field
+    b.click("#f-clear")
+    b.type_into("#f-q", "softmax bfloat16")
+    n = len(frame[frame["case_key"].str.contains("softmax") & frame["case_key"].str.contains("bfloat16")]
+            .drop_duplicates(["case_key", "device_fingerprint"]))
+    assert n > 0 and _matches(b).startswith(f"{n} of 300")
+    assert "q=softmax%20bfloat16" in b.js("location.hash")  # the view can be linked
+    b.click("#f-clear")
+    b.select("#f-verdict", "regression")
+    assert _matches(b).startswith("1 of 300") and _shown_keys(b) == [keys["step"]]
+    b.click("#series tbody tr:first-child a.open")  # open the series, as a user clicks it
+    b.wait_for("!document.getElementById('detail').hidden")
+    cp = b.js("[...document.querySelectorAll('#detail text.cp-label')].map(t => t.textContent)")
+    assert len(cp) == 1 and cp[0].startswith(f"change +{100 * STEP:.0f}".rstrip("0")[:9]), cp
+    assert b.js("document.querySelectorAll('#detail line.cp-slower').length") == 1
+    assert b.js("document.querySelectorAll('#detail circle.flagged').length") == 2  # the two newest nights
+    assert b.js("document.querySelectorAll('#detail circle.first-bad').length") == 1
+    assert b.js("document.querySelectorAll('#detail circle.pt').length") == 90
+    titles = b.js("[...document.querySelectorAll('#detail circle.pt title')].map(t => t.textContent)")
+    assert "run nightly-089" in titles[-1] and "commit 0089c0ffee" in titles[-1]
+    assert "first bad run" in b.js("document.getElementById('detail').textContent")
+    b.click("#detail a.close")
+    b.wait_for("document.getElementById('detail').hidden")
+    b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@fp-0')}")
+    b.wait_for("!!document.querySelector('#detail text.seg-label')")
+    segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
+    assert segments == ["pace back_to_back \u2192 idle", "flush method read_sweep \u2192 write_sweep"]
+    assert b.js("document.querySelectorAll('#detail line.segment').length") == 2
+    b.js(f"location.hash = {json.dumps('#open=' + keys['throttled'] + '@fp-0')}")
+    assert b.wait_for("document.querySelectorAll('#detail circle.excluded').length") == 1
+    b.screenshot(tmp_path / "history.png")
+    assert not b.console and not b.exceptions, (b.console, b.exceptions)
     from tests.reports.pages.test_html import _blank
 
     assert not _blank(tmp_path / "history.png")
 
 
-def test_the_browser_client_catches_a_broken_page(tmp_path):
+def test_the_browser_client_catches_a_broken_page(browser: Browser, tmp_path: Path) -> None:
     page = tmp_path / "broken.html"
     page.write_text("<html><body><script>console.error('planted'); missingFunction();</script></body></html>")
-    with Browser() as b:
-        b.open(page.as_uri())
-        assert any("planted" in line for line in b.console)
-        assert any("missingFunction" in text for text in b.exceptions)
+    b = browser
+    b.open(page.as_uri())
+    assert any("planted" in line for line in b.console)
+    assert any("missingFunction" in text for text in b.exceptions)
 
 
 def test_a_page_over_the_point_budget_is_split_per_device(site: Site) -> None:
