@@ -5,7 +5,6 @@ reads the database. Text from the database is drawn literally (`plain` escapes m
 """
 from __future__ import annotations
 
-import functools
 import io
 import math
 from collections.abc import Iterator
@@ -42,41 +41,6 @@ _RC: dict[RcKeyType, Any] = {"svg.hashsalt": "rooflab", "svg.fonttype": "path", 
 # as vector markers make a file of hundreds of MB that a browser cannot open. Axes, roofs, labels
 # and legends stay vector.
 RASTERIZE_ABOVE = 5000
-
-
-def _share_mathtext_parses() -> None:
-    """Let every matplotlib MathTextParser of one output type share one cache of parses.
-
-    A log axis labels its ticks in mathtext ("$\\mathdefault{10^{2}}$"). Matplotlib caches the
-    parses per parser, and each figure's Agg canvas (which measures the crop, _svg) and each SVG it
-    writes make parsers of their own, so every figure parsed its labels anew with pyparsing. A
-    parse depends only on its arguments (text, dpi, font, antialiasing, hinting) and the output
-    type, so the figures are the same byte for byte. Left alone where matplotlib's cache is not the
-    one this was written against (3.11: MathTextParser._parse_cached, an lru_cache)."""
-    from matplotlib.mathtext import MathTextParser
-
-    own = getattr(MathTextParser, "_parse_cached", None)
-    parse = getattr(own, "__wrapped__", None)
-    if parse is None or getattr(own, "shared_by_rooflab", False):
-        return
-    first: dict[str, Any] = {}  # output type -> the first parser of that type (parse reads only its class and type)
-
-    @functools.lru_cache(1024)
-    def shared(output_type: str, *args: Any) -> Any:
-        return parse(first[output_type], *args)
-
-    def parse_cached(self: Any, *args: Any) -> Any:
-        output_type = getattr(self, "_output_type", None)
-        if not isinstance(output_type, str):
-            return parse(self, *args)
-        first.setdefault(output_type, self)
-        return shared(output_type, *args)
-
-    parse_cached.shared_by_rooflab = True  # type: ignore[attr-defined]
-    MathTextParser._parse_cached = parse_cached  # type: ignore[attr-defined]
-
-
-_share_mathtext_parses()
 
 
 def plain(text: object) -> str:
