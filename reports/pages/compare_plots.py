@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import ScalarFormatter
 
-from rooflab.reports.pages.plots import _family_colors, _figure, _svg, plain
+from rooflab.reports.pages.plots import _family_colors, _figure, _svg, log_scale, plain
 
 UNJUDGED_ALPHA = 0.35  # untrusted and not comparable cases are drawn faint
 
@@ -57,8 +57,7 @@ def speedup_svg(cmp: pd.DataFrame, baseline: str, candidate: str) -> str:
                     _bars(ax, pred, "predicted_speedup", "predicted_low", "predicted_high", col, 0.6, 0.8)
                     ax.scatter(pred["x"], pred["predicted_speedup"], marker="x", s=20, color=col, alpha=0.8,
                                label=plain(f"{family} predicted"))
-            ax.set_xscale("log")
-            ax.set_yscale("log")
+            log_scale(ax, "xy")
             ax.yaxis.set_major_formatter(ScalarFormatter())
             ax.yaxis.set_minor_formatter(ScalarFormatter())
         else:

@@ -66,8 +66,7 @@ def ratio_svg(rows: pd.DataFrame, device: str) -> str:
                 ax.scatter(differ["rooflab_median_ms"], judged[differ.index], marker=marker, color="tab:red",
                            label=f"{plots.plain(peer)} disagrees (in its mode)")
         ax.axhline(1.0, color="grey", linewidth=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        plots.log_scale(ax, "xy")
         ax.yaxis.set_major_formatter(mticker.ScalarFormatter())
         ax.set_xlabel("rooflab median per call (ms)")
         ax.set_ylabel("ratio rooflab / peer")

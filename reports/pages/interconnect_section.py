@@ -42,8 +42,8 @@ def load_collectives(url: Any, run_ids: Sequence[str] | None = None) -> pd.DataF
 def interconnect_svg(points: pd.DataFrame, dc: DeviceCeilings) -> str:
     """busbw against bytes per rank (log-log), a line per collective, world size and dtype."""
     with plots._figure(8.0, 4.5) as (fig, ax):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        plots.log_scale(ax, "x", base=2)
+        plots.log_scale(ax, "y")
         groups = (list(points.groupby(["op", "ranks", "dtype", "mode", "line", "tool"], sort=True))
                   if not points.empty else [])
         colors = dict(zip(sorted(points["op"].unique()) if not points.empty else [],
