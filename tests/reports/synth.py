@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rooflab.suite.case import ParamValue, make_case_key
 
-T = TypeVar("T")
 H100 = "NVIDIA H100 80GB HBM3"
 H100_L2 = 50 * 1024 * 1024
 SIZES = {"float64": 8, "float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}
@@ -124,60 +122,48 @@ def noisy(n: int, level: float, rel_noise: float, seed: int) -> list[float]:
 
 
 def write_db(url: str, rows: list[dict]) -> None:
-    """Store synthetic rows through db.store.ResultStore (one run per run_id, one environment per
-    fingerprint): the statements a runner makes, all in one transaction (a commit per result was
-    half of the CPU of writing a test's database)."""
-    from sqlalchemy import Connection
+    """Store synthetic rows as whole runs (one run per run_id, one environment per fingerprint),
+    complete, through db.record_batch.load_runs: one transaction, the rows made as the store makes
+    them."""
+    from rooflab.db.record_batch import RecordRun, load_runs
+    from rooflab.record import CaseRecord, EnvironmentRecord, MeasurementRecord, RunRecord, record_from_columns
 
-    from rooflab.db.store import ResultStore
-    from rooflab.record import CaseRecord, EnvironmentRecord, RunRecord, record_from_columns
-
-    class OneTransactionStore(ResultStore):
-        """A ResultStore whose calls run in the transaction `conn` while it is set."""
-
-        conn: Connection | None = None
-
-        def transaction(self, body: Callable[[Connection], T]) -> T:
-            return super().transaction(body) if self.conn is None else body(self.conn)
-
-    store = OneTransactionStore(url)
-    with store, store.engine.begin() as conn:
-        store.conn = conn
-        started: set[str] = set()
-        envs: set[tuple[str, str]] = set()
-        for r in rows:
-            if r["run_id"] not in started:
-                store.start_run(RunRecord(run_id=r["run_id"], suite=r["suite"], spec_text="synthetic: {}",
-                                          spec_hash="0" * 64, started_at=r["started_at"], host=r["host"],
-                                          command_line="rooflab run synthetic", git_commit=r["git_commit"]))
-                started.add(r["run_id"])
-            if (r["run_id"], r["device_fingerprint"]) not in envs:
-                store.add_environment(r["run_id"], EnvironmentRecord(
-                    device_fingerprint=r["device_fingerprint"], device_name=r["device_name"], device_kind="cuda",
-                    identity={"name": r["device_name"], "driver": r["driver_version"]}, info={},
-                    memory_bytes=r["memory_bytes"], l2_bytes=r["l2_bytes"], sm_count=r["sm_count"],
-                    compute_capability=r["compute_capability"], driver_version=r["driver_version"],
-                    cuda_version=r["cuda_version"], torch_version=r["torch_version"]))
-                envs.add((r["run_id"], r["device_fingerprint"]))
-            ok = r["status"] == "ok"
-            params = json.loads(r["params"])
-            store.add_measurement(record_from_columns(
-                run_id=r["run_id"],
-                case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=r.get("op_version", 1),
-                                family=r["family"],
-                                backend=r["backend"], dtype=r["dtype"], params=params),
-                device_fingerprint=r["device_fingerprint"], cache=r["cache"], timing_mode=r["timing_mode"],
-                status=r["status"], measured_at=r["measured_at"], device_uuid=r["device_uuid"],
-                error=r["error"], median_ms=r["median_ms"], mean_ms=r["mean_ms"] if ok else None,
-                min_ms=r["min_ms"] if ok else None, max_ms=r["max_ms"] if ok else None, p10_ms=r["p10_ms"],
-                p90_ms=r["p90_ms"], iqr_ms=r["iqr_ms"] if ok else None, std_ms=r["std_ms"] if ok else None,
-                n_samples=r["n_samples"], rel_ci_halfwidth=r["rel_ci_halfwidth"] if ok else None,
-                stop_reason=r["stop_reason"], flops=int(r["flops"]), bytes=int(r["bytes"]),
-                throttled=bool(r["throttled"]), flush_method=r.get("flush_method"), pace=r.get("pace"),
-                collective_mode=r.get("collective_mode"),
-                quality=r.get("quality"), samples_ms=tuple(r.get("samples_ms") or [r["median_ms"]] * 5) if ok else ()))
-        for run_id in started:
-            store.finish_run(run_id, "complete")
+    started: dict[str, RunRecord] = {}
+    environments: dict[str, dict[str, EnvironmentRecord]] = {}  # run id -> fingerprint -> its device
+    measurements: dict[str, list[MeasurementRecord]] = {}
+    for r in rows:
+        if r["run_id"] not in started:
+            started[r["run_id"]] = RunRecord(
+                run_id=r["run_id"], suite=r["suite"], spec_text="synthetic: {}", spec_hash="0" * 64,
+                started_at=r["started_at"], host=r["host"], command_line="rooflab run synthetic",
+                git_commit=r["git_commit"])
+        devices = environments.setdefault(r["run_id"], {})
+        if r["device_fingerprint"] not in devices:
+            devices[r["device_fingerprint"]] = EnvironmentRecord(
+                device_fingerprint=r["device_fingerprint"], device_name=r["device_name"], device_kind="cuda",
+                identity={"name": r["device_name"], "driver": r["driver_version"]}, info={},
+                memory_bytes=r["memory_bytes"], l2_bytes=r["l2_bytes"], sm_count=r["sm_count"],
+                compute_capability=r["compute_capability"], driver_version=r["driver_version"],
+                cuda_version=r["cuda_version"], torch_version=r["torch_version"])
+        ok = r["status"] == "ok"
+        params = json.loads(r["params"])
+        measurements.setdefault(r["run_id"], []).append(record_from_columns(
+            run_id=r["run_id"],
+            case=CaseRecord(case_key=r["case_key"], op=r["op"], op_version=r.get("op_version", 1),
+                            family=r["family"],
+                            backend=r["backend"], dtype=r["dtype"], params=params),
+            device_fingerprint=r["device_fingerprint"], cache=r["cache"], timing_mode=r["timing_mode"],
+            status=r["status"], measured_at=r["measured_at"], device_uuid=r["device_uuid"],
+            error=r["error"], median_ms=r["median_ms"], mean_ms=r["mean_ms"] if ok else None,
+            min_ms=r["min_ms"] if ok else None, max_ms=r["max_ms"] if ok else None, p10_ms=r["p10_ms"],
+            p90_ms=r["p90_ms"], iqr_ms=r["iqr_ms"] if ok else None, std_ms=r["std_ms"] if ok else None,
+            n_samples=r["n_samples"], rel_ci_halfwidth=r["rel_ci_halfwidth"] if ok else None,
+            stop_reason=r["stop_reason"], flops=int(r["flops"]), bytes=int(r["bytes"]),
+            throttled=bool(r["throttled"]), flush_method=r.get("flush_method"), pace=r.get("pace"),
+            collective_mode=r.get("collective_mode"),
+            quality=r.get("quality"), samples_ms=tuple(r.get("samples_ms") or [r["median_ms"]] * 5) if ok else ()))
+    load_runs(url, [RecordRun(run=run, environments=list(environments[run_id].values()),
+                              measurements=measurements[run_id]) for run_id, run in started.items()])
 
 
 GPT2_BLOCK: dict[str, ParamValue] = {"batch": 8, "seq": 1024, "hidden": 768, "heads": 12, "norm": "layernorm",
