@@ -32,8 +32,8 @@ def test_a_few_points_are_vector_markers_and_many_are_one_bitmap() -> None:
 
 
 def test_log_axes_are_labelled_in_plain_text_with_superscripts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A log axis's labels are written without mathtext (whose parse per label and figure was a
-    sixth of the drawing time): 10³, 10⁻², 2×10⁰, and the roofline draws no mathtext at all."""
+    """A log axis's labels are written without mathtext (parsed anew per label and figure, about
+    half of a roofline's drawing time): 10³, 10⁻², 2×10⁰, and the roofline draws no mathtext at all."""
     from matplotlib.mathtext import MathTextParser
 
     labels = plots.PowerLabels(10)
