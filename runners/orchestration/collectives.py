@@ -135,6 +135,18 @@ def group_skip_reason(case: Case, device: Any, size: int) -> str | None:
     return None
 
 
+def describe_group_device(torch_device: str, sized: Sequence[tuple[Case, int]]
+                          ) -> tuple[Any, Any, dict[str, str | None]]:
+    """(rank 0's environment record, its DeviceInfo, each case's `group_skip_reason` at its world size
+    there, by case key). Run in a fresh worker process: the collective ops' own rules ask torch
+    (whether this build has torch.distributed, gloo, NCCL), and the supervisor of a CPU run does not
+    import torch (a few seconds of CPU) for them."""
+    from rooflab.runners.machine.environment import capture
+
+    env, device = capture(torch_device)
+    return env, device, {case.case_key: group_skip_reason(case, device, size) for case, size in sized}
+
+
 @dataclass(frozen=True)
 class PhaseResult:
     results: tuple[CaseResult, ...]
@@ -160,6 +172,7 @@ class CollectivePhase:
         self._interrupts = 0
         self._groups: KeptGroup[RankGroup] = KeptGroup(RankGroup)
         self.results: list[CaseResult] = []
+        self._reasons: dict[str, str | None] = {}  # each case's reason to be skipped, judged with the environment
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupts += 1
@@ -215,10 +228,15 @@ class CollectivePhase:
         return PhaseResult(tuple(self.results), max(0, left), already, self.stop_requested, key, error, lane)
 
     def _environment(self) -> tuple[Any, Any]:
-        """Rank 0's device as a worker sees it, captured in a fresh process, and stored with the run."""
-        from rooflab.runners.machine.environment import capture
-
-        env, device = ChildCall(capture, (self.torch_devices[0],), worker_context()).result(ENVIRONMENT_TIMEOUT_S)
+        """Rank 0's device as a worker sees it, captured in a fresh process, and stored with the run;
+        each case's reason to be skipped is judged there too (`describe_group_device`)."""
+        sized = []
+        for case in self.cases:
+            devices, size, _ = group_devices(case, self.torch_devices)
+            if devices is not None:
+                sized.append((case, size))
+        env, device, self._reasons = ChildCall(describe_group_device, (self.torch_devices[0], sized),
+                                               worker_context()).result(ENVIRONMENT_TIMEOUT_S)
         self.store.add_environment(self.run_id, env)
         return env, device
 
@@ -226,7 +244,7 @@ class CollectivePhase:
         self.progress.case_started(LANE, case)
         started = time.monotonic()
         devices, size, reason = group_devices(case, self.torch_devices)
-        reason = reason or group_skip_reason(case, device, size)
+        reason = reason or self._reasons[case.case_key]
         collective = CollectiveRecord(ranks=size)
         if reason or devices is None:
             outcome = CaseOutcome(case.case_key, ResultStatus.SKIPPED, reason)

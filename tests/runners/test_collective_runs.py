@@ -12,6 +12,7 @@ from rooflab.db.query import results
 from rooflab.reports.roofs.interconnect import collective_ceilings
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import RunSummary, run_suite
+from rooflab.suite.ops import collective as collective_op
 from tests.runners.collective_cases import forkserver_children, plugin_env
 
 SPEC = """\
@@ -64,8 +65,13 @@ def test_collectives_are_stored_as_measurements_with_their_group_and_shards_and_
     # NCCL_ALGO (an NCCL setting that gloo ignores) and GLOO_SOCKET_IFNAME=lo (the loopback gloo uses)
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    # the collective ops' rules that ask torch (torch.distributed, gloo) are judged in a worker process:
+    # the supervisor of a CPU run does not import torch for them (this process has it: asked, not imported)
+    asked = []
+    monkeypatch.setattr(collective_op, "_dist", lambda: asked.append("torch.distributed in the supervisor"))
     url = f"sqlite:///{tmp_path / 'r.db'}"
     shards = [_run(spec, url, run_id="night", shard="0/2"), _run(spec, url, run_id="night", shard="1/2")]
+    assert asked == []
     counts = {status: sum(s.counts.get(status, 0) for s in shards) for status in ("ok", "crashed")}
     assert all(sum(s.counts.values()) > 0 for s in shards), [s.counts for s in shards]  # both shards had cases
     assert counts == {"ok": 6, "crashed": 1} and sum(sum(s.counts.values()) for s in shards) == 7, counts
