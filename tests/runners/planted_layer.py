@@ -12,9 +12,6 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import ParamSpec
@@ -34,6 +31,11 @@ class SlowPartBlock(TransformerBlock):
     }
 
     def marks(self, case: Case, device: DeviceInfo) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
+        # torch here, where the case runs, not at the module's top: a run's supervisor loads the plugin
+        # to expand its spec and need not import torch for it (as the built-in ops, suite/lazy.py)
+        import torch
+        import torch.nn.functional as F
+
         timed, profiled = super().marks(case, device)
         p = self.p(case.params)
         s = block_shape(p)
