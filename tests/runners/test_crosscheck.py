@@ -9,12 +9,14 @@ from typer.testing import CliRunner
 
 from rooflab.db.crosscheck import crosscheck_frame
 from rooflab.runners.cli.app import app
+from rooflab.runners.crosscheck.case_check import PeerCheck
 from rooflab.runners.crosscheck.peer import PeerClock
 from rooflab.runners.crosscheck.session import run_crosscheck
 from rooflab.runners.crosscheck.torch_peer import TorchTimerPeer, worker_thread_count
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CacheMode
+from tests.present import present
 
 runner = CliRunner()
 
@@ -214,13 +216,32 @@ benchmarks:
 """
 
 
+def _hidden_by_its_spread(check: PeerCheck) -> bool:
+    """The figures were too noisy to call the gap (the rule's own reason not to): the spread of
+    either timer, in ms, at least the gap between them."""
+    mine, peer = present(check.in_mode_median_ms), present(check.peer_median_ms)
+    gap_ms = abs(mine - peer)
+    return max(present(check.in_mode_spread) * mine, present(check.peer_spread) * peer) >= gap_ms
+
+
 @pytest.mark.usefixtures("quiet_machine")
 def test_a_peer_off_by_two_disagrees_in_its_own_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROOFLAB_PLUGINS", "tests.runners.crosscheck_ops")
-    report = run_crosscheck(_spec(tmp_path, ONCE_SPEC, "once"), db_url=f"sqlite:///{tmp_path / 'x.db'}",
-                            device="cpu", rounds=5, command_line="test", filters=["op=planted_sometimes_slow"],
-                            peer_objects=[TwoCallsPerCallPeer()])
-    (check,) = report.checks
+
+    def measured(name: str) -> PeerCheck:
+        report = run_crosscheck(_spec(tmp_path, ONCE_SPEC, name), db_url=f"sqlite:///{tmp_path / f'{name}.db'}",
+                                device="cpu", rounds=5, command_line="test", filters=["op=planted_sometimes_slow"],
+                                peer_objects=[TwoCallsPerCallPeer()])
+        (check,) = report.checks
+        return check
+
+    check = measured("once")
+    if not check.disagrees and _hidden_by_its_spread(check):
+        # One round of five preempted while the other test worker loads the machine (3 in about 40
+        # runs of `make test`) can widen a timer's spread past the planted gap, and the rule then
+        # rightly declines to call it: measured again, a factor of two must be caught. A rule that
+        # never disagrees fails both.
+        check = measured("again")
     assert check.disagrees and check.likely_reason is None  # the same mode: no method explains it
     # 0.5 planted; on a machine the other test worker loads one round alone read 0.30, 0.71 and 0.79
     # (the 3 ms spin timed at 4.8-5.3 ms by one side): the median of five rounds (about 1 s of one
