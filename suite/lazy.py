@@ -6,6 +6,8 @@ and over a second) without ever running an op. `LazyModule` imports its module o
 attribute read and then puts the real module in its place in every rooflab module that holds it:
 the timed callables read `torch.*` on every call, and a read through a module subclass with
 `__getattr__` costs about 100 ns more than one on the module itself (3 % of a 4.5 us CPU call).
+A module outside rooflab (an op plugin) that reads through it gets the real module the same way,
+in the module that made the read.
 
 Op modules write `from rooflab.suite.lazy import F, torch`; a type checker sees the real modules.
 """
@@ -24,10 +26,17 @@ class LazyModule(ModuleType):
         module = importlib.import_module(self.__name__)
         for name, holder in list(sys.modules.items()):
             if name == "rooflab" or name.startswith("rooflab."):
-                names = getattr(holder, "__dict__", {})
-                for key in [k for k, v in list(names.items()) if v is self]:  # a copy: others may import
-                    names[key] = module
+                _put(getattr(holder, "__dict__", {}), self, module)
+        # and in the module that read through it, whoever's it is (an op plugin written like the
+        # built-in ops): without this, each of its later reads would scan sys.modules again (~0.5 ms)
+        _put(sys._getframe(1).f_globals, self, module)
         return getattr(module, attr)
+
+
+def _put(names: dict[str, Any], stand_in: LazyModule, module: ModuleType) -> None:
+    """`module` in place of `stand_in` under every name of `names` that holds it."""
+    for key in [k for k, v in list(names.items()) if v is stand_in]:  # a copy: others may import
+        names[key] = module
 
 
 if TYPE_CHECKING:

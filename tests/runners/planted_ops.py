@@ -31,17 +31,6 @@ from rooflab.suite.ops.registry import register
 from tests.runners.gate import GATE_ENV, GATE_LIMIT_S
 
 
-def _real_torch() -> None:
-    """Put torch itself in this module's `torch` before anything is timed. The lazy stand-in keeps a
-    process that only expands a spec (a finalising job) from importing torch, but it replaces itself
-    only in rooflab's own modules: here every `torch.` read would cost a scan of sys.modules
-    (about 0.4 ms), inside the timed calls."""
-    global torch
-    import torch as real
-
-    torch = real
-
-
 class _Planted(Op):
     family = "pointwise"
     version = 1
@@ -67,7 +56,6 @@ class _Planted(Op):
         return y
 
     def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
-        _real_torch()
         params = self.resolved_params(case.params)
         gen = torch.Generator(device="cpu").manual_seed(seed)
         x = (torch.rand(int(params["n"]), generator=gen, dtype=torch.float32) + 0.5).to(device.torch_device)
