@@ -172,7 +172,6 @@ class CollectivePhase:
         self._interrupts = 0
         self._groups: KeptGroup[RankGroup] = KeptGroup(RankGroup)
         self.results: list[CaseResult] = []
-        self._reasons: dict[str, str | None] = {}  # each case's reason to be skipped, judged with the environment
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self._interrupts += 1
@@ -197,7 +196,7 @@ class CollectivePhase:
         env: Any = None
         try:
             try:
-                env, device = self._environment()
+                env, device, reasons = self._environment()
             except ChildCallError as exc:
                 error = f"{LANE}: could not describe {self.torch_devices[0]}: {exc}"
                 self.progress.note(error)
@@ -215,7 +214,7 @@ class CollectivePhase:
             for case in pending:
                 if self.stop_requested:
                     break
-                self._measure(case, env, device)
+                self._measure(case, env, reasons.get(case.case_key))
         except KeyboardInterrupt:
             self.stop_requested = True
         finally:
@@ -227,24 +226,25 @@ class CollectivePhase:
                           env.device_fingerprint if env else None, len(self.cases), already, error)
         return PhaseResult(tuple(self.results), max(0, left), already, self.stop_requested, key, error, lane)
 
-    def _environment(self) -> tuple[Any, Any]:
+    def _environment(self) -> tuple[Any, Any, dict[str, str | None]]:
         """Rank 0's device as a worker sees it, captured in a fresh process, and stored with the run;
-        each case's reason to be skipped is judged there too (`describe_group_device`)."""
+        with each case's reason to be skipped, judged there too (`describe_group_device`)."""
         sized = []
         for case in self.cases:
             devices, size, _ = group_devices(case, self.torch_devices)
             if devices is not None:
                 sized.append((case, size))
-        env, device, self._reasons = ChildCall(describe_group_device, (self.torch_devices[0], sized),
-                                               worker_context()).result(ENVIRONMENT_TIMEOUT_S)
+        env, device, reasons = ChildCall(describe_group_device, (self.torch_devices[0], sized),
+                                          worker_context()).result(ENVIRONMENT_TIMEOUT_S)
         self.store.add_environment(self.run_id, env)
-        return env, device
+        return env, device, reasons
 
-    def _measure(self, case: Case, env: Any, device: Any) -> None:
+    def _measure(self, case: Case, env: Any, skip_reason: str | None) -> None:
+        """One case in its group (or skipped: `skip_reason`, the op's rules on rank 0's device), stored."""
         self.progress.case_started(LANE, case)
         started = time.monotonic()
         devices, size, reason = group_devices(case, self.torch_devices)
-        reason = reason or self._reasons[case.case_key]
+        reason = reason or skip_reason
         collective = CollectiveRecord(ranks=size)
         if reason or devices is None:
             outcome = CaseOutcome(case.case_key, ResultStatus.SKIPPED, reason)
