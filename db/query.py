@@ -21,6 +21,7 @@ from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JSON_COLUMNS, canonical_json, column_sources, result_select
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
+from rooflab.db.run_order import run_orders
 from rooflab.db.timeparse import parse_since
 from rooflab.db.usable import figure_mask
 from rooflab.vocab import ResultStatus, RunStatus
@@ -49,12 +50,6 @@ def _fetch_all(url: Db, query: Any) -> list[Any]:
     """All rows of one read-only query."""
     with _connect(url) as engine, engine.connect() as conn:
         return list(conn.execute(query).all())
-
-
-def run_orders(conn: Connection) -> dict[str, int]:
-    """run_id -> 1-based order by (started_at, run_id)."""
-    rows = conn.execute(select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id))
-    return {run_id: order for order, (run_id,) in enumerate(rows, start=1)}
 
 
 def results(

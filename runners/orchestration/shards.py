@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rooflab.db import rates
-from rooflab.db.usable import figure_mask
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings, idle_after_ms
-from rooflab.vocab import CacheMode, Pace, ResultStatus
+from rooflab.vocab import CacheMode, Pace
 
 # Nominal rates of the cost model. They only decide how cases are spread over shards (relative
 # costs), never a reported figure; they are of the order of a current data-centre GPU.
@@ -200,31 +199,12 @@ def previous_medians(
 
 def _previous_medians(database: Any, suite: str | None, device_fingerprint: str | None,
                       current_run_id: str | None) -> CostBasis:
-    from rooflab.db.query import results, runs
+    from rooflab.db.cost_basis import latest_medians
 
     # "empty": nothing stored yet; "foreign": tables without a version, seen while another shard is
     # creating the schema (and refused by the store right after, if it really is foreign)
     if database.state().kind in ("empty", "foreign"):
         return CostBasis()
-    frame = results(database, status=ResultStatus.OK, device=device_fingerprint)
-    if frame.empty:
-        return CostBasis()
-    if device_fingerprint is not None:
-        frame = frame[frame["device_fingerprint"] == device_fingerprint]
-    if suite is not None:
-        frame = frame[frame["suite"] == suite]
-    if current_run_id is not None:
-        frame = frame[frame["run_id"] != current_run_id]
-        all_runs = runs(database)
-        current = all_runs.loc[all_runs["run_id"] == current_run_id, "run_order"]
-        if not current.empty:
-            frame = frame[frame["run_order"] < int(current.iloc[0])]
-    frame = frame[figure_mask(frame["status"] == ResultStatus.OK, frame["median_ms"])]
-    if frame.empty:
-        return CostBasis()
-    # per case_key, the latest run that measured it; several GPUs of that run -> median of medians
-    last_order = frame.groupby("case_key")["run_order"].transform("max")
-    latest = frame[frame["run_order"] == last_order]
-    medians = latest.groupby("case_key")["median_ms"].median()
-    newest_run = str(frame.loc[frame["run_order"].idxmax(), "run_id"])
-    return CostBasis(run_id=newest_run, medians_ms={str(k): float(v) for k, v in medians.items()})
+    run_id, medians_ms = latest_medians(database, suite=suite, device_fingerprint=device_fingerprint,
+                                        current_run_id=current_run_id)
+    return CostBasis(run_id=run_id, medians_ms=medians_ms)

@@ -1,7 +1,12 @@
 """Cost basis from the database: the previous run's medians, chosen by run order, per device."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,6 +87,27 @@ def test_several_gpus_of_one_run_give_the_median_of_their_medians(url):
             store.add_measurement(measurement("r1", case, median, rng, device=gpu, measured_at=T0))
         store.finish_run("r1", "complete")
     assert previous_medians(url).medians_ms[case.case_key] == pytest.approx(1.2, rel=0.02)
+
+
+def test_a_shard_reads_its_cost_basis_without_pandas(tmp_path: Path) -> None:
+    """Every shard of a night reads the basis when it starts, before it measures: in a fresh Python
+    the basis of a history is the one read here, and pandas (about 1 s of CPU to import, and a frame
+    of the whole history to build) is never loaded."""
+    a, b, c = (case.case_key for case in CASES)
+    url = sqlite_url(tmp_path)
+    write_history(url, cases=CASES, medians_by_run=[{a: 1.0, b: 2.0, c: 3.0}, {a: 1.5, b: 2.5}, {a: 9.0}],
+                  start=T0, seed=4)
+    code = ("import json, sys; from rooflab.runners.orchestration.shards import previous_medians; "
+            f"basis = previous_medians({url!r}, suite='nightly', current_run_id='night-002'); "
+            "print(json.dumps([basis.run_id, dict(basis.medians_ms), 'pandas' in sys.modules]))")
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    run_id, medians_ms, pandas_loaded = json.loads(done.stdout)
+    assert run_id == "night-001" and set(medians_ms) == {a, b, c}
+    assert medians_ms[c] == pytest.approx(3.0, rel=0.02)  # from night-000: night-001 did not measure it
+    assert not pandas_loaded
 
 
 def test_history_steers_the_partition():
