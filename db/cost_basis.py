@@ -8,6 +8,7 @@ no pandas to import and no frame of the whole history to build.
 from __future__ import annotations
 
 import statistics
+from typing import cast
 
 from sqlalchemy import select
 
@@ -42,16 +43,17 @@ def latest_medians(db: Db, *, suite: str | None = None, device_fingerprint: str 
     before = orders.get(current_run_id) if current_run_id is not None else None
     latest: dict[str, tuple[int, list[float]]] = {}  # case_key -> (its latest run's order, that run's medians)
     by_order: dict[int, str] = {}
-    for case_key, run_id, median_ms in rows:
+    for case_key, run_id, stored_ms in rows:
+        median_ms = float(cast(float, stored_ms))  # the query kept positive medians only
         order = orders[run_id]
         if before is not None and order >= before:
             continue
         by_order[order] = run_id
         held = latest.get(case_key)
         if held is None or order > held[0]:
-            latest[case_key] = (order, [float(median_ms)])
+            latest[case_key] = (order, [median_ms])
         elif order == held[0]:
-            held[1].append(float(median_ms))
+            held[1].append(median_ms)
     if not latest:
         return None, {}
     return by_order[max(by_order)], {key: statistics.median(medians) for key, (_, medians) in latest.items()}
