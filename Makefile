@@ -45,6 +45,12 @@ test: $(STAMP)
 # and the tests through build/typecheck/tests, a link to tests/.
 LINT_PATHS := suite runners db reports rooflab tests scripts
 TYPECHECK := build/typecheck
+# mypy's cache lives with the environment: most of a first check is the libraries' code (torch, numpy,
+# SQLAlchemy, matplotlib), which depends on what .venv holds, not on the checkout; mypy checks every
+# cached file against its source's hash, so a new clone re-checks only the files that differ. flock
+# (where the system has it) keeps two checkouts sharing the environment from writing it at once.
+MYPY_CACHE := $(abspath $(VENV))/mypy-cache
+MYPY_LOCK := $(shell command -v flock > /dev/null 2>&1 && echo flock $(MYPY_CACHE).lock)
 lint: $(STAMP)
 	@for tool in ruff mypy; do [ -x $(VENV)/bin/$$tool ] || { echo "lint: $(VENV)/bin/$$tool is missing; it comes with the dev extras: $(VENV)/bin/pip install -e '.[dev]'" >&2; exit 1; }; done
 	@rm -rf $(TYPECHECK)/rooflab && mkdir -p $(TYPECHECK)/rooflab
@@ -54,7 +60,7 @@ lint: $(STAMP)
 	@# both checkers run and report before the target fails
 	@status=0; \
 	  echo "ruff check $(LINT_PATHS)"; $(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
-	  echo "mypy -p rooflab -p tests"; (cd $(TYPECHECK) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml -p rooflab -p tests) || status=1; \
+	  echo "mypy -p rooflab -p tests"; (cd $(TYPECHECK) && $(MYPY_LOCK) $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(MYPY_CACHE) -p rooflab -p tests) || status=1; \
 	  exit $$status
 
 # GPU_TESTS narrows it (test files or node ids; default: every gpu-marked test); PYTEST_ADDOPTS is read as usual
