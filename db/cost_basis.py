@@ -57,4 +57,3 @@ def latest_medians(db: Db, *, suite: str | None = None, device_fingerprint: str 
     if not latest:
         return None, {}
     return by_order[max(by_order)], {key: statistics.median(medians) for key, (_, medians) in latest.items()}
-
