@@ -18,15 +18,17 @@ import platform
 import socket
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rooflab.record import EnvironmentRecord
 from rooflab.runners.machine import cpuinfo
 from rooflab.runners.machine.gitinfo import git_state
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import DeviceKind
+from rooflab.vocab import DeviceKind, device_kind_of
 
-__all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields"]
+__all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields",
+           "KnownDevice", "known_without_torch"]
 
 FINGERPRINT_CHARS = 16
 
@@ -210,20 +212,48 @@ def describe_cpu(sysfs_root: str = cpuinfo.SYSFS_CPU, proc_root: str = "/proc") 
     }
 
 
-def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
-    import torch
-
-    cpu = describe_cpu()
-    info = {**cpu, **software_info(), "torch_num_threads": torch.get_num_threads()}
-    identity = identity_fields(
+def _cpu_identity(cpu: Mapping[str, Any], torch_version: str) -> dict[str, Any]:
+    """A CPU's identity fields from its description (`describe_cpu`) and torch's version."""
+    return identity_fields(
         kind="cpu",
         model=cpu["name"],
         memory_bytes=cpu["memory_bytes"],
         driver_version=None,
         cuda_version=None,
-        torch_version=_torch_version(),
+        torch_version=torch_version,
         logical_cores=cpu["logical_cores"],
     )
+
+
+@dataclass(frozen=True)
+class KnownDevice:
+    """A device as it can be known without importing torch."""
+
+    fingerprint: str
+    name: str
+
+
+def known_without_torch(torch_device: str) -> KnownDevice | None:
+    """`torch_device`'s fingerprint and name where they can be known without importing torch
+    (seconds of CPU): a CPU's, from its description and the installed torch's version, the fingerprint
+    `capture` gives it once torch is imported. None for a GPU (its identity comes from torch), and
+    where the installed torch's version cannot be read."""
+    if device_kind_of(torch_device) is not DeviceKind.CPU:
+        return None
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    cpu = describe_cpu()
+    return KnownDevice(fingerprint(_cpu_identity(cpu, version)), cpu["name"])
+
+
+def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
+    import torch
+
+    cpu = describe_cpu()
+    info = {**cpu, **software_info(), "torch_num_threads": torch.get_num_threads()}
+    identity = _cpu_identity(cpu, _torch_version())
     llc = cpu["llc_bytes"] or 0
     cores = cpu["physical_cores"] or cpu["logical_cores"] or 0
     device_info = DeviceInfo(

@@ -28,6 +28,7 @@ from typing import Any
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import CollectiveRecord, WorkModel
+from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
@@ -195,6 +196,9 @@ class CollectivePhase:
         key = error = None
         env: Any = None
         try:
+            held = self._all_held()
+            if held is not None:
+                return held
             try:
                 env, device, reasons = self._environment()
             except ChildCallError as exc:
@@ -225,6 +229,17 @@ class CollectivePhase:
         lane = LaneReport(LANE, env.device_name if env else None, environment_device_uuid(env) if env else None,
                           env.device_fingerprint if env else None, len(self.cases), already, error)
         return PhaseResult(tuple(self.results), max(0, left), already, self.stop_requested, key, error, lane)
+
+    def _all_held(self) -> PhaseResult | None:
+        """The phase's result when the run already holds every case on rank 0's device, known without
+        torch (runners/orchestration/held.py): nothing is started. None: the phase measures."""
+        known = held_on(self.store, self.run_id, self.torch_devices[0], self.cases)
+        if known is None:
+            return None
+        held = len(self.cases)
+        self.progress.lane_ready(LANE, f"{known.name}, rank groups", 0, held)
+        return PhaseResult((), 0, held, False, device_key(None, known.fingerprint), None,
+                           LaneReport(LANE, known.name, None, known.fingerprint, held, held, None))
 
     def _environment(self) -> tuple[Any, Any, dict[str, str | None]]:
         """Rank 0's device as a worker sees it, captured in a fresh process, and stored with the run;

@@ -24,6 +24,7 @@ from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
 from rooflab.runners.orchestration.collectives import CollectivePhase, group_label, is_collective
+from rooflab.runners.orchestration.held import nothing_left
 from rooflab.runners.orchestration.processes import prestart_worker_server
 from rooflab.runners.orchestration.run_options import (
     RunOptions,
@@ -228,16 +229,18 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
     existing = store.get_run(effective_run_id)
     if resume is not None and existing is None:
         raise UserInputError(f"--resume {resume}: no such run in {database.shown}")
-    # only now, with the input checked and the devices held, so that a refused run imports no torch;
-    # the fork server's imports overlap with creating the run (git's state, the run's row)
-    prestart_worker_server()
+    lane_cases = [case for case in cases if not is_collective(case)]
+    group_cases = [case for case in cases if is_collective(case)]
+    # only now, with the input checked and the devices held, so that a refused run imports no torch,
+    # and only when something may be left to measure (runners/orchestration/held.py); the fork
+    # server's imports overlap with creating the run (git's state, the run's row)
+    if existing is None or not nothing_left(store, effective_run_id, torch_devices, lane_cases, group_cases):
+        prestart_worker_server()
     from rooflab.runners.machine.environment import git_state
 
     commit, dirty = git_state()
     run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
     store.start_run(run, shard=shard)
-    lane_cases = [case for case in cases if not is_collective(case)]
-    group_cases = [case for case in cases if is_collective(case)]
     supervisor = Supervisor(
         store=store,
         run_id=effective_run_id,

@@ -26,6 +26,8 @@ from typing import Any, Protocol
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import MeasurementRecord, WorkModel
+from rooflab.runners.machine.environment import KnownDevice
+from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
 from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, WorkerProcess, describe_exit
 from rooflab.runners.orchestration.records import build_record, op_work_model
@@ -121,6 +123,8 @@ class _Lane:
     device_uuid: str | None = None
     already_measured: int = 0
     device_key: str | None = None  # the store's key of this device (UUID, or fingerprint on a CPU)
+    known: KnownDevice | None = None  # the device as known without torch, when the run held all its cases
+    held_checked: bool = False  # whether the run's stored cases were looked up before a first worker
     refreshed_at: float = 0.0  # when the run's stored case keys were last read
     start_failures: int = 0
     error: str | None = None
@@ -213,12 +217,14 @@ class Supervisor:
             if lane.error:
                 failed = True
             env = lane.ready.environment if lane.ready else None
+            known = lane.known
             reports.append(
                 LaneReport(
                     torch_device=lane.torch_device,
-                    device_name=lane.ready.device.name if lane.ready else None,
+                    device_name=lane.ready.device.name if lane.ready else (known.name if known else None),
                     device_uuid=lane.device_uuid,
-                    device_fingerprint=env.device_fingerprint if env is not None else None,
+                    device_fingerprint=(env.device_fingerprint if env is not None
+                                        else known.fingerprint if known else None),
                     cases=len(lane.cases),
                     already_measured=lane.already_measured,
                     error=lane.error,
@@ -269,7 +275,7 @@ class Supervisor:
             self._finish_lane(lane)
             return
         if lane.state == LaneState.NEW:
-            if not lane.cases or (lane.pending is not None and not lane.pending):
+            if not lane.cases or (lane.pending is not None and not lane.pending) or self._all_held(lane):
                 self._finish_lane(lane)
                 return
             lane.worker = WorkerProcess(lane.torch_device)
@@ -296,6 +302,22 @@ class Supervisor:
                 lane.worker.send(("case", CaseRequest(case, self.seed, self.timing_overrides, self.cpu_threads)))
             except (BrokenPipeError, OSError):
                 self._worker_died(lane)
+
+    def _all_held(self, lane: _Lane) -> bool:
+        """Before the lane's first worker: whether the run already holds every case of the lane on its
+        device, known without torch (runners/orchestration/held.py). The lane then needs no worker."""
+        if lane.held_checked or lane.pending is not None:
+            return False
+        lane.held_checked = True
+        known = held_on(self.store, self.run_id, lane.torch_device, lane.cases)
+        if known is None:
+            return False
+        lane.known = known
+        lane.device_key = device_key(None, known.fingerprint)
+        lane.already_measured = len(lane.cases)
+        lane.pending = deque()
+        self.progress.lane_ready(lane.torch_device, known.name, 0, lane.already_measured)
+        return True
 
     def _drop_measured(self, lane: _Lane) -> None:
         """Forget pending cases that another process (the same shard started twice) has stored since."""

@@ -10,6 +10,7 @@ import pytest
 from rooflab.db.collectives import collective_frame
 from rooflab.db.query import results
 from rooflab.reports.roofs.interconnect import collective_ceilings
+from rooflab.runners.orchestration import collectives, session, supervisor
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import RunSummary, run_suite
 from rooflab.suite.ops import collective as collective_op
@@ -114,6 +115,13 @@ def test_collectives_are_stored_as_measurements_with_their_group_and_shards_and_
     devices = {row["device"] for s in shards for row in s.slowest}
     assert "collectives" not in devices and devices & {"cpu x2 (gloo)", "cpu x3 (gloo)"}, devices
     assert rows["case_key"].is_unique
+    # the resumed run finds every case stored on this CPU, known without torch: it starts no fork
+    # server, no worker and no process to describe rank 0's device (runners/orchestration/held.py)
+    started: list[str] = []
+    monkeypatch.setattr(session, "prestart_worker_server", lambda: started.append("fork server"))
+    monkeypatch.setattr(supervisor, "WorkerProcess", lambda device: started.append(f"worker on {device}"))
+    monkeypatch.setattr(collectives, "ChildCall", lambda *args: started.append("rank 0's description"))
     again = _run(spec, url, resume="night")
+    assert started == [] and again.status == "complete"
     assert sum(again.counts.values()) == 0 and again.already_measured == 7
     assert forkserver_children() == set()

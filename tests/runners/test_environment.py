@@ -61,11 +61,18 @@ def test_a_captured_environment_unpickles_without_importing_torch() -> None:
     assert out.stdout.decode().strip() == "False", out.stderr.decode()
 
 
-def test_fingerprint_is_stable_across_processes() -> None:
+def test_fingerprint_is_stable_across_processes_and_a_cpus_is_known_before_torch_is_imported() -> None:
+    """A resumed run decides that nothing is left without importing torch (runners/orchestration/
+    held.py): in a fresh Python a CPU's fingerprint and name are known before torch is imported, the
+    same that `capture` gives once it is; a GPU's are not known that way."""
     here, _ = capture("cpu")
-    code = "from rooflab.runners.machine.environment import capture; print(capture('cpu')[0].device_fingerprint)"
+    code = ("import sys; from rooflab.runners.machine.environment import capture, known_without_torch; "
+            "known = known_without_torch('cpu'); print(known.fingerprint, 'torch' in sys.modules, "
+            "known_without_torch('cuda:0')); print(known.name); print(capture('cpu')[0].device_fingerprint)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == here.device_fingerprint
+    first, name, captured = out.stdout.strip().split("\n")
+    assert first.split() == [here.device_fingerprint, "False", "None"]
+    assert name == here.device_name and captured == here.device_fingerprint
 
 
 def test_fingerprint_depends_on_identity_only_and_on_each_identity_field() -> None:
