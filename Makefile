@@ -50,7 +50,7 @@ TYPECHECK := build/typecheck
 # cached file against its source's hash, so a new clone re-checks only the files that differ. flock
 # (where the system has it) keeps two checkouts sharing the environment from writing it at once.
 MYPY_CACHE := $(abspath $(VENV))/mypy-cache
-MYPY_LOCK := $(shell command -v flock > /dev/null 2>&1 && echo flock $(MYPY_CACHE).lock)
+MYPY_LOCK = $(shell command -v flock > /dev/null 2>&1 && echo flock $(MYPY_CACHE).lock)
 lint: $(STAMP)
 	@for tool in ruff mypy; do [ -x $(VENV)/bin/$$tool ] || { echo "lint: $(VENV)/bin/$$tool is missing; it comes with the dev extras: $(VENV)/bin/pip install -e '.[dev]'" >&2; exit 1; }; done
 	@rm -rf $(TYPECHECK)/rooflab && mkdir -p $(TYPECHECK)/rooflab

@@ -124,7 +124,6 @@ class _Lane:
     already_measured: int = 0
     device_key: str | None = None  # the store's key of this device (UUID, or fingerprint on a CPU)
     known: KnownDevice | None = None  # the device as known without torch, when the run held all its cases
-    held_checked: bool = False  # whether the run's stored cases were looked up before a first worker
     refreshed_at: float = 0.0  # when the run's stored case keys were last read
     start_failures: int = 0
     error: str | None = None
@@ -304,11 +303,11 @@ class Supervisor:
                 self._worker_died(lane)
 
     def _all_held(self, lane: _Lane) -> bool:
-        """Before the lane's first worker: whether the run already holds every case of the lane on its
-        device, known without torch (runners/orchestration/held.py). The lane then needs no worker."""
-        if lane.held_checked or lane.pending is not None:
+        """Until a worker has said which cases the run holds: whether it already holds every case of
+        the lane on its device, known without torch (runners/orchestration/held.py; a few ms). The
+        lane then needs no worker."""
+        if lane.pending is not None:
             return False
-        lane.held_checked = True
         known = held_on(self.store, self.run_id, lane.torch_device, lane.cases)
         if known is None:
             return False
