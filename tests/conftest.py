@@ -61,6 +61,15 @@ def _private_device_locks(tmp_path_factory):
         os.environ["ROOFLAB_LOCK_DIR"] = saved
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under pytest-xdist, the controller rewrites the tests' asserts once, before it starts the
+    workers (tests/rewrite_cache.py): each worker would otherwise rewrite every test module itself."""
+    if session.config.pluginmanager.hasplugin("dsession"):
+        from tests.rewrite_cache import rewrite_once
+
+        rewrite_once(session.config)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """`--dist loadscope` (`make test`) as tests/scheduling.py scopes it: one test, or a whole module

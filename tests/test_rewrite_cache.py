@@ -1,0 +1,43 @@
+"""tests/rewrite_cache.py: the controller's one rewrite of the tests' asserts, read by the workers."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import CodeType
+
+import pytest
+from _pytest.assertion import rewrite
+
+from tests.rewrite_cache import rewrite_once, rewritten_modules
+
+TEST_MODULE = "def test_sum():\n    total = sum([2, 3])\n    assert total == 5, total\n"
+
+
+def _tree(root: Path) -> None:
+    (root / "tests" / "deep").mkdir(parents=True)
+    (root / "tests" / "conftest.py").write_text("import pytest\n", encoding="utf-8")
+    (root / "tests" / "deep" / "test_sum.py").write_text(TEST_MODULE, encoding="utf-8")
+    (root / "tests" / "deep" / "helper.py").write_text("VALUE = 1\n", encoding="utf-8")  # not rewritten
+
+
+def _stored(path: Path) -> CodeType | None:
+    return rewrite._read_pyc(path, rewrite.get_cache_dir(path) / (path.name[:-3] + rewrite.PYC_TAIL))
+
+
+def test_each_test_module_and_conftest_is_rewritten_once_and_again_when_it_changes(
+        pytestconfig: pytest.Config, tmp_path: Path) -> None:
+    _tree(tmp_path)
+    module = tmp_path / "tests" / "deep" / "test_sum.py"
+    assert [p.name for p in rewritten_modules(pytestconfig, tmp_path)] == ["conftest.py", "test_sum.py"]
+    assert _stored(module) is None
+
+    assert rewrite_once(pytestconfig, tmp_path) == 2
+    code = _stored(module)
+    # what pytest stored is the rewritten module: it calls pytest's assertion helpers
+    assert code is not None and "@pytest_ar" in code.co_names
+    assert _stored(tmp_path / "tests" / "deep" / "helper.py") is None
+
+    assert rewrite_once(pytestconfig, tmp_path) == 0  # up to date: nothing is rewritten again
+    module.write_text(TEST_MODULE.replace("5", "5.0"), encoding="utf-8")
+    assert _stored(module) is None  # stale by its source's hash
+    assert rewrite_once(pytestconfig, tmp_path) == 1
+    assert _stored(module) is not None
