@@ -5,6 +5,8 @@ import hashlib
 import json
 import random
 import sqlite3
+import subprocess
+import sys
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -18,7 +20,14 @@ from typer.testing import CliRunner
 from rooflab.db import query
 from rooflab.db.errors import SchemaVersionError
 from rooflab.db.models import Base
-from rooflab.db.schema import alembic_config, head_revision, read_state, revisions
+from rooflab.db.schema import (
+    alembic_config,
+    head_revision,
+    newest_migration_file_revision,
+    read_state,
+    revisions,
+    script_directory,
+)
 from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url
 from rooflab.runners.cli.app import app
@@ -140,6 +149,28 @@ def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[f
             {"blob": b"\x00" * 24},
         )
     return medians
+
+
+def test_each_migration_file_is_named_after_its_revision_and_a_current_database_opens_without_alembic(
+        sqlite_url: str) -> None:
+    """The newest migration file's name gives the head revision, so a process that opens a database
+    at head (every `rooflab run`, rank 0 of a collective step, `rooflab report`) imports no Alembic;
+    another revision is judged by Alembic's list (test_upgrade_from_the_first_revision_keeps_the_data,
+    test_a_newer_revision_is_refused_and_the_file_is_unchanged)."""
+    for script in script_directory().walk_revisions():
+        assert Path(script.path).name.startswith(script.revision + "_"), script.path
+    assert newest_migration_file_revision() == head_revision()
+    ResultStore(sqlite_url).close()
+    program = ("import sys\n"
+               "from rooflab.db.schema import read_state\n"
+               "from rooflab.db.store import ResultStore\n"
+               f"ResultStore({sqlite_url!r}).close()\n"
+               f"print(read_state({sqlite_url!r}).kind, 'alembic' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=root, timeout=120,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["current", "False"]
 
 
 def test_upgrade_from_the_first_revision_keeps_the_data(any_url: str) -> None:
