@@ -154,7 +154,8 @@ def _insert_revision_one_rows(conn, dialect: str, n_measurements: int) -> list[f
 def test_each_migration_file_is_named_after_its_revision_and_a_current_database_opens_without_alembic(
         sqlite_url: str) -> None:
     """The newest migration file's name gives the head revision, so a process that opens a database
-    at head (every `rooflab run`, rank 0 of a collective step, `rooflab report`) imports no Alembic;
+    at head (every `rooflab run`, rank 0 of a collective step, `rooflab report`) imports no Alembic
+    (nor, writing SQLite, PostgreSQL's dialect);
     another revision is judged by Alembic's list (test_upgrade_from_the_first_revision_keeps_the_data,
     test_a_newer_revision_is_refused_and_the_file_is_unchanged)."""
     for script in script_directory().walk_revisions():
@@ -164,13 +165,16 @@ def test_each_migration_file_is_named_after_its_revision_and_a_current_database_
     program = ("import sys\n"
                "from rooflab.db.schema import read_state\n"
                "from rooflab.db.store import ResultStore\n"
-               f"ResultStore({sqlite_url!r}).close()\n"
-               f"print(read_state({sqlite_url!r}).kind, 'alembic' in sys.modules)\n")
+               "from tests.db.factories import make_run\n"
+               f"with ResultStore({sqlite_url!r}) as store:\n"
+               "    store.start_run(make_run('r'))\n"
+               f"print(read_state({sqlite_url!r}).kind, 'alembic' in sys.modules,\n"
+               "      'sqlalchemy.dialects.postgresql' in sys.modules)\n")
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=root, timeout=120,
                           env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["current", "False"]
+    assert done.stdout.split() == ["current", "False", "False"]  # nor PostgreSQL's dialect, writing SQLite
 
 
 def test_upgrade_from_the_first_revision_keeps_the_data(any_url: str) -> None:
