@@ -22,8 +22,11 @@ def insert_ignore(conn: Connection, table: Table) -> Any:
     """An INSERT into `table` that skips rows whose natural key already exists (SQLite and PostgreSQL).
     Each dialect's module is imported when its engine needs it (PostgreSQL's costs about 0.2 s of CPU,
     which a process writing SQLite need not pay)."""
+    keys = list(NATURAL_KEYS[table.name])
     if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql as module
-    else:
-        from sqlalchemy.dialects import sqlite as module
-    return module.insert(table).on_conflict_do_nothing(index_elements=list(NATURAL_KEYS[table.name]))
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=keys)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=keys)
