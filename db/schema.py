@@ -207,7 +207,9 @@ def create_schema(engine: Engine, url: URL) -> None:
         if state.kind == "empty":
             from alembic.runtime.migration import MigrationContext
 
-            Base.metadata.create_all(conn)
+            # "empty" holds none of the models' tables (any one of them makes it "foreign"): no
+            # table needs the look-up create_all would make before creating it
+            Base.metadata.create_all(conn, checkfirst=False)
             MigrationContext.configure(conn).stamp(script_directory(), "head")
         else:
             refuse(state, url)
