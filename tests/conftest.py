@@ -1,6 +1,7 @@
 """Fixtures shared by every test package."""
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import MutableMapping
@@ -44,6 +45,23 @@ def _isolated_op_registry():
             sys.modules.pop(type(op).__module__, None)
     registry._plugins_loaded.clear()
     registry._plugins_loaded.update(saved_plugins)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _each_cli_built_once():
+    """CliRunner.invoke builds the Click command of its Typer app on every call: for rooflab's app
+    that reads the signature of every command, tens of ms of CPU per call. An app does not change
+    once its commands are registered, so the tests build each app's command once and reuse it (what
+    the `rooflab` entry point does in its one call)."""
+    import typer.main
+    import typer.testing
+
+    built = functools.cache(typer.main.get_command)  # a Typer app hashes by identity
+
+    saved = typer.testing._get_command
+    typer.testing._get_command = built
+    yield
+    typer.testing._get_command = saved
 
 
 @pytest.fixture(scope="session", autouse=True)
