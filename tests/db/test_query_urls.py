@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -16,6 +17,7 @@ from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url, redact
 from rooflab.runners.cli.app import app
 from tests.db.factories import T0, make_case, make_env, make_measurement, make_run
+from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
 
 runner = CliRunner()
 PLAN_EXTRAS = ("timing_mode", "stop_reason", "throttled", "device_uuid", "op_version", "mean_ms", "min_ms", "max_ms",
@@ -74,20 +76,34 @@ def _varied_history(url: str) -> None:
                     store.add_measurement(make_measurement(run, make_case(i), env, rng=rng, status=status))
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def varied_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`_varied_history` stored once per backend for the column-subset tests, which only read it."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('varied') / 'results.db'}"
+        _varied_history(url)
+        yield url
+        return
+    if postgres_server_url() is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with fresh_postgres_url() as url:
+        _varied_history(url)
+        yield url
+
+
 @pytest.mark.parametrize("columns", [
     ["run_order"],
     ["params", "throttle_reasons", "measured_at", "started_at", "finished_at", "throttled", "git_dirty"],
     ["median_ms", "case_key", "run_order", "device_fingerprint", "status", "error"],
     list(reversed(query.RESULT_COLUMNS)),
 ])
-def test_a_column_subset_equals_those_columns_of_the_full_frame(any_url: str, columns: list[str]) -> None:
-    _varied_history(any_url)
-    full = query.results(any_url)
+def test_a_column_subset_equals_those_columns_of_the_full_frame(varied_url: str, columns: list[str]) -> None:
+    full = query.results(varied_url)
     assert len(full) == 24 and full["throttled"].any() and (full["status"] == "failed").any()
-    pd.testing.assert_frame_equal(query.results(any_url, columns=columns), full[columns], check_exact=True)
+    pd.testing.assert_frame_equal(query.results(varied_url, columns=columns), full[columns], check_exact=True)
     for kw in ({"run_id": "v1"}, {"device": "NVIDIA A100"}, {"status": "ok"}, {"case_key": make_case(2).case_key}):
-        pd.testing.assert_frame_equal(query.results(any_url, columns=columns, **kw),
-                                      query.results(any_url, **kw)[columns], check_exact=True)
+        pd.testing.assert_frame_equal(query.results(varied_url, columns=columns, **kw),
+                                      query.results(varied_url, **kw)[columns], check_exact=True)
 
 
 def test_unknown_result_columns_are_refused(sqlite_url: str) -> None:
