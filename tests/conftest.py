@@ -56,10 +56,11 @@ def _each_cli_built_once():
     import typer.main
     import typer.testing
 
-    built = functools.cache(typer.main.get_command)  # a Typer app hashes by identity
-
-    saved = typer.testing._get_command
-    typer.testing._get_command = built
+    saved = getattr(typer.testing, "_get_command", None)  # Typer's own; another Typer may lack it
+    if saved is None:
+        yield
+        return
+    typer.testing._get_command = functools.cache(typer.main.get_command)  # an app hashes by identity
     yield
     typer.testing._get_command = saved
 
