@@ -3,7 +3,7 @@ every result, and db.query.series_summary against the results frame, on a synthe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,26 @@ def everything(url: str) -> pd.DataFrame:
     """Every result of the database (query.results), read once for the tests that judge or count it
     whole (the reference the windowed reads are checked against)."""
     return query.results(url)
+
+
+@pytest.fixture(scope="module")
+def windowed(url: str) -> Callable[..., list]:
+    """detect_in_database(url, **kw), judged once per set of options for the module's tests (no test
+    writes to the database, and the check only reads it)."""
+    judged: dict[tuple, list] = {}
+
+    def check(**kw) -> list:
+        key = tuple(sorted(kw.items()))
+        if key not in judged:
+            judged[key] = detect_in_database(url, **kw)
+        return judged[key]
+    return check
+
+
+@pytest.fixture(scope="module")
+def verdicts(url: str) -> list:
+    """load_verdicts(url), read once for the tests of the planted series."""
+    return load_verdicts(url)
 
 
 def _rows() -> list[dict]:
@@ -114,24 +134,24 @@ def _rows() -> list[dict]:
     return rows
 
 
-def _same(url: str, everything: pd.DataFrame, **kw) -> list:
+def _same(windowed: Callable[..., list], everything: pd.DataFrame, **kw) -> list:
     full = detect(everything, **kw)
-    windowed = detect_in_database(url, **kw)
-    assert [v.as_dict() for v in windowed] == [v.as_dict() for v in full]
-    for a, b in zip(windowed, full, strict=True):
+    found = windowed(**kw)
+    assert [v.as_dict() for v in found] == [v.as_dict() for v in full]
+    for a, b in zip(found, full, strict=True):
         assert ((a.status, a.latest, a.previous, a.baseline, a.note)
                 == (b.status, b.latest, b.previous, b.baseline, b.note))
         if a.status in ("regression", "suspect", "improvement") or a.n_points is None:
             assert a.points == b.points
         else:
             assert a.points == b.points[-len(a.points):] and a.n_points == len(b.points)
-    return windowed
+    return found
 
 
 @pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02},
                                 {"window": 3}, {"window": 30}])
-def test_windowed_verdicts_equal_those_on_every_result(url, everything, kw):
-    verdicts = _same(url, everything, **kw)
+def test_windowed_verdicts_equal_those_on_every_result(windowed, everything, kw):
+    verdicts = _same(windowed, everything, **kw)
     window = kw.get("window", 20)
     if history_runs(window) < RUNS:  # the newest runs alone were read for some series
         assert any(v.n_points is not None for v in verdicts)
@@ -140,8 +160,8 @@ def test_windowed_verdicts_equal_those_on_every_result(url, everything, kw):
         assert {"regression", "suspect", "improvement", "ok", "insufficient_data"} <= set(statuses), statuses
 
 
-def test_the_planted_series_get_their_verdicts(url):
-    by_n = {(v.case_key.split("n=")[-1], v.device_fingerprint): v for v in load_verdicts(url)}
+def test_the_planted_series_get_their_verdicts(verdicts):
+    by_n = {(v.case_key.split("n=")[-1], v.device_fingerprint): v for v in verdicts}
     assert by_n[("2", "fp-h100")].status == "regression"
     assert by_n[("3", "fp-h100")].status == "suspect"
     assert by_n[("4", "fp-a100")].status == by_n[("4", "fp-h100")].status == "improvement"
@@ -151,8 +171,8 @@ def test_the_planted_series_get_their_verdicts(url):
     assert by_n[("9", "fp-h100")].status == by_n[("10", "fp-h100")].status == "insufficient_data"
 
 
-def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(url):
-    by_n = {v.case_key.split("n=")[-1]: v for v in load_verdicts(url) if v.device_fingerprint == "fp-h100"}
+def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(verdicts):
+    by_n = {v.case_key.split("n=")[-1]: v for v in verdicts if v.device_fingerprint == "fp-h100"}
     older = by_n["14"]  # changed at run 15, before the newest runs: found from the method spans
     assert older.status == "ok" and older.segment_start_run == "run-0015" and older.n_points == RUNS
     assert by_n["15"].segment_start_run == "run-0012"  # alternating: read again in full
@@ -214,14 +234,14 @@ def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, everyt
 
 
 @pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 3}])
-def test_the_verdicts_from_the_history_columns_are_those_read_from_the_database(url, kw):
+def test_the_verdicts_from_the_history_columns_are_those_read_from_the_database(url, windowed, kw):
     """The report judges from the history it has read (reports.regressions.columns_source): the same verdicts,
     as_dict and points, as detect_in_database reading the database itself."""
     from rooflab.db.series_query import history_columns
     from rooflab.reports.regressions.columns_source import ColumnsSource
     from rooflab.reports.regressions.database_check import detect_with
 
-    read = detect_in_database(url, **kw)
+    read = windowed(**kw)
     columns = detect_with(ColumnsSource(history_columns(url)), **kw)
     assert [v.as_dict() for v in columns] == [v.as_dict() for v in read]
     assert [(v.points, v.n_points) for v in columns] == [(v.points, v.n_points) for v in read]
