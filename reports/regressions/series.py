@@ -143,10 +143,12 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
     run_ids, orders, medians, envs, methods = c["run_id"], c["order"], c["median_ms"], c["env"], c["method"]
     not_ok, throttled, noisy = c["not_ok"], c["throttled"], c["noisy"]
     starts, commits = c["started_at"], c["git_commit"]
+    last_method = None  # the method value read last: read again, it changes nothing (most runs)
     for i in range(start, end):
         env, method = envs[i], methods[i]
         # no ok result in this run (NaN): measured as before, as far as anyone knows
-        changed_method = isinstance(method, str) and _method_changed(method, known)
+        changed_method = isinstance(method, str) and method != last_method and _method_changed(method, known)
+        last_method = method if isinstance(method, str) else last_method
         if last_env is not None and (env != last_env or changed_method):
             segment += 1
         last_env = env
