@@ -23,22 +23,37 @@ import pytest
 CONFTEST = "conftest.py"
 
 
-def rewritten_modules(config: pytest.Config, root: Path) -> list[Path]:
-    """The modules pytest would rewrite under ROOT's test folders (`testpaths`), in a stable order."""
+def targets(config: pytest.Config) -> list[Path]:
+    """The files and folders the run collects: those on its command line (a node id's file), else
+    its `testpaths`."""
+    given = [arg.split("::", 1)[0] for arg in config.args]
+    base = config.invocation_params.dir
+    if not given:
+        given, base = list(config.getini("testpaths") or ["."]), config.rootpath
+    return [(base / arg).resolve() for arg in given]
+
+
+def rewritten_modules(config: pytest.Config, paths: list[Path]) -> list[Path]:
+    """The modules pytest would rewrite to collect PATHS (files or folders), in a stable order: the
+    test files among them and the conftest files of their folders, up to the run's root folder."""
     from _pytest.pathlib import fnmatch_ex
 
     patterns = config.getini("python_files")
-    found: list[Path] = []
-    for folder in config.getini("testpaths") or ["."]:
-        for path in sorted((root / folder).rglob("*.py")):
-            if path.name == CONFTEST or any(fnmatch_ex(pattern, path) for pattern in patterns):
-                found.append(path)
-    return found
+    found: set[Path] = set()
+    for target in paths:
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        found.update(p for p in files if p.name == CONFTEST or any(fnmatch_ex(pattern, p) for pattern in patterns))
+        for folder in target.parents:
+            if (folder / CONFTEST).is_file():
+                found.add(folder / CONFTEST)
+            if folder == config.rootpath:
+                break
+    return sorted(p for p in found if p.suffix == ".py" and p.is_file())
 
 
-def rewrite_once(config: pytest.Config, root: Path | None = None) -> int:
-    """Write the rewritten code of each test module under ROOT (the run's root folder) whose stored
-    copy is missing or stale; how many were written."""
+def rewrite_once(config: pytest.Config, paths: list[Path] | None = None) -> int:
+    """Write the rewritten code of each test module the run collects (PATHS, by default its
+    `targets`) whose stored copy is missing or stale; how many were written."""
     try:
         from _pytest.assertion import rewrite
     except ImportError:
@@ -46,7 +61,7 @@ def rewrite_once(config: pytest.Config, root: Path | None = None) -> int:
     written = 0
     try:
         state = config.stash[rewrite.assertstate_key]
-        for path in rewritten_modules(config, root or config.rootpath):
+        for path in rewritten_modules(config, targets(config) if paths is None else paths):
             cache = rewrite.get_cache_dir(path)
             pyc = cache / (path.name[:-3] + rewrite.PYC_TAIL)
             if rewrite._read_pyc(path, pyc) is not None or not rewrite.try_makedirs(cache):

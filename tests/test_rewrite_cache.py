@@ -27,17 +27,26 @@ def test_each_test_module_and_conftest_is_rewritten_once_and_again_when_it_chang
         pytestconfig: pytest.Config, tmp_path: Path) -> None:
     _tree(tmp_path)
     module = tmp_path / "tests" / "deep" / "test_sum.py"
-    assert [p.name for p in rewritten_modules(pytestconfig, tmp_path)] == ["conftest.py", "test_sum.py"]
+    tests = [tmp_path / "tests"]
+    assert [p.name for p in rewritten_modules(pytestconfig, tests)] == ["conftest.py", "test_sum.py"]
     assert _stored(module) is None
 
-    assert rewrite_once(pytestconfig, tmp_path) == 2
+    assert rewrite_once(pytestconfig, tests) == 2
     code = _stored(module)
     # what pytest stored is the rewritten module: it calls pytest's assertion helpers
     assert code is not None and "@pytest_ar" in code.co_names
     assert _stored(tmp_path / "tests" / "deep" / "helper.py") is None
 
-    assert rewrite_once(pytestconfig, tmp_path) == 0  # up to date: nothing is rewritten again
+    assert rewrite_once(pytestconfig, tests) == 0  # up to date: nothing is rewritten again
     module.write_text(TEST_MODULE.replace("5", "5.0"), encoding="utf-8")
     assert _stored(module) is None  # stale by its source's hash
-    assert rewrite_once(pytestconfig, tmp_path) == 1
+    assert rewrite_once(pytestconfig, tests) == 1
     assert _stored(module) is not None
+
+
+def test_a_run_of_one_file_rewrites_that_file_and_the_conftest_files_above_it(
+        pytestconfig: pytest.Config, tmp_path: Path) -> None:
+    _tree(tmp_path)
+    (tmp_path / "tests" / "test_other.py").write_text(TEST_MODULE, encoding="utf-8")
+    module = tmp_path / "tests" / "deep" / "test_sum.py"
+    assert rewritten_modules(pytestconfig, [module]) == [tmp_path / "tests" / "conftest.py", module]
