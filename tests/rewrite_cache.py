@@ -10,10 +10,11 @@ writes them before it starts the workers (tests/conftest.py), and a later run in
 rewrites only the modules that changed.
 
 It uses pytest's own rewriting functions, which are not public: where they are missing or fail
-(another pytest), nothing is written and each worker rewrites for itself as before.
+(another pytest), it stops, and each worker rewrites what is not stored for itself, as before.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -24,42 +25,53 @@ CONFTEST = "conftest.py"
 
 
 def targets(config: pytest.Config) -> list[Path]:
-    """The files and folders the run collects: those on its command line (a node id's file), else
-    its `testpaths`."""
-    given = [arg.split("::", 1)[0] for arg in config.args]
+    """The files and folders the run collects, as its command line names them (a node id by its
+    file; pytest puts its `testpaths` there when the command line names nothing)."""
     base = config.invocation_params.dir
-    if not given:
-        given, base = list(config.getini("testpaths") or ["."]), config.rootpath
-    return [(base / arg).resolve() for arg in given]
+    return [(base / arg.split("::", 1)[0]).resolve() for arg in config.args]
 
 
-def rewritten_modules(config: pytest.Config, paths: list[Path]) -> list[Path]:
-    """The modules pytest would rewrite to collect PATHS (files or folders), in a stable order: the
-    test files among them and the conftest files of their folders, up to the run's root folder."""
+def _walked(folder: Path, skipped: list[str]) -> list[Path]:
+    """The .py files under FOLDER, not descending where pytest does not collect: a folder that
+    `norecursedirs` names, or a virtual environment (one holding pyvenv.cfg)."""
     from _pytest.pathlib import fnmatch_ex
 
-    patterns = config.getini("python_files")
+    found: list[Path] = []
+    for here, folders, files in os.walk(folder):
+        folders[:] = sorted(f for f in folders if not any(fnmatch_ex(p, f) for p in skipped)
+                            and not (Path(here) / f / "pyvenv.cfg").exists())
+        found += [Path(here) / f for f in files if f.endswith(".py")]
+    return found
+
+
+def rewritten_modules(config: pytest.Config, paths: list[Path], root: Path | None = None) -> list[Path]:
+    """The modules pytest would rewrite to collect PATHS (files or folders), in a stable order: the
+    test files among them and the conftest files of their folders, up to ROOT (the run's root folder)."""
+    from _pytest.pathlib import fnmatch_ex
+
+    patterns, skipped = config.getini("python_files"), config.getini("norecursedirs")
+    root = root or config.rootpath
     found: set[Path] = set()
     for target in paths:
-        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        files = _walked(target, skipped) if target.is_dir() else [target]
         found.update(p for p in files if p.name == CONFTEST or any(fnmatch_ex(pattern, p) for pattern in patterns))
-        for folder in target.parents:
+        for folder in (target, *target.parents):
+            if folder != root and root not in folder.parents:
+                break  # above the run's root folder
             if (folder / CONFTEST).is_file():
                 found.add(folder / CONFTEST)
-            if folder == config.rootpath:
-                break
     return sorted(p for p in found if p.suffix == ".py" and p.is_file())
 
 
 def rewrite_once(config: pytest.Config, paths: list[Path] | None = None) -> int:
     """Write the rewritten code of each test module the run collects (PATHS, by default its
-    `targets`) whose stored copy is missing or stale; how many were written."""
-    try:
-        from _pytest.assertion import rewrite
-    except ImportError:
-        return 0
+    `targets`) whose stored copy is missing or stale; how many were written. Any failure (another
+    pytest's internals, an unreadable folder, a module that does not parse, which its worker then
+    reports) ends it quietly: what is not written, the workers rewrite for themselves."""
     written = 0
     try:
+        from _pytest.assertion import rewrite
+
         state = config.stash[rewrite.assertstate_key]
         for path in rewritten_modules(config, targets(config) if paths is None else paths):
             cache = rewrite.get_cache_dir(path)
@@ -68,8 +80,6 @@ def rewrite_once(config: pytest.Config, paths: list[Path] | None = None) -> int:
                 continue
             source_hash, code = rewrite._rewrite_test(path, config)
             written += bool(rewrite._write_pyc(state, code, source_hash, pyc))
-    except (AttributeError, KeyError, TypeError, OSError, SyntaxError):
-        # another pytest's internals, an unreadable folder, a module that does not parse (its
-        # worker reports it as a collection error): the workers rewrite the rest for themselves
+    except Exception:  # noqa: BLE001 - a cache: the run goes on without the rest of it
         pass
     return written

@@ -14,6 +14,10 @@ TEST_MODULE = "def test_sum():\n    total = sum([2, 3])\n    assert total == 5, 
 
 def _tree(root: Path) -> None:
     (root / "tests" / "deep").mkdir(parents=True)
+    for skipped in (".venv", "build"):  # a virtual environment; a folder norecursedirs names
+        (root / "tests" / skipped / "lib").mkdir(parents=True)
+        (root / "tests" / skipped / "lib" / "test_vendored.py").write_text(TEST_MODULE, encoding="utf-8")
+    (root / "tests" / ".venv" / "pyvenv.cfg").write_text("home = /usr\n", encoding="utf-8")
     (root / "tests" / "conftest.py").write_text("import pytest\n", encoding="utf-8")
     (root / "tests" / "deep" / "test_sum.py").write_text(TEST_MODULE, encoding="utf-8")
     (root / "tests" / "deep" / "helper.py").write_text("VALUE = 1\n", encoding="utf-8")  # not rewritten
@@ -28,7 +32,8 @@ def test_each_test_module_and_conftest_is_rewritten_once_and_again_when_it_chang
     _tree(tmp_path)
     module = tmp_path / "tests" / "deep" / "test_sum.py"
     tests = [tmp_path / "tests"]
-    assert [p.name for p in rewritten_modules(pytestconfig, tests)] == ["conftest.py", "test_sum.py"]
+    # not the virtual environment's or a folder norecursedirs names (pytest collects neither)
+    assert [p.name for p in rewritten_modules(pytestconfig, tests, tmp_path)] == ["conftest.py", "test_sum.py"]
     assert _stored(module) is None
 
     assert rewrite_once(pytestconfig, tests) == 2
@@ -49,4 +54,12 @@ def test_a_run_of_one_file_rewrites_that_file_and_the_conftest_files_above_it(
     _tree(tmp_path)
     (tmp_path / "tests" / "test_other.py").write_text(TEST_MODULE, encoding="utf-8")
     module = tmp_path / "tests" / "deep" / "test_sum.py"
-    assert rewritten_modules(pytestconfig, [module]) == [tmp_path / "tests" / "conftest.py", module]
+    assert rewritten_modules(pytestconfig, [module], tmp_path) == [tmp_path / "tests" / "conftest.py", module]
+
+
+def test_a_pytest_without_the_functions_it_uses_leaves_the_workers_to_rewrite(
+        pytestconfig: pytest.Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _tree(tmp_path)
+    monkeypatch.delattr(rewrite, "_write_pyc")
+    assert rewrite_once(pytestconfig, [tmp_path / "tests"]) == 0  # no error: the run goes on
+    assert _stored(tmp_path / "tests" / "deep" / "test_sum.py") is None
