@@ -71,8 +71,9 @@ def head_revision() -> str:
     return revisions()[-1]
 
 
-# A migration's file is named after its revision (versions/0010_collective_mode_tool.py holds
-# revision "0010"; tests/db/test_schema.py holds every file to it).
+# A migration's file is named after its revision, zero-padded so that the names sort in revision
+# order (versions/0010_collective_mode_tool.py holds revision "0010"; tests/db/test_schema.py holds
+# every file to it and the newest name to Alembic's head).
 MIGRATION_FILE_SEPARATOR = "_"
 
 
@@ -81,7 +82,7 @@ def newest_migration_file_revision() -> str | None:
     """The revision the newest migration file's name starts with, read without Alembic (whose import
     costs about 0.4 s of CPU, in every process that opens a database). A database stamped with it is
     at head: `inspect_connection` then needs no revision list; any other revision is judged by
-    Alembic's own list, so a file named otherwise costs time, never a wrong answer."""
+    Alembic's own list. That holds while the names follow the rule above (the test's part)."""
     names = sorted(p.name for p in (MIGRATIONS_DIR / "versions").glob("*.py") if not p.name.startswith("__"))
     return names[-1].split(MIGRATION_FILE_SEPARATOR, 1)[0] if names else None
 

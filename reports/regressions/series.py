@@ -27,7 +27,7 @@ ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
 METHOD_COLUMNS = ("flush_method", "pace", "collective_mode")  # how a result was measured: a change starts a segment
 UNKNOWN = "?"  # a method value not recorded (a result stored before its column): it matches any
 SEGMENT_COLUMNS = ENV_COLUMNS + METHOD_COLUMNS
-RUN_KEYS = ["case_key", "device_fingerprint", "run_id"]  # one point of a series
+RUN_KEYS = ("case_key", "device_fingerprint", "run_id")  # one point of a series
 RUN_POINT_COLUMNS = (*RUN_KEYS, "order", "median_ms", "not_ok", "throttled", "noisy", "env", "method", "device_name",
                      "started_at", "git_commit")
 
@@ -66,7 +66,7 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
                        else pd.Series(pd.NaT, index=df.index, dtype="datetime64[ns, UTC]")),
         "git_commit": df["git_commit"].astype(object) if "git_commit" in df.columns else None,
     })
-    several = d.duplicated(RUN_KEYS, keep=False)  # e.g. several GPUs of one fingerprint in a run
+    several = d.duplicated(list(RUN_KEYS), keep=False)  # e.g. several GPUs of one fingerprint in a run
     single = d[~several] if several.any() else d  # a key with one row is its own aggregate
     agg = single.rename(columns={"ok_median": "median_ms"})[list(RUN_POINT_COLUMNS)]
     if several.any():
@@ -80,7 +80,7 @@ def _aggregated(rows: pd.DataFrame) -> pd.DataFrame:
     the median of the ok medians, whether any row is not ok, throttled or noisy, and the first
     recorded environment, method, device name and commit (RUN_POINT_COLUMNS). One groupby call per
     kind of aggregate: a call per column costs a few ms each, on every check."""
-    g = rows.groupby(RUN_KEYS, sort=False)
+    g = rows.groupby(list(RUN_KEYS), sort=False)
     parts = [g[["order", "started_at"]].min(), g["ok_median"].median().rename("median_ms"),
              g[["not_ok", "throttled", "noisy"]].any(), g[["env", "method", "device_name", "git_commit"]].first()]
     return pd.concat(parts, axis=1).reset_index()[list(RUN_POINT_COLUMNS)]

@@ -21,6 +21,7 @@ from rooflab.db import query
 from rooflab.db.errors import SchemaVersionError
 from rooflab.db.models import Base
 from rooflab.db.schema import (
+    MIGRATION_FILE_SEPARATOR,
     alembic_config,
     head_revision,
     newest_migration_file_revision,
@@ -159,7 +160,7 @@ def test_each_migration_file_is_named_after_its_revision_and_a_current_database_
     another revision is judged by Alembic's list (test_upgrade_from_the_first_revision_keeps_the_data,
     test_a_newer_revision_is_refused_and_the_file_is_unchanged)."""
     for script in script_directory().walk_revisions():
-        assert Path(script.path).name.startswith(script.revision + "_"), script.path
+        assert Path(script.path).name.startswith(script.revision + MIGRATION_FILE_SEPARATOR), script.path
     assert newest_migration_file_revision() == head_revision()
     ResultStore(sqlite_url).close()
     program = ("import sys\n"
