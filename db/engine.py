@@ -81,11 +81,12 @@ def is_locked_error(exc: BaseException) -> bool:
 
 
 def retry_locked(fn: Callable[[], T], *, retries: int = LOCK_RETRIES) -> T:
-    """Call `fn` (one whole transaction), retrying with backoff while SQLite reports a lock."""
+    """Call `fn` (one whole transaction), retrying with backoff while SQLite reports a lock (wrapped by
+    SQLAlchemy, or raw from the driver where a connection's first write sets the journal mode)."""
     for attempt in range(retries + 1):
         try:
             return fn()
-        except OperationalError as exc:
+        except (OperationalError, sqlite3.OperationalError) as exc:
             if attempt == retries or not is_locked_error(exc):
                 raise
             time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))

@@ -201,17 +201,21 @@ def check_sqlite_writable(path: Path, url: URL) -> None:
 
 
 def create_schema(engine: Engine, url: URL) -> None:
-    """Create the schema at head in a new database (another process may have done it meanwhile)."""
+    """Create the schema at head in a new database (another process may have done it meanwhile).
+    Alembic and the migrations are read before the transaction: the write lock it takes is held
+    only while the tables are created and stamped (other processes creating the same database
+    wait for it)."""
+    from alembic.runtime.migration import MigrationContext
+
+    migrations = script_directory()
     with engine.begin() as conn:
         _lock(conn)
         state = inspect_connection(conn)  # another process may have created it meanwhile
         if state.kind == "empty":
-            from alembic.runtime.migration import MigrationContext
-
             # "empty" holds none of the models' tables (any one of them makes it "foreign"): no
             # table needs the look-up create_all would make before creating it
             Base.metadata.create_all(conn, checkfirst=False)
-            MigrationContext.configure(conn).stamp(script_directory(), "head")
+            MigrationContext.configure(conn).stamp(migrations, "head")
         else:
             refuse(state, url)
 

@@ -8,8 +8,11 @@ import signal
 import sqlite3
 import time
 
+import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import OperationalError
 
+from rooflab.db import engine as db_engine
 from rooflab.db import models, query
 from rooflab.db.engine import make_engine
 from rooflab.db.samples import unpack
@@ -126,3 +129,34 @@ def test_a_writer_killed_mid_run_leaves_a_consistent_database_that_resume_comple
     frame = query.results(any_url)
     assert len(frame) == n_cases and frame["case_key"].is_unique
     _assert_samples_complete(any_url)
+
+
+@pytest.mark.parametrize("wrapped", [True, False])
+def test_a_lock_reported_by_sqlalchemy_or_raw_by_the_driver_is_retried_and_another_error_is_not(
+        wrapped: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection's first write sets SQLite's journal mode on the driver's own cursor: a lock met
+    there reaches retry_locked as the driver's sqlite3.OperationalError, not SQLAlchemy's."""
+    monkeypatch.setattr(db_engine.time, "sleep", lambda _s: None)
+
+    def error(text: str) -> Exception:
+        raw = sqlite3.OperationalError(text)
+        return OperationalError("PRAGMA journal_mode = WAL", {}, raw) if wrapped else raw
+
+    calls: list[int] = []
+
+    def locked_twice() -> str:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise error("database is locked")
+        return "done"
+
+    assert db_engine.retry_locked(locked_twice) == "done" and len(calls) == 3
+
+    def no_such_table() -> str:
+        calls.append(1)
+        raise error("no such table: runs")
+
+    calls.clear()
+    with pytest.raises((OperationalError, sqlite3.OperationalError), match="no such table"):
+        db_engine.retry_locked(no_such_table)
+    assert len(calls) == 1
