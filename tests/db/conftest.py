@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
+from tests.db.pg import BACKENDS, POSTGRES_SKIP_REASON, backend_url, fresh_postgres_url, postgres_server_url
 
 
 @pytest.fixture
@@ -22,13 +22,8 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=BACKENDS)
 def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """Each test using it runs once on SQLite and once on PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'results.db'}"
-        return
-    if postgres_server_url() is None:
-        pytest.skip(POSTGRES_SKIP_REASON)
-    with fresh_postgres_url() as url:
+    with backend_url(request.param, tmp_path) as url:
         yield url

@@ -12,6 +12,9 @@ import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
 
 ENV_VAR = "ROOFLAB_TEST_POSTGRES_URL"
 POSTGRES_SKIP_REASON = f"no PostgreSQL server: set {ENV_VAR} (.ci/run starts one and sets it)"
@@ -45,3 +48,20 @@ def fresh_postgres_url() -> Iterator[str]:
                 conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     finally:
         admin.dispose()
+
+
+# the backends a test runs on where it takes either (`@pytest.fixture(params=BACKENDS)`)
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@contextmanager
+def backend_url(backend: str, folder: Path) -> Iterator[str]:
+    """A new database: "sqlite", a file in FOLDER; "postgres", a fresh database on the test server
+    (the test is skipped without one), dropped afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{folder / 'results.db'}"
+        return
+    if postgres_server_url() is None:
+        pytest.skip(POSTGRES_SKIP_REASON)
+    with fresh_postgres_url() as url:
+        yield url

@@ -17,7 +17,7 @@ from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url, redact
 from rooflab.runners.cli.app import app
 from tests.db.factories import T0, make_case, make_env, make_measurement, make_run
-from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
+from tests.db.pg import BACKENDS, backend_url
 
 runner = CliRunner()
 PLAN_EXTRAS = ("timing_mode", "stop_reason", "throttled", "device_uuid", "op_version", "mean_ms", "min_ms", "max_ms",
@@ -76,17 +76,10 @@ def _varied_history(url: str) -> None:
                     store.add_measurement(make_measurement(run, make_case(i), env, rng=rng, status=status))
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def varied_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`_varied_history` stored once per backend for the column-subset tests, which only read it."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('varied') / 'results.db'}"
-        _varied_history(url)
-        yield url
-        return
-    if postgres_server_url() is None:
-        pytest.skip(POSTGRES_SKIP_REASON)
-    with fresh_postgres_url() as url:
+    with backend_url(request.param, tmp_path_factory.mktemp("varied")) as url:
         _varied_history(url)
         yield url
 

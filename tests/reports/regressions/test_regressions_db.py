@@ -2,6 +2,7 @@
 every result, and db.query.series_summary against the results frame, on a synthetic database."""
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 
@@ -13,7 +14,7 @@ from rooflab.db import query
 from rooflab.reports.data.reads import load_verdicts
 from rooflab.reports.regressions.database_check import detect_in_database, history_runs
 from rooflab.reports.regressions.series import detect
-from tests.db.pg import POSTGRES_SKIP_REASON, fresh_postgres_url, postgres_server_url
+from tests.db.pg import BACKENDS, backend_url
 from tests.reports.synth import row, write_db
 
 RUNS = 90
@@ -35,19 +36,11 @@ def _noise(seed: int, level: float = 1.0, rel: float = 0.01) -> list[float]:
     return list(level * (1 + rel * np.random.default_rng(seed).standard_normal(RUNS)))
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def url(request, tmp_path_factory) -> Iterator[str]:
     """The synthetic history in SQLite, and in PostgreSQL (skipped without a server)."""
-    rows = _rows()
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('regdb') / 'history.db'}"
-        write_db(url, rows)
-        yield url
-        return
-    if postgres_server_url() is None:
-        pytest.skip(POSTGRES_SKIP_REASON)
-    with fresh_postgres_url() as url:
-        write_db(url, rows)
+    with backend_url(request.param, tmp_path_factory.mktemp("regdb")) as url:
+        write_db(url, _rows())
         yield url
 
 
@@ -62,14 +55,7 @@ def everything(url: str) -> pd.DataFrame:
 def windowed(url: str) -> Callable[..., list]:
     """detect_in_database(url, **kw), judged once per set of options for the module's tests (no test
     writes to the database, and the check only reads it)."""
-    judged: dict[tuple, list] = {}
-
-    def check(**kw) -> list:
-        key = tuple(sorted(kw.items()))
-        if key not in judged:
-            judged[key] = detect_in_database(url, **kw)
-        return judged[key]
-    return check
+    return functools.cache(functools.partial(detect_in_database, url))
 
 
 @pytest.fixture(scope="module")
