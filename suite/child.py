@@ -50,9 +50,11 @@ class ChildCall:
     def result(self, timeout_s: float | None = None) -> Any:
         """What the call returned; ChildCallError when it raised, died or gave nothing in `timeout_s`.
         The child is ended in every case."""
+        answered = False
         try:
             if not wait([self._reader, self._process.sentinel], timeout_s):
                 raise ChildCallError(f"the process gave no result in {timeout_s:.0f} s")
+            answered = True
             if not self._reader.poll():
                 self._process.join(TERMINATE_GRACE_S)
                 raise ChildCallError(f"the process ended (exit code {self._process.exitcode}) without a result")
@@ -66,8 +68,9 @@ class ChildCall:
                 raise ChildCallError(payload)
             return payload
         finally:
-            self._process.join(TERMINATE_GRACE_S)  # it exits once it has sent: give it the time to
-            self.cancel()
+            if answered:  # it exits once it has sent (or has ended): give it the time to
+                self._process.join(TERMINATE_GRACE_S)
+            self.cancel()  # one that gave nothing in time is ended at once
 
     def cancel(self) -> None:
         """End the child if it still runs (terminate, then kill after a grace period); idempotent."""

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from rooflab.suite.child import ChildCall, ChildCallError
+from rooflab.suite.child import TERMINATE_GRACE_S, ChildCall, ChildCallError
 from tests.suite import child_targets as t
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -42,9 +42,12 @@ def test_a_child_that_dies_is_reported_at_once_with_its_exit_code() -> None:
 
 def test_a_timeout_or_a_cancel_ends_the_child() -> None:
     call = ChildCall(t.sleep, (60,), SPAWN)
+    asked = time.monotonic()
     with pytest.raises(ChildCallError, match="no result in 2 s"):
         call.result(2)
     assert not call._process.is_alive()
+    # ended at once: the grace a child gets to exit after it has answered is not spent on one that did not
+    assert time.monotonic() - asked < 2 + TERMINATE_GRACE_S
     call = ChildCall(t.sleep, (60,), SPAWN)
     call.cancel()
     call.cancel()  # idempotent
