@@ -31,7 +31,7 @@ bench: $(STAMP)
 PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	@mkdir -p build
-	@$(PY) -m compileall -q suite runners db reports rooflab tests scripts > /dev/null
+	@$(PY) -m compileall -q -j 0 suite runners db reports rooflab tests scripts > /dev/null
 	@$(MAKE) --no-print-directory -o $(STAMP) lint > build/lint.log 2>&1 & lint=$$!; \
 	  $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder; tests=$$?; \
 	  wait $$lint; linted=$$?; \

@@ -1,14 +1,41 @@
-"""The compiled backend on the CPU for a few representative ops (each compile costs seconds)."""
+"""The compiled backend on the CPU (each compile costs seconds): a few representative ops and the
+elementary-function probe, whose only backend it is. One module, so that one worker compiles."""
 from __future__ import annotations
 
 import pytest
 import torch
 
+from rooflab.suite.ops.base import case_skip_reason
 from rooflab.suite.ops.common import compiled_skip_reason, fresh_compile
+from rooflab.suite.ops.elementary import elementary_chain
 from rooflab.suite.ops.registry import get_op
-from tests.suite.test_ops import CPU, make_case, planted_outputs
+from tests.suite.test_elementary import CPU as PROBE_CPU
+from tests.suite.test_elementary import probe_case
+from tests.suite.test_layer import CPU as LAYER_CPU
+from tests.suite.test_layer import layer_case
+from tests.suite.test_ops import (
+    COMPILED_RUNS,
+    CPU,
+    assert_runs_and_catches_planted_faults,
+    make_case,
+    planted_outputs,
+    run_ids,
+)
 
-pytestmark = pytest.mark.skipif(compiled_skip_reason("cpu") is not None, reason=str(compiled_skip_reason("cpu")))
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiler() -> None:
+    """Skip the module where torch.compile cannot run. Asked when the module's first test runs, not
+    at collection (the question imports torch._dynamo), and once per module, so that one worker runs
+    all of it (tests/scheduling.py): only that worker imports the compiler."""
+    reason = compiled_skip_reason("cpu")
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("run", COMPILED_RUNS, ids=run_ids)
+def test_compiled_op_runs_on_the_cpu_and_its_check_catches_planted_faults(run):
+    assert_runs_and_catches_planted_faults(run)
 
 
 @pytest.mark.parametrize("name", ["cos_cos", "bias_gelu_dropout_residual"])
@@ -42,3 +69,26 @@ def test_compiled_and_eager_agree_on_the_same_inputs():
     eager = op.prepare(make_case(op, "float32", "eager"), CPU, seed=9).fn().clone()
     compiled = op.prepare(make_case(op, "float32", "compiled"), CPU, seed=9).fn()
     assert torch.allclose(eager, compiled, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", ["cos", "exp", "erf"])
+def test_the_elementary_probe_runs_on_the_cpu_and_its_check_catches_planted_faults(fn):
+    op = get_op("elementary")
+    case = probe_case(fn)
+    assert case_skip_reason(op, case, PROBE_CPU) is None
+    prepared = op.prepare(case, PROBE_CPU, seed=5)
+    out = prepared.fn()
+    assert prepared.check(out) is None
+    assert prepared.check(out * 1.01), "a scaled output passed"
+    one = out.clone()
+    one[len(one) // 2] += 0.5
+    assert prepared.check(one), "one wrong element passed"
+    other = "exp" if fn != "exp" else "cos"  # the chain of another function is caught
+    x = torch.randn(4099, generator=torch.Generator().manual_seed(5))
+    assert prepared.check(elementary_chain(x, 8, other)) is not None
+
+
+def test_the_compiled_layer_is_prepared_without_a_profiled_call():
+    # compiled lazily at its first call, so no part of it is timed on its own
+    op = get_op("transformer_block")
+    assert op.prepare(layer_case(backend="compiled"), LAYER_CPU, seed=1).profiled is None
