@@ -43,6 +43,8 @@ SLOW_FIRST: tuple[str, ...] = (
     "tests/scripts/test_gpu_loan_dry_run.py",
     "tests/runners/test_supervisor.py",
     "tests/runners/test_crosscheck.py",
+    "tests/suite/test_ops_compiled.py",
+    "tests/test_readme_examples.py",
 )
 
 
