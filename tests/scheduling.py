@@ -21,26 +21,31 @@ from xdist.scheduler import LoadScopeScheduling
 # A fixture shared by a module's (or a class's) tests, as a decorator declares it.
 SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\([^)]*scope\s*=\s*["'](module|class|package)["']""")
 
-# The modules whose tests take longest, the slowest first (`make test` prints the ten slowest
-# tests; measured on 2 cores, docs/development.md). Only an order: a module missing here is run too.
+# The modules whose tests take longest, handed out first in this order (`make test` prints the ten
+# slowest tests; measured on 2 cores, docs/development.md): the slowest first, then tests that wait
+# on processes mixed with tests that compute, so that the two workers seldom wait at once. Only an
+# order: a module missing here is run too.
 SLOW_FIRST: tuple[str, ...] = (
-    "tests/runners/test_slurm_real.py",
+    "tests/runners/test_slurm_real.py",  # whole, about 95 s, much of it waiting on its jobs
+    # beside it, whole modules that keep their worker's core busy in process, then the
+    # multi-process modules (waiting on their processes too) mixed with in-process ones
+    "tests/reports/data/test_reads.py",
+    "tests/reports/pages/test_html.py",
     "tests/runners/test_attribution.py",
     "tests/runners/test_cluster_e2e.py",
+    "tests/reports/regressions/test_regressions_db.py",
     "tests/runners/test_collective_env.py",
     "tests/runners/test_cluster_e2e_nightly.py",
     "tests/runners/test_devlock.py",
     "tests/runners/test_collective_runs.py",
     "tests/runners/test_counters_cli.py",
     "tests/db/test_concurrency.py",
-    "tests/reports/regressions/test_regressions_db.py",
-    "tests/runners/test_nightly.py",
     "tests/runners/test_run_cli.py",
     "tests/runners/test_collectives.py",
-    "tests/reports/pages/test_html.py",
-    # mostly waiting (a hung step's timeout, a hanging case's): handed out while the module before,
-    # which runs whole, keeps the other worker busy, not at the end beside another wait
+    # each of the next two has a test that mostly waits (a hung step's timeout, a hanging case's):
+    # apart, each beside a module that computes, not at the end nor beside the other's wait
     "tests/scripts/test_gpu_loan_dry_run.py",
+    "tests/runners/test_nightly.py",
     "tests/runners/test_supervisor.py",
     "tests/runners/test_crosscheck.py",
     "tests/suite/test_ops_compiled.py",
