@@ -9,9 +9,7 @@ from rooflab.suite.ops.base import case_skip_reason
 from rooflab.suite.ops.common import compiled_skip_reason, fresh_compile
 from rooflab.suite.ops.elementary import elementary_chain
 from rooflab.suite.ops.registry import get_op
-from tests.suite.test_elementary import CPU as PROBE_CPU
 from tests.suite.test_elementary import probe_case
-from tests.suite.test_layer import CPU as LAYER_CPU
 from tests.suite.test_layer import layer_case
 from tests.suite.test_ops import (
     COMPILED_RUNS,
@@ -75,8 +73,8 @@ def test_compiled_and_eager_agree_on_the_same_inputs():
 def test_the_elementary_probe_runs_on_the_cpu_and_its_check_catches_planted_faults(fn):
     op = get_op("elementary")
     case = probe_case(fn)
-    assert case_skip_reason(op, case, PROBE_CPU) is None
-    prepared = op.prepare(case, PROBE_CPU, seed=5)
+    assert case_skip_reason(op, case, CPU) is None
+    prepared = op.prepare(case, CPU, seed=5)
     out = prepared.fn()
     assert prepared.check(out) is None
     assert prepared.check(out * 1.01), "a scaled output passed"
@@ -91,4 +89,4 @@ def test_the_elementary_probe_runs_on_the_cpu_and_its_check_catches_planted_faul
 def test_the_compiled_layer_is_prepared_without_a_profiled_call():
     # compiled lazily at its first call, so no part of it is timed on its own
     op = get_op("transformer_block")
-    assert op.prepare(layer_case(backend="compiled"), LAYER_CPU, seed=1).profiled is None
+    assert op.prepare(layer_case(backend="compiled"), CPU, seed=1).profiled is None
