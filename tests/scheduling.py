@@ -42,8 +42,9 @@ SLOW_FIRST: tuple[str, ...] = (
     "tests/db/test_concurrency.py",
     "tests/runners/test_run_cli.py",
     "tests/runners/test_collectives.py",
-    # each of the next two has a test that mostly waits (a hung step's timeout, a hanging case's):
-    # apart, each beside a module that computes, not at the end nor beside the other's wait
+    # test_gpu_loan_dry_run and test_supervisor each have a test that mostly waits (a hung step's
+    # timeout, a hanging case's): apart, each beside a module that computes, not at the end nor
+    # beside the other's wait
     "tests/scripts/test_gpu_loan_dry_run.py",
     "tests/runners/test_nightly.py",
     "tests/runners/test_supervisor.py",

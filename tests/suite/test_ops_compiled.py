@@ -25,7 +25,7 @@ from tests.suite.test_ops import (
 def _compiler() -> None:
     """Skip the module where torch.compile cannot run. Asked when the module's first test runs, not
     at collection (the question imports torch._dynamo), and once per module, so that one worker runs
-    all of it (tests/scheduling.py): only that worker imports the compiler."""
+    all of it (tests/scheduling.py): only that worker imports Inductor's compiler and compiles."""
     reason = compiled_skip_reason("cpu")
     if reason is not None:
         pytest.skip(reason)
