@@ -29,9 +29,9 @@ from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE, PartKind, PartModel
 from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CeilingKind
+from tests.suite.devices import CPU
 
 REPO = Path(__file__).resolve().parents[2]
-CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
 MODELS = (PartModel("a", PartKind.MEMORY, 10, 100), PartModel("b", PartKind.MATMUL, 1000, 100))
 
 

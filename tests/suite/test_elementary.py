@@ -7,14 +7,12 @@ import pytest
 import torch
 
 from rooflab.suite.case import Case
-from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import case_skip_reason
 from rooflab.suite.ops.elementary import elementary_chain
 from rooflab.suite.ops.registry import all_ops, get_op
 from rooflab.vocab import ElementaryFunction
 from tests.present import present
-
-CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
+from tests.suite.devices import CPU
 
 
 def probe_case(fn: str, dtype: str = "float32", n: int = 4099, k: int = 8) -> Case:

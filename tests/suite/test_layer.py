@@ -5,12 +5,11 @@ import pytest
 import torch
 
 from rooflab.suite.case import Case, ParamValue
-from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops import layer as layer_mod
 from rooflab.suite.ops.layer_model import PartKind, block_parts, forward_parts, fusion_chains
 from rooflab.suite.ops.registry import get_op
+from tests.suite.devices import CPU
 
-CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
 HAND = {"batch": 2, "seq": 64, "hidden": 128, "heads": 4}  # T = 128 tokens, H = 128, F = 512, d = 32
 
 

@@ -20,9 +20,9 @@ from rooflab.suite.ops.pointwise import Copy
 from rooflab.suite.ops.registry import all_ops, get_op, register
 from rooflab.vocab import CACHE_MODES, TIMING_MODES
 from tests.present import present
+from tests.suite.devices import CPU
 
 REPO = Path(__file__).resolve().parents[2]
-CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 << 30, l2_bytes=1 << 20, sm_count=2)
 FAKE_GPU = DeviceInfo(
     kind="cuda", name="fake GPU", torch_device="cuda:0", memory_bytes=80 << 30, l2_bytes=50 << 20,
     compute_capability=(8, 0), sm_count=108,

@@ -9,11 +9,11 @@ from rooflab.suite.ops.base import case_skip_reason
 from rooflab.suite.ops.common import compiled_skip_reason, fresh_compile
 from rooflab.suite.ops.elementary import elementary_chain
 from rooflab.suite.ops.registry import get_op
+from tests.suite.devices import CPU
 from tests.suite.test_elementary import probe_case
 from tests.suite.test_layer import layer_case
 from tests.suite.test_ops import (
     COMPILED_RUNS,
-    CPU,
     assert_runs_and_catches_planted_faults,
     make_case,
     planted_outputs,
