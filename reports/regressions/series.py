@@ -70,7 +70,8 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     single = d[~several] if several.any() else d  # a key with one row is its own aggregate
     agg = single.rename(columns={"ok_median": "median_ms"})[list(RUN_POINT_COLUMNS)]
     if several.any():
-        agg = _aggregated(d[several]) if single.empty else pd.concat([_aggregated(d[several]), agg], ignore_index=True)
+        grouped = _aggregated(d[several])
+        agg = grouped if single.empty else pd.concat([grouped, agg], ignore_index=True)
     agg["started_at"] = _iso_times(agg["started_at"])
     return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
 
