@@ -56,7 +56,7 @@ def rewritten_modules(config: pytest.Config, paths: list[Path], root: Path | Non
         files = _walked(target, skipped) if target.is_dir() else [target]
         found.update(p for p in files if p.name == CONFTEST or any(fnmatch_ex(pattern, p) for pattern in patterns))
         for folder in (target, *target.parents):
-            if folder != root and root not in folder.parents:
+            if not folder.is_relative_to(root):
                 break  # above the run's root folder
             if (folder / CONFTEST).is_file():
                 found.add(folder / CONFTEST)

@@ -55,6 +55,9 @@ def test_a_run_of_one_file_rewrites_that_file_and_the_conftest_files_above_it(
     (tmp_path / "tests" / "test_other.py").write_text(TEST_MODULE, encoding="utf-8")
     module = tmp_path / "tests" / "deep" / "test_sum.py"
     assert rewritten_modules(pytestconfig, [module], tmp_path) == [tmp_path / "tests" / "conftest.py", module]
+    # up to the run's root folder only: a conftest above it is not the run's
+    (tmp_path / "conftest.py").write_text("import pytest\n", encoding="utf-8")
+    assert rewritten_modules(pytestconfig, [module], tmp_path / "tests") == [tmp_path / "tests" / "conftest.py", module]
 
 
 def test_a_pytest_without_the_functions_it_uses_leaves_the_workers_to_rewrite(
