@@ -67,9 +67,10 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         "git_commit": df["git_commit"].astype(object) if "git_commit" in df.columns else None,
     })
     several = d.duplicated(list(RUN_KEYS), keep=False)  # e.g. several GPUs of one fingerprint in a run
-    single = d[~several] if several.any() else d  # a key with one row is its own aggregate
+    any_several = bool(several.any())
+    single = d[~several] if any_several else d  # a key with one row is its own aggregate
     agg = single.rename(columns={"ok_median": "median_ms"})[list(RUN_POINT_COLUMNS)]
-    if several.any():
+    if any_several:
         grouped = _aggregated(d[several])
         agg = grouped if single.empty else pd.concat([grouped, agg], ignore_index=True)
     agg["started_at"] = _iso_times(agg["started_at"])
