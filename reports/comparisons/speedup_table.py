@@ -40,18 +40,11 @@ from rooflab.reports.comparisons import intervals as iv
 from rooflab.reports.comparisons.run_spread import Spread, Spreads
 from rooflab.reports.data.frames import params_of, quality_of
 from rooflab.reports.data.op_facts import elementary_counts, reads_only
-from rooflab.reports.roofs.ceilings import (
-    COLLECTIVE_FAMILY,
-    DeviceCeilings,
-    bandwidth_roof,
-    compute_roof,
-    l2_resident,
-    launch_floor_ms,
-    uses_matrix_units,
-)
+from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_roof, l2_resident, launch_floor_ms, uses_matrix_units
 from rooflab.reports.roofs.elementary import elementary_time
 from rooflab.reports.roofs.interconnect import predicted_speedup as collective_speedup
 from rooflab.reports.roofs.launch_floors import PredictedRange, predicted_launch_range
+from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings
 from rooflab.reports.walls.diagnosis import diagnose, latest_per_case
 from rooflab.vocab import CeilingKind, Quality, Wall
 

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from markupsafe import Markup
 
-from rooflab.reports.roofs.ceilings import DeviceCeilings
+from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls.breakdown import breakdowns, label, split_profiles, stacked_bars_svg
 
 LayerProfiles = tuple[pd.DataFrame, pd.DataFrame]  # (profiles, parts) as db.layer_query gives them

@@ -13,7 +13,7 @@ import pandas as pd
 
 from rooflab.reports.comparisons.compare_devices import Comparison, Evidence, compare_devices
 from rooflab.reports.pages.compare_plots import geomeans_svg, speedup_svg
-from rooflab.reports.roofs.ceilings import DeviceCeilings
+from rooflab.reports.roofs.models import DeviceCeilings
 
 CASE_FIELDS = ["case_key", "wall", "baseline_run", "candidate_run", "baseline_ms", "candidate_ms", "speedup",
                "speedup_low", "speedup_high", "interval", "standing", "predicted_speedup", "predicted_low",

@@ -20,8 +20,8 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from rooflab.reports.pages import plots
-from rooflab.reports.roofs.ceilings import DeviceCeilings
 from rooflab.reports.roofs.interconnect import curves
+from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls.roofline_rule import OVERHEAD_FACTOR
 from rooflab.suite.ops.base import format_bytes
 from rooflab.vocab import CeilingKind, CollectiveMode, Quality, ResultStatus, Tool

@@ -26,8 +26,8 @@ from matplotlib.ticker import LogFormatterSciNotation  # noqa: E402 - after matp
 from rooflab.reports.data.frames import is_cpu, quality_of, usable, with_figure  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.gate import Point, SeriesVerdict  # noqa: E402 - after matplotlib.use
 from rooflab.reports.regressions.options import Z_THRESHOLD  # noqa: E402 - after matplotlib.use
-from rooflab.reports.roofs.ceilings import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.roofs.gpu_specs import GpuSpec  # noqa: E402 - after matplotlib.use
+from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.walls.roofline_rule import attainable_tflops, ridge_flop_per_byte  # noqa: E402 - after matplotlib.use
 from rooflab.vocab import CacheMode, CeilingKind, Quality, Tool  # noqa: E402 - after matplotlib.use
 

@@ -29,7 +29,7 @@ from rooflab.reports.pages.templating import environment, missing, num
 from rooflab.reports.regressions.history_points import HistoryData, history_of_frame
 from rooflab.reports.regressions.series import detect
 from rooflab.reports.regressions.verdicts import SHOWN_VERDICTS, Verdict
-from rooflab.reports.roofs.ceilings import DeviceCeilings
+from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls import counters_check as counters_mod
 from rooflab.reports.walls.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.vocab import FAULTS, ResultStatus

@@ -32,205 +32,43 @@ flush method and pace: a cold and a hot figure, or a back-to-back and an idle-pa
 different questions) and, when the device is in the datasheet table, its ratio to the datasheet
 figure.
 
-(About 400 lines on purpose: the rule of each of the nine ceilings above lives here, beside the
-roofs the diagnosis, the comparison and the predictions read from them, so that "where does a roof
-come from" has one answer.)
+The rule of each of the nine ceilings above lives here (the elementary and interconnect ones in
+their own modules, which this one calls), beside the roofs the diagnosis, the comparison and the
+predictions read from them, so that "where does a roof come from" has one answer; the records they
+build and read (Ceiling, DeviceCeilings, Roof) are reports.roofs.models'.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TypedDict
+from dataclasses import replace
 
 import pandas as pd
 
 from rooflab.reports.data.frames import first_value, trustworthy
 from rooflab.reports.data.op_facts import reads_only
-from rooflab.reports.roofs.gpu_specs import Figure, GpuSpec, match_device
+from rooflab.reports.roofs.elementary import elementary_ceilings
+from rooflab.reports.roofs.gpu_specs import GpuSpec, match_device
+from rooflab.reports.roofs.interconnect import collective_ceilings
+from rooflab.reports.roofs.models import (
+    COLLECTIVE_FAMILY,
+    HALF_DTYPES,
+    Ceiling,
+    DeviceCeilings,
+    Roof,
+    best_of,
+    ceiling_of,
+    method_of,
+)
 from rooflab.suite.dtypes import storage_dtype
-from rooflab.vocab import MATRIX_FAMILIES, TENSOR_CORE_DTYPES, CacheMode, CeilingKind
+from rooflab.vocab import MATRIX_FAMILIES, CacheMode, CeilingKind
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)
 STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
 HBM_MIN_L2_MULTIPLE = 4
-HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
 ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch", "elementary")
 ROOF_FAMILIES = ("gemm",)
 LAUNCH_FLOOR_MIN_VERSION = 2  # the `launch` op version whose samples are host time per launch
-
-UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.L2: "GB/s", CeilingKind.VECTOR: "TFLOP/s",
-         CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms", CeilingKind.ELEMENTARY: "Geval/s",
-         CeilingKind.INTERCONNECT: "GB/s", CeilingKind.COMM_LATENCY: "ms"}
-COLLECTIVE_FAMILY = "collective"  # suite.ops.collective.FAMILY: their gbps is a bus bandwidth, not DRAM traffic
-
-
-@dataclass(frozen=True)
-class Ceiling:
-    """One measured ceiling and where it came from."""
-
-    kind: CeilingKind
-    value: float  # GB/s, TFLOP/s or ms (see `unit`)
-    case_key: str
-    run_id: str
-    dtype: str | None = None  # compute ceilings
-    timing_mode: str | None = None  # launch floor
-    datasheet: float | None = None
-    datasheet_source: str | None = None
-    probe_value: float | None = None  # the probe's figure when a trustworthy op beat it (see the module doc)
-    probe_case_key: str | None = None
-    function: str | None = None  # elementary ceilings: cos, exp or erf
-    collective: str | None = None  # interconnect and comm_latency: the collective ...
-    ranks: int | None = None  # ... and its world size
-    cache: str | None = None  # how the result that set it was measured: cold | hot ...
-    flush_method: str | None = None  # ... write_sweep | read_sweep | none ...
-    pace: str | None = None  # ... back_to_back | idle | barrier (None: not recorded) ...
-    collective_mode: str | None = None  # ... and a collective's mode: stream | isolated
-
-    @property
-    def method(self) -> str:
-        """How the result that set this ceiling was measured, e.g. `cold write_sweep, back_to_back`,
-        `hot, back_to_back, stream` (a collective)."""
-        flush = f" {self.flush_method}" if self.cache == CacheMode.COLD and self.flush_method else ""
-        pace = f", {self.pace}" if self.pace else ""
-        mode = f", {self.collective_mode}" if self.collective_mode else ""
-        return f"{self.cache or ''}{flush}{pace}{mode}"
-
-    @property
-    def raised(self) -> bool:
-        return self.probe_value is not None
-
-    @property
-    def unit(self) -> str:
-        return UNITS[self.kind]
-
-    @property
-    def ratio(self) -> float | None:
-        """Measured / datasheet (None without a datasheet figure)."""
-        return self.value / self.datasheet if self.datasheet else None
-
-    @property
-    def group(self) -> str | None:
-        """`all_reduce x8` for a collective's ceilings."""
-        return f"{self.collective} x{self.ranks}" if self.collective else None
-
-    @property
-    def label(self) -> str:
-        extra = " ".join(x for x in (self.function, self.dtype or self.timing_mode or self.group) if x)
-        return f"{self.kind} {extra}" if extra else self.kind
-
-    def as_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "dtype": self.dtype,
-            "timing_mode": self.timing_mode,
-            "value": self.value,
-            "unit": self.unit,
-            "case_key": self.case_key,
-            "run_id": self.run_id,
-            "datasheet": self.datasheet,
-            "datasheet_source": self.datasheet_source,
-            "ratio": self.ratio,
-            "probe_value": self.probe_value,
-            "probe_case_key": self.probe_case_key,
-            "function": self.function,
-            "collective": self.collective,
-            "ranks": self.ranks,
-            "group": self.group,
-            "cache": self.cache,
-            "flush_method": self.flush_method,
-            "pace": self.pace,
-            "collective_mode": self.collective_mode,
-            "method": self.method,
-        }
-
-
-@dataclass(frozen=True)
-class DeviceCeilings:
-    """All measured ceilings of one device, plus its datasheet entry (None when unknown)."""
-
-    device_name: str
-    spec: GpuSpec | None
-    l2_bytes: int  # from the results (the device's own report), else the datasheet, else 0
-    ceilings: tuple[Ceiling, ...]
-
-    def get(self, kind: str, *, dtype: str | None = None, timing_mode: str | None = None,
-            collective: str | None = None, ranks: int | None = None) -> Ceiling | None:
-        for c in self.ceilings:
-            if (c.kind == kind and (dtype is None or c.dtype == dtype)
-                    and (timing_mode is None or c.timing_mode == timing_mode)
-                    and (collective is None or c.collective == collective) and (ranks is None or c.ranks == ranks)):
-                return c
-        return None
-
-    def as_dict(self) -> dict:
-        return {
-            "device_name": self.device_name,
-            "datasheet": self.spec.key if self.spec else None,
-            "datasheet_figures": self.spec.figures() if self.spec else [],
-            "l2_bytes": self.l2_bytes,
-            "ceilings": [c.as_dict() for c in self.ceilings],
-        }
-
-
-def best_of(rows: pd.DataFrame, column: str) -> pd.Series | None:
-    values = pd.to_numeric(rows[column], errors="coerce") if not rows.empty else None
-    if values is None or values.dropna().empty:
-        return None
-    return rows.loc[values.idxmax()]
-
-
-def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | None:
-    if spec is None:
-        return None
-    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
-        return spec.memory_gbps
-    if kind == CeilingKind.VECTOR and dtype:
-        return spec.peak_tflops(dtype, matrix=False)
-    if kind == CeilingKind.MATRIX and dtype:
-        return spec.peak_tflops(dtype, matrix=True) or (
-            spec.peak_tflops(dtype, matrix=False) if dtype not in TENSOR_CORE_DTYPES else None
-        )
-    if kind == CeilingKind.INTERCONNECT:
-        return spec.interconnect_gbps
-    return None
-
-
-def ceiling_of(row: pd.Series, kind: CeilingKind, value: float, spec: GpuSpec | None, *, dtype: str | None = None,
-             timing_mode: str | None = None) -> Ceiling:
-    fig = _datasheet(spec, kind, dtype)
-    return Ceiling(
-        kind=kind,
-        value=float(value),
-        case_key=str(row["case_key"]),
-        run_id=str(row["run_id"]),
-        datasheet=fig.value if fig else None,
-        datasheet_source=fig.source if fig else None,
-        dtype=dtype,
-        timing_mode=timing_mode,
-        **method_of(row),
-    )
-
-
-class Method(TypedDict):
-    """How a result was measured, as a Ceiling keeps it."""
-
-    cache: str | None
-    flush_method: str | None
-    pace: str | None
-    collective_mode: str | None
-
-
-def method_of(row: pd.Series) -> Method:
-    """The cache mode, flush method, pace and collective mode of a result row (None where the frame
-    lacks them)."""
-
-    def text(name: str) -> str | None:
-        value = row.get(name)
-        return str(value) if isinstance(value, str) and value else None
-
-    return Method(cache=text("cache"), flush_method=text("flush_method"), pace=text("pace"),
-                  collective_mode=text("collective_mode"))
 
 
 def device_l2_bytes(df: pd.DataFrame, spec: GpuSpec | None) -> int:
@@ -272,8 +110,6 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
             best = best_of(subset[subset["dtype"] == dtype], "tflops")
             if best is not None and best["tflops"] > 0:
                 out.append(ceiling_of(best, kind, best["tflops"], spec, dtype=str(dtype)))
-    from rooflab.reports.roofs.interconnect import collective_ceilings  # it builds Ceilings of this module
-
     out.extend(collective_ceilings(rows, spec))
     rows = rows[rows["family"] != COLLECTIVE_FAMILY]
     launch = rows[rows["op"] == "launch"]
@@ -285,8 +121,6 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
         floor = float(medians.median())
         nearest = sub.loc[(medians - floor).abs().idxmin()]
         out.append(ceiling_of(nearest, CeilingKind.LAUNCH, floor, spec, timing_mode=str(mode)))
-    from rooflab.reports.roofs.elementary import elementary_ceilings  # it builds Ceilings of this module
-
     out.extend(elementary_ceilings(rows))
     return raise_by_evidence(DeviceCeilings(device_name, spec, l2, tuple(out)), rows)
 
@@ -342,16 +176,6 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
 
 
 # --- the roofs a case is held against (measured first, else datasheet) ---
-
-
-@dataclass(frozen=True)
-class Roof:
-    """A value used as a roof, and whether it was measured or taken from the datasheet."""
-
-    value: float
-    origin: str  # "measured" or "datasheet"
-    source: str  # case_key of the measurement, or the datasheet source
-    label: str = ""  # which roof: the measured ceiling's label ("vector float32", "hbm_rw"), or the datasheet's
 
 
 def uses_matrix_units(family: str, dtype: str) -> bool:

@@ -23,7 +23,7 @@ import pandas as pd
 from rooflab.db import rates
 from rooflab.reports.data.frames import params_of
 from rooflab.reports.data.op_facts import elementary_counts
-from rooflab.reports.roofs.ceilings import HALF_DTYPES, Ceiling, DeviceCeilings
+from rooflab.reports.roofs.models import HALF_DTYPES, Ceiling, DeviceCeilings
 from rooflab.suite.dtypes import storage_dtype
 from rooflab.vocab import CeilingKind
 

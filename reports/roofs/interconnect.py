@@ -21,8 +21,9 @@ from dataclasses import replace
 import pandas as pd
 
 from rooflab.db import rates
-from rooflab.reports.data.frames import params_of, usable
-from rooflab.reports.roofs.ceilings import (
+from rooflab.reports.data.frames import params_of, quality_of, usable
+from rooflab.reports.roofs.gpu_specs import GpuSpec
+from rooflab.reports.roofs.models import (
     COLLECTIVE_FAMILY,
     Ceiling,
     DeviceCeilings,
@@ -31,7 +32,9 @@ from rooflab.reports.roofs.ceilings import (
     ceiling_of,
     method_of,
 )
-from rooflab.reports.roofs.gpu_specs import GpuSpec
+from rooflab.suite.dtypes import element_size
+from rooflab.suite.ops.collective import CollectiveOp, world_size
+from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CeilingKind, CollectiveMode, Tool, Wall
 
 SECTION_CURVE_COLUMNS = ("op", "ranks", "dtype", "backend", "mode", "bytes_per_rank", "median_ms", "gbps",
@@ -89,16 +92,10 @@ def _line(r: pd.Series, params: dict) -> str:
 def curves(rows: pd.DataFrame) -> pd.DataFrame:
     """The usable collective results of a device, one row each, with the bytes each rank sends in
     (n·s: the message size nccl-tests' count stands for) and nccl-tests' algbw beside the busbw."""
-    from rooflab.suite.dtypes import element_size
-    from rooflab.suite.ops.collective import CollectiveOp, world_size
-    from rooflab.suite.ops.registry import get_op
-
     ok = usable(rows)
     ok = ok[ok["family"] == COLLECTIVE_FAMILY] if not ok.empty else ok
     if ok.empty:
         return pd.DataFrame(columns=list(SECTION_CURVE_COLUMNS))
-    from rooflab.reports.data.frames import params_of, quality_of
-
     out = []
     for (_, r), ranks, quality, mode in zip(ok.iterrows(), world_sizes(ok), quality_of(ok), modes_of(ok), strict=True):
         params = params_of(r["params"])

@@ -27,7 +27,8 @@ import pandas as pd
 
 from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, with_figure
-from rooflab.reports.roofs.ceilings import DeviceCeilings, bandwidth_roof, compute_roof, launch_floor_ms
+from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_roof, launch_floor_ms
+from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls.diagnosis import latest_per_case
 from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
 from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE

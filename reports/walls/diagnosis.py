@@ -40,18 +40,10 @@ import pandas as pd
 
 from rooflab.reports.data.frames import params_of, quality_of, usable
 from rooflab.reports.data.op_facts import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
-from rooflab.reports.roofs.ceilings import (
-    COLLECTIVE_FAMILY,
-    DeviceCeilings,
-    Roof,
-    bandwidth_roof,
-    compute_roof,
-    l2_resident,
-    launch_floor_ms,
-    uses_matrix_units,
-)
+from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_roof, l2_resident, launch_floor_ms, uses_matrix_units
 from rooflab.reports.roofs.elementary import elementary_time
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms, world_sizes
+from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings, Roof
 from rooflab.reports.walls.roofline_rule import RooflineBound, Roofs, roofline_bound
 from rooflab.vocab import Wall
 

@@ -16,9 +16,6 @@ import pandas as pd
 from rooflab.reports.data.frames import device_names, select_device
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import (
-    COLLECTIVE_FAMILY,
-    DeviceCeilings,
-    Roof,
     bandwidth_roof,
     compute_ceilings,
     compute_roof,
@@ -28,6 +25,7 @@ from rooflab.reports.roofs.ceilings import (
 )
 from rooflab.reports.roofs.gpu_specs import SPECS, match_device
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms
+from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings, Roof
 from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
 from rooflab.vocab import CacheMode, TimingMode
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rooflab.reports.roofs.ceilings import Ceiling, DeviceCeilings
+from rooflab.reports.roofs.models import Ceiling, DeviceCeilings
 from rooflab.reports.walls.breakdown import breakdowns, split_profiles
 from rooflab.runners.engine.attribution import (
     CPU_CLOCK,
