@@ -12,17 +12,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
 
 from rooflab.db.engine import READ_ONLY, make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
+from rooflab.db.schema import (
+    SchemaState,
+    check_sqlite_writable,
+    create_schema,
+    first_line,
+    inspect_connection,
+    read_state,
+    refuse,
+    require_current,
+)
 from rooflab.db.urls import normalize_url, redact, sqlite_path
-
-if TYPE_CHECKING:  # db.schema imports this module
-    from rooflab.db.schema import SchemaState
 
 
 class Database:
@@ -61,8 +68,6 @@ class Database:
 
     def state(self) -> SchemaState:
         """The schema state (db.schema.SchemaState), read without writing; a missing file is empty."""
-        from rooflab.db.schema import SchemaState, first_line, inspect_connection
-
         if self._current:
             return SchemaState("current", None)
         path = sqlite_path(self.url)
@@ -81,8 +86,6 @@ class Database:
     def reader(self) -> Engine:
         """The engine for reads, once the schema is known to be current (else DatabaseInputError or
         SchemaVersionError, as db.schema.require_current)."""
-        from rooflab.db.schema import refuse
-
         state = self.state()
         if state.kind == "empty":
             raise DatabaseInputError(f"no rooflab database at {self.shown} (nothing has been stored there yet)")
@@ -91,11 +94,7 @@ class Database:
 
     def writer(self) -> Engine:
         """The engine for writes, creating the schema at head if the database is new (as
-        db.schema.open_for_writing); an older, newer or unversioned database is refused unwritten."""
-        from sqlalchemy.exc import OperationalError
-
-        from rooflab.db.schema import check_sqlite_writable, create_schema, first_line, refuse
-
+        open_for_writing); an older, newer or unversioned database is refused unwritten."""
         if self._current:
             return self._engine_once()
         state = self.state()
@@ -119,6 +118,20 @@ class Database:
         self._current = False
 
 
+def open_for_writing(url: str | URL) -> Engine:
+    """A write engine for `url`, creating the schema at head if the database is new.
+
+    An older, newer or unversioned database raises SchemaVersionError before anything is written.
+    The engine is that of a Database of its own: disposing it is the caller's.
+    """
+    database = Database(url)
+    try:
+        return database.writer()
+    except BaseException:
+        database.close()
+        raise
+
+
 def as_database(db: str | URL | Database) -> tuple[Database, bool]:
     """(handle, whether the caller owns it and must close it): a URL gets a handle of its own."""
     if isinstance(db, Database):
@@ -131,8 +144,6 @@ Db = str | URL | Database  # what the readers take: a URL, or the command's open
 
 def schema_state(db: Db) -> SchemaState:
     """The schema state of `db` (db.schema.read_state for a URL; the handle's own check otherwise)."""
-    from rooflab.db.schema import read_state
-
     return db.state() if isinstance(db, Database) else read_state(db)
 
 
@@ -140,8 +151,6 @@ def schema_state(db: Db) -> SchemaState:
 def reading(db: Db) -> Iterator[Engine]:
     """An engine to read `db` with, its schema checked current: the handle's own engine, or a
     read-only one opened for this use and disposed after it."""
-    from rooflab.db.schema import require_current
-
     if isinstance(db, Database):
         yield db.reader()
         return

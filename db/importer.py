@@ -31,9 +31,9 @@ from rooflab.db.columns import (
 )
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
+from rooflab.db.handle import open_for_writing
 from rooflab.db.load import Batch, LoadCounts, load
 from rooflab.db.measurement_columns import device_key, measurement_column_names, rates_of
-from rooflab.db.schema import open_for_writing
 from rooflab.db.shards import parse_shard
 from rooflab.vocab import CollectiveMode, Pace, ResultStatus, RunStatus
 

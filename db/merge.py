@@ -17,8 +17,9 @@ from sqlalchemy import Connection, select
 from rooflab.db import models
 from rooflab.db.engine import make_engine, retry_locked
 from rooflab.db.errors import DatabaseInputError
+from rooflab.db.handle import open_for_writing
 from rooflab.db.load import AttachedRow, Batch, CounterRows, LayerProfileRows, LoadCounts, load
-from rooflab.db.schema import open_for_writing, require_current
+from rooflab.db.schema import require_current
 from rooflab.db.urls import normalize_url, redact, sqlite_path
 
 # a run, a device and a case travel whole: every column of their tables but the target's own key

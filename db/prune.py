@@ -12,7 +12,7 @@ from sqlalchemy import delete, func, select
 
 from rooflab.db import models
 from rooflab.db.engine import retry_locked
-from rooflab.db.schema import open_for_writing
+from rooflab.db.handle import open_for_writing
 from rooflab.db.urls import normalize_url
 
 

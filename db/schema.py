@@ -170,22 +170,6 @@ def _lock(conn: Connection) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
 
 
-def open_for_writing(url: str | URL) -> Engine:
-    """A write engine for `url`, creating the schema at head if the database is new.
-
-    An older, newer or unversioned database raises SchemaVersionError before anything is written.
-    The engine is that of a db.handle.Database of its own: disposing it is the caller's.
-    """
-    from rooflab.db.handle import Database
-
-    database = Database(url)
-    try:
-        return database.writer()
-    except BaseException:
-        database.close()
-        raise
-
-
 def check_sqlite_writable(path: Path, url: URL) -> None:
     """A SQLite file can be written (or created) only in an existing folder this process may write:
     SQLite adds its -wal and -shm files beside the database."""

@@ -138,10 +138,10 @@ def _size(url: str) -> str:
 def run_benchmark(url: str, args: argparse.Namespace, workdir: Path) -> None:
     from rooflab.db import query
     from rooflab.db.export import export
+    from rooflab.db.handle import open_for_writing
     from rooflab.db.importer import import_file
     from rooflab.db.load import load
     from rooflab.db.prune import prune_samples
-    from rooflab.db.schema import open_for_writing
     from rooflab.db.store import ResultStore
     from tests.db.factories import make_case, make_env, make_measurement, make_run
 

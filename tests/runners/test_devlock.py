@@ -152,7 +152,7 @@ def test_a_refused_run_starts_no_fork_server(tmp_path: Path, monkeypatch: pytest
     """The fork server imports torch (seconds of CPU): it starts once the input is checked and the
     device held, never for a run that is refused (a busy device, a filter that matches nothing, a
     resumed run that is not there)."""
-    from rooflab.db.schema import open_for_writing
+    from rooflab.db.handle import open_for_writing
     from rooflab.runners.errors import UserInputError
     from rooflab.runners.orchestration import session
     from rooflab.runners.orchestration.run_options import RunOptions
