@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Connection, Table
+from sqlalchemy.dialects import sqlite
 
 # The natural key of each table: a row whose key exists is skipped, any other violation still fails.
 NATURAL_KEYS: dict[str, tuple[str, ...]] = {
@@ -24,9 +25,7 @@ def insert_ignore(conn: Connection, table: Table) -> Any:
     which a process writing SQLite need not pay)."""
     keys = list(NATURAL_KEYS[table.name])
     if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects import postgresql
+        from sqlalchemy.dialects import postgresql  # here: about 0.2 s of CPU a SQLite writer need not pay
 
         return postgresql.insert(table).on_conflict_do_nothing(index_elements=keys)
-    from sqlalchemy.dialects import sqlite
-
     return sqlite.insert(table).on_conflict_do_nothing(index_elements=keys)

@@ -19,10 +19,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from sqlalchemy import select
+
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select
 from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
+from rooflab.db.importer import detect_format
 from rooflab.db.schema import require_current
 from rooflab.db.timeparse import parse_since
 
@@ -91,8 +94,6 @@ def _text_output(out: Path | None, gzipped: bool) -> Iterator[IO[str]]:
 def check_out(out: Path, fmt: str) -> bool:
     """Refuse an output name `rooflab import` would not read back as `fmt`, or a folder that cannot
     be written; returns whether the name asks for gzip."""
-    from rooflab.db.importer import detect_format
-
     allowed = f".{fmt} or .{fmt}.gz"
     try:
         named, gzipped = detect_format(out)
@@ -116,8 +117,6 @@ def check_out(out: Path, fmt: str) -> bool:
 
 def check_run(url: str, run_id: str) -> None:
     """Refuse a `--run` the database does not hold, naming the newest runs it does."""
-    from sqlalchemy import select
-
     engine = make_engine(require_current(url), write=False)
     try:
         with engine.connect() as conn:

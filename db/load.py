@@ -15,6 +15,7 @@ from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
 from rooflab.db.dialect import insert_ignore
+from rooflab.db.shards import aggregate_shards
 from rooflab.vocab import RunStatus
 
 CHUNK = 2000
@@ -123,8 +124,6 @@ def _insert_missing(conn: Connection, table: Any, key_column: Any,
 
 def _merge_run_states(conn: Connection, batch: Batch, run_ids: dict[str, int]) -> None:
     """Shards and runs that the target still sees running but the batch saw finish take the batch's state."""
-    from rooflab.db.shards import aggregate_shards
-
     shard_t, run_t = models.RunShard.__table__, models.Run.__table__
     if batch.shards:
         shard_rows = [dict(row, run_id=run_ids[run_id]) for run_id, row in batch.shards]

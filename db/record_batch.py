@@ -10,6 +10,7 @@ adds nothing, and a failure leaves nothing of them behind.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -99,8 +100,6 @@ def batch_of(runs: Sequence[RecordRun]) -> Batch:
 
 
 def _jsonable(value: object) -> dict[str, object]:
-    import json
-
     return dict(json.loads(json.dumps(value, default=str)))
 
 
