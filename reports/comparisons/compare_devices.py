@@ -11,8 +11,9 @@ from typing import Any
 import pandas as pd
 
 from rooflab.reports.comparisons import speedup_table as c
-from rooflab.reports.comparisons.pairing import Pairing, SideRuns, case_runs_of, pair_runs
+from rooflab.reports.comparisons.pairing import Pairing, SideRuns, pair_runs
 from rooflab.reports.comparisons.run_spread import estimate_spreads, trusted_rows
+from rooflab.reports.data.run_counts import case_runs_of
 from rooflab.reports.roofs.ceilings import ROOF_FAMILIES, ROOF_OPS, compute_ceilings
 from rooflab.reports.roofs.launch_floors import LAUNCH_OP, per_run_floors
 
@@ -83,7 +84,7 @@ def compare_devices(df: pd.DataFrame, counts: pd.DataFrame, baseline: str, candi
                     deviating: int = 15) -> Comparison:
     """The comparison of `candidate` against `baseline` (run ids or devices): `df` holds the results
     of (at least) the paired runs and their roof runs, `counts` the runs to pair from
-    (db.query.result_counts or reports.data.shown_runs.counts_of), `evidence` the raw samples, launch floors
+    (db.query.result_counts or reports.data.run_counts.counts_of), `evidence` the raw samples, launch floors
     and case runs (by default those of `df`). ReportInputError for a side that names nothing."""
     evidence = evidence if evidence is not None else Evidence(launch_rows=launch_rows_of(df))
     case_runs = evidence.case_runs if evidence.case_runs is not None else case_runs_of(df)

@@ -17,11 +17,9 @@ runs has them; when they hold no roof-setting result (a nightly spec without pro
 newest run of that device, started no later than the newest run compared, that does
 (reports.data.shown_runs, the device pages' rule).
 
-Everything works on two small frames: the run counts (db.query.result_counts, or
-reports.data.shown_runs.counts_of a results frame) and the runs holding an ok result of each case per
-device and suite (`case_runs`: at least the newest of them, and every one of a run named:
-reports.regressions.history_points.newest_ok_runs of the history, or `case_runs_of` a results frame), so the results
-are chosen before any of them is read.
+Everything works on two small frames (reports.data.run_counts): the run counts and the runs holding
+an ok result of each case per device and suite (`case_runs`: at least the newest of them, and every
+one of a run named), so the results are chosen before any of them is read.
 """
 from __future__ import annotations
 
@@ -30,11 +28,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.reports.data.frames import select_device, with_figure
+from rooflab.reports.data.frames import select_device
 from rooflab.reports.data.shown_runs import choose_runs
 from rooflab.reports.errors import ReportInputError
-
-CASE_RUN_COLUMNS = ["device_name", "case_key", "suite", "run_id", "run_order"]
 
 
 @dataclass(frozen=True)
@@ -78,18 +74,6 @@ class Pairing:
 
     def as_dict(self) -> dict:
         return {"baseline": self.baseline.as_dict(), "candidate": self.candidate.as_dict(), "reason": self.reason}
-
-
-def case_runs_of(df: pd.DataFrame) -> pd.DataFrame:
-    """Every run holding an ok result of each case, per device and suite, of a results frame (the
-    pairing takes the newest where a side is a device, and a run's own where it is named)."""
-    if df.empty:
-        return pd.DataFrame(columns=CASE_RUN_COLUMNS)
-    ok = with_figure(df)
-    order = pd.to_numeric(ok["run_order"], errors="coerce") if "run_order" in ok.columns else \
-        pd.to_datetime(ok["started_at"], utc=True).rank(method="dense")
-    frame = ok.assign(run_order=order, suite=ok["suite"] if "suite" in ok.columns else "")[CASE_RUN_COLUMNS]
-    return frame.drop_duplicates(["device_name", "case_key", "suite", "run_id"]).reset_index(drop=True)
 
 
 @dataclass(frozen=True)

@@ -104,13 +104,9 @@ def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Sin
     from rooflab.db.series_query import history_columns
     from rooflab.reports.comparisons.compare_devices import Evidence
     from rooflab.reports.comparisons.pairing import comparison_runs
+    from rooflab.reports.data.run_counts import counts_from_history, newest_ok_runs
     from rooflab.reports.data.shown_runs import choose_runs, needed_runs
-    from rooflab.reports.regressions.history_points import (
-        HistoryData,
-        counts_from_history,
-        newest_ok_runs,
-        series_points,
-    )
+    from rooflab.reports.regressions.history_points import HistoryData, series_points
 
     if _empty(url):
         return ReportInputs(pd.DataFrame(), pd.DataFrame(), None, Evidence())
@@ -137,7 +133,7 @@ def load_comparison_inputs(url: Db, baseline: str, candidate: str) -> tuple[pd.D
     from rooflab.db.series_query import history_columns
     from rooflab.reports.comparisons.compare_devices import Evidence
     from rooflab.reports.comparisons.pairing import pair_runs
-    from rooflab.reports.regressions.history_points import counts_from_history, newest_ok_runs
+    from rooflab.reports.data.run_counts import counts_from_history, newest_ok_runs
 
     if _empty(url):
         return pd.DataFrame(), pd.DataFrame(), Evidence()
@@ -235,12 +231,13 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
     written into `out_dir` one at a time when given (then they come back without their data;
     `runs` and `since` are the report's, which decide whether its pages link a comparison)."""
     from rooflab.db.series_query import history_columns
+    from rooflab.reports.data.run_counts import counts_from_history
     from rooflab.reports.data.shown_runs import choose_runs
     from rooflab.reports.pages.history_page import history_pages, write_history_site
     from rooflab.reports.pages.slugs import slug
     from rooflab.reports.regressions.columns_source import ReadSource
     from rooflab.reports.regressions.database_check import DatabaseSource, detect_with
-    from rooflab.reports.regressions.history_points import HistoryData, counts_from_history, series_points
+    from rooflab.reports.regressions.history_points import HistoryData, series_points
 
     if _empty(url):
         return [], []

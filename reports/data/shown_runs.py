@@ -12,8 +12,8 @@ reports.roofs.ceilings.ROOF_OPS); otherwise from the newest run on that device, 
 the newest shown run, that holds them (a nightly spec without probes is held against the last
 roofline run). The page names both.
 
-Everything here works on a counts frame (db.query.result_counts, or `counts_of` a results
-frame), so a report can choose runs before it reads any result.
+Everything here works on a counts frame (reports.data.run_counts), so a report can choose runs
+before it reads any result.
 """
 from __future__ import annotations
 
@@ -27,9 +27,6 @@ from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import ROOF_FAMILIES, ROOF_OPS
 from rooflab.vocab import ResultStatus, Tool
 
-COUNT_KEYS = ["run_id", "run_order", "started_at", "host", "suite", "git_commit", "device_name",
-              "device_fingerprint", "op", "family", "status"]
-
 
 @dataclass(frozen=True)
 class DeviceRuns:
@@ -42,21 +39,6 @@ class DeviceRuns:
     @property
     def roofs_elsewhere(self) -> bool:
         return not set(self.roof_runs) <= set(self.shown)
-
-
-def counts_of(df: pd.DataFrame) -> pd.DataFrame:
-    """rooflab.db.query.result_counts' frame computed from a results frame (what tests and notebooks have)."""
-    if df.empty:
-        return pd.DataFrame(columns=COUNT_KEYS + ["n"])
-    frame = df.copy()
-    if "run_order" not in frame.columns:
-        frame["run_order"] = (pd.to_datetime(frame["started_at"], utc=True).rank(method="dense")
-                              if "started_at" in frame.columns else 1)
-    for col in COUNT_KEYS:
-        if col not in frame.columns:
-            frame[col] = None
-    keys = frame[COUNT_KEYS].astype(object).where(frame[COUNT_KEYS].notna(), "")
-    return keys.groupby(COUNT_KEYS, sort=False).size().rename("n").reset_index()
 
 
 def newest_of_each_tool(dev: pd.DataFrame, runs_newest_first: list[str]) -> list[str]:

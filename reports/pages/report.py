@@ -17,7 +17,8 @@ from rooflab.db.timeparse import Since
 from rooflab.reports.comparisons.compare_devices import Evidence
 from rooflab.reports.data.frames import device_names
 from rooflab.reports.data.reads import chosen_runs
-from rooflab.reports.data.shown_runs import DeviceRuns, choose_runs, counts_of
+from rooflab.reports.data.run_counts import counts_of
+from rooflab.reports.data.shown_runs import DeviceRuns, choose_runs
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.breakdown_section import LayerProfiles
 from rooflab.reports.pages.breakdown_section import section as breakdown_section
@@ -51,7 +52,7 @@ def _records(df: pd.DataFrame, columns: list[str]) -> list[dict]:
 
 
 def _runs_table(counts: pd.DataFrame, shown: set[str] | None = None) -> list[dict]:
-    """One row per run, newest first, from the counts frame (reports.data.shown_runs.counts_of or
+    """One row per run, newest first, from the counts frame (reports.data.run_counts.counts_of or
     db.query.result_counts); `shown`: the runs the device pages show."""
     if counts.empty:
         return []

@@ -14,16 +14,15 @@ into one trend and names what changed between them).
 """
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from rooflab.db.series_query import CODED, HistoryColumns
-from rooflab.db.usable import figure_mask
+from rooflab.reports.data.run_counts import ok_rows
 from rooflab.suite.quality import noisy
-from rooflab.vocab import Quality, ResultStatus
+from rooflab.vocab import Quality
 
 # why a point is kept out of a baseline, as reports.regressions.series names it (0: it is not)
 EXCLUDED = ("", "not ok", "throttled", "noisy")
@@ -72,11 +71,6 @@ def _noisy_rows(h: HistoryColumns) -> np.ndarray:
     return np.where(stored, h.codes["quality"] != good, derived)
 
 
-def _ok_rows(h: HistoryColumns) -> np.ndarray:
-    ok_code = h.values["status"].index(ResultStatus.OK) if ResultStatus.OK in h.values["status"] else -2
-    return figure_mask(h.codes["status"] == ok_code, h.median_ms)
-
-
 def _group_medians(values: np.ndarray, ok: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Per group (rows starts[i]:starts[i] + sizes[i]), the median of `values` over its ok rows
     (NaN without one)."""
@@ -101,7 +95,7 @@ def series_points(h: HistoryColumns) -> SeriesPoints:
     del new_group
     env, case, run = env[starts], case[starts], run[starts]
     sizes = np.diff(np.append(starts, len(order))).astype(np.int32)
-    ok = _ok_rows(h)[order]
+    ok = ok_rows(h)[order]
     median = _group_medians(h.median_ms[order], ok, starts, sizes)
     p10 = _group_medians(h.p10_ms[order], ok, starts, sizes)
     p90 = _group_medians(h.p90_ms[order], ok, starts, sizes)
@@ -125,42 +119,6 @@ def series_points(h: HistoryColumns) -> SeriesPoints:
         run_index=run[keep], median_ms=median[keep], p10_ms=p10[keep], p90_ms=p90[keep],
         excluded=excluded[keep], flush=flush[keep], pace=pace[keep],
     )
-
-
-def counts_from_history(h: HistoryColumns) -> pd.DataFrame:
-    """db.query.result_counts' frame (results per run, device, op and status) from the history
-    columns, so a report that reads the history reads nothing else to choose its runs."""
-    if len(h) == 0:
-        return pd.DataFrame(columns=["run_id", "run_order", "started_at", "host", "suite", "git_commit", "device_name",
-                                     "device_fingerprint", "op", "family", "status", "n"])
-    cases = h.cases.assign(_of=list(zip(h.cases["op"], h.cases["family"], strict=True)))
-    op_family, names = pd.factorize(cases["_of"])
-    by_case = np.full(int(cases["case_id"].max()) + 1 if len(cases) else 1, -1, dtype=np.int64)
-    by_case[cases["case_id"].to_numpy()] = op_family
-    envs = h.environments.reset_index(drop=True)
-    by_env = np.full(int(envs["environment_id"].max()) + 1 if len(envs) else 1, -1, dtype=np.int64)
-    by_env[envs["environment_id"].to_numpy()] = np.arange(len(envs))
-    n_status, n_of, n_env = len(h.values["status"]) + 1, max(len(names), 1), max(len(envs), 1)
-    key = ((h.run_index.astype(np.int64) * n_env + by_env[h.environment_id]) * n_of
-           + by_case[h.case_id]) * n_status + (h.codes["status"].astype(np.int64) + 1)
-    unique, n = np.unique(key, return_counts=True)
-    status, rest = unique % n_status - 1, unique // n_status
-    of, rest = rest % n_of, rest // n_of
-    env, run = rest % n_env, rest // n_env
-    runs = h.runs.reset_index(drop=True)
-    statuses = np.array(list(h.values["status"]) + [None], dtype=object)
-    pairs = np.array(list(names) or [("", "")], dtype=object)
-    out = pd.DataFrame({
-        "run_id": runs["run_id"].to_numpy()[run], "run_order": (run + 1).astype("int64"),
-        "started_at": runs["started_at"].to_numpy()[run], "host": runs["host"].to_numpy()[run],
-        "suite": runs["suite"].to_numpy()[run], "git_commit": runs["git_commit"].to_numpy()[run],
-        "device_name": envs["device_name"].to_numpy()[env],
-        "device_fingerprint": envs["device_fingerprint"].to_numpy()[env],
-        "op": [p[0] for p in pairs[of]], "family": [p[1] for p in pairs[of]], "status": statuses[status],
-        "n": n.astype("int64"),
-    })
-    out["started_at"] = pd.to_datetime(out["started_at"], utc=True)
-    return out.sort_values(["run_order", "device_name", "op", "status"], kind="stable").reset_index(drop=True)
 
 
 def _codes(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -206,36 +164,3 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
         throttled=_column(df, "throttled", False).fillna(False).astype(bool).to_numpy(),
         codes=codes, values=values, runs=runs, environments=envs, cases=cases)
     return HistoryData(columns.tables_only(), series_points(columns))
-
-
-def newest_ok_runs(h: HistoryColumns, allowed: set[str] | None = None,
-                   named: Collection[str] = ()) -> pd.DataFrame:
-    """reports.comparisons.pairing's case runs from the history: per device name, case and suite, the newest run
-    (within `allowed`, when given) holding an ok result of the case, and every ok case of the runs
-    `named` (a comparison side named by its run)."""
-    from rooflab.reports.comparisons.pairing import CASE_RUN_COLUMNS
-
-    if len(h) == 0:
-        return pd.DataFrame(columns=CASE_RUN_COLUMNS)
-    keep = _ok_rows(h)
-    if allowed is not None:
-        keep &= h.runs["run_id"].isin(list(allowed)).to_numpy()[h.run_index]
-    envs = h.environments.reset_index(drop=True)
-    device_code, device_names = pd.factorize(envs["device_name"].astype(str))
-    by_env = np.full(int(envs["environment_id"].max()) + 1, -1, dtype=np.int64)
-    by_env[envs["environment_id"].to_numpy()] = device_code
-    suite_code, suites = pd.factorize(h.runs["suite"].astype(str))
-    device, case, run = by_env[h.environment_id[keep]], h.case_id[keep].astype(np.int64), h.run_index[keep]
-    suite = suite_code[run]
-    order = np.lexsort((run, suite, case, device))
-    device, case, suite, run = device[order], case[order], suite[order], run[order]
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = (device[1:] != device[:-1]) | (case[1:] != case[:-1]) | (suite[1:] != suite[:-1])
-    if named:  # and every ok result of a named run
-        last |= h.runs["run_id"].isin(list(named)).to_numpy()[run]
-    keys = h.cases.set_index("case_id")["case_key"]
-    return pd.DataFrame({
-        "device_name": np.asarray(device_names, dtype=object)[device[last]],
-        "case_key": keys.reindex(case[last]).to_numpy(), "suite": np.asarray(suites, dtype=object)[suite[last]],
-        "run_id": h.runs["run_id"].to_numpy()[run[last]], "run_order": run[last].astype(np.int64) + 1,
-    }).drop_duplicates().reset_index(drop=True)  # several GPUs of one fingerprint: one row a run

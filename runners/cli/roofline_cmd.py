@@ -37,7 +37,8 @@ def roofline_cmd(
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from rooflab.reports.data.reads import ROOFLINE_COLUMNS, load_device_results
-    from rooflab.reports.data.shown_runs import choose_runs, counts_of
+    from rooflab.reports.data.run_counts import counts_of
+    from rooflab.reports.data.shown_runs import choose_runs
     from rooflab.reports.pages.device_roofline import device_roofline
     from rooflab.reports.pages.report import slug
 

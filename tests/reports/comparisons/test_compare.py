@@ -8,7 +8,7 @@ import pytest
 
 from rooflab.reports.comparisons.compare_devices import compare_devices
 from rooflab.reports.comparisons.speedup_table import geomean, most_deviating
-from rooflab.reports.data.shown_runs import counts_of
+from rooflab.reports.data.run_counts import counts_of
 from rooflab.reports.errors import ReportInputError
 from tests.reports.synth import device_rows, frame, gemm, launch, row
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from rooflab.reports.comparisons.pairing import case_runs_of, comparison_runs, pair_runs
-from rooflab.reports.data.shown_runs import counts_of
+from rooflab.reports.comparisons.pairing import comparison_runs, pair_runs
+from rooflab.reports.data.run_counts import case_runs_of, counts_of
 from rooflab.reports.errors import ReportInputError
 from tests.reports.synth import launch, row, stream
 

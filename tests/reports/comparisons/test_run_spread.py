@@ -19,7 +19,7 @@ from rooflab.reports.comparisons.run_spread import (
     recent_runs,
     trusted_rows,
 )
-from rooflab.reports.data.shown_runs import counts_of
+from rooflab.reports.data.run_counts import counts_of
 from tests.present import present
 from tests.reports.synth import H100, row
 

@@ -12,15 +12,10 @@ import pytest
 
 from rooflab.db.query import result_counts, results
 from rooflab.db.series_query import history_columns
-from rooflab.reports.comparisons.pairing import case_runs_of
+from rooflab.reports.data.run_counts import case_runs_of, counts_from_history, newest_ok_runs
 from rooflab.reports.pages.history_page import LOG_STEP, history_pages
 from rooflab.reports.pages.slugs import slug
-from rooflab.reports.regressions.history_points import (
-    counts_from_history,
-    history_of_frame,
-    newest_ok_runs,
-    series_points,
-)
+from rooflab.reports.regressions.history_points import history_of_frame, series_points
 from rooflab.reports.regressions.series import detect, run_points
 from rooflab.reports.regressions.series import series_points as gate_points
 from tests.reports.gen_history import nightly_history, planted_keys

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from rooflab.reports.data.frames import quality_of
-from rooflab.reports.data.shown_runs import choose_runs, counts_of
+from rooflab.reports.data.run_counts import counts_of
+from rooflab.reports.data.shown_runs import choose_runs
 from rooflab.reports.pages.report import render_device_page
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.reports.walls.diagnosis import diagnose
