@@ -15,7 +15,7 @@ kind, part of the name).
 side's roofs come from the runs its compared results come from, as a device page showing those
 runs has them; when they hold no roof-setting result (a nightly spec without probes), from the
 newest run of that device, started no later than the newest run compared, that does
-(reports.data.shown_runs, the device pages' rule).
+(reports.roofs.shown_runs, the device pages' rule).
 
 Everything works on two small frames (reports.data.run_counts): the run counts and the runs holding
 an ok result of each case per device and suite (`case_runs`: at least the newest of them, and every
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rooflab.reports.data.frames import select_device
-from rooflab.reports.data.shown_runs import choose_runs
 from rooflab.reports.errors import ReportInputError
+from rooflab.reports.roofs.shown_runs import choose_runs
 
 
 @dataclass(frozen=True)

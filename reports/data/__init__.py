@@ -1,3 +1,3 @@
-"""What the reports read from the database (reads.py, the one place they read it) and the helpers
-over its results frames: usable and trustworthy rows, params, devices (frames.py), which runs a page
-shows (shown_runs.py), what an op says of itself (op_facts.py)."""
+"""What the reports read from the database (reads.py) and the helpers over its results frames:
+usable and trustworthy rows, params, devices (frames.py), the run counts and case runs that runs
+are chosen from (run_counts.py), what an op says of itself (op_facts.py)."""

@@ -69,13 +69,6 @@ class ReportInputs:
     evidence: Evidence
 
 
-def chosen_runs(plans: dict, runs: Sequence[str] | None, since: Since) -> set[str] | None:
-    """The runs a report was told to show (--run, --since), None when it shows each device's newest."""
-    if not runs and since is None:
-        return None
-    return {r for p in plans.values() for r in p.shown}
-
-
 def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_runs: pd.DataFrame | None,
                   counts: pd.DataFrame) -> Evidence:
     """The raw samples of the results of `runs`, every launch-probe result of `devices`, the case
@@ -97,7 +90,7 @@ def load_evidence(url: Db, runs: Sequence[str], devices: Sequence[str], case_run
 def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Since = None,
                        columns: Sequence[str] = REPORT_COLUMNS, with_history: bool = True) -> ReportInputs:
     """The report's inputs: the history is read first (in one pass, db.series_query.history_columns)
-    and the run counts come from it; then the runs are chosen (reports.data.shown_runs for the device pages,
+    and the run counts come from it; then the runs are chosen (reports.roofs.shown_runs for the device pages,
     reports.comparisons.pairing for the comparison) and only their results are read. `with_history`: also
     every series' points (the history pages; `rooflab report` has them drawn in a process of its own)."""
     from rooflab.db.query import results
@@ -105,8 +98,8 @@ def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Sin
     from rooflab.reports.comparisons.compare_devices import Evidence
     from rooflab.reports.comparisons.pairing import comparison_runs
     from rooflab.reports.data.run_counts import counts_from_history, newest_ok_runs
-    from rooflab.reports.data.shown_runs import choose_runs, needed_runs
     from rooflab.reports.regressions.history_points import HistoryData, series_points
+    from rooflab.reports.roofs.shown_runs import choose_runs, chosen_runs, needed_runs
 
     if _empty(url):
         return ReportInputs(pd.DataFrame(), pd.DataFrame(), None, Evidence())
@@ -232,12 +225,12 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
     `runs` and `since` are the report's, which decide whether its pages link a comparison)."""
     from rooflab.db.series_query import history_columns
     from rooflab.reports.data.run_counts import counts_from_history
-    from rooflab.reports.data.shown_runs import choose_runs
     from rooflab.reports.pages.history_page import history_pages, write_history_site
     from rooflab.reports.pages.slugs import slug
     from rooflab.reports.regressions.columns_source import ReadSource
     from rooflab.reports.regressions.database_check import DatabaseSource, detect_with
     from rooflab.reports.regressions.history_points import HistoryData, series_points
+    from rooflab.reports.roofs.shown_runs import choose_runs
 
     if _empty(url):
         return [], []

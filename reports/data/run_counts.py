@@ -6,7 +6,7 @@
   (CASE_RUN_COLUMNS), from the history (`newest_ok_runs`: the newest of them, and every one of a run
   named) or from a results frame (`case_runs_of`: every one of them).
 
-The device pages choose their runs from the counts (reports.data.shown_runs), a comparison pairs
+The device pages choose their runs from the counts (reports.roofs.shown_runs), a comparison pairs
 its results from both (reports.comparisons.pairing).
 """
 from __future__ import annotations

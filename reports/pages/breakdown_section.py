@@ -1,7 +1,7 @@
 """The report's layer breakdown section: per device, each profiled block as an inline SVG stacked
 bar (by part and by wall), its parts' table, MFU and the fusion estimate (reports.walls.breakdown).
 
-Like the rest of a device page, the section shows only the runs the page shows (reports.data.shown_runs):
+Like the rest of a device page, the section shows only the runs the page shows (reports.roofs.shown_runs):
 the profiles of other runs are named, not drawn."""
 from __future__ import annotations
 

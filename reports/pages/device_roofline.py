@@ -10,10 +10,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from rooflab.reports.data.frames import is_cpu
-from rooflab.reports.data.shown_runs import DeviceRuns, rows_for
 from rooflab.reports.pages import plots
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.reports.roofs.models import DeviceCeilings
+from rooflab.reports.roofs.shown_runs import DeviceRuns, rows_for
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,7 @@ import pandas as pd
 from rooflab.db.timeparse import Since
 from rooflab.reports.comparisons.compare_devices import Evidence
 from rooflab.reports.data.frames import device_names
-from rooflab.reports.data.reads import chosen_runs
 from rooflab.reports.data.run_counts import counts_of
-from rooflab.reports.data.shown_runs import DeviceRuns, choose_runs
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.breakdown_section import LayerProfiles
 from rooflab.reports.pages.breakdown_section import section as breakdown_section
@@ -31,6 +29,7 @@ from rooflab.reports.regressions.history_points import HistoryData, history_of_f
 from rooflab.reports.regressions.series import detect
 from rooflab.reports.regressions.verdicts import SHOWN_VERDICTS, Verdict
 from rooflab.reports.roofs.models import DeviceCeilings
+from rooflab.reports.roofs.shown_runs import DeviceRuns, choose_runs, chosen_runs
 from rooflab.reports.walls import counters_check as counters_mod
 from rooflab.reports.walls.diagnosis import diagnose, fusion_gains, most_left_on_table
 from rooflab.vocab import FAULTS, ResultStatus
@@ -118,7 +117,7 @@ def render_report(
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
     Each device page shows the newest run of that device, or the `runs` / the runs `since` a date
-    (reports.data.shown_runs). `counts`: db.query.result_counts of the database when `df` holds only the
+    (reports.roofs.shown_runs). `counts`: db.query.result_counts of the database when `df` holds only the
     runs the pages need (write_report); by default computed from `df`. `verdicts`: the regression
     verdicts of the history when already computed (reports.regressions.database_check.detect_in_database); a callable
     that returns them is called when the regressions page is drawn, after the device and comparison
@@ -177,7 +176,7 @@ def render_report(
 @dataclass(frozen=True)
 class _DeviceInputs:
     """What every device page reads beside its own results: the run counts, the runs each device
-    shows (reports.data.shown_runs.choose_runs), the counter readings, the profiled blocks and the
+    shows (reports.roofs.shown_runs.choose_runs), the counter readings, the profiled blocks and the
     groups collectives ran in."""
 
     counts: pd.DataFrame

@@ -176,3 +176,22 @@ def _prediction(op_name, params, dtype, dc, flops, nbytes, croof: Roof, broof: R
         bandwidth_source=broof.source, ridge_flop_per_byte=bound.ridge_flop_per_byte, roofline_ms=bound.roofline_ms,
         attainable_tflops=bound.attainable_tflops, wall=bound.wall, launch_floor_ms=floor,
     )
+
+
+def ambiguous_device(device: str, df: pd.DataFrame) -> list[str]:
+    """The devices `device` could mean when it names more than one (in the database, else in the
+    datasheet table), else []. An exact name or key is never ambiguous; a datasheet entry matches
+    when every word typed is a word of its key ("A100" matches four entries, "H100 PCIe" one)."""
+    text = " ".join(device.strip().lower().replace("_", " ").split())
+    names = device_names(df) if df is not None and not df.empty else []
+    if any(n.lower() == text for n in names):
+        return []
+    in_database = [n for n in names if text in n.lower()]
+    if in_database:
+        return in_database if len(in_database) > 1 else []
+    keys = [spec.key for spec in SPECS]
+    if any(k.lower() == text for k in keys):
+        return []
+    words = set(text.split())
+    in_datasheet = [k for k in keys if words and words <= set(k.lower().split())]
+    return in_datasheet if len(in_datasheet) > 1 else []

@@ -38,9 +38,9 @@ def roofline_cmd(
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
     from rooflab.reports.data.reads import ROOFLINE_COLUMNS, load_device_results
     from rooflab.reports.data.run_counts import counts_of
-    from rooflab.reports.data.shown_runs import choose_runs
     from rooflab.reports.pages.device_roofline import device_roofline
     from rooflab.reports.pages.report import slug
+    from rooflab.reports.roofs.shown_runs import choose_runs
 
     url = db_url(db)
     require_database(url)
@@ -106,14 +106,12 @@ def predict_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
-    from rooflab.reports.walls.predict import parse_shape, predict
+    from rooflab.reports.walls.predict import ambiguous_device, parse_shape, predict
     from rooflab.vocab import CACHE_MODES
 
     if cache not in CACHE_MODES:
         fail(f"--cache: {escape(cache)!r} is not allowed; allowed: {', '.join(CACHE_MODES)}")
     df = load_results_or_fail(db)
-    from rooflab.reports.data.frames import ambiguous_device
-
     candidates = ambiguous_device(device, df)
     if candidates:
         fail(f"--device {escape(device)!r} is ambiguous: it matches {escape(', '.join(candidates))}; "

@@ -6,9 +6,9 @@ import pytest
 
 from rooflab.reports.data.frames import quality_of
 from rooflab.reports.data.run_counts import counts_of
-from rooflab.reports.data.shown_runs import choose_runs
 from rooflab.reports.pages.report import render_device_page
 from rooflab.reports.roofs.ceilings import compute_ceilings
+from rooflab.reports.roofs.shown_runs import choose_runs
 from rooflab.reports.walls.diagnosis import diagnose
 from rooflab.runners.engine.stats import summarize
 from rooflab.suite.quality import noise_reasons

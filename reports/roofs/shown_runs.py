@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from rooflab.db.timeparse import Since
+from rooflab.db.timeparse import Since, parse_since
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import ROOF_FAMILIES, ROOF_OPS
 from rooflab.vocab import ResultStatus, Tool
@@ -78,8 +78,6 @@ def choose_runs(counts: pd.DataFrame, *, runs: Sequence[str] | None = None,
         pick = counts["run_id"].isin(list(runs))
         chosen_by = "run"
     elif since is not None:
-        from rooflab.db.timeparse import parse_since
-
         start = parse_since(since)
         pick = pd.to_datetime(counts["started_at"], utc=True) >= start
         if not pick.any():
@@ -123,3 +121,10 @@ def rows_for(rows: pd.DataFrame, plan: DeviceRuns) -> tuple[pd.DataFrame, pd.Dat
 def needed_runs(plans: dict[str, DeviceRuns]) -> list[str]:
     """Every run a report with these plans reads."""
     return sorted({r for p in plans.values() for r in p.shown + p.roof_runs})
+
+
+def chosen_runs(plans: dict[str, DeviceRuns], runs: Sequence[str] | None, since: Since) -> set[str] | None:
+    """The runs a report was told to show (--run, --since), None when it shows each device's newest."""
+    if not runs and since is None:
+        return None
+    return {r for p in plans.values() for r in p.shown}
