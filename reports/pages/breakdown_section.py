@@ -6,26 +6,13 @@ the profiles of other runs are named, not drawn."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pandas as pd
 from markupsafe import Markup
 
+from rooflab.reports.data.reads import LayerProfiles
 from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls.breakdown import breakdowns, label, split_profiles, stacked_bars_svg
-
-LayerProfiles = tuple[pd.DataFrame, pd.DataFrame]  # (profiles, parts) as db.layer_query gives them
-
-
-def load_layer_profiles(url: Any) -> LayerProfiles:
-    """(profiles, parts) of the database at `url` (or a db.handle.Database); empty frames when
-    nothing is stored yet."""
-    from rooflab.db.handle import schema_state
-    from rooflab.db.layer_query import layer_profiles
-
-    if schema_state(url).kind == "empty":
-        return pd.DataFrame(), pd.DataFrame()
-    return layer_profiles(url)
 
 
 def section(layer: LayerProfiles | None, rows: pd.DataFrame, dc: DeviceCeilings, runs: Sequence[str]) -> dict:

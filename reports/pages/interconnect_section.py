@@ -13,8 +13,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
 
 import pandas as pd
 from matplotlib.ticker import FuncFormatter
@@ -27,16 +26,6 @@ from rooflab.suite.ops.base import format_bytes
 from rooflab.vocab import CeilingKind, CollectiveMode, Quality, ResultStatus, Tool
 
 STRAGGLERS_SHOWN = 15
-
-
-def load_collectives(url: Any, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """db.collectives.collective_frame of the database at `url`; empty when nothing is stored yet."""
-    from rooflab.db.collectives import collective_frame
-    from rooflab.db.handle import schema_state
-
-    if schema_state(url).kind == "empty":
-        return pd.DataFrame()
-    return collective_frame(url, run_ids=run_ids)
 
 
 def interconnect_svg(points: pd.DataFrame, dc: DeviceCeilings) -> str:

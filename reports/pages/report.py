@@ -13,16 +13,27 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from rooflab.db.handle import Db, shown
 from rooflab.db.timeparse import Since
 from rooflab.reports.comparisons.compare_devices import Evidence
 from rooflab.reports.data.frames import device_names
+from rooflab.reports.data.reads import (
+    LayerProfiles,
+    load_collectives,
+    load_counters,
+    load_crosschecks,
+    load_layer_profiles,
+)
 from rooflab.reports.data.run_counts import counts_of
 from rooflab.reports.pages import plots
-from rooflab.reports.pages.breakdown_section import LayerProfiles
 from rooflab.reports.pages.breakdown_section import section as breakdown_section
+from rooflab.reports.pages.compare_page import compare_page
+from rooflab.reports.pages.crosscheck_page import crosscheck_page
 from rooflab.reports.pages.device_roofline import DeviceRoofline, device_roofline
+from rooflab.reports.pages.history_judge import judge_history
 from rooflab.reports.pages.history_page import history_site
 from rooflab.reports.pages.interconnect_section import section as interconnect_section
+from rooflab.reports.pages.report_inputs import load_report_inputs
 from rooflab.reports.pages.slugs import slug
 from rooflab.reports.pages.templating import environment, missing, num
 from rooflab.reports.regressions.history_points import HistoryData, history_of_frame
@@ -123,12 +134,12 @@ def render_report(
     that returns them is called when the regressions page is drawn, after the device and comparison
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
-    (reports.pages.breakdown_section.load_layer_profiles), for the breakdown section. `counters`: the counter
+    (reports.data.reads.load_layer_profiles), for the breakdown section. `counters`: the counter
     readings (db.counters.counters_frame), for the model-against-counters section and the diagnosis.
-    `collectives`: the groups collectives ran in (reports.pages.interconnect_section.load_collectives), for
+    `collectives`: the groups collectives ran in (reports.data.reads.load_collectives), for
     the stragglers of the interconnect section. `history`: every series' points
-    (reports.data.reads.load_report_inputs), or a callable that returns once the history pages are written
-    into `out_dir` elsewhere (reports.data.reads.PendingVerdicts.pages); by default framed from `df`.
+    (reports.pages.report_inputs.load_report_inputs), or a callable that returns once the history pages are written
+    into `out_dir` elsewhere (reports.pages.history_judge.PendingVerdicts.pages); by default framed from `df`.
     `evidence`: the comparison's raw samples and launch floors (by default the launch results of
     `df`, no samples)."""
     out = Path(out_dir)
@@ -146,11 +157,9 @@ def render_report(
         ceilings_by_device[roofline.name] = roofline.ceilings
     has_compare = len(devices) >= 2
     if has_compare:
-        from rooflab.reports.pages.compare_page import compare_page
-
         pages["compare.html"] = compare_page(env, lambda n, svg: _write_svg(out, n, svg), slug, ceilings_by_device,
                                              df, counts, evidence, chosen_runs(plans, runs, since))
-    if callable(verdicts):  # still being judged elsewhere (reports.data.reads.PendingVerdicts): wait for them now
+    if callable(verdicts):  # still being judged elsewhere (pages.history_judge.PendingVerdicts): wait for them now
         verdicts = verdicts()
     if verdicts is None:
         verdicts = detect(df) if not df.empty else []
@@ -158,8 +167,6 @@ def render_report(
     pages.update(_history_pages(env, history, df, verdicts, has_compare))
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
-        from rooflab.reports.pages.crosscheck_page import crosscheck_page
-
         pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
     shown = {r for p in plans.values() for r in p.shown}
     pages["index.html"] = env.get_template("index.html").render(
@@ -271,7 +278,7 @@ def _diagnosis_tables(diag: pd.DataFrame) -> dict[str, Any]:
 def _history_pages(env: jinja2.Environment, history: HistoryData | Callable[[], list] | None, df: pd.DataFrame,
                    verdicts: list, has_compare: bool) -> dict[str, str]:
     """The history pages to write (none when a callable says they were written elsewhere)."""
-    if callable(history):  # written into the folder elsewhere (reports.data.reads.judge_history): wait for them
+    if callable(history):  # written into the folder elsewhere (pages.history_judge.judge_history): wait for them
         history()
         return {}
     if history is None and not df.empty:
@@ -304,16 +311,11 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
                                                        n_series=len(verdicts), max_plots=MAX_TREND_PLOTS)
 
 
-def write_report(db_url: Any, out_dir: str | Path, *, runs: list[str] | None = None, since: Since = None) -> Path:
+def write_report(db_url: Db, out_dir: str | Path, *, runs: list[str] | None = None, since: Since = None) -> Path:
     """Write the site for the database at `db_url` (a URL or a db.handle.Database); returns
     index.html. Reads the history (run counts, case runs), then only the runs the device and
     comparison pages show (and their roof runs), and judges the history (the verdicts and the
-    history pages, reports.data.reads.judge_history)."""
-    from rooflab.db.handle import shown
-    from rooflab.reports.data.reads import judge_history, load_counters, load_crosschecks, load_report_inputs
-    from rooflab.reports.pages.breakdown_section import load_layer_profiles
-    from rooflab.reports.pages.interconnect_section import load_collectives
-
+    history pages, reports.pages.history_judge.judge_history)."""
     inputs = load_report_inputs(db_url, runs=runs, since=since, with_history=False)
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     verdicts, written = judge_history(db_url, out_dir=Path(out_dir), runs=runs, since=since)

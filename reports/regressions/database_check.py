@@ -1,7 +1,8 @@
 """The regression check over a results database: read the newest runs, judge every series
 (reports.regressions.series, reports.regressions.gate), and read again in full only the series that
 need it. The reads go through a HistorySource: the database (DatabaseSource), or the history's
-columns when the report has read them already (reports.regressions.columns_source).
+columns when the report has read them already (reports.regressions.columns_source). `load_verdicts`
+is the check as `rooflab regressions` asks it of a database (none while nothing is stored there).
 """
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from typing import Protocol
 
 import pandas as pd
 
+from rooflab.db import query
 from rooflab.db.handle import Db
+from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.regressions.gate import CHANGE_HISTORY, Point, SeriesVerdict, window_suffices
 from rooflab.reports.regressions.link_check import link_checked
-from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
+from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD, RegressionOptions
 from rooflab.reports.regressions.series import DETECT_COLUMNS, detect_in_slices
 from rooflab.reports.regressions.verdicts import Verdict
 
@@ -93,28 +96,18 @@ class DatabaseSource:
         self.url = url
 
     def run_ids(self) -> list[str]:
-        from rooflab.db import query
-
         return query.run_ids(self.url)
 
     def tail(self, runs: list[str]) -> pd.DataFrame:
-        from rooflab.db import query
-
         return query.results(self.url, run_id=runs, columns=DETECT_COLUMNS)
 
     def summary(self) -> pd.DataFrame:
-        from rooflab.db import query
-
         return query.series_summary(self.url)
 
     def method_spans(self) -> pd.DataFrame:
-        from rooflab.db import query
-
         return query.series_method_spans(self.url)
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
-        from rooflab.db import query
-
         cases = sorted({k for k, _ in keys})
         if len(keys) > REFETCH_ALL_ABOVE:
             history = query.results(self.url, columns=DETECT_COLUMNS)
@@ -192,3 +185,12 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
         for v in judge_all(source.series(again)):
             by_key[(v.case_key, v.device_fingerprint)] = v
     return link_checked([by_key[key] for key in sorted(by_key)], min_change)
+
+
+def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> list[SeriesVerdict]:
+    """The regression verdict of every series in the database at `url`, as `detect` gives them on
+    every result, read from the newest runs (detect_in_database); [] when nothing has been stored
+    there yet."""
+    if nothing_stored(url):
+        return []
+    return detect_in_database(url, **options.as_kwargs())

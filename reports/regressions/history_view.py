@@ -13,8 +13,14 @@ from typing import Any
 
 import pandas as pd
 
+from rooflab.db.handle import Db
+from rooflab.db.query import result_devices, results
+from rooflab.db.series_query import case_keys, cases
+from rooflab.reports.data.frames import select_device
+from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.regressions.gate import SeriesVerdict
+from rooflab.reports.regressions.link_check import table_of
 from rooflab.reports.regressions.series import (
     DETECT_COLUMNS,
     ENV_COLUMNS,
@@ -24,6 +30,8 @@ from rooflab.reports.regressions.series import (
     series_points,
 )
 from rooflab.reports.regressions.verdicts import DRIFT, Verdict
+from rooflab.suite.errors import SpecError
+from rooflab.suite.filters import CASE_KEYS, parse_filters
 from rooflab.vocab import ResultStatus
 
 VIEW_COLUMNS = tuple(dict.fromkeys(DETECT_COLUMNS + ("p10_ms", "p90_ms", *METHOD_COLUMNS, "op", "family", "backend",
@@ -105,8 +113,6 @@ def views(frame: pd.DataFrame, context: pd.DataFrame | None = None) -> list[Seri
 
 def _matching_keys(cases: pd.DataFrame, parsed: dict[str, set[str]]) -> tuple[list[str], pd.Series]:
     """(case keys matching every filter, how many filters each case matches)."""
-    from rooflab.suite.filters import CASE_KEYS
-
     hits = pd.Series(0, index=cases.index)
     for key, wanted in parsed.items():
         if key in CASE_KEYS:
@@ -129,9 +135,6 @@ def case_keys_for(cases: pd.DataFrame, filters: Sequence[str]) -> tuple[list[str
     """(case keys matching `filters`, the verdict values asked for). ReportInputError for a
     malformed filter, or none matching (naming the nearest case keys: those matching the most
     filters, then the most like the filters' text)."""
-    from rooflab.suite.errors import SpecError
-    from rooflab.suite.filters import parse_filters
-
     verdict_filters = [f for f in filters if f.split("=", 1)[0].strip() == VERDICT_KEY]
     others = [f for f in filters if f not in verdict_filters]
     allowed_verdicts = [*map(str, Verdict), DRIFT]
@@ -169,3 +172,44 @@ def select_views(found: list[SeriesView], verdicts: dict[str, set[str]], last: i
             continue
         out.append(SeriesView(v.verdict, v.runs.tail(last).reset_index(drop=True)) if last else v)
     return out
+
+
+def load_series_views(url: Db, *, case_key: str | None = None, filters: Sequence[str] = (),
+                      device: str | None = None, last: int | None = None) -> list[SeriesView]:
+    """The series `rooflab history` shows, read from the database at `url`: one case's series, or those of the
+    cases matching `filters`, on `device` only when given, with the newest `last` runs each.
+    ReportInputError naming the nearest case keys when nothing matches."""
+    if nothing_stored(url):
+        raise ReportInputError("the database holds no results yet")
+    verdicts: dict[str, set[str]] = {}
+    if case_key is not None:
+        frame = results(url, case_key=case_key, columns=VIEW_COLUMNS)
+        if frame.empty:
+            near = nearest_keys(case_key, case_keys(url))
+            raise ReportInputError(f"no results for case {case_key!r}; nearest case keys: {', '.join(near) or 'none'}")
+    else:
+        keys, verdicts = case_keys_for(cases(url), filters)
+        frame = pd.concat([results(url, case_key=keys[i:i + 500], columns=VIEW_COLUMNS)
+                           for i in range(0, len(keys), 500)], ignore_index=True)
+    if device is not None:
+        name, chosen = select_device(result_devices(url), device)
+        frame = frame[frame["device_fingerprint"].isin(set(chosen["device_fingerprint"]))]
+        if frame.empty:
+            raise ReportInputError(f"--device {device!r}: no result of {name} for the case(s) asked for")
+    found = select_views(views(frame, _with_sizes(url, frame)), verdicts, last)
+    if not found:
+        raise ReportInputError(f"no series matches {' '.join(filters)}: none has the verdict asked for")
+    return found
+
+
+def _with_sizes(url: Db, frame: pd.DataFrame) -> pd.DataFrame | None:
+    """`frame` with the other message sizes of its collective tests (reports.regressions.link_check judges a test
+    as a whole), or None when it holds no collective case."""
+    tables = {t[0] for t in map(table_of, frame["case_key"].astype(str).unique()) if t is not None}
+    if not tables:
+        return None
+    shown = set(frame["case_key"].astype(str))
+    more = [k for k in case_keys(url) if k not in shown and (t := table_of(k)) is not None and t[0] in tables]
+    extra = [results(url, case_key=more[i:i + 500], columns=VIEW_COLUMNS) for i in range(0, len(more), 500)]
+    extra = [e[e["device_fingerprint"].isin(set(frame["device_fingerprint"]))] for e in extra]
+    return pd.concat([frame, *extra], ignore_index=True) if extra else frame

@@ -1,6 +1,6 @@
 """The settings of the regression check, with their defaults in one place.
 
-`rooflab regressions`, `rooflab nightly`, `reports.data.reads.load_verdicts` and the nightly history
+`rooflab regressions`, `rooflab nightly`, `reports.regressions.database_check.load_verdicts` and the nightly history
 check (reports.regressions.nightly_check) all take a `RegressionOptions`; the command-line flags build one.
 This module imports nothing heavy, so the CLI can read the defaults for its help text.
 """

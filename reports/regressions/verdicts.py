@@ -66,8 +66,11 @@ def parse_fail_on(text: str, option: str = "--fail-on") -> FailOn:
 class Judged(Protocol):
     """What the exit policy reads of a series' verdict (reports.regressions.gate.SeriesVerdict)."""
 
-    status: str
-    drift: object | None
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def drift(self) -> object | None: ...
 
 
 def should_fail(verdicts: Iterable[Judged], fail_on: str) -> bool:

@@ -36,7 +36,7 @@ def compare_cmd(
     """Per-case speedup of the candidate over the baseline with its 95 % interval, beside the
     speedup the roofs predict; the runs paired are named, with the rule that paired them."""
     from rooflab.reports.comparisons.compare_devices import compare_devices
-    from rooflab.reports.data.reads import load_comparison_inputs
+    from rooflab.reports.comparisons.inputs import load_comparison_inputs
     from rooflab.reports.pages import compare_plots
     from rooflab.reports.regressions.link_check import table_speedups
 

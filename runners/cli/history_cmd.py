@@ -116,8 +116,8 @@ def history_cmd(
     """The history of a case (every run, with the regression check's verdict), or a sparkline per
     series of the cases matching --filter. Exit 2 with the nearest case keys when nothing matches."""
     from rooflab.db.errors import DatabaseInputError
-    from rooflab.reports.data.reads import load_series_views
     from rooflab.reports.errors import ReportInputError
+    from rooflab.reports.regressions.history_view import load_series_views
 
     if (case_key is None) == (not filter_):
         fail("give a CASE_KEY or --filter KEY=VALUE (one or the other), e.g. rooflab history -f op=copy")

@@ -51,7 +51,7 @@ def regressions_cmd(
 ) -> None:
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
-    from rooflab.reports.data.reads import load_verdicts
+    from rooflab.reports.regressions.database_check import load_verdicts
     from rooflab.reports.regressions.verdicts import DRIFT, Verdict, parse_fail_on, should_fail
 
     try:
@@ -113,10 +113,10 @@ def report_cmd(
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from rooflab.db.urls import redact
     from rooflab.reports.allocator import keep_mmap_threshold
-    from rooflab.reports.data.reads import PendingVerdicts, load_counters, load_crosschecks, load_report_inputs
-    from rooflab.reports.pages.breakdown_section import load_layer_profiles
-    from rooflab.reports.pages.interconnect_section import load_collectives
+    from rooflab.reports.data.reads import load_collectives, load_counters, load_crosschecks, load_layer_profiles
+    from rooflab.reports.pages.history_judge import PendingVerdicts
     from rooflab.reports.pages.report import render_report
+    from rooflab.reports.pages.report_inputs import load_report_inputs
 
     if run and since:
         fail("give either --run or --since, not both")

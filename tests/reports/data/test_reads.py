@@ -11,16 +11,11 @@ import pytest
 
 from rooflab.db import query
 from rooflab.reports.data.frames import select_device
-from rooflab.reports.data.reads import (
-    REPORT_COLUMNS,
-    ROOFLINE_COLUMNS,
-    load_device_results,
-    load_results,
-    load_verdicts,
-)
+from rooflab.reports.data.reads import REPORT_COLUMNS, ROOFLINE_COLUMNS, load_device_results, load_results
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.report import render_report
+from rooflab.reports.regressions.database_check import load_verdicts
 from rooflab.reports.regressions.series import detect
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from tests.reports.synth import device_rows, history, noisy, write_db

@@ -64,8 +64,9 @@ def test_the_report_command_never_imports_torch_and_finds_the_planted_step(tmp_p
 
 
 def test_spawned_verdicts_make_the_same_regressions_page(tmp_path: Path) -> None:
-    from rooflab.reports.data.reads import PendingVerdicts, load_verdicts
+    from rooflab.reports.pages.history_judge import PendingVerdicts
     from rooflab.reports.pages.report import _env, _regressions_page
+    from rooflab.reports.regressions.database_check import load_verdicts
 
     url = _db(tmp_path)
     here = load_verdicts(url)

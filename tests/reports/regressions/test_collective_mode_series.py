@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.series_query import history_columns
-from rooflab.reports.data.reads import load_verdicts
 from rooflab.reports.regressions.columns_source import verdicts_of_history
+from rooflab.reports.regressions.database_check import load_verdicts
 from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.series import detect
 from tests.reports.synth import collective, frame, noisy, write_db

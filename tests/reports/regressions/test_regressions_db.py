@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from rooflab.db import query
-from rooflab.reports.data.reads import load_verdicts
-from rooflab.reports.regressions.database_check import detect_in_database, history_runs
+from rooflab.reports.regressions.database_check import detect_in_database, history_runs, load_verdicts
 from rooflab.reports.regressions.series import detect
 from tests.db.pg import BACKENDS, backend_url
 from tests.reports.synth import row, write_db
