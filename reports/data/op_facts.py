@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rooflab.suite.ops.registry import get_op
+
 
 def _op(name: str) -> Any:
-    from rooflab.suite.ops.registry import get_op
-
     try:
         return get_op(name)
     except KeyError:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.series_query import HistoryColumns
+from rooflab.reports.pages.templating import environment
 from rooflab.reports.regressions.history_points import EXCLUDED, SeriesPoints
 from rooflab.reports.regressions.options import Z_THRESHOLD
 from rooflab.reports.regressions.verdicts import DRIFT, Verdict
@@ -200,8 +201,6 @@ def write_history_site(out_dir: Path, history: Any, verdicts: Iterable[Any], slu
                        has_compare: bool = False, page_points: int = PAGE_POINTS) -> list[HistoryPage]:
     """Write the history pages of `history` (reports.regressions.history_points.HistoryData) into `out_dir`, one page
     built and written at a time; the pages come back without their data."""
-    from rooflab.reports.pages.templating import environment
-
     env, written = environment(), []
     verdicts = list(verdicts)
     pages = ([] if history is None or history.points.n_series == 0

@@ -5,6 +5,7 @@ reads the database. Text from the database is drawn literally (`plain` escapes m
 """
 from __future__ import annotations
 
+import html
 import io
 import math
 import re
@@ -346,8 +347,6 @@ def _draw_roofline_points(ax: plt.Axes, pts: pd.DataFrame, titles: dict[str, lis
 def _inline(svg: str) -> str:
     """The SVG element alone, for an HTML page: no XML prologue, metadata or namespace URLs (the
     HTML parser knows svg and xlink:href by itself)."""
-    import re
-
     svg = svg[svg.index("<svg"):]
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.DOTALL)
     return re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", svg, count=2)
@@ -356,9 +355,6 @@ def _inline(svg: str) -> str:
 def add_point_titles(svg: str, titles: dict[str, list[tuple[int, str]]]) -> str:
     """Give each marker of the scatter groups `titles` names (gid -> [(point number, text)] in
     drawing order) a <title> and a link to `#pt-N`; a group whose marker count differs is left alone."""
-    import html
-    import re
-
     for gid, entries in titles.items():
         start = svg.find(f'<g id="{gid}"')
         if start < 0:

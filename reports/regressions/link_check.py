@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from rooflab.reports.regressions.gate import Baseline, Flag, Point, SeriesVerdict
 from rooflab.reports.regressions.options import MIN_CHANGE
 from rooflab.reports.regressions.verdicts import Verdict
+from rooflab.suite.ops.collective import COLLECTIVE_OPS
 
 MIN_SIZES = 3  # sizes that move data, in both runs
 FLOOR_FACTOR = 2.0  # a size counts when its time is above this many times the test's smallest
@@ -52,8 +53,6 @@ def log_mean_interval(logs: Sequence[float]) -> tuple[float, float, float]:
 
 
 def _collective_ops() -> frozenset[str]:
-    from rooflab.suite.ops.collective import COLLECTIVE_OPS
-
     return frozenset(op.name for op in COLLECTIVE_OPS)
 
 

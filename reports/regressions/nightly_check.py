@@ -11,8 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rooflab.db.query import results, run_ids
+from rooflab.reports.regressions.database_check import detect_in_database
 from rooflab.reports.regressions.options import RegressionOptions
+from rooflab.reports.regressions.series import DETECT_COLUMNS, detect
 from rooflab.reports.regressions.verdicts import DRIFT, FLAG_KINDS, Verdict
+from rooflab.vocab import ResultStatus
 
 
 @dataclass(frozen=True)
@@ -39,11 +43,6 @@ def series_of_run(history: Any, run_id: str) -> Any:
 
 def check_history(db: Any, run_id: str, options: RegressionOptions = RegressionOptions()) -> HistoryCheck:
     """Judge the series `run_id` measured in the database `db` (a URL or a db.handle.Database)."""
-    from rooflab.db.query import results, run_ids
-    from rooflab.reports.regressions.database_check import detect_in_database
-    from rooflab.reports.regressions.series import DETECT_COLUMNS, detect
-    from rooflab.vocab import ResultStatus
-
     this_run = results(db, run_id=run_id, columns=["case_key", "device_fingerprint", "status"])
     counts = {str(status): int((this_run["status"] == status).sum()) for status in ResultStatus}
     kw = options.as_kwargs()

@@ -22,16 +22,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
+from xml.sax.saxutils import escape
 
 import pandas as pd
 
 from rooflab.db import rates
+from rooflab.db.layer_query import layer_profiles
 from rooflab.reports.data.frames import params_of, with_figure
-from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_roof, launch_floor_ms
+from rooflab.reports.data.reads import REPORT_COLUMNS, load_device_results
+from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_ceilings, compute_roof, launch_floor_ms
 from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls.diagnosis import latest_per_case
 from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
-from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE
+from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE, forward_parts, fusion_chains
+from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CeilingKind, TimingMode, Wall
 
 MATRIX_KINDS = ("matmul", "attention", "backward")
@@ -188,9 +192,6 @@ def _part_row(part: pd.Series, whole_ms: float, dtype: str, dc: DeviceCeilings, 
 
 
 def _chains(params: dict[str, Any], dtype: str, dc: DeviceCeilings) -> tuple[tuple[ChainEstimate, ...], float | None]:
-    from rooflab.suite.ops.layer_model import forward_parts, fusion_chains
-    from rooflab.suite.ops.registry import get_op
-
     roof = bandwidth_roof(dc)
     resolved = get_op("transformer_block").resolved_params(params)
     out = []
@@ -258,8 +259,6 @@ def label(b: Breakdown) -> str:
 def stacked_bars_svg(items: list[Breakdown], *, width: int = 760) -> str:
     """Two horizontal bars per block, each the profiled whole: split by part, and by wall (an
     inline SVG element for an HTML page: no namespace declaration, which HTML does not need)."""
-    from xml.sax.saxutils import escape
-
     bar_h, gap, left = 16, 10, 10
     rows_h = 3 * bar_h + gap
     height = max(1, len(items)) * rows_h + 40
@@ -306,10 +305,6 @@ def split_profiles(profiles: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 
 def device_breakdowns(url: str, device: str) -> tuple[str, list[Breakdown]]:
     """(device name, breakdowns) of one device in the database at `url`."""
-    from rooflab.db.layer_query import layer_profiles
-    from rooflab.reports.data.reads import REPORT_COLUMNS, load_device_results
-    from rooflab.reports.roofs.ceilings import compute_ceilings
-
     name, rows = load_device_results(url, device, REPORT_COLUMNS)
     profiles, parts = layer_profiles(url)
     return name, breakdowns(split_profiles(profiles, rows), parts, rows, compute_ceilings(rows, name))

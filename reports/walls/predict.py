@@ -27,6 +27,8 @@ from rooflab.reports.roofs.gpu_specs import SPECS, match_device
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms
 from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings, Roof
 from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
+from rooflab.suite.ops.base import ParamValueError
+from rooflab.suite.ops.registry import all_ops, get_op
 from rooflab.vocab import CacheMode, TimingMode
 
 
@@ -81,9 +83,6 @@ def parse_shape(text: str) -> dict[str, int | float | bool | str]:
 
 def resolve_op_params(op_name: str, shape: dict, dtype: str):
     """(op, resolved params) after checking the op, parameter names, required ones and the dtype."""
-    from rooflab.suite.ops.base import ParamValueError
-    from rooflab.suite.ops.registry import all_ops, get_op
-
     try:
         op = get_op(op_name)
     except KeyError:
