@@ -35,7 +35,7 @@ __all__ = ["MachineState", "MeasureResult", "counters", "history", "measure", "r
 def __getattr__(name: str) -> Any:
     """The API names, imported from rooflab.api on first access (PEP 562)."""
     if name in __all__:
-        from rooflab import api
+        from rooflab import api  # on first access (PEP 562): `import rooflab` loads none of it
 
         value = getattr(api, name)
         globals()[name] = value

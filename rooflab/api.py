@@ -16,8 +16,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import modes_problem
 from rooflab.suite.ops.registry import register
+from rooflab.suite.timing import TimingSettings
 
 if TYPE_CHECKING:  # pandas, torch and the runners load only when a function is called
     import pandas as pd
@@ -107,7 +109,7 @@ class MeasureResult:
               11 samples, stopped: converged; cold cache, graph timing, 20 launches a sample, clock cuda_event
               quality: good
         """
-        from rooflab.runners.orchestration.progress import format_ms
+        from rooflab.runners.orchestration.progress import format_ms  # Rich: loaded when a result prints
 
         s, m, o = self.stats, self.method, self.observation
         ci = "no 95 % CI (too few samples)"
@@ -163,12 +165,12 @@ def measure(
     mode that does not exist raises ValueError naming it. On a CPU the samples run with torch's
     current number of threads (a run sets one per physical core).
     """
+    # the engine, the machine capture and NVML load on the first call: `import rooflab` stays cheap
+    # (no torch, pandas or SQLAlchemy; tests/test_api.py)
     from rooflab.runners.engine.timing import measure as engine_measure
-    from rooflab.runners.errors import UserInputError
     from rooflab.runners.machine.environment import best_device, capture
     from rooflab.runners.machine.observe import watching
     from rooflab.runners.orchestration.run_options import validate_timing_overrides
-    from rooflab.suite.timing import TimingSettings
 
     problem = modes_problem(cache, timing_mode)
     if problem:
@@ -209,6 +211,7 @@ def run(
     (`run_id`, `status`, `counts` by status, ...); results are read back with `results(db, run_id=...)`.
     A bad spec, filter or setting raises the same error the command reports with exit code 2.
     """
+    # the runners (SQLAlchemy, torch in the workers) load on the first call: `import rooflab` stays cheap
     from rooflab.runners.orchestration.run_options import RunOptions
     from rooflab.runners.orchestration.session import run_suite
 
@@ -234,7 +237,7 @@ def counters(
     runners.counters.ncu.CountersRefusal (a UserInputError) before anything is written; a bad spec,
     filter or database raises what `rooflab counters` reports with exit code 2. docs/counters.md.
     """
-    from rooflab.runners.counters.session import run_counters
+    from rooflab.runners.counters.session import run_counters  # pandas, SQLAlchemy: on the first call
 
     return run_counters(str(spec), db_url=db, filters=tuple(filters), device=device, ncu=ncu, seed=seed,
                         command_line="rooflab.counters(...)")
@@ -246,21 +249,21 @@ def results(db: str = DEFAULT_DB, **where: Any) -> pd.DataFrame:
     Filters, by keyword: `run_id`, `since` (a date), `device` (fingerprint, name or GPU UUID),
     `status`, `case_key` (each of these one value or several), and `columns` to read only some.
     """
-    from rooflab.db import query
+    from rooflab.db import query  # pandas and SQLAlchemy on the first call: `import rooflab` stays cheap
 
     return query.results(db, **where)
 
 
 def runs(db: str = DEFAULT_DB) -> pd.DataFrame:
     """One row per run, in run order."""
-    from rooflab.db import query
+    from rooflab.db import query  # pandas and SQLAlchemy on the first call: `import rooflab` stays cheap
 
     return query.runs(db)
 
 
 def history(case_key: str, db: str = DEFAULT_DB, device_fingerprint: str | None = None) -> pd.DataFrame:
     """Every result of one case (on one device fingerprint when given), in run order."""
-    from rooflab.db import query
+    from rooflab.db import query  # pandas and SQLAlchemy on the first call: `import rooflab` stays cheap
 
     return query.case_history(db, case_key, device_fingerprint)
 
