@@ -23,15 +23,7 @@ import pandas as pd
 from rooflab.db import rates
 from rooflab.reports.data.frames import params_of, quality_of, usable
 from rooflab.reports.roofs.gpu_specs import GpuSpec
-from rooflab.reports.roofs.models import (
-    COLLECTIVE_FAMILY,
-    Ceiling,
-    DeviceCeilings,
-    Roof,
-    best_of,
-    ceiling_of,
-    method_of,
-)
+from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, Ceiling, DeviceCeilings, Roof, best_of, ceiling_of
 from rooflab.suite.dtypes import element_size
 from rooflab.suite.ops.collective import CollectiveOp, world_size
 from rooflab.suite.ops.registry import get_op
@@ -156,6 +148,6 @@ def collective_ceilings(rows: pd.DataFrame, spec: GpuSpec | None) -> list[Ceilin
             out.append(replace(c, collective=str(op), ranks=int(ranks)))
         medians = pd.to_numeric(g["median_ms"], errors="coerce")
         fastest = g.loc[medians.idxmin()]
-        out.append(Ceiling(kind=CeilingKind.COMM_LATENCY, value=float(medians.min()), case_key=str(fastest["case_key"]),
-                           run_id=str(fastest["run_id"]), collective=str(op), ranks=int(ranks), **method_of(fastest)))
+        floor = ceiling_of(fastest, CeilingKind.COMM_LATENCY, float(medians.min()), spec)  # no datasheet figure
+        out.append(replace(floor, collective=str(op), ranks=int(ranks)))
     return out
