@@ -22,7 +22,7 @@ from rooflab.reports.roofs.launch_floors import LAUNCH_OP, per_run_floors
 class Evidence:
     """What a comparison reads beside the paired results: the raw samples of those results, every
     launch-probe result of the devices (the spread of their launch floors), the newest ok run
-    of each case per device and suite (reports.comparisons.pairing's case runs; None: from the results frame),
+    of each case per device and suite (reports.data.run_counts' case runs; None: from the results frame),
     and the trustworthy results of the devices' recent runs (reports.comparisons.run_spread: how far a result
     moves from one run to the next; None: from the results frame)."""
 
