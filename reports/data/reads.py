@@ -1,11 +1,10 @@
-"""What the reports read from the database: each function turns a query of db (db.query,
-db.crosscheck, db.counters, db.layer_query, db.collectives) into the frame reports work on, and a
-database that holds nothing yet into an empty frame (`nothing_stored`).
+"""What the reports read of the results: each function turns a query of db.query into the frame
+reports work on, and a database that holds nothing yet into an empty frame (`nothing_stored`): the
+column sets the report and `rooflab roofline` read (REPORT_COLUMNS, ROOFLINE_COLUMNS), every result,
+one device's results. The tables beside the results are read by reports.data.side_reads.
 
-The column sets the report and `rooflab roofline` read (REPORT_COLUMNS, ROOFLINE_COLUMNS), one
-device's results, the cross-checks, the counter readings, the profiled blocks and the groups
-collectives ran in. What a command or a page assembles from several reads lives on the floor that
-uses it: the comparison's inputs (reports.comparisons.inputs), the history's series and verdicts
+What a command or a page assembles from several reads lives on the floor that uses it: the
+comparison's inputs (reports.comparisons.inputs), the history's series and verdicts
 (reports.regressions.history_view, reports.regressions.database_check), the report's inputs and its
 judged history (reports.pages.report_inputs, reports.pages.history_judge).
 """
@@ -15,11 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from rooflab.db.collectives import collective_frame
-from rooflab.db.counters import counters_frame
-from rooflab.db.crosscheck import crosscheck_frame
 from rooflab.db.handle import Db, schema_state
-from rooflab.db.layer_query import layer_profiles
 from rooflab.db.query import result_devices, results
 from rooflab.reports.data.frames import select_device
 
@@ -60,20 +55,6 @@ def load_results(url: Db, columns: Sequence[str] | None = None) -> pd.DataFrame:
     return results(url, columns=columns)
 
 
-def load_crosschecks(url: Db) -> pd.DataFrame:
-    """Every cross-check row (db.crosscheck.crosscheck_frame); an empty frame when there is no database yet."""
-    if nothing_stored(url):
-        return pd.DataFrame()
-    return crosscheck_frame(url)
-
-
-def load_counters(url: Db) -> pd.DataFrame:
-    """Every counter reading (db.counters.counters_frame); an empty frame when there is no database yet."""
-    if nothing_stored(url):
-        return pd.DataFrame()
-    return counters_frame(url)
-
-
 def load_device_results(
     url: Db, device: str, columns: Sequence[str] | None = REPORT_COLUMNS
 ) -> tuple[str, pd.DataFrame]:
@@ -85,21 +66,3 @@ def load_device_results(
     rows = results(url, device=name, columns=columns)
     keep = (rows["device_name"] == name) & rows["device_fingerprint"].isin(set(chosen["device_fingerprint"]))
     return name, rows[keep]
-
-
-LayerProfiles = tuple[pd.DataFrame, pd.DataFrame]  # (profiles, parts) as db.layer_query gives them
-
-
-def load_layer_profiles(url: Db) -> LayerProfiles:
-    """(profiles, parts) of the database at `url` (db.layer_query.layer_profiles); empty frames when
-    nothing is stored yet."""
-    if nothing_stored(url):
-        return pd.DataFrame(), pd.DataFrame()
-    return layer_profiles(url)
-
-
-def load_collectives(url: Db, run_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """db.collectives.collective_frame of the database at `url`; empty when nothing is stored yet."""
-    if nothing_stored(url):
-        return pd.DataFrame()
-    return collective_frame(url, run_ids=run_ids)

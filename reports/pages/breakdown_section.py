@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 from markupsafe import Markup
 
-from rooflab.reports.data.reads import LayerProfiles
+from rooflab.reports.data.side_reads import LayerProfiles
 from rooflab.reports.roofs.models import DeviceCeilings
 from rooflab.reports.walls.breakdown import breakdowns, label, split_profiles, stacked_bars_svg
 

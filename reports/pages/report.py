@@ -17,14 +17,14 @@ from rooflab.db.handle import Db, shown
 from rooflab.db.timeparse import Since
 from rooflab.reports.comparisons.compare_devices import Evidence
 from rooflab.reports.data.frames import device_names
-from rooflab.reports.data.reads import (
+from rooflab.reports.data.run_counts import counts_of
+from rooflab.reports.data.side_reads import (
     LayerProfiles,
     load_collectives,
     load_counters,
     load_crosschecks,
     load_layer_profiles,
 )
-from rooflab.reports.data.run_counts import counts_of
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.breakdown_section import section as breakdown_section
 from rooflab.reports.pages.compare_page import compare_page
@@ -134,9 +134,9 @@ def render_report(
     that returns them is called when the regressions page is drawn, after the device and comparison
     pages; by default `detect(df)`. `crosschecks`: the cross-check rows (db.crosscheck.crosscheck_frame);
     when there are any, crosscheck.html. `layer_profiles`: the profiled blocks
-    (reports.data.reads.load_layer_profiles), for the breakdown section. `counters`: the counter
+    (reports.data.side_reads.load_layer_profiles), for the breakdown section. `counters`: the counter
     readings (db.counters.counters_frame), for the model-against-counters section and the diagnosis.
-    `collectives`: the groups collectives ran in (reports.data.reads.load_collectives), for
+    `collectives`: the groups collectives ran in (reports.data.side_reads.load_collectives), for
     the stragglers of the interconnect section. `history`: every series' points
     (reports.pages.report_inputs.load_report_inputs), or a callable that returns once the history pages are written
     into `out_dir` elsewhere (reports.pages.history_judge.PendingVerdicts.pages); by default framed from `df`.

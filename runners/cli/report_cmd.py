@@ -113,7 +113,7 @@ def report_cmd(
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
     from rooflab.db.urls import redact
     from rooflab.reports.allocator import keep_mmap_threshold
-    from rooflab.reports.data.reads import load_collectives, load_counters, load_crosschecks, load_layer_profiles
+    from rooflab.reports.data.side_reads import load_collectives, load_counters, load_crosschecks, load_layer_profiles
     from rooflab.reports.pages.history_judge import PendingVerdicts
     from rooflab.reports.pages.report import render_report
     from rooflab.reports.pages.report_inputs import load_report_inputs

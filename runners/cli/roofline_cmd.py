@@ -39,7 +39,7 @@ def roofline_cmd(
     from rooflab.reports.data.reads import ROOFLINE_COLUMNS, load_device_results
     from rooflab.reports.data.run_counts import counts_of
     from rooflab.reports.pages.device_roofline import device_roofline
-    from rooflab.reports.pages.report import slug
+    from rooflab.reports.pages.slugs import slug
     from rooflab.reports.roofs.shown_runs import choose_runs
 
     url = db_url(db)
