@@ -18,16 +18,6 @@ _ts = sa.DateTime(timezone=True)
 
 
 def upgrade() -> None:
-    # one step per table, in the order their foreign keys need
-    _create_environments()
-    _create_runs()
-    _create_run_environments()
-    _create_cases()
-    _create_measurements()
-    _create_samples()
-
-
-def _create_environments() -> None:
     op.create_table(
         "environments",
         sa.Column("id", sa.Integer(), primary_key=True),
@@ -45,9 +35,6 @@ def _create_environments() -> None:
         sa.Column("first_seen_at", _ts, nullable=False),
         sa.UniqueConstraint("device_fingerprint", name="uq_environments_device_fingerprint"),
     )
-
-
-def _create_runs() -> None:
     op.create_table(
         "runs",
         sa.Column("id", sa.Integer(), primary_key=True),
@@ -66,9 +53,6 @@ def _create_runs() -> None:
         sa.UniqueConstraint("run_id", name="uq_runs_run_id"),
     )
     op.create_index("ix_runs_started_at", "runs", ["started_at"])
-
-
-def _create_run_environments() -> None:
     op.create_table(
         "run_environments",
         sa.Column("id", sa.Integer(), primary_key=True),
@@ -79,9 +63,6 @@ def _create_run_environments() -> None:
         sa.Column("info", sa.JSON(), nullable=False),
         sa.UniqueConstraint("run_id", "environment_id", "device_key", name="uq_run_environments_device"),
     )
-
-
-def _create_cases() -> None:
     op.create_table(
         "cases",
         sa.Column("id", sa.Integer(), primary_key=True),
@@ -94,9 +75,6 @@ def _create_cases() -> None:
         sa.Column("params", sa.JSON(), nullable=False),
         sa.UniqueConstraint("case_key", name="uq_cases_case_key"),
     )
-
-
-def _create_measurements() -> None:
     op.create_table(
         "measurements",
         sa.Column("id", _key, primary_key=True),
@@ -141,9 +119,6 @@ def _create_measurements() -> None:
             "run_id", "case_id", "cache", "timing_mode", "device_key", name="uq_measurements_run_case_device"
         ),
     )
-
-
-def _create_samples() -> None:
     op.create_table(
         "samples",
         sa.Column(
