@@ -39,12 +39,15 @@ test: $(STAMP)
 	  [ $$linted -eq 0 ] || echo "make test: lint failed (its output above)" >&2; \
 	  [ $$tests -eq 0 ] && [ $$linted -eq 0 ]
 
-# ruff (lint and import order) and mypy over the four packages and tests/; settings in pyproject.toml.
-# mypy reads the packages through build/typecheck/rooflab, links that place the top-level folders
-# under `rooflab` as the installed wheel does (mypy does not follow rooflab/__init__.py's __path__),
-# and the tests through build/typecheck/tests, a link to tests/.
+# ruff (lint and import order) and mypy over the four packages, tests/ and scripts/; settings in
+# pyproject.toml. mypy reads the packages through build/typecheck/rooflab, links that place the
+# top-level folders under `rooflab` as the installed wheel does (mypy does not follow
+# rooflab/__init__.py's __path__), the tests through build/typecheck/tests, a link to tests/, and each
+# script as the top-level module it is when run (`python scripts/NAME.py`: its siblings import by
+# name), found through MYPYPATH=scripts.
 LINT_PATHS := suite runners db reports rooflab tests scripts
 TYPECHECK := build/typecheck
+SCRIPT_MODULES := $(patsubst scripts/%.py,-m %,$(sort $(wildcard scripts/*.py)))
 # mypy's cache lives with the environment: most of a first check is the libraries' code (torch, numpy,
 # SQLAlchemy, matplotlib), which depends on what .venv holds, not on the checkout; mypy checks every
 # cached file against its source's hash, so a new clone re-checks only the files that differ. flock
@@ -60,7 +63,7 @@ lint: $(STAMP)
 	@# both checkers run and report before the target fails
 	@status=0; \
 	  echo "ruff check $(LINT_PATHS)"; $(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
-	  echo "mypy -p rooflab -p tests"; (cd $(TYPECHECK) && $(MYPY_LOCK) $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(MYPY_CACHE) -p rooflab -p tests) || status=1; \
+	  echo "mypy -p rooflab -p tests, scripts/"; (cd $(TYPECHECK) && MYPYPATH=$(CURDIR)/scripts $(MYPY_LOCK) $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(MYPY_CACHE) -p rooflab -p tests $(SCRIPT_MODULES)) || status=1; \
 	  exit $$status
 
 # GPU_TESTS narrows it (test files or node ids; default: every gpu-marked test); PYTEST_ADDOPTS is read as usual

@@ -72,6 +72,8 @@ def period(state: str, readings: Sequence[tuple[float, float]]) -> Period:
     power = None
     if len(ups) >= 2 and ups[-1][0] > ups[0][0]:
         power = (ups[-1][1] - ups[0][1]) / 1e3 / (ups[-1][0] - ups[0][0])
+    p10: float | None
+    p90: float | None
     if len(gaps_ms) >= 2:
         deciles = statistics.quantiles(gaps_ms, n=10, method="inclusive")
         p10, p90 = deciles[0], deciles[-1]
@@ -163,11 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     from rooflab.runners.machine.environment import capture
 
     _, device = capture("cuda:0")
-    source = NvmlClockSource.for_device(device)
-    if source is None:
+    source, lib = NvmlClockSource.for_device(device), nvml.nvml()
+    if source is None or lib is None:
         print("SKIP: NVML is not available: no energy counter to read")
         return 3
-    lib, handle = nvml.nvml(), nvml.handle_for(device.torch_device)
+    handle = nvml.handle_for(device.torch_device)
     periods = [period("idle", tight_loop(source.total_energy_mj, IDLE_S))]
     usage: list[float] = []
     windows: list[Window] = []

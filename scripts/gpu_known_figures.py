@@ -460,11 +460,10 @@ def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, pr
     add("cos_cos eager (2 kernels)", "GB/s", case_figure(rows, "cos_cos", "GB/s", dtype=dt, backend="eager", n=n),
         "cos_cos_eager")
     for tokens, batch in profile.attention:
-        shape = dict(batch=batch, heads=profile.heads, seq_q=tokens, seq_k=tokens, head_dim=profile.head_dim,
-                     causal=False)
         for kernel, name in (("sdpa_flash", "flash"), ("naive", "naive")):
             add(f"attention {name} {tokens} tokens", "TFLOP/s",
-                case_figure(rows, "attention", "TFLOP/s", dtype=profile.attention_dtype, kernel=kernel, **shape),
+                case_figure(rows, "attention", "TFLOP/s", dtype=profile.attention_dtype, kernel=kernel, batch=batch,
+                            heads=profile.heads, seq_q=tokens, seq_k=tokens, head_dim=profile.head_dim, causal=False),
                 f"attention_{name}_{tokens}")
     return out
 
