@@ -208,7 +208,7 @@ def probe_device(loan: Loan, python: str) -> dict:
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         seen = {"cuda": False, "error": f"the probe failed: {exc!r}"[:300]}
     for error in seen.get("import_errors", []):
-        loan.log(f"set-up: WARNING: {error} (are the wheels there? ../shared/gpu/fetch-wheels.sh)")
+        loan.log(f"set-up: WARNING: {error} (are the wheels there? scripts/gpu_wheels.py)")
     return seen
 
 

@@ -201,7 +201,7 @@ def check_tool(step: str, command: plan.Command, line: str) -> CommandCheck:
 
 # ---------------------------------------------------------------- the carried wheels
 
-# what the GPU image lacks of rooflab's dependencies (../shared/gpu/fetch-wheels.sh fetches them):
+# what the GPU image lacks of rooflab's dependencies (scripts/gpu_wheels.py fetches them):
 # SQLAlchemy, Alembic and Mako, Pydantic and its core and types, and nvbench's cuda-bench
 WHEELS_NEEDED = ("sqlalchemy", "alembic", "mako", "pydantic", "pydantic_core", "annotated_types", "typing_inspection",
                  "typing_extensions", "cuda_bench")
@@ -212,7 +212,7 @@ def wheel_problems(folder: Path) -> list[str]:
     a missing one, two versions of one (pip refuses the whole install), a wheel built for another
     Python or platform."""
     if not folder.is_dir():
-        return [f"{folder}: no such folder (../shared/gpu/fetch-wheels.sh makes it)"]
+        return [f"{folder}: no such folder (scripts/gpu_wheels.py fetches it)"]
     found: dict[str, list[str]] = {}
     problems = []
     for wheel in sorted(folder.glob("*.whl")):

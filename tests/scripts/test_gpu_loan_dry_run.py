@@ -116,7 +116,7 @@ def test_the_wheels_check_finds_a_missing_package_a_second_version_and_a_wrong_p
     assert any(p.startswith("pydantic_core: 2 versions") for p in problems)
     assert any("mako-1.4.3-cp311-cp311-macosx_11_0_arm64.whl: built for cp311" in p for p in problems)
     assert check.wheel_problems(tmp_path / "none") == [f"{tmp_path / 'none'}: no such folder "
-                                                        "(../shared/gpu/fetch-wheels.sh makes it)"]
+                                                        "(scripts/gpu_wheels.py fetches it)"]
 
 
 def test_the_loan_call_runs_every_cuda_step_on_fakes_and_returns_within_the_limits(
