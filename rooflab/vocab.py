@@ -3,11 +3,12 @@
 Every package may import this module (`suite`, `runners`, `db`, `reports`); it imports nothing of
 the project and nothing outside the standard library. Each set is a `StrEnum`: a member equals its
 string (`ResultStatus.OK == "ok"`), so the database, the results frames and the JSON outputs hold
-plain text. docs/fixed-sets-and-rules.md says who decides each value and who reads it.
+plain text; the exit codes of the commands are the one `IntEnum`. docs/fixed-sets-and-rules.md says
+who decides each value and who reads it.
 """
 from __future__ import annotations
 
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 
 def allowed(values: type[StrEnum] | tuple[StrEnum, ...]) -> str:
@@ -243,3 +244,17 @@ def on_tensor_cores(family: str | None, dtype: str | None) -> bool:
     """Whether a case's model FLOPs run on tensor cores: a matrix family in a tensor-core dtype (a
     float32 GEMM without TF32 runs on FFMA)."""
     return family in MATRIX_FAMILIES and dtype in TENSOR_CORE_DTYPES
+
+
+# -- how a command ends -----------------------------------------------------------------------
+
+
+class ExitCode(IntEnum):
+    """The exit codes of rooflab's commands (runners/cli/epilogue.py ends every command with one)."""
+
+    OK = 0
+    FAILED = 1  # the work ran and found what fails it: a failed run, a regression (--fail-on), a rank's fault
+    BAD_INPUT = 2  # invalid input: one `error:` line, nothing written
+    DEVICE_BUSY = 75  # another run holds a device's lock (sysexits EX_TEMPFAIL: try again later)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+    STOPPED = 143  # SIGTERM between two cases, obeyed (128 + SIGTERM)

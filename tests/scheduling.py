@@ -26,16 +26,16 @@ SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\([^)]*scope\s*=\s*["'](module|c
 # on processes mixed with tests that compute, so that the two workers seldom wait at once. Only an
 # order: a module missing here is run too.
 SLOW_FIRST: tuple[str, ...] = (
-    "tests/runners/test_slurm_real.py",  # whole, about 95 s, much of it waiting on its jobs
+    "tests/runners/cluster/test_slurm_real.py",  # whole, about 95 s, much of it waiting on its jobs
     # beside it, whole modules that keep their worker's core busy in process, then the
     # multi-process modules (waiting on their processes too) mixed with in-process ones
     "tests/reports/data/test_reads.py",
     "tests/reports/pages/test_html.py",
     "tests/runners/test_attribution.py",
-    "tests/runners/test_cluster_e2e.py",
+    "tests/runners/cluster/test_cluster_e2e.py",
     "tests/reports/regressions/test_regressions_db.py",
     "tests/runners/test_collective_env.py",
-    "tests/runners/test_cluster_e2e_nightly.py",
+    "tests/runners/cluster/test_cluster_e2e_nightly.py",
     "tests/runners/test_devlock.py",
     "tests/runners/test_collective_runs.py",
     "tests/runners/test_counters_cli.py",
@@ -46,7 +46,7 @@ SLOW_FIRST: tuple[str, ...] = (
     # timeout, a hanging case's): apart, each beside a module that computes, not at the end nor
     # beside the other's wait
     "tests/scripts/test_gpu_loan_dry_run.py",
-    "tests/runners/test_nightly.py",
+    "tests/runners/cluster/test_nightly.py",
     "tests/runners/test_supervisor.py",
     "tests/runners/test_crosscheck.py",
     "tests/suite/test_ops_compiled.py",

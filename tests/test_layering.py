@@ -22,9 +22,9 @@ ALLOWED = {
 # modules that wire the packages together on purpose (docs/development.md, "Layout")
 WIRING = {
     "runners/cli": "the command line: the one place that wires suite, runners, db and reports together",
-    "runners/orchestration/nightly.py":
+    "runners/cluster/nightly.py":
         "a night's steps in order (run, history check, report), as the CLI calls them",
-    "runners/orchestration/slurm_job.py":
+    "runners/cluster/slurm_job.py":
         "names the --fail-on choices of the nightly step it writes (reports.regressions.verdicts)",
 }
 

@@ -3,7 +3,7 @@
 `check_history` finds the series (case_key x device fingerprint) the run measured, judges each on
 the history up to that run (reports.regressions.database_check) and keeps the verdicts whose newest point is the
 run itself. It reads the database and judges; running the suite and writing the report are the
-caller's (runners.orchestration.nightly).
+caller's (runners.cluster.nightly).
 """
 from __future__ import annotations
 

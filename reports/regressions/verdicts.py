@@ -64,7 +64,8 @@ def parse_fail_on(text: str, option: str = "--fail-on") -> FailOn:
 
 
 class Judged(Protocol):
-    """What the exit policy reads of a series' verdict (reports.regressions.gate.SeriesVerdict)."""
+    """What the exit policy reads of a series' verdict (reports.regressions.gate.SeriesVerdict, frozen:
+    read-only members)."""
 
     @property
     def status(self) -> str: ...

@@ -23,7 +23,8 @@ from rooflab.runners.cli import (
     roofline_cmd,
     run_cmd,
 )
-from rooflab.runners.cli.common import EXIT_BAD_INPUT, print_error
+from rooflab.runners.cli.epilogue import print_error
+from rooflab.vocab import ExitCode
 
 app = typer.Typer(
     name="rooflab",
@@ -76,4 +77,4 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=True)
     except UserError as exc:  # raised outside a command's own handling
         print_error(escape(str(exc)))
-        sys.exit(EXIT_BAD_INPUT)
+        sys.exit(ExitCode.BAD_INPUT)

@@ -1,40 +1,19 @@
-"""`rooflab slurm` (batch scripts for a cluster night) and `rooflab nightly` (one command for CI)."""
+"""`rooflab slurm` (batch scripts for a cluster night: runners/cluster/) and `rooflab nightly` (one
+command for CI)."""
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
-from rooflab.errors import UserError
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import FailOn
-from rooflab.runners.cli.common import DbOption, FilterOption, db_url, err_console, fail, fail_with, print_json
+from rooflab.runners.cli.common import DbOption, FilterOption, JsonOption, db_url
+from rooflab.runners.cli.epilogue import console, err_console, respond
+from rooflab.runners.cluster import slurm, slurm_job
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
-
-
-def rooflab_command(venv: Path | None, python: Path | None) -> tuple[str, ...]:
-    """The command the jobs start rooflab with: `PYTHON -m rooflab` (--python), `VENV/bin/rooflab`
-    (--venv), this process's venv's rooflab, or `rooflab` on the nodes' PATH."""
-    if venv is not None and python is not None:
-        fail("give at most one of --venv and --python")
-    if python is not None:
-        exe = python.expanduser().absolute()
-        if not exe.is_file() or not os.access(exe, os.X_OK):
-            fail(f"--python {python}: {exe} is not an executable file; give the Python that runs rooflab on the nodes")
-        return (str(exe), "-m", "rooflab")
-    if venv is not None:
-        exe = venv.expanduser().resolve() / "bin" / "rooflab"
-        if not exe.is_file():
-            fail(f"--venv {venv}: {exe} does not exist; give the virtual environment rooflab is installed in")
-        return (str(exe),)
-    if sys.prefix != sys.base_prefix:
-        exe = Path(sys.prefix) / "bin" / "rooflab"
-        if exe.is_file():
-            return (str(exe),)
-    return ("rooflab",)
 
 
 def slurm_command(
@@ -71,30 +50,23 @@ def slurm_command(
     ),
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="When the finalising job fails: regression|drift|suspect|never."),
+    as_json: bool = typer.Option(False, "--json", help="Print the scripts' paths and the notes as JSON."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then the collective step over all
     nodes, then regressions and the report."""
-    from rooflab.runners.orchestration import slurm, slurm_job
     from rooflab.suite.spec import expand, load_spec
 
-    try:
+    def write() -> tuple[slurm.WrittenScripts, tuple[str, ...]]:
         loaded = load_spec(spec)
-        n_cases = len(expand(loaded))
-        db_url = slurm_job.check_db_url(db) if db is not None else None
-        if db_file is not None:
-            slurm_job.check_path(db_file, "--db-file")
-            db_file = db_file.expanduser().resolve()
-            if not db_file.is_file():
-                fail(f"--db-file {db_file}: no such file (it must hold the database URL)")
-        job = slurm_job.SlurmJob(
+        job = slurm_job.validate(slurm_job.SlurmJob(
             spec_path=loaded.path.resolve(),
             suite=loaded.name,
             nodes=nodes,
             gpus_per_node=gpus_per_node,
             out_dir=slurm_job.check_path(out, "--out").expanduser().resolve(),
-            rooflab=rooflab_command(venv, python),
-            db_url=db_url,
-            db_file=db_file,
+            rooflab=slurm_job.rooflab_command(venv, python),
+            db_url=slurm_job.check_db_url(db) if db is not None else None,
+            db_file=slurm_job.check_db_file(db_file) if db_file is not None else None,
             time_limit=time_limit,
             finalize_time_limit=finalize_time,
             collectives_time_limit=collectives_time,
@@ -102,33 +74,22 @@ def slurm_command(
             account=account,
             run_id=run_id,
             fail_on=fail_on,
-        )
-        slurm_job.validate(job)
+        ))
         target = output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch"
-        written = slurm.write_scripts(job, target.expanduser())
-    except UserError as exc:
-        fail_with(exc)
-    _notes(n_cases, nodes, db_url)
-    array, finalize, submit, collectives = written
-    typer.echo(f"array script:       {array}")
-    typer.echo(f"collectives script: {collectives}")
-    typer.echo(f"finalise script:    {finalize}")
-    typer.echo(f"submit script:      {submit}")
-    typer.echo(f"submit tonight's run with: bash {submit}")
+        return slurm.write_scripts(job, target.expanduser()), slurm.notes(job, len(expand(loaded)))
+
+    respond(write, as_json=as_json, show=_show_scripts,
+            to_json=lambda done: {**{k: str(v) for k, v in done[0]._asdict().items()}, "notes": list(done[1])})
 
 
-def _notes(n_cases: int, nodes: int, db_url: str | None) -> None:
-    """What is worth knowing about scripts that were written all the same."""
-    if n_cases < nodes:
-        err_console.print(
-            f"note: the spec has {n_cases} cases for {nodes} shards; "
-            f"{nodes - n_cases} array tasks will have nothing to do"
-        )
-    if db_url is not None and db_url.startswith("sqlite") and nodes > 1:
-        err_console.print(
-            "note: several nodes writing one SQLite file on a network filesystem risk lock errors and corruption; "
-            "prefer PostgreSQL, or node-local SQLite files joined with `rooflab db merge`"
-        )
+def _show_scripts(done: tuple[slurm.WrittenScripts, tuple[str, ...]]) -> None:
+    written, notes = done
+    for note in notes:
+        err_console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
+    for label, path in (("array script:      ", written.array), ("collectives script:", written.collectives),
+                        ("finalise script:   ", written.finalize), ("submit script:     ", written.submit)):
+        console.print(f"{label} {escape(str(path))}", highlight=False, soft_wrap=True)
+    console.print(f"submit tonight's run with: bash {escape(str(written.submit))}", highlight=False, soft_wrap=True)
 
 
 NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML report: one command for CI.
@@ -166,36 +127,26 @@ def nightly_command(
                                       help="Flag when the robust z-score is above this."),
     min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change",
                                      help="... and the relative change above this."),
-    json_output: bool = typer.Option(False, "--json", help="Print the JSON summary instead of the text one."),
+    json_output: bool = JsonOption,
     no_lock: bool = typer.Option(False, "--no-lock", help="Measure even if another run holds the device's lock."),
     lock_wait_s: float = typer.Option(
         0.0, "--lock-wait-s",
         help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
     ),
 ) -> None:
-    from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
-    from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+    # the night's module loads SQLAlchemy: only when the command runs (`rooflab --help` stays quick)
+    from rooflab.runners.cluster.nightly import NightlyOptions, NightlySummary, nightly
     from rooflab.runners.orchestration.run_options import RunOptions
 
-    try:
-        summary = nightly(spec, db=db_url(db), options=NightlyOptions(
-            out_dir=out, fail_on=fail_on, skip_run=skip_run,
-            regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change),
-            run=RunOptions(run_id=run_id, shard=shard, filters=tuple(filter_), device=device, devices=devices,
-                           quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),
-        ))
-    except DeviceBusyError as exc:
-        fail_with(exc, EXIT_DEVICE_BUSY)
-    except UserError as exc:
-        fail_with(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted", highlight=False)
-        raise typer.Exit(130) from None
-    if json_output:
-        print_json(summary.to_dict())
-    else:
-        typer.echo(summary.text())
-    raise typer.Exit(summary.exit_code)
+    options = NightlyOptions(
+        out_dir=out, fail_on=fail_on, skip_run=skip_run,
+        regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change),
+        run=RunOptions(run_id=run_id, shard=shard, filters=tuple(filter_), device=device, devices=devices,
+                       quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),
+    )
+    respond(lambda: nightly(spec, db=db_url(db), options=options), as_json=json_output,
+            to_json=NightlySummary.to_dict, show=lambda summary: typer.echo(summary.text()),
+            exit_code=lambda summary: summary.exit_code, interrupted="interrupted")
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

@@ -6,8 +6,8 @@ import sys
 
 import typer
 
-from rooflab.errors import UserError
-from rooflab.runners.cli.common import DbOption, FilterOption, db_url, fail, fail_with
+from rooflab.runners.cli.common import DbOption, FilterOption, db_url
+from rooflab.runners.cli.epilogue import fail, guarded
 
 COLLECTIVES_HELP = """Measure the collective cases of SPEC as one rank of a group started by srun or torchrun.
 
@@ -37,11 +37,8 @@ def collectives_command(
 
     if not case_timeout_s > 0:
         fail(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
-    try:
-        code = run_env_rank(spec, db=db_url(db), run_id=run_id, filters=tuple(filter_), seed=seed,
-                            case_timeout_s=case_timeout_s, device=device)
-    except UserError as exc:
-        fail_with(exc)
+    code = guarded(lambda: run_env_rank(spec, db=db_url(db), run_id=run_id, filters=tuple(filter_), seed=seed,
+                                        case_timeout_s=case_timeout_s, device=device))
     # the results are stored and the group is left (or broken, after a fault): leave at once with the
     # code, since the process group's C++ destructors can abort the interpreter at exit (a collective
     # may still hold its threads, or the store's host may be gone)

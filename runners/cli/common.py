@@ -1,23 +1,20 @@
-"""What every CLI command shares: the database option, JSON output, and the bad-input exit path."""
+"""What the CLI commands share besides their ending (runners/cli/epilogue.py): the database option
+and its checks, output folders, a device's label, table cells."""
 from __future__ import annotations
 
 import json
+import math
 import os
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
-from rooflab.errors import UserError
+from rooflab.runners.cli.epilogue import fail, guarded
 
 DEFAULT_DB_URL = "sqlite:///results.db"
-EXIT_BAD_INPUT = 2
-
-console = Console()
-err_console = Console(stderr=True)
 
 DbOption = typer.Option(
     None, "--db", envvar="ROOFLAB_DB", help="SQLAlchemy URL of the results database [default: sqlite:///results.db]"
@@ -34,30 +31,9 @@ def db_url(value: str | None) -> str:
     return value or os.environ.get("ROOFLAB_DB") or DEFAULT_DB_URL
 
 
-def print_error(message: str) -> None:
-    """The one way an error reaches the user: `error: MESSAGE` on stderr (MESSAGE is Rich markup:
-    escape what came from outside, `rich.markup.escape`)."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print one clear message (print_error) and exit with `code` (2: bad input)."""
-    print_error(message)
-    raise typer.Exit(code)
-
-
-def fail_with(exc: BaseException, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """fail() with an exception's own message."""
-    from rich.markup import escape
-
-    fail(escape(str(exc)), code)
-
-
 def require_database(url: str) -> None:
     """For commands that only read: a SQLite file that is not there is an error, and is not created
     (an empty database would only report "no results")."""
-    from rich.markup import escape
-
     from rooflab.db.errors import DatabaseInputError
     from rooflab.db.urls import normalize_url, redact, sqlite_path
 
@@ -76,8 +52,6 @@ def check_output_dir(out: Path, option: str = "--out") -> Path:
     """That the folder `out` can take written files, or be created for them, without creating it
     (for a command that makes it only once it has something to write); one clear message and exit
     code 2 when not (a file in its place or above it, a place that is not writable)."""
-    from rich.markup import escape
-
     if out.exists():
         if not out.is_dir():
             fail(f"{option}: {escape(str(out))} exists and is not a directory")
@@ -94,8 +68,6 @@ def check_output_dir(out: Path, option: str = "--out") -> Path:
 def output_dir(out: Path, option: str = "--out") -> Path:
     """Create the folder `out` (and its parents) for written files, after check_output_dir; one
     clear message and exit code 2 when it cannot be."""
-    from rich.markup import escape
-
     check_output_dir(out, option)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -124,28 +96,8 @@ def device_label(name: str, fingerprint: str, tools: dict[str, str]) -> str:
     return f"{name} ({tool})" if tool else name
 
 
-def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
-
-
-T = TypeVar("T")
-
-
-def guarded(action: Callable[[], T]) -> T:
-    """Run `action`; invalid input (any UserError: a report option, a database URL or file) is
-    printed once and becomes exit code 2."""
-    try:
-        return action()
-    except UserError as exc:
-        fail_with(exc)
-
-
 def fmt(value: Any, digits: int = 4) -> str:
     """A table cell: a float to `digits` significant digits, nothing for None or NaN (markup escaped)."""
-    import math
-
-    from rich.markup import escape
-
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
@@ -155,8 +107,6 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 def pct(value: Any) -> str:
     """A fraction as a percentage cell, nothing for None or NaN."""
-    import math
-
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * value:.1f} %"
 
 
@@ -174,8 +124,6 @@ def load_results_or_fail(db: str | None, columns: Sequence[str] | None = None) -
 
 def json_rows(frame: Any) -> list[dict]:
     """A frame's records for JSON: NaN as null; the Ratio objects behind the intervals left out."""
-    import math
-
     frame = frame.drop(columns=[c for c in ("ratio",) if c in frame.columns])
     return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
             for row in frame.to_dict(orient="records")]

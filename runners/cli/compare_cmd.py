@@ -3,8 +3,9 @@ roofs predict (a thin wrapper over reports/comparisons/compare_devices.py)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -13,16 +14,33 @@ from rich.table import Table
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
-    console,
     db_url,
-    fail,
     fmt,
-    guarded,
     json_rows,
     optional_output_dir,
-    print_json,
     require_database,
 )
+from rooflab.runners.cli.epilogue import console, fail, respond
+
+if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
+    from rooflab.reports.comparisons.compare_devices import Comparison
+    from rooflab.reports.regressions.link_check import TableSpeedup
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """What `rooflab compare` found: the comparison, the collective tests over their sizes, the figures written."""
+
+    comparison: Comparison
+    tables: list[TableSpeedup]
+    figures: list[str]
+
+    def to_json(self) -> dict[str, object]:
+        cmp = self.comparison
+        return {"baseline": cmp.baseline, "candidate": cmp.candidate, "pairing": cmp.pairing.as_dict(),
+                "cases": json_rows(cmp.cases), "summary": json_rows(cmp.summary),
+                "most_deviating": json_rows(cmp.deviating), "figures": self.figures,
+                "collective_tests": [t.as_dict() for t in self.tables]}
 
 
 def compare_cmd(
@@ -42,29 +60,30 @@ def compare_cmd(
 
     url = db_url(db)
     require_database(url)
-    df, counts, evidence = guarded(lambda: load_comparison_inputs(url, baseline, candidate))
-    if counts.empty:
-        fail("the database holds no results yet: nothing to compare")
-    cmp = guarded(lambda: compare_devices(df, counts, baseline, candidate, evidence=evidence))
-    figures: list[str] = []
-    folder = optional_output_dir(out)
-    if folder is not None:
-        for name, svg in (("speedup.svg", compare_plots.speedup_svg(cmp.cases, cmp.baseline, cmp.candidate)),
-                          ("geomeans.svg", compare_plots.geomeans_svg(cmp.summary, cmp.baseline, cmp.candidate))):
-            (folder / name).write_text(svg, encoding="utf-8")
-            figures.append(str(folder / name))
-    tables = table_speedups(list(cmp.cases["case_key"]), list(cmp.cases["baseline_ms"]),
-                            list(cmp.cases["candidate_ms"]))
-    if as_json:
-        print_json({"baseline": cmp.baseline, "candidate": cmp.candidate, "pairing": cmp.pairing.as_dict(),
-                    "cases": json_rows(cmp.cases), "summary": json_rows(cmp.summary),
-                    "most_deviating": json_rows(cmp.deviating), "figures": figures,
-                    "collective_tests": [t.as_dict() for t in tables]})
-        return
-    _print_comparison(cmp, show_all)
-    _print_tables(tables)
-    for figure in figures:
-        console.print(f"wrote {escape(figure)}", highlight=False)
+
+    def work() -> _Compared:
+        df, counts, evidence = load_comparison_inputs(url, baseline, candidate)
+        if counts.empty:
+            fail("the database holds no results yet: nothing to compare")
+        cmp = compare_devices(df, counts, baseline, candidate, evidence=evidence)
+        figures: list[str] = []
+        folder = optional_output_dir(out)
+        if folder is not None:
+            for name, svg in (("speedup.svg", compare_plots.speedup_svg(cmp.cases, cmp.baseline, cmp.candidate)),
+                              ("geomeans.svg", compare_plots.geomeans_svg(cmp.summary, cmp.baseline, cmp.candidate))):
+                (folder / name).write_text(svg, encoding="utf-8")
+                figures.append(str(folder / name))
+        tables = table_speedups(list(cmp.cases["case_key"]), list(cmp.cases["baseline_ms"]),
+                                list(cmp.cases["candidate_ms"]))
+        return _Compared(cmp, tables, figures)
+
+    def show(found: _Compared) -> None:
+        _print_comparison(found.comparison, show_all)
+        _print_tables(found.tables)
+        for figure in found.figures:
+            console.print(f"wrote {escape(figure)}", highlight=False)
+
+    respond(work, as_json=as_json, to_json=_Compared.to_json, show=show)
 
 
 def _interval(value: Any, low: Any, high: Any) -> str:
@@ -85,7 +104,7 @@ def _sources(cases: Any) -> str:
     return "; ".join(f"{int(n)} from {_SOURCES.get(str(k), str(k))}" for k, n in counts.items()) or "no cases"
 
 
-def _print_comparison(cmp: Any, show_all: bool) -> None:
+def _print_comparison(cmp: Comparison, show_all: bool) -> None:
     console.print(f"paired runs: {escape(cmp.pairing.describe())}", highlight=False, soft_wrap=True)
     t = Table(title=f"{escape(cmp.candidate)} against {escape(cmp.baseline)}: {len(cmp.cases)} cases ok on both")
     for col in ("family", "dtype", "cases", "faster", "slower", "n.s.", "no CI", "left out",
@@ -125,7 +144,7 @@ def _print_comparison(cmp: Any, show_all: bool) -> None:
         console.print(a)
 
 
-def _print_tables(tables: list) -> None:
+def _print_tables(tables: list[TableSpeedup]) -> None:
     """Each collective test over its message sizes (reports.regressions.link_check.table_speedups): an interval
     where its cases have none of their own (a tool that printed one figure per size)."""
     if not tables:

@@ -7,18 +7,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
-from rooflab.errors import UserError
-from rooflab.runners.cli.common import (
-    DbOption,
-    JsonOption,
-    check_output_dir,
-    console,
-    db_url,
-    err_console,
-    fail,
-    fail_with,
-    print_json,
-)
+from rooflab.runners.cli.common import DbOption, JsonOption, check_output_dir, db_url
+from rooflab.runners.cli.epilogue import console, err_console, fail, respond
 from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:
@@ -67,19 +57,10 @@ def counters_command(
             text += f": {record.error}"
         err_console.print(f"{escape(record.case.case_key)}: {escape(text)}", highlight=False, soft_wrap=True)
 
-    try:
-        report = run_counters(spec, db_url=db_url(db), filters=filter_, device=device, ncu=ncu, seed=seed,
-                              on_reading=progress, keep=keep)
-    except UserError as exc:
-        fail_with(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted; the cases finished so far are stored", highlight=False)
-        raise typer.Exit(130) from None
-    data = report.to_dict()
-    if json_output:
-        print_json(data)
-    else:
-        render(data, console)
+    respond(lambda: run_counters(spec, db_url=db_url(db), filters=filter_, device=device, ncu=ncu, seed=seed,
+                                 on_reading=progress, keep=keep).to_dict(),
+            as_json=json_output, show=lambda data: render(data, console),
+            interrupted="interrupted; the cases finished so far are stored")
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

@@ -1,15 +1,14 @@
 """`rooflab crosscheck SPEC`: every case timed by rooflab and by the peers' timers, in one process."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 
-from rooflab.errors import UserError
-from rooflab.runners.cli.common import DbOption, JsonOption, console, db_url, err_console, fail, fail_with, print_json
+from rooflab.runners.cli.common import DbOption, JsonOption, db_url
+from rooflab.runners.cli.epilogue import console, err_console, fail, json_text, respond
 from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:
@@ -69,21 +68,15 @@ def crosscheck_command(
                 parts.append(f"{r.peer} {r.status}")
         err_console.print(f"{escape(case.case_key)}: {escape(', '.join(parts))}", highlight=False, soft_wrap=True)
 
-    try:
-        report = run_crosscheck(spec, db_url=db_url(db), filters=filter_, device=device, peers=peers, rounds=rounds,
-                                seed=seed, on_check=progress)
-    except UserError as exc:
-        fail_with(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted; the cases finished so far are stored", highlight=False)
-        raise typer.Exit(130) from None
-    data = report.to_dict()
-    if out is not None:
-        out.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    if json_output:
-        print_json(data)
-    else:
-        render(data, console)
+    def check() -> dict[str, Any]:
+        data = run_crosscheck(spec, db_url=db_url(db), filters=filter_, device=device, peers=peers, rounds=rounds,
+                              seed=seed, on_check=progress).to_dict()
+        if out is not None:
+            out.write_text(json_text(data), encoding="utf-8")
+        return data
+
+    respond(check, as_json=json_output, show=lambda data: render(data, console),
+            interrupted="interrupted; the cases finished so far are stored")
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

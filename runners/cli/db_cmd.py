@@ -5,29 +5,21 @@ from __future__ import annotations
 import sys
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
-from rooflab.runners.cli.common import (
-    DbOption,
-    JsonOption,
-    console,
-    db_url,
-    err_console,
-    fail,
-    guarded,
-    print_json,
-    require_database,
-)
+from rooflab.runners.cli.common import DbOption, JsonOption, db_url, require_database
+from rooflab.runners.cli.epilogue import console, err_console, fail, guarded, respond
+from rooflab.vocab import ExitCode
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the database's modules load SQLAlchemy: only when a command runs
     from rich.console import Console
 
+    from rooflab.db.importer import ImportResult
+    from rooflab.db.merge import MergeResult
     from rooflab.db.prune import PruneResult
-
-T = TypeVar("T")
 
 
 def export_cmd(
@@ -41,10 +33,11 @@ def export_cmd(
     """Export results, the standard export columns first (one row per measurement; docs/design.md)."""
     from rooflab.db.export import export
 
-    url = db_url(db)
-    count = guarded(lambda: export(url, fmt.lower(), out, run_id=run, since=since))
-    if out is not None:
-        err_console.print(f"exported {count} rows to {escape(str(out))}", highlight=False, soft_wrap=True)
+    def show(count: int) -> None:
+        if out is not None:
+            err_console.print(f"exported {count} rows to {escape(str(out))}", highlight=False, soft_wrap=True)
+
+    respond(lambda: export(db_url(db), fmt.lower(), out, run_id=run, since=since), show=show)
 
 
 def import_export(file: Path, url: str, as_json: bool) -> None:
@@ -53,18 +46,21 @@ def import_export(file: Path, url: str, as_json: bool) -> None:
     from rooflab.db.importer import import_file
     from rooflab.db.urls import redact
 
-    result = guarded(lambda: import_file(url, file))
-    c = result.counts
-    if as_json:
-        print_json({"file": str(file), "rows": result.rows, "measurements_added": c.measurements,
-                    "measurements_present": c.skipped, "runs_added": c.runs, "cases_added": c.cases,
-                    "environments_added": c.environments})
-        return
-    console.print(
-        f"{escape(str(file))}: {result.rows} rows, {c.measurements} measurements added, {c.skipped} already present "
-        f"({c.runs} new runs, {c.cases} new cases, {c.environments} new devices) into {escape(redact(url))}",
-        highlight=False, soft_wrap=True,
-    )
+    def to_json(result: ImportResult) -> dict[str, object]:
+        c = result.counts
+        return {"file": str(file), "rows": result.rows, "measurements_added": c.measurements,
+                "measurements_present": c.skipped, "runs_added": c.runs, "cases_added": c.cases,
+                "environments_added": c.environments}
+
+    def show(result: ImportResult) -> None:
+        c = result.counts
+        console.print(
+            f"{escape(str(file))}: {result.rows} rows, {c.measurements} measurements added, {c.skipped} already "
+            f"present ({c.runs} new runs, {c.cases} new cases, {c.environments} new devices) into "
+            f"{escape(redact(url))}", highlight=False, soft_wrap=True,
+        )
+
+    respond(lambda: import_file(url, file), as_json=as_json, to_json=to_json, show=show)
 
 
 def upgrade_cmd(db: str | None = DbOption) -> None:
@@ -73,12 +69,17 @@ def upgrade_cmd(db: str | None = DbOption) -> None:
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    before, after = guarded(lambda: upgrade(url))
-    if before == after:
-        console.print(f"{escape(redact(url))} is already at schema revision {after}", highlight=False, soft_wrap=True)
-    else:
-        console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False,
-                      soft_wrap=True)
+
+    def show(revisions: tuple[str | None, str]) -> None:
+        before, after = revisions
+        if before == after:
+            console.print(f"{escape(redact(url))} is already at schema revision {after}", highlight=False,
+                          soft_wrap=True)
+        else:
+            console.print(f"{escape(redact(url))}: schema revision {before or '(new)'} -> {after}", highlight=False,
+                          soft_wrap=True)
+
+    respond(lambda: upgrade(url), show=show)
 
 
 def current_cmd(db: str | None = DbOption, as_json: bool = JsonOption) -> None:
@@ -87,14 +88,11 @@ def current_cmd(db: str | None = DbOption, as_json: bool = JsonOption) -> None:
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    state = guarded(lambda: read_state(url))
-    if as_json:
-        print_json({"db": redact(url), "state": state.kind, "revision": state.revision, "head": head_revision()})
-        return
-    console.print(
-        f"{escape(redact(url))}: {state.kind} (revision {state.revision or '-'}; this rooflab: {head_revision()})",
-        highlight=False, soft_wrap=True,
-    )
+    respond(lambda: read_state(url), as_json=as_json,
+            to_json=lambda state: {"db": redact(url), "state": state.kind, "revision": state.revision,
+                                   "head": head_revision()},
+            show=lambda state: console.print(f"{escape(redact(url))}: {state.kind} (revision {state.revision or '-'}; "
+                                             f"this rooflab: {head_revision()})", highlight=False, soft_wrap=True))
 
 
 def merge_cmd(
@@ -107,23 +105,24 @@ def merge_cmd(
     from rooflab.db.urls import redact
 
     url = db_url(db)
-    results = guarded(lambda: merge(url, sources))
-    if as_json:
-        print_json([{"source": r.source, "runs": r.runs_seen, "measurements_added": r.counts.measurements,
-                     "measurements_present": r.counts.skipped, "samples_added": r.counts.samples,
-                     "crosschecks_added": r.counts.crosschecks, "layer_profiles_added": r.counts.layer_profiles,
-                     "counters_added": r.counts.counters}
-                    for r in results])
-        return
-    for r in results:
-        console.print(
-            f"{escape(r.source)}: {r.runs_seen} runs, {r.counts.measurements} measurements added "
-            f"({r.counts.samples} with samples), {r.counts.skipped} already present; "
-            f"{r.counts.crosschecks} cross-checks, {r.counts.layer_profiles} layer profiles and "
-            f"{r.counts.counters} counter readings added",
-            highlight=False, soft_wrap=True,
-        )
-    console.print(f"target: {escape(redact(url))}", highlight=False, soft_wrap=True)
+
+    def show(results: list[MergeResult]) -> None:
+        for r in results:
+            console.print(
+                f"{escape(r.source)}: {r.runs_seen} runs, {r.counts.measurements} measurements added "
+                f"({r.counts.samples} with samples), {r.counts.skipped} already present; "
+                f"{r.counts.crosschecks} cross-checks, {r.counts.layer_profiles} layer profiles and "
+                f"{r.counts.counters} counter readings added",
+                highlight=False, soft_wrap=True,
+            )
+        console.print(f"target: {escape(redact(url))}", highlight=False, soft_wrap=True)
+
+    respond(lambda: merge(url, sources), as_json=as_json, show=show,
+            to_json=lambda results: [
+                {"source": r.source, "runs": r.runs_seen, "measurements_added": r.counts.measurements,
+                 "measurements_present": r.counts.skipped, "samples_added": r.counts.samples,
+                 "crosschecks_added": r.counts.crosschecks, "layer_profiles_added": r.counts.layer_profiles,
+                 "counters_added": r.counts.counters} for r in results])
 
 
 def _interactive() -> bool:
@@ -158,27 +157,28 @@ def prune_cmd(
     now = datetime.now(UTC)
     plan = guarded(lambda: prune_samples(url, age, dry_run=True, now=now))
     if dry_run or plan.measurements == 0:
-        _print_prune(plan, as_json)
+        respond(lambda: plan, as_json=as_json, to_json=_prune_json, show=_show_prune)
         return
     if not yes:
         if not _interactive():
-            _print_prune(plan, as_json=False, to=err_console)
+            _show_prune(plan, to=err_console)
             fail("stdin is not a terminal, so nobody can confirm: add --yes to remove these samples "
                  "(or --dry-run to only see what would go); nothing was removed")
-        _print_prune(plan, as_json=False)
+        _show_prune(plan)
         if not typer.confirm("Remove them?", default=False):
             err_console.print("nothing removed", highlight=False)
-            raise typer.Exit(1)
-    result = guarded(lambda: prune_samples(url, age, vacuum=vacuum, now=now))
-    _print_prune(result, as_json)
+            raise typer.Exit(ExitCode.FAILED)
+    respond(lambda: prune_samples(url, age, vacuum=vacuum, now=now), as_json=as_json, to_json=_prune_json,
+            show=_show_prune)
 
 
-def _print_prune(result: PruneResult, as_json: bool, to: Console | None = None) -> None:
-    if as_json:
-        print_json({"cutoff": result.cutoff.isoformat(), "runs": result.runs, "measurements": result.measurements,
-                    "sample_values": result.sample_values, "bytes": result.bytes, "dry_run": result.dry_run,
-                    "vacuumed": result.vacuumed, "run_ids": list(result.run_ids)})
-        return
+def _prune_json(result: PruneResult) -> dict[str, object]:
+    return {"cutoff": result.cutoff.isoformat(), "runs": result.runs, "measurements": result.measurements,
+            "sample_values": result.sample_values, "bytes": result.bytes, "dry_run": result.dry_run,
+            "vacuumed": result.vacuumed, "run_ids": list(result.run_ids)}
+
+
+def _show_prune(result: PruneResult, to: Console | None = None) -> None:
     out = to or console
     verb = "would remove" if result.dry_run else "removed"
     out.print(

@@ -6,7 +6,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from rooflab.runners.cli.common import JsonOption, console, print_json
+from rooflab.runners.cli.common import JsonOption
+from rooflab.runners.cli.epilogue import console, respond
 
 
 def _fmt_bytes(value: Any) -> str:
@@ -75,11 +76,11 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
     @app.command("devices")
     def devices(json_out: bool = JsonOption) -> None:
         """List the devices present (CUDA GPUs, then the CPU) and which one `make bench` uses."""
-        entries = describe_devices()
-        if json_out:
-            print_json(entries)
-            return
-        for entry in entries:
-            console.print(_table(entry))
-        default = next(e for e in entries if e["default"])
-        console.print(f"make bench uses [bold]{default['torch_device']}[/] ({default['device_name']})")
+        respond(describe_devices, as_json=json_out, show=_show)
+
+
+def _show(entries: list[dict[str, Any]]) -> None:
+    for entry in entries:
+        console.print(_table(entry))
+    default = next(e for e in entries if e["default"])
+    console.print(f"make bench uses [bold]{default['torch_device']}[/] ({default['device_name']})")

@@ -2,23 +2,17 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rooflab.runners.cli.common import (
-    DbOption,
-    JsonOption,
-    console,
-    db_url,
-    device_label,
-    fail,
-    print_json,
-    require_database,
-    tools_of_devices,
-)
+from rooflab.runners.cli.common import DbOption, JsonOption, db_url, device_label, require_database, tools_of_devices
+from rooflab.runners.cli.epilogue import console, fail, respond
+
+if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
+    from rooflab.reports.regressions.history_view import SeriesView
 
 SPARK = "▁▂▃▄▅▆▇█"
 SPARK_RUNS = 60  # runs a sparkline shows without --last
@@ -115,8 +109,6 @@ def history_cmd(
 ) -> None:
     """The history of a case (every run, with the regression check's verdict), or a sparkline per
     series of the cases matching --filter. Exit 2 with the nearest case keys when nothing matches."""
-    from rooflab.db.errors import DatabaseInputError
-    from rooflab.reports.errors import ReportInputError
     from rooflab.reports.regressions.history_view import load_series_views
 
     if (case_key is None) == (not filter_):
@@ -126,20 +118,18 @@ def history_cmd(
     url = db_url(db)
     require_database(url)
     shown = last if last is not None else (TABLE_RUNS if case_key is not None else SPARK_RUNS)
-    try:
-        found = load_series_views(url, case_key=case_key, filters=filter_, device=device,
-                                  last=None if as_json and last is None else shown)
-    except (ReportInputError, DatabaseInputError) as exc:
-        fail(escape(str(exc)))
-    if as_json:
-        print_json({"series": [v.as_dict() for v in found]})
-        return
-    tools = tools_of_devices(url)
-    if case_key is not None:
-        for view in found:
-            _print_runs(view, tools)
-    else:
-        _print_sparklines(found, tools)
+
+    def show(found: list[SeriesView]) -> None:
+        tools = tools_of_devices(url)
+        if case_key is not None:
+            for view in found:
+                _print_runs(view, tools)
+        else:
+            _print_sparklines(found, tools)
+
+    respond(lambda: load_series_views(url, case_key=case_key, filters=filter_, device=device,
+                                      last=None if as_json and last is None else shown),
+            as_json=as_json, to_json=lambda found: {"series": [v.as_dict() for v in found]}, show=show)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

@@ -17,18 +17,9 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from rooflab.runners.cli.common import (
-    EXIT_BAD_INPUT,
-    DbOption,
-    JsonOption,
-    console,
-    db_url,
-    err_console,
-    fail,
-    guarded,
-    print_error,
-    print_json,
-)
+from rooflab.runners.cli.common import DbOption, JsonOption, db_url
+from rooflab.runners.cli.epilogue import console, err_console, fail, guarded, print_error, print_json
+from rooflab.vocab import ExitCode
 
 SHOWN = 8  # left-out rows and disagreements listed per file (--json lists all)
 
@@ -276,7 +267,7 @@ def _finish(reports: list[FileReport], paths: list[Path], as_json: bool) -> None
     for report in unread:
         print_error(_escaped(f"{report.path}: not recognised: {report.why}"))
     if summary["failed"] or unread:
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise typer.Exit(ExitCode.BAD_INPUT)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

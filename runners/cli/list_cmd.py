@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
 
-from rooflab.runners.cli.common import JsonOption, console, fail, print_json
+from rooflab.runners.cli.common import JsonOption
+from rooflab.runners.cli.epilogue import console, respond
 from rooflab.suite.case import Case
-from rooflab.suite.errors import SpecError
 from rooflab.vocab import DeviceKind
+
+if TYPE_CHECKING:  # the spec's schema loads Pydantic: only when the command runs
+    from rooflab.suite.spec_schema import Spec
 
 
 def _si(value: float, unit: str = "") -> str:
@@ -63,7 +65,7 @@ def case_row(case: Case, ops: Mapping[str, Any]) -> dict[str, Any]:
 
 def list_cases(
     spec_path: str, *, filters: list[str], device_kind: str | None, ops: Mapping[str, Any] | None = None
-) -> tuple[Any, list[dict[str, Any]]]:
+) -> tuple[Spec, list[dict[str, Any]]]:
     """Load, expand and filter a spec (with the registry's ops unless `ops` is given); SpecError on bad input."""
     from rooflab.suite.spec import apply_filters, expand, load_spec
 
@@ -93,30 +95,20 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
     ) -> None:
         """Print the cases a spec expands to (case_key, op, family, backend, dtype, cache, timing mode,
         params, FLOPs, bytes) without running anything."""
-        try:
-            loaded, rows = list_cases(
-                spec, filters=list(filters), device_kind=device_kind.value if device_kind else None
+        def show(listed: tuple[Spec, list[dict[str, Any]]]) -> None:
+            loaded, rows = listed
+            _print_rows(rows)
+            where = f" for {device_kind.value} devices" if device_kind else ""
+            console.print(
+                f"{len(rows)} case{'s' if len(rows) != 1 else ''} from spec {loaded.name!r}{where}; "
+                "case_key = op.vVERSION:backend:dtype:cache:timing_mode:params",
+                soft_wrap=True,
+                highlight=False,
+                markup=False,
             )
-        except SpecError as exc:
-            fail(escape(str(exc)))
-        if as_json:
-            print_json(
-                {
-                    "spec": loaded.name,
-                    "path": str(loaded.path),
-                    "sha256": loaded.sha256,
-                    "count": len(rows),
-                    "cases": rows,
-                }
-            )
-            return
-        _print_rows(rows)
-        where = f" for {device_kind.value} devices" if device_kind else ""
-        console.print(
-            f"{len(rows)} case{'s' if len(rows) != 1 else ''} from spec {loaded.name!r}{where}; "
-            "case_key = op.vVERSION:backend:dtype:cache:timing_mode:params",
-            soft_wrap=True,
-            highlight=False,
-            markup=False,
-        )
+
+        respond(lambda: list_cases(spec, filters=list(filters), device_kind=device_kind.value if device_kind else None),
+                as_json=as_json, show=show,
+                to_json=lambda listed: {"spec": listed[0].name, "path": str(listed[0].path),
+                                        "sha256": listed[0].sha256, "count": len(listed[1]), "cases": listed[1]})
 

@@ -1,37 +1,32 @@
 """CLI: `regressions` and `report`, the history check and the HTML report (thin wrappers over reports/)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from rooflab.reports.regressions.options import RegressionOptions
-from rooflab.reports.regressions.verdicts import FailOn
+from rooflab.reports.regressions.verdicts import DRIFT, FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
-    console,
     db_url,
     device_label,
-    err_console,
-    fail,
     fmt,
-    guarded,
     output_dir,
     pct,
-    print_json,
     require_database,
     tools_of_devices,
 )
-from rooflab.vocab import Tool
+from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respond
+from rooflab.vocab import ExitCode, Tool
 
-if TYPE_CHECKING:  # pandas loads only in the commands that read results
-    pass
-
-T = TypeVar("T")
+if TYPE_CHECKING:  # the regression gate loads pandas: only when the command runs
+    from rooflab.reports.regressions.gate import SeriesVerdict
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
@@ -51,8 +46,7 @@ def regressions_cmd(
 ) -> None:
     """Newest two results of every series against a robust baseline, and change points and drift
     over its history; exit 1 when --fail-on matches."""
-    from rooflab.reports.regressions.database_check import load_verdicts
-    from rooflab.reports.regressions.verdicts import DRIFT, Verdict, parse_fail_on, should_fail
+    from rooflab.reports.regressions.database_check import load_verdicts  # loads pandas: only when the command runs
 
     try:
         parse_fail_on(fail_on)
@@ -67,39 +61,66 @@ def regressions_cmd(
     url = db_url(db)
     require_database(url)
     options = RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)
-    verdicts = guarded(lambda: load_verdicts(url, options))
-    tools = guarded(lambda: tools_of_devices(url)) if verdicts else {}
-    failing = should_fail(verdicts, fail_on)
-    counts = {str(s): sum(v.status == s for v in verdicts) for s in Verdict}
-    counts[DRIFT] = sum(v.drift is not None for v in verdicts)
-    if as_json:
-        print_json({"counts": counts, "fail_on": fail_on, "failed": failing,
-                    "series": [{**v.as_dict(), "tool": tools.get(v.device_fingerprint, str(Tool.ROOFLAB))}
-                               for v in verdicts if show_all or v.flagged]})
-    else:
-        shown = [v for v in verdicts if show_all or v.flagged]
+
+    def check() -> _Checked:
+        verdicts = load_verdicts(url, options)
+        return _Checked(verdicts, tools_of_devices(url) if verdicts else {}, fail_on, show_all)
+
+    respond(check, as_json=as_json, to_json=_Checked.to_json, show=_Checked.show,
+            exit_code=lambda checked: ExitCode.FAILED if checked.failing else ExitCode.OK,
+            failing_note=lambda checked: f"failing: results match --fail-on {fail_on}")
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What `rooflab regressions` found: every series' verdict, the tools of imported devices, the options."""
+
+    verdicts: list[SeriesVerdict]
+    tools: dict[str, str]
+    fail_on: str
+    show_all: bool
+
+    @property
+    def failing(self) -> bool:
+        return should_fail(self.verdicts, self.fail_on)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        counts = {str(s): sum(v.status == s for v in self.verdicts) for s in Verdict}
+        counts[DRIFT] = sum(v.drift is not None for v in self.verdicts)
+        return counts
+
+    @property
+    def shown(self) -> list[SeriesVerdict]:
         order = tuple(Verdict)  # the most urgent first
-        shown.sort(key=lambda v: (order.index(v.status), v.case_key))
-        t = Table(title=f"{len(verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        return sorted((v for v in self.verdicts if self.show_all or v.flagged),
+                      key=lambda v: (order.index(v.status), v.case_key))
+
+    def to_json(self) -> dict[str, object]:
+        return {"counts": self.counts, "fail_on": self.fail_on, "failed": self.failing,
+                "series": [{**v.as_dict(), "tool": self.tools.get(v.device_fingerprint, str(Tool.ROOFLAB))}
+                           for v in self.verdicts if self.show_all or v.flagged]}
+
+    def show(self) -> None:
+        counts = self.counts
+        t = Table(title=f"{len(self.verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "first bad run", "history",
                     "note"):
             t.add_column(col, overflow="fold")
-        for v in shown:
+        for v in self.shown:
             d = v.as_dict()
             first_bad = f"{d['first_bad_run']} ({d['first_bad_commit'] or 'no commit'})" if d["first_bad_run"] else ""
             history = [f"{c.direction} {100 * c.rel_change:+.1f} % at {c.run_id}" for c in v.change_points]
             if v.drift is not None:
                 history.append(f"drift {100 * v.drift.rel_change:+.1f} % over {v.drift.n_points} runs")
-            t.add_row(v.status, escape(v.case_key), escape(device_label(v.device_name, v.device_fingerprint, tools)),
+            t.add_row(v.status, escape(v.case_key),
+                      escape(device_label(v.device_name, v.device_fingerprint, self.tools)),
                       fmt(d["latest_ms"]), fmt(d["baseline_ms"]),
                       pct(d["rel_change"]), fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)),
                       escape(v.note))
         console.print(t)
-        if not verdicts:
+        if not self.verdicts:
             console.print("no results yet: nothing to check")
-    if failing:
-        err_console.print(f"failing: results match --fail-on {fail_on}", highlight=False)
-        raise typer.Exit(1)
 
 
 def report_cmd(
@@ -140,7 +161,8 @@ def report_cmd(
                                              collectives=groups, history=pending.pages, evidence=inputs.evidence))
     finally:
         pending.cancel()  # a report that failed before the regressions page leaves no process behind
-    console.print(f"report: {escape(str(index))}", highlight=False, soft_wrap=True)
+    conclude(index, show=lambda written: console.print(f"report: {escape(str(written))}", highlight=False,
+                                                       soft_wrap=True))
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

@@ -3,7 +3,7 @@ wrappers over reports/)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -12,18 +12,20 @@ from rich.table import Table
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
-    console,
     db_url,
-    fail,
     fmt,
-    guarded,
     load_results_or_fail,
     optional_output_dir,
     pct,
-    print_json,
     require_database,
 )
+from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respond
 from rooflab.vocab import CeilingKind
+
+if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
+    from rooflab.reports.data.shown_runs import DeviceRuns
+    from rooflab.reports.pages.device_roofline import DeviceRoofline
+    from rooflab.reports.walls.predict import Prediction
 
 
 def roofline_cmd(
@@ -49,7 +51,6 @@ def roofline_cmd(
     if plan is None:
         fail(f"--run/--since: no results of {escape(name)} in the chosen runs")
     roofline = device_roofline(name, rows, plan)
-    dc, llc = roofline.ceilings, roofline.on_cpu
     figures: list[str] = []
     folder = optional_output_dir(out)
     if folder is not None:
@@ -57,10 +58,14 @@ def roofline_cmd(
             path = folder / f"{kind}-{slug(name)}.svg"
             path.write_text(svg, encoding="utf-8")
             figures.append(str(path))
-    if as_json:
-        print_json({**dc.as_dict(), "shown_runs": list(plan.shown), "roof_runs": list(plan.roof_runs),
-                    "figures": figures})
-        return
+    conclude((roofline, plan, figures), as_json=as_json, show=_print_roofline,
+             to_json=lambda found: {**found[0].ceilings.as_dict(), "shown_runs": list(found[1].shown),
+                                    "roof_runs": list(found[1].roof_runs), "figures": found[2]})
+
+
+def _print_roofline(found: tuple[DeviceRoofline, DeviceRuns, list[str]]) -> None:
+    roofline, plan, figures = found
+    name, dc, llc = roofline.name, roofline.ceilings, roofline.on_cpu
     title = f"Ceilings of {escape(name)}\n(datasheet: {escape(dc.spec.key) if dc.spec else 'none'})"
     table = Table(title=title, title_justify="left")
     table.add_column("#", justify="right")
@@ -116,10 +121,11 @@ def predict_cmd(
     if candidates:
         fail(f"--device {escape(device)!r} is ambiguous: it matches {escape(', '.join(candidates))}; "
              f"give one of them, e.g. --device {escape(repr(candidates[0]))}")
-    pred = guarded(lambda: predict(op, parse_shape(shape), dtype, device, df, cache=cache))
-    if as_json:
-        print_json(pred.as_dict())
-        return
+    respond(lambda: predict(op, parse_shape(shape), dtype, device, df, cache=cache), as_json=as_json,
+            to_json=lambda pred: pred.as_dict(), show=lambda pred: _print_prediction(op, dtype, pred))
+
+
+def _print_prediction(op: str, dtype: str, pred: Prediction) -> None:
     table = Table(title=f"{escape(op)} {escape(dtype)} on {escape(pred.device)}", show_header=False)
     table.add_column("quantity")
     table.add_column("value", overflow="fold")
@@ -140,7 +146,7 @@ def predict_cmd(
     console.print(table)
 
 
-def _collective_rows(pred: Any) -> list[tuple[str, str]]:
+def _collective_rows(pred: Prediction) -> list[tuple[str, str]]:
     return [
         ("params", ",".join(f"{k}={v}" for k, v in pred.params.items())),
         ("FLOPs (the reduction's adds)", f"{pred.flops:,}"), ("bus bytes (nccl-tests' S x factor)", f"{pred.bytes:,}"),

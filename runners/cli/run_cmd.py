@@ -5,17 +5,8 @@ from typing import Any
 
 import typer
 
-from rooflab.errors import UserError
-from rooflab.runners.cli.common import (
-    DbOption,
-    FilterOption,
-    JsonOption,
-    console,
-    db_url,
-    err_console,
-    fail_with,
-    print_json,
-)
+from rooflab.runners.cli.common import DbOption, FilterOption, JsonOption, db_url
+from rooflab.runners.cli.epilogue import console, respond
 from rooflab.runners.cli.timing_options import timing_overrides, with_timing_options
 
 RUN_HELP = """Measure the cases of SPEC (a YAML file, or a shipped spec name such as quick) into the database.
@@ -67,42 +58,29 @@ def run_command(
     json_output: bool = JsonOption,
     **timing: Any,
 ) -> None:
-    from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError
+    from rooflab.runners.orchestration.progress import render_summary
     from rooflab.runners.orchestration.run_options import RunOptions
-    from rooflab.runners.orchestration.session import run_suite
+    from rooflab.runners.orchestration.session import RunSummary, run_suite
 
-    overrides = timing_overrides(timing)
-    try:
-        summary = run_suite(spec, db=db_url(db), options=RunOptions(
-            filters=tuple(filter_),
-            device=device,
-            devices=devices,
-            shard=shard,
-            run_id=run_id,
-            resume=resume,
-            timing_overrides=overrides,
-            quiet=quiet,
-            seed=seed,
-            case_timeout_s=case_timeout_s,
-            json_output=json_output,
-            cpu_threads=threads,
-            lock=not no_lock,
-            lock_wait_s=lock_wait_s,
-        ))
-    except DeviceBusyError as exc:
-        fail_with(exc, EXIT_DEVICE_BUSY)
-    except UserError as exc:
-        fail_with(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted before the run started; nothing was measured", highlight=False)
-        raise typer.Exit(130) from None
-    if json_output:
-        print_json(summary.to_dict())
-    else:
-        from rooflab.runners.orchestration.progress import render_summary
-
-        render_summary(summary.to_dict(), console)
-    raise typer.Exit(summary.exit_code)
+    options = RunOptions(
+        filters=tuple(filter_),
+        device=device,
+        devices=devices,
+        shard=shard,
+        run_id=run_id,
+        resume=resume,
+        timing_overrides=timing_overrides(timing),
+        quiet=quiet,
+        seed=seed,
+        case_timeout_s=case_timeout_s,
+        json_output=json_output,
+        cpu_threads=threads,
+        lock=not no_lock,
+        lock_wait_s=lock_wait_s,
+    )
+    respond(lambda: run_suite(spec, db=db_url(db), options=options), as_json=json_output, to_json=RunSummary.to_dict,
+            show=lambda summary: render_summary(summary.to_dict(), console), exit_code=lambda s: s.exit_code,
+            interrupted="interrupted before the run started; nothing was measured")
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

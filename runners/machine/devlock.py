@@ -33,10 +33,7 @@ POLL_S = 0.25
 
 
 class DeviceBusyError(Exception):
-    """Another run holds the lock of a device this run needs (exit code EXIT_DEVICE_BUSY)."""
-
-
-EXIT_DEVICE_BUSY = 75  # sysexits EX_TEMPFAIL: try again later
+    """Another run holds the lock of a device this run needs (exit code ExitCode.DEVICE_BUSY)."""
 
 
 @dataclass(frozen=True)

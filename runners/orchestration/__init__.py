@@ -1,2 +1,2 @@
 """The orchestration of processes: the supervisor and its worker processes, a run session, shards,
-the nightly job, the Slurm script and the progress display."""
+rank groups of collectives and the progress display. A night over a cluster is runners/cluster/."""

@@ -39,9 +39,8 @@ from typing import Any
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
-from rooflab.vocab import DeviceKind, device_kind_of
+from rooflab.vocab import DeviceKind, ExitCode, device_kind_of
 
-EXIT_OK, EXIT_FAULT, EXIT_STOPPED = 0, 1, 143  # 143: stopped by SIGTERM between two cases (128 + 15)
 DEVICES = ("auto", "cpu", "cuda")
 ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
 FAULT_GRACE_S = 3.0  # how long rank 0 waits for the other ranks' errors after a fault
@@ -142,7 +141,7 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
     finally:
         if lead is not None:
             lead.close()
-    if code in (EXIT_OK, EXIT_STOPPED):
+    if code in (ExitCode.OK, ExitCode.STOPPED):
         _leave(store, where)
     return code
 
@@ -233,7 +232,7 @@ def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str
         decision = control.decide(_STOP if stop.requested else int(case.case_key not in done))
         if decision == _STOP:
             print(f"rooflab collectives: stopped by SIGTERM before {case.case_key}", file=sys.stderr)
-            return EXIT_STOPPED
+            return ExitCode.STOPPED
         if not decision:
             continue
         reply = run_rank_case(CaseRequest(case, seed, overrides), device, control, rank_devices=rank_devices,
@@ -246,10 +245,10 @@ def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str
             else:
                 lead.keep_fault(case, *faults.collect(case, str(reply.error)), control.size)
             print(f"rooflab collectives: {case.case_key}: {reply.error}", file=sys.stderr)
-            return EXIT_FAULT
+            return ExitCode.FAILED
     if lead is not None:
         lead.finish()
-    return EXIT_OK
+    return ExitCode.OK
 
 
 _STOP = 2

@@ -35,11 +35,8 @@ from rooflab.runners.orchestration.run_options import (
 )
 from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult
 from rooflab.suite.case import Case
-from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
+from rooflab.vocab import ExitCode, ResultStatus, RunStatus, device_kind_of
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_INTERRUPTED = 130
 SLOWEST_SHOWN = 5
 
 
@@ -63,10 +60,10 @@ class RunSummary:
     @property
     def exit_code(self) -> int:
         if self.status == RunStatus.INTERRUPTED:
-            return EXIT_INTERRUPTED
+            return ExitCode.INTERRUPTED
         if self.status == RunStatus.FAILED:
-            return EXIT_FAILED
-        return EXIT_OK
+            return ExitCode.FAILED
+        return ExitCode.OK
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,6 +22,7 @@ from rooflab.db.query import results
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.env_ranks import cases_for_world, rendezvous_from_env
 from rooflab.suite.spec import expand, parse_spec
+from rooflab.vocab import ExitCode
 from tests.runners.warm_python import WarmPython, run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -252,4 +253,4 @@ def test_sigterm_is_noted_and_obeyed_before_the_next_case() -> None:
         signal.signal(signal.SIGTERM, previous)
     control = Decide()
     code = env_ranks._cases([_a_case()], None, control, (), None, 0, {}, env_ranks._Faults(None, 2), stop)
-    assert code == env_ranks.EXIT_STOPPED == 143 and control.decided == [2]  # the group told to stop, no case run
+    assert code == ExitCode.STOPPED == 143 and control.decided == [2]  # the group told to stop, no case run

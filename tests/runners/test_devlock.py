@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.query import results
-from rooflab.runners.machine.devlock import EXIT_DEVICE_BUSY, DeviceBusyError, device_locks, lock_dir, lock_name
+from rooflab.runners.machine.devlock import DeviceBusyError, device_locks, lock_dir, lock_name
+from rooflab.vocab import ExitCode
 from tests.runners.gate import GATE_ENV, wait_for_file
 from tests.runners.run_process import REPO, Rooflab, child_env
 from tests.runners.test_run_cli import PLANTED_SPEC, write
@@ -123,7 +124,7 @@ def test_two_runs_on_one_device_refuse_wait_and_override(tmp_path: Path, monkeyp
     busy = run("--db", str(tmp_path / "busy.db"), "-q")
     forced = run("--db", str(tmp_path / "forced.db"), "-q", "--no-lock")
     busy_out, busy_err = busy.communicate(timeout=300)
-    assert busy.returncode == EXIT_DEVICE_BUSY, busy_out + busy_err
+    assert busy.returncode == ExitCode.DEVICE_BUSY, busy_out + busy_err
     assert "cpu is busy" in busy_err and f"pid {first.proc.pid}" in busy_err and "run first" in busy_err
     assert "Traceback" not in busy_err
     assert not (tmp_path / "busy.db").exists()  # refused before the database was opened

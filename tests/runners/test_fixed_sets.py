@@ -9,12 +9,12 @@ import pytest
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.shards import parse_shard as parse_stored_shard
 from rooflab.reports.regressions.verdicts import FailOn, Verdict, parse_fail_on, should_fail
+from rooflab.runners.cluster import slurm_job
+from rooflab.runners.cluster.nightly import NightlySummary, ShardState
 from rooflab.runners.errors import UserInputError
-from rooflab.runners.orchestration import slurm_job
-from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
 from rooflab.runners.orchestration.shards import ShardError, parse_shard
 from rooflab.vocab import DeviceKind, ResultStatus, RunStatus, device_index_of, device_kind_of
-from tests.runners.test_slurm import make_job
+from tests.runners.cluster.test_slurm import make_job
 
 
 @pytest.mark.parametrize(("device", "kind", "index"), [("cuda:3", DeviceKind.CUDA, 3), ("cuda", DeviceKind.CUDA, None),
@@ -56,7 +56,7 @@ def test_a_bad_fail_on_gets_one_reason_everywhere(tmp_path: Path) -> None:
         parse_fail_on("sometimes")
     with pytest.raises(slurm_job.SlurmArgumentError) as from_slurm:
         slurm_job.validate(make_job(tmp_path, fail_on="sometimes"))
-    from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+    from rooflab.runners.cluster.nightly import NightlyOptions, nightly
 
     with pytest.raises(UserInputError) as from_nightly:
         nightly("unused.yaml", db="sqlite://", options=NightlyOptions(out_dir=tmp_path, fail_on="sometimes"))

@@ -1,7 +1,9 @@
-"""The library modules of `runners` load without the command-line app (Typer, Rich), and a collective
-rank's module without the database."""
+"""The library modules of `runners` load without the command-line app (Typer, Rich), a collective
+rank's module without the database, and the cluster (runners/cluster/) is imported by the command line
+alone."""
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -25,7 +27,8 @@ def _loaded(module: str, packages: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("module",
-                         ["rooflab.runners.orchestration.session", "rooflab.runners.orchestration.nightly",
+                         ["rooflab.runners.orchestration.session", "rooflab.runners.cluster.nightly",
+                          "rooflab.runners.cluster.slurm",
                           "rooflab.runners.orchestration.supervisor"])
 def test_library_module_does_not_load_the_cli(module: str) -> None:
     loaded = _loaded(module, ("typer", "rooflab.runners.cli"))
@@ -52,3 +55,29 @@ def test_every_user_error_has_one_base_the_cli_catches() -> None:
     for error in (UserInputError, SpecError, DatabaseInputError, SchemaVersionError, ReportInputError,
                   PluginImportError):
         assert issubclass(error, UserError), error
+
+
+def cluster_importers(runners: Path) -> list[str]:
+    """The modules of `runners` outside the cluster and the command line that import the cluster."""
+    found = []
+    for path in sorted(runners.rglob("*.py")):
+        rel = path.relative_to(runners).as_posix()
+        if rel.startswith(("cluster/", "cli/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(n == "rooflab.runners.cluster" or n.startswith("rooflab.runners.cluster.") for n in names):
+                found.append(rel)
+    return found
+
+
+def test_only_the_command_line_imports_the_cluster(tmp_path: Path) -> None:
+    assert cluster_importers(REPO / "runners") == []
+    for rel, text in (("orchestration/session.py", "def f():\n    from rooflab.runners.cluster import slurm\n"),
+                      ("engine/x.py", "import rooflab.runners.cluster.nightly\n"),
+                      ("cli/x_cmd.py", "from rooflab.runners.cluster import slurm\n"),
+                      ("cluster/y.py", "from rooflab.runners.cluster.sbatch import directives\n")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert cluster_importers(tmp_path) == ["engine/x.py", "orchestration/session.py"]

@@ -12,7 +12,7 @@ import pytest
 
 from rooflab.db import engine as engine_module
 from rooflab.db.query import results
-from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+from rooflab.runners.cluster.nightly import NightlyOptions, nightly
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import run_suite
 from tests.runners.test_run_cli import PLANTED_SPEC, PLUGIN, write

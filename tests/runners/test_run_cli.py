@@ -210,7 +210,7 @@ def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) 
     # core costs milliseconds at random, which would compare the scheduler rather than the timings.
     # The command runs in this process (its workers are real processes all the same); a `rooflab run`
     # process whose stdout holds its --json summary only: the PostgreSQL night of
-    # tests/runners/test_cluster_e2e.py (run where a test server is given, as CI gives one).
+    # tests/runners/cluster/test_cluster_e2e.py (run where a test server is given, as CI gives one).
     done = CliRunner().invoke(app, ["run", str(spec_path), "--db", url, "--device", "cpu", "--json", "--quiet",
                                     "--threads", "1"])
     assert done.exit_code == 0, done.output

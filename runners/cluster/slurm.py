@@ -31,11 +31,20 @@ reaches the jobs through `sbatch --export=ALL`), or `rooflab` on the nodes' PATH
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from rooflab.runners.orchestration.slurm_job import SlurmJob, check_path, validate
+from rooflab.runners.cluster.sbatch import (
+    ChainedJob,
+    directives,
+    environment,
+    log_pattern,
+    sbatch_quote,
+    submit_script,
+    write_files,
+)
+from rooflab.runners.cluster.slurm_job import SlurmJob, check_path, validate
 
 
 @dataclass(frozen=True)
@@ -46,68 +55,13 @@ class SlurmScripts:
     collectives: str
 
 
-def sbatch_quote(value: str) -> str:
-    """Quote a value for an `#SBATCH` line: sbatch's own parser, not the shell, reads those lines;
-    it groups double-quoted text and takes a backslash as an escape."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+class WrittenScripts(NamedTuple):
+    """Where the night's scripts were written."""
 
-
-def log_pattern(out_dir: Path, name: str) -> str:
-    """A log file pattern under out_dir/logs; `%` in the directory is doubled (Slurm's escape)."""
-    return str(out_dir / "logs").replace("%", "%%") + "/" + name
-
-
-def _directives(job: SlurmJob, *, lines: list[tuple[str, str | None]]) -> str:
-    common: list[tuple[str, str | None]] = []
-    if job.partition:
-        common.append(("--partition", job.partition))
-    if job.account:
-        common.append(("--account", job.account))
-    out = []
-    for name, value in lines + common:
-        out.append(f"#SBATCH {name}" if value is None else f"#SBATCH {name}={value}")
-    return "\n".join(out)
-
-
-def _environment(job: SlurmJob, *, with_out: bool) -> str:
-    if job.db_url is not None:
-        db = (
-            "# The results database, read by rooflab from ROOFLAB_DB (never put on a command line, so it is\n"
-            "# not shown by ps or in the logs). Its password, if any, comes from ~/.pgpass or PGPASSFILE.\n"
-            f"export ROOFLAB_DB={shlex.quote(job.db_url)}"
-        )
-    elif job.db_file is None:
-        db = (
-            "# The results database: ROOFLAB_DB as it was in the environment of the submit script (sbatch\n"
-            "# passes that environment on to the job; the URL is in no file and on no command line).\n"
-            ': "${ROOFLAB_DB:?ROOFLAB_DB is not set: export it before running the submit script}"\n'
-            "export ROOFLAB_DB"
-        )
-    else:
-        db = (
-            "# The results database: the URL (with its password) is read from a file only its owner can\n"
-            "# read, and handed to rooflab through ROOFLAB_DB (never on a command line or in a log).\n"
-            f"ROOFLAB_DB_FILE={shlex.quote(str(job.db_file))}\n"
-            'if [[ ! -r "$ROOFLAB_DB_FILE" ]]; then echo "rooflab: cannot read $ROOFLAB_DB_FILE" >&2; exit 2; fi\n'
-            'ROOFLAB_DB="$(<"$ROOFLAB_DB_FILE")"\n'
-            "export ROOFLAB_DB"
-        )
-    if job.run_id is not None:
-        run = f"RUN_ID={shlex.quote(job.run_id)}"
-    else:
-        run = (
-            "# The run id is fixed by the submit script (one run for all shards of the night).\n"
-            'RUN_ID="${ROOFLAB_RUN_ID:?submit with the .submit.sh script, which sets ROOFLAB_RUN_ID}"'
-        )
-    return "\n".join(
-        [
-            "ROOFLAB=(" + " ".join(shlex.quote(word) for word in job.rooflab) + ")",
-            f"SPEC={shlex.quote(str(job.spec_path))}",
-            *([f"OUT={shlex.quote(str(job.out_dir))}"] if with_out else []),
-            run,
-            db,
-        ]
-    )
+    array: Path
+    finalize: Path
+    submit: Path
+    collectives: Path
 
 
 def _array_comment(job: SlurmJob) -> str:
@@ -147,7 +101,7 @@ fi"""
 def render_array(job: SlurmJob) -> str:
     n = job.nodes
     gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
-    header = _directives(
+    header = directives(
         job,
         lines=[
             ("--job-name", sbatch_quote(f"rooflab-{job.suite}")),
@@ -179,7 +133,7 @@ if (( SLURM_ARRAY_TASK_ID < 0 || SLURM_ARRAY_TASK_ID >= SHARD_COUNT )); then
     exit 2
 fi
 
-{_environment(job, with_out=False)}
+{environment(job, with_out=False)}
 {_gpu_check(job)}
 echo "rooflab: run $RUN_ID shard $SLURM_ARRAY_TASK_ID/$SHARD_COUNT on ${{SLURMD_NODENAME:-$(hostname)}} {where}" \\
   "(restart ${{SLURM_RESTART_COUNT:-0}})"
@@ -216,7 +170,7 @@ def _collectives_comment(job: SlurmJob) -> str:
 def render_collectives(job: SlurmJob) -> str:
     per_node = job.ranks_per_node
     gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
-    header = _directives(
+    header = directives(
         job,
         lines=[
             ("--job-name", sbatch_quote(f"rooflab-{job.suite}-collectives")),
@@ -235,7 +189,7 @@ def render_collectives(job: SlurmJob) -> str:
 {header}
 set -euo pipefail
 
-{_environment(job, with_out=False)}
+{environment(job, with_out=False)}
 
 # the rendezvous: the first node of the allocation at the address Slurm reaches it by (its
 # NodeAddr, the node name where none is set), a port derived from the job id
@@ -262,7 +216,7 @@ exit "$FIRST_FAULT"
 
 
 def render_finalize(job: SlurmJob) -> str:
-    header = _directives(
+    header = directives(
         job,
         lines=[
             ("--job-name", sbatch_quote(f"rooflab-{job.suite}-finalize")),
@@ -286,62 +240,22 @@ def render_finalize(job: SlurmJob) -> str:
 {header}
 set -euo pipefail
 
-{_environment(job, with_out=True)}
+{environment(job, with_out=True)}
 
 exec "${{ROOFLAB[@]}}" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report" --fail-on {job.fail_on}
 """
 
 
 def render_submit(job: SlurmJob, array_path: Path, finalize_path: Path, collectives_path: Path) -> str:
-    if job.run_id is not None:
-        run = f"RUN_ID={shlex.quote(job.run_id)}"
-    else:
-        run = (
-            "# One run id per night, derived from the suite and the UTC date (export ROOFLAB_RUN_ID to choose\n"
-            "# another). Submitting again the same night resumes that run instead of starting a new one.\n"
-            f'RUN_ID="${{ROOFLAB_RUN_ID:-{job.suite}-$(date -u +%Y%m%d)}}"'
-        )
     nodes = f"{job.nodes} CPU nodes" if job.cpu_nodes else f"{job.nodes} nodes x {job.gpus_per_node} GPUs"
-    return f"""#!/bin/bash
-# Submit one rooflab nightly run of {job.suite!r}: the shard array, the collective step over all
+    about = f"""# Submit one rooflab nightly run of {job.suite!r}: the shard array, the collective step over all
 # nodes when the array has ended, then the finalising job when that step has ended
-# (--dependency=afterany:<job id>). Run it with bash (e.g. from scrontab/cron).
-set -euo pipefail
-
-OUT={shlex.quote(str(job.out_dir))}
-ARRAY_SCRIPT={shlex.quote(str(array_path))}
-COLLECTIVES_SCRIPT={shlex.quote(str(collectives_path))}
-FINALIZE_SCRIPT={shlex.quote(str(finalize_path))}
-{run}
-if [[ ! "$RUN_ID" =~ ^[A-Za-z0-9][A-Za-z0-9_.:+-]{{0,127}}$ ]]; then
-    echo "rooflab: run id '$RUN_ID' must be 1-128 characters from letters, digits and _.:+-" >&2
-    exit 2
-fi
-{_submit_db_check(job)}
-# Slurm does not create the directories of its log files.
-mkdir -p -- "$OUT/logs" "$OUT/report"
-
-# --export passes RUN_ID to both jobs along with the submitting environment.
-ARRAY_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" "$ARRAY_SCRIPT")
-ARRAY_JOB=${{ARRAY_JOB%%;*}}  # --parsable prints <job id>[;<cluster>]
-COMM_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$ARRAY_JOB" \
-  "$COLLECTIVES_SCRIPT")
-COMM_JOB=${{COMM_JOB%%;*}}
-FINAL_JOB=$(sbatch --parsable --export="ALL,ROOFLAB_RUN_ID=$RUN_ID" --dependency="afterany:$COMM_JOB" \
-  "$FINALIZE_SCRIPT")
-FINAL_JOB=${{FINAL_JOB%%;*}}
-
-echo "rooflab run $RUN_ID: shard array job $ARRAY_JOB ({nodes})," \
-  "collective step $COMM_JOB, finalising job $FINAL_JOB"
-echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/summary.json"
-"""
-
-
-def _submit_db_check(job: SlurmJob) -> str:
-    if job.db_url is None and job.db_file is None:
-        return (': "${ROOFLAB_DB:?export ROOFLAB_DB (the results database URL): '
-                'the jobs take it from this environment}"\n')
-    return ""
+# (--dependency=afterany:<job id>). Run it with bash (e.g. from scrontab/cron)."""
+    chain = (ChainedJob("ARRAY", array_path, f"shard array job {{id}} ({nodes})"),
+             ChainedJob("COLLECTIVES", collectives_path, "collective step {id}"),
+             ChainedJob("FINALIZE", finalize_path, "finalising job {id}"))
+    done = 'echo "logs: $OUT/logs   report: $OUT/report/index.html   summary: $OUT/report/summary.json"'
+    return submit_script(job, chain, about=about, done=done)
 
 
 def render(job: SlurmJob, array_path: Path) -> SlurmScripts:
@@ -371,24 +285,28 @@ def collectives_path(array_path: Path) -> Path:
     return array_path.with_name(f"{_stem(array_path)}.collectives.sbatch")
 
 
-def write_scripts(job: SlurmJob, array_path: Path) -> list[Path]:
+def write_scripts(job: SlurmJob, array_path: Path) -> WrittenScripts:
     """Write the four scripts (all rendered before any is written) and return their paths: array,
     finalise, submit, collective step."""
     check_path(array_path, "--output")
     array_path = array_path.resolve()
     scripts = render(job, array_path)
     finalize_path, submit_path = companion_paths(array_path)
-    array_path.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path, text, mode in (
+    return WrittenScripts(*write_files([
         (array_path, scripts.array, 0o644),
         (finalize_path, scripts.finalize, 0o644),
         (submit_path, scripts.submit, 0o755),
         (collectives_path(array_path), scripts.collectives, 0o644),
-    ):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        tmp.chmod(mode)
-        tmp.replace(path)
-        written.append(path)
-    return written
+    ]))
+
+
+def notes(job: SlurmJob, n_cases: int) -> tuple[str, ...]:
+    """What is worth knowing about a night's scripts that were written all the same."""
+    out = []
+    if n_cases < job.nodes:
+        out.append(f"the spec has {n_cases} cases for {job.nodes} shards; "
+                   f"{job.nodes - n_cases} array tasks will have nothing to do")
+    if job.db_url is not None and job.db_url.startswith("sqlite") and job.nodes > 1:
+        out.append("several nodes writing one SQLite file on a network filesystem risk lock errors and corruption; "
+                   "prefer PostgreSQL, or node-local SQLite files joined with `rooflab db merge`")
+    return tuple(out)

@@ -1,5 +1,5 @@
 """Nights on a real Slurm: the scripts `rooflab slurm --gpus-per-node 0` writes, run by slurmctld and
-two slurmd (tests/runners/slurm_cluster.py: a two-node cluster on this machine, started once for the
+two slurmd (tests/runners/cluster/slurm_cluster.py: a two-node cluster on this machine, started once for the
 module), into the test PostgreSQL server.
 
 The night (`night`, once for the module): a small spec of planted ops (tests/runners/planted_ops.py:
@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.runners.cluster.slurm_cluster import SlurmCluster, owned_processes, skip_reason, start_cluster, stop_cluster
 from tests.runners.cluster_support import fresh_postgres_url, run_record
-from tests.runners.slurm_cluster import SlurmCluster, owned_processes, skip_reason, start_cluster, stop_cluster
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PLUGINS = "tests.runners.planted_ops,tests.runners.quiet_machine,tests.runners.planted_collectives"
 SKIP = skip_reason()
 pytestmark = [

@@ -94,7 +94,7 @@ def slurm_conf(root: Path, *, ctld_port: int, node_ports: Mapping[str, int], fir
     nodes = "\n".join(
         f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={CPUS_PER_NODE} State=UNKNOWN"
         for name, port in node_ports.items())
-    return f"""# a test cluster of rooflab's (tests/runners/slurm_cluster.py)
+    return f"""# a test cluster of rooflab's (tests/runners/cluster/slurm_cluster.py)
 ClusterName=rooflab{secrets.token_hex(3)}
 SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}

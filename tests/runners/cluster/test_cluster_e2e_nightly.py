@@ -30,7 +30,7 @@ from rooflab.suite.case import make_case_key
 from tests.runners.cluster_support import run_record, sqlite_url
 from tests.runners.run_process import PLUGIN
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PLUGINS = "tests.runners.planted_ops,tests.runners.quiet_machine"
 SPEC = """name: planted
 defaults:

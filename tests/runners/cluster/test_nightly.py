@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
-from rooflab.runners.orchestration.nightly import NightlyOptions, nightly
+from rooflab.runners.cluster.nightly import NightlyOptions, nightly
 from rooflab.runners.orchestration.run_options import RunOptions
 from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
 
@@ -178,7 +178,7 @@ def test_skip_run_without_any_run_of_the_suite_exits_2(url, tmp_path, spec):
 
 
 def test_text_summary_lists_at_most_ten_per_kind(tmp_path, spec):
-    from rooflab.runners.orchestration.nightly import NightlySummary, ShardState
+    from rooflab.runners.cluster.nightly import NightlySummary, ShardState
 
     rows = tuple(
         {"case_key": f"copy.v1:eager:float32:cold:launch:n={i}", "device_name": "H100", "device_fingerprint": "f",
@@ -191,7 +191,8 @@ def test_text_summary_lists_at_most_ten_per_kind(tmp_path, spec):
     text = s.text()
     assert text.count("REGRESSION") == 10 and "and 3 more regressions" in text
     assert "1.000 ms -> 1.300 ms (+30.0 %" in text
-    assert s.exit_code == 1 and s.to_dict()["regressions"][12]["case_key"].endswith("n=12")
+    regressions = s.to_dict()["regressions"]
+    assert s.exit_code == 1 and isinstance(regressions, list) and regressions[12]["case_key"].endswith("n=12")
 
 
 def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tmp_path, spec):
@@ -205,7 +206,7 @@ def test_skip_run_on_a_database_that_is_not_there_exits_2_and_creates_nothing(tm
 def test_workers_of_a_nightly_share_an_inductor_cache_under_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                   spec: Path) -> None:
     """The compile cache lives under --out (kept between nights) while the run is made."""
-    from rooflab.runners.orchestration import nightly as nightly_module
+    from rooflab.runners.cluster import nightly as nightly_module
     from rooflab.runners.orchestration import session
 
     seen: list[str | None] = []

@@ -30,7 +30,7 @@ from tests.runners.cluster_support import fresh_postgres_url, run_record, sqlite
 from tests.runners.gate import GATE_ENV, wait_for_file
 from tests.runners.run_process import PLUGIN, child_env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GATED_N = 256  # the planted_gate case: `waiting-256` in the gate folder while it is in flight
 
 NIGHT_SPEC = f"""name: night
@@ -227,7 +227,7 @@ def test_slurm_scripts_run_a_night_here_with_a_task_killed_and_started_again(
     the task holding the gated case killed in it and started again (as `scontrol requeue` does), then
     the finalising script, with the real rooflab: every flag they pass is one `rooflab run` and
     `nightly` accept, and a restarted task measures only what its shard lacks."""
-    from rooflab.runners.orchestration import slurm, slurm_job
+    from rooflab.runners.cluster import slurm, slurm_job
 
     bash = shutil.which("bash")
     if bash is None:

@@ -6,6 +6,8 @@ record their arguments), so the test sees the exact argument vectors a cluster w
 from __future__ import annotations
 
 import os
+import random
+import shlex
 import shutil
 import stat
 import subprocess
@@ -15,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from rooflab.runners.orchestration import slurm, slurm_job
-from rooflab.runners.orchestration.slurm_job import SlurmArgumentError, SlurmJob
+from rooflab.runners.cluster import slurm, slurm_job
+from rooflab.runners.cluster.slurm_job import SlurmArgumentError, SlurmJob
 from rooflab.suite.errors import SpecError
 
 BASH = shutil.which("bash") or ""  # "" without bash: then every test here is skipped
@@ -130,8 +132,8 @@ def recorder(path: Path, body: str) -> Path:
 
 def fake_rooflab(path: Path, log: Path) -> Path:
     """Records each argument on its own line (NUL-free), then ROOFLAB_DB."""
-    return recorder(path, f'for a in "$@"; do printf "%s\\n" "$a"; done > {slurm.shlex.quote(str(log))}\n'
-                          f'printf "DB=%s\\n" "$ROOFLAB_DB" >> {slurm.shlex.quote(str(log))}\n')
+    return recorder(path, f'for a in "$@"; do printf "%s\\n" "$a"; done > {shlex.quote(str(log))}\n'
+                          f'printf "DB=%s\\n" "$ROOFLAB_DB" >> {shlex.quote(str(log))}\n')
 
 
 def test_scripts_are_valid_bash_and_carry_the_requested_directives(awkward_dir):
@@ -220,7 +222,7 @@ def _fake_sbatch(bin_dir: Path, log: Path) -> None:
     """Records each call's arguments (one per line, calls separated by ---) and prints a job id."""
     counter = bin_dir / "jobid"
     counter.write_text("1000")
-    q = slurm.shlex.quote
+    q = shlex.quote
     recorder(bin_dir / "sbatch", f"""
 n=$(<{q(str(counter))}); n=$((n + 1)); echo "$n" > {q(str(counter))}
 {{ for a in "$@"; do printf "%s\\n" "$a"; done; echo "ROOFLAB_RUN_ID_ENV=${{ROOFLAB_RUN_ID:-}}"; \
@@ -273,7 +275,7 @@ def _fake_step_commands(bin_dir: Path, log: Path, *, node_addr: str, failures: i
     """srun records its arguments and the rendezvous it passes on (calls separated by ---) and
     fails its first `failures` calls with exit code 1; scontrol lists the nodes and shows a node
     with `node_addr` as its NodeAddr (none when empty)."""
-    q = slurm.shlex.quote
+    q = shlex.quote
     counter = bin_dir / "srun-calls"
     recorder(bin_dir / "srun", f"""n=$(( $(cat {q(str(counter))} 2>/dev/null || echo 0) + 1 ))
 echo $n > {q(str(counter))}
@@ -385,7 +387,7 @@ def test_python_module_command_runs_this_checkout(awkward_dir: Path) -> None:
     log = awkward_dir / "args.txt"
     python = recorder(awkward_dir / "py bin" / "python",
                       f'{{ printf "PYTHONPATH=%s\\n" "$PYTHONPATH"; for a in "$@"; do printf "%s\\n" "$a"; done; }}'
-                      f' > {slurm.shlex.quote(str(log))}\n')
+                      f' > {shlex.quote(str(log))}\n')
     job = make_job(awkward_dir, gpus_per_node=0, rooflab=(str(python), "-m", "rooflab"))
     _, finalize, _, _ = slurm.write_scripts(job, awkward_dir / "n.sbatch")
     env = dict(os.environ, ROOFLAB_RUN_ID="nightly-20261121", PYTHONPATH=str(awkward_dir / "checkout"))
@@ -541,8 +543,8 @@ def test_cli_writes_four_scripts_for_the_spec(awkward_dir):
     text = array.read_text()
     d = directives(text)
     assert d["--array"] == "0-1" and d["--gpus-per-node"] == "8" and d["--time"] == "02:00:00"
-    assert f"SPEC={slurm.shlex.quote(str(spec.resolve()))}" in text
-    assert f"ROOFLAB=({slurm.shlex.quote(str((venv / 'bin' / 'rooflab').resolve()))})" in text
+    assert f"SPEC={shlex.quote(str(spec.resolve()))}" in text
+    assert f"ROOFLAB=({shlex.quote(str((venv / 'bin' / 'rooflab').resolve()))})" in text
     assert "RUN_ID=n-1" in text
     assert "note: the spec has 3 cases" not in result.output
 
@@ -558,7 +560,7 @@ def test_cli_cpu_nodes_with_this_python(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     array = (out / "rooflab-nightly.sbatch").read_text()
     assert "--gpus-per-node" not in directives(array) and "--device cpu" in array
-    assert f"ROOFLAB=({slurm.shlex.quote(sys.executable)} -m rooflab)" in array
+    assert f"ROOFLAB=({shlex.quote(sys.executable)} -m rooflab)" in array
     collectives = directives((out / "rooflab-nightly.collectives.sbatch").read_text())
     assert collectives["--ntasks-per-node"] == "1" and "--gpus-per-node" not in collectives
 
@@ -573,6 +575,24 @@ def test_cli_notes_more_nodes_than_cases_and_sqlite_on_many_nodes(tmp_path, monk
     assert "5 shards" in result.output and "SQLite" in result.output
     assert f"export ROOFLAB_DB=sqlite:///{tmp_path / 'r.db'}" in (tmp_path / "job.sbatch").read_text()
     assert (tmp_path / "job.finalize.sbatch").is_file() and (tmp_path / "job.submit.sh").is_file()
+
+
+def test_cli_json_names_the_four_scripts_and_the_notes(tmp_path: Path) -> None:
+    import json
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CLI_SPEC)
+    nodes = random.randint(4, 9)  # more nodes than the spec's 3 cases: a note
+    result = _cli(str(spec), "--nodes", str(nodes), "--gpus-per-node", "0", "--db", "postgresql://rooflab@db/rooflab",
+                  "--out", str(tmp_path / "out"), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    stem = tmp_path / "out" / "rooflab-nightly"
+    assert data == {"array": f"{stem}.sbatch", "collectives": f"{stem}.collectives.sbatch",
+                    "finalize": f"{stem}.finalize.sbatch", "submit": f"{stem}.submit.sh",
+                    "notes": [f"the spec has 3 cases for {nodes} shards; {nodes - 3} array tasks will have nothing "
+                              "to do"]}
+    assert all(Path(p).is_file() for k, p in data.items() if k != "notes")
 
 
 @pytest.mark.parametrize(

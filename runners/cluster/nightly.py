@@ -1,7 +1,7 @@
 """One nightly step for CI: run the suite, check the history for regressions, write the report.
 
 This module sequences the steps; the regression check itself is reports.regressions.nightly_check's and the
-report reports.pages.report's, so `runners.orchestration.nightly` (like the CLI) is a place that calls `reports`.
+report reports.pages.report's, so `runners.cluster.nightly` (like the CLI) is a place that calls `reports`.
 
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
@@ -17,18 +17,18 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflab.db.handle import Database, as_database
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.run_options import RunOptions
-from rooflab.vocab import RunStatus
+from rooflab.vocab import ExitCode, RunStatus
 
-EXIT_OK = 0
-EXIT_ALERT = 1
-EXIT_INTERRUPTED = 130
+if TYPE_CHECKING:  # the spec's schema loads Pydantic: read when the night runs
+    from rooflab.suite.spec_schema import Spec
+
 SHOWN_PER_KIND = 10
 SUMMARY_FILE = "summary.json"
 
@@ -61,7 +61,7 @@ class NightlySummary:
     cases_expected: int = 0  # cases of the spec (after filters) for the run's device kinds
     cases_missing: tuple[str, ...] = ()  # of those, the ones without any result in the run
     report_error: str | None = None
-    invocation: Mapping[str, Any] | None = None  # this process's run summary (None with --skip-run)
+    invocation: Mapping[str, object] | None = None  # this process's run summary (None with --skip-run)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -81,12 +81,12 @@ class NightlySummary:
     @property
     def exit_code(self) -> int:
         if self.invocation is not None and self.invocation.get("status") == RunStatus.INTERRUPTED:
-            return EXIT_INTERRUPTED
+            return ExitCode.INTERRUPTED
         if self.alert or self.run_status == RunStatus.FAILED or self.report_error is not None or self.coverage_failed:
-            return EXIT_ALERT
-        return EXIT_OK
+            return ExitCode.FAILED
+        return ExitCode.OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
             "suite": self.suite,
@@ -202,7 +202,7 @@ def shard_state(db: str | Database, run_id: str) -> ShardState:
     return ShardState(expected, finished, unfinished, missing)
 
 
-def coverage(db_url: str | Database, run_id: str, spec: Any, filters: Sequence[str]) -> tuple[int, tuple[str, ...]]:
+def coverage(db_url: str | Database, run_id: str, spec: Spec, filters: Sequence[str]) -> tuple[int, tuple[str, ...]]:
     """(cases the spec expands to for the run's device kinds, those of them the run has no result for).
 
     Shards that never ran, or shards that disagreed on the partition, show up here.
@@ -293,12 +293,12 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
             database.close()
 
 
-def _nightly(spec_path: str, spec: Any, database: Database, o: NightlyOptions, run_id: str | None) -> NightlySummary:
+def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, run_id: str | None) -> NightlySummary:
     from rooflab.reports.regressions.nightly_check import check_history
 
     out_dir = o.out_dir
     notes: list[str] = []
-    invocation: dict[str, Any] | None = None
+    invocation: dict[str, object] | None = None
     if o.skip_run:
         database.reader()  # a database that is not there is an input error, and stays not there
         if run_id is None:

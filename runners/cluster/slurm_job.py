@@ -4,7 +4,9 @@ argument (one SlurmArgumentError each, exit code 2). slurm.py renders the script
 """
 from __future__ import annotations
 
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from rooflab.suite.errors import SpecError
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,+-]*$")  # partition, account
 _SUITE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # job names, derived run ids
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -55,6 +57,30 @@ class SlurmJob:
         return 1 if self.cpu_nodes else self.gpus_per_node
 
 
+def rooflab_command(venv: Path | None, python: Path | None) -> tuple[str, ...]:
+    """The command the jobs start rooflab with: `PYTHON -m rooflab` (--python), `VENV/bin/rooflab`
+    (--venv), this process's venv's rooflab, or `rooflab` on the nodes' PATH."""
+    if venv is not None and python is not None:
+        raise SlurmArgumentError("give at most one of --venv and --python")
+    if python is not None:
+        exe = python.expanduser().absolute()
+        if not exe.is_file() or not os.access(exe, os.X_OK):
+            raise SlurmArgumentError(
+                f"--python {python}: {exe} is not an executable file; give the Python that runs rooflab on the nodes")
+        return (str(exe), "-m", "rooflab")
+    if venv is not None:
+        exe = venv.expanduser().resolve() / "bin" / "rooflab"
+        if not exe.is_file():
+            raise SlurmArgumentError(
+                f"--venv {venv}: {exe} does not exist; give the virtual environment rooflab is installed in")
+        return (str(exe),)
+    if sys.prefix != sys.base_prefix:
+        exe = Path(sys.prefix) / "bin" / "rooflab"
+        if exe.is_file():
+            return (str(exe),)
+    return ("rooflab",)
+
+
 def check_time(value: str, option: str = "--time") -> str:
     """Slurm wall time as [D-]HH:MM:SS, above zero."""
     match = _TIME_RE.match(value or "")
@@ -67,7 +93,7 @@ def check_time(value: str, option: str = "--time") -> str:
 
 
 def check_run_id(value: str) -> str:
-    if not _RUN_ID_RE.match(value or ""):
+    if not RUN_ID_RE.match(value or ""):
         raise SlurmArgumentError(
             f"--run-id {value!r}: use 1-128 characters from letters, digits and _.:+- , starting with a letter or digit"
         )
@@ -103,6 +129,15 @@ def check_db_url(url: str) -> str:
 def check_path(path: Path, option: str) -> Path:
     if _CONTROL_RE.search(str(path)):
         raise SlurmArgumentError(f"{option} {str(path)!r}: the path contains control characters (e.g. a newline)")
+    return path
+
+
+def check_db_file(path: Path) -> Path:
+    """--db-file: the file that holds the database URL, absolute; it must be there."""
+    check_path(path, "--db-file")
+    path = path.expanduser().resolve()
+    if not path.is_file():
+        raise SlurmArgumentError(f"--db-file {path}: no such file (it must hold the database URL)")
     return path
 
 
