@@ -58,6 +58,7 @@ def slurm_command(
 
     def write() -> tuple[slurm.WrittenScripts, tuple[str, ...]]:
         loaded = load_spec(spec)
+        n_cases = len(expand(loaded))  # a spec that does not expand is refused before anything is written
         job = slurm_job.validate(slurm_job.SlurmJob(
             spec_path=loaded.path.resolve(),
             suite=loaded.name,
@@ -76,7 +77,7 @@ def slurm_command(
             fail_on=fail_on,
         ))
         target = output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch"
-        return slurm.write_scripts(job, target.expanduser()), slurm.notes(job, len(expand(loaded)))
+        return slurm.write_scripts(job, target.expanduser()), slurm.notes(job, n_cases)
 
     respond(write, as_json=as_json, show=_show_scripts,
             to_json=lambda done: {**{k: str(v) for k, v in done[0]._asdict().items()}, "notes": list(done[1])})

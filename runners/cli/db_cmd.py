@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, db_url, require_database
-from rooflab.runners.cli.epilogue import console, err_console, fail, guarded, respond
+from rooflab.runners.cli.epilogue import conclude, console, err_console, fail, guarded, respond
 from rooflab.vocab import ExitCode
 
 if TYPE_CHECKING:  # the database's modules load SQLAlchemy: only when a command runs
@@ -157,7 +157,7 @@ def prune_cmd(
     now = datetime.now(UTC)
     plan = guarded(lambda: prune_samples(url, age, dry_run=True, now=now))
     if dry_run or plan.measurements == 0:
-        respond(lambda: plan, as_json=as_json, to_json=_prune_json, show=_show_prune)
+        conclude(plan, as_json=as_json, to_json=_prune_json, show=_show_prune)
         return
     if not yes:
         if not _interactive():
