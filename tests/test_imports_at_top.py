@@ -22,7 +22,9 @@ PACKAGES = ("suite", "runners", "db", "reports", "rooflab", "scripts")
 HEAVY = frozenset({"torch", "cupy", "cupyx", "triton", "nvbench", "cuda", "matplotlib", "seaborn", "pyarrow",
                    "psycopg", "pynvml"})
 SWEPT = ("reports", "db", "rooflab")
-CEILING = 260  # after reports/, db/ and rooflab/ were swept (365 before); a sweep of runners/ brings it to <= 60
+# 365 before; 260 once reports/, db/ and rooflab/ were swept; 247 with runners/cli's epilogue; a sweep of
+# runners/ brings it to <= 60
+CEILING = 247
 
 
 @dataclass(frozen=True)

@@ -64,8 +64,7 @@ def parse_fail_on(text: str, option: str = "--fail-on") -> FailOn:
 
 
 class Judged(Protocol):
-    """What the exit policy reads of a series' verdict (reports.regressions.gate.SeriesVerdict, frozen:
-    read-only members)."""
+    """What the exit policy reads of a series' verdict (reports.regressions.gate.SeriesVerdict)."""
 
     @property
     def status(self) -> str: ...

@@ -23,8 +23,8 @@ from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respo
 from rooflab.vocab import CeilingKind
 
 if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
-    from rooflab.reports.data.shown_runs import DeviceRuns
     from rooflab.reports.pages.device_roofline import DeviceRoofline
+    from rooflab.reports.roofs.shown_runs import DeviceRuns
     from rooflab.reports.walls.predict import Prediction
 
 
