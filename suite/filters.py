@@ -1,6 +1,7 @@
 """`KEY=VALUE` filters that narrow a list of cases (`rooflab run|list --filter op=matmul`).
 
-Keys: op, family, backend, dtype, cache, timing_mode, benchmark, tag, or any parameter name.
+Keys: op, family, backend, dtype, cache, timing_mode, benchmark, tag, or any parameter name (a
+collective's mode too, as a spec names it: `mode=isolated`).
 Filters with the same key are OR-ed (so are comma-separated values: `dtype=float16,bfloat16`);
 different keys are AND-ed. A filter that matches nothing leaves an empty list; a value that no
 case could ever have (an unknown op, family, backend, dtype, cache or timing mode) is an error.
@@ -83,7 +84,7 @@ def _matches(case: Case, key: str, wanted: set[str], ops: Mapping[str, Op]) -> b
         return any(tag in wanted for tag in case.tags)
     if key in CASE_KEYS:
         return str(getattr(case, key)) in wanted
-    value = case.params.get(key)
+    value = case.key_params.get(key)  # a collective's mode among them, as a spec names it (`mode=isolated`)
     if value is None:  # an option left out of the case's params at its default (ParamSpec.in_key_at_default)
         op = ops.get(case.op)
         spec = op.params.get(key) if op is not None else None
@@ -105,7 +106,7 @@ def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str
         from rooflab.suite.ops.registry import all_ops
 
         ops = all_ops()
-    names = {name for case in cases for name in case.params}
+    names = {name for case in cases for name in case.key_params}
     for op in ops.values():
         names.update(op.params)
     parsed = parse_filters(filters, names, op_names=ops.keys())

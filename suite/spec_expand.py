@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rooflab.suite import sweep
-from rooflab.suite.case import BACKENDS, DTYPES, Case, mode_conflict
+from rooflab.suite.case import BACKENDS, DTYPES, Case, mode_conflict, split_mode
 from rooflab.suite.errors import SpecError
 from rooflab.suite.ops.base import Op, ParamValueError
 from rooflab.suite.spec_schema import Benchmark, Spec
@@ -248,7 +248,7 @@ def _timing(spec: Spec, i: int, bench: Benchmark) -> TimingSettings:
 
 def _check_pace(spec: Spec, i: int, bench: Benchmark, op: Op, op_name: str, timing: TimingSettings) -> None:
     """SpecError when the benchmark's pace (its own, else the defaults') is one the op does not take
-    (a collective: its samples follow from its `mode` parameter)."""
+    (a collective: its samples follow from its collective mode, the `mode` a spec names among its params)."""
     if op.paces is None or timing.pace in op.paces:
         return
     own = bench.timing is not None and "pace" in bench.timing.values()
@@ -304,7 +304,7 @@ def expand(spec: Spec, device_kind: str | None = None, ops: Mapping[str, Op] | N
             continue
         op = plan.op
         for point in sweep.product(list(plan.axes)):
-            params = op.resolved_params(point)
+            params, collective_mode = split_mode(op.family, op.resolved_params(point))
             for dtype in plan.dtypes:
                 for backend in plan.backends:
                     for cache in plan.cache:
@@ -317,7 +317,8 @@ def expand(spec: Spec, device_kind: str | None = None, ops: Mapping[str, Op] | N
                                 dtype=dtype,
                                 cache=cache,
                                 timing_mode=mode,
-                                params=dict(params),
+                                collective_mode=collective_mode,
+                                params=params,
                                 benchmark=plan.bench.name,
                                 tags=plan.tags,
                                 timing=plan.timing,

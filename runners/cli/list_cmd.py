@@ -53,7 +53,8 @@ def case_row(case: Case, ops: Mapping[str, Any]) -> dict[str, Any]:
         "dtype": case.dtype,
         "cache": case.cache,
         "timing_mode": case.timing_mode,
-        "params": dict(case.params),
+        "collective_mode": case.collective_mode,
+        "params": case.key_params,  # as the key and the database read them (a collective's `mode: isolated`)
         "tags": list(case.tags),
         "flops": flops,
         "bytes": nbytes,

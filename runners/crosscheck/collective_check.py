@@ -2,7 +2,7 @@
 
 A collective runs in a group of processes (runners/orchestration/ranks.py), never in the
 cross-check's own process, so it is timed here rather than by case_check.py. Within a round:
-rooflab as configured (the case's `mode`), then for each collective peer (runners.crosscheck.peer.
+rooflab as configured (the case's `collective_mode`), then for each collective peer (runners.crosscheck.peer.
 CollectivePeer) the peer and, when the case's mode is not the peer's (an `isolated` case against a
 stream-timed peer), rooflab in the peer's mode (the same case in `stream` mode); the rounds repeat
 that, so whatever the machine does hits every timer alike. Each rooflab figure is a whole case as
@@ -26,8 +26,6 @@ from rooflab.runners.crosscheck.mode import TimerMode, collective_mode
 from rooflab.runners.crosscheck.peer import CollectivePeer
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.suite.case import Case
-from rooflab.suite.ops.collective import mode_of
-from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CollectiveMode, DeviceKind, ResultStatus, device_kind_of
 
 if TYPE_CHECKING:
@@ -62,8 +60,7 @@ def collective_devices(torch_device: str) -> list[str]:
 
 def in_mode_case(case: Case, mode: CollectiveMode) -> Case:
     """`case` asked in `mode` (its key then as that mode's case has it)."""
-    op = get_op(case.op)
-    return replace(case, params=op.resolved_params({**case.params, "mode": mode.value}))
+    return replace(case, collective_mode=mode)
 
 
 def check_collective(case: Case, device: Any, peers: Sequence[CollectivePeer], *, rounds: int, groups: RoofGroups,
@@ -83,7 +80,8 @@ def check_collective(case: Case, device: Any, peers: Sequence[CollectivePeer], *
     reason = reason or group_skip_reason(case, device, size)
     if reason or devices is None:
         return rows(ResultStatus.SKIPPED, reason)
-    configured = collective_mode(mode_of(case.params), device)
+    assert case.collective_mode is not None  # a collective case always has one (suite.case)
+    configured = collective_mode(case.collective_mode, device)
     theirs = [PeerRounds(p, p.mode_for(case, device)) for p in peers]
     timer = functools.partial(_rooflab_round, groups=groups, backend=case.backend, devices=devices, seed=seed,
                               overrides=timing_overrides or {})

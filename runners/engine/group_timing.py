@@ -1,7 +1,7 @@
 """Timing one collective on every rank of a group, in one of two modes (vocab.CollectiveMode).
 
 Every rank runs this module's `time_group` at once, in a process group (runners/orchestration/ranks.py
-starts it). The case's `mode` parameter (suite.ops.collective.mode_of) chooses what one sample is:
+starts it). The case's collective mode (suite.case.Case.collective_mode) chooses what one sample is:
 
 - `stream` (the default; nccl-tests' method): on every rank
 

@@ -32,7 +32,6 @@ from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
-from rooflab.runners.orchestration.rank_case import with_collective_mode
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
 from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, default_case_timeout_s
@@ -288,7 +287,7 @@ class CollectivePhase:
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=env.device_fingerprint,
                               device_uuid=environment_device_uuid(env), shard=self.shard,
                               work_model=work_model_at(size))
-        record = replace(record, collective=collective, method=with_collective_mode(record.method, case))
+        record = replace(record, collective=collective)
         stored = self.store.add_measurement(record)
         self.results.append(CaseResult(LANE, case, record, elapsed_s, stored))
         self.progress.case_done(LANE, case, record, elapsed_s)

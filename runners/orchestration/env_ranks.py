@@ -285,13 +285,11 @@ class _Lead:
     def keep(self, case: Case, outcome: Any, collective: Any, size: int) -> None:
         from rooflab.record import CollectiveRecord
         from rooflab.runners.orchestration.collectives import work_model_at
-        from rooflab.runners.orchestration.rank_case import with_collective_mode
         from rooflab.runners.orchestration.records import build_record
 
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=self.environment.device_fingerprint,
                               device_uuid=self.uuid, shard=None, work_model=work_model_at(size))
-        self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size),
-                                             method=with_collective_mode(record.method, case)))
+        self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size)))
 
     def keep_fault(self, case: Case, status: str, error: str, size: int) -> None:
         from rooflab.runners.orchestration.messages import CaseOutcome

@@ -25,9 +25,8 @@ from rooflab.record import CollectiveRecord, TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
 from rooflab.runners.orchestration.worker import describe_exception
-from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.collective import at_world_size, mode_of
+from rooflab.suite.ops.collective import at_world_size
 from rooflab.vocab import FlushMethod, ResultStatus
 
 COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")  # settings that change how the library moves data
@@ -67,14 +66,6 @@ def rank_device_text(device: DeviceInfo, environment: Any) -> str:
     uuid = info.get("device_uuid") or info.get("uuid")
     parts = [str(info.get("host") or "?"), device.torch_device] + ([str(uuid)] if uuid else [])
     return " ".join(parts)
-
-
-def with_collective_mode(method: TimingMethod, case: Case) -> TimingMethod:
-    """`method` with the case's collective mode recorded: every collective result says which it was
-    asked to be, whatever its status (its `pace` stays what its samples did: none without samples)."""
-    from dataclasses import replace
-
-    return replace(method, collective_mode=mode_of(case.params).value)
 
 
 def _first_problem(verdicts: list[Any]) -> str | None:
@@ -132,8 +123,7 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: Any, *, ran
         wrong = _first_problem([p for p, _ in verdicts])
         first_call_ms = max(ms for _, ms in verdicts)
         if wrong:
-            method = with_collective_mode(TimingMethod(cache=case.cache, timing_mode=case.timing_mode,
-                                                       first_call_ms=first_call_ms), case)
+            method = TimingMethod(cache=case.cache, timing_mode=case.timing_mode, first_call_ms=first_call_ms)
             return _reply(rank, CaseOutcome(case.case_key, ResultStatus.INCORRECT, wrong, time.perf_counter() - started,
                                             method=method), size, rank_devices, backend)
         return _timed(request, device, control, prepared, settings, first_call_ms, threads, started, rank_devices,
@@ -158,7 +148,8 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: Any, prepared: Any
     from rooflab.runners.machine.observe import watching
 
     rank, case = control.rank, request.case
-    mode = mode_of(case.params)
+    mode = case.collective_mode
+    assert mode is not None  # a collective case always has one (suite.case)
     if rank != 0:
         time_group(prepared.fn, reset=getattr(prepared, "reset", None), control=control,
                    torch_device=device.torch_device, settings=settings, mode=mode)
@@ -171,7 +162,7 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: Any, prepared: Any
         cache=case.cache, timing_mode=case.timing_mode, clock=timing.clock, stop_reason=timing.stop_reason,
         first_call_ms=first_call_ms, warmup_calls=timing.warmup_calls, launches_per_sample=timing.calls_per_sample,
         flush_bytes=0, sync_method=timing.sync_method, flush_method=FlushMethod.NONE, warmup_ms=timing.warmup_ms,
-        sampling_ms=timing.sampling_ms, pace=timing.pace, collective_mode=timing.mode.value,
+        sampling_ms=timing.sampling_ms, pace=timing.pace,
     )
     outcome = CaseOutcome(
         case.case_key, ResultStatus.OK, None, time.perf_counter() - started, method=method, stats=timing.stats,

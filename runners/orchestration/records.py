@@ -5,6 +5,7 @@ collective rank step build their records here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod, WorkModel
@@ -24,9 +25,10 @@ def op_work_model(case: Case) -> WorkModel:
 
 
 def case_record(case: Case) -> CaseRecord:
-    """What the database keeps of a case (its identity across runs)."""
+    """What the database keeps of a case (its identity across runs): its params as its key reads
+    them, a collective's mode among them (`mode: isolated`, as stored before the mode was a field)."""
     return CaseRecord(case_key=case.case_key, op=case.op, op_version=case.op_version, family=case.family,
-                      backend=case.backend, dtype=case.dtype, params=dict(case.params))
+                      backend=case.backend, dtype=case.dtype, params=case.key_params)
 
 
 def build_record(
@@ -40,7 +42,9 @@ def build_record(
     work_model: Callable[[Case], WorkModel],
 ) -> MeasurementRecord:
     """The worker's outcome with the identity and the work model added; the work model is filled
-    in whatever the status. Only an ok result keeps its statistics, samples and profile."""
+    in whatever the status, and so is the case's collective mode (the one place a result gets it:
+    every collective says which mode it was asked for, its `pace` what its samples did, none without
+    samples). Only an ok result keeps its statistics, samples and profile."""
     try:
         work = work_model(case)
     except Exception as exc:  # noqa: BLE001 - an op whose model fails still gets its status stored
@@ -52,7 +56,8 @@ def build_record(
                           device_uuid=device_uuid, shard=shard, measured_at=datetime.now(UTC)),
         status=outcome.status,
         error=outcome.error,
-        method=outcome.method or TimingMethod(cache=case.cache, timing_mode=case.timing_mode),
+        method=replace(outcome.method or TimingMethod(cache=case.cache, timing_mode=case.timing_mode),
+                       collective_mode=case.collective_mode),
         stats=outcome.stats if ok else None,
         machine=outcome.machine,
         work=work,
@@ -62,7 +67,5 @@ def build_record(
 
 
 def _with_error(outcome: CaseOutcome, extra: str) -> CaseOutcome:
-    from dataclasses import replace
-
     error = f"{outcome.error}; {extra}" if outcome.error else extra
     return replace(outcome, error=error)

@@ -42,13 +42,16 @@ region, so values never grow towards infinity over thousands of samples.
 
 Modes: collectives are timed hot (nothing is flushed: the buffers live in device memory and the
 interconnect is what is measured, as in nccl-tests) and in launch mode. How the calls are timed is
-the `mode` parameter (vocab.CollectiveMode; runners/engine/group_timing.py): `stream` (the
-default, nccl-tests' method: N calls back to back under one clock per rank, that clock / N, the
-ranks' figures averaged) or `isolated` (a barrier, then one call per sample, the slowest rank's
-time). The two are different measurements, so `mode` is in the case key, except at its default:
-`stream` cases keep the keys that collectives had before the parameter existed, and the series
-keep the two apart by the results' `collective_mode` and `pace` (reports/regressions/series.py). The `pace`
-timing setting does not apply (`paces`): a collective's samples follow from its mode.
+the case's collective mode (`Case.collective_mode`, a vocab.CollectiveMode;
+runners/engine/group_timing.py): `stream` (the default, nccl-tests' method: N calls back to back
+under one clock per rank, that clock / N, the ranks' figures averaged) or `isolated` (a barrier,
+then one call per sample, the slowest rank's time). A spec names it among the params (`mode`,
+declared here as MODE so that a spec's value is checked like any other); spec expansion moves it
+into the case's field (suite.case.split_mode), so an op never reads it from its params. The two are
+different measurements, so the mode is in the case key, except at its default: `stream` cases keep
+the keys that collectives had before the modes existed, and the series keep the two apart by the
+results' `collective_mode` and `pace` (reports/regressions/series.py). The `pace` timing setting
+does not apply (`paces`): a collective's samples follow from its mode.
 torch.distributed has only an in-place all_reduce and broadcast and only out-of-place all_to_all and
 send/recv; all_gather and reduce_scatter take `inplace` (the input a slice of the output, or the
 output a slice of the input, as nccl-tests' in-place runs).
@@ -60,7 +63,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from rooflab.suite.case import Case, ParamValue
+from rooflab.suite.case import COLLECTIVE, MODE_PARAM, Case, ParamValue
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.dtypes import element_size, torch_dtype
 from rooflab.suite.lazy import torch
@@ -78,7 +81,7 @@ from rooflab.suite.ops.collective_data import (
 from rooflab.suite.ops.registry import register
 from rooflab.vocab import CacheMode, CollectiveMode, Pace, TimingMode
 
-FAMILY = "collective"
+FAMILY = COLLECTIVE
 BACKENDS = ("gloo", "nccl")
 CPU_ALL_RANKS = 2  # `ranks: all` on a CPU: a fixed small group (loopback, every rank on the CPU)
 ALL = "all"
@@ -104,17 +107,14 @@ class RanksSpec(ParamSpec):
         return value
 
 
+# the spec's spelling of the case's collective mode (suite.case.MODE_PARAM): checked and swept like a
+# parameter, then moved into `Case.collective_mode` (suite.case.split_mode); left out of the key at stream
 MODE = ParamSpec(
     str, CollectiveMode.STREAM.value,
     "how the calls are timed: stream (nccl-tests' method: N calls back to back under one clock, / N, the "
     "ranks averaged) or isolated (a barrier, then one call per sample, the slowest rank's time)",
     choices=tuple(m.value for m in CollectiveMode), positive=False, in_key_at_default=False,
 )
-
-
-def mode_of(params: Params) -> CollectiveMode:
-    """The collective mode a case's params ask for (`stream` where they leave it out: its default)."""
-    return CollectiveMode(str(params.get("mode", CollectiveMode.STREAM)))
 
 
 def world_size(ranks: ParamValue, *, all_ranks: int = CPU_ALL_RANKS) -> int:
@@ -179,7 +179,7 @@ class CollectiveOp(Op):
     params: ClassVar[dict[str, ParamSpec]] = {
         "n": ParamSpec(int, 1 << 20, "elements per rank (nccl-tests' count)"),
         "ranks": RanksSpec(int, ALL, "world size: an integer >= 2, or all (every GPU of the run; 2 on a CPU)"),
-        "mode": MODE,
+        MODE_PARAM: MODE,
     }
     size_ranks: ClassVar[bool] = False  # S counts n·s·N (all_gather, reduce_scatter, all_to_all), else n·s
     reduces: ClassVar[bool] = False  # forms sums (all_reduce, reduce_scatter)

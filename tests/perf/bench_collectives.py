@@ -44,6 +44,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rooflab.vocab import CollectiveMode
+
 SIZES = (1024, 262_144, 4_194_304)  # float32 elements per rank: 4 KiB, 1 MiB, 16 MiB
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +83,7 @@ def like_for_like(rounds: int, ranks: int, loop_ms: float) -> dict[int, dict[str
         for n in SIZES:
             stream = Case("all_reduce", op.version, op.family, "gloo", "float32", "hot", "launch",
                           op.resolved_params({"n": n, "ranks": ranks}), timing=quick_timing(n))
-            isolated = replace(stream, params=op.resolved_params({**stream.params, "mode": "isolated"}))
+            isolated = replace(stream, collective_mode=CollectiveMode.ISOLATED)
             plain = LoopCase("all_reduce", n, "float32")
             calls = loop_calls(loop.per_call_ms(plain), loop_ms)
             for _ in range(rounds):

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, split_mode
 from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingSettings
 
@@ -16,9 +16,11 @@ FAST = TimingSettings(warmup_ms=0, warmup_calls=2, min_samples=8, max_samples=8,
 
 def case(op_name: str, *, n: int = 4096, ranks: Any = 2, dtype: str = "float32", backend: str = "gloo",
          timing: TimingSettings = FAST, **params: Any) -> Case:
+    """A collective case; `mode="isolated"` among `params` as a spec names it (suite.case.split_mode)."""
     op = get_op(op_name)
+    own, mode = split_mode(op.family, op.resolved_params({"n": n, "ranks": ranks, **params}))
     return Case(op=op.name, op_version=op.version, family=op.family, backend=backend, dtype=dtype, cache="hot",
-                timing_mode="launch", params=op.resolved_params({"n": n, "ranks": ranks, **params}), timing=timing)
+                timing_mode="launch", collective_mode=mode, params=own, timing=timing)
 
 
 def forkserver_children() -> set[int]:

@@ -53,8 +53,8 @@ def test_list_json_has_cases_with_flops_and_bytes(tmp_path: Path, fake_registry:
     first = out["cases"][0]
     assert first["case_key"] == "matmul.v1:eager:float32:cold:launch:batch=1,k=64,m=64,n=64"
     assert (first["op"], first["family"], first["backend"], first["dtype"]) == ("matmul", "gemm", "eager", "float32")
-    assert ((first["cache"], first["timing_mode"], first["params"])
-            == ("cold", "launch", {"batch": 1, "k": 64, "m": 64, "n": 64}))
+    assert ((first["cache"], first["timing_mode"], first["collective_mode"], first["params"])
+            == ("cold", "launch", None, {"batch": 1, "k": 64, "m": 64, "n": 64}))
     assert first["flops"] == 2 * 64**3
     stream = out["cases"][-1]
     assert stream["bytes"] == 2 * 2**21 * 2 and stream["flops"] == 0 and stream["intensity"] == 0.0

@@ -5,7 +5,6 @@ from collections import Counter
 
 import pytest
 
-from rooflab.suite.ops.collective import mode_of
 from rooflab.suite.ops.registry import all_ops, builtin_ops
 from rooflab.suite.quality import NOISY_REL_CI
 from rooflab.suite.spec import SPECS_DIR, expand, load_spec
@@ -64,10 +63,10 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
     for op in ("all_reduce", "all_gather"):
         for mode, expected in (("stream", [4096 * 4**i for i in range(7)]), ("isolated", [4096, MIB])):
             sizes = sorted(ops[op].size_bytes(c.params, c.dtype) // 2 ** (op == "all_gather")
-                           for c in cpu if c.op == op and mode_of(c.params) == mode)
+                           for c in cpu if c.op == op and c.collective_mode == mode)
             assert sizes == expected, (op, mode)
     for kind in ("cpu", "cuda"):
-        isolated = [c for c in expand(spec, kind, ops=ops) if c.params.get("mode") == "isolated"]
+        isolated = [c for c in expand(spec, kind, ops=ops) if c.collective_mode == "isolated"]
         assert {c.op for c in isolated} == {"all_reduce", "all_gather"}, kind
     assert {(c.backend, c.params["ranks"]) for c in cpu if c.family == "collective"} == {("gloo", 2)}
     assert {c.backend for c in expand(spec, "cuda", ops=ops) if c.family == "collective"} == {"nccl"}
@@ -80,7 +79,7 @@ def test_quick_covers_every_family_on_both_device_kinds_at_moderate_size(ops) ->
 
 
 def _cpu_stream_collective_from_1mib(case, ops) -> bool:
-    return (case.family == "collective" and mode_of(case.params) == "stream"
+    return (case.family == "collective" and case.collective_mode == "stream"
             and ops[case.op].size_bytes(case.params, case.dtype) >= MIB)
 
 
@@ -153,9 +152,9 @@ def test_nightly_is_gpu_only_and_complete(ops) -> None:
     for op in five:
         for dtype in ("float32", "bfloat16"):
             sizes = sorted(c.params["n"] * (4 if dtype == "float32" else 2)
-                           for c in collectives if c.op == op and c.dtype == dtype and mode_of(c.params) == "stream")
+                           for c in collectives if c.op == op and c.dtype == dtype and c.collective_mode == "stream")
             assert sizes == [2**e for e in range(3, 31)], (op, dtype)
             assert {c.params["ranks"] for c in collectives if c.op == op} == {"all"}
     # the isolated mode beside it where the two differ most: 4 B .. 1 MiB per rank, float32
-    isolated = sorted((c.op, c.params["n"] * 4) for c in collectives if mode_of(c.params) == "isolated")
+    isolated = sorted((c.op, c.params["n"] * 4) for c in collectives if c.collective_mode == "isolated")
     assert isolated == sorted((op, 4 * 8**e) for op in ("all_reduce", "all_gather") for e in range(7))
