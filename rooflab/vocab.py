@@ -148,6 +148,14 @@ class CollectiveMode(StrEnum):
     ISOLATED = "isolated"  # a barrier, then one call per sample; the slowest rank's time
 
 
+class RankCombination(StrEnum):
+    """How a collective's timer makes one figure of its ranks' own (runners.engine.group_timing's
+    MODE_COMBINATION says which each collective mode uses; a cross-check names a peer's)."""
+
+    MEAN = "mean"  # nccl-tests' default (`-a 1`): the ranks' times averaged
+    SLOWEST = "slowest"  # the slowest rank's time
+
+
 class Tool(StrEnum):
     """Which tool measured a result (the measurement's `tool`): rooflab's own engine, or a peer
     whose output file was imported. A series never joins two tools."""

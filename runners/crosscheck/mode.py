@@ -21,12 +21,12 @@ from enum import StrEnum
 from typing import Any
 
 from rooflab.runners.engine.flush import CpuFlusher, CudaFlusher, flush_size_bytes, make_flusher
-from rooflab.runners.engine.group_timing import MODE_PACE
+from rooflab.runners.engine.group_timing import MODE_COMBINATION, MODE_PACE
 from rooflab.runners.engine.stream_hold import HoldMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import CacheMode, CollectiveMode, FlushMethod, Pace, SampleKind, TimingMode
+from rooflab.vocab import CacheMode, CollectiveMode, FlushMethod, Pace, RankCombination, SampleKind, TimingMode
 
 MIB = 1 << 20
 # torch.utils.benchmark.Timer.blocked_autorange's block size rule: the smallest power of ten of calls
@@ -63,7 +63,7 @@ class TimerMode:
     clock: Clock
     sample: Sample
     timing_mode: str = TimingMode.LAUNCH.value
-    ranks: str | None = None  # a collective: how the ranks' figures are combined (RankCombination)
+    ranks: RankCombination | None = None  # a collective: how the ranks' figures are combined
 
     def aspects(self) -> dict[str, str]:
         """The mode as short named texts: what `label` and `differences` print."""
@@ -114,13 +114,6 @@ def hot_mode(device: DeviceInfo, *, hold: HoldMode | None, clock: Clock, sample:
                      hold.value if hold is not None and device.is_cuda else None, clock, sample)
 
 
-class RankCombination(StrEnum):
-    """How a collective's timer makes one figure of the ranks' own."""
-
-    MEAN = "mean"  # nccl-tests' default (`-a 1`): the ranks' times averaged
-    SLOWEST = "slowest"  # the slowest rank's time
-
-
 def collective_mode(mode: CollectiveMode, device: DeviceInfo) -> TimerMode:
     """How rooflab times a collective in `mode` (runners/engine/group_timing.py): hot; stream, a host
     clock around N calls back to back / N, the ranks averaged; isolated, one call after a barrier
@@ -130,7 +123,7 @@ def collective_mode(mode: CollectiveMode, device: DeviceInfo) -> TimerMode:
         CacheMode.HOT.value, FlushMethod.NONE.value, 0, MODE_PACE[mode].value, None,
         Clock.HOST if stream or not device.is_cuda else Clock.DEVICE,
         Sample.BLOCK_MEAN if stream else Sample.PER_CALL,
-        ranks=(RankCombination.MEAN if stream else RankCombination.SLOWEST).value,
+        ranks=MODE_COMBINATION[mode],
     )
 
 

@@ -49,7 +49,7 @@ from rooflab.record import Statistics
 from rooflab.runners.engine.stopping import sample_until_stable
 from rooflab.runners.engine.timers import CUDA_EVENT_RESOLUTION_MS, perf_counter_resolution_ms
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import CollectiveMode, DeviceKind, Pace, StopReason, SyncMethod, device_kind_of
+from rooflab.vocab import CollectiveMode, DeviceKind, Pace, RankCombination, StopReason, SyncMethod, device_kind_of
 
 END = 0  # the batch size that ends a phase
 WARMUP_BATCH_MAX = 64  # warmup calls between two of rank 0's checks of its bounds
@@ -61,6 +61,10 @@ STREAM_MIN_CALLS = 20
 STREAM_MAX_CALLS = 100_000  # ... and at most this many
 # how a mode's calls follow one another: the measurement's `pace`
 MODE_PACE = {CollectiveMode.STREAM: Pace.BACK_TO_BACK, CollectiveMode.ISOLATED: Pace.BARRIER}
+# how a mode makes one sample of the ranks' figures of it (`combine`)
+MODE_COMBINATION = {CollectiveMode.STREAM: RankCombination.MEAN, CollectiveMode.ISOLATED: RankCombination.SLOWEST}
+_COMBINE: dict[RankCombination, Callable[[Sequence[float]], float]] = {
+    RankCombination.MEAN: statistics.fmean, RankCombination.SLOWEST: max}
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,9 @@ class Control:
 
 def combine(per_rank: Sequence[Sequence[float]], mode: CollectiveMode) -> list[float]:
     """The samples of a batch from every rank's own figures of it (`per_rank[r][i]`: rank r's figure
-    of sample i): stream, the mean over the ranks (nccl-tests' default); isolated, the slowest rank."""
-    pick = statistics.fmean if mode is CollectiveMode.STREAM else max
+    of sample i): stream, the mean over the ranks (nccl-tests' default); isolated, the slowest rank
+    (MODE_COMBINATION)."""
+    pick = _COMBINE[MODE_COMBINATION[mode]]
     return [float(pick(column)) for column in zip(*per_rank, strict=True)]
 
 
