@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import JSON, Select, Text, cast, select
+from sqlalchemy.orm import QueryableAttribute
 
 from rooflab.db import models
 from rooflab.db.measurement_columns import record_columns
-from rooflab.db.types import UTCDateTime
+from rooflab.db.types import ColumnValue, UTCDateTime
 
 # docs/design.md, "Export columns": these columns, in this order, come first.
 EXPORT_COLUMNS: tuple[str, ...] = (
@@ -40,7 +41,7 @@ class ColumnKind:
 class Joined:
     """A column of the results row that is a column of the runs, environments or cases table."""
 
-    table: Any  # the model (db/models.py): Run, Environment or Case
+    table: type[models.Base]  # the model (db/models.py): Run, Environment or Case
     attribute: str  # its column there
     default: object = None  # its value when an imported file lacks it (export columns are required)
 
@@ -67,7 +68,7 @@ JOINED: dict[str, Joined] = {
     "rooflab_version": Joined(_RUN, "rooflab_version", ""),
 }
 # the column that names a row of each table in the results row (the importer's key of a run, a device, a case)
-TABLE_KEYS: dict[Any, str] = {_RUN: "run_id", _ENV: "device_fingerprint", _CASE: "case_key"}
+TABLE_KEYS: dict[type[models.Base], str] = {_RUN: "run_id", _ENV: "device_fingerprint", _CASE: "case_key"}
 
 
 def _kind_of(column: Any) -> str:
@@ -87,12 +88,12 @@ def _joined_kind(joined: Joined) -> ColumnKind:
 _JOINED_KINDS: dict[str, ColumnKind] = {name: _joined_kind(j) for name, j in JOINED.items()}
 
 
-def joined_fields(table: Any) -> tuple[str, ...]:
+def joined_fields(table: type[models.Base]) -> tuple[str, ...]:
     """The results row's columns that come from `table` (a model), in the row's order."""
     return tuple(name for name, j in JOINED.items() if j.table is table)
 
 
-def table_row(table: Any, record: dict[str, Any]) -> dict[str, Any]:
+def table_row(table: type[models.Base], record: Mapping[str, ColumnValue]) -> dict[str, ColumnValue]:
     """The columns of `table` (a model) that a results row `record` holds, named as the table names them."""
     return {JOINED[name].attribute: record[name] for name in joined_fields(table)}
 
@@ -122,13 +123,13 @@ ALL_COLUMNS: tuple[str, ...] = EXPORT_COLUMNS + EXTRA_COLUMNS
 JSON_COLUMNS: tuple[str, ...] = tuple(name for name in ALL_COLUMNS if COLUMN_KINDS[name].kind in ("object", "list"))
 
 
-def canonical_json(value: Any) -> str:
+def canonical_json(value: object) -> str:
     """JSON with sorted keys and no spaces: the one spelling of params/identity in files and frames."""
     return json.dumps(list(value) if isinstance(value, tuple) else value, sort_keys=True, separators=(",", ":"))
 
 
 
-def column_sources() -> dict[str, Any]:
+def column_sources() -> dict[str, QueryableAttribute[object]]:
     """The columns of the results row that come from the runs, cases and environments tables
     (name -> mapped attribute); every other column is the measurement's own."""
     return {name: getattr(j.table, j.attribute) for name, j in JOINED.items()}

@@ -26,6 +26,7 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import ResultStore, require_aware, upsert_case
+from rooflab.record import CaseRecord
 from rooflab.vocab import CHECK_STATUSES, BytesReason, CacheMode, ResultStatus, allowed, on_tensor_cores
 
 # |measured / model - 1| above this: the counters contradict the model
@@ -44,7 +45,7 @@ REASON_TEXT = {
 @dataclass(frozen=True)
 class CounterRecord:
     run_id: str  # the counters run
-    case: Any  # suite.case.Case or rooflab.record.CaseRecord
+    case: CaseRecord  # as a run stores it (runners.orchestration.records.case_record)
     device_fingerprint: str
     device_uuid: str | None
     cache: str

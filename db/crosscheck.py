@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 from sqlalchemy import Connection, select
@@ -22,13 +22,14 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import ResultStore, require_aware, upsert_case
+from rooflab.record import CaseRecord
 from rooflab.vocab import CHECK_STATUSES, ResultStatus, allowed
 
 
 @dataclass(frozen=True)
 class CrossCheckRecord:
     run_id: str
-    case: Any  # suite.case.Case or rooflab.record.CaseRecord: case_key, op, op_version, family, backend, dtype, params
+    case: CaseRecord  # as a run stores it (runners.orchestration.records.case_record)
     device_fingerprint: str
     device_uuid: str | None
     cache: str
@@ -175,7 +176,27 @@ def worst(ratios: dict[str, float]) -> tuple[str, float] | None:
     return key, ratios[key]
 
 
-def summarize_groups(rows: Iterable[Any], *, with_all: bool) -> list[GroupSummary]:
+class CheckRow(Protocol):
+    """A cross-check row as the summaries read it: runners.crosscheck's PeerCheck, or a row of
+    `crosscheck_frame` (where a missing ratio is NaN); `in_mode_ratio` is read where a row has it."""
+
+    @property
+    def peer(self) -> str: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def case_key(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def ratio(self) -> float | None: ...
+    @property
+    def disagrees(self) -> bool: ...
+    @property
+    def contended(self) -> bool: ...
+
+
+def summarize_groups(rows: Iterable[CheckRow], *, with_all: bool) -> list[GroupSummary]:
     """Per peer (in order of first appearance): every family together (`all`, when `with_all`),
     then each family. `rows` have the attributes peer, family, case_key, status, ratio, disagrees
     and contended (and in_mode_ratio, where known); only `ok` rows with a ratio count. A contended
@@ -190,7 +211,7 @@ def summarize_groups(rows: Iterable[Any], *, with_all: bool) -> list[GroupSummar
         for family in families:
             group = mine if family == "all" else [r for r in mine if r.family == family]
             clean = [r for r in group if not bool(r.contended)]
-            ratios = {str(r.case_key): float(r.ratio) for r in clean}
+            ratios = {str(r.case_key): float(r.ratio) for r in clean if r.ratio is not None}  # every ok row has one
             in_mode = {str(r.case_key): float(x) for r in clean
                        if (x := getattr(r, "in_mode_ratio", None)) is not None and not _missing(x)}
             w, wm = worst(ratios), worst(in_mode)

@@ -1,9 +1,7 @@
 """The one dialect-specific statement the store needs: INSERT ... ON CONFLICT (key) DO NOTHING."""
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Connection, Table
+from sqlalchemy import Connection, Insert, Table
 from sqlalchemy.dialects import sqlite
 
 # The natural key of each table: a row whose key exists is skipped, any other violation still fails.
@@ -19,7 +17,7 @@ NATURAL_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def insert_ignore(conn: Connection, table: Table) -> Any:
+def insert_ignore(conn: Connection, table: Table) -> Insert:
     """An INSERT into `table` that skips rows whose natural key already exists (SQLite and PostgreSQL).
     Each dialect's module is imported when its engine needs it (PostgreSQL's costs about 0.2 s of CPU,
     which a process writing SQLite need not pay)."""

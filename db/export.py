@@ -28,6 +28,7 @@ from rooflab.db.errors import DatabaseInputError
 from rooflab.db.importer import detect_format
 from rooflab.db.schema import require_current
 from rooflab.db.timeparse import parse_since
+from rooflab.db.types import ColumnValue
 
 if TYPE_CHECKING:  # pyarrow loads only for a Parquet export
     import pyarrow as pa
@@ -38,7 +39,7 @@ CHUNK_ROWS = 20_000
 
 
 def iter_records(url: str, *, run_id: str | None = None, since: str | date | datetime | None = None,
-                 chunk_rows: int = CHUNK_ROWS) -> Iterator[list[dict[str, Any]]]:
+                 chunk_rows: int = CHUNK_ROWS) -> Iterator[list[dict[str, ColumnValue]]]:
     """Chunks of result records (column -> Python value), in export order."""
     query = result_select()
     if run_id is not None:
@@ -55,7 +56,7 @@ def iter_records(url: str, *, run_id: str | None = None, since: str | date | dat
         engine.dispose()
 
 
-def csv_value(value: Any) -> str:
+def csv_value(value: ColumnValue) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -69,7 +70,7 @@ def csv_value(value: Any) -> str:
     return str(value)
 
 
-def json_value(value: Any) -> Any:
+def json_value(value: ColumnValue) -> ColumnValue:
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, tuple):

@@ -13,11 +13,11 @@ import io
 import json
 import math
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 from rooflab.db import models
 from rooflab.db.columns import (
@@ -35,7 +35,10 @@ from rooflab.db.handle import open_for_writing
 from rooflab.db.load import Batch, LoadCounts, load
 from rooflab.db.measurement_columns import device_key, measurement_column_names, rates_of
 from rooflab.db.shards import parse_shard
+from rooflab.db.types import ColumnValue
 from rooflab.vocab import CollectiveMode, Pace, ResultStatus, RunStatus
+
+T = TypeVar("T")
 
 _ENUMS = {"status": tuple(ResultStatus), "run_status": tuple(RunStatus)}
 # what names a run, a device and a case in a row, and the fields of the row that must agree wherever it recurs
@@ -298,7 +301,7 @@ def _read_parquet(path: Path, gzipped: bool) -> Iterator[dict[str, Any]]:
 _READERS = {"csv": _read_csv, "jsonl": _read_jsonl, "parquet": _read_parquet}
 
 
-def read_file(path: Path) -> list[dict[str, Any]]:
+def read_file(path: Path) -> list[dict[str, ColumnValue]]:
     """Every row of an export file, validated; raises DatabaseInputError on the first problem."""
     if not path.is_file():
         raise DatabaseInputError(f"{path}: no such file")
@@ -315,13 +318,13 @@ def read_file(path: Path) -> list[dict[str, Any]]:
 
 # -- batch --------------------------------------------------------------------------------------
 
-def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
+def build_batch(path: Path, records: Sequence[Mapping[str, ColumnValue]]) -> Batch:
     """Turn validated records into a Batch; rows that disagree about a run, case or device are refused."""
     batch = Batch()
-    seen: dict[str, dict[str, tuple[int, dict[str, Any]]]] = {kind: {} for kind, _, _ in _IDENTITIES}
+    seen: dict[str, dict[str, tuple[int, dict[str, ColumnValue]]]] = {kind: {} for kind, _, _ in _IDENTITIES}
     for index, rec in enumerate(records, start=1):
         for kind, key_name, fields in _IDENTITIES:
-            key = rec[key_name]
+            key = _typed(rec, key_name, str)
             values = {name: rec[name] for name in fields}
             first = seen[kind].setdefault(key, (index, values))
             if first[1] != values:
@@ -330,25 +333,40 @@ def build_batch(path: Path, records: list[dict[str, Any]]) -> Batch:
                     f"{path}: record {index}, column {name!r}: {values[name]!r} contradicts record {first[0]} "
                     f"({first[1][name]!r}) for the same {kind} {key!r}"
                 )
-        run_id, fingerprint = rec["run_id"], rec["device_fingerprint"]
+        run_id, fingerprint = _typed(rec, "run_id", str), _typed(rec, "device_fingerprint", str)
+        case_key = _typed(rec, "case_key", str)
+        device_uuid = _typed(rec, "device_uuid", str, nullable=True)
         if run_id not in batch.runs:  # an export holds no spec text
             batch.runs[run_id] = {**table_row(models.Run, rec), "spec_text": ""}
         if fingerprint not in batch.environments:  # nor a device's identity fields
             batch.environments[fingerprint] = {**table_row(models.Environment, rec), "identity": {},
                                                "first_seen_at": rec["started_at"]}
-        key = device_key(rec["device_uuid"], fingerprint)
-        batch.run_environments.setdefault(
-            (run_id, fingerprint, key), {"device_uuid": rec["device_uuid"], "info": {}}
-        )
-        if rec["case_key"] not in batch.cases:
-            batch.cases[rec["case_key"]] = table_row(models.Case, rec)
+        key = device_key(device_uuid, fingerprint)
+        batch.run_environments.setdefault((run_id, fingerprint, key), {"device_uuid": device_uuid, "info": {}})
+        if case_key not in batch.cases:
+            batch.cases[case_key] = table_row(models.Case, rec)
         columns = {name: rec[name] for name in measurement_column_names() if name in rec}
         columns["device_key"] = key
         columns["measured_at"] = rec["measured_at"] or rec["started_at"]
         # the rates are derived from the figures as the store derives them, never taken from the file
-        columns.update(rates_of(rec["status"], rec["median_ms"], rec["flops"], rec["bytes"]))
-        batch.measurements.append((run_id, rec["case_key"], fingerprint, columns, None))
+        columns.update(rates_of(_typed(rec, "status", str), _typed(rec, "median_ms", float, nullable=True),
+                                _typed(rec, "flops", int), _typed(rec, "bytes", int)))
+        batch.measurements.append((run_id, case_key, fingerprint, columns, None))
     return batch
+
+
+@overload
+def _typed(rec: Mapping[str, ColumnValue], name: str, kind: type[T], *, nullable: Literal[False] = False) -> T: ...
+@overload
+def _typed(rec: Mapping[str, ColumnValue], name: str, kind: type[T], *, nullable: Literal[True]) -> T | None: ...
+def _typed(rec: Mapping[str, ColumnValue], name: str, kind: type[T], *, nullable: bool = False) -> T | None:
+    """A validated record's column `name` (`_record` parsed it to its kind: COLUMN_KINDS), as `kind`."""
+    value = rec[name]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, kind):
+        raise TypeError(f"column {name!r}: expected {kind.__name__}, got {value!r} (records come from _record)")
+    return value
 
 
 def import_file(url: str, path: Path) -> ImportResult:

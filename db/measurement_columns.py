@@ -20,6 +20,7 @@ from functools import cache
 from typing import Any
 
 from rooflab.db import rates
+from rooflab.db.types import ColumnValue
 from rooflab.db.usable import figure_mask
 from rooflab.record import Column, MeasurementRecord, column_of
 from rooflab.vocab import ResultStatus
@@ -128,7 +129,7 @@ def gbps_of(m: MeasurementRecord) -> float | None:
 DERIVED_COLUMNS = ("device_key", "intensity", "tflops", "gbps")
 
 
-def measurement_row(m: MeasurementRecord) -> dict[str, Any]:
+def measurement_row(m: MeasurementRecord) -> dict[str, ColumnValue]:
     """The `measurements` columns of a record (foreign keys excluded)."""
     row = {column.name: _value(m, column) for column in record_columns()}
     row["device_key"] = device_key(m.identity.device_uuid, m.identity.device_fingerprint)

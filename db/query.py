@@ -118,7 +118,7 @@ def _column_lists(parts: Iterable[Sequence[Any]], width: int) -> list[list]:
     return lists
 
 
-def shared_strings(values: Iterable[Any], seen: dict[str, str] | None = None) -> list[Any]:
+def shared_strings(values: Iterable[object], seen: dict[str, str] | None = None) -> list[object]:
     """`values` with equal strings made one object (`seen`: the strings met so far, kept by the
     caller across calls). A column with few distinct strings (a status, a run id) would otherwise
     hold one string object per row: millions on a year of results."""
@@ -168,26 +168,15 @@ def _fetched(names: Sequence[str]) -> list[str]:
 def _frame_from_columns(
     values: dict[str, list], n_rows: int, names: Sequence[str], orders: dict[str, int]
 ) -> pd.DataFrame:
-    """The results frame of column lists as `_frame` makes it of rows (JSON columns as stored text)."""
+    """The results frame of column lists (JSON columns as stored text, canonicalised by `_finish`)."""
     frame = pd.DataFrame(values, columns=list(values)) if n_rows else pd.DataFrame([], columns=list(values))
-    return _finish(frame, names, orders, json_text=True)
+    return _finish(frame, names, orders)
 
 
-def results_frame(rows: Iterable[Any], orders: dict[str, int]) -> pd.DataFrame:
-    """The results frame of rows holding ALL_COLUMNS (JSON columns decoded)."""
-    return _frame(rows, RESULT_COLUMNS, orders, json_text=False)
-
-
-def _frame(rows: Iterable[Any], names: Sequence[str], orders: dict[str, int], *, json_text: bool) -> pd.DataFrame:
-    fetched = _fetched(names)
-    frame = pd.DataFrame([tuple(row) for row in rows], columns=fetched)
-    return _finish(frame, names, orders, json_text=json_text)
-
-
-def _finish(frame: pd.DataFrame, names: Sequence[str], orders: dict[str, int], *, json_text: bool) -> pd.DataFrame:
+def _finish(frame: pd.DataFrame, names: Sequence[str], orders: dict[str, int]) -> pd.DataFrame:
     for name in JSON_COLUMNS:
         if name in frame.columns:
-            frame[name] = _canonical_text(frame[name]) if json_text else [canonical_json(v) for v in frame[name]]
+            frame[name] = _canonical_text(frame[name])
     for name in _DATETIME_COLUMNS:
         if name in frame.columns:
             frame[name] = pd.to_datetime(frame[name], utc=True)

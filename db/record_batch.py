@@ -81,7 +81,7 @@ def _add_measurement(batch: Batch, run: RecordRun, m: MeasurementRecord, infos: 
     if m.collective is not None:
         c = m.collective
         batch.collectives.append(AttachedRow(
-            run_id=run.run.run_id, case_key=case.case_key, cache=row["cache"], timing_mode=row["timing_mode"],
+            run_id=run.run.run_id, case_key=case.case_key, cache=m.method.cache, timing_mode=m.method.timing_mode,
             device_key=key, measured_at=m.identity.measured_at,
             row={"rank_medians_ms": [float(v) for v in c.rank_medians_ms],
                  "rank_devices": [str(v) for v in c.rank_devices], "comm_version": c.comm_version,

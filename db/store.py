@@ -24,7 +24,7 @@ from rooflab.db.measurement_columns import device_key, measurement_row
 from rooflab.db.samples import pack
 from rooflab.db.shards import ShardStatus, aggregate_shards, parse_shard
 from rooflab.db.urls import redact
-from rooflab.record import EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
+from rooflab.record import CaseRecord, EnvironmentRecord, LayerProfileRecord, MeasurementRecord, RunRecord
 from rooflab.vocab import ResultStatus, RunStatus, allowed
 
 T = TypeVar("T")
@@ -346,8 +346,8 @@ def add_layer_profile(conn: Connection, measurement_pk: int, profile: LayerProfi
         )
 
 
-def upsert_case(conn: Connection, case: Any) -> int:
-    """The id of `case` (a CaseRecord), inserting it if new."""
+def upsert_case(conn: Connection, case: CaseRecord) -> int:
+    """The id of `case`, inserting it if new."""
     conn.execute(
         insert_ignore(conn, models.Case.__table__).values(
             case_key=case.case_key, op=case.op, op_version=int(case.op_version), family=case.family,

@@ -58,7 +58,12 @@ def _setting(default: Any, **setting: Any) -> Any:
     return field(default=default, metadata={"setting": Setting(**setting)})
 
 
-def check_timing_value(name: str, value: Any) -> int | float | str:
+# a timing setting's value, as its setting holds it (`check_timing_value`): a whole number, a number, or a
+# named choice; what a caller's overrides map setting names to once checked
+TimingValue = int | float | str
+
+
+def check_timing_value(name: str, value: Any) -> TimingValue:
     """`value` as the setting `name` holds it (an int for a whole-number setting given as 20.0, the
     plain string of a named choice), or TimingSettingError. An unknown name is a KeyError."""
     bound = BOUNDS[name]

@@ -298,7 +298,7 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
 
     out_dir = o.out_dir
     notes: list[str] = []
-    invocation: dict[str, object] | None = None
+    invocation: Mapping[str, object] | None = None
     if o.skip_run:
         database.reader()  # a database that is not there is an input error, and stays not there
         if run_id is None:

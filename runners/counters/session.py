@@ -40,6 +40,7 @@ from rooflab.runners.counters.ncu import (
     unknown_metrics,
 )
 from rooflab.runners.counters.ncu_csv import NcuFormatError, has_header, parse_raw
+from rooflab.runners.orchestration.records import case_record
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import ResultStatus, RunStatus
@@ -300,7 +301,8 @@ def run_counters(
         for case in cases:
             op = ops[case.op]
             base = CounterRecord(
-                run_id=run_id, case=case, device_fingerprint=environment.device_fingerprint, device_uuid=uuid,
+                run_id=run_id, case=case_record(case), device_fingerprint=environment.device_fingerprint,
+                device_uuid=uuid,
                 cache=case.cache, timing_mode=case.timing_mode, status=ResultStatus.FAILED,
                 measured_at=datetime.now(UTC), model_flops=int(op.flops(case.params, case.dtype)),
                 model_bytes=int(op.bytes(case.params, case.dtype)), ncu_version=version,

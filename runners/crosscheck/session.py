@@ -28,6 +28,7 @@ from rooflab.runners.crosscheck.collective_check import RoofGroups, check_collec
 from rooflab.runners.crosscheck.peer import CollectivePeer, Peer
 from rooflab.runners.crosscheck.peers import AnyPeer, parse_peers, peers_for
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.orchestration.records import case_record
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import FAMILY
 from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
@@ -239,7 +240,7 @@ def _crosscheck_record(run_id: str, case: Case, device_fingerprint: str, device_
     from rooflab.db.crosscheck import CrossCheckRecord
 
     return CrossCheckRecord(
-        run_id=run_id, case=case, device_fingerprint=device_fingerprint, device_uuid=device_uuid,
+        run_id=run_id, case=case_record(case), device_fingerprint=device_fingerprint, device_uuid=device_uuid,
         cache=case.cache, timing_mode=case.timing_mode, peer=c.peer, peer_version=c.peer_version,
         status=c.status, error=c.error, peer_cache=c.peer_cache, peer_clock=c.peer_clock, rounds=rounds,
         rooflab_median_ms=c.rooflab_median_ms, rooflab_spread=c.rooflab_spread,

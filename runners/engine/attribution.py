@@ -22,14 +22,17 @@ figure held to PARTS_SUM_TOLERANCE.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rooflab.record import LayerPartRecord, LayerProfileRecord
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX
-from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
+from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Prepared
+from rooflab.suite.ops.layer_model import (
+    PARTS_SUM_TOLERANCE,  # noqa: F401 - the tolerance the split is held to
+    PartModel,
+)
 
 CUDA_CLOCK = "cuda_kernels"
 CPU_CLOCK = "cpu_ops"
@@ -75,7 +78,7 @@ def _part_of(name: str) -> str | None:
 
 
 def split(
-    events: Sequence[Interval], part_models: Sequence[Any], *, clock: str, host_ms: float
+    events: Sequence[Interval], part_models: Sequence[PartModel], *, clock: str, host_ms: float
 ) -> LayerProfileRecord:
     """The profile record of one profiled call from its events; ValueError when the events do not
     hold the block's range or a part's range."""
@@ -214,7 +217,8 @@ def _device_intervals(events: Iterable[Any]) -> list[Interval]:
     return out
 
 
-def profile_parts(profiled: Any, part_models: Sequence[Any], device: DeviceInfo) -> LayerProfileRecord:
+def profile_parts(profiled: Callable[[], object], part_models: Sequence[PartModel], device: DeviceInfo
+                  ) -> LayerProfileRecord:
     """Run `profiled()` once under torch.profiler and split it into `part_models`."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -233,11 +237,11 @@ def profile_parts(profiled: Any, part_models: Sequence[Any], device: DeviceInfo)
     return split(_intervals(prof, device), part_models, clock=clock, host_ms=host_ms)
 
 
-def attribute(prepared: Any, device: DeviceInfo) -> tuple[LayerProfileRecord | None, str | None]:
+def attribute(prepared: Prepared, device: DeviceInfo) -> tuple[LayerProfileRecord | None, str | None]:
     """(profile, None) for a prepared case made of parts, (None, None) for any other case, and
     (None, why) when profiling failed (the timing stands; the reason is kept with it)."""
-    profiled = getattr(prepared, "profiled", None)
-    models = tuple(getattr(prepared, "part_models", ()) or ())
+    profiled = prepared.profiled
+    models = tuple(prepared.part_models)
     if profiled is None or not models:
         return None, None
     try:

@@ -20,12 +20,16 @@ docs/timing.md gives the argument and the measured cost of each.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import FlushMethod
+
+if TYPE_CHECKING:  # torch loads when a GPU flusher is made
+    import torch
 
 FLUSH_FACTOR = 2
 _ALIGN = 4096
@@ -73,7 +77,7 @@ class CpuFlusher:
     written lines stay in the cache, dirty."""
 
     def __init__(self, device: DeviceInfo, method: str = FlushMethod.WRITE_SWEEP, flush_bytes: int | None = None,
-                 *, _buf: Any = None) -> None:
+                 *, _buf: npt.NDArray[np.int64] | None = None) -> None:
         self.flush_method = _sweep(method).value
         if _buf is None:
             size = _size(device, flush_bytes)
@@ -103,7 +107,7 @@ class CudaFlusher:
     tensor (read_sweep; `torch.sum(..., out=)`, which allocates nothing and writes 8 bytes)."""
 
     def __init__(self, device: DeviceInfo, method: str = FlushMethod.WRITE_SWEEP, flush_bytes: int | None = None,
-                 *, _words: Any = None) -> None:
+                 *, _words: torch.Tensor | None = None) -> None:
         import torch
 
         if not device.is_cuda:

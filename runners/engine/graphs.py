@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # torch loads when a graph is first captured
+    import torch
 
 TARGET_REPLAY_MS = 1.0
 MAX_GRAPH_LAUNCHES = 4096
@@ -29,7 +32,7 @@ def launches_for(per_launch_ms: float, *, target_ms: float = TARGET_REPLAY_MS) -
     return max(1, min(MAX_GRAPH_LAUNCHES, math.ceil(target_ms / per_launch_ms)))
 
 
-def warm_on_side_stream(fn: Callable[[], Any], torch_device: str) -> None:
+def warm_on_side_stream(fn: Callable[[], object], torch_device: str) -> None:
     """Run `fn` a few times on a side stream, joined back to the current stream (torch's recipe)."""
     import torch
 
@@ -44,7 +47,7 @@ def warm_on_side_stream(fn: Callable[[], Any], torch_device: str) -> None:
     torch.cuda.synchronize(device)
 
 
-def capture(fn: Callable[[], Any], launches: int, torch_device: str) -> Any:
+def capture(fn: Callable[[], object], launches: int, torch_device: str) -> torch.cuda.CUDAGraph:
     """A `torch.cuda.CUDAGraph` holding `launches` back-to-back calls of `fn`."""
     import torch
 

@@ -43,7 +43,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rooflab.record import Statistics
 from rooflab.runners.engine.stopping import sample_until_stable
@@ -51,6 +51,10 @@ from rooflab.runners.engine.timers import CUDA_EVENT_RESOLUTION_MS, perf_counter
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import CollectiveMode, DeviceKind, Pace, RankCombination, StopReason, SyncMethod, device_kind_of
 
+if TYPE_CHECKING:  # torch loads in the rank processes only
+    from torch.distributed import ProcessGroup
+
+T = TypeVar("T")
 END = 0  # the batch size that ends a phase
 WARMUP_BATCH_MAX = 64  # warmup calls between two of rank 0's checks of its bounds
 STREAM_SAMPLE_MS = 10.0  # a stream sample lasts about this long (N = this / the warmup's time per call) ...
@@ -92,11 +96,30 @@ class GroupTiming:
         return tuple(statistics.median(s) for s in self.rank_samples_ms)
 
 
+class GroupTimingControl(Protocol):
+    """What `time_group` asks of its group: this rank's place, barriers, rank 0's decisions and every
+    rank's figures (`Control` over torch.distributed; the tests' fake groups)."""
+
+    rank: int
+    size: int
+
+    def barrier(self) -> None: ...
+    def decide(self, value: int) -> int: ...
+    def gather(self, values: Sequence[float]) -> list[list[float]]: ...
+
+
+class GroupControl(GroupTimingControl, Protocol):
+    """What a rank's case asks of its group besides the timing: every rank's small answer to a question
+    (runners.orchestration.rank_case: whether to skip, whether each output was right)."""
+
+    def agree(self, mine: T) -> list[T]: ...
+
+
 class Control:
     """The decisions, barriers and gathers of a group, over a gloo process group (CPU tensors):
-    `group` None is the default group (a gloo group itself)."""
+    `group` None is the default group (a gloo group itself). A GroupControl."""
 
-    def __init__(self, group: Any, rank: int, size: int) -> None:
+    def __init__(self, group: ProcessGroup | None, rank: int, size: int) -> None:
         import torch
         import torch.distributed as dist
 
@@ -120,9 +143,9 @@ class Control:
         self._dist.all_gather(parts, mine, group=self.group)
         return [p.tolist() for p in parts]
 
-    def agree(self, mine: Any) -> list[Any]:
+    def agree(self, mine: T) -> list[T]:
         """Every rank's small picklable `mine`, by rank, on every rank."""
-        out: list[Any] = [None] * self.size
+        out: list[Any] = [None] * self.size  # all_gather_object puts each rank's `mine` in its slot
         self._dist.all_gather_object(out, mine, group=self.group)
         return out
 
@@ -148,7 +171,7 @@ class _Clock(ABC):
     mode: CollectiveMode
     calls = 1  # calls per sample
 
-    def __init__(self, fn: Callable[[], Any], reset: Callable[[], Any] | None, control: Control,
+    def __init__(self, fn: Callable[[], object], reset: Callable[[], object] | None, control: GroupTimingControl,
                  torch_device: str) -> None:
         self.fn, self.reset, self.control = fn, reset, control
         self.cuda = device_kind_of(torch_device) is DeviceKind.CUDA
@@ -251,7 +274,7 @@ class _IsolatedClock(_Clock):
         return [float(s.elapsed_time(e)) for s, e in pairs]
 
 
-def time_group(fn: Callable[[], Any], *, reset: Callable[[], Any] | None, control: Control,
+def time_group(fn: Callable[[], object], *, reset: Callable[[], object] | None, control: GroupTimingControl,
                torch_device: str, settings: TimingSettings,
                mode: CollectiveMode = CollectiveMode.STREAM) -> GroupTiming | None:
     """Warm up and sample `fn` on every rank of `control`'s group in `mode`; rank 0 gets the
@@ -283,7 +306,7 @@ def time_group(fn: Callable[[], Any], *, reset: Callable[[], Any] | None, contro
     )
 
 
-def _lead_warmup(clock: _Clock, control: Control, settings: TimingSettings) -> tuple[int, float, float]:
+def _lead_warmup(clock: _Clock, control: GroupTimingControl, settings: TimingSettings) -> tuple[int, float, float]:
     """Rank 0's warmup: batches until both bounds are met; (calls, ms, the last batch's ms per call)."""
     start = time.perf_counter()
     calls, per_call_ms = 0, 0.0
@@ -302,7 +325,7 @@ def _lead_warmup(clock: _Clock, control: Control, settings: TimingSettings) -> t
         calls += k
 
 
-def _follow(clock: _Clock, control: Control, *, warm: bool = False) -> None:
+def _follow(clock: _Clock, control: GroupTimingControl, *, warm: bool = False) -> None:
     """A rank other than 0: take the batches rank 0 asks for until it ends the phase (the warmup's
     are discarded; the sampling's are gathered)."""
     while True:

@@ -31,10 +31,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from rooflab.suite.ops.pointwise import external_stream
 from rooflab.vocab import SyncMethod
+
+if TYPE_CHECKING:  # torch loads when a hold is made (cp: the cupy module)
+    import torch
 
 MAX_SAMPLES_PER_HOLD = 8  # the launch queue is finite: a deep one behind a hold would block the host
 HOLD_TIMEOUT_S = 5.0  # a blocking kernel gives up after this long
@@ -60,7 +64,7 @@ class NoHold:
 
     method = SyncMethod.UNHELD.value
 
-    def hold(self, stream: Any) -> None:
+    def hold(self, stream: torch.cuda.Stream) -> None:
         pass
 
     def release(self) -> bool:
@@ -77,7 +81,7 @@ class StreamHoldFailed(RuntimeError):
 class StreamHold(Protocol):
     method: str
 
-    def hold(self, stream: Any) -> None:
+    def hold(self, stream: torch.cuda.Stream) -> None:
         """Enqueue the hold on `stream` (before a chunk of samples)."""
 
     def release(self) -> bool:
@@ -113,7 +117,7 @@ class BlockingKernelHold:
 
     method = SyncMethod.BLOCKING_KERNEL.value
 
-    def __init__(self, torch_device: str, cp: Any, *, timeout_s: float = HOLD_TIMEOUT_S) -> None:
+    def __init__(self, torch_device: str, cp: ModuleType, *, timeout_s: float = HOLD_TIMEOUT_S) -> None:
         import torch
 
         self._torch, self._cp = torch, cp
@@ -129,13 +133,13 @@ class BlockingKernelHold:
         self._launch(torch.cuda.current_stream(self._device), 0)
         torch.cuda.synchronize(self._device)
 
-    def _launch(self, stream: Any, ticket: int) -> None:
+    def _launch(self, stream: torch.cuda.Stream, ticket: int) -> None:
         cp = self._cp
         ptr = self._words.data_ptr()
         with external_stream(cp, stream.cuda_stream):
             self._kernel((1,), (1,), (cp.uint64(ptr), cp.uint64(ptr + 4), self._timeout_ns, cp.int32(ticket)))
 
-    def hold(self, stream: Any) -> None:
+    def hold(self, stream: torch.cuda.Stream) -> None:
         self._ticket += 1
         self._launch(stream, self._ticket)
 
@@ -162,7 +166,7 @@ class SleepKernelHold:
         self._device = torch.device(torch_device)
         self.cycles_per_ms = self._calibrate()
         self.sleep_ms = SLEEP_INITIAL_MS
-        self._end: Any = None
+        self._end: torch.cuda.Event | None = None
         self._held_at = 0.0
 
     def _calibrate(self) -> float:
@@ -180,7 +184,7 @@ class SleepKernelHold:
             raise RuntimeError(f"cannot calibrate torch.cuda._sleep: {SLEEP_CALIBRATION_CYCLES} cycles took {ms} ms")
         return SLEEP_CALIBRATION_CYCLES / ms
 
-    def hold(self, stream: Any) -> None:
+    def hold(self, stream: torch.cuda.Stream) -> None:
         torch = self._torch
         torch.cuda._sleep(max(1, int(self.sleep_ms * self.cycles_per_ms)))
         self._end = torch.cuda.Event()
@@ -189,6 +193,7 @@ class SleepKernelHold:
 
     def release(self) -> bool:
         enqueue_ms = (self._clock_s() - self._held_at) * 1e3
+        assert self._end is not None  # a release follows its hold
         still_held = not self._end.query()
         if still_held:  # shrink slowly: a short last chunk of a batch says little about a full one
             self.sleep_ms = min(SLEEP_MAX_MS,

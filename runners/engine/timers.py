@@ -56,7 +56,7 @@ class PerfCounterSource(_Paced):
     clock = "perf_counter"
     sync_method = SyncMethod.NONE.value
 
-    def __init__(self, fn: Callable[[], Any], *, flusher: Flusher | None, sync: Sync | None,
+    def __init__(self, fn: Callable[[], object], *, flusher: Flusher | None, sync: Sync | None,
                  pace: str = Pace.BACK_TO_BACK, launches_per_sample: int = 1,
                  sleep_s: Sleep | None = None) -> None:
         self._fn = fn
@@ -109,7 +109,7 @@ class CudaEventSource(_Paced):
 
     def __init__(
         self,
-        fn: Callable[[], Any],
+        fn: Callable[[], object],
         *,
         torch_device: str,
         flusher: Flusher | None,
@@ -277,7 +277,7 @@ class HostLaunchSource(_Paced):
 
     def __init__(
         self,
-        call: Callable[[], Any],
+        call: Callable[[], object],
         *,
         synchronize: Sync,
         calls_per_sample: int,

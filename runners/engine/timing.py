@@ -65,7 +65,7 @@ class TimingResult:
 
 
 def measure(
-    fn: Callable[[], Any],
+    fn: Callable[[], object],
     *,
     device: DeviceInfo,
     settings: TimingSettings,
@@ -125,7 +125,7 @@ def measure(
     )
 
 
-def _device_time_source(fn: Callable[[], Any], device: DeviceInfo, settings: TimingSettings, timing_mode: str,
+def _device_time_source(fn: Callable[[], object], device: DeviceInfo, settings: TimingSettings, timing_mode: str,
                         sync: Callable[[], None] | None, flusher: Flusher | None, held: StreamHold | None,
                         pace: Pace, block: int) -> Any:
     """The sample source of a device-time op: the host clock on a CPU, an event pair per call (or
@@ -166,7 +166,7 @@ def _hold_for(device: DeviceInfo, mode: HoldMode, given: StreamHold | None) -> S
     return NoHold() if mode is HoldMode.UNHELD else None
 
 
-def _block_of(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
+def _block_of(fn: Callable[[], object], calls: int) -> Callable[[], None]:
     """A call of `fn` `calls` times in a row (one sample of a block mean)."""
 
     def block() -> None:
@@ -189,7 +189,7 @@ def warm_up(call: Callable[[], None], settings: TimingSettings) -> tuple[int, fl
     return calls, elapsed_ms
 
 
-def _first_call_ms(fn: Callable[[], Any], device: DeviceInfo, sync: Callable[[], None] | None) -> float:
+def _first_call_ms(fn: Callable[[], object], device: DeviceInfo, sync: Callable[[], None] | None) -> float:
     synchronize = _synchronizer(device, sync)
     synchronize()
     start = time.perf_counter_ns()
@@ -214,7 +214,7 @@ def _synchronizer(device: DeviceInfo, sync: Callable[[], None] | None) -> Callab
 
 
 def _sized_graph(
-    fn: Callable[[], Any], device: DeviceInfo, settings: TimingSettings, sync: Callable[[], None] | None
+    fn: Callable[[], object], device: DeviceInfo, settings: TimingSettings, sync: Callable[[], None] | None
 ) -> tuple[Any, int]:
     """A CUDA graph of N launches of `fn` and N (see runners.engine.graphs for how N is chosen)."""
     eager = CudaEventSource(fn, torch_device=device.torch_device, flusher=None, sync=sync)
@@ -238,7 +238,7 @@ def _sized_graph(
 
 
 def _graph_source(
-    fn: Callable[[], Any],
+    fn: Callable[[], object],
     device: DeviceInfo,
     settings: TimingSettings,
     flusher: Flusher | None,
@@ -259,7 +259,7 @@ def _graph_source(
 
 
 def _host_launch_source(
-    fn: Callable[[], Any],
+    fn: Callable[[], object],
     device: DeviceInfo,
     settings: TimingSettings,
     timing_mode: str,

@@ -27,18 +27,20 @@ from typing import Any
 
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
-from rooflab.record import CollectiveRecord, WorkModel
+from rooflab.record import CollectiveRecord, EnvironmentRecord, MeasurementRecord, WorkModel
 from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
 from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
 from rooflab.runners.orchestration.records import build_record, op_work_model
-from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, default_case_timeout_s
+from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, Progress, Store, default_case_timeout_s
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
+from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, at_world_size, world_size
 from rooflab.suite.ops.registry import get_op
+from rooflab.suite.timing import TimingValue
 from rooflab.vocab import DeviceKind, Pace, ResultStatus, device_index_of, device_kind_of
 
 LANE = "collectives"  # how progress lines name the phase
@@ -68,11 +70,11 @@ def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] |
     return gpus[:size], size, None
 
 
-def group_label(case: Case, record: Any) -> str:
+def group_label(case: Case, record: MeasurementRecord) -> str:
     """Where a collective case's group ran, from its result (the group's record: each rank's
     `host device [uuid]`): `cpu x2 (gloo)`, `cuda:0-7 (nccl)`, `cuda:0,2 (nccl)`, with `on N hosts`
     for a group over several; `8 ranks (nccl)` when the record names no device (not started)."""
-    collective = getattr(record, "collective", None)
+    collective = record.collective
     places = [text.split() for text in (collective.rank_devices if collective is not None else ())]
     if not places:
         ranks = collective.ranks if collective is not None else case.params.get("ranks", ALL)
@@ -116,7 +118,7 @@ def work_model_at(size: int) -> Callable[[Case], WorkModel]:
     return model
 
 
-def group_skip_reason(case: Case, device: Any, size: int) -> str | None:
+def group_skip_reason(case: Case, device: DeviceInfo, size: int) -> str | None:
     """Before a group starts: the op's rules and one rank's memory at the world size `size` the case
     runs at (suite.ops.collective.at_world_size: `ranks: all` is the run's GPUs, not the CPU's two) on
     rank 0's device (each rank checks its own device's free memory again, rank_case.py); on a CPU,
@@ -136,7 +138,7 @@ def group_skip_reason(case: Case, device: Any, size: int) -> str | None:
 
 
 def describe_group_device(torch_device: str, sized: Sequence[tuple[Case, int]]
-                          ) -> tuple[Any, Any, dict[str, str | None]]:
+                          ) -> tuple[EnvironmentRecord, DeviceInfo, dict[str, str | None]]:
     """(rank 0's environment record, its DeviceInfo, each case's `group_skip_reason` at its world size
     there, by case key). Run in a fresh worker process: the collective ops' own rules ask torch
     (whether this build has torch.distributed, gloo, NCCL), and the supervisor of a CPU run does not
@@ -161,8 +163,8 @@ class PhaseResult:
 class CollectivePhase:
     """Measures `cases` (all collective) on the run's `torch_devices`; see the module docstring."""
 
-    def __init__(self, *, store: Any, run_id: str, cases: Sequence[Case], torch_devices: Sequence[str],
-                 progress: Any, seed: int = 0, timing_overrides: Mapping[str, Any] | None = None,
+    def __init__(self, *, store: Store, run_id: str, cases: Sequence[Case], torch_devices: Sequence[str],
+                 progress: Progress, seed: int = 0, timing_overrides: Mapping[str, TimingValue] | None = None,
                  case_timeout_s: float | None = None, shard: str | None = None, handle_signals: bool = True) -> None:
         self.store, self.run_id, self.cases = store, run_id, list(cases)
         self.torch_devices, self.progress, self.seed = list(torch_devices), progress, seed

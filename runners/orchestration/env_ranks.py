@@ -108,7 +108,7 @@ def use_cuda(device: str) -> bool:
 
 
 def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequence[str] = (), seed: int = 0,
-                 timing_overrides: Mapping[str, Any] | None = None, case_timeout_s: float = ENV_TIMEOUT_S,
+                 timing_overrides: Mapping[str, object] | None = None, case_timeout_s: float = ENV_TIMEOUT_S,
                  environ: Mapping[str, str] | None = None, device: str = "auto") -> int:
     """This process's part of the step; the exit code (0, 1 after a fault, 143 when stopped by SIGTERM)."""
     import torch

@@ -10,14 +10,20 @@ cases the run holds on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Protocol
 
 from rooflab.db.measurement_columns import device_key
 from rooflab.runners.machine.environment import KnownDevice, known_without_torch
 from rooflab.suite.case import Case
 
 
-def held_on(store: Any, run_id: str, torch_device: str, cases: Sequence[Case]) -> KnownDevice | None:
+class HeldResults(Protocol):
+    """What a run's store says of the results it holds (db.store.ResultStore; the tests' fakes)."""
+
+    def measured_case_keys(self, run_id: str, device_key: str | None = None) -> set[str]: ...
+
+
+def held_on(store: HeldResults, run_id: str, torch_device: str, cases: Sequence[Case]) -> KnownDevice | None:
     """`torch_device` as known without torch, when the run `run_id` holds a result of every one of
     `cases` on it; else None (the device needs torch to be known, or a case is left)."""
     known = known_without_torch(torch_device)
@@ -27,7 +33,7 @@ def held_on(store: Any, run_id: str, torch_device: str, cases: Sequence[Case]) -
     return known if all(case.case_key in stored for case in cases) else None
 
 
-def nothing_left(store: Any, run_id: str, torch_devices: Sequence[str], lane_cases: Sequence[Case],
+def nothing_left(store: HeldResults, run_id: str, torch_devices: Sequence[str], lane_cases: Sequence[Case],
                  group_cases: Sequence[Case]) -> bool:
     """Whether the run holds every lane case on every device and every collective case on the first
     (rank 0's), each device known without torch."""

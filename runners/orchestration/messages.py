@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 from rooflab.record import EnvironmentRecord, LayerProfileRecord, MachineObservation, Statistics, TimingMethod
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.timing import TimingValue
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class WorkerReady:
 class CaseRequest:
     case: Case
     seed: int  # base seed of the run; the case's own seed is derived from it and the case key
-    timing_overrides: Mapping[str, Any] = field(default_factory=dict)  # CLI overrides, non-None only
+    timing_overrides: Mapping[str, TimingValue] = field(default_factory=dict)  # CLI overrides, non-None only
     cpu_threads: int | None = None  # intra-op threads of a CPU case; None: one per physical core
 
 
@@ -58,3 +59,7 @@ class CaseOutcome:
 # engine is told it was made); check: float64 check; timing_first_call: the timing engine's set-up
 # before its warmup (the flusher, CUDA graph capture in graph mode); warmup; sampling
 PHASES = ("prepare", "first_call", "check", "timing_first_call", "warmup", "sampling")
+
+
+# what a parent sends down a worker's (or a rank's) pipe: a case to measure, or the order to stop
+ToWorker = tuple[Literal["case"], CaseRequest] | tuple[Literal["stop"], None]

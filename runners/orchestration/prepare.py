@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rooflab.record import TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import case_skip_reason, format_bytes
-from rooflab.vocab import CacheMode, ResultStatus, TimingMode
+from rooflab.suite.ops.base import Op, Prepared, case_skip_reason, format_bytes
+from rooflab.suite.timing import TimingSettings
+from rooflab.vocab import CacheMode, ResultStatus, SampleKind, TimingMode
+
+if TYPE_CHECKING:  # the engine loads when a case is timed
+    from rooflab.runners.engine.flush import CpuFlusher, CudaFlusher
+    from rooflab.runners.engine.timing import TimingResult
 
 
 def case_seed(base_seed: int, case_key: str) -> int:
@@ -45,7 +51,7 @@ def _available_memory_bytes(device: DeviceInfo) -> int | None:
     return None
 
 
-def generic_skip_reason(op: Any, case: Case, device: DeviceInfo) -> str | None:
+def generic_skip_reason(op: Op, case: Case, device: DeviceInfo) -> str | None:
     """suite.ops.base.case_skip_reason, then what only a running worker can see: the memory free now."""
     reason = case_skip_reason(op, case, device)
     if reason:
@@ -57,7 +63,7 @@ def generic_skip_reason(op: Any, case: Case, device: DeviceInfo) -> str | None:
     return None
 
 
-def synchronize(device: DeviceInfo, extra_sync: Any) -> None:
+def synchronize(device: DeviceInfo, extra_sync: Callable[[], None] | None) -> None:
     if extra_sync is not None:
         extra_sync()
     if device.is_cuda:
@@ -99,11 +105,11 @@ class Laps:
 class ReadyCase:
     """A case prepared on its device, its first call checked against the reference: ready to time."""
 
-    prepared: Any  # suite.ops.base.Prepared
-    settings: Any  # suite.timing.TimingSettings: the case's settings with the overrides applied
+    prepared: Prepared
+    settings: TimingSettings  # the case's settings with the overrides applied
     first_call_ms: float
     cpu_threads: int | None = None  # intra-op threads set for a CPU case
-    sample_kind: Any = None  # suite.timing.SampleKind: what one sample of the op is
+    sample_kind: SampleKind = SampleKind.DEVICE_TIME  # what one sample of the op is
     check_cached: bool = False  # the check verdict came from an earlier case with the same check_key
 
 
@@ -156,7 +162,7 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float,
     return ReadyCase(prepared, settings, first_call_ms, cpu_threads, op.sample_kind, check_cached)
 
 
-def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> Any:
+def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> TimingResult:
     """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher).
 
     The first call was made and timed by `ready_case`: the engine does not make another."""
@@ -192,10 +198,10 @@ def apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
     return threads
 
 
-_FLUSHERS: dict[str, Any] = {}
+_FLUSHERS: dict[str, CpuFlusher | CudaFlusher] = {}
 
 
-def shared_flusher(device: DeviceInfo, method: str) -> Any:
+def shared_flusher(device: DeviceInfo, method: str) -> CpuFlusher | CudaFlusher:
     """One flush buffer per worker and device, reused by every cold case, swept by `method`."""
     flusher = _FLUSHERS.get(device.torch_device)
     if flusher is None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-from typing import Any
+from multiprocessing.context import ForkServerContext, SpawnContext
 
+from rooflab.runners.orchestration.messages import ToWorker
 from rooflab.runners.orchestration.worker import worker_main
 
 
@@ -39,7 +40,7 @@ WORKER_PRELOAD = ("torch", "numpy", "rooflab.runners.orchestration.worker", "roo
                   "rooflab.runners.machine.clocks", "rooflab.runners.machine.environment")
 
 
-def worker_context() -> Any:
+def worker_context() -> ForkServerContext | SpawnContext:
     """`forkserver` with the heavy imports preloaded where the platform has it, else `spawn`.
 
     Both start workers from a process that never touched CUDA (a plain fork of the supervisor
@@ -78,7 +79,7 @@ class WorkerProcess:
     def sentinel(self) -> int:
         return self.process.sentinel
 
-    def send(self, message: tuple[str, Any]) -> None:
+    def send(self, message: ToWorker) -> None:
         self.conn.send(message)
 
     def kill(self) -> None:

@@ -7,8 +7,8 @@ and a quiet one that shows only problems. `render_summary` prints the table at t
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,6 +27,9 @@ from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.record import MeasurementRecord
 from rooflab.suite.case import Case
 from rooflab.vocab import Quality, ResultStatus
+
+if TYPE_CHECKING:  # the session imports this module when a run starts
+    from rooflab.runners.orchestration.session import SummaryDict
 
 STATUS_STYLES = {
     ResultStatus.OK: "green",
@@ -223,14 +226,14 @@ def make_progress(*, quiet: bool, json_output: bool, console: Console | None = N
     return LogProgress(sys.stderr if json_output else sys.stdout)
 
 
-def render_summary(summary: Mapping[str, Any], console: Console) -> None:
+def render_summary(summary: SummaryDict, console: Console) -> None:
     """The end-of-run table: counts by status, the slowest cases, where the results are."""
     console.print(f"run {escape(summary['run_id'])}: [bold]{escape(summary['status'])}[/]", highlight=False)
     counts = Table()
     counts.add_column("status")
     counts.add_column("cases", justify="right")
     for status, n in summary["counts"].items():
-        style = STATUS_STYLES.get(status, "")
+        style = STATUS_STYLES.get(ResultStatus(status), "")
         counts.add_row(f"[{style}]{status}[/]" if style else status, str(n))
     counts.add_row("total", str(sum(summary["counts"].values())), style="bold")
     console.print(counts)

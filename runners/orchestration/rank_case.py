@@ -19,15 +19,20 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
-from rooflab.record import CollectiveRecord, TimingMethod
+from rooflab.record import CollectiveRecord, EnvironmentRecord, TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import Prepared
 from rooflab.suite.ops.collective import at_world_size
+from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import FlushMethod, ResultStatus
+
+if TYPE_CHECKING:  # the group timing loads in the rank processes only
+    from rooflab.runners.engine.group_timing import GroupControl
 
 COMM_ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "GLOO_")  # settings that change how the library moves data
 
@@ -60,7 +65,7 @@ def comm_version(backend: str) -> str | None:
     return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
 
 
-def rank_device_text(device: DeviceInfo, environment: Any) -> str:
+def rank_device_text(device: DeviceInfo, environment: EnvironmentRecord | None) -> str:
     """Where a rank ran: `host cuda:3 GPU-1234...` or `host cpu`."""
     info = dict(environment.info) if environment is not None else {}
     uuid = info.get("device_uuid") or info.get("uuid")
@@ -68,7 +73,7 @@ def rank_device_text(device: DeviceInfo, environment: Any) -> str:
     return " ".join(parts)
 
 
-def _first_problem(verdicts: list[Any]) -> str | None:
+def _first_problem(verdicts: list[str | None]) -> str | None:
     problems = [v for v in verdicts if v]
     return "; ".join(str(p) for p in problems) if problems else None
 
@@ -94,8 +99,8 @@ def synchronize(device: DeviceInfo) -> None:
         torch.cuda.synchronize(torch.device(device.torch_device))
 
 
-def run_rank_case(request: CaseRequest, device: DeviceInfo, control: Any, *, rank_devices: tuple[str, ...] = (),
-                  backend: str = "gloo") -> RankReply:
+def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupControl, *,
+                  rank_devices: tuple[str, ...] = (), backend: str = "gloo") -> RankReply:
     """This rank's part of one collective case; never raises (a fault is a broken reply)."""
     from rooflab.suite.ops.registry import get_op
 
@@ -141,8 +146,9 @@ def _reply(rank: int, outcome: CaseOutcome, size: int, rank_devices: tuple[str, 
     return RankReply(rank, outcome.status, outcome.error, outcome=outcome, collective=record)
 
 
-def _timed(request: CaseRequest, device: DeviceInfo, control: Any, prepared: Any, settings: Any, first_call_ms: float,
-           threads: int | None, started: float, rank_devices: tuple[str, ...], backend: str) -> RankReply:
+def _timed(request: CaseRequest, device: DeviceInfo, control: GroupControl, prepared: Prepared,
+           settings: TimingSettings, first_call_ms: float, threads: int | None, started: float,
+           rank_devices: tuple[str, ...], backend: str) -> RankReply:
     """Warmup and sampling on every rank (runners.engine.group_timing); rank 0 builds the outcome."""
     from rooflab.runners.engine.group_timing import time_group
     from rooflab.runners.machine.observe import watching

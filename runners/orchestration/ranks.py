@@ -39,17 +39,22 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rooflab.record import EnvironmentRecord
+from rooflab.record import CollectiveRecord, EnvironmentRecord
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, describe_exit, worker_context
 from rooflab.runners.orchestration.rank_case import RankReply, rank_device_text, run_rank_case
 from rooflab.runners.orchestration.worker import _pin, _watch_supervisor, describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import ResultStatus
+
+if TYPE_CHECKING:  # torch loads in the rank processes only
+    from torch.distributed import Store
+
+    from rooflab.runners.engine.group_timing import Control
 
 FAULT_GRACE_S = 3.0  # after one rank's fault, how long the others may take to answer
 DUMP_WAIT_S = 0.5  # how long a rank may take to write its stack dump
@@ -77,11 +82,12 @@ class GroupResult:
     """One case's result from a group: rank 0's outcome (or the fault), and whether the group broke."""
 
     outcome: CaseOutcome
-    collective: Any  # rooflab.record.CollectiveRecord | None
+    collective: CollectiveRecord | None
     broken: bool
 
 
-def init_group(backend: str, rank: int, size: int, *, store: Any = None, timeout_s: float = PG_TIMEOUT_S) -> Any:
+def init_group(backend: str, rank: int, size: int, *, store: Store | None = None,
+               timeout_s: float = PG_TIMEOUT_S) -> Control:
     """Join the process group (`store`: a torch.distributed store, None for env://) and choose the
     gloo group of decisions: the process group itself on gloo (a barrier on a second gloo group
     leaves the measured group's connections idle between samples, which measured up to 2.6x slower
@@ -100,7 +106,7 @@ def init_group(backend: str, rank: int, size: int, *, store: Any = None, timeout
     return Control(decisions, rank, size)
 
 
-def rank_main(conn: Any, rank: int, size: int, backend: str, torch_device: str, folder: str, parent_pid: int,
+def rank_main(conn: Connection, rank: int, size: int, backend: str, torch_device: str, folder: str, parent_pid: int,
               environ: Mapping[str, str]) -> None:
     """Entry point of a rank process (multiprocessing target)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

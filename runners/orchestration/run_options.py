@@ -10,11 +10,16 @@ import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
-from rooflab.suite.timing import TimingSettingError, TimingSettings, check_timing_order, check_timing_value
+from rooflab.suite.timing import (
+    TimingSettingError,
+    TimingSettings,
+    TimingValue,
+    check_timing_order,
+    check_timing_value,
+)
 from rooflab.vocab import DeviceKind, device_kind_of
 
 
@@ -29,7 +34,7 @@ class RunOptions:
     shard: str | None = None  # I/N
     run_id: str | None = None
     resume: str | None = None  # run id to measure the rest of
-    timing_overrides: Mapping[str, Any] | None = None  # TimingSettings names -> value (None: not given)
+    timing_overrides: Mapping[str, object] | None = None  # TimingSettings names -> value (None: not given), unchecked
     quiet: bool = False
     seed: int = 0
     case_timeout_s: float | None = None
@@ -43,12 +48,12 @@ class RunOptions:
 # ---------------------------------------------------------------- validation of the inputs
 
 
-def validate_timing_overrides(values: Mapping[str, Any] | None) -> dict[str, Any]:
+def validate_timing_overrides(values: Mapping[str, object] | None) -> dict[str, TimingValue]:
     """The non-None overrides, checked one by one; UserInputError names the flag and the rule."""
     if not values:
         return {}
     known = set(TimingSettings.names())
-    out: dict[str, Any] = {}
+    out: dict[str, TimingValue] = {}
     for name, value in values.items():
         if value is None:
             continue
@@ -66,7 +71,7 @@ def validate_timing_overrides(values: Mapping[str, Any] | None) -> dict[str, Any
     return out
 
 
-def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, Any]) -> None:
+def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, TimingValue]) -> None:
     """The CLI overrides must not contradict a benchmark's own settings (e.g. min above max)."""
     for case in cases:
         try:

@@ -17,14 +17,15 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rooflab.db.handle import Database, as_database
 from rooflab.db.measurement_columns import gbps_of, tflops_of
+from rooflab.record import RunRecord
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
 from rooflab.runners.orchestration.collectives import CollectivePhase, group_label, is_collective
-from rooflab.runners.orchestration.held import nothing_left
+from rooflab.runners.orchestration.held import HeldResults, nothing_left
 from rooflab.runners.orchestration.processes import prestart_worker_server
 from rooflab.runners.orchestration.run_options import (
     RunOptions,
@@ -33,11 +34,44 @@ from rooflab.runners.orchestration.run_options import (
     resolve_devices,
     validate_timing_overrides,
 )
-from rooflab.runners.orchestration.supervisor import LaneReport, Supervisor, SupervisorResult
+from rooflab.runners.orchestration.supervisor import LaneReport, RunProgress, Supervisor, SupervisorResult
 from rooflab.suite.case import Case
+from rooflab.suite.spec_schema import Spec
 from rooflab.vocab import ExitCode, ResultStatus, RunStatus, device_kind_of
 
+if TYPE_CHECKING:  # SQLAlchemy's engine loads when the run opens its store
+    from rooflab.db.store import ResultStore
+
 SLOWEST_SHOWN = 5
+
+
+class SlowCase(TypedDict):
+    """One of a run's slowest results, as its summary lists it."""
+
+    case_key: str
+    device: str  # the lane's device, or a collective's group (`cpu x2 (gloo)`)
+    median_ms: float | None
+    gbps: float | None
+    tflops: float | None
+    elapsed_s: float
+
+
+class SummaryDict(TypedDict):
+    """`RunSummary.to_dict()`: the `--json` output of `rooflab run`, and what the end-of-run table shows."""
+
+    run_id: str
+    suite: str
+    status: str
+    exit_code: int
+    db_url: str
+    shard: str | None
+    devices: list[dict[str, str | int | None]]  # the lanes (LaneReport's fields)
+    selected_cases: int
+    counts: dict[str, int]
+    already_measured: int
+    unmeasured: int
+    elapsed_s: float
+    slowest: list[SlowCase]
 
 
 @dataclass(frozen=True)
@@ -55,7 +89,7 @@ class RunSummary:
     already_measured: int  # results the run held before (resume), not measured again
     unmeasured: int  # cases left without a result (interrupted, device given up)
     elapsed_s: float
-    slowest: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    slowest: tuple[SlowCase, ...] = field(default_factory=tuple)
 
     @property
     def exit_code(self) -> int:
@@ -65,7 +99,7 @@ class RunSummary:
             return ExitCode.FAILED
         return ExitCode.OK
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SummaryDict:
         return {
             "run_id": self.run_id,
             "suite": self.suite,
@@ -79,7 +113,7 @@ class RunSummary:
             "already_measured": self.already_measured,
             "unmeasured": self.unmeasured,
             "elapsed_s": round(self.elapsed_s, 3),
-            "slowest": [dict(s) for s in self.slowest],
+            "slowest": [SlowCase(**s) for s in self.slowest],
         }
 
 
@@ -100,7 +134,7 @@ def run_suite(
     *,
     db: str | Database,
     options: RunOptions = RunOptions(),
-    progress: Any = None,
+    progress: RunProgress | None = None,
     handle_signals: bool = True,
 ) -> RunSummary:
     """Validate, create (or join, or resume) the run, measure, and mark it finished.
@@ -209,7 +243,7 @@ def _run_spec(db: str | Database, database: Database | None, spec_path: str | Pa
     return database, spec
 
 
-def _store(database: Database) -> Any:
+def _store(database: Database) -> ResultStore:
     """The run's store on the command's database handle (closing the store leaves the handle open)."""
     from rooflab.db.store import ResultStore
 
@@ -292,7 +326,7 @@ def _collective_phase(result: SupervisorResult, phase: CollectivePhase) -> tuple
                    unmeasured=result.unmeasured + done.unmeasured), done.device_key
 
 
-def check_resume_spec(stored_run: Any, spec: Any) -> None:
+def check_resume_spec(stored_run: RunRecord, spec: Spec) -> None:
     """A run holds the cases of one spec: resuming it with another spec (another text) is refused."""
     if stored_run.spec_hash == spec.sha256:
         return
@@ -306,7 +340,7 @@ def check_resume_spec(stored_run: Any, spec: Any) -> None:
     )
 
 
-def covers_spec(store: Any, run_id: str, expanded: Sequence[Case], filtered: Sequence[Case],
+def covers_spec(store: HeldResults, run_id: str, expanded: Sequence[Case], filtered: Sequence[Case],
                 lanes: Sequence[LaneReport], shard: str | None, group_key: str | None = None) -> bool:
     """Whether every case of the spec (for this device kind) now has a result on every device of
     this invocation, and every collective case one on rank 0's device (`group_key`). A shard answers
@@ -384,14 +418,14 @@ def _summary(
     ok = [r for r in result.results if r.record.status == ResultStatus.OK and r.record.median_ms is not None]
     ok.sort(key=lambda r: r.record.median_ms or 0.0, reverse=True)
     slowest = tuple(
-        {
-            "case_key": r.case.case_key,
-            "device": group_label(r.case, r.record) if is_collective(r.case) else r.lane,
-            "median_ms": r.record.median_ms,
-            "gbps": gbps_of(r.record) if r.record.work.bytes else None,
-            "tflops": tflops_of(r.record) if r.record.work.flops else None,
-            "elapsed_s": round(r.elapsed_s, 3),
-        }
+        SlowCase(
+            case_key=r.case.case_key,
+            device=group_label(r.case, r.record) if is_collective(r.case) else r.lane,
+            median_ms=r.record.median_ms,
+            gbps=gbps_of(r.record) if r.record.work.bytes else None,
+            tflops=tflops_of(r.record) if r.record.work.flops else None,
+            elapsed_s=round(r.elapsed_s, 3),
+        )
         for r in ok[:SLOWEST_SHOWN]
     )
     return RunSummary(

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflab.db import rates
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
 from rooflab.suite.timing import TimingSettings, idle_after_ms
 from rooflab.vocab import CacheMode, Pace
+
+if TYPE_CHECKING:  # SQLAlchemy loads when a previous run's medians are read
+    from rooflab.db.handle import Database
 
 # Nominal rates of the cost model. They only decide how cases are spread over shards (relative
 # costs), never a reported figure; they are of the order of a current data-centre GPU.
@@ -171,7 +174,7 @@ class CostBasis:
 
 
 def previous_medians(
-    db_url: str | Any,
+    db_url: str | Database,
     *,
     suite: str | None = None,
     device_fingerprint: str | None = None,

@@ -25,14 +25,14 @@ from typing import Any, Protocol
 
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
-from rooflab.record import MeasurementRecord, WorkModel
+from rooflab.record import EnvironmentRecord, MeasurementRecord, WorkModel
 from rooflab.runners.machine.environment import KnownDevice
-from rooflab.runners.orchestration.held import held_on
+from rooflab.runners.orchestration.held import HeldResults, held_on
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
 from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, WorkerProcess, describe_exit
 from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.suite.case import Case
-from rooflab.suite.timing import TimingSettings
+from rooflab.suite.timing import TimingSettings, TimingValue
 from rooflab.vocab import ResultStatus, RunStatus
 
 # Per-case limit: a generous allowance for input preparation and the reference, a larger one for
@@ -55,10 +55,11 @@ def default_case_timeout_s(settings: TimingSettings, backend: str) -> float:
     return allowance + CASE_BUDGET_FACTOR * budget_s
 
 
-class Store(Protocol):
-    def add_environment(self, run_id: str, env: Any) -> Any: ...
+class Store(HeldResults, Protocol):
+    """Where a run's results go (db.store.ResultStore; the tests' fakes)."""
+
+    def add_environment(self, run_id: str, env: EnvironmentRecord) -> None: ...
     def add_measurement(self, m: MeasurementRecord) -> bool: ...
-    def measured_case_keys(self, run_id: str, device_key: str | None = None) -> set[str]: ...
 
 
 class Progress(Protocol):
@@ -67,6 +68,14 @@ class Progress(Protocol):
     def case_started(self, lane: str, case: Case) -> None: ...
     def case_done(self, lane: str, case: Case, record: MeasurementRecord, elapsed_s: float) -> None: ...
     def note(self, text: str) -> None: ...
+
+
+class RunProgress(Progress, Protocol):
+    """A whole run's display (runners.orchestration.progress): the lanes' and the collective phase's
+    Progress, started with the count of cases and the devices, closed at the end."""
+
+    def start(self, total: int, devices: Sequence[str]) -> None: ...
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,7 @@ class Supervisor:
         cases: Sequence[Case],
         progress: Progress,
         seed: int = 0,
-        timing_overrides: Mapping[str, Any] | None = None,
+        timing_overrides: Mapping[str, TimingValue] | None = None,
         case_timeout_s: float | None = None,
         shard: str | None = None,
         work_model: Callable[[Case], WorkModel] | None = None,

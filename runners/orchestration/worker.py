@@ -21,7 +21,7 @@ import signal
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from multiprocessing.connection import Connection
 
 from rooflab.record import TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
@@ -161,7 +161,7 @@ def _pin(torch_device: str) -> None:
 
 
 def worker_main(
-    conn: Any, torch_device: str, supervisor_pid: int, environ: Mapping[str, str] | None = None
+    conn: Connection, torch_device: str, supervisor_pid: int, environ: Mapping[str, str] | None = None
 ) -> None:
     """Entry point of the worker process (multiprocessing target).
 

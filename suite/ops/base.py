@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.layer_model import PartModel
 from rooflab.vocab import CACHE_MODES, TIMING_MODES, ElementaryFunction, SampleKind, TimingMode
 
 Params = Mapping[str, ParamValue]
@@ -107,7 +108,7 @@ class Prepared:
     # each part (BLOCK_RANGE, PART_RANGE_PREFIX + name), and the parts' work models
     # (suite.ops.layer_model.PartModel) in the order they run; None / () for other ops
     profiled: Callable[[], Any] | None = None
-    part_models: tuple[Any, ...] = ()
+    part_models: tuple[PartModel, ...] = ()
 
 
 class Op(ABC):

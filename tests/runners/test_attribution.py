@@ -87,6 +87,7 @@ def test_a_real_cpu_profile_of_the_block_adds_up(extra: dict) -> None:
                 {"batch": 1, "seq": 64, "hidden": 128, "heads": 4, **extra})
     prepared = op.prepare(case, CPU, seed=3)
     prepared.fn()
+    assert prepared.profiled is not None  # a block made of parts has its profiled call
     p = profile_parts(prepared.profiled, prepared.part_models, CPU)
     assert [x.name for x in p.parts] == [m.name for m in prepared.part_models]
     assert all(x.events >= 1 and x.time_ms > 0 for x in p.parts)

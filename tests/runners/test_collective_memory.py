@@ -3,6 +3,7 @@ is every GPU of the run (or every rank of a Slurm step), not the CPU's group of 
 models read. Faked GPUs and memory: no GPU, no process group, no NCCL needed."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -58,6 +59,15 @@ class _Control:
 
     def agree(self, mine: Any) -> list[Any]:
         return [mine] * self.size
+
+    def barrier(self) -> None:
+        pass
+
+    def decide(self, value: int) -> int:
+        return value
+
+    def gather(self, values: Sequence[float]) -> list[list[float]]:
+        return [list(values)] * self.size
 
 
 def test_each_rank_checks_its_free_memory_at_the_groups_size(nccl: None, monkeypatch: pytest.MonkeyPatch) -> None:

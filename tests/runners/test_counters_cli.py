@@ -34,6 +34,7 @@ from rooflab.runners.counters import metrics as m
 from rooflab.runners.counters import session
 from rooflab.runners.counters.ncu import CountersRefusal
 from rooflab.runners.machine.environment import capture
+from rooflab.runners.orchestration.records import case_record
 from rooflab.suite.spec import expand, load_spec
 from tests.db.factories import make_measurement, make_run
 from tests.runners import fake_ncu as fake_ncu_script
@@ -210,7 +211,7 @@ def test_a_report_that_ncu_printed_with_its_output_is_read_there(tmp_path) -> No
     from rooflab.runners.counters.ncu import PassOutput
 
     case = expand(load_spec("quick"), "cuda")[0]
-    base = CounterRecord(run_id="r", case=case, device_fingerprint="fp", device_uuid=None, cache="cold",
+    base = CounterRecord(run_id="r", case=case_record(case), device_fingerprint="fp", device_uuid=None, cache="cold",
                          timing_mode="launch", status="failed", measured_at=datetime.now(UTC), model_flops=0,
                          model_bytes=2 * N * 4, metrics=m.METRICS)
     result = tmp_path / "result.json"

@@ -3,6 +3,9 @@ torch.distributed loop written the nccl-tests way), alternating in rounds on 2 g
 stored like every cross-check row; the peer registry; the plain loop's arithmetic."""
 from __future__ import annotations
 
+import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -83,6 +86,11 @@ def test_the_plain_loop_is_held_against_rooflabs_group_and_every_row_is_stored(t
         assert row["ratio"] == pytest.approx(c.ratio) and row["in_mode_ratio"] == pytest.approx(c.in_mode_ratio)
         assert row["rooflab_spread"] == pytest.approx(c.rooflab_spread) and row["peer_spread"] >= 0
         assert row["peer_median_ms"] == pytest.approx(c.peer_median_ms) and row["peer_clock"] == c.peer_clock
+    # the cases table holds each case as a run stores it: an isolated one's mode among its params
+    with closing(sqlite3.connect(tmp_path / "x.db")) as conn:
+        stored = {key: json.loads(params) for key, params in conn.execute("select case_key, params from cases")}
+    assert stored[isolated.case_key] == {"mode": "isolated", "n": 1024, "ranks": 2, "reduce_op": "sum"}
+    assert stored[stream.case_key] == {"n": 1024, "ranks": 2, "reduce_op": "sum"}
     assert forkserver_children() == set()  # both groups ended with the cross-check
 
 

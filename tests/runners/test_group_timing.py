@@ -70,7 +70,7 @@ def _time(mode: CollectiveMode, call_ns: int, slow_factor: float,
         clock.ns += 3_000_000  # restoring the input: outside the clock
 
     settings = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=6, max_samples=6, min_time_ms=0)
-    timing = time_group(fn, reset=reset, control=control, torch_device="cpu",  # type: ignore[arg-type]  # the fake group
+    timing = time_group(fn, reset=reset, control=control, torch_device="cpu",
                         settings=settings, mode=mode)
     assert timing is not None
     return timing, control, calls
@@ -139,7 +139,7 @@ def test_a_long_call_still_streams_nccl_tests_twenty_calls(monkeypatch: pytest.M
         since_barrier[0] += 1
 
     settings = TimingSettings(warmup_ms=0, warmup_calls=3, min_samples=6, max_samples=6, min_time_ms=0)
-    timing = time_group(fn, reset=None, control=control, torch_device="cpu",  # type: ignore[arg-type]  # the fake group
+    timing = time_group(fn, reset=None, control=control, torch_device="cpu",
                         settings=settings, mode=CollectiveMode.STREAM)
     assert timing is not None
     nccl_tests_loop_ms = (2 * fast_ns + 18 * steady_ns) / 20 / 1e6  # its default: -n 20 calls per timed loop

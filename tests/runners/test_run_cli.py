@@ -427,7 +427,8 @@ def test_log_lines_and_summary_say_what_was_measured(capsys: pytest.CaptureFixtu
     out = io.StringIO()
     render_summary(
         {
-            "run_id": "quick-1", "status": "interrupted", "db_url": "sqlite:///r.db", "shard": None,
+            "run_id": "quick-1", "suite": "quick", "status": "interrupted", "exit_code": 130,
+            "db_url": "sqlite:///r.db", "shard": None, "selected_cases": 6,
             "counts": {"ok": 3, "failed": 1}, "slowest": [], "already_measured": 0, "unmeasured": 2,
             "devices": [], "elapsed_s": 1.0,
         },
