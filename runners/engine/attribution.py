@@ -28,11 +28,8 @@ from typing import Any
 
 from rooflab.record import LayerPartRecord, LayerProfileRecord
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Prepared
-from rooflab.suite.ops.layer_model import (
-    PARTS_SUM_TOLERANCE,  # noqa: F401 - the tolerance the split is held to
-    PartModel,
-)
+from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Part, Prepared
+from rooflab.suite.ops.layer_model import PARTS_SUM_TOLERANCE  # noqa: F401 - the tolerance the split is held to
 
 CUDA_CLOCK = "cuda_kernels"
 CPU_CLOCK = "cpu_ops"
@@ -78,7 +75,7 @@ def _part_of(name: str) -> str | None:
 
 
 def split(
-    events: Sequence[Interval], part_models: Sequence[PartModel], *, clock: str, host_ms: float
+    events: Sequence[Interval], part_models: Sequence[Part], *, clock: str, host_ms: float
 ) -> LayerProfileRecord:
     """The profile record of one profiled call from its events; ValueError when the events do not
     hold the block's range or a part's range."""
@@ -217,7 +214,7 @@ def _device_intervals(events: Iterable[Any]) -> list[Interval]:
     return out
 
 
-def profile_parts(profiled: Callable[[], object], part_models: Sequence[PartModel], device: DeviceInfo
+def profile_parts(profiled: Callable[[], object], part_models: Sequence[Part], device: DeviceInfo
                   ) -> LayerProfileRecord:
     """Run `profiled()` once under torch.profiler and split it into `part_models`."""
     import torch

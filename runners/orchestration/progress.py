@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -25,11 +25,9 @@ from rich.table import Table
 
 from rooflab.db.measurement_columns import gbps_of, tflops_of
 from rooflab.record import MeasurementRecord
+from rooflab.runners.orchestration.run_summary import SummaryDict
 from rooflab.suite.case import Case
 from rooflab.vocab import Quality, ResultStatus
-
-if TYPE_CHECKING:  # the session imports this module when a run starts
-    from rooflab.runners.orchestration.session import SummaryDict
 
 STATUS_STYLES = {
     ResultStatus.OK: "green",

@@ -17,7 +17,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from rooflab.db.handle import Database, as_database
 from rooflab.db.measurement_columns import gbps_of, tflops_of
@@ -34,6 +34,7 @@ from rooflab.runners.orchestration.run_options import (
     resolve_devices,
     validate_timing_overrides,
 )
+from rooflab.runners.orchestration.run_summary import SlowCase, SummaryDict
 from rooflab.runners.orchestration.supervisor import LaneReport, RunProgress, Supervisor, SupervisorResult
 from rooflab.suite.case import Case
 from rooflab.suite.spec_schema import Spec
@@ -43,35 +44,6 @@ if TYPE_CHECKING:  # SQLAlchemy's engine loads when the run opens its store
     from rooflab.db.store import ResultStore
 
 SLOWEST_SHOWN = 5
-
-
-class SlowCase(TypedDict):
-    """One of a run's slowest results, as its summary lists it."""
-
-    case_key: str
-    device: str  # the lane's device, or a collective's group (`cpu x2 (gloo)`)
-    median_ms: float | None
-    gbps: float | None
-    tflops: float | None
-    elapsed_s: float
-
-
-class SummaryDict(TypedDict):
-    """`RunSummary.to_dict()`: the `--json` output of `rooflab run`, and what the end-of-run table shows."""
-
-    run_id: str
-    suite: str
-    status: str
-    exit_code: int
-    db_url: str
-    shard: str | None
-    devices: list[dict[str, str | int | None]]  # the lanes (LaneReport's fields)
-    selected_cases: int
-    counts: dict[str, int]
-    already_measured: int
-    unmeasured: int
-    elapsed_s: float
-    slowest: list[SlowCase]
 
 
 @dataclass(frozen=True)

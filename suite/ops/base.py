@@ -10,11 +10,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.layer_model import PartModel
 from rooflab.vocab import CACHE_MODES, TIMING_MODES, ElementaryFunction, SampleKind, TimingMode
 
 Params = Mapping[str, ParamValue]
@@ -96,6 +95,20 @@ def _is_number_text(text: str) -> bool:
     return True
 
 
+class Part(Protocol):
+    """One part of an op made of parts, as its profile is split (runners.engine.attribution): its name,
+    its kind of work, its FLOPs and minimum bytes (suite.ops.layer_model.PartModel is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def flops(self) -> int: ...
+    @property
+    def bytes(self) -> int: ...
+
+
 @dataclass
 class Prepared:
     """A case ready to time: inputs are allocated and captured by `fn`."""
@@ -108,7 +121,7 @@ class Prepared:
     # each part (BLOCK_RANGE, PART_RANGE_PREFIX + name), and the parts' work models
     # (suite.ops.layer_model.PartModel) in the order they run; None / () for other ops
     profiled: Callable[[], Any] | None = None
-    part_models: tuple[PartModel, ...] = ()
+    part_models: tuple[Part, ...] = ()
 
 
 class Op(ABC):
