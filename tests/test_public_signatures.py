@@ -1,5 +1,5 @@
-"""No public function of the timing engine, the orchestration or the database names `Any` in its
-signature: a parameter or a return is typed as what it is (a record, a Protocol where several kinds
+"""No public function of the timing engine, the orchestration, the cluster or the database names `Any`
+in its signature: a parameter or a return is typed as what it is (a record, a Protocol where several kinds
 meet, `object` for a value only passed along or checked). An AST scan of every signature, shown to
 catch each form a signature can take.
 
@@ -23,10 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ("runners/engine", "runners/orchestration", "db")
-# the cluster's modules, which leave runners/orchestration for runners/cluster/ (issue 50, item 5)
-LEFT_TO_THE_CLUSTER = ("runners/orchestration/slurm.py", "runners/orchestration/slurm_job.py",
-                       "runners/orchestration/nightly.py")
+CHECKED = ("runners/engine", "runners/orchestration", "runners/cluster", "db")
 PACKAGES = ("suite", "runners", "db", "reports", "rooflab")
 TYPE_ALIAS_STATEMENT = getattr(ast, "TypeAlias", ())  # none before Python 3.12
 
@@ -123,11 +120,10 @@ def public_any(source: str, aliases: frozenset[str] = frozenset()) -> list[tuple
 
 
 def checked_files() -> list[Path]:
-    return [p for package in CHECKED for p in sorted((ROOT / package).rglob("*.py"))
-            if p.relative_to(ROOT).as_posix() not in LEFT_TO_THE_CLUSTER]
+    return [p for package in CHECKED for p in sorted((ROOT / package).rglob("*.py"))]
 
 
-def test_no_public_signature_of_the_engine_the_orchestration_or_the_database_names_any() -> None:
+def test_no_public_signature_of_the_engine_the_orchestration_the_cluster_or_the_database_names_any() -> None:
     aliases = _project_aliases()
     found = [f"{path.relative_to(ROOT).as_posix()}:{line} {name} ({n} x Any)"
              for path in checked_files() for name, line, n in public_any(path.read_text(), aliases)]
