@@ -12,6 +12,9 @@ minimum-bytes convention of docs/design.md: the naive kernel's extra traffic for
 a roofline the naive kernel shows up as further below the same ceiling rather than at a different
 intensity; its memory estimate does count the scores.
 
+Of those bytes, Q, K and V are read ((seq_q + 2·seq_k)·batch·heads·head_dim·s) and O is written
+(seq_q·batch·heads·head_dim·s).
+
 Kernels: sdpa_flash, sdpa_efficient, sdpa_cudnn, sdpa_math run
 torch.nn.functional.scaled_dot_product_attention restricted to one backend with
 torch.nn.attention.sdpa_kernel; each is skipped with torch's reason where that backend cannot
@@ -171,10 +174,16 @@ class Attention(TorchOp):
             scores //= 2
         return {ElementaryFunction.EXP: scores}
 
-    def bytes(self, params: Params, dtype: str) -> int:
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """Q, K and V: (seq_q + 2·seq_k)·batch·heads·head_dim·s."""
         p = self.p(params)
-        per_head = (2 * int(p["seq_q"]) + 2 * int(p["seq_k"])) * int(p["head_dim"])
+        per_head = (int(p["seq_q"]) + 2 * int(p["seq_k"])) * int(p["head_dim"])
         return per_head * int(p["batch"]) * int(p["heads"]) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """O: seq_q·batch·heads·head_dim·s."""
+        p = self.p(params)
+        return int(p["seq_q"]) * int(p["head_dim"]) * int(p["batch"]) * int(p["heads"]) * esize(dtype)
 
     def unfused_bytes(self, params: Params, dtype: str) -> int:
         """Naive attention kernel by kernel: QK^T reads Q, K and writes S; softmax reads S, writes P;

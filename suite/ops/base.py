@@ -145,9 +145,24 @@ class Op(ABC):
     def flops(self, params: Params, dtype: str) -> int:
         """Floating-point operations of one call (an FMA counts as 2)."""
 
-    @abstractmethod
+    def bytes_read(self, params: Params, dtype: str) -> int | None:
+        """Minimum bytes one call reads: each input once (an array the call reads and writes back, a
+        read-modify-write, is counted here and in `bytes_written`). None: the op does not split its
+        bytes (a collective, whose bytes are link bytes; an op written before the split)."""
+        return None
+
+    def bytes_written(self, params: Params, dtype: str) -> int | None:
+        """Minimum bytes one call writes: each output once (see `bytes_read`)."""
+        return None
+
     def bytes(self, params: Params, dtype: str) -> int:
-        """Minimum DRAM traffic of one call: each input read once, each output written once."""
+        """Minimum DRAM traffic of one call: each input read once, each output written once; the sum
+        of `bytes_read` and `bytes_written`. An op that does not split its bytes overrides this."""
+        split = byte_split(self, params, dtype)
+        if split is None:
+            raise TypeError(f"op {self.name!r} declares no byte model: define bytes_read and bytes_written "
+                            "(or bytes, for traffic that is not split into reads and writes)")
+        return split[0] + split[1]
 
     @abstractmethod
     def memory_bytes(self, params: Params, dtype: str) -> int:
@@ -188,6 +203,24 @@ class Op(ABC):
         out = {name: spec.default for name, spec in self.params.items() if spec.default is not None}
         out.update(params)
         return dict(sorted(out.items()))
+
+
+def byte_split(op: Op, params: Params, dtype: str) -> tuple[int, int] | None:
+    """(bytes read, bytes written) of one call of `op`, or None when the op does not split its bytes.
+    The one place the two halves are asked for together: one declared without the other is an error."""
+    read, written = op.bytes_read(params, dtype), op.bytes_written(params, dtype)
+    if read is None and written is None:
+        return None
+    if read is None or written is None:
+        raise TypeError(f"op {op.name!r} declares only one of bytes_read and bytes_written: declare both")
+    return int(read), int(written)
+
+
+def declares_bytes(op: Op) -> bool:
+    """Whether the class of `op` has a byte model: its own `bytes`, or `bytes_read` and `bytes_written`."""
+    cls = type(op)
+    split = cls.bytes_read is not Op.bytes_read and cls.bytes_written is not Op.bytes_written
+    return cls.bytes is not Op.bytes or split
 
 
 def format_bytes(n: float) -> str:

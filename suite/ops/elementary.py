@@ -73,8 +73,13 @@ class Elementary(TorchOp):
         per_step = 1 + EXTRA_FLOPS_PER_STEP[ElementaryFunction(str(p["fn"]))]
         return per_step * int(p["k"]) * int(p["n"])
 
-    def bytes(self, params: Params, dtype: str) -> int:
-        return 2 * int(self.p(params)["n"]) * esize(dtype)
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """x, n elements."""
+        return int(self.p(params)["n"]) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """y, n elements."""
+        return int(self.p(params)["n"]) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return self.bytes(params, dtype)

@@ -10,7 +10,7 @@ one extra round trip through memory. max-autotune-no-cudagraphs also benchmarks 
 templates, which can take gelu into the GEMM's epilogue.
 
 matmul C[batch, m, n] = A[batch, m, k] @ B[batch, k, n]: FLOPs 2·m·n·k·batch; bytes
-(m·k + k·n + m·n)·s·batch (docs/design.md). For float8_e4m3fn, A and B are 1-byte operands with
+(m·k + k·n + m·n)·s·batch (docs/design.md): A and B read, C written. For float8_e4m3fn, A and B are 1-byte operands with
 per-tensor float32 scales and C is written in bfloat16, so bytes are (m·k + k·n)·1 + m·n·2 (each
 operand counted at its own element size; batch must be 1).
 
@@ -143,12 +143,17 @@ class Matmul(TorchOp):
         p = self.p(params)
         return 2 * int(p["m"]) * int(p["n"]) * int(p["k"]) * int(p["batch"])
 
-    def bytes(self, params: Params, dtype: str) -> int:
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """A and B: (m·k + k·n)·s·batch."""
         p = self.p(params)
         m, n, k, batch = int(p["m"]), int(p["n"]), int(p["k"]), int(p["batch"])
-        if dtype in FP8_DTYPES:
-            return ((m * k + k * n) * esize(dtype) + m * n * esize("bfloat16")) * batch
-        return (m * k + k * n + m * n) * esize(dtype) * batch
+        return (m * k + k * n) * esize(dtype) * batch
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """C: m·n·s·batch (bfloat16 for a float8 GEMM)."""
+        p = self.p(params)
+        m, n, batch = int(p["m"]), int(p["n"]), int(p["batch"])
+        return m * n * esize("bfloat16" if dtype in FP8_DTYPES else dtype) * batch
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)
@@ -315,10 +320,16 @@ class MatmulBiasGelu(TorchOp):
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
         return (m * k + k * n + 5 * m * n + n) * esize(dtype)
 
-    def bytes(self, params: Params, dtype: str) -> int:
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """A, B and the bias: (m·k + k·n + n)·s."""
         p = self.p(params)
         m, n, k = int(p["m"]), int(p["n"]), int(p["k"])
-        return (m * k + k * n + m * n + n) * esize(dtype)
+        return (m * k + k * n + n) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """Y: m·n·s."""
+        p = self.p(params)
+        return int(p["m"]) * int(p["n"]) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         p = self.p(params)

@@ -40,7 +40,16 @@ from rooflab.suite.ops.attention import KERNELS as ATTENTION_KERNELS
 from rooflab.suite.ops.attention import _backend, _probe
 from rooflab.suite.ops.base import BLOCK_RANGE, PART_RANGE_PREFIX, Params, ParamSpec, Prepared
 from rooflab.suite.ops.common import TorchOp, as_torch, compare, fresh_compile, generator, randn, sample_indices
-from rooflab.suite.ops.layer_model import ACTIVATIONS, NORMS, PASSES, block_bytes, block_flops, block_parts, block_shape
+from rooflab.suite.ops.layer_model import (
+    ACTIVATIONS,
+    NORMS,
+    PASSES,
+    block_bytes_read,
+    block_bytes_written,
+    block_flops,
+    block_parts,
+    block_shape,
+)
 from rooflab.suite.ops.registry import register
 from rooflab.vocab import TimingMode
 
@@ -191,8 +200,11 @@ class TransformerBlock(TorchOp):
     def flops(self, params: Params, dtype: str) -> int:
         return block_flops(self.p(params), dtype)
 
-    def bytes(self, params: Params, dtype: str) -> int:
-        return block_bytes(self.p(params), dtype)
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        return block_bytes_read(self.p(params), dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        return block_bytes_written(self.p(params), dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         """Every tensor the parts move (the byte model, re-reads included: an over-estimate of

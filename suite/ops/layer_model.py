@@ -15,20 +15,24 @@ The block, with T = batch·seq tokens, H = hidden, F = round(hidden·mlp_ratio),
     mlp_down    dn  = g @ Wdown  [F, H]            matmul
     residual2   y   = h1 + dn                      add
 
-No biases on the projections (as in current decoder LLMs). Every part's FLOPs and bytes are the op
-library's own models at the part's shape, so the block's FLOPs are the sum of: 2·(weight
+No biases on the projections (as in current decoder LLMs). Every part's FLOPs and bytes (read and
+written apart) are the op library's own models at the part's shape (`part_ops`), so the block's
+FLOPs are the sum of: 2·(weight
 parameters)·T for the four projections (4·H² + 2·H·F, or 4·H² + 3·H·F with SwiGLU), the causal
 attention term 2·batch·seq²·H (the two attention matmuls, halved by the mask; softmax not counted,
 as the attention op does), and the per-element counts of the norms (4 or 8 per element), the
 activation (GELU 5, SwiGLU 5 per output element) and the two residual adds (1 per element).
 
 Backward (pass forward_backward), per part: a matmul's backward is two GEMMs (dX = dY·Wᵀ and
-dW = Xᵀ·dY), so 2× its FLOPs and 2× its bytes; attention's backward counts 2.5× the forward FLOPs
+dW = Xᵀ·dY), so 2× its FLOPs and 2× its bytes: it reads the forward's inputs and the output
+gradient twice (one GEMM each) and writes the inputs' gradients (read = forward read + 2·forward
+written, written = forward read); attention's backward counts 2.5× the forward FLOPs
 (FlashAttention's convention: five matmuls against two) and 2× its bytes (Q, K, V, O, dO read,
-dQ, dK, dV written, and the head merge's gradient copy); a memory-bound part's backward is
-counted as 2× its FLOPs and its forward bytes plus one more tensor of its output's size (it reads
-its forward inputs and the output gradient and writes the input gradients). These backward
-figures are approximations of the minimum, stated so that a reader can redo them.
+dQ, dK, dV written, and the head merge's gradient copy), split by the matmul's rule; a
+memory-bound part's backward is counted as 2× its FLOPs and its forward bytes plus one more tensor
+of its output's size (it reads its forward inputs and the output gradient and writes the input
+gradients: read = forward read + that tensor, written = forward written). These backward figures
+are approximations of the minimum, stated so that a reader can redo them.
 
 Fusion chains: the memory-bound parts between two matmul (or attention) parts are a chain. A
 fused kernel for a chain reads each tensor that enters the chain once and writes only the tensors
@@ -111,18 +115,70 @@ class PartModel:
     bytes: int
     reads: tuple[tuple[str, int], ...] = ()
     writes: tuple[tuple[str, int], ...] = ()
+    # of `bytes`, those read and those written (None: not split)
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.bytes_read is None) != (self.bytes_written is None):
+            raise ValueError(f"part {self.name}: give both bytes_read and bytes_written, or neither")
+        if self.bytes_read is not None and self.bytes_read + (self.bytes_written or 0) != self.bytes:
+            raise ValueError(f"part {self.name}: bytes_read + bytes_written must be bytes ({self.bytes})")
 
 
-def _op_model(op_name: str, params: Mapping[str, Any], dtype: str) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Work:
+    """FLOPs and bytes read and written of one part (or a sum of parts)."""
+
+    flops: int
+    read: int
+    written: int
+
+    def __add__(self, other: Work) -> Work:
+        return Work(self.flops + other.flops, self.read + other.read, self.written + other.written)
+
+    def part(self, name: str, kind: PartKind, reads: tuple[tuple[str, int], ...] = (),
+             writes: tuple[tuple[str, int], ...] = ()) -> PartModel:
+        return PartModel(name, kind, self.flops, self.read + self.written, reads, writes, self.read, self.written)
+
+
+def part_ops(params: Mapping[str, Any]) -> dict[str, tuple[tuple[str, dict[str, Any]], ...]]:
+    """The op library's ops (name, params) whose models make up each forward part that has them (every
+    part but a SwiGLU activation, whose model is its own: module docstring)."""
+    s = block_shape(params)
+    t, h, f, up = s.tokens, s.hidden, s.ffn, s.up_width
+    norm = ((s.norm, {"rows": t, "cols": h}),)
+    attention = {"batch": s.batch, "heads": s.heads, "seq_q": s.seq, "seq_k": s.seq, "head_dim": s.head_dim,
+                 "causal": True}
+    out = {
+        "norm1": norm, "qkv": (("matmul", {"m": t, "k": h, "n": 3 * h}),),
+        "attention": (("attention", attention), ("copy", {"n": t * h})),
+        "out_proj": (("matmul", {"m": t, "k": h, "n": h}),), "residual1": (("add", {"n": t * h}),),
+        "norm2": norm, "mlp_up": (("matmul", {"m": t, "k": h, "n": up}),),
+        "mlp_down": (("matmul", {"m": t, "k": f, "n": h}),), "residual2": (("add", {"n": t * h}),),
+    }
+    if s.activation == "gelu":
+        out["activation"] = (("gelu", {"n": t * f}),)
+    return out
+
+
+def _op_work(op_name: str, params: Mapping[str, Any], dtype: str) -> Work:
+    from rooflab.suite.ops.base import byte_split
     from rooflab.suite.ops.registry import get_op
 
     op = get_op(op_name)
     resolved = op.resolved_params(params)
-    return int(op.flops(resolved, dtype)), int(op.bytes(resolved, dtype))
+    split = byte_split(op, resolved, dtype)
+    if split is None:
+        raise TypeError(f"op {op_name} has no bytes read and written apart: it cannot be a part of the block")
+    return Work(int(op.flops(resolved, dtype)), *split)
 
 
-def _sum_models(*models: tuple[int, int]) -> tuple[int, int]:
-    return sum(m[0] for m in models), sum(m[1] for m in models)
+def _ops_work(ops: tuple[tuple[str, dict[str, Any]], ...], dtype: str) -> Work:
+    total = Work(0, 0, 0)
+    for name, op_params in ops:
+        total = total + _op_work(name, op_params, dtype)
+    return total
 
 
 def forward_parts(params: Mapping[str, Any], dtype: str) -> tuple[PartModel, ...]:
@@ -130,55 +186,49 @@ def forward_parts(params: Mapping[str, Any], dtype: str) -> tuple[PartModel, ...
     s = block_shape(params)
     t, h, f, up = s.tokens, s.hidden, s.ffn, s.up_width
     vectors = ("w",) if s.norm == "rmsnorm" else ("w", "b")  # weight (and bias) of each norm
+    ops = part_ops(params)
+
+    def work(name: str) -> Work:
+        return _ops_work(ops[name], dtype)
 
     def norm(name: str, src: str, dst: str) -> PartModel:
-        fl, by = _op_model(s.norm, {"rows": t, "cols": h}, dtype)
         reads = ((src, t * h),) + tuple((f"{v}_{name}", h) for v in vectors)
-        return PartModel(name, PartKind.MEMORY, fl, by, reads, ((dst, t * h),))
+        return work(name).part(name, PartKind.MEMORY, reads, ((dst, t * h),))
 
     def matmul(name: str, src: str, k: int, n: int, dst: str) -> PartModel:
-        fl, by = _op_model("matmul", {"m": t, "k": k, "n": n}, dtype)
-        return PartModel(name, PartKind.MATMUL, fl, by, ((src, t * k), (f"W_{name}", k * n)), ((dst, t * n),))
+        return work(name).part(name, PartKind.MATMUL, ((src, t * k), (f"W_{name}", k * n)), ((dst, t * n),))
 
     def add(name: str, a: str, b: str, dst: str) -> PartModel:
-        fl, by = _op_model("add", {"n": t * h}, dtype)
-        return PartModel(name, PartKind.MEMORY, fl, by, ((a, t * h), (b, t * h)), ((dst, t * h),))
+        return work(name).part(name, PartKind.MEMORY, ((a, t * h), (b, t * h)), ((dst, t * h),))
 
-    attn = _sum_models(
-        _op_model(
-            "attention",
-            {"batch": s.batch, "heads": s.heads, "seq_q": s.seq, "seq_k": s.seq, "head_dim": s.head_dim,
-             "causal": True},
-            dtype,
-        ),
-        _op_model("copy", {"n": t * h}, dtype),
-    )
     if s.activation == "gelu":
-        act_fl, act_by = _op_model("gelu", {"n": t * f}, dtype)
-    else:
-        act_fl, act_by = SWIGLU_FLOPS_PER_ELEMENT * t * f, 3 * t * f * element_size(dtype)
+        act = work("activation")
+    else:  # two inputs (gate and up, side by side in u), one output
+        es = element_size(dtype)
+        act = Work(SWIGLU_FLOPS_PER_ELEMENT * t * f, 2 * t * f * es, t * f * es)
     return (
         norm("norm1", "x", "n1"),
         matmul("qkv", "n1", h, 3 * h, "qkv"),
-        PartModel("attention", PartKind.ATTENTION, attn[0], attn[1], (("qkv", 3 * t * h),), (("a", t * h),)),
+        work("attention").part("attention", PartKind.ATTENTION, (("qkv", 3 * t * h),), (("a", t * h),)),
         matmul("out_proj", "a", h, h, "o"),
         add("residual1", "x", "o", "h1"),
         norm("norm2", "h1", "n2"),
         matmul("mlp_up", "n2", h, up, "u"),
-        PartModel("activation", PartKind.MEMORY, act_fl, act_by, (("u", t * up),), (("g", t * f),)),
+        act.part("activation", PartKind.MEMORY, (("u", t * up),), (("g", t * f),)),
         matmul("mlp_down", "g", f, h, "dn"),
         add("residual2", "h1", "dn", "y"),
     )
 
 
-def backward_model(part: PartModel, dtype: str) -> tuple[int, int]:
-    """(FLOPs, bytes) of one part's backward, by the rules in the module docstring."""
-    if part.kind == PartKind.MATMUL:
-        return 2 * part.flops, 2 * part.bytes
-    if part.kind == PartKind.ATTENTION:
-        return part.flops * 5 // 2, 2 * part.bytes
-    out_elements = sum(n for _, n in part.writes)
-    return 2 * part.flops, part.bytes + out_elements * element_size(dtype)
+def backward_model(part: PartModel, dtype: str) -> Work:
+    """FLOPs and bytes read and written of one part's backward, by the rules in the module docstring."""
+    read, written = int(part.bytes_read or 0), int(part.bytes_written or 0)
+    if part.kind in (PartKind.MATMUL, PartKind.ATTENTION):
+        # the forward's inputs and the output gradient (twice: one GEMM each) read, the input gradients written
+        flops = 2 * part.flops if part.kind == PartKind.MATMUL else part.flops * 5 // 2
+        return Work(flops, read + 2 * written, read)
+    out_bytes = sum(n for _, n in part.writes) * element_size(dtype)
+    return Work(2 * part.flops, read + out_bytes, written)
 
 
 def block_parts(params: Mapping[str, Any], dtype: str) -> tuple[PartModel, ...]:
@@ -187,16 +237,22 @@ def block_parts(params: Mapping[str, Any], dtype: str) -> tuple[PartModel, ...]:
     fwd = forward_parts(params, dtype)
     if block_shape(params).pass_ != "forward_backward":
         return fwd
-    bwd = [backward_model(p, dtype) for p in fwd]
-    return fwd + (PartModel(BACKWARD_PART, PartKind.BACKWARD, sum(b[0] for b in bwd), sum(b[1] for b in bwd)),)
+    total = Work(0, 0, 0)
+    for part in fwd:
+        total = total + backward_model(part, dtype)
+    return fwd + (total.part(BACKWARD_PART, PartKind.BACKWARD),)
 
 
 def block_flops(params: Mapping[str, Any], dtype: str) -> int:
     return sum(p.flops for p in block_parts(params, dtype))
 
 
-def block_bytes(params: Mapping[str, Any], dtype: str) -> int:
-    return sum(p.bytes for p in block_parts(params, dtype))
+def block_bytes_read(params: Mapping[str, Any], dtype: str) -> int:
+    return sum(int(p.bytes_read or 0) for p in block_parts(params, dtype))
+
+
+def block_bytes_written(params: Mapping[str, Any], dtype: str) -> int:
+    return sum(int(p.bytes_written or 0) for p in block_parts(params, dtype))
 
 
 @dataclass(frozen=True)

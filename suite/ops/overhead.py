@@ -42,8 +42,13 @@ class Launch(TorchOp):
     def flops(self, params: Params, dtype: str) -> int:
         return int(self.p(params)["n"])
 
-    def bytes(self, params: Params, dtype: str) -> int:
-        return 2 * int(self.p(params)["n"]) * esize(dtype)
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """x, n elements."""
+        return int(self.p(params)["n"]) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """y, n elements."""
+        return int(self.p(params)["n"]) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return self.bytes(params, dtype)

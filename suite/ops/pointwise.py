@@ -4,7 +4,9 @@
 and its reference, read best side by side; a module per op would scatter one table.)
 
 FLOPs and bytes (s = element size): copy 0 and 2·n·s; scale n and 2·n·s; add n and 3·n·s;
-triad 2·n and 3·n·s (the reference table of docs/design.md). Ops outside the table state their count below; an
+triad 2·n and 3·n·s (the reference table of docs/design.md). Every op here writes one array of n
+elements (n·s written) and reads its inputs (n·s each: one for copy and scale, two for add and
+triad). Ops outside the table state their count below; an
 elementary function (erf, cos) counts as one FLOP.
 
 Backends: eager runs torch ops writing into preallocated outputs where torch offers `out=`;
@@ -103,8 +105,13 @@ class PointwiseOp(TorchOp):
         n = int(self.p(params)["n"])
         return {f: per * n for f, per in self.elementary_per_element.items()}
 
-    def bytes(self, params: Params, dtype: str) -> int:
-        return (self.n_inputs + 1) * int(self.p(params)["n"]) * esize(dtype)
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """Each of the n_inputs arrays of n elements, once."""
+        return self.n_inputs * int(self.p(params)["n"]) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """The output array of n elements, once."""
+        return int(self.p(params)["n"]) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return (self.n_inputs + 1 + self.eager_temporaries) * int(self.p(params)["n"]) * esize(dtype)
@@ -298,11 +305,11 @@ class BiasGeluDropoutResidual(TorchOp):
     bias of shape [hidden] (a transformer MLP epilogue; the fusion chain torch.compile targets).
 
     FLOPs 8·n: bias add 1, gelu 5 (as op gelu), dropout scale 1, residual add 1 (random numbers
-    and the keep test are not counted). Bytes (3·n + hidden)·s: x, residual and out once, the
-    bias once. The check accepts each element either as dropped (out = residual) or as kept
-    (out = residual + gelu(x + bias)/(1 - p)), and the dropped fraction must be within 6 standard
-    deviations of p. It works through CHECK_CHUNK_ELEMENTS elements at a time, and its float64
-    temporaries for one chunk are part of the memory estimate."""
+    and the keep test are not counted). Bytes (3·n + hidden)·s: x, residual and the bias read
+    once ((2·n + hidden)·s), out written once (n·s). The check accepts each element either as
+    dropped (out = residual) or as kept (out = residual + gelu(x + bias)/(1 - p)), and the dropped
+    fraction must be within 6 standard deviations of p. It works through CHECK_CHUNK_ELEMENTS
+    elements at a time, and its float64 temporaries for one chunk are part of the memory estimate."""
 
     name = "bias_gelu_dropout_residual"
     family = "pointwise"
@@ -323,9 +330,14 @@ class BiasGeluDropoutResidual(TorchOp):
         """One erf per element (the gelu)."""
         return {ElementaryFunction.ERF: int(self.p(params)["n"])}
 
-    def bytes(self, params: Params, dtype: str) -> int:
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """x and residual (n each) and the bias (hidden)."""
         p = self.p(params)
-        return (3 * int(p["n"]) + int(p["hidden"])) * esize(dtype)
+        return (2 * int(p["n"]) + int(p["hidden"])) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """out (n)."""
+        return int(self.p(params)["n"]) * esize(dtype)
 
     def unfused_bytes(self, params: Params, dtype: str) -> int:
         """x + bias (2n + hidden), gelu (2n), dropout (2n, plus a 1-byte mask of n), + residual (3n):

@@ -7,6 +7,8 @@ s = element size:
   stream_add    c = a + b      FLOPs n     bytes 3·n·s
   stream_triad  a = b + q·c    FLOPs 2·n   bytes 3·n·s
   stream_dot    Σ a·b          FLOPs 2·n   bytes 2·n·s (read-only; the scalar result is not counted)
+Each stream writes one array (n·s written; none for dot) and reads the others (BabelStream's weights
+split into reads and writes: copy and scale 1 + 1, add and triad 2 + 1, dot 2 + 0).
 Backends: eager (torch ops into preallocated outputs; torch.dot) and cupy (RawKernels of
 suite.ops.cuda_sources: grid-stride loops of 256-thread blocks, dot as 1024-thread block partial
 sums added by a second one-block kernel).
@@ -70,13 +72,17 @@ class StreamOp(TorchOp):
     dtypes = ("float64", "float32", "float16", "bfloat16")
     kind: ClassVar[str]
     flops_per_element: ClassVar[int]
-    arrays_touched: ClassVar[int]  # arrays read + written (BabelStream's weight)
+    arrays_read: ClassVar[int]  # arrays of n elements read (with arrays_written: BabelStream's weight)
+    arrays_written: ClassVar[int] = 1  # arrays of n elements written
 
     def flops(self, params: Params, dtype: str) -> int:
         return self.flops_per_element * int(self.p(params)["n"])
 
-    def bytes(self, params: Params, dtype: str) -> int:
-        return self.arrays_touched * int(self.p(params)["n"]) * esize(dtype)
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        return self.arrays_read * int(self.p(params)["n"]) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        return self.arrays_written * int(self.p(params)["n"]) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return 3 * int(self.p(params)["n"]) * esize(dtype)
@@ -138,7 +144,7 @@ class StreamCopy(ThreeArrayStream):
     name = "stream_copy"
     kind = "copy"
     flops_per_element = 0
-    arrays_touched = 2
+    arrays_read = 1
 
     def eager(self, a, b, c):
         return lambda: c.copy_(a)
@@ -157,7 +163,7 @@ class StreamScale(ThreeArrayStream):
     name = "stream_scale"
     kind = "scale"
     flops_per_element = 1
-    arrays_touched = 2
+    arrays_read = 1
 
     def eager(self, a, b, c):
         return lambda: torch.mul(c, Q, out=b)
@@ -176,7 +182,7 @@ class StreamAdd(ThreeArrayStream):
     name = "stream_add"
     kind = "add"
     flops_per_element = 1
-    arrays_touched = 3
+    arrays_read = 2
 
     def eager(self, a, b, c):
         return lambda: torch.add(a, b, out=c)
@@ -195,7 +201,7 @@ class StreamTriad(ThreeArrayStream):
     name = "stream_triad"
     kind = "triad"
     flops_per_element = 2
-    arrays_touched = 3
+    arrays_read = 2
 
     def eager(self, a, b, c):
         return lambda: torch.add(b, c, alpha=Q, out=a)
@@ -216,7 +222,8 @@ class StreamDot(StreamOp):
     reads_only = True
     kind = "dot"
     flops_per_element = 2
-    arrays_touched = 2
+    arrays_read = 2
+    arrays_written = 0
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return 2 * int(self.p(params)["n"]) * esize(dtype) + 8 * 4096
@@ -315,8 +322,13 @@ class FmaIntensity(TorchOp):
         p = self.p(params)
         return 2 * int(p["k"]) * int(p["n"])
 
-    def bytes(self, params: Params, dtype: str) -> int:
-        return 2 * int(self.p(params)["n"]) * esize(dtype)
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """x, n elements."""
+        return int(self.p(params)["n"]) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """y, n elements."""
+        return int(self.p(params)["n"]) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         return self.bytes(params, dtype)

@@ -1,6 +1,6 @@
 """Row-wise reductions and normalisations over x[rows, cols].
 
-Counts (s = element size):
+Counts (s = element size; the bytes are x and the weights read, the output written):
   sum      out[r] = Σ_c x[r, c]                 FLOPs rows·cols      bytes (rows·cols + rows)·s
   amax     out[r] = max_c x[r, c]               FLOPs rows·cols (a comparison counts as one)
                                                 bytes (rows·cols + rows)·s
@@ -78,11 +78,17 @@ class RowOp(TorchOp):
         p = self.p(params)
         return self.flops_per_element * int(p["rows"]) * int(p["cols"])
 
-    def bytes(self, params: Params, dtype: str) -> int:
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        """x (rows·cols) and the weight vectors (cols each)."""
         p = self.p(params)
         rows, cols = int(p["rows"]), int(p["cols"])
-        out = rows * cols if self.keeps_shape else rows
-        return (rows * cols + out + self.weight_vectors * cols) * esize(dtype)
+        return (rows * cols + self.weight_vectors * cols) * esize(dtype)
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        """The output: rows·cols (normalisations) or rows (reductions)."""
+        p = self.p(params)
+        rows, cols = int(p["rows"]), int(p["cols"])
+        return (rows * cols if self.keeps_shape else rows) * esize(dtype)
 
     def memory_bytes(self, params: Params, dtype: str) -> int:
         # x, output, weights, plus one float32 temporary of x's size that a kernel or the

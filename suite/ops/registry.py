@@ -13,7 +13,7 @@ import os
 import threading
 
 from rooflab.errors import UserError
-from rooflab.suite.ops.base import Op
+from rooflab.suite.ops.base import Op, declares_bytes
 
 PLUGINS_ENV = "ROOFLAB_PLUGINS"
 BUILTIN_MODULES = (
@@ -47,6 +47,9 @@ def register(op: Op | type[Op], *, replace: bool = False) -> Op:
     instance = op() if isinstance(op, type) else op
     if not isinstance(instance, Op):
         raise TypeError(f"register() needs an Op subclass or instance, got {type(instance).__name__}")
+    if not declares_bytes(instance):
+        raise TypeError(f"op {instance.name!r} declares no byte model: define bytes_read and bytes_written "
+                        "(or bytes)")
     name = instance.name
     with _lock:
         if name in _ops and not replace and type(_ops[name]) is not type(instance):
