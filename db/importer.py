@@ -36,6 +36,7 @@ from rooflab.db.load import Batch, LoadCounts, load
 from rooflab.db.measurement_columns import device_key, measurement_column_names, rates_of
 from rooflab.db.shards import parse_shard
 from rooflab.db.types import ColumnValue
+from rooflab.record import byte_split_problem
 from rooflab.vocab import CollectiveMode, Pace, ResultStatus, RunStatus
 
 T = TypeVar("T")
@@ -197,6 +198,9 @@ def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
             raise DatabaseInputError(f"{where}, column {name!r}: {exc}") from None
     if "collective_mode" not in raw:
         _collective_before_modes(record)
+    problem = byte_split_problem(record["bytes"], record["bytes_read"], record["bytes_written"])
+    if problem:
+        raise DatabaseInputError(f"{where}, columns 'bytes_read' and 'bytes_written': {problem}")
     return record
 
 

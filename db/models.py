@@ -365,3 +365,9 @@ class CounterReading(Base):
     tensor_instructions: Mapped[int | None] = mapped_column(BigInteger)
     model_flops: Mapped[int] = mapped_column(BigInteger)
     model_bytes: Mapped[int] = mapped_column(BigInteger)
+    # revision 0011: the model's split (NULL: stored before it, or an op without one), and the write-back
+    # caught inside the profiled range by a sweep (NULL: stored before it) with the sweep's own writes
+    model_bytes_read: Mapped[int | None] = mapped_column(BigInteger)
+    model_bytes_written: Mapped[int | None] = mapped_column(BigInteger)
+    caught_write_back_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    sweep_own_write_bytes: Mapped[int | None] = mapped_column(BigInteger)

@@ -117,11 +117,32 @@ class WorkModel:
 
     flops: int = col(0, big=True)
     bytes: int = col(0, big=True)  # the minimum: each input read once, each output written once
+    # of `bytes`, those read and those written (their sum); None, both, where the split is unknown:
+    # a result stored before it was recorded, a collective (its bytes are link bytes)
+    bytes_read: int | None = col(None, big=True)
+    bytes_written: int | None = col(None, big=True)
+
+    def __post_init__(self) -> None:
+        problem = byte_split_problem(self.bytes, self.bytes_read, self.bytes_written)
+        if problem:
+            raise ValueError(f"WorkModel: {problem}")
 
     @property
     def intensity(self) -> float | None:
         """FLOPs per byte (None when bytes are 0)."""
         return self.flops / self.bytes if self.bytes else None
+
+
+def byte_split_problem(total: int | None, read: int | None, written: int | None) -> str | None:
+    """What is wrong with a result's bytes read and written beside its total bytes, or None: both
+    are given or neither (unknown), and given, they add up to the total. The one rule, for the
+    record and for an imported file."""
+    if (read is None) != (written is None):
+        return (f"bytes_read ({read}) and bytes_written ({written}) go together: give both (their sum is bytes) "
+                "or neither (the split unknown)")
+    if read is not None and written is not None and total is not None and read + written != total:
+        return f"bytes_read + bytes_written ({read} + {written} = {read + written}) must equal bytes ({total})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -304,7 +325,10 @@ def record_from_columns(**values: Any) -> MeasurementRecord:
 
 
 def with_columns(m: MeasurementRecord, **values: Any) -> MeasurementRecord:
-    """A copy of `m` with the fields named flat (as its columns are) replaced in their parts."""
+    """A copy of `m` with the fields named flat (as its columns are) replaced in their parts. A new
+    `bytes` given without its split leaves the split unknown (bytes_read and bytes_written None)."""
+    if "bytes" in values and not {"bytes_read", "bytes_written"} & set(values):
+        values = {**values, "bytes_read": None, "bytes_written": None}
     own, parts = _split(values, "with_columns")
     for name, given in parts.items():
         if given:

@@ -227,6 +227,9 @@ class BytesReason(StrEnum):
 
     EXTRA_TRAFFIC = "extra_traffic"  # more: intermediates written and read back, inputs read more than once
     SERVED_FROM_L2 = "served_from_l2"  # fewer: part of the data came from, or stayed in, the L2
+    # fewer writes than the model, with the write-back caught inside the profiled range: the model
+    # counts writes the call did not make
+    FEWER_WRITES = "fewer_writes"
 
 
 class Wall(StrEnum):

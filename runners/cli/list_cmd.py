@@ -9,6 +9,7 @@ import typer
 from rooflab.runners.cli.common import JsonOption
 from rooflab.runners.cli.epilogue import console, respond
 from rooflab.suite.case import Case
+from rooflab.suite.ops.base import byte_split
 from rooflab.vocab import DeviceKind
 
 if TYPE_CHECKING:  # the spec's schema loads Pydantic: only when the command runs
@@ -28,12 +29,15 @@ def _print_rows(rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     width = max(len("case_key"), *(len(r["case_key"]) for r in rows))
-    header = f"{'case_key':<{width}}  {'family':<10}  {'benchmark':<16}  {'FLOPs':>9}  {'bytes':>9}"
+    header = (f"{'case_key':<{width}}  {'family':<10}  {'benchmark':<16}  {'FLOPs':>9}  {'bytes':>9}  {'read':>9}  "
+              f"{'written':>9}")
     lines = [header]
     for r in rows:
+        read, written = (("-", "-") if r["bytes_read"] is None  # a collective's link bytes: not split
+                         else (_si(r["bytes_read"], "B"), _si(r["bytes_written"], "B")))
         lines.append(
             f"{r['case_key']:<{width}}  {r['family']:<10}  {r['benchmark']:<16}  {_si(r['flops']):>9}  "
-            f"{_si(r['bytes'], 'B'):>9}"
+            f"{_si(r['bytes'], 'B'):>9}  {read:>9}  {written:>9}"
         )
     console.print("\n".join(lines), soft_wrap=True, highlight=False, markup=False)
 
@@ -43,6 +47,7 @@ def case_row(case: Case, ops: Mapping[str, Any]) -> dict[str, Any]:
     op = ops[case.op]
     flops = int(op.flops(case.params, case.dtype))
     nbytes = int(op.bytes(case.params, case.dtype))
+    read, written = byte_split(op, case.params, case.dtype) or (None, None)
     return {
         "case_key": case.case_key,
         "benchmark": case.benchmark,
@@ -58,6 +63,8 @@ def case_row(case: Case, ops: Mapping[str, Any]) -> dict[str, Any]:
         "tags": list(case.tags),
         "flops": flops,
         "bytes": nbytes,
+        "bytes_read": read,
+        "bytes_written": written,
         "intensity": flops / nbytes if nbytes else None,
         "memory_bytes": int(op.memory_bytes(case.params, case.dtype)),
         "max_memory_fraction": case.max_memory_fraction,
@@ -95,7 +102,7 @@ def register(app: typer.Typer, db_app: typer.Typer) -> None:
         as_json: bool = JsonOption,
     ) -> None:
         """Print the cases a spec expands to (case_key, op, family, backend, dtype, cache, timing mode,
-        params, FLOPs, bytes) without running anything."""
+        params, FLOPs, bytes, and of them those read and those written) without running anything."""
         def show(listed: tuple[Spec, list[dict[str, Any]]]) -> None:
             loaded, rows = listed
             _print_rows(rows)

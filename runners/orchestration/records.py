@@ -12,16 +12,21 @@ from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.case import Case
+from rooflab.suite.ops.base import byte_split
 from rooflab.vocab import ResultStatus
 
 
 def op_work_model(case: Case) -> WorkModel:
-    """The FLOPs and bytes of one call, from the op's pure functions."""
+    """The FLOPs and bytes (read and written apart, where the op splits them) of one call, from the
+    op's pure functions."""
     from rooflab.suite.ops.registry import get_op
 
     op = get_op(case.op)
     params = op.resolved_params(case.params)
-    return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)))
+    split = byte_split(op, params, case.dtype)
+    read, written = split if split is not None else (None, None)
+    return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)),
+                     bytes_read=read, bytes_written=written)
 
 
 def case_record(case: Case) -> CaseRecord:

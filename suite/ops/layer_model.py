@@ -48,6 +48,7 @@ from enum import StrEnum
 from typing import Any
 
 from rooflab.suite.dtypes import element_size
+from rooflab.suite.ops.base import byte_split
 
 NORMS = ("rmsnorm", "layernorm")
 ACTIVATIONS = ("gelu", "swiglu")
@@ -163,7 +164,6 @@ def part_ops(params: Mapping[str, Any]) -> dict[str, tuple[tuple[str, dict[str, 
 
 
 def _op_work(op_name: str, params: Mapping[str, Any], dtype: str) -> Work:
-    from rooflab.suite.ops.base import byte_split
     from rooflab.suite.ops.registry import get_op
 
     op = get_op(op_name)

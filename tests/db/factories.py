@@ -60,6 +60,7 @@ def make_measurement(
             bytes=rng.randint(1, 10**9),
         )
     samples = tuple(rng.uniform(0.05, 3.0) for _ in range(n_samples))
+    nbytes = rng.randint(1, 10**10)
     ordered = sorted(samples)
     q = statistics.quantiles(ordered, n=10)
     q4 = statistics.quantiles(ordered, n=4)
@@ -71,7 +72,8 @@ def make_measurement(
         iqr_ms=q4[2] - q4[0], std_ms=statistics.stdev(samples), n_samples=n_samples,
         rel_ci_halfwidth=rng.uniform(0.001, 0.05), stop_reason="converged", first_call_ms=rng.uniform(1, 100),
         warmup_calls=rng.randint(1, 50), launches_per_sample=1, flush_bytes=104_857_600,
-        flops=rng.randint(1, 10**12), bytes=rng.randint(1, 10**10), sm_clock_start_mhz=rng.uniform(1500, 1980),
+        flops=rng.randint(1, 10**12), bytes=nbytes, bytes_read=nbytes - nbytes // 3, bytes_written=nbytes // 3,
+        sm_clock_start_mhz=rng.uniform(1500, 1980),
         sm_clock_end_mhz=rng.uniform(1500, 1980), sm_clock_max_mhz=1980.0,
         throttle_reasons=("sw_power_cap",) if rng.random() < 0.3 else (), throttled=rng.random() < 0.2,
         samples_ms=samples,

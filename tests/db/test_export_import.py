@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -267,3 +268,58 @@ def test_a_collective_from_a_file_written_before_its_mode_was_recorded_reads_as_
         collective, kernel = got.loc[make_case(1).case_key], got.loc[make_case(2).case_key]
         assert [collective["collective_mode"], collective["pace"]] == expected, name
         assert not isinstance(kernel["collective_mode"], str) and kernel["pace"] == "back_to_back", name
+
+
+def _rewrite_csv(src: Path, dst: Path, change: Callable[[list[dict[str, str]]], list[dict[str, str]]]) -> None:
+    with open(src, newline="", encoding="utf-8") as f:
+        rows = change(list(csv.DictReader(f)))
+    with open(dst, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_the_split_travels_and_a_file_without_it_leaves_it_unknown(sqlite_url: str, tmp_path: Path) -> None:
+    """Bytes read and written go out and come back in every format; a file written before they were
+    exported imports with the split unknown (empty), its total kept."""
+    populate(sqlite_url, n_cases=4)
+    source = query.results(sqlite_url)
+    ok = source[source["status"] == "ok"]
+    assert len(ok) and (ok["bytes_read"] + ok["bytes_written"] == ok["bytes"]).all()
+    for fmt in ("csv", "jsonl", "parquet"):
+        export_bytes(sqlite_url, fmt, tmp_path / f"split.{fmt}")
+        target = f"sqlite:///{tmp_path / fmt}.db"
+        assert runner.invoke(app, ["import", str(tmp_path / f"split.{fmt}"), "--db", target]).exit_code == 0
+        back = query.results(target)
+        assert list(back["bytes_read"].fillna(-1)) == list(source["bytes_read"].fillna(-1)), fmt
+        assert list(back["bytes_written"].fillna(-1)) == list(source["bytes_written"].fillna(-1)), fmt
+    _rewrite_csv(tmp_path / "split.csv", tmp_path / "old.csv",
+                 lambda rows: [{k: v for k, v in r.items() if k not in ("bytes_read", "bytes_written")} for r in rows])
+    target = f"sqlite:///{tmp_path / 'old'}.db"
+    assert runner.invoke(app, ["import", str(tmp_path / "old.csv"), "--db", target]).exit_code == 0
+    old = query.results(target)
+    assert old["bytes_read"].isna().all() and old["bytes_written"].isna().all()
+    assert list(old["bytes"]) == list(source["bytes"])
+
+
+@pytest.mark.parametrize(("read", "written", "expected"), [
+    ("5", "7", "must equal bytes"),  # a split that does not add up to the total
+    ("5", "", "go together"),  # half a split
+])
+def test_a_split_that_does_not_add_up_is_refused_whole(read: str, written: str, expected: str, sqlite_url: str,
+                                                       tmp_path: Path) -> None:
+    populate(sqlite_url, n_cases=3)
+    export_bytes(sqlite_url, "csv", tmp_path / "good.csv")
+
+    def plant(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+        rows[-1] = {**rows[-1], "bytes": "100", "bytes_read": read, "bytes_written": written}
+        return rows
+
+    _rewrite_csv(tmp_path / "good.csv", tmp_path / "bad.csv", plant)
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    result = runner.invoke(app, ["import", str(tmp_path / "bad.csv"), "--db", target])
+    message = " ".join(result.output.split())
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert str(tmp_path / "bad.csv") in message and "'bytes_read' and 'bytes_written'" in message
+    assert expected in message
+    assert not (tmp_path / "target.db").exists()  # nothing written, not even the database

@@ -373,3 +373,50 @@ def test_collectives_stored_before_revision_0010_read_as_isolated_with_their_rea
         paces = sorted(str(p) for p in conn.execute(text("select pace from measurements")).scalars())
     engine.dispose()
     assert paces == ["None", "back_to_back", "back_to_back"]
+
+
+def test_results_stored_before_revision_0011_keep_their_bytes_and_leave_the_split_unknown(any_url: str) -> None:
+    """A result stored before bytes read and written were recorded keeps its total and gets no split
+    (NULL, never one guessed from today's model); a result stored after the upgrade has its split. A
+    counter reading stored before has no model split and no write-back caught. The downgrade drops
+    the columns and keeps the totals."""
+    from rooflab.db.counters import CounterRecord, add_counters, counters_frame
+
+    run, env = make_run("split"), make_env(7)
+    with ResultStore(any_url) as store:
+        store.start_run(run)
+        store.add_environment(run.run_id, env)
+        old = make_measurement(run, make_case(1), env, rng=random.Random(5))
+        store.add_measurement(old)
+        add_counters(store, CounterRecord(
+            run_id=run.run_id, case=make_case(1), device_fingerprint=env.device_fingerprint, device_uuid=None,
+            cache="cold", timing_mode="launch", status="ok", measured_at=run.started_at, model_flops=10,
+            model_bytes=3000, model_bytes_read=2000, model_bytes_written=1000, dram_read_bytes=2010,
+            dram_write_bytes=990, caught_write_back_bytes=400, sweep_own_write_bytes=3))
+    assert old.work.bytes_read is not None
+    engine = create_engine(normalize_url(any_url))
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0010")
+    engine.dispose()
+    assert read_state(any_url).kind == "older"
+    assert runner.invoke(app, ["db", "upgrade", "--db", any_url]).exit_code == 0
+    (before,) = query.results(any_url).itertuples()
+    assert before.bytes == old.work.bytes and before.bytes_read is None and before.bytes_written is None
+    reading = counters_frame(any_url).iloc[0]
+    assert reading["model_bytes"] == 3000 and reading["model_bytes_read"] is None
+    assert reading["caught_write_back_bytes"] is None and reading["sweep_own_write_bytes"] is None
+    with ResultStore(any_url) as store:
+        later = make_run("split-later")
+        store.start_run(later)
+        store.add_environment(later.run_id, env)
+        new = make_measurement(later, make_case(2), env, rng=random.Random(6))
+        store.add_measurement(new)
+    (after,) = query.results(any_url, run_id="split-later").itertuples()
+    assert (after.bytes_read, after.bytes_written) == (new.work.bytes_read, new.work.bytes_written)
+    assert after.bytes_read + after.bytes_written == after.bytes
+    engine = create_engine(normalize_url(any_url))
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), "0010")
+        totals = sorted(int(b) for b in conn.execute(text("select bytes from measurements")).scalars())
+    engine.dispose()
+    assert totals == sorted([old.work.bytes, new.work.bytes])

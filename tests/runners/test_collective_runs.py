@@ -83,6 +83,7 @@ def test_collectives_are_stored_as_measurements_with_their_group_and_shards_and_
     assert list(reduce["ranks"]) == [2, 2, 2] and (reduce["backend"] == "gloo").all()
     # gbps is nccl-tests' busbw: bytes (S x 2(N-1)/N, here x1) over the median
     assert list(reduce["bytes"]) == [4096, 4096, 262144]
+    assert reduce["bytes_read"].isna().all()  # link bytes: not split into read and written
     assert reduce["gbps"].tolist() == pytest.approx((reduce["bytes"] / reduce["median_ms"] / 1e6).tolist())
     gathers = rows[rows["op"] == "all_gather"]
     assert sorted(gathers["ranks"]) == [2, 3]  # ranks=all is the CPU's group of 2

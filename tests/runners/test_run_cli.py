@@ -233,6 +233,8 @@ def test_real_spec_end_to_end_agrees_with_an_independent_timing(tmp_path: Path) 
         row = frame.loc[case.case_key]
         params = op.resolved_params(case.params)
         assert row["flops"] == op.flops(params, case.dtype) and row["bytes"] == op.bytes(params, case.dtype)
+        assert (row["bytes_read"], row["bytes_written"]) == (op.bytes_read(params, case.dtype),
+                                                             op.bytes_written(params, case.dtype))
         assert row["gbps"] == pytest.approx(row["bytes"] / (row["median_ms"] * 1e-3) / 1e9, rel=1e-6)
         independent_ms = independent[case.case_key]
         ratio = row["median_ms"] / independent_ms

@@ -149,3 +149,21 @@ def test_list_shipped_spec_with_the_real_ops() -> None:
         assert row["bytes"] == ops[case.op].bytes(case.params, case.dtype)
     triad = next(r for r in out["cases"] if r["op"] == "stream_triad")
     assert triad["bytes"] == 3 * triad["params"]["n"] * 4 and triad["flops"] == 2 * triad["params"]["n"]
+    # of them, two arrays read and one written; dot reads two and writes none
+    assert (triad["bytes_read"], triad["bytes_written"]) == (2 * triad["params"]["n"] * 4, triad["params"]["n"] * 4)
+    dot = next(r for r in out["cases"] if r["op"] == "stream_dot")
+    assert (dot["bytes_read"], dot["bytes_written"]) == (dot["bytes"], 0)
+
+
+def test_list_prints_the_bytes_read_and_written_and_a_dash_for_link_bytes() -> None:
+    """The table's read and written columns: a copy's 2^20 float32 elements are 4.19 MB each way; a
+    collective's bytes are link bytes, with no split (a dash)."""
+    result = CliRunner().invoke(app, ["list", "quick", "--device-kind", "cpu", "-f", "op=copy", "-f", "op=all_reduce",
+                                      "-f", "n=1048576"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[-3:] == ["bytes", "read", "written"]
+    copy = next(line for line in lines if line.startswith("copy.v1:eager:float32"))
+    assert copy.split()[-6:] == ["8.39", "MB", "4.19", "MB", "4.19", "MB"]
+    reduce = next(line for line in lines if line.startswith("all_reduce.v1"))
+    assert reduce.split()[-2:] == ["-", "-"]
