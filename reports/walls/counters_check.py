@@ -95,7 +95,9 @@ def annotate(diag: pd.DataFrame, readings: pd.DataFrame) -> pd.DataFrame:
 SECTION_COLUMNS = ["case_key", "status", "error", "run_id", "checked_run_id", "kernels", "kernel_ms", "model_bytes",
                    "dram_bytes", "bytes_ratio", "excess_bytes", "bytes_differ", "reason_text", "l2_traffic_bytes",
                    "model_flops", "measured_flops", "flops_ratio", "tensor_instructions", "missing_metrics",
-                   "ncu_version", "flops_countable", "write_back_bytes", "note_text"]
+                   "ncu_version", "flops_countable", "write_back_bytes", "note_text", "model_bytes_read",
+                   "model_bytes_written", "dram_read_bytes", "dram_write_bytes", "caught_write_back_bytes",
+                   "read_differ", "read_reason", "write_differ", "write_reason"]
 
 
 def section(readings: pd.DataFrame) -> list[dict[str, Any]]:
@@ -112,7 +114,9 @@ def section(readings: pd.DataFrame) -> list[dict[str, Any]]:
         missing = f"not reported: {row['missing_metrics']}" if row["missing_metrics"] else None
         # why: the error of a reading that is not ok; else the reason of a difference, what the
         # comparison leaves out (db.counters.ModelCheck.note_text) and the metrics not reported
+        sides = "; ".join(f"{side} {r.get(f'{side}_reason')}" for side in ("read", "write")
+                          if bool(r.get(f"{side}_differ")))
         row["why"] = (row["error"] or "") if row["status"] != ResultStatus.OK else "; ".join(
-            str(text) for text in (row["reason_text"], row["note_text"], missing) if text)
+            str(text) for text in (sides, row["reason_text"], row["note_text"], missing) if text)
         rows.append(row)
     return rows

@@ -6,6 +6,9 @@ first call, float64 check), then makes ONE call of the timed callable inside the
 ncu's `--nvtx-include` selects, waits for it, and exits. Everything before the range (compilation,
 autotuning, the first call, the check) is left out of what ncu profiles.
 
+With `sweep_bytes` set (the write-back pass, runners.counters.writeback) it sweeps the cache before
+the range, and inside it follows the call with two read sweeps of that many bytes.
+
 What became of the case goes to the request's result file as JSON: {"status", "error",
 "first_call_ms"}; status is ok, skipped, incorrect or failed (an exception, with its message). On
 a CPU device (only in tests, where a fake ncu runs this) there is no NVTX range to open: NVTX marks
@@ -24,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from rooflab.runners.counters.ncu import RANGE
+from rooflab.runners.engine.flush import make_flusher
+from rooflab.runners.orchestration import prepare as preparing
+from rooflab.vocab import CacheMode, FlushMethod
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,8 @@ class ChildRequest:
     case_request: Any  # runners.orchestration.messages.CaseRequest
     torch_device: str  # "cuda:0"
     result_path: str
+    # the write-back pass (runners.counters.writeback): the sweep's buffer in bytes; None: the profiling pass
+    sweep_bytes: int | None = None
 
 
 def write_request(request: ChildRequest, path: Path) -> Path:
@@ -71,10 +79,30 @@ def profile_one_call(request: ChildRequest) -> dict[str, Any]:
         return {"status": str(ready.status), "error": ready.error, "first_call_ms": first_call_ms}
     prepared = ready.prepared
     synchronize(device, prepared.sync)
+    if request.sweep_bytes is None:
+        with nvtx_range(RANGE, device.is_cuda):
+            prepared.fn()
+            synchronize(device, prepared.sync)
+    else:
+        hot = request.case_request.case.cache == CacheMode.HOT
+        sweep_around_one_call(prepared, device, request.sweep_bytes, hot=hot)
+    return {"status": str(ResultStatus.OK), "error": None, "first_call_ms": ready.first_call_ms}
+
+
+def sweep_around_one_call(prepared: Any, device: Any, sweep_bytes: int, *, hot: bool) -> None:
+    """The write-back pass's call (runners.counters.writeback): a read sweep that cleans the cache, one
+    more call for a hot case, then inside the range the call and two sweeps."""
+    sweep = make_flusher(device, FlushMethod.READ_SWEEP, sweep_bytes)  # sweeps once as it is made
+    preparing.synchronize(device, prepared.sync)
+    if hot:
+        prepared.fn()
+        preparing.synchronize(device, prepared.sync)
     with nvtx_range(RANGE, device.is_cuda):
         prepared.fn()
-        synchronize(device, prepared.sync)
-    return {"status": str(ResultStatus.OK), "error": None, "first_call_ms": ready.first_call_ms}
+        preparing.synchronize(device, prepared.sync)
+        sweep.flush()  # evicts the call's dirty lines: their write-back is counted here
+        sweep.flush()  # nothing of the call left: what a sweep writes on its own
+        preparing.synchronize(device, None)
 
 
 def main(argv: list[str]) -> int:

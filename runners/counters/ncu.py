@@ -10,7 +10,8 @@ One pass is
 - `--nvtx --nvtx-include RANGE/`: only kernels launched inside the push/pop range RANGE (the
   trailing slash) are profiled: the one timed call the child wraps in it;
 - `--cache-control all` flushes the caches before each kernel is measured (a cold case);
-  `none` for a hot case, whose call follows a call that warmed them;
+  `none` for a hot case, whose call follows a call that warmed them, and for the write-back pass
+  (runners.counters.writeback: the DRAM metrics only, the child sweeping the cache itself);
 - `--clock-control none` leaves the clocks as the driver sets them (ncu would lock them to base);
 - `--csv --page raw --print-units base`: one CSV row per kernel, a column per metric, base units;
 - `--log-file`: ncu's report goes to that file, apart from what the child prints.
@@ -72,11 +73,13 @@ def ncu_version(exe: str) -> str:
     return match.group(1)
 
 
-def command(exe: str, *, metrics: Sequence[str], cache: str, log_file: Path, request: Path) -> list[str]:
-    """The argv of one profiled pass (see the module doc)."""
+def command(exe: str, *, metrics: Sequence[str], cache: str, log_file: Path, request: Path,
+            writeback: bool = False) -> list[str]:
+    """The argv of one profiled pass (see the module doc); `writeback`: the write-back pass, which
+    leaves the caches alone whatever the case (runners.counters.writeback)."""
     return [
         exe, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{RANGE}/",
-        "--cache-control", "none" if cache == CacheMode.HOT else "all", "--clock-control", "none",
+        "--cache-control", "none" if writeback or cache == CacheMode.HOT else "all", "--clock-control", "none",
         "--metrics", ",".join(metrics), "--csv", "--page", "raw", "--print-units", "base",
         "--log-file", str(log_file), sys.executable, "-m", CHILD_MODULE, str(request),
     ]

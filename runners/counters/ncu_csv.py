@@ -43,6 +43,8 @@ class NcuReading:
     missing: tuple[str, ...] = ()  # asked for, but without a column or without a value in some kernel
     kernel_names: tuple[str, ...] = ()
     units: dict[str, str] = field(default_factory=dict)  # metric -> the unit as ncu printed it
+    # each kernel's values, in the rows' order, base units (None: not reported by that kernel)
+    per_kernel: tuple[dict[str, float | None], ...] = ()
 
 
 def unit_scale(unit: str, metric: str = "") -> float:
@@ -95,6 +97,7 @@ def parse_raw(text: str, metrics: Sequence[str]) -> NcuReading:
     values: dict[str, float] = {}
     missing: list[str] = []
     units: dict[str, str] = {}
+    per_kernel: list[dict[str, float | None]] = [{} for _ in kernels]
     for metric in metrics:
         i = position.get(metric)
         if i is None or not kernels:
@@ -104,10 +107,13 @@ def parse_raw(text: str, metrics: Sequence[str]) -> NcuReading:
         units[metric] = unit
         scale = unit_scale(unit, metric)
         cells = [parse_number(row[i]) for row in kernels]
+        for kernel, cell in zip(per_kernel, cells, strict=True):
+            kernel[metric] = None if cell is None else cell * scale
         if any(c is None for c in cells):
             missing.append(metric)
             continue
         values[metric] = sum(c for c in cells if c is not None) * scale
     names_at = position.get(KERNEL_COLUMN)
     names = tuple(row[names_at] for row in kernels) if names_at is not None else ()
-    return NcuReading(kernels=len(kernels), values=values, missing=tuple(missing), kernel_names=names, units=units)
+    return NcuReading(kernels=len(kernels), values=values, missing=tuple(missing), kernel_names=names, units=units,
+                      per_kernel=tuple(per_kernel))

@@ -27,6 +27,8 @@ from typing import Any
 
 from rooflab.db.counters import CounterRecord, check_reading
 from rooflab.runners.counters import metrics as metric_names
+from rooflab.runners.counters import writeback
+from rooflab.runners.counters.child import ChildRequest, write_request
 from rooflab.runners.counters.ncu import (
     RANGE,
     CountersRefusal,
@@ -40,9 +42,11 @@ from rooflab.runners.counters.ncu import (
     unknown_metrics,
 )
 from rooflab.runners.counters.ncu_csv import NcuFormatError, has_header, parse_raw
+from rooflab.runners.orchestration.messages import CaseRequest
 from rooflab.runners.orchestration.records import case_record
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import byte_split
 from rooflab.vocab import ResultStatus, RunStatus
 
 PASS_TIMEOUT_S = 900.0  # one case: start, compile, first call and check, then ncu's replays of one call
@@ -135,20 +139,28 @@ def reading_dict(r: CounterRecord, *, l2_bytes: int | None = None) -> dict[str, 
 # ---------------------------------------------------------------- one case
 
 
+def _pass_failure(out: PassOutput, result_file: Path, timeout_s: float) -> tuple[str, str | None] | None:
+    """(status, error) of a pass that gave no CSV to read: ended, no result, the case not ok, ncu failed."""
+    failed = ResultStatus.FAILED
+    if out.returncode is None:
+        return failed, f"the profiled pass ran past {timeout_s:.0f} s and was ended"
+    if not result_file.exists():
+        return failed, f"the profiled process gave no result (ncu exit code {out.returncode}): {error_lines(out.text)}"
+    child = json.loads(result_file.read_text(encoding="utf-8"))
+    if child["status"] != ResultStatus.OK:
+        return child["status"], child.get("error")
+    if out.returncode != 0:
+        return failed, f"ncu exited with {out.returncode}: {error_lines(out.text)}"
+    return None
+
+
 def _interpret(base: CounterRecord, out: PassOutput, result_file: Path, asked: Sequence[str],
                dropped: Sequence[str], timeout_s: float) -> CounterRecord:
     """The reading of one pass: the child's verdict on the case, then ncu's CSV."""
     failed = ResultStatus.FAILED
-    if out.returncode is None:
-        return replace(base, status=failed, error=f"the profiled pass ran past {timeout_s:.0f} s and was ended")
-    if not result_file.exists():
-        return replace(base, status=failed, error=f"the profiled process gave no result (ncu exit code "
-                                                   f"{out.returncode}): {error_lines(out.text)}")
-    child = json.loads(result_file.read_text(encoding="utf-8"))
-    if child["status"] != ResultStatus.OK:
-        return replace(base, status=child["status"], error=child.get("error"))
-    if out.returncode != 0:
-        return replace(base, status=failed, error=f"ncu exited with {out.returncode}: {error_lines(out.text)}")
+    failure = _pass_failure(out, result_file, timeout_s)
+    if failure is not None:
+        return replace(base, status=failure[0], error=failure[1])
     try:
         # the report is in --log-file; should an ncu print it with its other output, read it there
         reading = parse_raw(out.report if has_header(out.report) else out.printed, asked)
@@ -162,6 +174,13 @@ def _interpret(base: CounterRecord, out: PassOutput, result_file: Path, asked: S
                    metric_values=dict(reading.values), **metric_names.quantities(reading.values))
 
 
+def model_split(op: Any, case: Case) -> tuple[int | None, int | None]:
+    """The op's bytes read and written of one call of `case`: a reading's model_bytes_read and
+    model_bytes_written (None both: the op does not split its bytes)."""
+    split = byte_split(op, case.params, case.dtype)
+    return split if split is not None else (None, None)
+
+
 def keep_name(case_key: str) -> str:
     """A file name for a case's kept report: its key with every character outside [A-Za-z0-9.=-] as _."""
     return re.sub(r"[^A-Za-z0-9.=-]+", "_", case_key)[:200]
@@ -173,9 +192,6 @@ def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: st
     is dropped (and reported missing) and the pass made once more. CountersRefusal (PERMISSION_MESSAGE)
     when ncu may not read the counters. Returns the reading and the files a --keep-reports folder
     gets (file name -> text: ncu's report, CSV, and what the pass printed)."""
-    from rooflab.runners.counters.child import ChildRequest, write_request
-    from rooflab.runners.orchestration.messages import CaseRequest
-
     asked, dropped = list(base.metrics), []
     with tempfile.TemporaryDirectory(prefix="rooflab-counters-") as tmp:
         folder = Path(tmp)
@@ -195,7 +211,43 @@ def profile_case(case: Case, base: CounterRecord, *, device: DeviceInfo, exe: st
             dropped += unknown
             asked = [m for m in asked if m not in unknown]
         kept = {f"{keep_name(case.case_key)}.csv": out.report, f"{keep_name(case.case_key)}.log": out.printed}
-        return _interpret(base, out, result_file, asked, dropped, timeout_s), kept
+        record = _interpret(base, out, result_file, asked, dropped, timeout_s)
+        if record.status != ResultStatus.OK:
+            return record, kept
+        record, more = _writeback_pass(case, record, device=device, exe=exe, seed=seed, timeout_s=timeout_s,
+                                       folder=folder)
+        return record, {**kept, **more}
+
+
+def _writeback_pass(case: Case, record: CounterRecord, *, device: DeviceInfo, exe: str, seed: int, timeout_s: float,
+                    folder: Path) -> tuple[CounterRecord, dict[str, str]]:
+    """The reading of `record` (the profiling pass's, ok) with its DRAM bytes from the write-back pass
+    (runners.counters.writeback): the call's reads, and its writes with their write-back caught inside
+    the range. A pass that cannot be read so fails the reading, with why."""
+    failed = ResultStatus.FAILED
+    try:
+        size = writeback.sweep_bytes(device.l2_bytes)
+    except writeback.WriteBackError as exc:
+        return replace(record, status=failed, error=f"write-back pass: {exc}"), {}
+    result_file, log_file = folder / "writeback-result.json", folder / "writeback.csv"
+    request = write_request(ChildRequest(CaseRequest(case=case, seed=seed), device.torch_device, str(result_file),
+                                         sweep_bytes=size), folder / "writeback.pkl")
+    argv = command(exe, metrics=writeback.METRICS, cache=case.cache, log_file=log_file, request=request,
+                   writeback=True)
+    out = run_pass(argv, log_file=log_file, printed_file=folder / "writeback-printed.txt", timeout_s=timeout_s)
+    if permission_denied(out.text):
+        raise CountersRefusal(PERMISSION_MESSAGE)
+    kept = {f"{keep_name(case.case_key)}.writeback.csv": out.report,
+            f"{keep_name(case.case_key)}.writeback.log": out.printed}
+    failure = _pass_failure(out, result_file, timeout_s)
+    if failure is not None:
+        return replace(record, status=failure[0], error=f"write-back pass: {failure[1]}"), kept
+    try:
+        reading = parse_raw(out.report if has_header(out.report) else out.printed, writeback.METRICS)
+        caught = writeback.split_pass(reading.per_kernel, int(record.kernels or 0), writeback.replay_passes(out.text))
+    except (NcuFormatError, writeback.WriteBackError) as exc:
+        return replace(record, status=failed, error=f"write-back pass: {exc}"), kept
+    return replace(record, **asdict(caught)), kept
 
 
 # ---------------------------------------------------------------- the command
@@ -300,12 +352,14 @@ def run_counters(
     try:
         for case in cases:
             op = ops[case.op]
+            model_read, model_written = model_split(op, case)
             base = CounterRecord(
                 run_id=run_id, case=case_record(case), device_fingerprint=environment.device_fingerprint,
                 device_uuid=uuid,
                 cache=case.cache, timing_mode=case.timing_mode, status=ResultStatus.FAILED,
                 measured_at=datetime.now(UTC), model_flops=int(op.flops(case.params, case.dtype)),
                 model_bytes=int(op.bytes(case.params, case.dtype)), ncu_version=version,
+                model_bytes_read=model_read, model_bytes_written=model_written,
                 metrics=metric_names.METRICS,
                 checked_run_id=checked_run(db_url, case.case_key, case.cache, case.timing_mode, key)
                 if has_results else None,

@@ -15,8 +15,12 @@ from typer.testing import CliRunner
 from rooflab.db import models
 from rooflab.db.counters import (
     MODEL_TOLERANCE,
+    READ_TOLERANCE,
+    SIDE_SLACK_BYTES,
     TENSOR_FLOPS_TEXT,
     WRITE_BACK_TEXT,
+    WRITE_TOLERANCE,
+    WRITES_NOT_JUDGED_TEXT,
     CounterRecord,
     add_counters,
     check_model,
@@ -45,8 +49,10 @@ def _reading(run, case, env, rng: random.Random, *, checked: str | None = None, 
         metric_values={m: float(rng.randint(1, 10**9)) for m in METRICS}, kernels=rng.randint(1, 4),
         kernel_ms=rng.uniform(0.01, 2.0), dram_read_bytes=rng.randint(1, 10**9), dram_write_bytes=rng.randint(1, 10**9),
         l2_traffic_bytes=rng.randint(1, 10**10), fp32_flops=rng.randint(1, 10**9), fp16_flops=0, fp64_flops=0,
-        tensor_instructions=0,
+        tensor_instructions=0, caught_write_back_bytes=rng.randint(0, 10**8), sweep_own_write_bytes=rng.randint(0, 999),
     )
+    base["model_bytes_read"] = rng.randint(0, int(base["model_bytes"]))
+    base["model_bytes_written"] = int(base["model_bytes"]) - int(base["model_bytes_read"])
     base.update(kw)
     return CounterRecord(**base)
 
@@ -92,9 +98,18 @@ def test_readings_round_trip_with_their_link_and_the_comparison(any_url: str) ->
         assert got["l2_bytes"] == env.l2_bytes
         assert got["bytes_ratio"] == check.bytes_ratio and got["bytes_differ"] == check.bytes_differ
         assert got["write_back_bytes"] == check.write_back_bytes and got["flops_ratio"] == check.flops_ratio
+        assert (got["model_bytes_read"], got["model_bytes_written"]) == (want.model_bytes_read,
+                                                                          want.model_bytes_written)
+        assert (got["caught_write_back_bytes"], got["sweep_own_write_bytes"]) == (want.caught_write_back_bytes,
+                                                                                  want.sweep_own_write_bytes)
+        assert (got["read_differ"], got["write_differ"]) == (check.reads.differ, check.writes.differ)
+        assert got["write_reason"] == (check.writes.reason.value if check.writes.reason else None)
     missing = frame.iloc[1]
     assert missing["dram_write_bytes"] is None and list(missing["missing_metrics"]) == ["dram__bytes_write.sum"]
-    assert missing["dram_bytes"] is None and missing["bytes_ratio"] is None and not missing["bytes_differ"]
+    assert missing["dram_bytes"] is None and missing["bytes_ratio"] is None
+    # the missing writes decide nothing; the reads, counted, are judged on their own
+    assert not missing["write_judged"] and missing["read_judged"]
+    assert missing["bytes_differ"] == missing["read_differ"]
 
 
 def test_the_measurement_checked_is_the_newest_ok_one_on_that_device(sqlite_url: str) -> None:
@@ -184,6 +199,51 @@ def test_bytes_of_a_cold_case_allow_for_the_write_back_outside_the_kernel(
                              cache=cache, l2_bytes=None, kernels=kernels)  # without the L2 size: no allowance
     assert unknown_l2.write_back_bytes is None
     assert unknown_l2.bytes_differ is (abs((read + write) / model - 1) > MODEL_TOLERANCE)
+
+
+# the sides, apart: (model read, model written, counted read, counted written, caught write-back) ->
+# (read differs, its reason, write differs, its reason)
+SIDES = [
+    # right on both sides (within 5 % for reads, 10 % for writes)
+    ((4 * MIB, 4 * MIB, 4 * MIB + 200_000, 4 * MIB - 400_000, 2 * MIB), (False, None, False, None)),
+    # right in total, wrong on each side: reads half the model, writes twice: each side flagged on its own
+    ((6 * MIB, 2 * MIB, 4 * MIB, 4 * MIB, 2 * MIB),
+     (True, BytesReason.SERVED_FROM_L2, True, BytesReason.EXTRA_TRAFFIC)),
+    # reads 6 % over (more than their 5 %), writes 6 % under (within their 10 %)
+    ((8 * MIB, 8 * MIB, 8 * MIB * 106 // 100, 8 * MIB * 94 // 100, MIB),
+     (True, BytesReason.EXTRA_TRAFFIC, False, None)),
+    # writes 20 % under with the write-back caught: the model counts writes the call did not make
+    ((8 * MIB, 8 * MIB, 8 * MIB, 8 * MIB * 80 // 100, MIB), (False, None, True, BytesReason.FEWER_WRITES)),
+    # a scalar result: 40 bytes written against none is no contradiction (within SIDE_SLACK_BYTES)
+    ((8 * MIB, 0, 8 * MIB, 40, 40), (False, None, False, None)),
+]
+
+
+@pytest.mark.parametrize(("model_read", "model_written", "read", "written", "caught", "expected"),
+                         [(*figures, expected) for figures, expected in SIDES])
+def test_reads_and_writes_are_held_against_their_own_counters_and_flagged_on_their_own(
+        model_read, model_written, read, written, caught, expected) -> None:
+    c = check_model(model_bytes=model_read + model_written, model_flops=10, dram_read_bytes=read,
+                    dram_write_bytes=written, cache="cold", l2_bytes=L2, kernels=1, model_bytes_read=model_read,
+                    model_bytes_written=model_written, caught_write_back_bytes=caught)
+    assert c.reads.judged and c.writes.judged and c.write_back_bytes is None  # no allowance: the sides decide
+    assert (c.reads.differ, c.reads.reason, c.writes.differ, c.writes.reason) == expected
+    assert c.bytes_differ is (expected[0] or expected[2])
+    assert c.reads.ratio == pytest.approx(model_read / read)
+    assert (READ_TOLERANCE, WRITE_TOLERANCE, SIDE_SLACK_BYTES) == (0.05, 0.10, 64 * 1024)
+
+
+def test_the_total_alone_passes_a_split_wrong_on_each_side_and_writes_without_their_write_back_are_not_judged() -> None:
+    """Without the split (a reading stored before it), read + written against the total: a model that
+    reads half and writes twice what the kernel does passes. A reading with the split but no write-back
+    pass has its reads judged and its writes not, and says why."""
+    total = check_model(model_bytes=8 * MIB, model_flops=10, dram_read_bytes=4 * MIB, dram_write_bytes=4 * MIB)
+    assert not total.bytes_differ and not total.reads.judged and not total.writes.judged
+    no_write_back = check_model(model_bytes=8 * MIB, model_flops=10, dram_read_bytes=4 * MIB,
+                                dram_write_bytes=MIB, model_bytes_read=4 * MIB, model_bytes_written=4 * MIB)
+    assert no_write_back.reads.judged and not no_write_back.reads.differ
+    assert not no_write_back.writes.judged and not no_write_back.bytes_differ
+    assert no_write_back.note_text == WRITES_NOT_JUDGED_TEXT
 
 
 @pytest.mark.parametrize("family, dtype, countable", [

@@ -277,6 +277,16 @@ def test_migrations_are_found_from_any_working_directory(tmp_path: Path, monkeyp
     assert read_state(f"sqlite:///{tmp_path / 'relative.db'}").kind == "current"
 
 
+def _downgrade_then_upgrade(url: str, revision: str) -> None:
+    """The database at `url` taken down to `revision` (as a database of then), then `rooflab db upgrade`."""
+    engine = create_engine(normalize_url(url))
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)
+    engine.dispose()
+    assert read_state(url).kind == "older"
+    assert runner.invoke(app, ["db", "upgrade", "--db", url]).exit_code == 0
+
+
 def test_crosscheck_rows_stored_before_revision_0006_read_as_not_contended(any_url: str) -> None:
     """A cross-check row written before the contention columns existed keeps its figures through
     the upgrade and reads as not contended with no reasons (nothing was watched then)."""
@@ -300,12 +310,7 @@ def test_crosscheck_rows_stored_before_revision_0006_read_as_not_contended(any_u
             ))
     before = crosscheck_frame(any_url).set_index("peer")
     assert bool(before.loc["torch", "contended"]) and not bool(before.loc["do_bench", "contended"])
-    engine = create_engine(normalize_url(any_url))
-    with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "0005")
-    engine.dispose()
-    assert read_state(any_url).kind == "older"
-    assert runner.invoke(app, ["db", "upgrade", "--db", any_url]).exit_code == 0
+    _downgrade_then_upgrade(any_url, "0005")
     after = crosscheck_frame(any_url).set_index("peer")
     assert list(after["ratio"]) == [1.25, 1.25] and list(after["likely_reason"].fillna("")) == ["contended", ""]
     assert not after["contended"].astype(bool).any()
@@ -394,12 +399,7 @@ def test_results_stored_before_revision_0011_keep_their_bytes_and_leave_the_spli
             model_bytes=3000, model_bytes_read=2000, model_bytes_written=1000, dram_read_bytes=2010,
             dram_write_bytes=990, caught_write_back_bytes=400, sweep_own_write_bytes=3))
     assert old.work.bytes_read is not None
-    engine = create_engine(normalize_url(any_url))
-    with engine.begin() as conn:
-        command.downgrade(alembic_config(conn), "0010")
-    engine.dispose()
-    assert read_state(any_url).kind == "older"
-    assert runner.invoke(app, ["db", "upgrade", "--db", any_url]).exit_code == 0
+    _downgrade_then_upgrade(any_url, "0010")
     (before,) = query.results(any_url).itertuples()
     assert before.bytes == old.work.bytes and before.bytes_read is None and before.bytes_written is None
     reading = counters_frame(any_url).iloc[0]

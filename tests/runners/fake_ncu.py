@@ -3,8 +3,11 @@ profiled child as ncu would (unless told not to), and replays a fixture CSV into
 
 The tests install it as an executable named `ncu` (first on PATH, or given with --ncu) and steer it
 with environment variables:
-  FAKE_NCU_SCRIPT  a JSON list of actions, one per profiled pass, in order (the last one repeats):
+  FAKE_NCU_SCRIPT  a JSON list of actions, one per profiling pass, in order (the last one repeats):
                    {"csv": FILE}          replay tests/runners/fixtures/ncu/FILE into --log-file
+                   {"writeback": FILE}    the write-back pass that follows (the DRAM metrics only, the
+                                          caches left alone) replays FILE (default: FILE of "csv" with
+                                          _writeback before .csv); {"writeback": {"error": TEXT}} fails it
                    {"reject": [METRIC]}   fail as ncu does on a metric it does not know, if asked for it
                                           (the next pass may then ask for every metric but those)
                    {"permission": true}   fail as ncu does without permission to read counters: when the
@@ -22,7 +25,9 @@ with environment variables:
 `install` (imported by a test) sets all this up.
 A command line it does not accept is refused with `==ERROR== fake ncu: ...` and exit code 99: among
 the checks, that --metrics asks for exactly METRICS (written out here, apart from the code's list in
-runners/counters/metrics.py, so that a metric the code stops asking for fails the pass).
+runners/counters/metrics.py, so that a metric the code stops asking for fails the pass); a write-back
+pass (runners/counters/writeback.py) must ask for exactly WRITEBACK_METRICS with --cache-control
+none, and hand the child a sweep size.
 """
 from __future__ import annotations
 
@@ -61,6 +66,7 @@ METRICS = (
     "smsp__inst_executed.sum",
     "smsp__inst_executed_pipe_xu.sum",
 )
+WRITEBACK_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")  # the write-back pass: these only
 
 
 def install(folder: Path, monkeypatch: Any) -> Path:
@@ -105,6 +111,20 @@ def parse(argv: list[str]) -> tuple[dict[str, str], set[str], list[str], list[st
     return options, flags, argv[i:], problems
 
 
+def is_writeback(options: dict[str, str]) -> bool:
+    """The write-back pass: it asks for the DRAM metrics and nothing else."""
+    return sorted(options.get("--metrics", "").split(",")) == sorted(WRITEBACK_METRICS)
+
+
+def sweep_bytes(target: list[str]) -> object:
+    """The sweep size the profiled child was handed (None: a profiling pass; "unreadable": no request)."""
+    try:
+        request = pickle.loads(Path(target[3]).read_bytes())  # noqa: S301 - written by the test's own rooflab
+    except (EOFError, pickle.UnpicklingError):
+        return "unreadable"
+    return getattr(request, "sweep_bytes", "missing")
+
+
 def check(options: dict[str, str], flags: set[str], target: list[str], rejected: tuple[str, ...] = ()) -> list[str]:
     """What is wrong with a command line; `rejected`: metrics the last pass refused, which this one
     may leave out."""
@@ -114,6 +134,16 @@ def check(options: dict[str, str], flags: set[str], target: list[str], rejected:
     if options.get("--cache-control") not in ("all", "none"):
         problems.append(f"--cache-control {options.get('--cache-control')!r}")
     asked = options.get("--metrics", "").split(",")
+    valid_target = len(target) == 4 and Path(target[3]).is_file()
+    if is_writeback(options):
+        if options.get("--cache-control") != "none":
+            problems.append("the write-back pass must leave the caches alone (--cache-control none)")
+        size = sweep_bytes(target) if valid_target else None
+        if not isinstance(size, int) or size <= 0:
+            problems.append(f"the write-back pass's child has no sweep size: {size!r}")
+        asked = list(METRICS)  # the metric checks below are the profiling pass's
+    elif valid_target and sweep_bytes(target) not in (None, "unreadable"):
+        problems.append("a profiling pass's child was given a sweep")
     problems += [f"metric {m} not asked for" for m in METRICS if m not in asked and m not in rejected]
     problems += [f"metric {m!r} is not one rooflab asks for" for m in asked if m not in METRICS]
     problems += [f"metric {m} asked for twice" for m in dict.fromkeys(m for m in asked if asked.count(m) > 1)]
@@ -169,6 +199,8 @@ def main(argv: list[str]) -> int:
     if problems:
         print("==ERROR== fake ncu: " + "; ".join(problems))
         return 99
+    if is_writeback(options):
+        return writeback_pass(options, target, next_action({**state, "passes": max(state["passes"] - 1, 0)}))
     action = next_action(state)
     asked = options["--metrics"].split(",")
     rejected = [m for m in action.get("reject", []) if m in asked]
@@ -190,6 +222,19 @@ def main(argv: list[str]) -> int:
         print(f"==ERROR== {action['error']}")
         return 1
     report = (FIXTURES / action["csv"]).read_text(encoding="utf-8")
+    Path(options["--log-file"]).write_text("==PROF== Disconnected from process\n" + report, encoding="utf-8")
+    return 0
+
+
+def writeback_pass(options: dict[str, str], target: list[str], action: dict) -> int:
+    """The write-back pass of the case the last profiling pass profiled (its action)."""
+    print("==PROF== Connected to process", os.getpid())
+    run_target(target)
+    replay = action.get("writeback", str(action.get("csv", "copy_float32.csv")).replace(".csv", "_writeback.csv"))
+    if isinstance(replay, dict):
+        print(f"==ERROR== {replay['error']}")
+        return 1
+    report = (FIXTURES / replay).read_text(encoding="utf-8")
     Path(options["--log-file"]).write_text("==PROF== Disconnected from process\n" + report, encoding="utf-8")
     return 0
 

@@ -14,6 +14,8 @@ the worker has prepared real inputs before the fault hits:
     planted_gate   correct, but each call waits for the test to open its gate (below)
     planted_huge   needs 2**60 bytes; prepare must never be reached -> skipped
     planted_uncapturable  prepared with graph_safe=False             -> skipped in graph mode
+    planted_split  a copy whose byte model is right in total (2·n·s) and wrong on each side (1.5·n·s
+                   read, 0.5·n·s written): the counters must flag both sides
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.lazy import torch
 from rooflab.suite.ops.base import Op, Params, ParamSpec, Prepared
+from rooflab.suite.ops.pointwise import Copy
 from rooflab.suite.ops.registry import register
 from tests.runners.gate import GATE_ENV, GATE_LIMIT_S
 
@@ -178,8 +181,20 @@ class PlantedUncapturable(_Planted):
         return prepared
 
 
+class PlantedSplit(Copy):
+    """A copy whose split is wrong on each side and right in total (the module docstring)."""
+
+    name = "planted_split"
+
+    def bytes_read(self, params: Params, dtype: str) -> int:
+        return super().bytes_read(params, dtype) * 3 // 2
+
+    def bytes_written(self, params: Params, dtype: str) -> int:
+        return super().bytes_written(params, dtype) // 2
+
+
 for _op in (
     PlantedScale, PlantedRaise, PlantedOom, PlantedExit, PlantedSegv, PlantedWrong, PlantedAllocate, PlantedHang,
-    PlantedGate, PlantedHuge, PlantedUncapturable,
+    PlantedGate, PlantedHuge, PlantedUncapturable, PlantedSplit,
 ):
     register(_op)

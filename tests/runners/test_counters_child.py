@@ -21,8 +21,9 @@ from rooflab.suite.ops.registry import get_op
 from rooflab.suite.spec import expand, load_spec
 
 
-def test_the_nvtx_range_encloses_the_one_timed_call_and_nothing_else(tmp_path, monkeypatch) -> None:
-    events: list[Any] = []
+def _recorded(tmp_path, monkeypatch, events: list[Any], cache: str = "cold") -> Any:
+    """The copy case of a one-line spec, its prepare, call, check, synchronisations, the NVTX range and
+    any sweep recording themselves in `events`."""
 
     @contextlib.contextmanager
     def recorder(name: str, on_cuda: bool) -> Iterator[None]:
@@ -56,19 +57,43 @@ def test_the_nvtx_range_encloses_the_one_timed_call_and_nothing_else(tmp_path, m
         events.append("sync")
         real_sync(*args)
 
+    real_flusher = child.make_flusher
+
+    def recording_flusher(device: Any, method: str, flush_bytes: int) -> Any:
+        sweep = real_flusher(device, method, flush_bytes)
+        events.append(("sweep", method, sweep.flush_bytes))  # made: one sweep
+
+        class Recording:
+            def flush(self) -> None:
+                events.append(("sweep", method, sweep.flush_bytes))
+                sweep.flush()
+
+        return Recording()
+
     monkeypatch.setattr(child, "nvtx_range", recorder)
+    monkeypatch.setattr(child, "make_flusher", recording_flusher)
     monkeypatch.setattr(op, "prepare", recording_prepare)
     monkeypatch.setattr(prepare_module, "synchronize", recording_sync)
     monkeypatch.setattr(prepare_module, "_CHECK_VERDICTS", {})  # this process's verdicts: the check runs
     spec = tmp_path / "spec.yaml"
-    spec.write_text("name: one\nbenchmarks:\n  - {name: copy, op: copy, backends: [eager], params: {n: 4096}}\n")
+    spec.write_text("name: one\nbenchmarks:\n  - {name: copy, op: copy, backends: [eager], cache: [" + cache
+                    + "], params: {n: 4096}}\n")
     (case,) = expand(load_spec(str(spec)), "cpu")
+    return case
 
+
+def _profile(request: child.ChildRequest) -> dict[str, Any]:
     threads = torch.get_num_threads()  # a CPU case sets the process's intra-op threads, as a worker does
     try:
-        got = child.profile_one_call(child.ChildRequest(CaseRequest(case=case, seed=0), "cpu", str(tmp_path / "r")))
+        return child.profile_one_call(request)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_the_nvtx_range_encloses_the_one_timed_call_and_nothing_else(tmp_path, monkeypatch) -> None:
+    events: list[Any] = []
+    case = _recorded(tmp_path, monkeypatch, events)
+    got = _profile(child.ChildRequest(CaseRequest(case=case, seed=0), "cpu", str(tmp_path / "r")))
     assert got["status"] == "ok", got
     assert events.count(("push", RANGE)) == 1 and events.count(("pop", RANGE)) == 1
     start, end = events.index(("push", RANGE)), events.index(("pop", RANGE))
@@ -77,6 +102,26 @@ def test_the_nvtx_range_encloses_the_one_timed_call_and_nothing_else(tmp_path, m
     before = events[:start]
     assert before.index("prepare") < before.index("call") < before.index("check"), events  # all before it
     assert [e for e in events[end + 1:] if e != "sync"] == [], events
+    assert not [e for e in events if isinstance(e, tuple) and e[0] == "sweep"]  # the profiling pass sweeps nothing
+
+
+@pytest.mark.parametrize("cache", ["cold", "hot"])
+def test_the_write_back_pass_sweeps_before_the_range_and_twice_after_the_call_inside_it(
+        tmp_path, monkeypatch, cache: str) -> None:
+    """Before the range a read sweep of the size asked for cleans the cache (a hot case then warms it
+    with one more call); inside, the call, waited for, then the two sweeps, waited for."""
+    events: list[Any] = []
+    case = _recorded(tmp_path, monkeypatch, events, cache)
+    got = _profile(child.ChildRequest(CaseRequest(case=case, seed=0), "cpu", str(tmp_path / "r"), sweep_bytes=1 << 16))
+    assert got["status"] == "ok", got
+    start, end = events.index(("push", RANGE)), events.index(("pop", RANGE))
+    sweep = ("sweep", "read_sweep", 1 << 16)
+    inside = events[start + 1:end]
+    assert [e for e in inside if e != "sync"] == ["call", sweep, sweep], events
+    assert inside[1] == "sync" and inside[-1] == "sync"  # the call finished before the sweeps, they before the end
+    before = [e for e in events[:start] if e != "sync"]
+    check = before.index("check")
+    assert before[check + 1:] == [sweep] + (["call"] if cache == "hot" else []), events
 
 
 def test_nvtx_range_pushes_and_pops_the_range_on_cuda_even_when_the_call_raises(monkeypatch) -> None:

@@ -54,6 +54,7 @@ benchmarks:
   - {{name: cos_cos, op: cos_cos, dtypes: [bfloat16], params: {{n: {N}}}}}
   - {{name: copy_hot, op: copy, cache: [hot], params: {{n: {N}}}}}
   - {{name: gelu, op: gelu, params: {{n: {N}}}}}
+  - {{name: split, op: planted_split, params: {{n: {N}}}}}
   - {{name: add, op: add, params: {{n: {N}}}}}
 """
 SCRIPT = [
@@ -63,8 +64,10 @@ SCRIPT = [
     {"csv": "copy_float32_hot.csv"},
     {"reject": [m.XU_INSTRUCTIONS], "csv": "gelu_float32_na.csv"},  # the first gelu pass: refused metric
     {"csv": "gelu_float32_na.csv"},
+    {"csv": "copy_float32.csv"},  # planted_split: right in total, wrong on each side
     {"error": "planted profiler failure", "run_target": False},
 ]
+SWEPT_L2 = 1 << 20  # the planted device's L2: the write-back pass sweeps 4 MiB of the CPU's memory
 
 
 @pytest.fixture
@@ -95,7 +98,8 @@ def planted_cuda(*, mig: bool = False):
         if mig:
             environment = replace(environment, info={**environment.info, "mig_enabled": True,
                                                      "uuid": "MIG-5e0f3c7a-planted"})
-        return environment, replace(info, kind="cuda", name="planted CUDA device (the CPU underneath)")
+        return environment, replace(info, kind="cuda", name="planted CUDA device (the CPU underneath)",
+                                    l2_bytes=SWEPT_L2)
     return describe
 
 
@@ -125,48 +129,65 @@ def test_counters_end_to_end_with_a_fake_ncu(tmp_path: Path, fake_ncu: Path, mon
     assert out["ncu_version"] == "2025.1.1.0" and out["metrics"] == list(m.METRICS)
     got = {(r["op"], r["cache"]): r for r in out["readings"]}
     statuses = [r["status"] for r in out["readings"]]  # the incorrect case, held back, is written in its place
-    assert statuses == ["incorrect", "ok", "ok", "ok", "ok", "failed"], [r["error"] for r in out["readings"]]
+    assert statuses == ["incorrect", "ok", "ok", "ok", "ok", "ok", "failed"], [
+        r["error"] for r in out["readings"]]
 
-    cold = got[("copy", "cold")]
+    cold = got[("copy", "cold")]  # the write-back pass: the call, then two sweeps (the second: its own writes)
     assert cold["kernels"] == 1 and cold["kernel_ms"] == pytest.approx(5_344 / 1e6)
-    assert cold["dram_bytes"] == 4_196_352 + 4_194_304 and cold["model_bytes"] == 2 * N * 4
-    assert not cold["bytes_differ"] and cold["reason"] is None
+    assert (cold["dram_read_bytes"], cold["dram_write_bytes"]) == (4_196_352, 2_097_152 + 2_097_664 - 512)
+    assert (cold["caught_write_back_bytes"], cold["sweep_own_write_bytes"]) == (2_097_664 - 512, 512)
+    assert (cold["model_bytes_read"], cold["model_bytes_written"]) == (N * 4, N * 4)
+    assert not cold["bytes_differ"] and cold["reason"] is None and cold["reads"]["judged"] and cold["writes"]["judged"]
     assert cold["checked_run_id"] == "measured-copy"
+    # the profiling pass's own DRAM counts (each kernel flushed before it, no write-back) stay in metric_values
+    assert cold["metric_values"][m.DRAM_WRITE] == 4_194_304
 
-    cos = got[("cos_cos", "cold")]  # two kernels: the eager chain writes and reads an intermediate
-    assert cos["kernels"] == 2 and cos["dram_bytes"] == 2 * (2_099_200 + 2_097_152)
+    cos = got[("cos_cos", "cold")]  # two kernels: the eager chain writes an intermediate, read back from the L2
+    assert cos["kernels"] == 2 and cos["dram_read_bytes"] == 2_099_200 + 1_024
+    assert cos["dram_write_bytes"] == 2 * 1_048_576 + 2_097_152
+    assert not cos["reads"]["differ"] and cos["writes"]["differ"] and cos["writes"]["reason"] == "extra_traffic"
     assert cos["bytes_differ"] and cos["reason"] == "extra_traffic"
     assert cos["excess_bytes"] == cos["dram_bytes"] - 2 * N * 2
     assert cos["fp32_flops"] == 2 * 25 * N and cos["flops_ratio"] == pytest.approx(2 * N / (50 * N))
 
-    hot = got[("copy", "hot")]
+    hot = got[("copy", "hot")]  # its inputs came from the L2; its writes, caught by the sweep, are all there
+    assert hot["reads"]["differ"] and hot["reads"]["reason"] == "served_from_l2" and not hot["writes"]["differ"]
     assert hot["bytes_differ"] and hot["reason"] == "served_from_l2" and hot["checked_run_id"] is None
 
     gelu = got[("gelu", "cold")]  # ncu refused a metric: the pass was made again without it
     assert set(gelu["missing_metrics"]) == {m.XU_INSTRUCTIONS, m.L2_TRAFFIC}
-    assert gelu["l2_traffic_bytes"] is None and gelu["dram_bytes"] == 2 * N * 4
+    assert gelu["l2_traffic_bytes"] is None and gelu["dram_bytes"] == 4_196_352 + 4_194_304
+
+    split = got[("planted_split", "cold")]  # right in total (ratio 1.000), wrong on each side: both flagged
+    assert split["bytes_ratio"] == pytest.approx(1.0, abs=1e-3)
+    assert split["reads"]["differ"] and split["reads"]["reason"] == "served_from_l2"
+    assert split["writes"]["differ"] and split["writes"]["reason"] == "extra_traffic" and split["bytes_differ"]
 
     assert "planted profiler failure" in got[("add", "cold")]["error"]
     assert "max abs error" in got[("planted_wrong", "cold")]["error"]  # the child ran the case's check
 
     made = calls(tmp_path)
-    assert [c["problems"] for c in made] == [[]] * len(made) and len(made) == 7
+    assert [c["problems"] for c in made] == [[]] * len(made) and len(made) == 13
     caches = [c["argv"][c["argv"].index("--cache-control") + 1] for c in made]
-    assert caches == ["all", "all", "all", "none", "all", "all", "all"]
+    assert caches == ["all", "all", "none", "all", "none", "none", "none", "all", "all", "none", "all", "none", "all"]
     asked = [c["argv"][c["argv"].index("--metrics") + 1].split(",") for c in made]
-    assert m.XU_INSTRUCTIONS in asked[4] and m.XU_INSTRUCTIONS not in asked[5]
+    assert m.XU_INSTRUCTIONS in asked[7] and m.XU_INSTRUCTIONS not in asked[8]
+    assert asked[2] == [m.DRAM_READ, m.DRAM_WRITE]  # the write-back pass counts DRAM only
 
     kept = keep / "cos_cos.v1_eager_bfloat16_cold_launch_n=1048576.csv"  # ncu's report, as the first GPU run keeps it
     assert kept.read_text() == (HERE / "fixtures" / "ncu" / "cos_cos_eager_bfloat16.csv").read_text().join(
         ["==PROF== Disconnected from process\n", ""])
-    assert len(list(keep.glob("*.csv"))) == len(list(keep.glob("*.log"))) == 6  # a report and a log per case
+    assert len(list(keep.glob("*.writeback.csv"))) == len(list(keep.glob("*.writeback.log"))) == 5
+    assert len(list(keep.glob("*.csv"))) == len(list(keep.glob("*.log"))) == 7 + 5  # a report and a log per pass
 
     frame = counters_frame(url)
-    assert len(frame) == 6 and list(frame["status"]) == [r["status"] for r in out["readings"]]
+    assert len(frame) == 7 and list(frame["status"]) == [r["status"] for r in out["readings"]]
     stored = frame.set_index(["op", "cache"])
     assert stored.loc[("cos_cos", "cold"), "reason"] == "extra_traffic"
     assert stored.loc[("copy", "cold"), "checked_run_id"] == "measured-copy"
     assert stored.loc[("gelu", "cold"), "l2_traffic_bytes"] is None
+    assert stored.loc[("planted_split", "cold"), "write_reason"] == "extra_traffic"
+    assert stored.loc[("copy", "cold"), "caught_write_back_bytes"] == 2_097_664 - 512
     runs = rooflab.runs(url).set_index("run_id")
     assert runs.loc[out["run_id"], "status"] == "complete"
 

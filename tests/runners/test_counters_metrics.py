@@ -41,6 +41,25 @@ def test_the_fake_refuses_a_command_line_without_any_one_metric(dropped: str, tm
     assert _problems([*m.METRICS, "made__up.sum"], tmp_path) == ["metric 'made__up.sum' is not one rooflab asks for"]
 
 
+def test_the_write_back_pass_asks_for_the_dram_metrics_only_and_leaves_the_caches_alone(tmp_path) -> None:
+    from rooflab.runners.counters import writeback
+    from rooflab.runners.counters.child import ChildRequest, write_request
+
+    assert list(writeback.METRICS) == list(fake_ncu.WRITEBACK_METRICS)
+    request = write_request(ChildRequest(None, "cuda:0", "result.json", sweep_bytes=1 << 22), tmp_path / "r.pkl")
+
+    def problems(**kw) -> list[str]:
+        argv = command("ncu", **{"metrics": writeback.METRICS, "cache": "cold", "log_file": tmp_path / "x.csv",
+                                 "request": request, "writeback": True, **kw})
+        options, flags, target, found = fake_ncu.parse(argv[1:])
+        return found + fake_ncu.check(options, flags, target)
+
+    assert problems() == [] and problems(cache="hot") == []
+    assert problems(writeback=False) == ["the write-back pass must leave the caches alone (--cache-control none)"]
+    no_sweep = write_request(ChildRequest(None, "cuda:0", "result.json"), tmp_path / "plain.pkl")
+    assert problems(request=no_sweep) == ["the write-back pass's child has no sweep size: None"]
+
+
 def test_a_metric_dropped_from_the_code_fails_the_pass_end_to_end(tmp_path, monkeypatch) -> None:
     fake_ncu.install(tmp_path, monkeypatch)
     monkeypatch.setattr(session, "describe_device", planted_cuda())

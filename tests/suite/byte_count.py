@@ -40,7 +40,7 @@ def _view(t: torch.Tensor) -> tuple[ViewKey, int]:
     for size, stride in zip(t.shape, t.stride(), strict=True):
         if stride != 0:
             distinct *= size
-    key = (t.untyped_storage().data_ptr(), t.storage_offset(), extent if t.numel() else 0, t.dtype)
+    key = (t.untyped_storage().data_ptr(), int(t.storage_offset()), extent if t.numel() else 0, t.dtype)
     return key, distinct * t.element_size() if t.numel() else 0
 
 

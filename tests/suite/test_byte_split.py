@@ -140,13 +140,14 @@ def test_the_count_sees_a_read_modify_write_on_both_sides_and_skips_scratch_and_
     assert (count_bytes(via_scratch).read, count_bytes(via_scratch).written) == (2000, 2000)
 
 
-def _part_counted(name: str, ops: tuple[tuple[str, dict[str, Any]], ...], dtype: str, params: Params) -> Counted:
+def _part_counted(ops: tuple[tuple[str, dict[str, Any]], ...], dtype: str, params: Params) -> Counted:
     if ops:
         counts = [counted_split(get_op(op), p, dtype) for op, p in ops]
         return Counted(sum(c.read for c in counts), sum(c.written for c in counts))
     # SwiGLU's activation: silu(gate)·up, gate and up side by side in u [tokens, 2F]
     resolved = get_op("transformer_block").resolved_params(params)
-    tokens, ffn = int(resolved["batch"]) * int(resolved["seq"]), round(int(resolved["hidden"]) * resolved["mlp_ratio"])
+    tokens = int(resolved["batch"]) * int(resolved["seq"])
+    ffn = round(int(resolved["hidden"]) * float(resolved["mlp_ratio"]))
     u = torch.randn(tokens, 2 * ffn, dtype=getattr(torch, dtype))
 
     def swiglu() -> torch.Tensor:
@@ -163,7 +164,7 @@ def test_the_block_split_is_its_parts_counted(norm: str, activation: str) -> Non
     ops = part_ops(params)
     parts = forward_parts(params, "float32")
     for part in parts:
-        counted = _part_counted(part.name, ops.get(part.name, ()), "float32", params)
+        counted = _part_counted(ops.get(part.name, ()), "float32", params)
         assert (part.bytes_read, part.bytes_written) == (counted.read, counted.written), part.name
     assert byte_split(op, params, "float32") == (sum(int(p.bytes_read or 0) for p in parts),
                                                  sum(int(p.bytes_written or 0) for p in parts))

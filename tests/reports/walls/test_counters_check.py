@@ -79,6 +79,23 @@ def test_a_model_the_counters_confirm_or_that_the_wall_does_not_rest_on_is_not_n
     assert g["counters_flops_ratio"] is None and g["contradicted"] == ""  # tensor-core FLOPs are not counted
 
 
+def test_a_byte_model_right_in_total_and_wrong_on_each_side_is_contradicted_and_each_side_named() -> None:
+    """A copy whose model reads 1.5x and writes 0.5x what the counters saw (written back inside the
+    range): the total ratio is 1, and still the bandwidth wall's bytes are contradicted, each side said."""
+    results = pd.DataFrame(device_rows(hbm_gbps=3000.0) + [eager_cos_cos(0.182)])
+    dc = compute_ceilings(results, H100)
+    diag = diagnose(results, dc)
+    key = diag.set_index("op").loc["cos_cos", "case_key"]
+    wrong = reading(key, dram=4 * N * 2, model_bytes=4 * N * 2)
+    wrong.update(model_bytes_read=3 * N * 2, model_bytes_written=N * 2, caught_write_back_bytes=N)
+    readings = latest_readings(frame(wrong), results)
+    got = annotate(diag, readings).set_index("op").loc["cos_cos"]
+    assert got["counters_bytes_ratio"] == pytest.approx(1.0) and got["contradicted"] == "bytes"
+    (shown,) = section(readings)
+    assert shown["read_differ"] and shown["write_differ"]
+    assert shown["why"].startswith("read served_from_l2; write extra_traffic")
+
+
 def test_the_reading_of_the_shown_run_is_preferred_and_other_devices_are_left_out() -> None:
     results = pd.DataFrame([eager_cos_cos(0.182)])
     key = results["case_key"].iloc[0]
