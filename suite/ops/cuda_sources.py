@@ -84,8 +84,8 @@ def helpers(name: str, dtype: str) -> str:
 
 # ------------------------------------------------------------------ BabelStream kernels
 # copy c = a; scale b = q*c; add c = a + b; triad a = b + q*c; dot sum(a*b) (block partial sums,
-# then one block adds the partials). Each: a vector loop over the n / V whole 16-byte groups when
-# every pointer is 16-byte aligned, then a scalar loop over the rest.
+# then one block adds the partials); fill a = q (writes only). Each: a vector loop over the n / V
+# whole 16-byte groups when every pointer is 16-byte aligned, then a scalar loop over the rest.
 
 STREAM_TEMPLATE = Template(
     """
@@ -172,6 +172,24 @@ extern "C" __global__ void stream_triad_${NAME}(const ${T}* __restrict__ b, cons
         done = groups * V;
     }
     for (long long i = done + first; i < n; i += stride) a[i] = store(load(b[i]) + q * load(c[i]));
+}
+
+extern "C" __global__ void stream_fill_${NAME}(${T}* __restrict__ a, long long n, ${ACC} q) {
+    using namespace rl_${NAME};
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const elem value = store(q);
+    long long done = 0;
+    if (aligned16(a)) {
+        const long long groups = n / V;
+        uint4* __restrict__ av = reinterpret_cast<uint4*>(a);
+        pack y;
+#pragma unroll
+        for (int j = 0; j < V; ++j) y.e[j] = value;
+        for (long long i = first; i < groups; i += stride) av[i] = y.u;
+        done = groups * V;
+    }
+    for (long long i = done + first; i < n; i += stride) a[i] = value;
 }
 
 // blockDim.x must be ${DOT_THREADS}; partial[blockIdx.x] receives the block's sum.

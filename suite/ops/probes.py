@@ -7,8 +7,10 @@ s = element size:
   stream_add    c = a + b      FLOPs n     bytes 3·n·s
   stream_triad  a = b + q·c    FLOPs 2·n   bytes 3·n·s
   stream_dot    Σ a·b          FLOPs 2·n   bytes 2·n·s (read-only; the scalar result is not counted)
+  stream_fill   a = q          FLOPs 0     bytes n·s (write-only: one array of n elements, nothing read)
 Each stream writes one array (n·s written; none for dot) and reads the others (BabelStream's weights
-split into reads and writes: copy and scale 1 + 1, add and triad 2 + 1, dot 2 + 0).
+split into reads and writes: copy and scale 1 + 1, add and triad 2 + 1, dot 2 + 0, fill 0 + 1: the
+write-only probe, not one of BabelStream's, is the fill of nvbench's issue 270).
 Backends: eager (torch ops into preallocated outputs; torch.dot) and cupy (RawKernels of
 suite.ops.cuda_sources: grid-stride loops of 256-thread blocks, dot as 1024-thread block partial
 sums added by a second one-block kernel).
@@ -266,6 +268,45 @@ class StreamDot(StreamOp):
         return Prepared(fn=fn, check=check)
 
 
+class StreamFill(StreamOp):
+    """a = q (q = 0.4): writes one array, reads nothing. FLOPs 0; bytes n·s, all written."""
+
+    name = "stream_fill"
+    kind = "fill"
+    flops_per_element = 0
+    arrays_read = 0
+
+    def memory_bytes(self, params: Params, dtype: str) -> int:
+        return int(self.p(params)["n"]) * esize(dtype)
+
+    def prepare(self, case: Case, device: DeviceInfo, seed: int) -> Prepared:
+        n = int(self.p(case.params)["n"])
+        a = randn(n, case.dtype, device, generator(device, seed))  # random before the first call: it must fill
+        if case.backend == "cupy":
+            cp = require_cupy()
+            kernel = _raw_module(cuda_sources.stream_source(case.dtype)).get_function(
+                cuda_sources.stream_kernel_name("fill", case.dtype))
+            ca, grid, count = cp.from_dlpack(a), _grid(n, cuda_sources.STREAM_THREADS, device), cp.int64(n)
+
+            def fn() -> Any:
+                with cupy_stream(cp):
+                    kernel((grid,), (cuda_sources.STREAM_THREADS,), (ca, count, _acc_scalar(cp, case.dtype, Q)))
+                return ca
+
+        else:
+            fn = lambda: a.fill_(Q)  # noqa: E731 - the timed callable, one line per backend
+
+        def check(output: Any) -> str | None:
+            out = as_torch(output)
+            if tuple(out.shape) != (n,):
+                return f"output has shape {tuple(out.shape)}, expected {(n,)}"
+            return compare_chunked(out.reshape(-1, 1),
+                                   lambda rows: torch.full_like(out[rows], Q, dtype=torch.float64).reshape(-1, 1),
+                                   case.dtype)
+
+        return Prepared(fn=fn, check=check)
+
+
 def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: torch.Tensor, dtype: str,
                     n: int) -> str | None:
     """A dot product's error scales with Σ|a·b| (its condition), not with |Σ a·b|, so the scale
@@ -387,5 +428,5 @@ class FmaIntensity(TorchOp):
         return Prepared(fn=fn, check=check)
 
 
-for _op in (StreamCopy, StreamScale, StreamAdd, StreamTriad, StreamDot, FmaIntensity):
+for _op in (StreamCopy, StreamScale, StreamAdd, StreamTriad, StreamDot, StreamFill, FmaIntensity):
     register(_op)

@@ -51,6 +51,7 @@ CASES: dict[str, list[tuple[dict[str, ParamValue], str]]] = {
     "stream_add": [({"n": 1000}, "float32")],
     "stream_triad": [({"n": 1000}, "float64")],
     "stream_dot": [({"n": 1000}, "float32")],
+    "stream_fill": [({"n": 1000}, "bfloat16")],
     "fma_intensity": [({"n": 1000, "k": 5}, "float32")],
     "elementary": [({"n": 1000, "k": 3, "fn": "erf"}, "float32")],
 }

@@ -52,12 +52,13 @@ CASES: list[tuple[str, dict[str, ParamValue], str, int, int]] = [
     # residuals 2·3TH, up (TH + HF + TF), gelu 2TF, down (TF + FH + TH); all ·4
     ("transformer_block", {"batch": 1, "seq": 2, "hidden": 4, "heads": 2, "mlp_ratio": 2.0}, "float32",
      64 + 192 + 32 + 64 + 16 + 128 + 80 + 128, (40 + 80 + 48 + 32 + 48 + 56 + 32 + 56) * 4),
-    # probes: BabelStream weights 2, 2, 3, 3, 2
+    # probes: BabelStream weights 2, 2, 3, 3, 2; the fill 1
     ("stream_copy", {"n": 10}, "float64", 0, 160),
     ("stream_scale", {"n": 10}, "float64", 10, 160),
     ("stream_add", {"n": 10}, "float64", 10, 240),
     ("stream_triad", {"n": 10}, "float64", 20, 240),
     ("stream_dot", {"n": 10}, "float64", 20, 160),
+    ("stream_fill", {"n": 10}, "float64", 0, 80),  # write-only: one array written
     ("fma_intensity", {"n": 10, "k": 8}, "float32", 160, 80),
     ("fma_intensity", {"n": 10, "k": 1024}, "float16", 2 * 1024 * 10, 40),
     # elementary: k evaluations per element (erf's step adds one FLOP), one load and one store

@@ -79,7 +79,7 @@ def test_every_dtype_and_chain_length_has_a_kernel():
             assert name in _kernel_names(sources[name])
     for dtype in cuda_sources.STREAM_DTYPES:
         names = _kernel_names(sources[f"stream_{dtype}"])
-        for kind in ("copy", "scale", "add", "triad", "dot"):
+        for kind in ("copy", "scale", "add", "triad", "dot", "fill"):
             assert cuda_sources.stream_kernel_name(kind, dtype) in names
 
 

@@ -34,7 +34,8 @@ PLAN_OPS = {
     "gemm": {"matmul", "matmul_bias_gelu"},
     "attention": {"attention"},
     "overhead": {"launch"},
-    "probe": {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "fma_intensity"},
+    "probe": {"stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot", "stream_fill",
+              "fma_intensity"},
 }
 
 SMALL = {
