@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, inspect, text
 from typer.testing import CliRunner
 
 from rooflab.db import query
+from rooflab.db.counters import CounterRecord, add_counters, counters_frame
 from rooflab.db.errors import SchemaVersionError
 from rooflab.db.models import Base
 from rooflab.db.schema import (
@@ -385,8 +386,6 @@ def test_results_stored_before_revision_0011_keep_their_bytes_and_leave_the_spli
     (NULL, never one guessed from today's model); a result stored after the upgrade has its split. A
     counter reading stored before has no model split and no write-back caught. The downgrade drops
     the columns and keeps the totals."""
-    from rooflab.db.counters import CounterRecord, add_counters, counters_frame
-
     run, env = make_run("split"), make_env(7)
     with ResultStore(any_url) as store:
         store.start_run(run)

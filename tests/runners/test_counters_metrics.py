@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from rooflab.runners.cli.app import app
 from rooflab.runners.counters import metrics as m
-from rooflab.runners.counters import session
+from rooflab.runners.counters import session, writeback
+from rooflab.runners.counters.child import ChildRequest, write_request
 from rooflab.runners.counters.ncu import command
 from tests.runners import fake_ncu
 from tests.runners.test_counters_cli import planted_cuda
@@ -42,9 +43,6 @@ def test_the_fake_refuses_a_command_line_without_any_one_metric(dropped: str, tm
 
 
 def test_the_write_back_pass_asks_for_the_dram_metrics_only_and_leaves_the_caches_alone(tmp_path) -> None:
-    from rooflab.runners.counters import writeback
-    from rooflab.runners.counters.child import ChildRequest, write_request
-
     assert list(writeback.METRICS) == list(fake_ncu.WRITEBACK_METRICS)
     request = write_request(ChildRequest(None, "cuda:0", "result.json", sweep_bytes=1 << 22), tmp_path / "r.pkl")
 
