@@ -203,6 +203,7 @@ class CeilingKind(StrEnum):
 
     HBM_RW = "hbm_rw"  # memory bandwidth, reads and writes (GB/s)
     HBM_RO = "hbm_ro"  # memory bandwidth, reads only (GB/s)
+    HBM_WO = "hbm_wo"  # memory bandwidth, writes only (GB/s)
     L2 = "l2"  # cache bandwidth, hot (GB/s)
     VECTOR = "vector"  # FMA throughput off the tensor cores (TFLOP/s)
     MATRIX = "matrix"  # GEMM throughput per dtype (TFLOP/s)
@@ -210,6 +211,10 @@ class CeilingKind(StrEnum):
     ELEMENTARY = "elementary"  # elementary-function throughput per function and dtype (Geval/s)
     INTERCONNECT = "interconnect"  # best large-message bus bandwidth per collective and world size (GB/s)
     COMM_LATENCY = "comm_latency"  # a collective's latency floor: its smallest messages (ms)
+
+
+# the device-memory roofs: mixed, read-only, write-only
+HBM_CEILINGS = (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.HBM_WO)
 
 
 class ElementaryFunction(StrEnum):

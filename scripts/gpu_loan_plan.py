@@ -207,8 +207,9 @@ def gap_probe_step(s: LoanSettings) -> Step:
 def roofs_step(s: LoanSettings) -> Step:
     filters = ("benchmark=gpu_stream,gpu_elementary,gpu_gemm_peak",)
     return Step(
-        "roofs", "the hbm_rw roof (write flush) against the best plain torch copy of the same run; the elementary "
-                 "(cos, exp, erf) and bf16 matrix roofs measured",
+        "roofs", "the hbm_rw roof (write flush) against the best plain torch copy of the same run; the write-only "
+                 "roof hbm_wo (a fill of 256 and 512 MiB); the elementary (cos, exp, erf) and bf16 matrix roofs "
+                 "measured",
         (rooflab("run", "--device", DEVICE, "--db", s.db, "--json", spec=SPEC, filters=filters, cases=31,
                  stdout="run-roofs.json"),
          script("scripts/gpu_known_figures.py", "--device", DEVICE, "--only", "stream,matmul", "--db", s.db,

@@ -39,8 +39,8 @@ import pandas as pd
 from rooflab.reports.comparisons import intervals as iv
 from rooflab.reports.comparisons.run_spread import Spread, Spreads
 from rooflab.reports.data.frames import params_of, quality_of
-from rooflab.reports.data.op_facts import elementary_counts, reads_only
-from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_roof, l2_resident, launch_floor_ms, uses_matrix_units
+from rooflab.reports.data.op_facts import elementary_counts
+from rooflab.reports.roofs.ceilings import Traffic, bandwidth_roof, compute_roof, launch_floor_ms, uses_matrix_units
 from rooflab.reports.roofs.elementary import elementary_time
 from rooflab.reports.roofs.interconnect import predicted_speedup as collective_speedup
 from rooflab.reports.roofs.launch_floors import PredictedRange, predicted_launch_range
@@ -86,9 +86,8 @@ def predicted_speedup(case: Mapping[str, Any], base: DeviceCeilings, cand: Devic
         return collective_speedup(pd.Series(case), base, cand)
     wall = case["wall"]
     if wall == Wall.BANDWIDTH:
-        nbytes, cache, ro = float(case["bytes"]), str(case["cache"]), reads_only(case["op"])
-        return _ratio(bandwidth_roof(cand, hot=l2_resident(cand, cache, nbytes), read_only=ro),
-                      bandwidth_roof(base, hot=l2_resident(base, cache, nbytes), read_only=ro))
+        traffic = Traffic.of(pd.Series(case))
+        return _ratio(bandwidth_roof(cand, traffic), bandwidth_roof(base, traffic))
     if wall == Wall.COMPUTE and str(case.get("wall_roof") or "").startswith(CeilingKind.ELEMENTARY):
         counts = elementary_counts(str(case["op"]), params_of(case.get("params")), str(case["dtype"]))
         base_ms = elementary_time(base, counts, str(case["dtype"])).ms

@@ -22,7 +22,8 @@ from rooflab.reports.data.frames import select_device
 # (and `detect`) read: everything else stays in the database.
 REPORT_COLUMNS: tuple[str, ...] = (
     "run_id", "started_at", "host", "device_name", "device_kind", "device_fingerprint", "suite", "case_key", "op",
-    "family", "backend", "dtype", "params", "cache", "status", "median_ms", "flops", "bytes", "intensity", "tflops",
+    "family", "backend", "dtype", "params", "cache", "status", "median_ms", "flops", "bytes", "bytes_read",
+    "bytes_written", "intensity", "tflops",
     "gbps", "torch_version", "cuda_version", "driver_version", "git_commit", "timing_mode", "device_uuid",
     "measured_at", "iqr_ms", "rel_ci_halfwidth", "stop_reason", "throttled", "l2_bytes", "memory_bytes", "sm_count",
     "compute_capability", "run_order", "quality", "quality_reasons", "cpu_threads", "p10_ms", "p90_ms", "n_samples",
@@ -39,6 +40,7 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
     "ranks", "params",  # the interconnect ceilings: per collective and world size
     "flush_method", "pace", "collective_mode",  # how the result that sets a ceiling was measured
     "tool",  # an imported point is marked by its tool
+    "bytes_read", "bytes_written",  # a case's roof follows its mix of reads and writes (reports.roofs.ceilings)
 )
 
 

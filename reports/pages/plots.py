@@ -30,7 +30,7 @@ from rooflab.reports.regressions.options import Z_THRESHOLD  # noqa: E402 - afte
 from rooflab.reports.roofs.gpu_specs import GpuSpec  # noqa: E402 - after matplotlib.use
 from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings  # noqa: E402 - after matplotlib.use
 from rooflab.reports.walls.roofline_rule import attainable_tflops, ridge_flop_per_byte  # noqa: E402 - after matplotlib.use
-from rooflab.vocab import CacheMode, CeilingKind, Quality, Tool  # noqa: E402 - after matplotlib.use
+from rooflab.vocab import HBM_CEILINGS, CacheMode, CeilingKind, Quality, Tool  # noqa: E402 - after matplotlib.use
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -186,7 +186,7 @@ def _point_title(r: pd.Series) -> str:
 
 def _bandwidth_label(kind: CeilingKind, llc: bool) -> str:
     return {CeilingKind.HBM_RW: "DRAM" if llc else "HBM", CeilingKind.HBM_RO: "DRAM read" if llc else "HBM read",
-            CeilingKind.L2: "LLC" if llc else "L2"}[kind]
+            CeilingKind.HBM_WO: "DRAM write" if llc else "HBM write", CeilingKind.L2: "LLC" if llc else "L2"}[kind]
 
 
 def roofline_svg(rows: pd.DataFrame, dc: DeviceCeilings, *, inline: bool = False) -> str:
@@ -260,13 +260,14 @@ def _compute_top(dc: DeviceCeilings, pts: pd.DataFrame) -> float:
 
 
 def _draw_bandwidth_roofs(ax: plt.Axes, dc: DeviceCeilings, grid: np.ndarray, top: float, llc: bool) -> None:
-    """The measured HBM, read-only HBM and L2 roofs, each rising to `top`, labelled."""
+    """The measured HBM (read-write, read-only and write-only) and L2 roofs, each rising to `top`,
+    labelled (the labels of the three memory roofs set apart along the line)."""
     for c in dc.ceilings:
-        if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2):
-            roof_color = {CeilingKind.HBM_RW: "black", CeilingKind.HBM_RO: "dimgray",
+        if c.kind in (*HBM_CEILINGS, CeilingKind.L2):
+            roof_color = {CeilingKind.HBM_RW: "black", CeilingKind.HBM_RO: "dimgray", CeilingKind.HBM_WO: "tab:olive",
                           CeilingKind.L2: "tab:brown"}[c.kind]
             ax.plot(grid, attainable_tflops(grid, top, c.value), "-", lw=1.6, color=roof_color, zorder=2)
-            x0 = grid[3] if c.kind != CeilingKind.HBM_RO else grid[12]
+            x0 = grid[{CeilingKind.HBM_RO: 12, CeilingKind.HBM_WO: 21}.get(c.kind, 3)]
             raised = " (raised by a result)" if c.raised else ""
             ax.annotate(f"{_bandwidth_label(c.kind, llc)} {c.value:,.4g} GB/s{raised}",
                         (x0, attainable_tflops(x0, math.inf, c.value)),

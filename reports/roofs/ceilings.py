@@ -3,6 +3,7 @@
 
 - HBM read-write: best gbps of cold stream_copy/scale/add/triad whose bytes >= 4x L2
 - HBM read-only:  best gbps of cold stream_dot whose bytes >= 4x L2
+- HBM write-only: best gbps of cold stream_fill whose bytes >= 4x L2
 - L2:             best gbps of hot stream_* whose bytes <= L2
 - vector compute: best tflops of fma_intensity, per dtype
 - matrix compute: best tflops of the gemm family, per dtype
@@ -27,6 +28,17 @@ may set that ceiling: cold and at least 4x L2 for HBM, hot and within the L2 for
 above the compute ceiling), the ceiling becomes that op's figure and keeps the probe's figure as `probe_value`.
 Datasheet roofs are never raised. The L2 size is the one the device reported (l2_bytes), else the
 datasheet's; when neither is known every cold stream counts for HBM and no L2 ceiling is derived.
+The bandwidth roof a case is held against (`bandwidth_roof`) follows where its bytes go. A case
+whose working set (its bytes) fits in the L2 (the LLC of a CPU) is held against the L2 ceiling,
+whatever its cache mode, and never against HBM: its writes, and a hot case's reads, stay in the
+cache (a cold fill smaller than the L2 runs above any HBM roof); without an L2 ceiling it has no
+bandwidth roof. Any other case is held against HBM by its own mix of reads and writes where its
+split is known: its bytes over the time the read roof allows for its reads plus the time the write
+roof allows for its writes (hbm_ro for reads, hbm_wo for writes; hbm_rw for a side whose own roof
+was not measured); a case that only reads, or only writes, is held against that side's roof alone.
+Without the split (a result stored before it was recorded), the op says whether it only reads
+(hbm_ro, else hbm_rw). A case held against a mix raises no ceiling; one held against a single
+ceiling raises it as above.
 Each ceiling keeps the case and run it came from, how that result was measured (its cache mode,
 flush method and pace: a cold and a hot figure, or a back-to-back and an idle-paced one, answer
 different questions) and, when the device is in the datasheet table, its ratio to the datasheet
@@ -39,7 +51,7 @@ build and read (Ceiling, DeviceCeilings, Roof) are reports.roofs.models'.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -59,11 +71,12 @@ from rooflab.reports.roofs.models import (
     method_of,
 )
 from rooflab.suite.dtypes import storage_dtype
-from rooflab.vocab import MATRIX_FAMILIES, CacheMode, CeilingKind
+from rooflab.vocab import HBM_CEILINGS, MATRIX_FAMILIES, CacheMode, CeilingKind
 
 STREAM_RW_OPS = ("stream_copy", "stream_scale", "stream_add", "stream_triad")
 STREAM_RO_OPS = ("stream_dot",)
-STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS
+STREAM_WO_OPS = ("stream_fill",)
+STREAM_OPS = STREAM_RW_OPS + STREAM_RO_OPS + STREAM_WO_OPS
 HBM_MIN_L2_MULTIPLE = 4
 # what sets a ceiling: the probes and the GEMM family (see the module doc)
 ROOF_OPS = STREAM_OPS + ("fma_intensity", "launch", "elementary")
@@ -98,6 +111,7 @@ def compute_ceilings(df: pd.DataFrame, device_name: str) -> DeviceCeilings:
     for kind, ops, mask in (
         (CeilingKind.HBM_RW, STREAM_RW_OPS, cold & big),
         (CeilingKind.HBM_RO, STREAM_RO_OPS, cold & big),
+        (CeilingKind.HBM_WO, STREAM_WO_OPS, cold & big),
         (CeilingKind.L2, STREAM_OPS, hot & (nbytes <= l2) if l2 else hot & False),
     ):
         best = best_of(rows[mask & rows["op"].isin(ops)], "gbps")
@@ -130,7 +144,7 @@ def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
     cold case of at least 4x L2, an L2 figure only from a hot case that fits in the L2 (as for the
     probes); a compute figure from any case."""
     nbytes = float(row["bytes"] or 0)
-    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
+    if kind in HBM_CEILINGS:
         return row["cache"] == CacheMode.COLD and nbytes >= HBM_MIN_L2_MULTIPLE * dc.l2_bytes
     if kind == CeilingKind.L2:
         return row["cache"] == CacheMode.HOT and bool(dc.l2_bytes) and nbytes <= dc.l2_bytes
@@ -140,7 +154,7 @@ def _qualifies(dc: DeviceCeilings, kind: str, row: pd.Series) -> bool:
 def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     """`dc` with every measured ceiling that a trustworthy row of `rows` beats replaced by that
     row's figure (the best such row per ceiling); see the module doc."""
-    bw = [c.value for c in dc.ceilings if c.kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2)]
+    bw = [c.value for c in dc.ceilings if c.kind in (*HBM_CEILINGS, CeilingKind.L2)]
     fl = [c.value for c in dc.ceilings if c.kind in (CeilingKind.VECTOR, CeilingKind.MATRIX)]
     if rows.empty or not (bw or fl):
         return dc
@@ -154,10 +168,7 @@ def raise_by_evidence(dc: DeviceCeilings, rows: pd.DataFrame) -> DeviceCeilings:
     best: dict[int, tuple[float, pd.Series]] = {}
     index = {id(c): i for i, c in enumerate(dc.ceilings)}
     for (_, r), g, t in zip(candidates.iterrows(), gbps[candidates.index], tflops[candidates.index], strict=True):
-        held: list[tuple[Ceiling | Roof | None, float]] = [
-            (_bandwidth_choice(dc, hot=l2_resident(dc, str(r["cache"]), float(r["bytes"] or 0)),
-                               read_only=reads_only(r["op"])), g)
-        ]
+        held: list[tuple[Ceiling | Roof | None, float]] = [(_bandwidth_source(dc, Traffic.of(r)), g)]
         matrix = uses_matrix_units(str(r["family"]), str(r["dtype"]))
         held.append((_compute_choice(dc, str(r["dtype"]), matrix=matrix), t))
         for ceiling, figure in held:
@@ -212,32 +223,100 @@ def _compute_choice(dc: DeviceCeilings, dtype: str, *, matrix: bool) -> Ceiling 
     return None
 
 
-def bandwidth_roof(dc: DeviceCeilings, *, hot: bool = False, read_only: bool = False) -> Roof | None:
-    """Bandwidth roof in GB/s: L2 for hot cases (falling back to HBM), HBM otherwise."""
-    c = _bandwidth_choice(dc, hot=hot, read_only=read_only)
-    if c is not None:
-        return Roof(c.value, "measured", c.case_key, c.label)
+@dataclass(frozen=True)
+class Traffic:
+    """A case's bytes as its bandwidth roof is chosen by (the module doc): how many, the cache mode
+    it was measured in, and of them those read and those written (None: the split unknown, when
+    `read_only` says whether the op only reads)."""
+
+    nbytes: float
+    cache: str = CacheMode.COLD
+    bytes_read: float | None = None
+    bytes_written: float | None = None
+    read_only: bool = False
+
+    @classmethod
+    def of(cls, row: pd.Series) -> Traffic:
+        """A result row's traffic (a frame without the split columns: the split unknown)."""
+        return cls(_number(row.get("bytes")) or 0.0, str(row.get("cache")), _number(row.get("bytes_read")),
+                   _number(row.get("bytes_written")), reads_only(str(row.get("op"))))
+
+    @property
+    def split(self) -> tuple[float, float] | None:
+        if self.bytes_read is None or self.bytes_written is None:
+            return None
+        return self.bytes_read, self.bytes_written
+
+
+def _number(value: object) -> float | None:
+    number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    return None if pd.isna(number) else float(number)
+
+
+def fits_in_cache(dc: DeviceCeilings, traffic: Traffic) -> bool:
+    """Whether the case's working set fits in the L2 (the LLC): its bytes within the device's L2
+    size, whatever the cache mode; with the L2 size unknown, a hot case fits and a cold one does not."""
+    if not dc.l2_bytes:
+        return traffic.cache == CacheMode.HOT
+    return traffic.nbytes <= dc.l2_bytes
+
+
+def mixed_gbps(bytes_read: float, bytes_written: float, read_gbps: float, write_gbps: float) -> float:
+    """The rate (GB/s) of a mix: its bytes over the time its reads take at the read roof plus the time
+    its writes take at the write roof."""
+    seconds = bytes_read / read_gbps + bytes_written / write_gbps
+    return (bytes_read + bytes_written) / seconds
+
+
+def bandwidth_roof(dc: DeviceCeilings, traffic: Traffic | None = None) -> Roof | None:
+    """The bandwidth roof in GB/s a case with `traffic` is held against (the module doc): the L2
+    ceiling for a working set that fits in it (None without one: never HBM), else `memory_roof`.
+    Without `traffic`: the HBM roof of a cold case."""
+    if traffic is not None and fits_in_cache(dc, traffic):
+        c = dc.get(CeilingKind.L2)
+        return Roof(c.value, "measured", c.case_key, c.label) if c is not None else None
+    return memory_roof(dc, traffic)
+
+
+def memory_roof(dc: DeviceCeilings, traffic: Traffic | None = None) -> Roof | None:
+    """The HBM roof of `traffic` by its mix of reads and writes (the module doc), measured first,
+    else the datasheet's memory figure; without `traffic`, that of a case that reads and writes."""
+    source = _memory_source(dc, traffic)
+    if isinstance(source, Ceiling):
+        return Roof(source.value, "measured", source.case_key, source.label)
+    if source is not None:
+        return source
     if dc.spec is not None:
         return Roof(dc.spec.memory_gbps.value, "datasheet", f"{dc.spec.key}: {dc.spec.memory_gbps.source}",
                     "hbm (datasheet)")
     return None
 
 
-def _bandwidth_choice(dc: DeviceCeilings, *, hot: bool, read_only: bool) -> Ceiling | None:
-    """The measured ceiling a bandwidth roof is (None: the datasheet's, or none)."""
-    memory = [CeilingKind.HBM_RO, CeilingKind.HBM_RW] if read_only else [CeilingKind.HBM_RW, CeilingKind.HBM_RO]
-    kinds = ([CeilingKind.L2] if hot else []) + memory
-    for kind in kinds:
-        c = dc.get(kind)
-        if c is not None:
-            return c
-    return None
+def _bandwidth_source(dc: DeviceCeilings, traffic: Traffic) -> Ceiling | Roof | None:
+    """The measured ceiling a case's bandwidth roof is, the roof of its mix of two, or None."""
+    if fits_in_cache(dc, traffic):
+        return dc.get(CeilingKind.L2)
+    return _memory_source(dc, traffic)
 
 
-def l2_resident(dc: DeviceCeilings, cache: str, nbytes: float) -> bool:
-    """A hot case whose bytes fit in the L2 is held against the L2 roof; larger hot cases stream
-    from HBM anyway (with an unknown L2 size every hot case counts as resident)."""
-    return cache == CacheMode.HOT and (not dc.l2_bytes or nbytes <= dc.l2_bytes)
+def _memory_source(dc: DeviceCeilings, traffic: Traffic | None) -> Ceiling | Roof | None:
+    """The measured HBM ceiling of `traffic`, the roof of its mix of two, or None (the datasheet's)."""
+    rw, ro, wo = (dc.get(kind) for kind in HBM_CEILINGS)
+    split = traffic.split if traffic is not None else None
+    if split is None or split == (0.0, 0.0):
+        order = [ro, rw] if traffic is not None and traffic.read_only else [rw, ro]
+        return next((c for c in order if c is not None), None)
+    read_roof, write_roof = ro or rw, wo or rw
+    bytes_read, bytes_written = split
+    if read_roof is None or write_roof is None:  # a side with no roof: the one measured memory roof
+        return next((c for c in (rw, ro, wo) if c is not None), None)
+    if bytes_written == 0 or read_roof is write_roof:
+        return read_roof
+    if bytes_read == 0:
+        return write_roof
+    value = mixed_gbps(bytes_read, bytes_written, read_roof.value, write_roof.value)
+    return Roof(value, "measured", f"{read_roof.case_key} + {write_roof.case_key}",
+                f"{read_roof.kind}+{write_roof.kind} mix")
 
 
 def launch_floor_ms(dc: DeviceCeilings, timing_mode: str) -> float | None:

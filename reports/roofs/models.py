@@ -14,10 +14,11 @@ from typing import TypedDict
 import pandas as pd
 
 from rooflab.reports.roofs.gpu_specs import Figure, GpuSpec
-from rooflab.vocab import TENSOR_CORE_DTYPES, CacheMode, CeilingKind
+from rooflab.vocab import HBM_CEILINGS, TENSOR_CORE_DTYPES, CacheMode, CeilingKind
 
 HALF_DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2")
-UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.L2: "GB/s", CeilingKind.VECTOR: "TFLOP/s",
+UNITS = {CeilingKind.HBM_RW: "GB/s", CeilingKind.HBM_RO: "GB/s", CeilingKind.HBM_WO: "GB/s", CeilingKind.L2: "GB/s",
+         CeilingKind.VECTOR: "TFLOP/s",
          CeilingKind.MATRIX: "TFLOP/s", CeilingKind.LAUNCH: "ms", CeilingKind.ELEMENTARY: "Geval/s",
          CeilingKind.INTERCONNECT: "GB/s", CeilingKind.COMM_LATENCY: "ms"}
 COLLECTIVE_FAMILY = "collective"  # suite.ops.collective.FAMILY: their gbps is a bus bandwidth, not DRAM traffic
@@ -141,7 +142,7 @@ def best_of(rows: pd.DataFrame, column: str) -> pd.Series | None:
 def _datasheet(spec: GpuSpec | None, kind: str, dtype: str | None) -> Figure | None:
     if spec is None:
         return None
-    if kind in (CeilingKind.HBM_RW, CeilingKind.HBM_RO):
+    if kind in HBM_CEILINGS:
         return spec.memory_gbps
     if kind == CeilingKind.VECTOR and dtype:
         return spec.peak_tflops(dtype, matrix=False)

@@ -4,14 +4,15 @@ Each case's roofs are looked up here and the case is held against them by the ro
 (reports/walls/roofline_rule.py: roofline time, wall, efficiency). The roofs: the compute roof is,
 for GEMM and attention, the matrix ceiling of the dtype (the best GEMM measured, else the
 tensor-core datasheet peak, else the vector roof), and the vector ceiling for everything else; the
-bandwidth roof is the L2 ceiling for hot cases that fit in the L2 and the HBM ceiling otherwise
-(read-only HBM for ops that only read: sum, amax, stream_dot); the floor is the launch floor of the
+bandwidth roof is the L2 ceiling for a case whose working set fits in the L2, hot or cold, and the
+HBM roof of its own mix of reads and writes otherwise (reports.roofs.ceilings.bandwidth_roof); the
+floor is the launch floor of the
 case's timing mode, what a user pays per launch (host time per launch from Python in launch mode,
 per launch of a graph replay in graph mode), while a case's median is its device time. Measured
 ceilings are used first, datasheet figures when a ceiling was not measured. An efficiency above
-100 % is never reported: it means the roof is suspect (a datasheet figure that a result beats, or a
-noisy or contended result held against a measured roof), so `efficiency` is left empty and
-`roof_suspect` is set. Every row carries its quality (reports.data.frames.quality_of).
+100 % is never reported (reports.walls.roofline_rule): it means the roof is suspect (a datasheet
+figure that a result beats, or a noisy or contended result held against a measured roof), so
+`efficiency` is left empty and `roof_suspect` is set. Every row carries its quality (reports.data.frames.quality_of).
 
 elementary_ms is the time the op's elementary functions (cos, exp, erf: Op.elementary) take at the
 device's measured elementary-function roofs (reports.roofs.elementary), a compute-side term of the
@@ -39,8 +40,8 @@ from typing import Any
 import pandas as pd
 
 from rooflab.reports.data.frames import params_of, quality_of, usable
-from rooflab.reports.data.op_facts import elementary_counts, fusion_chain_ops, reads_only, unfused_bytes
-from rooflab.reports.roofs.ceilings import bandwidth_roof, compute_roof, l2_resident, launch_floor_ms, uses_matrix_units
+from rooflab.reports.data.op_facts import elementary_counts, fusion_chain_ops, unfused_bytes
+from rooflab.reports.roofs.ceilings import Traffic, bandwidth_roof, compute_roof, launch_floor_ms, uses_matrix_units
 from rooflab.reports.roofs.elementary import elementary_time
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms, world_sizes
 from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings, Roof
@@ -49,13 +50,12 @@ from rooflab.vocab import Wall
 
 DIAGNOSIS_COLUMNS = [
     "case_key", "op", "family", "backend", "dtype", "cache", "timing_mode", "params", "run_id",
-    "median_ms", "flops", "bytes", "intensity", "tflops", "gbps",
+    "median_ms", "flops", "bytes", "bytes_read", "bytes_written", "intensity", "tflops", "gbps",
     "compute_ms", "memory_ms", "elementary_ms", "roofline_ms", "efficiency", "wall", "wall_roof", "launch_floor_ms",
     "compute_roof_tflops", "compute_roof_origin", "bandwidth_roof_gbps", "bandwidth_roof_origin",
     "roof_suspect", "quality", "rel_ci_halfwidth", "stop_reason", "power_w", "at_power_cap", "note",
     "elementary_missing", "ranks",
 ]
-SUSPECT_ABOVE = 1.0 + 1e-9  # efficiency above this: the roof is suspect
 POWER_CAP_REASON = "sw_power_cap"
 AT_POWER_CAP = "at power cap"
 
@@ -102,19 +102,21 @@ def _diagnosis_row(r: pd.Series, dc: DeviceCeilings, ranks: float) -> dict[str, 
     nbytes = float(r["bytes"] or 0)
     family = str(r["family"])
     collective = family == COLLECTIVE_FAMILY
-    found = _collective_roofs(r, dc, ranks) if collective else _kernel_roofs(r, dc, nbytes)
+    found = _collective_roofs(r, dc, ranks) if collective else _kernel_roofs(r, dc)
     b = roofline_bound(flops, nbytes, found.roofs, median_ms)
     capped = at_power_cap(r.get("throttle_reasons"))
-    suspect = b.efficiency > SUSPECT_ABOVE
+    suspect = b.above_roof
     croof, broof = found.croof, found.broof
+    traffic = Traffic.of(r)
     return {
         "case_key": r["case_key"], "op": r["op"], "family": family, "backend": r["backend"],
         "dtype": str(r["dtype"]), "cache": r["cache"], "timing_mode": r["timing_mode"], "params": r.get("params"),
         "run_id": r["run_id"], "median_ms": median_ms, "flops": flops, "bytes": nbytes,
+        "bytes_read": traffic.bytes_read, "bytes_written": traffic.bytes_written,
         "intensity": flops / nbytes if nbytes else math.nan,
         "tflops": float(r["tflops"]), "gbps": float(r["gbps"]),  # as stored
         "compute_ms": b.compute_ms, "memory_ms": b.memory_ms, "elementary_ms": b.elementary_ms,
-        "roofline_ms": b.roofline_ms, "efficiency": math.nan if suspect else b.efficiency, "wall": b.wall,
+        "roofline_ms": b.roofline_ms, "efficiency": b.efficiency, "wall": b.wall,
         "wall_roof": _wall_roof(b, found),
         "launch_floor_ms": found.roofs.floor_ms,
         "compute_roof_tflops": croof.value if croof else math.nan,
@@ -142,12 +144,13 @@ class FoundRoofs:
     elementary_missing: tuple[str, ...] = ()  # elementary functions without a roof
 
 
-def _kernel_roofs(r: pd.Series, dc: DeviceCeilings, nbytes: float) -> FoundRoofs:
+def _kernel_roofs(r: pd.Series, dc: DeviceCeilings) -> FoundRoofs:
     """A kernel's roofs: the compute roof of its dtype (matrix units or not), the bandwidth roof of
-    where its bytes live, its elementary functions' roofs and the launch floor of its timing mode."""
+    where its bytes go (the L2 for a working set that fits in it, else HBM by its mix of reads and
+    writes), its elementary functions' roofs and the launch floor of its timing mode."""
     dtype, family = str(r["dtype"]), str(r["family"])
     croof = compute_roof(dc, dtype, matrix=uses_matrix_units(family, dtype))
-    broof = bandwidth_roof(dc, hot=l2_resident(dc, str(r["cache"]), nbytes), read_only=reads_only(r["op"]))
+    broof = bandwidth_roof(dc, Traffic.of(r))
     elem = elementary_time(dc, elementary_counts(str(r["op"]), params_of(r.get("params")), dtype), dtype)
     roofs = Roofs(croof.value if croof else None, broof.value if broof else None,
                   launch_floor_ms(dc, str(r["timing_mode"])), elem.ms)

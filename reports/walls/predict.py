@@ -16,18 +16,19 @@ import pandas as pd
 from rooflab.reports.data.frames import device_names, select_device
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.roofs.ceilings import (
+    Traffic,
     bandwidth_roof,
     compute_ceilings,
     compute_roof,
-    l2_resident,
     launch_floor_ms,
+    memory_roof,
     uses_matrix_units,
 )
 from rooflab.reports.roofs.gpu_specs import SPECS, match_device
 from rooflab.reports.roofs.interconnect import interconnect_roof, latency_floor_ms
 from rooflab.reports.roofs.models import COLLECTIVE_FAMILY, DeviceCeilings, Roof
 from rooflab.reports.walls.roofline_rule import Roofs, roofline_bound
-from rooflab.suite.ops.base import ParamValueError
+from rooflab.suite.ops.base import ParamValueError, byte_split
 from rooflab.suite.ops.registry import all_ops, get_op
 from rooflab.vocab import CacheMode, TimingMode
 
@@ -133,7 +134,11 @@ def predict(op_name: str, shape: dict, dtype: str, device: str, df: pd.DataFrame
         return _collective_prediction(op, params, dtype, dc, device)
     flops, nbytes = int(op.flops(params, dtype)), int(op.bytes(params, dtype))
     croof = compute_roof(dc, dtype, matrix=uses_matrix_units(op.family, dtype))
-    broof = bandwidth_roof(dc, hot=l2_resident(dc, cache, nbytes))
+    read, written = byte_split(op, params, dtype) or (None, None)
+    traffic = Traffic(nbytes, cache, read, written, op.reads_only)
+    # a working set that fits in the L2 of a device whose L2 roof was not measured: the HBM roof, a
+    # lower bound of what the cache allows (a prediction, not a judgement of a result)
+    broof = bandwidth_roof(dc, traffic) or memory_roof(dc, traffic)
     if croof is None or broof is None:
         raise ReportInputError(
             f"--device {device!r} has no {'compute roof for ' + dtype if croof is None else 'bandwidth roof'} "

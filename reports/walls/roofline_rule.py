@@ -19,7 +19,11 @@ frame. The rule:
   `compute`-bound when its compute side (FLOPs or elementary functions, whichever takes longer)
   takes at least as long as its bytes, `bandwidth`-bound otherwise, and `overhead`-bound when
   neither takes any time but a floor is known. No wall (None) where nothing decides one.
-- efficiency = roofline_ms / median_ms: NaN without a measured time or a positive roofline time.
+- efficiency = roofline_ms / median_ms: NaN without a measured time or a positive roofline time,
+  and never above 100 %: a case faster than its roofline time (efficiency above SUSPECT_ABOVE) is
+  marked `above_roof` and gets no efficiency, since the roof it is held against is then suspect (a
+  datasheet figure a result beats, a noisy or contended result, a model the hardware contradicts).
+  Every efficiency rooflab shows or stores comes from here.
 - attainable_tflops = min(compute roof, intensity x bandwidth roof), the rate the roofs allow at
   the case's intensity (the compute roof itself for a case without bytes); ridge_flop_per_byte =
   compute roof / bandwidth roof, the intensity at which the two roofs meet.
@@ -39,6 +43,7 @@ from rooflab.vocab import Wall
 # a measured time within this factor of the floor is bound by launching (or, for a collective, by
 # its latency), not by the device's roofs
 OVERHEAD_FACTOR = 2.0
+SUSPECT_ABOVE = 1.0 + 1e-9  # an efficiency above this: the roof is suspect, and no efficiency is given
 _TFLOP_PER_GB = rates.TFLOP / rates.GB  # 1000: GB/s at one FLOP per byte is a thousandth of a TFLOP/s
 
 
@@ -66,6 +71,7 @@ class RooflineBound:
     attainable_tflops: float  # the rate the roofs allow at its intensity (NaN for a collective)
     ridge_flop_per_byte: float  # where the compute and bandwidth roofs meet (NaN without both)
     elementary_limits: bool  # its elementary functions take longer than its FLOPs: the compute wall is theirs
+    above_roof: bool = False  # faster than its roofline time: efficiency left NaN (the module doc)
 
 
 def _known(value: float | None) -> bool:
@@ -155,5 +161,6 @@ def roofline_bound(flops: float, nbytes: float, roofs: Roofs, median_ms: float |
     attainable, ridge = _attainable(flops, nbytes, roofs)
     flops_ms = 0.0 if math.isnan(compute_ms) else compute_ms
     elementary_limits = not math.isnan(elementary_ms) and elementary_ms > flops_ms
-    return RooflineBound(compute_ms, memory_ms, elementary_ms, roofline_ms, wall, efficiency, attainable, ridge,
-                         elementary_limits)
+    above = efficiency > SUSPECT_ABOVE
+    return RooflineBound(compute_ms, memory_ms, elementary_ms, roofline_ms, wall,
+                         math.nan if above else efficiency, attainable, ridge, elementary_limits, above)

@@ -22,7 +22,8 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         driver_version: str = "550.54", cuda_version: str = "12.4", torch_version: str = "2.11.0",
         rel_ci_halfwidth: float = 0.005, stop_reason: str = "converged", iqr_ms: float | None = None,
         op_version: int = 1, flush_method: str | None = None, pace: str = "back_to_back",
-        collective_mode: str | None = None) -> dict:
+        collective_mode: str | None = None, bytes_read: float | None = None,
+        bytes_written: float | None = None) -> dict:
     params = dict(params or {})
     ok = status == "ok"
     t = median_ms * 1e-3
@@ -34,7 +35,8 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         "op": op, "family": family, "backend": backend, "dtype": dtype, "params": json.dumps(params, sort_keys=True),
         "cache": cache, "status": status, "median_ms": median_ms if ok else None,
         "p10_ms": median_ms * 0.98 if ok else None, "p90_ms": median_ms * 1.02 if ok else None,
-        "n_samples": 50 if ok else 0, "flops": flops, "bytes": nbytes,
+        "n_samples": 50 if ok else 0, "flops": flops, "bytes": nbytes, "bytes_read": bytes_read,
+        "bytes_written": bytes_written,
         "intensity": flops / nbytes if nbytes else None,
         "tflops": flops / t / 1e12 if ok else None, "gbps": nbytes / t / 1e9 if ok else None,
         "torch_version": torch_version, "cuda_version": cuda_version, "driver_version": driver_version,
@@ -51,11 +53,20 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
     }
 
 
-def stream(op: str, n: int, gbps: float, *, dtype: str = "float32", cache: str = "cold", **kw) -> dict:
-    weights = {"stream_copy": (2, 0), "stream_scale": (2, 1), "stream_add": (3, 1), "stream_triad": (3, 2),
-               "stream_dot": (2, 2)}
-    w, f = weights[op]
-    nbytes = w * n * SIZES[dtype]
+# per stream: arrays read, arrays written, FLOPs per element (suite/ops/probes.py)
+STREAMS = {"stream_copy": (1, 1, 0), "stream_scale": (1, 1, 1), "stream_add": (2, 1, 1), "stream_triad": (2, 1, 2),
+           "stream_dot": (2, 0, 2), "stream_fill": (0, 1, 0)}
+
+
+def stream(op: str, n: int, gbps: float, *, dtype: str = "float32", cache: str = "cold", split: bool = False,
+           **kw) -> dict:
+    """A stream probe's result at `gbps`; `split`: with its bytes read and written (else unknown, as
+    in a result stored before they were recorded)."""
+    reads, writes, f = STREAMS[op]
+    size = SIZES[dtype]
+    nbytes = (reads + writes) * n * size
+    if split:
+        kw.update(bytes_read=reads * n * size, bytes_written=writes * n * size)
     return row(op=op, family="probe", dtype=dtype, params={"n": n}, median_ms=nbytes / (gbps * 1e9) * 1e3,
                flops=f * n, nbytes=nbytes, cache=cache, **kw)
 
