@@ -8,7 +8,7 @@ import pytest
 
 from rooflab.reports.pages import plots
 from rooflab.reports.roofs.ceilings import compute_ceilings
-from tests.reports.synth import H100, device_rows, frame, row
+from tests.reports.synth import H100, device_rows, frame, row, stream
 
 
 def _many(n: int) -> list[dict]:
@@ -55,3 +55,14 @@ def test_log_axes_are_labelled_in_plain_text_with_superscripts(monkeypatch: pyte
     df = frame(device_rows())
     svg = plots.roofline_svg(df, compute_ceilings(df, H100))
     assert "</svg>" in svg and parses == []
+
+
+def test_the_roofline_draws_the_three_memory_roofs_labelled() -> None:
+    """hbm_rw (the triad), hbm_ro (the dot) and hbm_wo (a cold fill of 512 MiB), each labelled with
+    its figure; without a fill, no write roof is drawn."""
+    fill = stream("stream_fill", 128 << 20, 2800.0, split=True)
+    with_fill = frame(device_rows(hbm_gbps=3000.0) + [fill])
+    svg = plots.roofline_svg(with_fill, compute_ceilings(with_fill, H100))
+    assert "HBM 3,000 GB/s" in svg and "HBM read 3,150 GB/s" in svg and "HBM write 2,800 GB/s" in svg
+    without = frame(device_rows(hbm_gbps=3000.0))
+    assert "HBM write" not in plots.roofline_svg(without, compute_ceilings(without, H100))
