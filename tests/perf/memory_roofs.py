@@ -2,7 +2,8 @@
 
     .venv/bin/rooflab run roofline --device cpu -f benchmark=cpu_stream,cpu_fill -f dtype=float32 \\
         --db sqlite:///roofs.db          # as many times as runs are wanted
-    .venv/bin/python -m tests.perf.memory_roofs --db sqlite:///roofs.db --device cpu [--admit-contended]
+    .venv/bin/python -m tests.perf.memory_roofs --db sqlite:///roofs.db --device cpu [--admit-contended] \
+        [--svg roofline.svg]
 
 For each run: the ceilings reports.roofs.ceilings.compute_ceilings derives from that run's results
 alone (hbm_rw from the cold copy, scale, add and triad; hbm_ro from the cold dot; hbm_wo from the
@@ -14,16 +15,19 @@ moves all three, is divided out).
 
 Only trustworthy results set a roof; on a machine whose load average stays above its cores, every
 result is contended, and `--admit-contended` takes them as good so that the figures can be read
-(they are then not ceilings rooflab's report would set, and the script says so).
+(they are then not ceilings rooflab's report would set, and the script says so). `--svg` writes the
+report's roofline chart (reports.pages.plots.roofline_svg) of the newest run, with its roofs.
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+from pathlib import Path
 
 import pandas as pd
 
 from rooflab.reports.data.reads import load_device_results
+from rooflab.reports.pages.plots import roofline_svg
 from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.vocab import HBM_CEILINGS, CeilingKind
 
@@ -47,6 +51,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--admit-contended", action="store_true",
                         help="take contended results as good (to read the figures on a loaded machine)")
+    parser.add_argument("--svg", type=Path, help="write the roofline chart of the newest run here")
     args = parser.parse_args()
     name, rows = load_device_results(args.db, args.device)
     if args.admit_contended:
@@ -68,6 +73,9 @@ def main() -> None:
         if values:
             print(f"  {kind:7s} {statistics.median(values):8.2f} GB/s  {min(values):.2f} .. {max(values):.2f}"
                   f"  ({len(values)} runs)")
+    if args.svg is not None:
+        newest = rows[rows["run_id"] == rows.sort_values("run_order")["run_id"].iloc[-1]]
+        args.svg.write_text(roofline_svg(newest, compute_ceilings(newest, name)), encoding="utf-8")
 
 
 if __name__ == "__main__":
