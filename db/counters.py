@@ -321,7 +321,7 @@ CHECK_COLUMNS: tuple[str, ...] = (
 )
 
 
-def check_values(c: ModelCheck) -> tuple[Any, ...]:
+def check_values(c: ModelCheck) -> tuple[object, ...]:
     """A ModelCheck as the values of CHECK_COLUMNS, in their order."""
     sides = tuple(v for side in (c.reads, c.writes)
                   for v in (side.judged, side.ratio, side.differ, side.reason.value if side.reason else None))

@@ -29,6 +29,8 @@ from typing import Any
 from rooflab.runners.counters.ncu import RANGE
 from rooflab.runners.engine.flush import make_flusher
 from rooflab.runners.orchestration import prepare as preparing
+from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import Prepared
 from rooflab.vocab import CacheMode, FlushMethod
 
 
@@ -89,7 +91,7 @@ def profile_one_call(request: ChildRequest) -> dict[str, Any]:
     return {"status": str(ResultStatus.OK), "error": None, "first_call_ms": ready.first_call_ms}
 
 
-def sweep_around_one_call(prepared: Any, device: Any, sweep_bytes: int, *, hot: bool) -> None:
+def sweep_around_one_call(prepared: Prepared, device: DeviceInfo, sweep_bytes: int, *, hot: bool) -> None:
     """The write-back pass's call (runners.counters.writeback): a read sweep that cleans the cache, one
     more call for a hot case, then inside the range the call and two sweeps."""
     sweep = make_flusher(device, FlushMethod.READ_SWEEP, sweep_bytes)  # sweeps once as it is made

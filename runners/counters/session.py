@@ -46,7 +46,7 @@ from rooflab.runners.orchestration.messages import CaseRequest
 from rooflab.runners.orchestration.records import case_record
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import byte_split
+from rooflab.suite.ops.base import Op, byte_split
 from rooflab.vocab import ResultStatus, RunStatus
 
 PASS_TIMEOUT_S = 900.0  # one case: start, compile, first call and check, then ncu's replays of one call
@@ -174,7 +174,7 @@ def _interpret(base: CounterRecord, out: PassOutput, result_file: Path, asked: S
                    metric_values=dict(reading.values), **metric_names.quantities(reading.values))
 
 
-def model_split(op: Any, case: Case) -> tuple[int | None, int | None]:
+def model_split(op: Op, case: Case) -> tuple[int | None, int | None]:
     """The op's bytes read and written of one call of `case`: a reading's model_bytes_read and
     model_bytes_written (None both: the op does not split its bytes)."""
     split = byte_split(op, case.params, case.dtype)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rooflab.db.counters import CounterRecord
 from rooflab.runners.counters.render import render
 from rooflab.runners.counters.session import reading_dict
+from rooflab.runners.orchestration.records import case_record
 from rooflab.suite.spec import expand, load_spec
 
 MIB = 1 << 20
@@ -16,7 +17,7 @@ MIB = 1 << 20
 
 def test_the_table_shows_each_side_against_its_model_and_names_a_wrong_side() -> None:
     case = next(c for c in expand(load_spec("quick"), "cuda") if c.op == "copy")
-    right = CounterRecord(run_id="r", case=case, device_fingerprint="fp", device_uuid=None, cache="cold",
+    right = CounterRecord(run_id="r", case=case_record(case), device_fingerprint="fp", device_uuid=None, cache="cold",
                           timing_mode="launch", status="ok", measured_at=datetime.now(UTC), model_flops=0,
                           model_bytes=8 * MIB, model_bytes_read=4 * MIB, model_bytes_written=4 * MIB, kernels=1,
                           kernel_ms=0.01, dram_read_bytes=4 * MIB, dram_write_bytes=4 * MIB,
