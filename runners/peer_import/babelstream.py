@@ -1,4 +1,4 @@
-"""BabelStream's `--csv` output: text in, one `StreamRow` per kernel out.
+"""BabelStream's `--csv` output: text in, one `StreamOutput` per run (a `StreamRow` per kernel) out.
 
 The layouts its versions print:
 - `function,num_times,n_elements,sizeof,max_<unit>_per_sec,min_runtime,max_runtime,avg_runtime`, one
@@ -12,17 +12,22 @@ Around the CSV a model may print its device: `Using CUDA device NAME` (up to 4.0
 device and the implementation. BabelStream's own check names what it found wrong: `Validation
 failed on a[]` (or b[], c[]; versions 3 to 5) and `FAILED validation of a[12]` (6.0), `... on sum` /
 `... of sum`. An array is written by every kernel, so a wrong array makes every kernel wrong; a wrong
-sum is Dot's.
+sum is Dot's. Several runs in one file (a batch script's loop) are read apart: a run's kernel table ends
+at its first line that is not a row, and the lines after it belong to the next run. Every kernel table
+must hold the kernels BabelStream prints (`check_table`), else it was cut short.
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.printed import Printed, parse_printed
+from rooflab.runners.peer_import.sniff import Sniff
 
 UNITS = {"mbytes": 1e6, "mb": 1e6, "mibytes": 2.0**20, "mib": 2.0**20, "gb": 1e9, "gib": 2.0**30,
          "tb": 1e12, "tib": 2.0**40}
@@ -33,7 +38,8 @@ _DEVICE = (
 )
 _VERSION = re.compile(r"^Version:\s*(\S+)")
 _IMPLEMENTATION = re.compile(r"^Implementation:\s*(.+?)\s*$")
-_CHECK_FAILED = re.compile(r"(?:Validation failed on|FAILED validation of) (a|b|c|sum)\b", re.IGNORECASE)
+_CHECK_BEFORE = re.compile(r"Validation failed on (a|b|c|sum)\b", re.IGNORECASE)  # 3.x-5.0: before the run's table
+_CHECK_AFTER = re.compile(r"FAILED validation of (a|b|c|sum)\b", re.IGNORECASE)  # 6.0: taken as after its table
 _FUNCTION_HEADER = ("function", "num_times", "n_elements", "sizeof")
 _PHASE_HEADER = ("phase", "n_elements", "sizeof")
 
@@ -64,9 +70,64 @@ class StreamOutput:
     notes: tuple[str, ...] = ()  # how a figure the output does not print was read (the element count)
 
 
-def checked_names(line: str) -> list[str]:
-    """What a line of BabelStream's own check says is wrong: `a`, `b`, `c` (arrays) or `sum`."""
-    return [m.group(1).lower() for m in _CHECK_FAILED.finditer(line)]
+# the kernel tables BabelStream prints: all of them (some versions add Nstream), or Nstream alone (--nstream-only)
+KERNEL_TABLES = (("copy", "mul", "add", "triad", "dot"), ("copy", "mul", "add", "triad", "dot", "nstream"),
+                 ("nstream",))
+
+
+def check_table(rows: Sequence[StreamRow], header_line: int) -> None:
+    """A run's kernel table is whole: the kernels of one of KERNEL_TABLES in order, each with its fastest,
+    average and slowest time in that order (PeerFormatError otherwise: a table or row cut short)."""
+    kernels = [r for r in rows if not r.is_phase]
+    names = tuple(r.function.lower() for r in kernels)
+    if names not in KERNEL_TABLES:
+        cut = bool(names) and any(names == t[:len(names)] for t in KERNEL_TABLES)
+        last = kernels[-1].line if kernels else header_line
+        printed = ", ".join(r.function for r in kernels) or "no kernel"
+        raise PeerFormatError(f"the table holds {printed}; BabelStream prints Copy, Mul, Add, Triad and Dot (and "
+                              "Nstream in some versions): " + ("the output is cut short after this row" if cut
+                                                               else "the table is cut short or altered"), last)
+    for row in kernels:
+        _check_times(row)
+
+
+def _check_times(row: StreamRow) -> None:
+    low, high = row.min_s, row.max_s
+    for name, value in (("average", row.avg_s), ("slowest", high)):
+        if value is not None and value.value + value.half_ulp < low.value - low.half_ulp:
+            raise PeerFormatError(f"{row.function}'s {name} time {value.value:g} s is below its fastest "
+                                  f"{low.value:g} s: the row is cut short or altered", row.line)
+    if row.avg_s is not None and high is not None and row.avg_s.value - row.avg_s.half_ulp > high.value + high.half_ulp:
+        raise PeerFormatError(f"{row.function}'s average time {row.avg_s.value:g} s is above its slowest "
+                              f"{high.value:g} s: the row is altered", row.line)
+
+
+@dataclass
+class Checks:
+    """What BabelStream's own check printed in one stretch of a file (the lines before a run's table, or
+    after the last table): the arrays and sums it found wrong, by the form of the line."""
+
+    before: list[str] = field(default_factory=list)  # `Validation failed on a[]`: the next table's run
+    after: list[str] = field(default_factory=list)  # `FAILED validation of a[12]`: the previous table's run
+
+    def feed(self, line: str) -> bool:
+        """Whether `line` is a line of the check (its names kept)."""
+        before = [m.group(1).lower() for m in _CHECK_BEFORE.finditer(line)]
+        after = [m.group(1).lower() for m in _CHECK_AFTER.finditer(line)]
+        self.before += before
+        self.after += after
+        return bool(before or after)
+
+    def own(self, outputs: list[StreamOutput], has_table: bool) -> tuple[str, ...]:
+        """The names that belong to this stretch's own table; the others are added to the run read before
+        it (`outputs[-1]`). A check is never dropped: with no table before, all are this table's; with no
+        table after, all are the previous one's."""
+        if not outputs:
+            return tuple(self.before + self.after)
+        back = self.after + ([] if has_table else self.before)
+        if back:
+            outputs[-1] = dataclasses.replace(outputs[-1], failed=outputs[-1].failed + tuple(back))
+        return tuple(self.before) if has_table else ()
 
 
 def kernel_failed(function: str, failed: tuple[str, ...]) -> str | None:
@@ -134,36 +195,60 @@ def context_line(line: str, found: dict[str, str]) -> None:
         found.setdefault("model", m.group(1))
 
 
-def parse_babelstream_csv(text: str) -> StreamOutput:
-    """Every kernel and phase line of a BabelStream `--csv` output, with the device lines around it."""
-    rows: list[StreamRow] = []
-    found: dict[str, str] = {}
-    failed: list[str] = []
-    header: tuple[str, list[str]] | None = None
+@dataclass
+class _CsvRun:
+    """The lines of one run of a CSV output so far."""
+
+    rows: list[StreamRow] = field(default_factory=list)
+    found: dict[str, str] = field(default_factory=dict)
+    checks: Checks = field(default_factory=Checks)
+    header: tuple[str, list[str], int] | None = None  # kind, fields, line
+
+    @property
+    def in_kernels(self) -> bool:
+        return self.header is not None and self.header[0] == "function" and bool(self.rows)
+
+
+def _csv_runs(text: str) -> list[_CsvRun]:
+    runs = [_CsvRun()]
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
             continue
-        checked = checked_names(line)
-        failed.extend(checked)
         fields = next(csv.reader(io.StringIO(line)))
-        kind = header_kind(fields)
-        if checked:
+        kind, run = header_kind(fields), runs[-1]
+        is_row = kind is None and run.header is not None and len(fields) >= 3 and "," in line
+        if run.in_kernels and not is_row:
+            runs.append(run := _CsvRun())  # the kernel table ended: what follows is the next run's
+        if run.checks.feed(line):
             continue  # its own check's line (6.0 writes commas in it): no row
         if kind is not None:
-            header = (kind, fields)
-        elif header is not None and len(fields) >= 3 and "," in line:
-            rows.append(_row(header[0], header[1], fields, number))
+            run.header = (kind, fields, number)
+        elif is_row and run.header is not None:
+            run.rows.append(_row(run.header[0], run.header[1], fields, number))
         else:
-            context_line(line, found)
-    if header is None:
+            context_line(line, run.found)
+    return runs
+
+
+def parse_babelstream_csv(text: str) -> list[StreamOutput]:
+    """Every run of a BabelStream `--csv` output (its kernel and phase lines, the device lines around them)."""
+    outputs: list[StreamOutput] = []
+    for run in _csv_runs(text):
+        failed = run.checks.own(outputs, run.header is not None)
+        if run.header is None:
+            continue
+        check_table(run.rows, run.header[2])
+        outputs.append(StreamOutput(rows=tuple(run.rows), device_name=run.found.get("device"),
+                                    model=run.found.get("model"), version=run.found.get("version"), failed=failed))
+    if not outputs:
         raise PeerFormatError("no BabelStream CSV header (function,num_times,n_elements,sizeof,...)")
-    return StreamOutput(rows=tuple(rows), device_name=found.get("device"), model=found.get("model"),
-                        version=found.get("version"), failed=tuple(failed))
+    return outputs
 
 
-def looks_like_babelstream(text: str) -> bool:
-    for raw in text.splitlines()[:200]:
+def looks_like_babelstream(sniff: Sniff) -> bool:
+    """BabelStream's `--csv` output: one of its CSV headers within the first 200 lines."""
+    for raw in sniff.text.splitlines()[:200]:
         if "," in raw and header_kind(next(csv.reader(io.StringIO(raw.strip())), [])) is not None:
             return True
     return False

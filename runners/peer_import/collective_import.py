@@ -8,7 +8,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 
-from rooflab.record import EnvironmentRecord, MeasurementRecord
+from rooflab.record import EnvironmentRecord
 from rooflab.runners.peer_import.collective_results import (
     DTYPES,
     TableContext,
@@ -25,13 +25,13 @@ from rooflab.runners.peer_import.nccl_records import NcclHalf, NcclRow, NcclTest
 from rooflab.runners.peer_import.rccl_files import RcclResult
 from rooflab.runners.peer_import.results import (
     Conversion,
-    ImportedRun,
+    Imported,
+    Source,
     When,
     digest,
     environment,
     naive_as_utc,
-    run_id,
-    run_record,
+    split_runs,
     unique,
 )
 from rooflab.suite.dtypes import element_size
@@ -43,8 +43,12 @@ def _label(test: NcclTest) -> str:
 
 
 def _environment(test: NcclTest, name: str, ranks: int) -> EnvironmentRecord:
+    """The device of a test's results, with its hosts; the nodes only when the device lines name every
+    rank (a log filtered down to a few ranks' lines says which hosts ran, not how many)."""
     hosts = unique([d.host for d in test.devices])
-    info = {"hosts": hosts, "nodes": len(hosts) or None, "ranks": ranks, "tool_version": test.tool_version,
+    named = len({d.rank for d in test.devices})
+    info = {"hosts": hosts, "nodes": len(hosts) if hosts and named == ranks else None, "ranks": ranks,
+            "ranks_named": named if named != ranks else None, "tool_version": test.tool_version,
             "library_version": test.library_version,
             "devices": [device_text(d) for d in sorted(test.devices, key=lambda d: d.rank)]}
     return environment(test.tool, name, {k: v for k, v in info.items() if v not in (None, [])})
@@ -86,59 +90,44 @@ def _content(test: NcclTest) -> dict[str, object]:
     """What a test says, without where it stood in its file: the same results with other noise
     around them are the same content (and so the same run)."""
     found = dataclasses.asdict(test)
-    for key in ("first_line", "last_line"):
+    for key in ("first_line", "last_line", "command_line"):
         found.pop(key)
     for row in found["rows"]:
         row.pop("line")
     return found
 
 
-def _split_runs(results: list[tuple[MeasurementRecord, EnvironmentRecord]], tool: str, content: str,
-                description: str, command_line: str, when: When) -> list[ImportedRun]:
-    """Results in file order into runs: a case already in the current run starts the next one."""
-    groups: list[list[tuple[MeasurementRecord, EnvironmentRecord]]] = [[]]
-    seen: set[tuple[str, str | None]] = set()
-    for record, env in results:
-        key = (record.identity.case.case_key, record.identity.device_uuid or env.device_fingerprint)
-        if key in seen:
-            groups.append([])
-            seen = set()
-        seen.add(key)
-        groups[-1].append((record, env))
-    runs = []
-    for index, group in enumerate(g for g in groups if g):
-        rid = run_id(tool, content, index)
-        started = min(r.identity.measured_at for r, _ in group)
-        hosts = unique([str(h) for _, e in group for h in e.info.get("hosts", [])])
-        run = run_record(tool, rid, content, dataclasses.replace(when, at=started), ", ".join(hosts), command_line,
-                         description)
-        envs = list({e.device_fingerprint: e for _, e in group}.values())
-        measurements = [dataclasses.replace(m, identity=dataclasses.replace(m.identity, run_id=rid)) for m, _ in group]
-        runs.append(ImportedRun(run=run, environments=envs, measurements=measurements))
-    return runs
-
-
-def convert_nccl_tests(tests: Sequence[NcclTest], *, source: str, when: When, device_name: str | None = None,
-                       command_line: str = "") -> Conversion:
+def convert_nccl_tests(tests: Sequence[NcclTest], source: Source) -> Conversion:
     """Every test of an nccl-tests (rccl-tests) output as rooflab results."""
     tool = tests[0].tool if tests else Tool.NCCL_TESTS
     conversion = Conversion(tool=tool)
     content = digest(tool, [_content(t) for t in tests])
-    results: list[tuple[MeasurementRecord, EnvironmentRecord]] = []
+    results: list[tuple[Imported, EnvironmentRecord]] = []
     for test in tests:
-        ctx, gpu, why = _context(test, "", when, device_name)
+        ctx, gpu, why = _context(test, "", source.when, source.device_name)
         if ctx is None:
             conversion.left_out.append(why)
             continue
         env = _environment(test, gpu, ctx.ranks)
         ctx = dataclasses.replace(ctx, fingerprint=env.device_fingerprint)
-        records, left_out, disagree = results_of_table(ctx)
+        items, left_out = results_of_table(ctx)
         conversion.left_out.extend(left_out)
-        conversion.disagreements.extend(disagree)
-        results.extend((r, env) for r in records)
-    description = f"imported from {source} ({tool})"
-    conversion.runs = _split_runs(results, tool, content, description, command_line, when)
+        results.extend((item, env) for item in items)
+    description = f"imported from {source.name} ({tool})"
+    command_line = " ".join(unique([t.command_line for t in tests if t.command_line]))
+    conversion.runs = split_runs(results, tool, content, description, command_line, source.when)
     return conversion
+
+
+def convert_nccl_json(test: NcclTest, source: Source) -> Conversion:
+    """nccl-tests' `-J` file: its one test."""
+    return convert_nccl_tests([test], source)
+
+
+def convert_rccl_results(results: Sequence[RcclResult], source: Source) -> Conversion:
+    """rccl-tests' own JSON or CSV result lines, as the tables they were cut from."""
+    tables = rccl_tests_as_tables(results, source.ranks)
+    return convert_nccl_tests(tables, source) if tables else Conversion(tool=Tool.RCCL_TESTS)
 
 
 def _rccl_count(name: str, size: int, dtype: str | None, ranks: int | None) -> int | None:

@@ -7,8 +7,9 @@ name (`all_reduce_perf` -> `all_reduce`, `alltoall_perf` -> `all_to_all`, `sendr
 busbw/algbw ratio), `reduce_op` = the redop, `inplace` where the op takes it. rooflab's all_reduce and
 broadcast run in place and its all_to_all and send_recv out of place (torch.distributed has no other
 form), so those halves carry rooflab's own key and the other half adds `inplace` to it. Bytes and
-FLOPs are the op's model; busbw (bytes / time) and algbw are recomputed and held against the printed
-ones within their rounding. A half nccl-tests found wrong (`#wrong` > 0), or any half of a test whose
+FLOPs are the op's model; the printed busbw and algbw travel with each result, for the rule every import
+keeps (agreement.py: re-derived from the stored bytes and time, they must give the printed figures). A
+half nccl-tests found wrong (`#wrong` > 0), or any half of a test whose
 footer says `Out of bounds values : N FAILED` without naming the rows, is `incorrect`.
 
 Tests rooflab has no model of (reduce, gather, scatter, hypercube, alltoallv) and dtypes it has no
@@ -29,12 +30,11 @@ from rooflab.record import (
     MeasurementRecord,
     Statistics,
     TimingMethod,
-    WorkModel,
 )
 from rooflab.runners.engine.stats import summarize
 from rooflab.runners.peer_import.nccl_records import NcclHalf, NcclRow, NcclTest, RankDevice
-from rooflab.runners.peer_import.printed import Printed
-from rooflab.runners.peer_import.results import Check, mean_ci, naive_as_utc, note, point_statistics
+from rooflab.runners.peer_import.printed import Printed, PrintedRate
+from rooflab.runners.peer_import.results import Imported, mean_ci, naive_as_utc, note, point_statistics, work_of
 from rooflab.suite.case import Case
 from rooflab.suite.dtypes import element_size
 from rooflab.suite.ops.collective import CollectiveOp
@@ -51,7 +51,7 @@ DTYPES = {"float": "float32", "float32": "float32", "half": "float16", "float16"
           "int32": "int32", "int": "int32", "f8e4m3": "float8_e4m3fn", "fp8_e4m3": "float8_e4m3fn",
           "f8e5m2": "float8_e5m2", "fp8_e5m2": "float8_e5m2"}
 NATIVE_INPLACE = {"all_reduce": True, "broadcast": True, "all_to_all": False, "send_recv": False}
-_NOT_REDUCING = (None, "none")
+_NOT_REDUCING = (None, "none", "")  # no redop column; `none` (gathers, broadcasts); left blank (2020's alltoall)
 
 
 def op_name(program: str | None) -> str | None:
@@ -71,8 +71,14 @@ def unmodelled(program: str | None) -> bool:
 
 
 def infer_op(row: NcclRow, ranks: int | None) -> tuple[str | None, str]:
-    """rooflab's collective read from a row's numbers when the output never names its binary, or
-    (None, why) when they leave it open."""
+    """rooflab's collective read from a row's numbers and the table's columns when the output never names
+    its binary, or (None, why) when they leave it open.
+
+    A size of count x element size is all_reduce (with a redop), broadcast (with a root) or send_recv; a size
+    of count x element size x ranks is reduce_scatter (with a redop), alltoall of 2020 (a redop column the
+    rows leave blank: nccl-tests 119a0ec..d313d20) or all_gather of that era (no redop and no root column,
+    which rules out that era's alltoall). Later versions print `none` and `-1` for gathers and alltoall
+    alike: such a table needs its binary's name (the `# Collective test starting` line, or a command line)."""
     dtype = DTYPES.get(row.dtype.lower())
     if dtype is None or row.count == 0:
         return None, "no row tells which collective it is"
@@ -83,21 +89,27 @@ def infer_op(row: NcclRow, ranks: int | None) -> tuple[str | None, str]:
         if rooted:
             return ("broadcast", "") if not reducing else (None, "a rooted reduction (reduce) has no rooflab model")
         return ("all_reduce", "") if reducing else ("send_recv", "")
-    if reducing and not rooted:
-        return "reduce_scatter", ""
     if ranks is not None and per != ranks:
         return None, f"its sizes say {per:g} ranks, its device lines {ranks}"
+    if reducing and not rooted:
+        return "reduce_scatter", ""
+    if row.redop == "" and row.root is None:
+        return "all_to_all", ""
+    if row.redop is None and row.root is None:
+        return "all_gather", ""
     return None, ("the output never names its test binary, and its numbers fit all_gather and alltoall alike"
                   if not rooted else "a rooted gather or scatter has no rooflab model")
 
 
 def world_size(test: NcclTest, op: CollectiveOp) -> tuple[int | None, str]:
     """The ranks of a test: its device lines, checked against its sizes (gathers) and its
-    busbw/algbw ratio; (None, why) when they disagree or say nothing."""
+    busbw/algbw ratio; (None, why) when they disagree or say nothing. Lines that name fewer ranks than
+    the figures count (a log filtered down, even to rank 0's line alone) name only some of them."""
     ranks = {d.rank for d in test.devices}
     from_sizes = _ranks_from_sizes(test, op)
     from_ratio = _ranks_from_ratio(test, op)
-    if ranks and ranks != set(range(len(ranks))):
+    more = max(from_sizes or 0, from_ratio or 0) > len(ranks)  # the figures count ranks the lines do not name
+    if ranks and (ranks != set(range(len(ranks))) or more):
         return _partial_world(sorted(ranks), from_sizes, from_ratio)
     listed = len(ranks) if ranks else test.declared_ranks
     if listed is not None and from_sizes is not None and listed != from_sizes:
@@ -105,7 +117,9 @@ def world_size(test: NcclTest, op: CollectiveOp) -> tuple[int | None, str]:
     if listed is not None and from_ratio is not None and listed != from_ratio:
         return None, f"the device lines list {listed} ranks, busbw / algbw says {from_ratio}"
     found = listed or from_sizes or from_ratio
-    return (found, "") if found else (None, "the output says nowhere how many ranks ran")
+    if found:
+        return found, ""
+    return None, "the output says nowhere how many ranks ran" + ("" if test.devices else " (give --ranks)")
 
 
 def _partial_world(ranks: list[int], from_sizes: int | None, from_ratio: int | None) -> tuple[int | None, str]:
@@ -221,11 +235,15 @@ def _statistics(ctx: TableContext, half: NcclHalf, time_ms: float) -> tuple[Stat
         std_ms=cv * time_ms if cv is not None else None, rel_ci=mean_ci(cv, iters)), ()
 
 
-def _checks(ctx: TableContext, half: NcclHalf, time: Printed, size: int, nbytes: int) -> list[Check]:
-    seconds = time.value * 1e-6
+def _printed(row: NcclRow, half: NcclHalf, time: Printed, size: int, nbytes: int,
+             where: str) -> tuple[PrintedRate, ...]:
+    """The half's busbw and algbw as printed, and what they are rates of: the stored bytes (algbw: the
+    size, bytes / the bus factor) over the stored time, which is the printed time (or, under -C, the
+    time algbw gives)."""
     slack = time.half_ulp / time.value
-    return [Check("busbw", half.busbw_gbps, nbytes / seconds / 1e9, slack),
-            Check("algbw", half.algbw_gbps, size / seconds / 1e9, slack)]
+    return (PrintedRate("busbw", half.busbw_gbps, where, row.line, time_slack=slack),
+            PrintedRate("algbw", half.algbw_gbps, where, row.line, scale=size / nbytes if nbytes else 0.0,
+                        time_slack=slack))
 
 
 def _collective(ctx: TableContext, half: NcclHalf) -> CollectiveRecord:
@@ -237,18 +255,17 @@ def _collective(ctx: TableContext, half: NcclHalf) -> CollectiveRecord:
 
 
 def half_result(ctx: TableContext, row: NcclRow, half: NcclHalf, inplace: bool,
-                dtype: str) -> tuple[MeasurementRecord | None, list[str]]:
-    """One half as a result (None with the reason when it is left out), and the checks that failed."""
+                dtype: str) -> tuple[Imported | None, str | None]:
+    """One half as a result with the rates the file printed for it (None with the reason when it is left out)."""
     params = _params(ctx, row, inplace)
     size = ctx.op.size_bytes(params, dtype)
     if size != row.size_bytes:
-        return None, [f"line {row.line}: size {row.size_bytes} B is not {ctx.op.name}'s {size} B at "
-                      f"{ctx.ranks} ranks: left out"]
+        return None, (f"line {row.line}: size {row.size_bytes} B is not {ctx.op.name}'s {size} B at "
+                      f"{ctx.ranks} ranks: left out")
     time, time_note = _time_us(ctx, half, size)
     if not time.value > 0:
-        return None, [f"line {row.line}: time {time.value:g} us: left out"]
-    nbytes, flops = ctx.op.bytes(params, dtype), ctx.op.flops(params, dtype)
-    failed = [c.describe() for c in _checks(ctx, half, time, size, nbytes) if not c.agrees]
+        return None, f"line {row.line}: time {time.value:g} us: left out"
+    work = work_of(ctx.op, params, dtype)
     status, why = _status(ctx, half)
     stats, samples = _statistics(ctx, half, time.value / 1000.0)
     case = Case(op=ctx.op.name, op_version=ctx.op.version, family=ctx.op.family, backend=BACKEND, dtype=dtype,
@@ -260,14 +277,14 @@ def half_result(ctx: TableContext, row: NcclRow, half: NcclHalf, inplace: bool,
                                                              case.backend, case.dtype, case.params),
                           device_fingerprint=ctx.fingerprint, device_uuid=ctx.device_uuid,
                           measured_at=when or ctx.measured_at),
-        status=status, error=note([why, time_note, *failed]),
+        status=status, error=note([why, time_note]),
         method=TimingMethod(cache=CacheMode.HOT, timing_mode=TimingMode.LAUNCH, warmup_calls=settings.warmup_iters or 0,
                             launches_per_sample=max(1, (settings.iters or 1) * (settings.agg_iters or 1)),
                             flush_method=FlushMethod.NONE, pace=Pace.BACK_TO_BACK,
                             collective_mode=CollectiveMode.STREAM, tool=ctx.tool, tool_version=ctx.tool_version),
-        stats=stats, work=WorkModel(flops=flops, bytes=nbytes), samples_ms=samples,
-        collective=_collective(ctx, half))
-    return record, [f"line {row.line}: {f}" for f in failed]
+        stats=stats, work=work, samples_ms=samples, collective=_collective(ctx, half))
+    where = f"the {'in-place' if inplace else 'out-of-place'} half of size {row.size_bytes} B"
+    return Imported(record, _printed(row, half, time, size, work.bytes, where)), None
 
 
 def rounded_repeats(rows: Sequence[NcclRow]) -> dict[int, NcclRow]:
@@ -290,9 +307,9 @@ def rounded_repeats(rows: Sequence[NcclRow]) -> dict[int, NcclRow]:
     return repeats
 
 
-def results_of_table(ctx: TableContext) -> tuple[list[MeasurementRecord], list[str], list[str]]:
-    """Every half of a test's rows as results; the halves left out, and the figures that disagree."""
-    results, left_out, disagree = [], [], []
+def results_of_table(ctx: TableContext) -> tuple[list[Imported], list[str]]:
+    """Every half of a test's rows as results, and the halves left out (with why)."""
+    results, left_out = [], []
     repeats = rounded_repeats(ctx.test.rows)
     for index, row in enumerate(ctx.test.rows):
         if index in repeats:
@@ -306,13 +323,12 @@ def results_of_table(ctx: TableContext) -> tuple[list[MeasurementRecord], list[s
         for inplace, half in ((False, row.out_of_place), (True, row.in_place)):
             if half is None:
                 continue
-            record, problems = half_result(ctx, row, half, inplace, dtype)
-            if record is None:
-                left_out.extend(problems)
-            else:
-                results.append(record)
-                disagree.extend(problems)
-    return results, left_out, disagree
+            item, why = half_result(ctx, row, half, inplace, dtype)
+            if item is not None:
+                results.append(item)
+            if why:
+                left_out.append(why)
+    return results, left_out
 
 
 def first_device(devices: Sequence[RankDevice]) -> RankDevice | None:

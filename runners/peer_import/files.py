@@ -1,7 +1,8 @@
-"""One peer file from its text to rooflab results: the parser its format names, then the conversion.
+"""One peer file from its text to rooflab results: the parser and the converter its row of the format table
+names, then the rule of every import (agreement.settle).
 
-`convert(path, recognised, options)` is what `rooflab import` calls per file; it writes nothing.
-`file_time` says which time a file's results take when the file gives none of its own.
+`read(row, text, source_of(path, options))` is what `rooflab import` calls per file; it writes nothing. `file_time`
+says which time a file's results take when the file gives none of its own.
 """
 from __future__ import annotations
 
@@ -9,18 +10,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rooflab.runners.peer_import.babelstream import parse_babelstream_csv
-from rooflab.runners.peer_import.babelstream_text import parse_babelstream_text
-from rooflab.runners.peer_import.collective_import import convert_nccl_tests, rccl_tests_as_tables
-from rooflab.runners.peer_import.nccl_json import parse_nccl_json
-from rooflab.runners.peer_import.nccl_tests import parse_nccl_tests_text
-from rooflab.runners.peer_import.nvbench import parse_nvbench_json
-from rooflab.runners.peer_import.nvbench_results import convert_nvbench
-from rooflab.runners.peer_import.rccl_files import parse_rccl_csv, parse_rccl_json
-from rooflab.runners.peer_import.recognise import PeerFormat, Recognised
-from rooflab.runners.peer_import.results import Conversion, TimeSource, When
-from rooflab.runners.peer_import.stream_results import convert_babelstream
-from rooflab.vocab import Tool
+from rooflab.runners.peer_import.agreement import settle
+from rooflab.runners.peer_import.format_table import Format
+from rooflab.runners.peer_import.results import Conversion, Source, TimeSource, When
 
 
 @dataclass(frozen=True)
@@ -39,36 +31,15 @@ def file_time(path: Path, options: ImportOptions) -> When:
     return When(datetime.fromtimestamp(path.stat().st_mtime, tz=UTC), TimeSource.MODIFIED)
 
 
-def convert(path: Path, recognised: Recognised, options: ImportOptions) -> Conversion:
-    """The results of one recognised peer file (PeerFormatError when it is malformed)."""
-    when, text, source = file_time(path, options), recognised.text, path.name
-    fmt = recognised.format
-    if fmt == PeerFormat.NCCL_TESTS_TEXT:
-        return convert_nccl_tests(parse_nccl_tests_text(text), source=source, when=when,
-                                  device_name=options.device_name)
-    if fmt == PeerFormat.NCCL_TESTS_JSON:
-        test = parse_nccl_json(text)
-        return convert_nccl_tests([test], source=source, when=when, device_name=options.device_name,
-                                  command_line=" ".join(_args(text)))
-    if fmt in (PeerFormat.RCCL_TESTS_JSON, PeerFormat.RCCL_TESTS_CSV):
-        rows = parse_rccl_json(text) if fmt == PeerFormat.RCCL_TESTS_JSON else parse_rccl_csv(text)
-        tables = rccl_tests_as_tables(rows, options.ranks)
-        if not tables:
-            return Conversion(tool=Tool.RCCL_TESTS)
-        return convert_nccl_tests(tables, source=source, when=when, device_name=options.device_name)
-    if fmt == PeerFormat.NVBENCH_JSON:
-        return convert_nvbench(parse_nvbench_json(text), source=source, when=when, folder=path.parent)
-    if fmt in (PeerFormat.BABELSTREAM_CSV, PeerFormat.BABELSTREAM_TEXT):
-        parse = parse_babelstream_csv if fmt == PeerFormat.BABELSTREAM_CSV else parse_babelstream_text
-        return convert_babelstream(parse(text), source=source, when=when, device_name=options.device_name)
-    raise ValueError(f"{fmt} is not a peer format")
+def source_of(path: Path, options: ImportOptions) -> Source:
+    return Source(name=path.name, when=file_time(path, options), folder=path.parent, device_name=options.device_name,
+                  ranks=options.ranks)
 
 
-def _args(text: str) -> list[str]:
-    import json
-
-    try:
-        args = json.loads(text).get("args") or []
-    except (ValueError, AttributeError):
-        return []
-    return [str(a) for a in args]
+def read(row: Format, text: str, source: Source) -> Conversion:
+    """The results of a text of the format `row`, each held to the figures the file printed (PeerFormatError
+    when the file is malformed, cut short, or printed a figure its stored result would not give)."""
+    conversion = row.converter.resolve()(row.parser.resolve()(text), source)
+    if not isinstance(conversion, Conversion):
+        raise TypeError(f"{row.converter} gave {type(conversion).__name__}, not a Conversion")
+    return settle(conversion)

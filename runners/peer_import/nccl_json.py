@@ -26,6 +26,7 @@ from rooflab.runners.peer_import.nccl_records import (
 )
 from rooflab.runners.peer_import.nccl_tests import check_average, library_version
 from rooflab.runners.peer_import.printed import Printed
+from rooflab.runners.peer_import.sniff import Sniff
 from rooflab.vocab import Tool
 
 SIX_DECIMALS = 5e-7  # half a unit of `%lf`'s last digit
@@ -41,6 +42,13 @@ def looks_like_nccl_json(document: Any) -> bool:
         return False
     config = document.get("config")
     return isinstance(config, dict) and ("devices" in config or "nthreads" in config)
+
+
+def recognises_nccl_json(sniff: Sniff) -> bool:
+    """nccl-tests' `-J` file: a JSON object with `config` and `results` (or, cut short, those keys in its head)."""
+    head = sniff.cut_json_head
+    cut = '"config"' in head and ('"results"' in head or '"nthreads"' in head)
+    return looks_like_nccl_json(sniff.document) or cut
 
 
 def _figure(value: Any, what: str, where: str) -> Printed:
@@ -144,7 +152,7 @@ def parse_nccl_json(text: str) -> NcclTest:
     count, failed, avg = _footer(document)
     if avg is not None and rows:
         check_average(rows, None, avg)
-    args = document.get("args") or []
+    args = document["args"] if isinstance(document.get("args"), list) else []
     program = str(args[0]).rsplit("/", 1)[-1] if args else None
     code = document.get("nccl_version")
     devices = _devices(config)
@@ -157,4 +165,4 @@ def parse_nccl_json(text: str) -> NcclTest:
                             and "cpu_time" in r["out_of_place"] for r in document["results"]),
         out_of_bounds=count, out_of_bounds_failed=failed, avg_busbw_gbps=avg,
         start_time=str(document["start_time"]) if document.get("start_time") else None,
-        env=_environment(document))
+        env=_environment(document), command_line=" ".join(str(a) for a in args))

@@ -95,3 +95,4 @@ class NcclTest:
     start_time: str | None = None  # JSON: local start time, as written
     env: dict[str, str] = field(default_factory=dict)  # JSON: NCCL_* / RCCL_* variables
     declared_ranks: int | None = None  # the world size a file states without device lines (rccl-tests' `gpus`)
+    command_line: str = ""  # JSON: its `args`, joined

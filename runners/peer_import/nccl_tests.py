@@ -39,6 +39,7 @@ from rooflab.runners.peer_import.nccl_records import (
     RunSettings,
 )
 from rooflab.runners.peer_import.printed import Printed, is_number, parse_printed
+from rooflab.runners.peer_import.sniff import Sniff
 from rooflab.vocab import Tool
 
 _PREFIXES = (
@@ -46,7 +47,7 @@ _PREFIXES = (
     re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),  # kubectl logs --timestamps
     re.compile(r"^\d{1,5}: "),  # srun -l (its padding is stripped before)
 )
-_VERSION = re.compile(r"nccl-tests version\s+(\S+)(?:\s+nccl-headers=(\d+))?(?:\s+nccl-library=(\d+))?")
+_VERSION = re.compile(r"\b([nr])ccl-tests version\s+(\S+)(?:\s+[nr]ccl-headers=(\d+))?(?:\s+[nr]ccl-library=(\d+))?")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _CONCLUDED = re.compile(r"Collective test concluded:\s*(\S+)")
 _SETTINGS = re.compile(r"(?:\bnThread\s+(\d+)\s+)?\bnGpus(?:\(perProc\))?\s+(\d+)"  # nThread absent in some builds
@@ -62,7 +63,8 @@ _RANK = re.compile(r"^Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\
                    r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
-_LIBRARY = re.compile(r"\b(NCCL|RCCL) version\s+v?(\d+\.\d+\.\d+\S*)")
+# `NCCL version 2.28.7+cuda13.0`, `RCCL version : 2.27.7-HEAD:96a25b5`
+_LIBRARY = re.compile(r"\b(NCCL|RCCL) version\s*:?\s*v?(\d+\.\d+\.\d+\S*)")
 _RCCL_TESTS = re.compile(r"rccl-tests:\s*Version\s+(\S+)")
 _PROGRAM = re.compile(r"\b([a-z]+(?:_[a-z]+)*_perf)\b")  # a test binary named anywhere (a command line)
 _DATE, _CLOCK = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$")
@@ -143,6 +145,17 @@ def _half(columns: Columns, tokens: list[str], line: int) -> NcclHalf:
                     wrong=wrong, wrong_is_delta=wrong_name == "error", per_iteration=stats)
 
 
+def with_blank_redop(columns: Columns, tokens: list[str]) -> list[str]:
+    """A row's tokens with an empty one where its header names `redop` and the row leaves it blank (nccl-tests
+    119a0ec..d313d20 passed "" as alltoall's op name, so those rows print nothing in that column)."""
+    if "redop" not in columns.leading:
+        return tokens
+    at = columns.leading.index("redop")
+    if len(tokens) > at and not _WORD.match(tokens[at]):
+        return [*tokens[:at], "", *tokens[at:]]
+    return tokens
+
+
 def row_start(tokens: list[str]) -> bool:
     """Whether `tokens` begin as a table row does: two whole numbers, then a type name."""
     return len(tokens) >= 3 and bool(_INT.match(tokens[0]) and _INT.match(tokens[1]) and _WORD.match(tokens[2]))
@@ -199,6 +212,7 @@ class _Block:
     out_of_bounds_failed: bool = False
     avg: tuple[int, Printed] | None = None
     concluded: bool = False
+    footer_line: int | None = None  # the footer's first line
 
     @property
     def in_table(self) -> bool:
@@ -206,7 +220,19 @@ class _Block:
 
     @property
     def has_footer(self) -> bool:
+        """Whether the footer has begun (no row comes after it)."""
         return self.avg is not None or self.out_of_bounds is not None or self.concluded
+
+    def check_whole(self) -> None:
+        """PeerFormatError unless the table ends with its footer's `Avg bus bandwidth`, the line that
+        proves its rows whole (every version prints it; a table without it is cut short)."""
+        if not self.rows or self.avg is not None:
+            return
+        if self.has_footer:
+            raise PeerFormatError("the footer stops before its `# Avg bus bandwidth` line: the output is cut short",
+                                  self.footer_line)
+        raise PeerFormatError("the table ends without nccl-tests' footer (# Out of bounds values, # Avg bus "
+                              "bandwidth): the output is cut short after this row", self.rows[-1].line)
 
 
 def _clean(raw: str) -> str:
@@ -241,12 +267,9 @@ class _Reader:
         block = self.block
         if block.pending is not None:
             self.settle_pending()
-        if block.rows and not block.has_footer:
-            raise PeerFormatError(
-                "the table ends without nccl-tests' footer (# Out of bounds values, # Avg bus bandwidth): "
-                "the output is cut short after this row", block.rows[-1].line)
+        block.check_whole()
         if block.avg is not None and block.rows:
-            check_average(block.rows, *block.avg)
+            check_average(block.rows, *block.avg, min_bytes=block.settings.min_bytes if block.settings else None)
         if block.rows:
             block.last_line = max(last, block.rows[-1].line)
             self.tests.append(_finished(block, self.rccl_marker))
@@ -269,9 +292,11 @@ class _Reader:
     def header_line(self, number: int, body: str) -> bool:
         if m := _VERSION.search(body):
             block = self.fresh(number, self.block.tool_version is not None)
-            block.tool_version = m.group(1)
-            if m.group(3):
-                block.library_version = library_version(int(m.group(3)))
+            block.tool_version = m.group(2)
+            if m.group(1) == "r":
+                block.tool = Tool.RCCL_TESTS
+            if m.group(4):
+                block.library_version = library_version(int(m.group(4)))
         elif m := _STARTING.search(body):
             self.fresh(number, self.block.program is not None).program = m.group(1)
         elif m := _SETTINGS.search(body):
@@ -294,6 +319,8 @@ class _Reader:
         block = self.block
         if block.columns is None:
             return False
+        if block.footer_line is None and (_OOB.search(body) or _AVG.search(body) or _CONCLUDED.search(body)):
+            block.footer_line = number
         if m := _OOB.search(body):
             block.out_of_bounds, block.out_of_bounds_failed = int(m.group(1)), m.group(2) == "FAILED"
         elif m := _AVG.search(body):
@@ -329,6 +356,7 @@ class _Reader:
     def start_row(self, number: int, tokens: list[str]) -> None:
         columns = self.block.columns
         assert columns is not None
+        tokens = with_blank_redop(columns, tokens)
         if self.block.program is None and self.program_named is not None:
             self.block.program = self.program_named  # the binary a command line before the table named
         if len(tokens) >= columns.width(columns.halves):
@@ -380,7 +408,7 @@ def _device(m: re.Match[str]) -> RankDevice:
                       bus_id=m.group(6).strip(), gpu_name=m.group(7))
 
 
-def check_average(rows: list[NcclRow], line: int | None, printed: Printed) -> None:
+def check_average(rows: list[NcclRow], line: int | None, printed: Printed, min_bytes: int | None = None) -> None:
     """The footer's average busbw against the rows' own: every half nccl-tests timed counts once."""
     halves = [h for r in rows for h in (r.out_of_place, r.in_place) if h is not None]
     if not halves:
@@ -388,9 +416,13 @@ def check_average(rows: list[NcclRow], line: int | None, printed: Printed) -> No
     mean = statistics.fmean(h.busbw_gbps.value for h in halves)
     slack = statistics.fmean(h.busbw_gbps.half_ulp for h in halves) + printed.half_ulp
     if abs(mean - printed.value) > slack * 1.000001 + 1e-9:
+        first = rows[0].size_bytes
+        trimmed = (f" (the table starts at {first} B, but the run's minBytes is {min_bytes} B: its smaller sizes "
+                   "were cut from the output)") if min_bytes is not None and first > min_bytes else ""
         raise PeerFormatError(
             f"the footer's average bus bandwidth {printed.value:g} GB/s is not the average of the table's "
-            f"{len(halves)} busbw figures ({mean:.4f} GB/s): a row is missing or altered", line)
+            f"{len(halves)} busbw figures ({mean:.4f} GB/s): rows are missing or altered{trimmed}, so the file "
+            "cannot be read whole", line)
 
 
 def _finished(block: _Block, rccl_marker: str | None) -> NcclTest:
@@ -417,9 +449,9 @@ def parse_nccl_tests_text(text: str) -> list[NcclTest]:
     return reader.tests
 
 
-def looks_like_nccl_tests(text: str) -> bool:
-    """Whether `text` holds an nccl-tests table: a column header naming size, count, type and busbw."""
-    for raw in text.splitlines():
+def looks_like_nccl_tests(sniff: Sniff) -> bool:
+    """Whether the text holds an nccl-tests table: a column header naming size, count, type, algbw and busbw."""
+    for raw in sniff.text.splitlines():
         tokens = {t.lower() for t in _clean(raw).lstrip("#").split()}
         if {"size", "count", "type", "busbw", "algbw"} <= tokens:
             return True

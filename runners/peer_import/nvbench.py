@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from rooflab.runners.peer_import.errors import PeerFormatError, json_document
+from rooflab.runners.peer_import.sniff import Sniff
 
 OLD_NAMES = {  # summaries of the 2021 layout -> the tags of file version 1.0.0
     "Number of Samples (Cold)": "nv/cold/sample_size",
@@ -99,6 +100,12 @@ class NvbenchFile:
 def looks_like_nvbench(document: Any) -> bool:
     return (isinstance(document, dict) and isinstance(document.get("benchmarks"), list)
             and isinstance(document.get("devices"), list))
+
+
+def recognises_nvbench(sniff: Sniff) -> bool:
+    """nvbench's `--json` file: a JSON object with `devices` and `benchmarks` (cut short: those keys in its head)."""
+    head = sniff.cut_json_head
+    return looks_like_nvbench(sniff.document) or ('"benchmarks"' in head and '"devices"' in head)
 
 
 def _int(value: Any) -> int | None:

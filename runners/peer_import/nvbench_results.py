@@ -13,8 +13,9 @@ axes as integers, float64 as numbers, the rest as written). A state gives up to 
 
 Bytes are the global-memory traffic the benchmark declared (`nv/cold/bw/global/bytes_per_second` x
 the GPU mean time, which is how nvbench computes that rate), FLOPs 0: nvbench counts none, so an
-nvbench point has no intensity and stays off the roofline's compute side. A skipped state is a
-`skipped` result with nvbench's reason.
+nvbench point has no intensity and stays off the roofline's compute side; the printed bandwidth travels
+with the cold result for the rule of every import (agreement.py: re-derived from the stored bytes and
+nvbench's mean, kept as the result's mean). A skipped state is a `skipped` result with nvbench's reason.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from rooflab.db.rates import GB
 from rooflab.record import (
     CaseRecord,
     EnvironmentRecord,
@@ -34,9 +36,12 @@ from rooflab.record import (
 from rooflab.runners.engine.stats import summarize
 from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.nvbench import SAMPLES_TAG_PREFIX, NvbenchFile, NvbenchState, read_sidecar
+from rooflab.runners.peer_import.printed import Printed, PrintedRate, StoredTime, parse_printed
 from rooflab.runners.peer_import.results import (
     Conversion,
+    Imported,
     ImportedRun,
+    Source,
     When,
     digest,
     environment,
@@ -51,6 +56,7 @@ from rooflab.vocab import CacheMode, FlushMethod, Pace, ResultStatus, TimingMode
 FAMILY = "nvbench"
 BACKEND = "cuda"
 NO_DTYPE = "none"
+BANDWIDTH_TAG = "nv/cold/bw/global/bytes_per_second"  # nvbench's global memory bandwidth: declared bytes / mean time
 COLD_SAMPLES_TAG = f"{SAMPLES_TAG_PREFIX}nv/cold/"  # the sidecar of the cold GPU times (nv/cold/sample_times)
 TYPE_NAMES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64", "I8": "int8", "I32": "int32",
               "float": "float32", "double": "float64", "__half": "float16", "half": "float16",
@@ -121,30 +127,47 @@ def _method(cache: str, version: str | None) -> TimingMethod:
                         pace=Pace.BACK_TO_BACK if hot else None, tool=Tool.NVBENCH, tool_version=version)
 
 
+def _bandwidth(state: NvbenchState, nbytes: int) -> tuple[PrintedRate, ...]:
+    """The global memory bandwidth nvbench printed for the state: its declared bytes over its mean time."""
+    found = state.summaries.get(BANDWIDTH_TAG)
+    try:
+        printed = parse_printed(str(found.value).strip()) if found is not None and nbytes else None
+    except ValueError:
+        printed = None
+    if printed is None:
+        return ()
+    return (PrintedRate("the global memory bandwidth", Printed(printed.value / GB, printed.half_ulp / GB),
+                        f"state {state.name!r} of {state.benchmark!r}", time=StoredTime.MEAN),)
+
+
 def state_results(state: NvbenchState, env: EnvironmentRecord, run: str, when: When, version: str | None,
-                  folder: Path | None) -> list[MeasurementRecord]:
+                  folder: Path | None) -> list[Imported]:
     """The cold and hot results of one state (one `skipped` result for a skipped state)."""
     identity = Identity(run_id=run, case=case_of(state, CacheMode.COLD), device_fingerprint=env.device_fingerprint,
                         device_uuid=f"cuda:{state.device}", measured_at=when.at)
     if state.skipped:
-        return [MeasurementRecord(identity=identity, status=ResultStatus.SKIPPED,
-                                  error=state.skip_reason or "skipped by nvbench",
-                                  method=_method(CacheMode.COLD, version))]
+        return [Imported(MeasurementRecord(identity=identity, status=ResultStatus.SKIPPED,
+                                           error=state.skip_reason or "skipped by nvbench",
+                                           method=_method(CacheMode.COLD, version)))]
     out = []
     mean = state.number("nv/cold/time/gpu/mean")
-    rate = state.number("nv/cold/bw/global/bytes_per_second")
+    rate = state.number(BANDWIDTH_TAG)
     nbytes = round(rate * mean) if rate is not None and mean is not None else 0
     cold = cold_statistics(state, samples := _samples(state, folder))
     if cold is not None:
-        out.append(MeasurementRecord(identity=identity, status=ResultStatus.OK, method=_method(CacheMode.COLD, version),
-                                     stats=cold, work=WorkModel(flops=0, bytes=nbytes), samples_ms=samples))
+        if mean is not None:
+            cold = dataclasses.replace(cold, mean_ms=mean * 1000)  # nvbench's own mean, which its bandwidth is from
+        out.append(Imported(MeasurementRecord(identity=identity, status=ResultStatus.OK,
+                                              method=_method(CacheMode.COLD, version), stats=cold,
+                                              work=WorkModel(flops=0, bytes=nbytes), samples_ms=samples),
+                            _bandwidth(state, nbytes)))
     batch = state.number("nv/batch/time/gpu/mean")
     if batch is not None and batch > 0:
         n = state.number("nv/batch/sample_size")
-        out.append(MeasurementRecord(
+        out.append(Imported(MeasurementRecord(
             identity=dataclasses.replace(identity, case=case_of(state, CacheMode.HOT)), status=ResultStatus.OK,
             method=_method(CacheMode.HOT, version), stats=point_statistics(batch * 1000, n_samples=int(n or 1)),
-            work=WorkModel(flops=0, bytes=nbytes)))
+            work=WorkModel(flops=0, bytes=nbytes))))
     return out
 
 
@@ -159,24 +182,25 @@ def _environments(parsed: NvbenchFile) -> dict[int, EnvironmentRecord]:
     return out
 
 
-def convert_nvbench(parsed: NvbenchFile, *, source: str, when: When, folder: Path | None) -> Conversion:
+def convert_nvbench(parsed: NvbenchFile, source: Source) -> Conversion:
     """Every state of an nvbench file as rooflab results: one run."""
     conversion = Conversion(tool=Tool.NVBENCH)
     content = digest(Tool.NVBENCH, [dataclasses.asdict(s) for s in parsed.states],
                      [dataclasses.asdict(d) for d in parsed.devices.values()])
     rid = run_id(Tool.NVBENCH, content)
     envs = _environments(parsed)
+    when, folder = source.when, source.folder
     run = ImportedRun(run=run_record(Tool.NVBENCH, rid, content, when, "", " ".join(parsed.argv),
-                                     f"imported from {source} (nvbench {parsed.nvbench_version or ''})".strip()))
+                                     f"imported from {source.name} (nvbench {parsed.nvbench_version or ''})".strip()))
     for state in parsed.states:
         env = envs.get(state.device)
         if env is None:
             conversion.left_out.append(f"state {state.name!r}: device {state.device} is not in the file's devices")
             continue
-        records = state_results(state, env, rid, when, parsed.nvbench_version, folder)
-        if not records:
+        items = state_results(state, env, rid, when, parsed.nvbench_version, folder)
+        if not items:
             conversion.left_out.append(f"state {state.name!r} of {state.benchmark!r}: no GPU time in its summaries")
-        run.measurements.extend(records)
+        run.results.extend(items)
         if env not in run.environments:
             run.environments.append(env)
     missing = [s for s in parsed.states if (path := sidecar(s, folder)) is not None and not path.exists()]
@@ -186,5 +210,5 @@ def convert_nvbench(parsed: NvbenchFile, *, source: str, when: When, folder: Pat
     skipped = sum(m.status == ResultStatus.SKIPPED for m in run.measurements)
     if skipped:
         conversion.notes.append(f"{skipped} skipped states stored as skipped, with nvbench's reasons")
-    conversion.runs = [run] if run.measurements else []
+    conversion.runs = [run] if run.results else []
     return conversion

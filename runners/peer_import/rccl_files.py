@@ -17,6 +17,7 @@ from typing import Any
 
 from rooflab.runners.peer_import.errors import PeerFormatError, json_document
 from rooflab.runners.peer_import.printed import Printed, exact, parse_printed
+from rooflab.runners.peer_import.sniff import Sniff
 
 REQUIRED = ("name", "size", "type", "time", "algBw", "busBw")
 _RANKS_KEYS = ("gpus", "ranks", "nranks", "numRanks")
@@ -44,6 +45,16 @@ def looks_like_rccl_keys(keys: Any) -> bool:
     """Whether a record's keys (or a CSV header) are rccl-tests' result fields."""
     names = {str(k).strip() for k in keys}
     return {"algBw", "busBw", "name", "size"} <= names
+
+
+def recognises_rccl_json(sniff: Sniff) -> bool:
+    """rccl-tests' `-Z json` file: JSON objects (one a line, or a list) with its result fields."""
+    return sniff.first_record is not None and looks_like_rccl_keys(sniff.first_record)
+
+
+def recognises_rccl_csv(sniff: Sniff) -> bool:
+    """rccl-tests' `-Z csv` file: a CSV header of its result fields."""
+    return not sniff.json_like and looks_like_rccl_keys(sniff.csv_header)
 
 
 def _figure(value: Any, what: str, line: int) -> Printed:

@@ -10,22 +10,26 @@
   holds the driver, CUDA and torch versions instead. The device page (by GPU name) shows them together.
 - **The time.** `TimeSource` says where each result's time came from: the file, `--measured-at`, or
   the file's modification time when neither gives one (the summary says so).
-- **The tool's figures.** `Check` holds what rooflab recomputed against what the tool printed; a
-  disagreement beyond the printed rounding is kept in the result's note and counted, never replaced.
+- **The tool's figures.** Each result travels with the rates the file printed for it (`Imported`), so
+  that one rule (agreement.py) holds them against what rooflab stores before anything is stored.
+- **What a converter is given**: `Source`, the file's name and time and the options of the command line.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from rooflab.record import EnvironmentRecord, MeasurementRecord, RunRecord, Statistics
+from rooflab.record import EnvironmentRecord, MeasurementRecord, RunRecord, Statistics, WorkModel
 from rooflab.runners.machine.environment import fingerprint
-from rooflab.runners.peer_import.printed import Printed, agrees
+from rooflab.runners.peer_import.printed import PrintedRate
+from rooflab.suite.ops.base import Op, Params
 from rooflab.vocab import DeviceKind
 
 Z95 = 1.959963984540054
@@ -48,45 +52,50 @@ class When:
 
 
 @dataclass(frozen=True)
-class Check:
-    """One figure the tool printed, against rooflab's recomputation of it."""
+class Source:
+    """What a converter is given beside the parsed records: the file's name, its time, the folder it lies
+    in (nvbench's sample files) and what the command line adds to what the file says."""
 
-    what: str  # busbw, algbw, bandwidth
-    printed: Printed
-    recomputed: float
-    slack: float  # relative rounding of the inputs it was recomputed from
+    name: str
+    when: When
+    folder: Path | None = None
+    device_name: str | None = None  # for files that name no GPU (BabelStream CSV, rccl-tests' files)
+    ranks: int | None = None  # for rccl-tests' files written without their `gpus` field
 
-    @property
-    def agrees(self) -> bool:
-        return agrees(self.recomputed, self.printed, self.slack)
 
-    def describe(self) -> str:
-        return (f"{self.what} printed {self.printed.value:g}, rooflab's model gives {self.recomputed:.6g} from the "
-                f"printed time (more than the printed rounding apart)")
+@dataclass(frozen=True)
+class Imported:
+    """One result made from a file, with the rates the file printed for it."""
+
+    record: MeasurementRecord
+    printed: tuple[PrintedRate, ...] = ()
 
 
 @dataclass
 class ImportedRun:
-    """One run made from a file: its record, its devices, its results, and what was left out."""
+    """One run made from a file: its record, its devices and its results."""
 
     run: RunRecord
     environments: list[EnvironmentRecord] = field(default_factory=list)
-    measurements: list[MeasurementRecord] = field(default_factory=list)
+    results: list[Imported] = field(default_factory=list)
+
+    @property
+    def measurements(self) -> list[MeasurementRecord]:
+        return [r.record for r in self.results]
 
 
 @dataclass
 class Conversion:
-    """What one file became: its runs, the rows left out (and why), the figures that disagree."""
+    """What one file became: its runs, the rows left out (and why), notes on how it was read."""
 
     tool: str
     runs: list[ImportedRun] = field(default_factory=list)
     left_out: list[str] = field(default_factory=list)
-    disagreements: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def results(self) -> int:
-        return sum(len(r.measurements) for r in self.runs)
+        return sum(len(r.results) for r in self.runs)
 
 
 def digest(*parts: Any) -> str:
@@ -153,3 +162,51 @@ def note(parts: Iterable[str | None]) -> str | None:
 
 def unique(values: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(values))
+
+
+def work_of(op: Op, params: Params, dtype: str) -> WorkModel:
+    """An imported result's work: the op's own model of it, as rooflab's own result of that case has."""
+    return WorkModel(flops=op.flops(params, dtype), bytes=op.bytes(params, dtype))
+
+
+def split_runs(results: Sequence[tuple[Imported, EnvironmentRecord]], tool: str, content: str, description: str,
+               command_line: str, when: When) -> list[ImportedRun]:
+    """Results in file order into runs: a case already in the current run (on that device) starts the next
+    one (the same test twice in one file, `-N` cycles, two BabelStream runs of one size)."""
+    groups: list[list[tuple[Imported, EnvironmentRecord]]] = [[]]
+    seen: set[tuple[str, str | None]] = set()
+    for item, env in results:
+        identity = item.record.identity
+        key = (identity.case.case_key, identity.device_uuid or env.device_fingerprint)
+        if key in seen:
+            groups.append([])
+            seen = set()
+        seen.add(key)
+        groups[-1].append((item, env))
+    runs = []
+    for index, group in enumerate(g for g in groups if g):
+        rid = run_id(tool, content, index)
+        started = min(i.record.identity.measured_at for i, _ in group)
+        hosts = unique([str(h) for _, e in group for h in e.info.get("hosts", [])])
+        run = run_record(tool, rid, content, dataclasses.replace(when, at=started), ", ".join(hosts), command_line,
+                         description)
+        envs = list({e.device_fingerprint: e for _, e in group}.values())
+        items = [dataclasses.replace(i, record=dataclasses.replace(
+            i.record, identity=dataclasses.replace(i.record.identity, run_id=rid))) for i, _ in group]
+        runs.append(ImportedRun(run=run, environments=envs, results=items))
+    return runs
+
+
+def largest_sizes(run: ImportedRun) -> list[Imported]:
+    """The result of the largest `n` of each series of a run (the case without its `n`: one test's half,
+    one BabelStream kernel), in the run's order: where a sweep's figures are furthest from its latency."""
+    best: dict[tuple[object, ...], Imported] = {}
+    for item in run.results:
+        case = item.record.identity.case
+        rest = tuple(sorted((k, str(v)) for k, v in case.params.items() if k != "n"))
+        key = (case.op, case.backend, case.dtype, rest, item.record.identity.device_fingerprint)
+        n = case.params.get("n")
+        kept = best.get(key)
+        if kept is None or (isinstance(n, int) and n > int(kept.record.identity.case.params.get("n") or 0)):
+            best[key] = item
+    return list(best.values())

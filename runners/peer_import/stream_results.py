@@ -7,30 +7,34 @@ BabelStream's programming model when the output names it (`cuda`, `hip`, ...), e
 cache is `hot`: BabelStream flushes nothing between its runs (its arrays are meant to exceed the
 caches, which the ceilings check against the device's L2).
 
-Times: BabelStream prints the fastest, slowest and average of its runs (the first run left out).
-The result's central figure is the average (rooflab stores no minimum as a median); the fastest
-and slowest are its min and max. BabelStream's own bandwidth (from the fastest run) is recomputed
-from rooflab's bytes and the printed fastest time and held against the printed figure. Nstream (no
-rooflab op) and the Init/Read phases are left out, with the reason. A kernel BabelStream's own check
-failed is `incorrect` (babelstream.kernel_failed says which its check's lines make wrong).
+Times: BabelStream prints the fastest, slowest and average of its runs (the first run left out), and
+its bandwidth from the fastest. The result's figure is that fastest run, so that the rate rooflab
+stores is the one BabelStream printed (agreement.py holds them together); the average is kept as the
+mean and the slowest as the max. Nstream (no rooflab op) and the Init/Read phases are left out, with
+the reason. A kernel BabelStream's own check failed is `incorrect` (babelstream.kernel_failed says
+which its check's lines make wrong). Each run of a file (a batch script's loop over sizes) gives its
+own results; two runs of one size are two rooflab runs (results.split_runs).
 """
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
-from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod, WorkModel
+from rooflab.db.rates import GB
+from rooflab.record import CaseRecord, EnvironmentRecord, Identity, MeasurementRecord, TimingMethod
 from rooflab.runners.peer_import.babelstream import StreamOutput, StreamRow, kernel_failed
+from rooflab.runners.peer_import.printed import Printed, PrintedRate
 from rooflab.runners.peer_import.results import (
-    Check,
     Conversion,
-    ImportedRun,
+    Imported,
+    Source,
     When,
     digest,
     environment,
     note,
     point_statistics,
-    run_id,
-    run_record,
+    split_runs,
+    work_of,
 )
 from rooflab.suite.case import Case
 from rooflab.suite.ops.registry import get_op
@@ -46,65 +50,66 @@ def _backend(model: str | None) -> str:
     return model.strip().lower().replace(" ", "-") if model else "native"
 
 
-def row_result(row: StreamRow, output: StreamOutput, fingerprint: str, run: str,
-               when: When) -> tuple[MeasurementRecord | None, str | None, str | None]:
-    """(the result, a left-out reason, a disagreement) of one kernel line."""
+def row_result(row: StreamRow, output: StreamOutput, fingerprint: str,
+               when: When) -> tuple[Imported | None, str | None]:
+    """The result of one kernel line with the bandwidth it printed (None with the reason when it is left out)."""
     name = KERNELS.get(row.function.lower())
     dtype = DTYPES.get(row.sizeof)
     if row.is_phase or name is None:
-        return None, f"line {row.line}: {row.function} has no rooflab op: left out", None
+        return None, f"line {row.line}: {row.function} has no rooflab op: left out"
     if dtype is None:
-        return None, f"line {row.line}: elements of {row.sizeof} bytes have no rooflab dtype: left out", None
+        return None, f"line {row.line}: elements of {row.sizeof} bytes have no rooflab dtype: left out"
     op = get_op(name)
     params = op.resolved_params({"n": row.n_elements})
-    nbytes, flops = op.bytes(params, dtype), op.flops(params, dtype)
     fastest = row.min_s
-    check = Check("bandwidth", row.bandwidth_bytes_per_s, nbytes / fastest.value, fastest.half_ulp / fastest.value)
-    disagreement = None if check.agrees else f"line {row.line}: {row.function} {check.describe()}"
     failed = kernel_failed(row.function, output.failed)
-    centre = row.avg_s.value if row.avg_s is not None else fastest.value
-    stats = point_statistics(centre * 1000, min_ms=fastest.value * 1000,
-                             max_ms=row.max_s.value * 1000 if row.max_s is not None else None,
-                             n_samples=max(1, (row.num_times or 2) - 1))
+    runs = max(1, (row.num_times or 2) - 1)
+    stats = dataclasses.replace(
+        point_statistics(fastest.value * 1000, min_ms=fastest.value * 1000,
+                         max_ms=row.max_s.value * 1000 if row.max_s is not None else None, n_samples=runs),
+        mean_ms=row.avg_s.value * 1000 if row.avg_s is not None else fastest.value * 1000)
     case = Case(op=op.name, op_version=op.version, family=op.family, backend=_backend(output.model), dtype=dtype,
                 cache=CacheMode.HOT, timing_mode=TimingMode.LAUNCH, params=params)
     record = MeasurementRecord(
-        identity=Identity(run_id=run, case=CaseRecord(case.case_key, case.op, case.op_version, case.family,
-                                                      case.backend, case.dtype, case.params),
+        identity=Identity(run_id="", case=CaseRecord(case.case_key, case.op, case.op_version, case.family,
+                                                     case.backend, case.dtype, case.params),
                           device_fingerprint=fingerprint, measured_at=when.at),
         status=ResultStatus.INCORRECT if failed else ResultStatus.OK,
-        error=note([failed,
-                    f"the median is BabelStream's average of {max(1, (row.num_times or 2) - 1)} runs; its "
-                    f"bandwidth is from the fastest ({fastest.value:g} s)",
-                    check.describe() if disagreement else None]),
+        error=note([failed, f"the figure is BabelStream's fastest of {runs} runs (its bandwidth is from it); the "
+                            "average is the mean, the slowest the max"]),
         method=TimingMethod(cache=CacheMode.HOT, timing_mode=TimingMode.LAUNCH, flush_method=FlushMethod.NONE,
                             pace=Pace.BACK_TO_BACK, tool=Tool.BABELSTREAM, tool_version=output.version),
-        stats=stats, work=WorkModel(flops=flops, bytes=nbytes))
-    return record, None, disagreement
+        stats=stats, work=work_of(op, params, dtype))
+    bandwidth = row.bandwidth_bytes_per_s
+    printed = PrintedRate(f"{row.function}'s bandwidth", Printed(bandwidth.value / GB, bandwidth.half_ulp / GB),
+                          f"{row.function} of {row.n_elements} elements", row.line,
+                          time_slack=fastest.half_ulp / fastest.value if fastest.value > 0 else 0.0)
+    return Imported(record, (printed,)), None
 
 
-def convert_babelstream(output: StreamOutput, *, source: str, when: When, device_name: str | None) -> Conversion:
-    """Every kernel of a BabelStream CSV as rooflab results: one run (a file naming no device needs
-    `device_name`; without either the file is left out)."""
-    conversion = Conversion(tool=Tool.BABELSTREAM, notes=list(output.notes))
-    name = output.device_name or device_name
-    if not name:
-        conversion.left_out.append("the output names no device (BabelStream prints none with --csv in some "
-                                   "versions): give --device-name")
-        return conversion
-    kind = DeviceKind.CPU if (output.model or "").lower() in CPU_MODELS else DeviceKind.CUDA
-    env = environment(Tool.BABELSTREAM, name, {"model": output.model, "tool_version": output.version}, kind=kind)
-    content = digest(Tool.BABELSTREAM, name, [dataclasses.asdict(r) for r in output.rows])
-    rid = run_id(Tool.BABELSTREAM, content)
-    description = f"imported from {source} (BabelStream)"
-    run = ImportedRun(run=run_record(Tool.BABELSTREAM, rid, content, when, "", "", description), environments=[env])
-    for row in output.rows:
-        record, left_out, disagreement = row_result(row, output, env.device_fingerprint, rid, when)
-        if record is not None:
-            run.measurements.append(record)
-        if left_out:
-            conversion.left_out.append(left_out)
-        if disagreement:
-            conversion.disagreements.append(disagreement)
-    conversion.runs = [run] if run.measurements else []
+def convert_babelstream(outputs: Sequence[StreamOutput], source: Source) -> Conversion:
+    """Every kernel of every run of a BabelStream output as rooflab results (a run naming no device
+    needs --device-name; without either its results are left out)."""
+    conversion = Conversion(tool=Tool.BABELSTREAM, notes=[n for o in outputs for n in o.notes])
+    results: list[tuple[Imported, EnvironmentRecord]] = []
+    for output in outputs:
+        name = output.device_name or source.device_name
+        if not name:
+            conversion.left_out.append(f"the run at line {output.rows[0].line if output.rows else '?'} names no "
+                                       "device (BabelStream prints none with --csv in some versions, and none for "
+                                       "some CPU models): give --device-name")
+            continue
+        kind = DeviceKind.CPU if (output.model or "").lower() in CPU_MODELS else DeviceKind.CUDA
+        env = environment(Tool.BABELSTREAM, name, {"model": output.model, "tool_version": output.version}, kind=kind)
+        for row in output.rows:
+            item, left_out = row_result(row, output, env.device_fingerprint, source.when)
+            if item is not None:
+                results.append((item, env))
+            if left_out:
+                conversion.left_out.append(left_out)
+    content = digest(Tool.BABELSTREAM, *[part for o in outputs
+                                         for part in (o.device_name or source.device_name,
+                                                      [dataclasses.asdict(r) for r in o.rows])])
+    conversion.runs = split_runs(results, Tool.BABELSTREAM, content, f"imported from {source.name} (BabelStream)", "",
+                                 source.when)
     return conversion

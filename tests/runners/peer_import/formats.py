@@ -108,3 +108,57 @@ def all_reduce_test(hosts: Sequence[str] = ("node-a", "node-b"), *, slow: float 
     lines = [*header(program, sizes[0], sizes[-1]), *devices([Rank(h, 0) for h in hosts]), *columns(), *table,
              *footer(program, busbws)]
     return "\n".join(lines) + "\n"
+
+
+def old_table(op: str, ranks: int, sizes: Sequence[int], times_us: Sequence[tuple[float, float]], *,
+              redop: str | None, root: bool = False, gpu: str = "A100-SXM4-40GB", noise_after: int = -1) -> str:
+    """A whole output in the 2020 layout (nccl-tests 2.0 with validation off): the short header, the device
+    lines without Group, each test's own leading columns (`size count type`, then `redop` when `redop` is
+    not None, where "" leaves every row blank as 2020's alltoall did, then `root` when `root`), the `error`
+    column, `N/A` in it, and an NCCL INFO line after the row `noise_after` (-1: none)."""
+    lines = [*header(f"{op}_perf", sizes[0], sizes[-1], version=None),
+             *devices([Rank("localhost", r, gpu=gpu) for r in range(ranks)], old=True)]
+    names = ["size", "count", "type"] + (["redop"] if redop is not None else []) + (["root"] if root else [])
+    half = ["time", "algbw", "busbw", "error"]
+    lines += ["#", "#  " + "  ".join(f"{n:>10s}" for n in names + half + half)]
+    busbws = []
+    for i, (size, times) in enumerate(zip(sizes, times_us, strict=True)):
+        count = size // 4 // (ranks if op in SIZE_RANKS else 1)
+        row = f"{size:12d}  {count:12d}  {'float':>6s}" + (f"  {redop:>6s}" if redop is not None else "")
+        row += f"  {0:6d}" if root else ""
+        for t in times:
+            algbw = size / 1e9 / (t * 1e-6)
+            busbw = algbw * FACTORS[op](ranks)
+            busbws.append(float(float_str(busbw, 6)))
+            row += f"  {float_str(t, 7)}  {algbw:6.2f}  {float_str(busbw, 6)}  {'N/A':>5s}"
+        lines.append(row)
+        if i == noise_after:
+            lines.append("hostname:3442:3442 [0] NCCL INFO Launch mode Parallel")
+    average = sum(busbws) / len(busbws)
+    lines += [f"# {'Out of bounds values':<20s} : 0 OK", f"# {'Avg bus bandwidth':<20s} : {average:g} ", "#"]
+    return "\n".join(lines) + "\n"
+
+
+STREAM_ARRAYS = {"Copy": 2, "Mul": 2, "Add": 3, "Triad": 3, "Dot": 2}
+
+
+def babelstream_run(n: int, fastest_s: dict[str, float], *, sizeof: int = 8, version: str = "3.4",
+                    device: str = "NVIDIA A100-SXM4-40GB", checks: Sequence[str] = ()) -> list[str]:
+    """One run of BabelStream 3.4's own table as its main.cpp prints it: the header lines (the array size
+    in MB to one decimal), `checks` (its validation lines, printed before the table), then each kernel's
+    bandwidth from its fastest time (three decimals) and its fastest, slowest and average times (five)."""
+    precision = "double" if sizeof == 8 else "float"
+    lines = ["BabelStream", f"Version: {version}", "Implementation: CUDA", "Running kernels 100 times",
+             f"Precision: {precision}", f"Array size: {n * sizeof * 1e-6:.1f} MB (={n * sizeof * 1e-9:.1f} GB)",
+             f"Total size: {3 * n * sizeof * 1e-6:.1f} MB (={3 * n * sizeof * 1e-9:.1f} GB)",
+             f"Using CUDA device {device}", "Driver: 11000", *checks,
+             f"{'Function':<12s}{'MBytes/sec':<12s}{'Min (sec)':<12s}{'Max':<12s}{'Average':<12s}"]
+    for kernel, fastest in fastest_s.items():
+        bandwidth = 1e-6 * STREAM_ARRAYS[kernel] * sizeof * n / fastest
+        lines.append(f"{kernel:<12s}{bandwidth:<12.3f}{fastest:<12.5f}{fastest * 1.04:<12.5f}{fastest * 1.01:<12.5f}")
+    return lines
+
+
+def stream_times(n: int, gbps: float, sizeof: int = 8) -> dict[str, float]:
+    """Each kernel's fastest time (s) at about `gbps` GB/s (Dot a little slower)."""
+    return {k: STREAM_ARRAYS[k] * sizeof * n / (gbps * (0.93 if k == "Dot" else 1.0) * 1e9) for k in STREAM_ARRAYS}

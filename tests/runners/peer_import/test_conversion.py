@@ -1,6 +1,7 @@
 """Parsed rows as rooflab results: named as rooflab names its own cases, bytes and FLOPs from suite's
-models, the tool's printed busbw and bandwidths recomputed and held to their rounding, statuses from
-#wrong and the footer, the tool and its version recorded, one run per file (and per repetition)."""
+models, the tool's printed busbw and bandwidths re-derived from what is stored and held to their rounding
+(agreement.settle), statuses from #wrong and the footer, the tool and its version recorded, one run per
+file (and per repetition)."""
 from __future__ import annotations
 
 import json
@@ -14,14 +15,16 @@ import pytest
 
 from rooflab.db.measurement_columns import gbps_of
 from rooflab.record import MeasurementRecord
+from rooflab.runners.peer_import.agreement import settle
 from rooflab.runners.peer_import.babelstream import parse_babelstream_csv
 from rooflab.runners.peer_import.babelstream_text import parse_babelstream_text
 from rooflab.runners.peer_import.collective_import import convert_nccl_tests
+from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.nccl_json import parse_nccl_json
 from rooflab.runners.peer_import.nccl_tests import parse_nccl_tests_text
 from rooflab.runners.peer_import.nvbench import parse_nvbench_json
 from rooflab.runners.peer_import.nvbench_results import convert_nvbench
-from rooflab.runners.peer_import.results import Conversion, TimeSource, When
+from rooflab.runners.peer_import.results import Conversion, Source, TimeSource, When
 from rooflab.runners.peer_import.stream_results import convert_babelstream
 from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CacheMode, CollectiveMode, ResultStatus, Tool
@@ -30,10 +33,16 @@ from tests.runners.peer_import.planting import fixture, replace_line, row_line
 from tests.runners.peer_import.test_peer_files import nccl_json_document
 
 WHEN = When(datetime(2026, 5, 1, 12, 0, tzinfo=UTC), TimeSource.OPTION)
+SOURCE = Source(name="x.log", when=WHEN)
 
 
 def nccl(text: str) -> Conversion:
-    return convert_nccl_tests(parse_nccl_tests_text(text), source="x.log", when=WHEN)
+    return settle(convert_nccl_tests(parse_nccl_tests_text(text), SOURCE))
+
+
+def stream(text: str, *, table: bool = False, device_name: str | None = None) -> Conversion:
+    parsed = parse_babelstream_text(text) if table else parse_babelstream_csv(text)
+    return settle(convert_babelstream(parsed, Source(name="b.txt", when=WHEN, device_name=device_name)))
 
 
 def results(conversion: Conversion) -> list[MeasurementRecord]:
@@ -44,7 +53,7 @@ def test_every_real_row_recomputes_to_its_printed_busbw() -> None:
     text = fixture("nccl_tests_h100_2nodes.txt")
     (test,) = parse_nccl_tests_text(text)
     conversion = nccl(text)
-    assert conversion.disagreements == [] and conversion.left_out == []
+    assert conversion.left_out == []
     found = results(conversion)
     assert len(found) == 62
     printed = {(r.size_bytes, inplace): half for r in test.rows
@@ -82,20 +91,24 @@ def test_the_device_identity_holds_the_tool() -> None:
     (env,) = conversion.runs[0].environments
     assert env.device_name == "NVIDIA H100 80GB HBM3" and env.identity["tool"] == Tool.NCCL_TESTS
     assert env.info["hosts"] == ["ztan-mig-235z", "ztan-mig-gq73"] and env.info["nodes"] == 2
-    rccl = convert_nccl_tests(parse_nccl_tests_text(fixture("nccl_tests_h100_2nodes.txt").replace(
-        "# nThread", "rccl-tests: Version develop:83d38d9\n# nThread")), source="x", when=WHEN)
+    rccl = nccl(fixture("nccl_tests_h100_2nodes.txt").replace(
+        "# nThread", "rccl-tests: Version develop:83d38d9\n# nThread"))
     assert rccl.runs[0].environments[0].device_fingerprint != env.device_fingerprint
 
 
-def test_a_busbw_beyond_its_rounding_is_kept_and_flagged() -> None:
+def test_a_busbw_beyond_its_rounding_refuses_the_file_unless_the_row_failed() -> None:
     text = fixture("nccl_tests_h100_2nodes.txt")
-    edited = replace_line(text, row_line(text, 268435456), "213.19", "223.19").replace(
-        "70.742", f"{70.742 + 10 / 62:g}")
-    conversion = nccl(edited)
-    assert len(conversion.disagreements) == 1 and "busbw printed 223.19" in conversion.disagreements[0]
-    (m,) = [m for m in results(conversion) if m.identity.case.params["n"] == 67108864
+    line = row_line(text, 268435456)
+    edited = replace_line(text, line, "213.19", "223.19").replace("70.742", f"{70.742 + 10 / 62:g}")
+    with pytest.raises(PeerFormatError) as caught:
+        nccl(edited)
+    assert caught.value.line == line and "busbw printed 223.19 GB/s" in caught.value.what
+    assert "give 213.18" in caught.value.what and "the file is refused" in caught.value.what
+    # the same figure on a row nccl-tests itself found wrong: stored with that status, the disagreement noted
+    failed = replace_line(edited, line, "223.19      0", "223.19      5")
+    (m,) = [m for m in results(nccl(failed)) if m.identity.case.params["n"] == 67108864
             and m.identity.case.params.get("inplace") is False]
-    assert m.status == ResultStatus.OK and m.error is not None and "223.19" in m.error
+    assert m.status == ResultStatus.INCORRECT and m.error is not None and "busbw printed 223.19" in m.error
     assert m.median_ms == pytest.approx(2.3609)  # the printed time is kept, not replaced
 
 
@@ -124,7 +137,7 @@ def test_a_size_printed_twice_in_a_sweep_is_one_run_and_its_rows_match_the_print
     (test,) = parse_nccl_tests_text(text)
     conversion = nccl(text)
     (run,) = conversion.runs
-    assert len(run.measurements) == 60 and conversion.disagreements == []
+    assert len(run.measurements) == 60
     (why,) = conversion.left_out
     assert why == (f"line {test.rows[1].line}: size 0 B again right after line {test.rows[0].line} "
                    "(nccl-tests printed two requested sizes rounded down to one): the first row is kept")
@@ -182,9 +195,7 @@ def test_json_times_and_per_iteration_samples() -> None:
     rng = random.Random(11)
     times = [rng.uniform(200, 9000) for _ in range(4)]
     test = parse_nccl_json(json.dumps(nccl_json_document(times)))
-    conversion = convert_nccl_tests([test], source="r.json", when=WHEN)
-    assert conversion.disagreements == []
-    found = results(conversion)
+    found = results(settle(convert_nccl_tests([test], SOURCE)))
     oop = [m for m in found if m.identity.case.params.get("inplace") is False]
     assert [m.median_ms for m in oop] == pytest.approx([t / 1000 for t in times])
     assert all(len(m.samples_ms) == 20 for m in oop) and oop[0].stats is not None
@@ -203,8 +214,8 @@ def test_nvbench_states_cold_hot_skipped_and_sidecar_samples(tmp_path: Path) -> 
     state["summaries"].append({"tag": "nv/json/bin:nv/cold/sample_times", "name": "Samples Times File",
                                "data": [{"name": "filename", "type": "string", "value": "out.json-bin/0.bin"},
                                         {"name": "size", "type": "int64", "value": "51"}]})
-    conversion = convert_nvbench(parse_nvbench_json(json.dumps(document)), source="out.json", when=WHEN,
-                                 folder=tmp_path)
+    conversion = settle(convert_nvbench(parse_nvbench_json(json.dumps(document)),
+                                        Source(name="out.json", when=WHEN, folder=tmp_path)))
     found = results(conversion)
     skipped = [m for m in found if m.status == ResultStatus.SKIPPED]
     assert [m.error for m in skipped] == ["Not a conversion: InputType == OutputType."]
@@ -217,38 +228,40 @@ def test_nvbench_states_cold_hot_skipped_and_sidecar_samples(tmp_path: Path) -> 
 
 
 def test_babelstream_kernels_are_rooflabs_stream_probes() -> None:
-    conversion = convert_babelstream(parse_babelstream_csv(fixture("babelstream_rtx2060_transcribed.csv")),
-                                     source="b.csv", when=WHEN, device_name=None)
-    assert conversion.disagreements == []
+    conversion = stream(fixture("babelstream_rtx2060_transcribed.csv"))
     found = {m.identity.case.op: m for m in results(conversion)}
     assert sorted(found) == ["stream_add", "stream_copy", "stream_dot", "stream_scale", "stream_triad"]
     triad = found["stream_triad"]
     assert triad.work.bytes == 3 * 33554432 * 8 and triad.work.flops == 2 * 33554432
     assert triad.stats is not None and triad.stats.min_ms == pytest.approx(2.65)
-    assert triad.median_ms == pytest.approx(2.85) and triad.method.tool == Tool.BABELSTREAM
+    # the figure is the fastest run, which BabelStream's bandwidth is from; its average is the mean
+    assert triad.median_ms == pytest.approx(2.65) and triad.stats.mean_ms == pytest.approx(2.85)
+    assert triad.stats.max_ms == pytest.approx(3.49) and triad.method.tool == Tool.BABELSTREAM
+    assert gbps_of(triad) == pytest.approx(304.093569, rel=0.5e-5 / 0.00265)  # the printed 304093.569 MB/s
 
 
 def test_babelstream_wrong_bandwidth_failed_check_and_missing_device() -> None:
-    text = fixture("babelstream_rtx2060_transcribed.csv").replace("304093.569", "404093.569")
+    text = fixture("babelstream_rtx2060_transcribed.csv")
     text += "FAILED validation of sum: 8.5 (is) != 8.6 (should), diff=0.1 > 1e-07 (largest=8.6, max_rel=1e-07)\n"
-    conversion = convert_babelstream(parse_babelstream_csv(text), source="b.csv", when=WHEN, device_name=None)
-    assert len(conversion.disagreements) == 1 and "Triad" in conversion.disagreements[0]
-    statuses = {m.identity.case.op: m.status for m in results(conversion)}
+    statuses = {m.identity.case.op: m.status for m in results(stream(text))}
     assert statuses["stream_dot"] == ResultStatus.INCORRECT and statuses["stream_add"] == ResultStatus.OK
-    array = text.replace("of sum:", "of c[2]:")
-    wrong = results(convert_babelstream(parse_babelstream_csv(array), source="b.csv", when=WHEN, device_name=None))
+    with pytest.raises(PeerFormatError) as caught:  # a bandwidth its time does not give, on a kernel not failed
+        stream(text.replace("304093.569", "404093.569"))
+    assert caught.value.line == 6 and "Triad's bandwidth printed 404.094 GB/s" in caught.value.what
+    array = text.replace("304093.569", "404093.569").replace("of sum:", "of c[2]:")  # ... every kernel failed
+    wrong = results(stream(array))
     assert {m.status for m in wrong} == {ResultStatus.INCORRECT} and "c[]" in (wrong[0].error or "")
+    triad = next(m for m in wrong if m.identity.case.op == "stream_triad")
+    assert "Triad's bandwidth printed 404.094" in (triad.error or "")
     nameless = "\n".join(fixture("babelstream_rtx2060_transcribed.csv").splitlines()[1:])
-    none = convert_babelstream(parse_babelstream_csv(nameless), source="b.csv", when=WHEN, device_name=None)
+    none = stream(nameless)
     assert none.runs == [] and "--device-name" in none.left_out[0]
 
 
 def test_babelstream_table_and_csv_of_one_run_are_the_same_figures() -> None:
-    table = convert_babelstream(parse_babelstream_text(fixture("babelstream_rtx2060_alpaka.txt")), source="b.txt",
-                                when=WHEN, device_name=None)
-    csv = convert_babelstream(parse_babelstream_csv(fixture("babelstream_rtx2060_transcribed.csv")), source="b.csv",
-                              when=WHEN, device_name=None)
-    assert table.disagreements == [] and len(table.notes) == 1 and "2^25" in table.notes[0]
+    table = stream(fixture("babelstream_rtx2060_alpaka.txt"), table=True)
+    csv = stream(fixture("babelstream_rtx2060_transcribed.csv"))
+    assert len(table.notes) == 1 and "2^25" in table.notes[0]
 
     def figures(conversion: Conversion) -> set[tuple[object, ...]]:
         return {(m.identity.case.op, m.identity.case.dtype, m.identity.case.params["n"], m.median_ms,
@@ -263,8 +276,8 @@ def test_nvbench_without_its_sample_files_reads_the_summaries(tmp_path: Path) ->
     state = next(s for b in document["benchmarks"] for s in b["states"] if s["name"] == "Device=0 T=U8")
     state["summaries"].append({"tag": "nv/json/bin:nv/cold/sample_times",
                                "data": [{"name": "filename", "type": "string", "value": "gone-bin/0.bin"}]})
-    conversion = convert_nvbench(parse_nvbench_json(json.dumps(document)), source="out.json", when=WHEN,
-                                 folder=tmp_path)
+    conversion = settle(convert_nvbench(parse_nvbench_json(json.dumps(document)),
+                                        Source(name="out.json", when=WHEN, folder=tmp_path)))
     assert any("not next to the JSON" in n for n in conversion.notes)
     u8 = next(m for m in results(conversion)
               if m.identity.case.params.get("T") == "U8" and m.method.cache == CacheMode.COLD)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,12 @@ def _import(db: Path, *args: str) -> tuple[int, str, str]:
 
 
 def _count(db: Path) -> int:
-    import sqlite3
-
+    """The results stored in the SQLite file `db` (0 when nothing was ever stored there)."""
+    if not db.exists():
+        return 0
     with sqlite3.connect(db) as conn:
+        if not conn.execute("select name from sqlite_master where name = 'measurements'").fetchall():
+            return 0
         return int(conn.execute("select count(*) from measurements").fetchone()[0])
 
 
@@ -62,13 +66,14 @@ def test_a_corrupt_file_writes_nothing_of_itself_and_exits_2(tmp_path: Path) -> 
     assert _count(db) == 9  # the nvbench file, all of it; nothing of the cut log
 
 
-def test_one_unrecognised_file_is_an_error_a_file_without_result_is_not(tmp_path: Path) -> None:
+def test_a_named_file_that_stores_nothing_exits_2_with_the_flag_that_helps(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     (tmp_path / "x.txt").write_text("hello\n")
     code, _, err = _import(db, str(tmp_path / "x.txt"))
     assert code == 2 and "not recognised" in err
-    code, out, _ = _import(db, str(FIXTURES / "rccl_tests_allreduce.jsonl"))
-    assert code == 0 and "holds no result" in out and "--device-name" in out
+    code, out, err = _import(db, str(FIXTURES / "rccl_tests_allreduce.jsonl"))
+    assert code == 2 and "holds no result" in out and "rccl_tests_allreduce.jsonl: holds no result" in err
+    assert "--device-name" in err and _count(db) == 0
     code, out, _ = _import(db, str(FIXTURES / "rccl_tests_allreduce.jsonl"), "--device-name", "AMD Instinct MI300X")
     assert code == 0 and "5 results (5 added" in out and "the file's modification time" in out
     code, _, err = _import(db, str(tmp_path / "missing.log"))
