@@ -14,8 +14,9 @@ and other params, every message size `n`, on one device fingerprint, so one tool
 - the log of each size's time ratio (newer / older) is one observation; their mean, with a Student-t
   95 % interval over the sizes, is the link's change;
 - the whole interval above 1 and the mean above `min_change` is a `regression` of every size counted
-  (the newest run is its first bad run); the whole interval below 1 and the mean below -`min_change`
-  an `improvement`; otherwise the series stay `insufficient_data`, the note saying what was found.
+  that got slower (the newest run is its first bad run); the whole interval below 1 and the mean below
+  -`min_change` an `improvement` of every size counted that got faster; a size that moved the other way,
+  and every size when neither holds, stays `insufficient_data`, the note saying what was found.
 
 Pure: verdicts in, verdicts out (reports.regressions.database_check and .series call `link_checked`).
 """
@@ -131,6 +132,17 @@ def _judged(v: SeriesVerdict, change: LinkChange, status: Verdict) -> SeriesVerd
                    note="; ".join(x for x in (v.note, change.describe()) if x))
 
 
+def _own(v: SeriesVerdict, change: LinkChange, status: Verdict) -> Verdict:
+    """The test's verdict for one of its sizes, unless that size moved the other way (a size that got
+    faster in a regressed test is no regression; it stays insufficient_data, its note saying the test's
+    change)."""
+    by_run = {p.run_id: p.median_ms for p in v.points}
+    ratio = by_run[change.newer] / by_run[change.older]
+    if (status == Verdict.REGRESSION and ratio <= 1.0) or (status == Verdict.IMPROVEMENT and ratio >= 1.0):
+        return Verdict.INSUFFICIENT_DATA
+    return status
+
+
 def _status(change: LinkChange, min_change: float) -> Verdict:
     if change.low > 1.0 and change.ratio - 1.0 > min_change:
         return Verdict.REGRESSION
@@ -158,7 +170,7 @@ def link_checked(verdicts: list[SeriesVerdict], min_change: float = MIN_CHANGE) 
         status = _status(change, min_change)
         for v in members:
             if v.case_key in counted:
-                replaced[(v.case_key, v.device_fingerprint)] = _judged(v, change, status)
+                replaced[(v.case_key, v.device_fingerprint)] = _judged(v, change, _own(v, change, status))
     return [replaced.get((v.case_key, v.device_fingerprint), v) for v in verdicts]
 
 

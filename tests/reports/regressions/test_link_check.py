@@ -96,3 +96,15 @@ def test_table_speedups_known_answer() -> None:
 @pytest.mark.parametrize("df,value", [(1, 12.706), (9, 2.262), (30, 2.042), (100, 1.96)])
 def test_t_quantiles(df: int, value: float) -> None:
     assert t975(df) == value
+
+
+def test_a_size_that_got_faster_in_a_regressed_test_is_no_regression() -> None:
+    judged = verdicts(1.6, jitter=0.03, seed=8)
+    moved = [v for v in judged if _time(int(v.case_key.split("n=")[1].split(",")[0])) > FLOOR_FACTOR * _time(SIZES[0])]
+    faster = moved[len(moved) // 2]  # this size's newer run 10 % faster than its older one
+    older, newer = faster.points
+    faster_points = (older, Point(newer.run_id, newer.run_order, older.median_ms * 0.9, True, None, 0))
+    judged[judged.index(faster)] = SeriesVerdict(**{**faster.__dict__, "points": faster_points})
+    out = {v.case_key: v for v in link_checked(judged)}
+    assert out[faster.case_key].status == Verdict.INSUFFICIENT_DATA and "two-run check" in out[faster.case_key].note
+    assert {out[v.case_key].status for v in moved if v is not faster} == {Verdict.REGRESSION}
