@@ -305,9 +305,12 @@ def _finish(reports: list[FileReport], paths: list[Path], as_json: bool) -> None
         for report in reports:
             if report.outcome != Outcome.FAILED:
                 _print_report(report)
-        _plain(console, f"{summary['files']} files read: {summary['stored']} imported ({summary['added']} results "
-                        f"added, {summary['already_present']} already present), {summary['no_result']} with no "
-                        f"result, {summary['not_recognised']} not recognised, {summary['failed']} failed")
+        done = (f"{summary['stored']} read whole ({summary['results']} results; --dry-run: nothing written)"
+                if any(r.outcome == Outcome.READ for r in reports) else
+                f"{summary['stored']} imported ({summary['added']} results added, {summary['already_present']} "
+                "already present)")
+        _plain(console, f"{summary['files']} files read: {done}, {summary['no_result']} with no result, "
+                        f"{summary['not_recognised']} not recognised, {summary['failed']} failed")
     for report in reports:
         if report.outcome == Outcome.FAILED:
             print_error(_escaped(report.why) + " (nothing of this file was written)")

@@ -4,6 +4,8 @@ every string a file holds shown as text: never Rich markup on the terminal, neve
 from __future__ import annotations
 
 import json
+import random
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -153,3 +155,44 @@ def test_a_rooflab_export_imports_as_before(tmp_path: Path) -> None:
 def test_bad_options_exit_2(tmp_path: Path, flag: str) -> None:
     code, _, err = _import(tmp_path / "r.db", str(FIXTURES / "nccl_tests_h100_2nodes.txt"), flag)
     assert code == 2 and err
+
+
+def test_a_named_folder_that_stores_nothing_exits_2_after_the_other_paths(tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "x.txt").write_text("busbw looked fine\n")
+    (folder / "y.md").write_text("# the run of Tuesday\n")
+    db = tmp_path / "r.db"
+    code, out, err = _import(db, str(folder), str(FIXTURES / "nvbench_v1_gv100.json"))
+    assert code == 2 and f"{folder}: none of its 2 files holds a result rooflab reads" in err
+    assert "x.txt: not recognised" in out and _count(db) == 9  # the named file beside it was imported
+
+
+def test_a_file_whose_figures_its_stored_results_would_not_give_is_refused_whole(tmp_path: Path) -> None:
+    rng = random.Random(8)
+    sizes = (1 << 26, 1 << 28)
+    first, second = (formats.stream_times(n, rng.uniform(900.0, 1600.0)) for n in sizes)
+    text = "\n".join(formats.babelstream_run(sizes[0], first) + formats.babelstream_run(sizes[1], second))
+    lines = text.splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith("Copy")][1]
+    lines[at] = lines[at - 15]  # the second run's Copy row holds the first run's, as a mix-up of two runs would
+    (tmp_path / "s.txt").write_text("\n".join(lines) + "\n")
+    code, out, err = _import(tmp_path / "r.db", str(tmp_path / "s.txt"))
+    assert code == 2 and _count(tmp_path / "r.db") == 0 and "0 imported" in out
+    assert f"s.txt: line {at + 1}: Copy of {sizes[1]} elements: Copy's bandwidth printed" in err
+    assert "the file is refused" in err and "nothing of this file was written" in err
+
+
+def test_dry_run_says_what_would_be_stored_and_writes_nothing(tmp_path: Path) -> None:
+    text = fixture("nccl_tests_h100_2nodes.txt")
+    kept = "\n".join(line for line in text.splitlines()
+                     if not re.match(r"^#\s+Rank\s+(\d+)\b", line) or re.match(r"^#\s+Rank\s+([0-2])\b", line))
+    (tmp_path / "some_ranks.log").write_text(kept + "\n")
+    db = tmp_path / "r.db"
+    code, out, err = _import(db, str(tmp_path / "some_ranks.log"), "--dry-run")
+    assert code == 0, err
+    assert "62 results (--dry-run: nothing written)" in out and not db.exists()
+    assert "1 files read: 1 read whole (62 results; --dry-run: nothing written)" in out
+    assert "16 ranks, nodes unknown (its device lines name 3 of its ranks, on ztan-mig-235z); 62 cases" in out
+    line = next(x for x in out.splitlines() if "largest size:" in x and "inplace=false,n=2147483648" in x)
+    assert ": 338.827 GB/s (busbw printed 338.82, rooflab 338.827; algbw printed 180.71, rooflab 180.708)" in line
