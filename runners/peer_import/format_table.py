@@ -32,7 +32,7 @@ class Named:
         found = getattr(importlib.import_module(f"{PACKAGE}.{self.module}"), self.name)
         if not callable(found):
             raise TypeError(f"{PACKAGE}.{self.module}.{self.name} is not a function")
-        return found  # type: ignore[no-any-return]  # getattr of a module: checked callable above
+        return found
 
 
 @dataclass(frozen=True)

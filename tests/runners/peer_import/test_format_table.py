@@ -34,7 +34,7 @@ def test_a_row_naming_a_missing_function_fails_when_resolved() -> None:
 def _docs_table() -> list[tuple[str, str, str]]:
     """The rows of the first table under docs/peer-import.md's `## What is read`."""
     section = DOCS.read_text(encoding="utf-8").split("## What is read", 1)[1]
-    rows = []
+    rows: list[tuple[str, str, str]] = []
     for line in section.splitlines()[1:]:
         if rows and not line.startswith("|"):
             break
