@@ -11,6 +11,7 @@ is imported. `--dry-run` reads and checks everything and writes nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -102,23 +103,8 @@ def _store(url: str, conversion: Any) -> Any:
                            for r in conversion.runs])
 
 
-def _largest(run: Any) -> list[dict[str, Any]]:
-    """Each series' largest size in a run: the rate rooflab stores beside each rate the file printed."""
-    from rooflab.db.measurement_columns import gbps_of
-    from rooflab.runners.peer_import.agreement import rederived_gbps
-    from rooflab.runners.peer_import.results import largest_sizes
-
-    out = []
-    for item in largest_sizes(run):
-        printed = [{"what": r.what, "printed_gbps": r.printed_gbps.value,
-                    "rooflab_gbps": rederived_gbps(item.record, r)} for r in item.printed]
-        out.append({"case_key": item.record.identity.case.case_key, "status": str(item.record.status),
-                    "stored_gbps": gbps_of(item.record), "printed": printed})
-    return out
-
-
 def _peer_file(url: str, path: Path, recognised: Any, options: Any, report: FileReport, dry_run: bool) -> None:
-    from rooflab.runners.peer_import.files import file_time, read, source_of
+    from rooflab.runners.peer_import.files import file_time, largest_size_rates, read, source_of
 
     conversion = read(recognised.format, recognised.text, source_of(path, options))
     report.tool = str(conversion.tool)
@@ -129,7 +115,7 @@ def _peer_file(url: str, path: Path, recognised: Any, options: Any, report: File
         return
     when = file_time(path, options)
     report.runs = [_run_summary(r, when) for r in conversion.runs]
-    report.largest = [x for r in conversion.runs for x in _largest(r)]
+    report.largest = [dataclasses.asdict(x) for r in conversion.runs for x in largest_size_rates(r)]
     report.results = conversion.results
     if dry_run:
         report.outcome = Outcome.READ

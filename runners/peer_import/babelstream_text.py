@@ -47,7 +47,6 @@ from rooflab.runners.peer_import.printed import Printed, parse_printed
 from rooflab.runners.peer_import.sniff import Sniff
 
 _HEADER = re.compile(r"^Function\s+(MBytes|MiBytes)/sec\s+Min \(sec\)\s+Max\s+Average\s*$")
-_ROW = re.compile(r"^([A-Z][a-z]+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 _TIMES = re.compile(r"^Running (?:kernels|triad|nstream) (\d+) times")
 _PRECISION = re.compile(r"^Precision:\s*(float|double)\b")
 _ELEMENTS = re.compile(r"^Number of elements:\s*(\d+)\s*$")

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rooflab.runners.peer_import.agreement import settle
+from rooflab.db.measurement_columns import gbps_of
+from rooflab.runners.peer_import.agreement import rederived_gbps, settle
 from rooflab.runners.peer_import.format_table import Format
-from rooflab.runners.peer_import.results import Conversion, Source, TimeSource, When
+from rooflab.runners.peer_import.results import Conversion, ImportedRun, Source, TimeSource, When, largest_sizes
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,30 @@ def read(row: Format, text: str, source: Source) -> Conversion:
     if not isinstance(conversion, Conversion):
         raise TypeError(f"{row.converter} gave {type(conversion).__name__}, not a Conversion")
     return settle(conversion)
+
+
+@dataclass(frozen=True)
+class RateShown:
+    """A rate the file printed for a result, and rooflab's derivation of it from what it would store."""
+
+    what: str
+    printed_gbps: float
+    rooflab_gbps: float | None
+
+
+@dataclass(frozen=True)
+class LargestSize:
+    """A series' largest size in a run: its case, status, stored rate, and the rates the file printed."""
+
+    case_key: str
+    status: str
+    stored_gbps: float | None
+    printed: tuple[RateShown, ...]
+
+
+def largest_size_rates(run: ImportedRun) -> list[LargestSize]:
+    """Each series' largest size in a run (results.largest_sizes), as --dry-run shows it."""
+    return [LargestSize(item.record.identity.case.case_key, str(item.record.status), gbps_of(item.record),
+                        tuple(RateShown(r.what, r.printed_gbps.value, rederived_gbps(item.record, r))
+                              for r in item.printed))
+            for item in largest_sizes(run)]

@@ -1,12 +1,13 @@
 """nccl-tests' (and rccl-tests') stdout, as people keep it: text in, `NcclTest` records out.
 
 `parse_nccl_tests_text(text)` is the one entry point (the import and the nccl-tests cross-check both
-call it). It reads every version nccl-tests has printed since 2017, driven by each table's own
-column header rather than by fixed positions:
+call it). It is driven by each table's own column header rather than by fixed positions (the layouts
+a test reads, from 2020 to 2.19 and rccl-tests 2.17.9, are listed in docs/peer-import.md):
 
-- the header lines: `# nccl-tests version V nccl-headers=N nccl-library=N` and `# Collective test
-  starting: PROG` (2.17 and later), `# nThread ... iters: N ...`, `# Using devices` and one
-  `#  Rank R [Group G] [Pid P] on HOST device D [BUS] GPU NAME` line per rank;
+- the header lines: `# nccl-tests version V nccl-headers=N nccl-library=N` (rccl-tests: `# rccl-tests
+  version V rccl-headers=N rccl-library=N`) and `# Collective test starting: PROG` (2.17 and later),
+  `# nThread ... iters: N ...`, `# Using devices` and one `#  Rank R [Group G] [Pid P] on HOST device D
+  [BUS] GPU NAME` line per rank;
 - the column header names the columns: `size count type [redop] [root]`, then per half (out-of-place,
   in-place) `time|cputime algbw busbw [copybw] [#wrong|error] [i_min i_max i_p99 i_cv%]`, then an
   optional `timestamp` (-S). Rows are split on whitespace and read by those names, so widths,
@@ -20,8 +21,10 @@ launchers put on every line (`[1,0]<stdout>:` of mpirun --tag-output, `0: ` of s
 of `kubectl logs --timestamps`) are removed first, with any indentation before them; a leading `#`
 may be missing (pasted into Markdown). Several tests in one file are several `NcclTest`s.
 
-A table that is cut short (a row without its last columns, rows without the footer) or whose footer
-average disagrees with its rows (a row lost or edited) raises PeerFormatError with the line.
+A header that names `redop` over rows that leave it blank (2020's alltoall) reads the blank as an empty
+op. A table that is cut short (a row without its last columns, rows without the footer, a footer without
+its `Avg bus bandwidth` line) or whose footer average disagrees with its rows (a row lost or edited)
+raises PeerFormatError with the line.
 """
 from __future__ import annotations
 
@@ -151,7 +154,7 @@ def with_blank_redop(columns: Columns, tokens: list[str]) -> list[str]:
     if "redop" not in columns.leading:
         return tokens
     at = columns.leading.index("redop")
-    if len(tokens) > at and not _WORD.match(tokens[at]):
+    if len(tokens) > at and tokens[at] and not _WORD.match(tokens[at]):
         return [*tokens[:at], "", *tokens[at:]]
     return tokens
 
@@ -387,7 +390,7 @@ class _Reader:
                 return False
             return True  # noise between the two parts of the row
         line, start = block.pending
-        joined = start + tokens
+        joined = with_blank_redop(block.columns, start + tokens)
         if len(joined) >= block.columns.width(block.columns.halves):
             block.pending = None
             block.rows.append(parse_row(block.columns, joined, line))
