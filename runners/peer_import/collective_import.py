@@ -48,7 +48,7 @@ def _environment(test: NcclTest, name: str, ranks: int) -> EnvironmentRecord:
     hosts = unique([d.host for d in test.devices])
     named = len({d.rank for d in test.devices})
     info = {"hosts": hosts, "nodes": len(hosts) if hosts and named == ranks else None, "ranks": ranks,
-            "ranks_named": named if named != ranks else None, "tool_version": test.tool_version,
+            "ranks_named": named if 0 < named < ranks else None, "tool_version": test.tool_version,
             "library_version": test.library_version,
             "devices": [device_text(d) for d in sorted(test.devices, key=lambda d: d.rank)]}
     return environment(test.tool, name, {k: v for k, v in info.items() if v not in (None, [])})
