@@ -6,7 +6,9 @@ functions of this package, by module and name: the test that recognises it (on a
 file's text), the parser (text in, typed records out; PeerFormatError for a malformed file) and the
 converter (the records and a `results.Source` in, a `results.Conversion` out). They are imported when a
 file is read, not with the table: every `rooflab` command reads the table for its help, and the
-converters load the op models and numpy. A new format is a parser module, a converter module and one row.
+converters load the op models and numpy. A new format is a parser module, a converter module and one row;
+a format that is a special case of a later row's layout (an nccl-tests `sendrecv_perf` table read as pair
+results) stands before that row, and its recogniser is what tells them apart.
 
 rooflab's own exports are told apart before the table is tried (recognise.py) and read by db.importer.
 """
