@@ -6,7 +6,9 @@ Each converter hands over its results with the rates the file printed for them (
 bandwidth. `settle` re-derives each one from the record about to be stored (its `work.bytes` and the
 stored time the tool divided by, through db/rates.py, the derivation the store itself uses) and holds
 it against the printed figure within half a unit of its last printed digit, widened by the rounding of
-the printed time the stored time came from and by half a byte of the stored bytes. Then:
+the printed time the stored time came from and by half a byte of the stored bytes. Where a converter
+stores a time finer than the printed one (BabelStream's fastest run, read from its bandwidth), that
+printed time comes too (`printed.PrintedTime`) and the stored time must lie within its rounding. Then:
 
 - every figure agrees: the conversion is stored as it is;
 - a figure of a result the file itself says is wrong (nccl-tests' `#wrong` or failed footer,
@@ -24,16 +26,16 @@ import dataclasses
 from rooflab.db import rates
 from rooflab.record import MeasurementRecord
 from rooflab.runners.peer_import.errors import PeerFormatError
-from rooflab.runners.peer_import.printed import PrintedRate, agrees
+from rooflab.runners.peer_import.printed import PrintedRate, PrintedTime, agrees
 from rooflab.runners.peer_import.results import Conversion, Imported, note
 from rooflab.vocab import ResultStatus
 
 
-def stored_time_ms(record: MeasurementRecord, rate: PrintedRate) -> float | None:
-    """The stored time `rate` is a rate over (None: the result has no statistics)."""
+def stored_time_ms(record: MeasurementRecord, figure: PrintedRate | PrintedTime) -> float | None:
+    """The stored time `figure` is a rate over, or is (None: the result has no statistics)."""
     if record.stats is None:
         return None
-    return float(getattr(record.stats, rate.time.value))
+    return float(getattr(record.stats, figure.time.value))
 
 
 def rederived_gbps(record: MeasurementRecord, rate: PrintedRate) -> float | None:
@@ -44,8 +46,15 @@ def rederived_gbps(record: MeasurementRecord, rate: PrintedRate) -> float | None
     return float(rates.gbps(record.work.bytes * rate.scale, ms))
 
 
-def disagreement(record: MeasurementRecord, rate: PrintedRate) -> str | None:
-    """Why the stored figures do not give the printed rate (None: they do, within its rounding)."""
+def disagreement(record: MeasurementRecord, figure: PrintedRate | PrintedTime) -> str | None:
+    """Why the stored figures do not give the printed one (None: they do, within its rounding)."""
+    if isinstance(figure, PrintedTime):
+        ms = stored_time_ms(record, figure)
+        if ms is not None and agrees(ms, figure.printed_ms, figure.slack):
+            return None
+        return (f"{figure.where}: {figure.what} printed {figure.printed_ms.value:.6g} ms, but the time rooflab "
+                f"would store for {record.identity.case.case_key} is {ms:.6g} ms")
+    rate = figure
     found = rederived_gbps(record, rate)
     if found is None:
         return f"{rate.where}: {rate.what} printed, but the result has no positive time to derive it from"

@@ -13,6 +13,7 @@ from pathlib import Path
 from rooflab.db.measurement_columns import gbps_of
 from rooflab.runners.peer_import.agreement import rederived_gbps, settle
 from rooflab.runners.peer_import.format_table import Format
+from rooflab.runners.peer_import.printed import PrintedRate
 from rooflab.runners.peer_import.results import Conversion, ImportedRun, Source, TimeSource, When, largest_sizes
 
 
@@ -69,5 +70,5 @@ def largest_size_rates(run: ImportedRun) -> list[LargestSize]:
     """Each series' largest size in a run (results.largest_sizes), as --dry-run shows it."""
     return [LargestSize(item.record.identity.case.case_key, str(item.record.status), gbps_of(item.record),
                         tuple(RateShown(r.what, r.printed_gbps.value, rederived_gbps(item.record, r))
-                              for r in item.printed))
+                              for r in item.printed if isinstance(r, PrintedRate)))
             for item in largest_sizes(run)]

@@ -4,7 +4,7 @@ A figure printed as `49.74` stands for anything in [49.735, 49.745): half a unit
 is its rounding. Comparing rooflab's recomputed figure with a printed one allows that rounding and no
 more (`agrees`), so a disagreement beyond it is a real one (a wrong column, a wrong model, an edited
 file), never a rounding artefact. `PrintedRate` is a rate a file printed for one result, with what
-it is a rate of.
+it is a rate of; `PrintedTime` a time it printed.
 """
 from __future__ import annotations
 
@@ -78,3 +78,17 @@ class PrintedRate:
     time: StoredTime = StoredTime.MEDIAN
     scale: float = 1.0  # the printed rate's bytes per stored byte (algbw: 1 / the bus factor)
     time_slack: float = 0.0
+
+
+@dataclass(frozen=True)
+class PrintedTime:
+    """A time the file printed for one result, where rooflab stores a finer one read from a rate the file
+    printed more finely (BabelStream's fastest run, from its bandwidth): the agreement rule holds the
+    stored `time` to `printed_ms` within its printed rounding, widened by `slack` (relative)."""
+
+    what: str
+    printed_ms: Printed
+    where: str
+    line: int | None = None
+    time: StoredTime = StoredTime.MEDIAN
+    slack: float = 0.0

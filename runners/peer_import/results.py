@@ -28,7 +28,7 @@ from typing import Any
 
 from rooflab.record import EnvironmentRecord, MeasurementRecord, RunRecord, Statistics, WorkModel
 from rooflab.runners.machine.environment import fingerprint
-from rooflab.runners.peer_import.printed import PrintedRate
+from rooflab.runners.peer_import.printed import PrintedRate, PrintedTime
 from rooflab.suite.ops.base import Op, Params
 from rooflab.vocab import DeviceKind
 
@@ -68,7 +68,7 @@ class Imported:
     """One result made from a file, with the rates the file printed for it."""
 
     record: MeasurementRecord
-    printed: tuple[PrintedRate, ...] = ()
+    printed: tuple[PrintedRate | PrintedTime, ...] = ()
 
 
 @dataclass

@@ -25,6 +25,7 @@ from rooflab.runners.cli.app import app
 from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.files import ImportOptions, read, source_of
 from rooflab.runners.peer_import.nccl_tests import parse_nccl_tests_text
+from rooflab.runners.peer_import.printed import PrintedRate
 from rooflab.runners.peer_import.recognise import recognise
 from rooflab.runners.peer_import.results import Conversion, Imported
 from rooflab.vocab import ResultStatus
@@ -79,7 +80,7 @@ def _ok(conversion: Conversion) -> list[Imported]:
 
 def _within(stored: float, printed: float, item: Imported) -> bool:
     """`stored` (GB/s) is `printed` within its two decimals and the rounding of the time it came from."""
-    slack = max(r.time_slack for r in item.printed)
+    slack = max(r.time_slack for r in item.printed if isinstance(r, PrintedRate))
     return abs(stored - printed) <= 0.005 + printed * slack + 1e-9
 
 
@@ -96,7 +97,7 @@ def test_each_file_reads_to_its_printed_figures_or_is_refused(row: Printed) -> N
         return
     ok = _ok(_read(path))
     assert ok
-    most = max(r.printed_gbps.value * (1 + r.time_slack) for i in ok for r in i.printed)
+    most = max(r.printed_gbps.value * (1 + r.time_slack) for i in ok for r in i.printed if isinstance(r, PrintedRate))
     assert all((gbps_of(i.record) or 0.0) <= most + 0.005 for i in ok)  # no stored rate above what it printed
     if row.triads_mbps:
         triads = sorted((i for i in ok if i.record.identity.case.op == "stream_triad"),
@@ -113,7 +114,8 @@ def test_each_file_reads_to_its_printed_figures_or_is_refused(row: Printed) -> N
     top = max(int(i.record.identity.case.params["n"]) for i in largest)
     halves = sorted((i for i in largest if int(i.record.identity.case.params["n"]) == top),
                     key=lambda i: i.record.identity.case.params.get("inplace", True) is not False)
-    assert [p.printed_gbps.value for i in halves for p in i.printed if p.what == "busbw"] == list(row.largest_busbw)
+    assert [p.printed_gbps.value for i in halves for p in i.printed
+            if isinstance(p, PrintedRate) and p.what == "busbw"] == list(row.largest_busbw)
     for item, printed in zip(halves, row.largest_busbw, strict=True):
         assert _within(gbps_of(item.record) or 0.0, printed, item)
 

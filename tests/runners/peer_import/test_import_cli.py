@@ -179,7 +179,7 @@ def test_a_file_whose_figures_its_stored_results_would_not_give_is_refused_whole
     (tmp_path / "s.txt").write_text("\n".join(lines) + "\n")
     code, out, err = _import(tmp_path / "r.db", str(tmp_path / "s.txt"))
     assert code == 2 and _count(tmp_path / "r.db") == 0 and "0 imported" in out
-    assert f"s.txt: line {at + 1}: Copy of {sizes[1]} elements: Copy's bandwidth printed" in err
+    assert f"s.txt: line {at + 1}: Copy of {sizes[1]} elements: Copy's fastest time printed" in err
     assert "the file is refused" in err and "nothing of this file was written" in err
 
 

@@ -115,10 +115,9 @@ def test_several_babelstream_runs_in_one_file_are_each_their_own_size(imported: 
     stored = imported.of("stream_runs.txt")
     assert imported.reports["stream_runs.txt"]["outcome"] == "stored" and len(stored) == 15
     assert sorted(stored["params"].map(lambda p: p["n"]).unique()) == sorted(imported.triads)
-    for n, printed in imported.triads.items():  # each size's Triad: the rate it printed, within the time's rounding
-        fastest_s = 3 * 8 * n / (printed * 1e6)
-        assert _gbps(stored, "stream_triad", n) == pytest.approx(printed / 1e3, rel=0.5e-5 / fastest_s)
-    assert stored["gbps"].max() < 1.01 * max(imported.triads.values()) / 1e3  # nothing above what it printed
+    for n, printed in imported.triads.items():  # each size's Triad: the rate it printed
+        assert _gbps(stored, "stream_triad", n) == pytest.approx(printed / 1e3, rel=1e-12)
+    assert stored["gbps"].max() <= max(imported.triads.values()) / 1e3 * (1 + 1e-12)  # nothing above what it printed
 
 
 def test_a_babelstream_count_given_with_s_is_read_and_its_note_says_how_closely(imported: Imported) -> None:
