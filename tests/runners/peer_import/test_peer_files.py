@@ -232,3 +232,13 @@ def test_nvbench_outputs_it_does_not_read_name_the_one_it_does(tmp_path: Path) -
     for path, kind in ((csv_path, "CSV output (--csv)"), (md_path, "markdown output")):
         found = recognise(path)
         assert found.format is None and f"nvbench's {kind}" in found.why and "--json FILE" in found.why
+
+
+def test_a_babelstream_csv_without_its_dot_row_or_with_an_average_below_its_fastest_is_refused() -> None:
+    lines = fixture("babelstream_rtx2060_transcribed.csv").splitlines()
+    with pytest.raises(PeerFormatError) as caught:
+        parse_babelstream_csv("\n".join(lines[:-1]) + "\n")
+    assert caught.value.line == len(lines) - 1 and "the output is cut short after this row" in caught.value.what
+    with pytest.raises(PeerFormatError) as caught:  # an average below its fastest run: altered
+        parse_babelstream_csv("\n".join([*lines[:-1], lines[-1].replace(",0.00177", ",0.00150")]))
+    assert caught.value.line == len(lines) and "average time 0.0015 s is below its fastest" in caught.value.what
