@@ -12,7 +12,7 @@ from rooflab.record import CaseRecord, Identity, MeasurementRecord, TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.case import Case
-from rooflab.suite.ops.base import byte_split
+from rooflab.suite.ops.base import work_model
 from rooflab.vocab import ResultStatus
 
 
@@ -22,11 +22,7 @@ def op_work_model(case: Case) -> WorkModel:
     from rooflab.suite.ops.registry import get_op
 
     op = get_op(case.op)
-    params = op.resolved_params(case.params)
-    split = byte_split(op, params, case.dtype)
-    read, written = split if split is not None else (None, None)
-    return WorkModel(flops=int(op.flops(params, case.dtype)), bytes=int(op.bytes(params, case.dtype)),
-                     bytes_read=read, bytes_written=written)
+    return work_model(op, op.resolved_params(case.params), case.dtype)
 
 
 def case_record(case: Case) -> CaseRecord:

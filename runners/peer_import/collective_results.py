@@ -34,9 +34,10 @@ from rooflab.record import (
 from rooflab.runners.engine.stats import summarize
 from rooflab.runners.peer_import.nccl_records import NcclHalf, NcclRow, NcclTest, RankDevice
 from rooflab.runners.peer_import.printed import Printed, PrintedRate
-from rooflab.runners.peer_import.results import Imported, mean_ci, naive_as_utc, note, point_statistics, work_of
+from rooflab.runners.peer_import.results import Imported, mean_ci, naive_as_utc, note, point_statistics
 from rooflab.suite.case import Case
 from rooflab.suite.dtypes import element_size
+from rooflab.suite.ops.base import work_model
 from rooflab.suite.ops.collective import CollectiveOp
 from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CacheMode, CollectiveMode, FlushMethod, Pace, ResultStatus, TimingMode
@@ -265,7 +266,7 @@ def half_result(ctx: TableContext, row: NcclRow, half: NcclHalf, inplace: bool,
     time, time_note = _time_us(ctx, half, size)
     if not time.value > 0:
         return None, f"line {row.line}: time {time.value:g} us: left out"
-    work = work_of(ctx.op, params, dtype)
+    work = work_model(ctx.op, params, dtype)
     status, why = _status(ctx, half)
     stats, samples = _statistics(ctx, half, time.value / 1000.0)
     case = Case(op=ctx.op.name, op_version=ctx.op.version, family=ctx.op.family, backend=BACKEND, dtype=dtype,

@@ -26,10 +26,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from rooflab.record import EnvironmentRecord, MeasurementRecord, RunRecord, Statistics, WorkModel
+from rooflab.record import EnvironmentRecord, MeasurementRecord, RunRecord, Statistics
 from rooflab.runners.machine.environment import fingerprint
 from rooflab.runners.peer_import.printed import PrintedRate, PrintedTime
-from rooflab.suite.ops.base import Op, Params
 from rooflab.vocab import DeviceKind
 
 Z95 = 1.959963984540054
@@ -162,11 +161,6 @@ def note(parts: Iterable[str | None]) -> str | None:
 
 def unique(values: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(values))
-
-
-def work_of(op: Op, params: Params, dtype: str) -> WorkModel:
-    """An imported result's work: the op's own model of it, as rooflab's own result of that case has."""
-    return WorkModel(flops=op.flops(params, dtype), bytes=op.bytes(params, dtype))
 
 
 def split_runs(results: Sequence[tuple[Imported, EnvironmentRecord]], tool: str, content: str, description: str,

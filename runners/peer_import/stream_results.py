@@ -36,9 +36,9 @@ from rooflab.runners.peer_import.results import (
     note,
     point_statistics,
     split_runs,
-    work_of,
 )
 from rooflab.suite.case import Case
+from rooflab.suite.ops.base import work_model
 from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import CacheMode, DeviceKind, FlushMethod, Pace, ResultStatus, TimingMode, Tool
 
@@ -63,7 +63,7 @@ def row_result(row: StreamRow, output: StreamOutput, fingerprint: str,
         return None, f"line {row.line}: elements of {row.sizeof} bytes have no rooflab dtype: left out"
     op = get_op(name)
     params = op.resolved_params({"n": row.n_elements})
-    work = work_of(op, params, dtype)
+    work = work_model(op, params, dtype)
     failed = kernel_failed(row.function, output.failed)
     runs = max(1, (row.num_times or 2) - 1)
     bandwidth = Printed(row.bandwidth_bytes_per_s.value / GB, row.bandwidth_bytes_per_s.half_ulp / GB)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from rooflab.record import WorkModel
 from rooflab.suite.case import Case, ParamValue
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CACHE_MODES, TIMING_MODES, ElementaryFunction, SampleKind, TimingMode
@@ -214,6 +215,15 @@ def byte_split(op: Op, params: Params, dtype: str) -> tuple[int, int] | None:
     if read is None or written is None:
         raise TypeError(f"op {op.name!r} declares only one of bytes_read and bytes_written: declare both")
     return int(read), int(written)
+
+
+def work_model(op: Op, params: Params, dtype: str) -> WorkModel:
+    """The FLOPs and bytes of one call of `op` (read and written apart where the op splits them), from
+    its pure functions: a measured result and an imported one get their work from here."""
+    split = byte_split(op, params, dtype)
+    read, written = split if split is not None else (None, None)
+    return WorkModel(flops=int(op.flops(params, dtype)), bytes=int(op.bytes(params, dtype)),
+                     bytes_read=read, bytes_written=written)
 
 
 def declares_bytes(op: Op) -> bool:

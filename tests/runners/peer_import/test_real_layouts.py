@@ -161,3 +161,18 @@ def test_a_table_cut_short_is_refused_and_nothing_of_it_stored(imported: Importe
     report = imported.reports[name]
     assert imported.code == 2 and report["outcome"] == "failed" and what in report["why"]
     assert report["runs"] == [] and re.search(rf"{re.escape(name)}: line \d+: ", imported.stdout)
+
+
+def test_imported_babelstream_results_carry_the_split_its_kernels_imply(imported: Imported) -> None:
+    """BabelStream's Copy reads one array and writes one, Mul and Add and Triad read what they name and
+    write one, Dot reads two and writes nothing (issue 49); a collective's bytes are link bytes: unsplit."""
+    stored = imported.of("stream_runs.txt")
+    n = min(imported.triads)
+    arrays = {"stream_copy": (1, 1), "stream_scale": (1, 1), "stream_add": (2, 1), "stream_triad": (2, 1),
+              "stream_dot": (2, 0)}
+    for op, (read, written) in arrays.items():
+        (row,) = stored[(stored["op"] == op) & (stored["params"].map(lambda p: p["n"]) == n)].itertuples()
+        assert (row.bytes_read, row.bytes_written) == (read * 8 * n, written * 8 * n), op
+        assert row.bytes_read + row.bytes_written == row.bytes
+    collective = imported.of("alltoall_2020.log")
+    assert collective["bytes_read"].isna().all() and collective["bytes_written"].isna().all()
