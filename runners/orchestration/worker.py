@@ -27,7 +27,7 @@ from rooflab.record import TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
 from rooflab.runners.orchestration.prepare import Laps, ready_case, time_ready
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import DeviceKind, ResultStatus, device_kind_of
+from rooflab.vocab import DeviceKind, ResultStatus, device_index_of, device_kind_of
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -154,10 +154,14 @@ def _watch_supervisor(supervisor_pid: int) -> None:
 
 
 def _pin(torch_device: str) -> None:
+    """A GPU worker makes its GPU the current one; a CPU core's worker (`cpu:N`) runs on logical CPU N
+    only (its CPU cases then take one thread: runners/machine/cpuinfo.py `default_cpu_threads`)."""
     if device_kind_of(torch_device) is DeviceKind.CUDA:
         import torch
 
         torch.cuda.set_device(torch.device(torch_device))
+    elif (core := device_index_of(torch_device)) is not None:
+        os.sched_setaffinity(0, {core})
 
 
 def worker_main(
