@@ -53,36 +53,70 @@ class Prepared:
 
 
 def prepare(results: pd.DataFrame, options: FleetOptions) -> Prepared:
-    """The results of the suite (FLEET_COLUMNS) grouped into nights; see the module doc, step 1."""
+    """The results of the suite (FLEET_COLUMNS) grouped into nights; see the module doc, step 1.
+
+    The text columns are taken as categories (integer codes), so that a night of 128,000 results is
+    sorted, de-duplicated and grouped on integers."""
     runs = results[["run_id", "started_at"]].drop_duplicates("run_id").reset_index(drop=True)
     nights = group_nights(list(runs["started_at"]), at=options.at, hours=options.night_hours)
     nights = nights[:options.nights_needed]
     night_of = {runs.at[i, "run_id"]: n.index for n in nights for i in n.runs}
     night_runs = [tuple(sorted(str(runs.at[i, "run_id"]) for i in n.runs)) for n in nights]
-    frame = results[results["run_id"].isin(night_of)].copy()
-    frame["night"] = frame["run_id"].map(night_of).astype(int)
-    frame["memory_bytes"] = frame["memory_bytes"].astype("int64")
-    frame["fault"] = frame["status"].isin([str(s) for s in FAULTS])
-    devices = (frame.sort_values("started_at")
-               .groupby(["night", "device_key"], sort=False)
-               .agg(host=("host", "last"), device_uuid=("device_uuid", "last"), device_name=("device_name", "last"),
-                    memory_bytes=("memory_bytes", "last"), faults=("fault", "sum"))
-               .reset_index())
-    ok = frame[figure_mask(frame["status"] == ResultStatus.OK, frame["median_ms"].fillna(0.0))]
-    ok = ok.sort_values("started_at").drop_duplicates(["night", "device_key", "case_key"], keep="last")
-    walls = {key: wall_of(op, family, cache) for key, op, family, cache
-             in ok[["case_key", "op", "family", "cache"]].drop_duplicates("case_key").itertuples(index=False)}
-    ci = ok["rel_ci_halfwidth"].astype(float).fillna(0.0).clip(lower=0.0)
+    run = pd.Categorical(results["run_id"])
+    night = np.array([night_of.get(r, -1) for r in run.categories], dtype=np.int64)[run.codes]
+    order = np.argsort(pd.DatetimeIndex(results["started_at"]).asi8, kind="stable")
+    order = order[night[order] >= 0]  # the rows of the nights read, oldest run first
+    device, case = pd.Categorical(results["device_key"]), pd.Categorical(results["case_key"])
+    ok = figure_mask((results["status"] == ResultStatus.OK).to_numpy(), results["median_ms"].fillna(0.0).to_numpy())
+    # the night's newest result of each device and case (a rerun replaces): a key of three integers
+    key = (night * len(device.categories) + device.codes) * len(case.categories) + case.codes
+    usable = order[ok[order]]
+    picked = usable[~pd.Series(key[usable]).duplicated(keep="last").to_numpy()]
+    ci = results["rel_ci_halfwidth"].astype(float).fillna(0.0).clip(lower=0.0).to_numpy()[picked]
+    median = results["median_ms"].astype(float).to_numpy()[picked]
     rows = pd.DataFrame({
-        "night": ok["night"].to_numpy(), "device_name": ok["device_name"].to_numpy(),
-        "memory_bytes": ok["memory_bytes"].to_numpy(), "device_key": ok["device_key"].to_numpy(),
-        "case_key": ok["case_key"].to_numpy(),
-        "wall": [str(w) if (w := walls[k]) is not None else None for k in ok["case_key"]],
-        "y": np.log(ok["median_ms"].astype(float).to_numpy()), "u": np.log1p(ci.to_numpy()) / Z95,
-        "median_ms": ok["median_ms"].astype(float).to_numpy(),
-        "throttled": ok["throttled"].fillna(False).astype(bool).to_numpy(), "quality": ok["quality"].to_numpy(),
+        "night": night[picked], "device_name": _take(results["device_name"], picked),
+        "memory_bytes": results["memory_bytes"].to_numpy(dtype=np.int64)[picked],
+        "device_key": pd.Categorical.from_codes(device.codes[picked], device.categories),
+        "case_key": pd.Categorical.from_codes(case.codes[picked], case.categories),
+        "wall": _walls(results, case, picked), "y": np.log(median), "u": np.log1p(ci) / Z95, "median_ms": median,
+        "throttled": results["throttled"].fillna(False).astype(bool).to_numpy()[picked],
+        "quality": _take(results["quality"], picked),
     })
-    return Prepared(rows, devices, nights, night_runs)
+    return Prepared(rows, _devices(results, night, device, order), nights, night_runs)
+
+
+def _take(column: pd.Series, positions: np.ndarray) -> pd.Categorical:
+    """A text column's values at `positions`, as categories."""
+    values = pd.Categorical(column)
+    return pd.Categorical.from_codes(values.codes[positions], values.categories)
+
+
+def _walls(results: pd.DataFrame, case: pd.Categorical, positions: np.ndarray) -> pd.Categorical:
+    """The wall of each result at `positions` (walls.wall_of of its case), as categories."""
+    firsts = results.drop_duplicates("case_key")
+    wall_by_case = {k: wall_of(op, family, cache) for k, op, family, cache in
+                    zip(firsts["case_key"], firsts["op"], firsts["family"], firsts["cache"], strict=True)}
+    names = sorted({str(w) for w in wall_by_case.values() if w is not None})
+    code_of_case = np.array([names.index(str(w)) if (w := wall_by_case[k]) is not None else -1
+                             for k in case.categories], dtype=np.int64)
+    return pd.Categorical.from_codes(code_of_case[case.codes[positions]], names)
+
+
+def _devices(results: pd.DataFrame, night: np.ndarray, device: pd.Categorical, order: np.ndarray) -> pd.DataFrame:
+    """One row per (night, device): its host, UUID and model as its newest result says, and its faults."""
+    fault = results["status"].isin([str(s) for s in FAULTS]).to_numpy()
+    key = night[order] * len(device.categories) + device.codes[order]
+    newest = order[~pd.Series(key).duplicated(keep="last").to_numpy()]
+    faults = pd.Series(fault[order]).groupby(key).sum()
+    picked = results.iloc[newest]
+    return pd.DataFrame({
+        "night": night[newest], "device_key": picked["device_key"].to_numpy(dtype=object),
+        "host": picked["host"].to_numpy(dtype=object), "device_uuid": picked["device_uuid"].to_numpy(dtype=object),
+        "device_name": picked["device_name"].to_numpy(dtype=object),
+        "memory_bytes": picked["memory_bytes"].to_numpy(dtype=np.int64),
+        "faults": faults.reindex(key[~pd.Series(key).duplicated(keep="last").to_numpy()]).to_numpy(dtype=np.int64),
+    })
 
 
 def group_spread(frame: pd.DataFrame, keys: list[str], column: str) -> pd.Series:

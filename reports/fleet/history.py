@@ -13,7 +13,6 @@ need MIN_HISTORY_NIGHTS nights of history.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -47,8 +46,8 @@ def own_history(walls: pd.DataFrame, options: FleetOptions) -> pd.DataFrame:
     out["nights"] = out["nights"].fillna(0).astype(int)
     out["change"] = out["d"] - out["base"]
     change1 = out["d1"] - out["base"]
-    line = np.array([warn_line_pct(100.0 * s, options.warn_pct) if math.isfinite(s) else np.inf
-                     for s in out["sigma_own"].fillna(np.nan)])
+    line = np.where(out["sigma_own"].notna(), warn_line_pct(100.0 * out["sigma_own"].to_numpy(), options.warn_pct),
+                    np.inf)
     now, before = pct_array(out["change"]), pct_array(change1)
     verdict = np.full(len(out), Verdict.OK.value, dtype=object)
     verdict[(now >= line) & (before >= line)] = Verdict.IMPROVEMENT.value
@@ -60,103 +59,96 @@ def own_history(walls: pd.DataFrame, options: FleetOptions) -> pd.DataFrame:
     return out.set_index(DEVICE_WALL)[["verdict", "change", "z_own", "nights"]]
 
 
-@dataclass(frozen=True)
-class _Level:
-    """The fleet's level of one case (or wall) night by night against its history's median."""
-
-    shift: pd.Series  # log shift per night (negative: slower), indexed by night
-    se: float  # standard error of tonight's shift
-    sigma: float  # the robust spread of the history nights' shifts
-
-
-def _since(level: _Level, line_pct: float, nights: list[Night]) -> datetime | None:
-    """The first night of the run of nights, back from tonight, whose shift is beyond the line the
-    same way as tonight's."""
-    sign = np.sign(level.shift.get(0, 0.0))
-    first = None
-    for k in sorted(level.shift.index):
-        if sign * pct(level.shift[k]) >= line_pct and k < len(nights):
-            first = nights[k].first_started_at
-        else:
-            break
-    return first
-
-
 def fleet_shifts(cases: pd.DataFrame, options: FleetOptions, nights: list[Night]) -> list[FleetShift]:
-    """The walls (and lone cases) whose fleet median moved tonight beyond their line, per model."""
+    """The walls (and lone cases) whose fleet median moved tonight beyond their line, per model: each
+    case's shift night by night is the history's median of its fleet median minus that night's (log;
+    negative: slower), a wall's the weighted mean of its cases' (weights 1 / their spread^2)."""
     fleet = cases.drop_duplicates([*MODEL, "case_key", "night"])[
         [*MODEL, "case_key", "wall", "night", "fleet_y", "devices", "sigma_case"]]
-    hist = fleet[_history(fleet, options)]
+    fleet = fleet[fleet["night"] <= options.history_nights]
+    hist = fleet[fleet["night"] >= 1]
     base = hist.groupby([*MODEL, "case_key"], sort=False)["fleet_y"].agg(["median", "size"]).rename(
         columns={"median": "base", "size": "nights"})
     fleet = fleet.join(base, on=[*MODEL, "case_key"])
-    fleet = fleet[(fleet["nights"] >= MIN_HISTORY_NIGHTS) & (fleet["night"] <= options.history_nights)].copy()
-    if fleet.empty or not (fleet["night"] == 0).any():
+    fleet = fleet[fleet["nights"] >= MIN_HISTORY_NIGHTS].copy()
+    if not (fleet["night"] == 0).any():
         return []
     fleet["s"] = fleet["base"] - fleet["fleet_y"]
-    sigma_case = group_spread(fleet[fleet["night"] >= 1], [*MODEL, "case_key"], "s").rename("sigma_f")
-    fleet = fleet.join(sigma_case, on=[*MODEL, "case_key"])
+    sigma = group_spread(fleet[fleet["night"] >= 1], [*MODEL, "case_key"], "s").rename("sigma_f")
+    fleet = fleet.join(sigma, on=[*MODEL, "case_key"])
+    fleet["w"] = 1.0 / fleet["sigma_f"] ** 2
+    fleet["median_var"] = (MEDIAN_SE_FACTOR * fleet["sigma_case"]) ** 2 / fleet["devices"]
+    walls = _levels(_wall_series(fleet), [*MODEL, "wall"], options)
+    cases_ = _levels(fleet.assign(level=fleet["s"]), [*MODEL, "wall", "case_key"], options)
+    shifted = walls[walls["shifted"]]
+    lone = cases_[cases_["shifted"]].merge(shifted[[*MODEL, "wall"]], on=[*MODEL, "wall"], how="left",
+                                            indicator=True)
+    lone = lone[lone["_merge"] == "left_only"]
     moved = _own_moves(cases, options)
-    out: list[FleetShift] = []
-    for (name, memory), model in fleet.groupby(MODEL, sort=False):
-        devices = int(model.loc[model["night"] == 0, "devices"].max())
-        shifted_walls = set()
-        for wall in [str(w) for w in FLEET_WALLS if (model["wall"] == str(w)).any()]:
-            level = _wall_level(model[model["wall"] == wall])
-            if level is None:
-                continue
-            found = _shift(level, options, nights, name, int(memory), wall, None, devices,
-                           moved.get((name, int(memory), wall), np.array([])))
-            if found is not None:
-                out.append(found)
-                shifted_walls.add(wall)
-        for key, rows in model.groupby("case_key", sort=False):
-            wall = rows["wall"].iloc[0]
-            if wall in shifted_walls or not (rows["night"] == 0).any():
-                continue
-            level = _case_level(rows)
-            found = _shift(level, options, nights, name, int(memory), str(wall) if wall else "none", str(key),
-                           devices, np.array([]))
-            if found is not None:
-                out.append(found)
-    return out
+    out = [_record(r, None, nights, walls_series, moved) for r, walls_series in _with_series(shifted, fleet, True)]
+    out += [_record(r, r["case_key"], nights, series, {}) for r, series in _with_series(lone, fleet, False)]
+    order = {str(w): i for i, w in enumerate(FLEET_WALLS)}
+    return sorted(out, key=lambda s: (s.device_name, s.memory_bytes, order.get(s.wall, len(order)), s.case_key or ""))
 
 
-def _case_level(rows: pd.DataFrame) -> _Level:
-    shift = rows.set_index("night")["s"].sort_index()
-    tonight = rows[rows["night"] == 0].iloc[0]
-    sigma = float(tonight["sigma_f"])
-    se = math.sqrt(math.pi / 2 * sigma ** 2 / float(tonight["nights"])
-                   + (MEDIAN_SE_FACTOR * float(tonight["sigma_case"])) ** 2 / float(tonight["devices"]))
-    return _Level(shift, se, sigma)
+def _wall_series(fleet: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, wall, night): the wall's shift (`level`), its weight sum and tonight's median variance."""
+    parts = fleet[fleet["wall"].notna()].assign(ws=lambda f: f["w"] * f["s"],
+                                               wv=lambda f: f["w"] ** 2 * f["median_var"])
+    grouped = parts.groupby([*MODEL, "wall", "night"], sort=False)
+    agg = grouped[["w", "ws", "wv"]].sum().join(grouped["devices"].max()).reset_index()
+    agg["level"] = agg["ws"] / agg["w"]
+    agg["median_var"] = agg["wv"] / agg["w"] ** 2
+    return agg
 
 
-def _wall_level(rows: pd.DataFrame) -> _Level | None:
-    """The wall's shift night by night: its cases' shifts weighted by 1 / their spread^2."""
-    w = 1.0 / rows["sigma_f"] ** 2
-    grouped = rows.assign(w=w, ws=w * rows["s"]).groupby("night")
-    shift = (grouped["ws"].sum() / grouped["w"].sum()).sort_index()
-    if 0 not in shift.index or len(shift) - 1 < MIN_HISTORY_NIGHTS:
-        return None
-    sigma = float(group_spread(pd.DataFrame({"k": 0, "s": shift[shift.index >= 1]}), ["k"], "s").iloc[0])
-    tonight = rows[rows["night"] == 0]
-    wt = 1.0 / tonight["sigma_f"] ** 2
-    median_var = float(((wt * MEDIAN_SE_FACTOR * tonight["sigma_case"]) ** 2 / tonight["devices"]).sum()
-                       / wt.sum() ** 2)
-    se = math.sqrt(math.pi / 2 * sigma ** 2 / (len(shift) - 1) + median_var)
-    return _Level(shift, se, sigma)
+def _levels(series: pd.DataFrame, keys: list[str], options: FleetOptions) -> pd.DataFrame:
+    """Tonight's row of each group of `keys` with its spread over the history nights, the standard
+    error of tonight's level, the line and whether it shifted."""
+    hist = series[series["night"] >= 1]
+    sigma = group_spread(hist, keys, "level").rename("sigma")
+    count = hist.groupby(keys, sort=False)["night"].size().rename("history")
+    tonight = series[series["night"] == 0].join(sigma, on=keys).join(count, on=keys)
+    tonight = tonight[tonight["history"] >= MIN_HISTORY_NIGHTS].copy()
+    tonight["se"] = np.sqrt(math.pi / 2 * tonight["sigma"] ** 2 / tonight["history"] + tonight["median_var"])
+    tonight["line"] = warn_line_pct(100.0 * tonight["sigma"].to_numpy(), options.warn_pct)
+    tonight["shifted"] = np.abs(pct_array(tonight["level"])) >= tonight["line"]
+    return tonight
 
 
-def _shift(level: _Level, options: FleetOptions, nights: list[Night], name: str, memory: int, wall: str,
-           case_key: str | None, devices: int, own_moves: np.ndarray) -> FleetShift | None:
-    tonight = float(level.shift.get(0, 0.0))
-    line = warn_line_pct(100.0 * level.sigma, options.warn_pct)
-    if abs(pct(tonight)) < line:
-        return None
-    low, high = interval(tonight, level.se)
-    same_way = int(np.sum((np.sign(own_moves) == np.sign(tonight)) & (np.abs(own_moves) >= abs(tonight) / 2)))
-    return FleetShift(name, memory, wall, case_key, pct(tonight), pct(low), pct(high), line, same_way, devices,
-                      _since(level, line, nights))
+def _with_series(rows: pd.DataFrame, fleet: pd.DataFrame, wall: bool) -> list[tuple[dict, pd.Series]]:
+    """Each shifted row with its level night by night (the wall's, or the case's), read in one pass."""
+    keys = [*MODEL, "wall"] if wall else [*MODEL, "case_key"]
+    if rows.empty:
+        return []
+    part = fleet.merge(rows[keys].drop_duplicates(), on=keys)
+    levels = _wall_series(part) if wall else part.rename(columns={"s": "level"})
+    series = {k: g.set_index("night")["level"].sort_index() for k, g in levels.groupby(keys, sort=False)}
+    return [(r, series[tuple(r[k] for k in keys)]) for r in rows.to_dict("records")]
+
+
+def _record(r: dict, case_key: str | None, nights: list[Night], series: pd.Series,
+            moved: dict[tuple[str, int, str], np.ndarray]) -> FleetShift:
+    level, line = float(r["level"]), float(r["line"])
+    low, high = interval(level, float(r["se"]))
+    own = moved.get((str(r["device_name"]), int(r["memory_bytes"]), str(r["wall"])), np.array([]))
+    same_way = int(np.sum((np.sign(own) == np.sign(level)) & (np.abs(own) >= abs(level) / 2)))
+    return FleetShift(str(r["device_name"]), int(r["memory_bytes"]), str(r["wall"]) if r["wall"] else "none",
+                      case_key, pct(level), pct(low), pct(high), line, same_way, int(r["devices"]),
+                      _since(series, line, nights))
+
+
+def _since(series: pd.Series, line_pct: float, nights: list[Night]) -> datetime | None:
+    """The first night of the run of nights, back from tonight, whose shift is beyond the line the
+    same way as tonight's."""
+    sign = np.sign(series.get(0, 0.0))
+    first = None
+    for k in series.index:
+        if sign * pct(float(series[k])) >= line_pct and k < len(nights):
+            first = nights[int(k)].first_started_at
+        else:
+            break
+    return first
 
 
 def _own_moves(cases: pd.DataFrame, options: FleetOptions) -> dict[tuple[str, int, str], np.ndarray]:

@@ -48,14 +48,15 @@ def spread(values: np.ndarray | pd.Series) -> float:
     return max(MAD_TO_SIGMA * float(np.median(np.abs(x - np.median(x)))), floor)
 
 
-def warn_line_pct(spread_pct: float, warn_pct: float) -> float:
+def warn_line_pct(spread_pct: float | np.ndarray, warn_pct: float) -> float | np.ndarray:
     """How far below its siblings (percent, positive) a figure is beyond the warn line: the warn
     threshold, moved in to Z_OUTLIER spreads where the fleet agrees closely (never nearer than half the
-    threshold), and out to Z_FLOOR spreads where the figure's own noise is wider than the threshold."""
-    return max(min(warn_pct, Z_OUTLIER * spread_pct), Z_FLOOR * spread_pct, warn_pct / 2.0)
+    threshold), and out to Z_FLOOR spreads where the figure's own noise is wider than the threshold.
+    Element-wise on an array of spreads."""
+    return np.maximum(np.maximum(np.minimum(warn_pct, Z_OUTLIER * spread_pct), Z_FLOOR * spread_pct), warn_pct / 2.0)
 
 
-def drain_line_pct(spread_pct: float, drain_pct: float) -> float:
+def drain_line_pct(spread_pct: float | np.ndarray, drain_pct: float) -> float | np.ndarray:
     """How far below (percent, positive) a figure is beyond the drain line: the drain threshold, or
-    Z_OUTLIER spreads where the figure's noise is wider than that."""
-    return max(drain_pct, Z_OUTLIER * spread_pct)
+    Z_OUTLIER spreads where the figure's noise is wider than that. Element-wise on an array of spreads."""
+    return np.maximum(drain_pct, Z_OUTLIER * spread_pct)

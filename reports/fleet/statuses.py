@@ -31,8 +31,8 @@ def wall_statuses(walls: pd.DataFrame, options: FleetOptions) -> pd.DataFrame:
         if column not in out:
             out[column] = np.nan
     spread = 100.0 * out["sigma_wall"].to_numpy()
-    line = np.array([warn_line_pct(s, options.warn_pct) for s in spread])
-    drain = np.array([drain_line_pct(s, options.drain_pct) for s in spread])
+    line = warn_line_pct(spread, options.warn_pct)
+    drain = drain_line_pct(spread, options.drain_pct)
     d, se = out["d"].to_numpy(), out["se"].to_numpy()
     deviation, low, high = pct_array(d), pct_array(d - Z95 * se), pct_array(d + Z95 * se)
     beyond0 = deviation <= -line
