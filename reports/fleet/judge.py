@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.db.nights import Night
-from rooflab.reports.fleet.deviations import DEVICE_WALL, MODEL, Prepared, case_deviations, prepare, wall_deviations
+from rooflab.reports.fleet.deviations import MODEL, Prepared, case_deviations, prepare, wall_deviations
 from rooflab.reports.fleet.history import fleet_shifts, own_history
 from rooflab.reports.fleet.options import FleetOptions
 from rooflab.reports.fleet.records import (
@@ -52,7 +52,7 @@ def judge_fleet(results: pd.DataFrame, options: FleetOptions = FleetOptions()) -
         raise NoNight(f"no run of suite {options.suite!r}{when}")
     cases = case_deviations(prepared.rows, options)
     walls = wall_deviations(cases, options)
-    judged = wall_statuses(walls, options).join(own_history(walls, options), on=DEVICE_WALL)
+    judged = wall_statuses(walls, own_history(walls, options), options)
     devices = _devices(prepared, cases, walls, judged, options)
     night = prepared.nights[0]
     info = NightInfo(options.suite, night.first_started_at, night.last_started_at, prepared.night_runs[0],

@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 
+from rooflab.reports.fleet.deviations import DEVICE_WALL
 from rooflab.reports.fleet.options import FleetOptions
 from rooflab.reports.fleet.statuses import wall_statuses
 
@@ -18,6 +19,16 @@ def _rows(device: str, d_pct: list[float | None], se: float, sigma: float = 0.00
             for k, p in enumerate(d_pct) if p is not None]
 
 
+def _history(walls: pd.DataFrame, regressed: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Own-history rows (history.own_history's columns): `regressed` devices left their place."""
+    tonight = walls[walls["night"] == 0]
+    return pd.DataFrame({
+        **{k: tonight[k].to_numpy() for k in DEVICE_WALL},
+        "verdict": ["regression" if k in regressed else "ok" for k in tonight["device_key"]],
+        "change": -0.03, "z_own": -6.0, "nights": 14,
+    }).set_index(DEVICE_WALL)
+
+
 def test_each_status_from_its_rule() -> None:
     # a spread of 0.5 %: the warn line is 1.75 % (half the 3.5 % threshold), the drain line 7 %
     walls = pd.DataFrame([
@@ -29,11 +40,15 @@ def test_each_status_from_its_rule() -> None:
         *_rows("drain", [-8.0], 0.002),
         *_rows("wide", [-8.0], 0.04),  # beyond the drain line, but the interval reaches +0.3 %: not sure
         *_rows("noisy-wall", [-5.0, -5.0], 0.002, sigma=0.03),  # a 3 % spread: the warn line is 6 %
+        # its own history regressed: slow once below its siblings by half the warn line (0.875 %)
+        *_rows("left-its-place", [-1.0, -0.5], 0.004), *_rows("left-but-fast", [-0.5, 0.0], 0.004),
     ])
-    got = wall_statuses(walls, FleetOptions()).set_index("device_key")
+    got = wall_statuses(walls, _history(walls, ("left-its-place", "left-but-fast")), FleetOptions())
+    got = got.set_index("device_key")
     assert got["status"].to_dict() == {
         "ok": "ok", "suspect": "suspect", "two-nights": "slow", "two-of-three": "slow", "interval": "slow",
-        "drain": "drain", "wide": "suspect", "noisy-wall": "ok"}
+        "drain": "drain", "wide": "suspect", "noisy-wall": "ok", "left-its-place": "slow", "left-but-fast": "ok"}
+    assert got.loc["left-its-place", "verdict"] == "regression"
     assert got.loc["interval", "warn_line_pct"] == 1.75 and got.loc["noisy-wall", "warn_line_pct"] == 6.0
     assert got.loc["drain", "drain_line_pct"] == 7.0 and got.loc["noisy-wall", "drain_line_pct"] == 9.0
     assert math.isclose(got.loc["interval", "deviation_pct"], -3.0)
@@ -44,5 +59,5 @@ def test_each_status_from_its_rule() -> None:
 
 def test_the_thresholds_move_the_lines() -> None:
     walls = pd.DataFrame(_rows("d", [-3.0, -3.0], 0.002, sigma=0.012))  # 3 spreads = 3.6 %: the line is 3.5 %
-    assert wall_statuses(walls, FleetOptions()).loc[0, "status"] == "ok"
-    assert wall_statuses(walls, FleetOptions(warn_pct=2.5)).loc[0, "status"] == "slow"
+    assert wall_statuses(walls, _history(walls), FleetOptions()).loc[0, "status"] == "ok"
+    assert wall_statuses(walls, _history(walls), FleetOptions(warn_pct=2.5)).loc[0, "status"] == "slow"
