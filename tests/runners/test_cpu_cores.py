@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from rooflab.db.query import results
-from rooflab.runners.machine.environment import cpu_core_uuid
+from rooflab.runners.machine.environment import cpu_core_uuid, known_without_torch
+from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import run_suite
+from rooflab.suite.spec import expand, load_spec
 
 # a hot 512^3 float32 GEMM: 10 to 30 ms a call on one core, many scheduler slices, so a core shared
 # with busy loops shows in the median (a call shorter than a slice could slip between them)
@@ -80,3 +82,27 @@ def test_a_busy_core_is_the_slower_device(tmp_path: Path) -> None:
     # on the machine dilute that, never to below 1.5x
     print(f"busy core / quiet core = {ratio:.2f}")
     assert ratio > 1.5, f"busy core / quiet core = {ratio:.2f}"
+    # resumed: each core's cases are found under its own key, nothing is measured again
+    again = run_suite(spec, db=url, options=RunOptions(devices=f"cpu:{quiet},cpu:{busy}", quiet=True,
+                                                       resume=summary.run_id), handle_signals=False)
+    assert again.already_measured == 2 and sum(again.counts.values()) == 0 and again.status == "complete"
+
+
+def test_a_core_is_known_without_torch_by_its_own_key() -> None:
+    """A resumed run finds a core's results under its key (host and core) before any worker starts."""
+    core = sorted(os.sched_getaffinity(0))[-1]
+    known = known_without_torch(f"cpu:{core}")
+    whole = known_without_torch("cpu")
+    assert known is not None and whole is not None
+    assert known.uuid == cpu_core_uuid(socket.gethostname(), core) and whole.uuid is None
+    assert known.fingerprint != whole.fingerprint and known.name == whole.name  # one model, never one series
+
+    key = known.uuid
+
+    class Store:
+        def measured_case_keys(self, run_id: str, device_key: str | None = None) -> set[str]:
+            return {c.case_key for c in cases} if device_key == key else set()
+
+    cases = expand(load_spec("health"), "cpu")
+    assert held_on(Store(), "run", f"cpu:{core}", cases) == known
+    assert held_on(Store(), "run", "cpu", cases) is None

@@ -119,7 +119,7 @@ def test_too_few_siblings_are_not_judged_with_the_count() -> None:
     frame = simulate(SimFleet(nodes=1, gpus_per_node=3, nights=3, seed=1))
     result = judge_fleet(frame)
     assert {d.status for d in result.devices} == {FleetStatus.NOT_JUDGED}
-    assert "3 device(s) of this model tonight, fewer than --min-devices 4" in result.devices[0].reason
+    assert "3 device(s) of this model tonight, fewer than --min-devices 4" in str(result.devices[0].reason)
     assert result.nodes[0].status == FleetStatus.NOT_JUDGED and result.nodes[0].worst_device is None
     assert judge_fleet(frame, FleetOptions(min_devices=3)).count(FleetStatus.NOT_JUDGED) == 0
 
