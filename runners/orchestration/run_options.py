@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine.cpuinfo import core_cpus
 from rooflab.suite.case import Case
 from rooflab.suite.timing import (
     TimingSettingError,
@@ -109,8 +110,6 @@ def device_kind_of_text(text: str) -> DeviceKind | None:
 
 def _core(value: str) -> str:
     """`cpu:N` checked against the CPUs this process may run on."""
-    from rooflab.runners.machine.cpuinfo import core_cpus
-
     core = device_index_of(value)
     allowed = sorted(os.sched_getaffinity(0))
     if core not in allowed:
@@ -150,8 +149,6 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
 
 def _resolve_list(devices: str, available: Sequence[str]) -> list[str]:
     """`--devices`: all, or a comma-separated list (cores where torch sees no GPU)."""
-    from rooflab.runners.machine.cpuinfo import core_cpus
-
     gpus = [d for d in available if device_kind_of(d) is DeviceKind.CUDA]
     text = devices.strip().lower()
     if text == "all":
