@@ -9,6 +9,7 @@ the history is read.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 import pandas as pd
 from sqlalchemy import and_, select
@@ -28,6 +29,14 @@ def suite_runs(url: Db, suite: str) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=["run_id", "started_at", "host"])
     frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
     return frame
+
+
+def run_of(url: Db, run_id: str) -> tuple[str, datetime] | None:
+    """(suite, started_at as tz-aware UTC) of run `run_id`, None when there is no such run."""
+    r = models.Run
+    with reading(url) as engine, engine.connect() as conn:
+        row = conn.execute(select(r.suite, r.started_at).where(r.run_id == run_id)).first()
+    return None if row is None else (str(row[0]), row[1])  # UTCDateTime: tz-aware UTC
 
 
 def suites(url: Db) -> list[str]:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import jinja2
 
 from rooflab.db.handle import Db
-from rooflab.reports.data.fleet_reads import NoSuiteRuns, load_fleet_results
-from rooflab.reports.fleet.judge import judge_fleet
+from rooflab.reports.data.fleet_reads import NoSuiteRuns
+from rooflab.reports.fleet.night import judge_night
 from rooflab.reports.fleet.options import FleetOptions
 from rooflab.reports.fleet.records import FleetNight
 from rooflab.reports.fleet.status import FleetStatus
@@ -18,11 +18,9 @@ from rooflab.reports.pages.fleet_plots import heatmap_svg, ordered_devices, spar
 def load_fleet_night(db: Db, options: FleetOptions = FleetOptions()) -> FleetNight | None:
     """The judgement of the newest night of `options.suite` in `db`, None when it holds no such run."""
     try:
-        results = load_fleet_results(db, options.suite, nights=options.nights_needed, at=options.at,
-                                     night_hours=options.night_hours)
+        return judge_night(db, options)
     except NoSuiteRuns:
         return None
-    return judge_fleet(results, options)
 
 
 def fleet_page(env: jinja2.Environment, write_svg: Callable[[str, str], str], slug: Callable[[str], str],

@@ -33,7 +33,7 @@ from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
 
 __all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields",
-           "KnownDevice", "known_without_torch", "cpu_core_uuid"]
+           "KnownDevice", "known_without_torch", "cpu_core_uuid", "node_name"]
 
 FINGERPRINT_CHARS = 16
 
@@ -239,6 +239,12 @@ def cpu_core_uuid(host: str, core: int) -> str:
     return f"{host}/cpu{core}"
 
 
+def node_name() -> str:
+    """This machine as its scheduler names it (SLURMD_NODENAME in a Slurm job), else its host name: the
+    host of a CPU core's device key (two Slurm nodes may share a host name, as a test cluster's do)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 @dataclass(frozen=True)
 class KnownDevice:
     """A device as it can be known without importing torch (`uuid`: a CPU core's, else None)."""
@@ -261,7 +267,7 @@ def known_without_torch(torch_device: str) -> KnownDevice | None:
         return None
     cpu = describe_cpu()
     core = device_index_of(torch_device)
-    uuid = cpu_core_uuid(socket.gethostname(), core) if core is not None else None
+    uuid = cpu_core_uuid(node_name(), core) if core is not None else None
     return KnownDevice(fingerprint(_cpu_identity(cpu, version, core)), cpu["name"], uuid)
 
 
@@ -275,7 +281,8 @@ def _capture_cpu(core: int | None = None) -> tuple[EnvironmentRecord, DeviceInfo
     llc = cpu["llc_bytes"] or 0
     cores = cpu["physical_cores"] or cpu["logical_cores"] or 0
     if core is not None:
-        info.update(device_uuid=cpu_core_uuid(info["host"], core), pinned_cpu=core, torch_device=f"cpu:{core}")
+        info.update(host=node_name(), device_uuid=cpu_core_uuid(node_name(), core), pinned_cpu=core,
+                    torch_device=f"cpu:{core}")
         cores = 1
     device_info = DeviceInfo(
         kind="cpu", name=cpu["name"], torch_device="cpu", memory_bytes=cpu["memory_bytes"], l2_bytes=llc, sm_count=cores

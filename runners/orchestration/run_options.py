@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine import environment
 from rooflab.runners.machine.cpuinfo import core_cpus
 from rooflab.suite.case import Case
 from rooflab.suite.timing import (
@@ -132,18 +133,17 @@ def resolve_devices(device: str | None, devices: str | None) -> list[str]:
     """The torch devices to run on, one worker each; UserInputError for a device not present.
 
     On a machine with no CUDA GPU, `--devices all` is one device per physical core (`cpu:N`, N the
-    core's first logical CPU) and `--devices 0,1` names cores; `cpu:N` names a core anywhere."""
-    from rooflab.runners.machine.environment import best_device, list_devices
-
+    core's first logical CPU) and `--devices 0,1` names cores; `cpu:N` names a core anywhere. (The
+    environment's module imports torch only inside the functions that need it.)"""
     if devices is None and _names_the_cpu(device):
         return ["cpu"]  # always present: no need to import torch here (seconds) to list the GPUs
-    available = list(dict.fromkeys(["cpu", *list_devices()]))
+    available = list(dict.fromkeys(["cpu", *environment.list_devices()]))
     if devices is not None and device not in (None, "auto"):
         raise UserInputError("give either --device or --devices, not both")
     if devices is not None:
         return _resolve_list(devices, available)
     if device in (None, "", "auto"):
-        return [best_device()]
+        return [environment.best_device()]
     return [_normalize_device(device, available)]
 
 

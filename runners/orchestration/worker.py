@@ -154,13 +154,17 @@ def _watch_supervisor(supervisor_pid: int) -> None:
 
 
 def _pin(torch_device: str) -> None:
-    """A GPU worker makes its GPU the current one; a CPU core's worker (`cpu:N`) runs on logical CPU N
-    only (its CPU cases then take one thread: runners/machine/cpuinfo.py `default_cpu_threads`)."""
     if device_kind_of(torch_device) is DeviceKind.CUDA:
         import torch
 
         torch.cuda.set_device(torch.device(torch_device))
-    elif (core := device_index_of(torch_device)) is not None:
+
+
+def _pin_core(torch_device: str) -> None:
+    """A CPU core's worker (`cpu:N`) runs on logical CPU N only from its first case on (its CPU cases
+    then take one thread: runners/machine/cpuinfo.py `default_cpu_threads`); its start-up, before,
+    runs wherever the kernel puts it, so that a busy core slows its cases and not its start."""
+    if device_kind_of(torch_device) is DeviceKind.CPU and (core := device_index_of(torch_device)) is not None:
         os.sched_setaffinity(0, {core})
 
 
@@ -185,6 +189,7 @@ def worker_main(
         from rooflab.suite.ops.registry import all_ops
 
         all_ops()  # load the ops (and ROOFLAB_PLUGINS) before the first case
+        _pin_core(torch_device)
     except Exception as exc:  # noqa: BLE001 - reported to the supervisor, which gives up on this device
         conn.send(("setup_error", describe_exception(exc)))
         conn.close()
