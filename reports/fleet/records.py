@@ -206,6 +206,20 @@ class FleetNight:
         """Whether a device's status fails the night under `fail_on` (exit 1)."""
         return any(fail_on.fails(d.status) for d in self.devices)
 
+    def brief(self) -> dict:
+        """What a night's summary says of the fleet (`rooflab nightly`'s summary.json): the counts, the
+        flagged devices with their flagged walls, the flagged nodes and the fleet's shifts."""
+        return {
+            "night": self.night.as_dict(), "counts": {str(s): self.count(s) for s in FleetStatus},
+            "devices": len(self.devices),
+            "flagged": [{"device_key": d.device_key, "host": d.host, "status": str(d.status),
+                         "since": _time(d.since),
+                         "walls": {w: _round(j.deviation_pct) for w, j in d.walls.items() if j.status in FLAGGED}}
+                        for d in self.flagged],
+            "nodes": [n.as_dict() for n in self.nodes if n.status in FLAGGED],
+            "fleet_shifts": [s.as_dict() for s in self.fleet_shifts],
+        }
+
     def as_dict(self) -> dict:
         o = self.options
         return {

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from rooflab.reports.fleet.status import FleetFailOn
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import DbOption, FilterOption, JsonOption, db_url
@@ -96,8 +97,9 @@ def _show_scripts(done: tuple[slurm.WrittenScripts, tuple[str, ...]]) -> None:
 NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML report: one command for CI.
 
 Prints a short plain-text summary (counts by status, shards, regressions, suspects, improvements,
-where the report is) and writes OUT/summary.json for bots. Exit code: 1 when a regression is
-found (per --fail-on), the run failed, cases of the spec have no result in the run (missing
+the fleet's verdicts on the run's night, where the report is) and writes OUT/summary.json for
+bots. Exit code: 1 when a regression is found (per --fail-on), a device is at the
+--fleet-fail-on status against its siblings, the run failed, cases of the spec have no result in the run (missing
 coverage) or the report could not be written; 0 on a clean, complete night;
 2 on invalid input; 130 when interrupted. `--skip-run` only judges and reports an existing run
 (the last step of a sharded night, e.g. the Slurm finalising job).
@@ -111,6 +113,9 @@ def nightly_command(
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="Exit 1 on: "
                                      "regression | drift (or regression) | suspect (or regression or drift) | never."),
+    fleet_fail_on: str = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
+                                      help="Exit 1 when a device of the run's night is at this fleet status or "
+                                           "worse against its siblings (rooflab fleet): never|suspect|slow|drain."),
     run_id: str | None = typer.Option(
         None, "--run-id",
         help="Run id (shards of one night share it); default: derived from the spec name and the date."
@@ -140,7 +145,7 @@ def nightly_command(
     from rooflab.runners.orchestration.run_options import RunOptions
 
     options = NightlyOptions(
-        out_dir=out, fail_on=fail_on, skip_run=skip_run,
+        out_dir=out, fail_on=fail_on, fleet_fail_on=fleet_fail_on, skip_run=skip_run,
         regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change),
         run=RunOptions(run_id=run_id, shard=shard, filters=tuple(filter_), device=device, devices=devices,
                        quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),
