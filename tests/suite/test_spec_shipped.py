@@ -176,7 +176,7 @@ def test_health_tells_each_wall_apart_on_every_device(ops) -> None:
         t = c.timing
         assert t.warmup_ms >= 10_000 and t.min_time_ms == t.max_time_ms == 5_000 and t.pace == "back_to_back"
     (reduce,) = [c for c in cuda if c.family == "collective"]
-    assert reduce.params["ranks"] == "all" and mode_of(reduce.params) == "stream" and reduce.backend == "nccl"
+    assert reduce.params["ranks"] == "all" and reduce.collective_mode == "stream" and reduce.backend == "nccl"
     cpu = expand(spec, "cpu", ops=ops)
     assert {c.op for c in cpu} == {"stream_copy", "stream_triad", "matmul", "launch"}
     assert min(_stream_bytes(cpu, ops, "cold")) >= 4 * CPU_LLC_BYTES
