@@ -16,6 +16,14 @@ from rooflab.runners.cli.epilogue import console, err_console, fail, respond
 from rooflab.runners.cluster import health, slurm, slurm_job
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
+FleetFailOnOption = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
+                                 help="Fail (exit 1) when a device of the night is at this status or worse against "
+                                      "its siblings (rooflab fleet): never|suspect|slow|drain.")
+FleetOption = typer.Option(
+    None, "--fleet/--sharded",
+    help="--fleet: a health night, every node measuring the whole spec on all its devices, then `rooflab fleet`; "
+         f"--sharded: the spec split over the nodes, then the regression check [default: --fleet for the "
+         f"{DEFAULT_SUITE} spec, else --sharded].")
 
 
 def slurm_command(
@@ -52,14 +60,8 @@ def slurm_command(
     ),
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="When the finalising job fails: regression|drift|suspect|never."),
-    fleet: bool | None = typer.Option(
-        None, "--fleet/--sharded",
-        help="--fleet: a health night, every node measuring the whole spec on all its devices, then "
-             "`rooflab fleet`; --sharded: the spec split over the nodes, then the regression check "
-             f"[default: --fleet for the {DEFAULT_SUITE} spec, else --sharded]."),
-    fleet_fail_on: str = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
-                                      help="A health night's fleet job fails when a device is at this status or "
-                                           "worse: never|suspect|slow|drain."),
+    fleet: bool | None = FleetOption,
+    fleet_fail_on: str = FleetFailOnOption,
     as_json: bool = typer.Option(False, "--json", help="Print the scripts' paths and the notes as JSON."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then the collective step over all
@@ -135,9 +137,7 @@ def nightly_command(
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="Exit 1 on: "
                                      "regression | drift (or regression) | suspect (or regression or drift) | never."),
-    fleet_fail_on: str = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
-                                      help="Exit 1 when a device of the run's night is at this fleet status or "
-                                           "worse against its siblings (rooflab fleet): never|suspect|slow|drain."),
+    fleet_fail_on: str = FleetFailOnOption,
     run_id: str | None = typer.Option(
         None, "--run-id",
         help="Run id (shards of one night share it); default: derived from the spec name and the date."

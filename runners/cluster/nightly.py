@@ -178,23 +178,23 @@ class NightlySummary:
                 )
             if len(rows) > SHOWN_PER_KIND:
                 lines.append(f"  ... and {len(rows) - SHOWN_PER_KIND} more {kind}s (see {SUMMARY_FILE})")
-        lines += _fleet_lines(self.fleet)
+        lines += _fleet_lines(self.fleet, self.fleet_fail_on)
         for note in self.notes:
             lines.append(f"note: {note}")
         if self.report:
             lines.append(f"report: {self.report}")
         if self.report_error:
             lines.append(f"report FAILED: {self.report_error}")
-        lines.append(f"exit code {self.exit_code} (--fail-on {self.fail_on}, --fleet-fail-on {self.fleet_fail_on})")
+        lines.append(f"exit code {self.exit_code} (--fail-on {self.fail_on})")
         return "\n".join(lines)
 
 
-def _fleet_lines(fleet: Mapping[str, Any] | None) -> list[str]:
+def _fleet_lines(fleet: Mapping[str, Any] | None, fail_on: str) -> list[str]:
     """The summary's lines on the fleet: the counts, each flagged device, each fleet shift."""
     if fleet is None:
         return []
     counts = ", ".join(f"{n} {s}" for s, n in fleet["counts"].items())
-    lines = [f"fleet: {fleet['devices']} devices against their siblings: {counts}"]
+    lines = [f"fleet: {fleet['devices']} devices against their siblings: {counts} (--fleet-fail-on {fail_on})"]
     for d in fleet["flagged"][:SHOWN_PER_KIND]:
         walls = ", ".join(f"{w} {v:+.1f} %" for w, v in d["walls"].items())
         lines.append(f"  {d['status']:10s} {d['host']} {d['device_key']}: {walls} (since {d['since']})")
