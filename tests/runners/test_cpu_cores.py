@@ -17,8 +17,9 @@ from rooflab.runners.orchestration.run_options import RunOptions
 from rooflab.runners.orchestration.session import run_suite
 from rooflab.suite.spec import expand, load_spec
 
-# a hot 1024^3 float32 GEMM: 20 to 60 ms a call on one core, longer than a scheduler slice, so a core shared
-# with a busy loop shows in the median (most calls shorter than a slice would slip between its turns)
+# a hot 768^3 float32 GEMM: about 10 ms a call on one core, longer than the slices a core shared with a
+# busy loop gives it, so that the busy loop shows in the median (calls shorter than the worker's turn
+# would slip between the loop's turns)
 SPEC = """\
 name: cores
 benchmarks:
@@ -27,24 +28,25 @@ benchmarks:
     devices: [cpu]
     dtypes: [float32]
     cache: [hot]
-    timing: {warmup_ms: 50, warmup_calls: 1, min_samples: 5, min_time_ms: 200, max_time_ms: 1000}
-    params: {m=n=k: 1024}
+    timing: {warmup_ms: 50, warmup_calls: 1, min_samples: 3, min_time_ms: 200, max_time_ms: 1000}
+    params: {m=n=k: 768}
 """
-# A busy loop pinned to the slowed core, at nice -15 where this process may raise a priority (about 28
+# A busy loop pinned to the slowed core, at nice -20 where this process may raise a priority (about 87
 # times the worker's weight: the worker, which pins itself to the core once it has started, then gets
-# about 3 % of it). The kernel balances the cores by the weight of what runs on them: at an equal
+# about 1 % of it). The kernel balances the cores by the weight of what runs on them: at an equal
 # priority it would move the machine's other processes off the busy core onto the quiet one until
 # both carry the same, and on a machine shared with other work the two devices could come out even
-# (or the quiet one slower); against this weight the quiet core's worker would need 18 other
-# processes beside it to fall as low. Where the priority may not be raised, four loops at the same
-# one stand in (weaker on a busy machine).
+# (or the quiet one slower: with 8 runnable processes elsewhere and the loop at nice -15, 1.6x
+# only); against this weight the quiet core's worker would need 57 other processes beside it to fall
+# as low. Where the priority may not be raised, four loops at the same one stand in (weaker on a
+# busy machine). The loop holds the core for the seconds the slowed worker takes (about 10).
 # (A loop ends by itself when the test's process is gone, however that ends.)
 BUSY = """\
 import os, sys
 parent = os.getppid()
 os.sched_setaffinity(0, {int(sys.argv[1])})
 try:
-    os.nice(-15)
+    os.nice(-20)
 except PermissionError:
     pass
 while os.getppid() == parent:
