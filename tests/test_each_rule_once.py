@@ -358,6 +358,7 @@ COLUMNS_HOME = {
     "db/crosscheck.py": "the cross-check frame: the columns the cross-check page shows",
     "db/layer_query.py": "the layer profiles frame: the columns the breakdown shows",
     "db/series_query.py": "the history's small tables: the columns the history pages draw",
+    "db/fleet_query.py": "the fleet's frame: the columns `rooflab fleet` judges",
     "db/migrations/versions/0001_initial.py": "a revision is frozen history: the tables as they were created",
     "db/query.py:RUN_FRAME_COLUMNS": "rooflab.runs(): the runs table's columns in the order that public frame has",
     "db/query.py:ENVIRONMENT_FRAME_COLUMNS": "environments(): the devices in the order that frame has",

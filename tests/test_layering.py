@@ -32,14 +32,16 @@ WIRING = {
 # (docs/design.md, "Packages"). errors.py and allocator.py at the top of reports/ are the ground: they
 # import no room. walls stands below comparisons: a comparison predicts each case's speedup from the
 # wall the diagnosis finds it at (comparisons/speedup_table.py). comparisons and regressions share a
-# floor and do not import each other; pages draws what all of them give.
+# floor and do not import each other; fleet stands above regressions (a device's own history speaks
+# its verdicts' words); pages draws what all of them give.
 REPORT_FLOORS = {
     "errors": 0, "allocator": 0,
     "data": 1,  # the reads and the helpers over results frames
     "roofs": 2,  # a device's roofs, and which runs they come from
     "walls": 3,  # which wall a case hits
     "comparisons": 4, "regressions": 4,
-    "pages": 5,  # the HTML report, and what it assembles to draw
+    "fleet": 5,  # each device against its siblings and its own past
+    "pages": 6,  # the HTML report, and what it assembles to draw
 }
 
 @functools.cache

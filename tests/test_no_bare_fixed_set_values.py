@@ -21,6 +21,7 @@ SET_KEYWORDS = {"status", "cache", "timing_mode", "quality", "stop_reason", "fai
 OTHER_MEANING = {
     ("reports/roofs/ceilings.py", "launch"): "the `launch` probe op's name and the launch-floor ceiling kind",
     ("reports/pages/plots.py", "launch"): "the `launch` probe op's name",
+    ("reports/fleet/walls.py", "launch"): "the `launch` probe op's name",
     # the public signature, as the README and help(rooflab.measure) show it (the value is checked by
     # suite.case.modes_problem, so a renamed member would be refused there)
     ("rooflab/api.py", "cold"): "rooflab.measure's documented default",

@@ -25,11 +25,14 @@ from rooflab.reports.data.side_reads import (
     load_crosschecks,
     load_layer_profiles,
 )
+from rooflab.reports.fleet.records import FleetNight
+from rooflab.reports.fleet.status import FleetStatus
 from rooflab.reports.pages import plots
 from rooflab.reports.pages.breakdown_section import section as breakdown_section
 from rooflab.reports.pages.compare_page import compare_page
 from rooflab.reports.pages.crosscheck_page import crosscheck_page
 from rooflab.reports.pages.device_roofline import DeviceRoofline, device_roofline
+from rooflab.reports.pages.fleet_page import fleet_page, load_fleet_night
 from rooflab.reports.pages.history_judge import judge_history
 from rooflab.reports.pages.history_page import history_site
 from rooflab.reports.pages.interconnect_section import section as interconnect_section
@@ -124,6 +127,7 @@ def render_report(
     collectives: pd.DataFrame | None = None,
     history: HistoryData | Callable[[], list] | None = None,
     evidence: Evidence | None = None,
+    fleet: FleetNight | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -141,7 +145,8 @@ def render_report(
     (reports.pages.report_inputs.load_report_inputs), or a callable that returns once the history pages are written
     into `out_dir` elsewhere (reports.pages.history_judge.PendingVerdicts.pages); by default framed from `df`.
     `evidence`: the comparison's raw samples and launch floors (by default the launch results of
-    `df`, no samples)."""
+    `df`, no samples). `fleet`: the judgement of the newest health night (reports.pages.fleet_page
+    .load_fleet_night); when given, fleet.html."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -168,16 +173,28 @@ def render_report(
     has_crosscheck = crosschecks is not None and not crosschecks.empty
     if has_crosscheck:
         pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
+    if fleet is not None:
+        pages["fleet.html"] = fleet_page(env, lambda name, svg: _write_svg(out, name, svg), slug, fleet)
     shown = {r for p in plans.values() for r in p.shown}
     pages["index.html"] = env.get_template("index.html").render(
         title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices,
         has_compare=has_compare,
         empty=df.empty, n_results=int(counts["n"].sum()) if not counts.empty else 0, has_crosscheck=has_crosscheck,
         alerts={str(s): sum(v.status == s for v in verdicts) for s in SHOWN_VERDICTS},
+        fleet=_fleet_summary(fleet),
     )
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
     return out / "index.html"
+
+
+def _fleet_summary(fleet: FleetNight | None) -> dict[str, Any] | None:
+    """What the index says of the fleet's night (None without one)."""
+    if fleet is None:
+        return None
+    return {"suite": fleet.night.suite, "first_run_at": fleet.night.first_run_at,
+            "counts": {str(s): fleet.count(s) for s in FleetStatus}, "devices": len(fleet.devices),
+            "shifts": len(fleet.fleet_shifts)}
 
 
 @dataclass(frozen=True)
@@ -325,4 +342,4 @@ def write_report(db_url: Db, out_dir: str | Path, *, runs: list[str] | None = No
                          since=since, counts=inputs.counts, crosschecks=load_crosschecks(db_url),
                          layer_profiles=load_layer_profiles(db_url), counters=load_counters(db_url),
                          collectives=load_collectives(db_url, run_ids), history=lambda: written,
-                         evidence=inputs.evidence)
+                         evidence=inputs.evidence, fleet=load_fleet_night(db_url))

@@ -16,6 +16,7 @@ from rooflab.runners.cli import (
     crosscheck_cmd,
     db_cmd,
     devices_cmd,
+    fleet_cmd,
     history_cmd,
     import_cmd,
     list_cmd,
@@ -66,7 +67,7 @@ def _options(
 
 for module in (
     run_cmd, list_cmd, devices_cmd, db_cmd, roofline_cmd, compare_cmd, report_cmd,
-    history_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd, counters_cmd, collectives_cmd, import_cmd,
+    history_cmd, cluster_cmd, crosscheck_cmd, breakdown_cmd, counters_cmd, collectives_cmd, import_cmd, fleet_cmd,
 ):
     module.register(app, db_app)
 

@@ -7,13 +7,23 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from rooflab.reports.fleet.options import DEFAULT_SUITE
+from rooflab.reports.fleet.status import FleetFailOn, parse_fleet_fail_on
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import DbOption, FilterOption, JsonOption, db_url
-from rooflab.runners.cli.epilogue import console, err_console, respond
-from rooflab.runners.cluster import slurm, slurm_job
+from rooflab.runners.cli.epilogue import console, err_console, fail, respond
+from rooflab.runners.cluster import health, slurm, slurm_job
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
+FleetFailOnOption = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
+                                 help="Fail (exit 1) when a device of the night is at this status or worse against "
+                                      "its siblings (rooflab fleet): never|suspect|slow|drain.")
+FleetOption = typer.Option(
+    None, "--fleet/--sharded",
+    help="--fleet: a health night, every node measuring the whole spec on all its devices, then `rooflab fleet`; "
+         f"--sharded: the spec split over the nodes, then the regression check [default: --fleet for the "
+         f"{DEFAULT_SUITE} spec, else --sharded].")
 
 
 def slurm_command(
@@ -50,13 +60,21 @@ def slurm_command(
     ),
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="When the finalising job fails: regression|drift|suspect|never."),
+    fleet: bool | None = FleetOption,
+    fleet_fail_on: str = FleetFailOnOption,
     as_json: bool = typer.Option(False, "--json", help="Print the scripts' paths and the notes as JSON."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then the collective step over all
-    nodes, then regressions and the report."""
+    nodes, then regressions and the report; or (--fleet) a health night: a job array that measures
+    the whole spec on every node, then `rooflab fleet`."""
     from rooflab.suite.spec import expand, load_spec
 
-    def write() -> tuple[slurm.WrittenScripts, tuple[str, ...]]:
+    try:
+        parse_fleet_fail_on(fleet_fail_on, "--fleet-fail-on")
+    except ValueError as exc:
+        fail(escape(str(exc)))
+
+    def write() -> tuple[slurm.WrittenScripts | health.HealthScripts, tuple[str, ...]]:
         loaded = load_spec(spec)
         n_cases = len(expand(loaded))  # a spec that does not expand is refused before anything is written
         job = slurm_job.validate(slurm_job.SlurmJob(
@@ -76,28 +94,36 @@ def slurm_command(
             run_id=run_id,
             fail_on=fail_on,
         ))
-        target = output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch"
-        return slurm.write_scripts(job, target.expanduser()), slurm.notes(job, n_cases)
+        target = (output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch").expanduser()
+        if fleet if fleet is not None else job.suite == DEFAULT_SUITE:
+            return health.write_health_scripts(job, target, fleet_fail_on), ()
+        return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
 
     respond(write, as_json=as_json, show=_show_scripts,
             to_json=lambda done: {**{k: str(v) for k, v in done[0]._asdict().items()}, "notes": list(done[1])})
 
 
-def _show_scripts(done: tuple[slurm.WrittenScripts, tuple[str, ...]]) -> None:
+SCRIPT_LABELS = {"array": "array script:      ", "collectives": "collectives script:",
+                 "finalize": "finalise script:   ", "submit": "submit script:     "}
+
+
+def _show_scripts(done: tuple[slurm.WrittenScripts | health.HealthScripts, tuple[str, ...]]) -> None:
     written, notes = done
     for note in notes:
         err_console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
-    for label, path in (("array script:      ", written.array), ("collectives script:", written.collectives),
-                        ("finalise script:   ", written.finalize), ("submit script:     ", written.submit)):
-        console.print(f"{label} {escape(str(path))}", highlight=False, soft_wrap=True)
+    paths = written._asdict()
+    for name, label in SCRIPT_LABELS.items():
+        if name in paths:
+            console.print(f"{label} {escape(str(paths[name]))}", highlight=False, soft_wrap=True)
     console.print(f"submit tonight's run with: bash {escape(str(written.submit))}", highlight=False, soft_wrap=True)
 
 
 NIGHTLY_HELP = """Run SPEC, check the history for regressions, write the HTML report: one command for CI.
 
 Prints a short plain-text summary (counts by status, shards, regressions, suspects, improvements,
-where the report is) and writes OUT/summary.json for bots. Exit code: 1 when a regression is
-found (per --fail-on), the run failed, cases of the spec have no result in the run (missing
+the fleet's verdicts on the run's night, where the report is) and writes OUT/summary.json for
+bots. Exit code: 1 when a regression is found (per --fail-on), a device is at the
+--fleet-fail-on status against its siblings, the run failed, cases of the spec have no result in the run (missing
 coverage) or the report could not be written; 0 on a clean, complete night;
 2 on invalid input; 130 when interrupted. `--skip-run` only judges and reports an existing run
 (the last step of a sharded night, e.g. the Slurm finalising job).
@@ -111,6 +137,7 @@ def nightly_command(
     fail_on: str = typer.Option(str(FailOn.REGRESSION), "--fail-on",
                                 help="Exit 1 on: "
                                      "regression | drift (or regression) | suspect (or regression or drift) | never."),
+    fleet_fail_on: str = FleetFailOnOption,
     run_id: str | None = typer.Option(
         None, "--run-id",
         help="Run id (shards of one night share it); default: derived from the spec name and the date."
@@ -140,7 +167,7 @@ def nightly_command(
     from rooflab.runners.orchestration.run_options import RunOptions
 
     options = NightlyOptions(
-        out_dir=out, fail_on=fail_on, skip_run=skip_run,
+        out_dir=out, fail_on=fail_on, fleet_fail_on=fleet_fail_on, skip_run=skip_run,
         regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change),
         run=RunOptions(run_id=run_id, shard=shard, filters=tuple(filter_), device=device, devices=devices,
                        quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),

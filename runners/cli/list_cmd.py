@@ -89,7 +89,8 @@ def list_cases(
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
     @app.command("list")
     def list_command(
-        spec: str = typer.Argument(..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline)."),
+        spec: str = typer.Argument(
+            ..., help="Spec file (or the name of a shipped spec: quick, nightly, roofline, health)."),
         filters: list[str] = typer.Option(
             [], "--filter", "-f",
             help="KEY=VALUE (op, family, backend, dtype, cache, timing_mode, benchmark, tag, "

@@ -5,8 +5,10 @@ report reports.pages.report's, so `runners.cluster.nightly` (like the CLI) is a 
 
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
-where the report is, and the exit code (1 when a verdict matches `fail_on`, the run failed or
-cases of the spec have no result in the run, 130 when interrupted, else 0). `text()` is the plain
+the fleet's judgement of the run's night (each device against its siblings: reports.fleet), where
+the report is, and the exit code (1 when a verdict matches `fail_on`, a device's fleet status
+`fleet_fail_on`, the run failed or cases of the spec have no result in the run, 130 when
+interrupted, else 0). `text()` is the plain
 summary for a CI log; `to_dict()` is written to OUT/summary.json for bots.
 """
 from __future__ import annotations
@@ -20,6 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooflab.db.handle import Database, as_database
+from rooflab.db.store import ResultStore
+from rooflab.reports.fleet.night import judge_night
+from rooflab.reports.fleet.options import FleetOptions
+from rooflab.reports.fleet.status import FleetFailOn, FleetStatus, parse_fleet_fail_on
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
@@ -63,6 +69,16 @@ class NightlySummary:
     report_error: str | None = None
     invocation: Mapping[str, object] | None = None  # this process's run summary (None with --skip-run)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fleet: Mapping[str, Any] | None = None  # FleetNight.brief() of the run's night (None: not judged)
+    fleet_fail_on: str = FleetFailOn.DRAIN
+
+    @property
+    def fleet_alert(self) -> bool:
+        """A device of the night at the `fleet_fail_on` status or worse."""
+        if self.fleet is None:
+            return False
+        rule = FleetFailOn(self.fleet_fail_on)
+        return any(rule.fails(FleetStatus(d["status"])) for d in self.fleet["flagged"])
 
     @property
     def alert(self) -> bool:
@@ -82,7 +98,8 @@ class NightlySummary:
     def exit_code(self) -> int:
         if self.invocation is not None and self.invocation.get("status") == RunStatus.INTERRUPTED:
             return ExitCode.INTERRUPTED
-        if self.alert or self.run_status == RunStatus.FAILED or self.report_error is not None or self.coverage_failed:
+        if (self.alert or self.fleet_alert or self.run_status == RunStatus.FAILED or self.report_error is not None
+                or self.coverage_failed):
             return ExitCode.FAILED
         return ExitCode.OK
 
@@ -113,6 +130,9 @@ class NightlySummary:
             "report_error": self.report_error,
             "invocation": dict(self.invocation) if self.invocation is not None else None,
             "notes": list(self.notes),
+            "fleet": dict(self.fleet) if self.fleet is not None else None,
+            "fleet_fail_on": self.fleet_fail_on,
+            "fleet_alert": self.fleet_alert,
         }
 
     def text(self) -> str:
@@ -158,6 +178,7 @@ class NightlySummary:
                 )
             if len(rows) > SHOWN_PER_KIND:
                 lines.append(f"  ... and {len(rows) - SHOWN_PER_KIND} more {kind}s (see {SUMMARY_FILE})")
+        lines += _fleet_lines(self.fleet, self.fleet_fail_on)
         for note in self.notes:
             lines.append(f"note: {note}")
         if self.report:
@@ -166,6 +187,24 @@ class NightlySummary:
             lines.append(f"report FAILED: {self.report_error}")
         lines.append(f"exit code {self.exit_code} (--fail-on {self.fail_on})")
         return "\n".join(lines)
+
+
+def _fleet_lines(fleet: Mapping[str, Any] | None, fail_on: str) -> list[str]:
+    """The summary's lines on the fleet: the counts, each flagged device, each fleet shift."""
+    if fleet is None:
+        return []
+    counts = ", ".join(f"{n} {s}" for s, n in fleet["counts"].items())
+    lines = [f"fleet: {fleet['devices']} devices against their siblings: {counts} (--fleet-fail-on {fail_on})"]
+    for d in fleet["flagged"][:SHOWN_PER_KIND]:
+        walls = ", ".join(f"{w} {v:+.1f} %" for w, v in d["walls"].items())
+        lines.append(f"  {d['status']:10s} {d['host']} {d['device_key']}: {walls} (since {d['since']})")
+    if len(fleet["flagged"]) > SHOWN_PER_KIND:
+        lines.append(f"  ... and {len(fleet['flagged']) - SHOWN_PER_KIND} more flagged devices (see {SUMMARY_FILE})")
+    for s in fleet["fleet_shifts"]:
+        what = f"{s['wall']} wall" if s["case_key"] is None else s["case_key"]
+        lines.append(f"  fleet shift: {s['device_name']} {what} {s['direction']} {s['shift']:+.1f} % "
+                     f"({s['devices_moved']} of {s['devices']} devices moved)")
+    return lines
 
 
 def _ms(value: float | None) -> str:
@@ -185,8 +224,6 @@ def check_out_dir(out_dir: Path) -> Path:
 
 
 def shard_state(db: str | Database, run_id: str) -> ShardState:
-    from rooflab.db.store import ResultStore
-
     store = ResultStore(db)
     try:
         started = store.run_shards(run_id)
@@ -253,6 +290,7 @@ class NightlyOptions:
 
     out_dir: Path
     fail_on: str = FailOn.REGRESSION
+    fleet_fail_on: str = FleetFailOn.DRAIN  # a device of the run's night at this fleet status or worse fails it
     skip_run: bool = False  # judge and report an existing run (run.run_id, else the suite's latest)
     regression: RegressionOptions = RegressionOptions()
     # the run: its id, shard, filters and devices are also what is judged; quiet by default in CI
@@ -271,6 +309,7 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
     run_id, shard, out_dir = o.run.run_id, o.run.shard, o.out_dir
     try:
         parse_fail_on(o.fail_on)
+        parse_fleet_fail_on(o.fleet_fail_on, "--fleet-fail-on")
     except ValueError as exc:
         raise UserInputError(str(exc)) from None
     if reg.window < 2:
@@ -313,8 +352,6 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
         run_id = summary.run_id
         invocation = summary.to_dict()
 
-    from rooflab.db.store import ResultStore
-
     store = ResultStore(database)
     run_status = store.run_status(run_id)
     stored = store.get_run(run_id)
@@ -328,6 +365,7 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
         notes.append("the run is not complete yet: series of cases without a result tonight are not judged")
     expected, missing = coverage(database, run_id, spec, o.run.filters)
     checked = check_history(database, run_id, o.regression)
+    fleet = judge_night(database, FleetOptions(suite=spec.name), run_id=run_id).brief()
 
     report: str | None = None
     report_error: str | None = None
@@ -344,6 +382,7 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
         shards=shards, verdicts=checked.verdicts, series_checked=checked.series_checked,
         insufficient_data=checked.insufficient_data, fail_on=o.fail_on, report=report, cases_expected=expected,
         cases_missing=missing, report_error=report_error, invocation=invocation, notes=tuple(notes),
+        fleet=fleet, fleet_fail_on=o.fleet_fail_on,
     )
     tmp = out_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")

@@ -91,6 +91,27 @@ def physical_cores(sysfs_root: str | Path = SYSFS_CPU) -> int | None:
     return len(pairs) or None
 
 
+def core_cpus(sysfs_root: str | Path | None = None, allowed: set[int] | None = None) -> list[int]:
+    """One logical CPU per physical core, the lowest-numbered of its siblings, among the CPUs this
+    process may run on (`allowed`; its affinity when None): the CPUs a CPU fleet pins its devices to.
+    Without topology in sysfs every allowed CPU counts as a core (`sysfs_root`: SYSFS_CPU when None)."""
+    if allowed is None:
+        try:
+            allowed = set(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            allowed = set(range(os.cpu_count() or 1))
+    first: dict[tuple[str, str], int] = {}
+    for topo in Path(sysfs_root or SYSFS_CPU).glob("cpu[0-9]*/topology"):
+        cpu = int(topo.parent.name.removeprefix("cpu"))
+        try:
+            pair = ((topo / "physical_package_id").read_text().strip(), (topo / "core_id").read_text().strip())
+        except OSError:
+            continue
+        if cpu in allowed and (pair not in first or cpu < first[pair]):
+            first[pair] = cpu
+    return sorted(first.values()) if first else sorted(allowed)
+
+
 def memory_total_bytes(meminfo_path: str | Path = "/proc/meminfo") -> int:
     try:
         text = Path(meminfo_path).read_text()

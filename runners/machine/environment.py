@@ -6,7 +6,12 @@ are kept apart from informational ones; `device_fingerprint` is a short hash of 
 
 - CUDA: kind, model (device name), memory_bytes, driver_major, cuda_major, torch_version;
 - CPU:  kind, model (CPU model), memory_bytes, logical_cores, driver_major/cuda_major None,
-  torch_version (a CPU's timings also depend on how many threads torch may use).
+  torch_version (a CPU's timings also depend on how many threads torch may use); a CPU core of a
+  CPU fleet (`cpu:N`: one worker pinned to logical CPU N with one thread) adds pinned_cores = 1, so
+  its results never join those of the whole CPU.
+
+A GPU's device key is its UUID; a CPU core's is its host and CPU (`cpu_core_uuid`), so that every
+core is a device of its own; the whole CPU (`cpu`) has none and is keyed by its fingerprint.
 """
 from __future__ import annotations
 
@@ -25,10 +30,10 @@ from rooflab.record import EnvironmentRecord
 from rooflab.runners.machine import cpuinfo
 from rooflab.runners.machine.gitinfo import git_state
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import DeviceKind, device_kind_of
+from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
 
 __all__ = ["capture", "best_device", "list_devices", "git_state", "fingerprint", "identity_fields",
-           "KnownDevice", "known_without_torch"]
+           "KnownDevice", "known_without_torch", "cpu_core_uuid", "node_name"]
 
 FINGERPRINT_CHARS = 16
 
@@ -100,7 +105,7 @@ def capture(torch_device: str) -> tuple[EnvironmentRecord, DeviceInfo]:
     if device.type == DeviceKind.CUDA:
         return _capture_cuda(device)
     if device.type == DeviceKind.CPU:
-        return _capture_cpu()
+        return _capture_cpu(device.index)
     raise ValueError(f"unsupported device {torch_device!r}: rooflab measures on 'cpu' and 'cuda:N'")
 
 
@@ -212,9 +217,10 @@ def describe_cpu(sysfs_root: str = cpuinfo.SYSFS_CPU, proc_root: str = "/proc") 
     }
 
 
-def _cpu_identity(cpu: Mapping[str, Any], torch_version: str) -> dict[str, Any]:
-    """A CPU's identity fields from its description (`describe_cpu`) and torch's version."""
-    return identity_fields(
+def _cpu_identity(cpu: Mapping[str, Any], torch_version: str, core: int | None = None) -> dict[str, Any]:
+    """A CPU's identity fields from its description (`describe_cpu`) and torch's version; one core of
+    a CPU fleet (`core` given) adds pinned_cores = 1."""
+    identity = identity_fields(
         kind="cpu",
         model=cpu["name"],
         memory_bytes=cpu["memory_bytes"],
@@ -223,14 +229,29 @@ def _cpu_identity(cpu: Mapping[str, Any], torch_version: str) -> dict[str, Any]:
         torch_version=torch_version,
         logical_cores=cpu["logical_cores"],
     )
+    if core is not None:
+        identity["pinned_cores"] = 1
+    return identity
+
+
+def cpu_core_uuid(host: str, core: int) -> str:
+    """The device key of one CPU core of a CPU fleet: its host and logical CPU, e.g. `node1/cpu3`."""
+    return f"{host}/cpu{core}"
+
+
+def node_name() -> str:
+    """This machine as its scheduler names it (SLURMD_NODENAME in a Slurm job), else its host name: the
+    host of a CPU core's device key (two Slurm nodes may share a host name, as a test cluster's do)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 @dataclass(frozen=True)
 class KnownDevice:
-    """A device as it can be known without importing torch."""
+    """A device as it can be known without importing torch (`uuid`: a CPU core's, else None)."""
 
     fingerprint: str
     name: str
+    uuid: str | None = None
 
 
 def known_without_torch(torch_device: str) -> KnownDevice | None:
@@ -245,17 +266,24 @@ def known_without_torch(torch_device: str) -> KnownDevice | None:
     except importlib.metadata.PackageNotFoundError:
         return None
     cpu = describe_cpu()
-    return KnownDevice(fingerprint(_cpu_identity(cpu, version)), cpu["name"])
+    core = device_index_of(torch_device)
+    uuid = cpu_core_uuid(node_name(), core) if core is not None else None
+    return KnownDevice(fingerprint(_cpu_identity(cpu, version, core)), cpu["name"], uuid)
 
 
-def _capture_cpu() -> tuple[EnvironmentRecord, DeviceInfo]:
+def _capture_cpu(core: int | None = None) -> tuple[EnvironmentRecord, DeviceInfo]:
+    """The whole CPU, or (`core` given) one core of a CPU fleet, which the worker has pinned itself to."""
     import torch
 
     cpu = describe_cpu()
     info = {**cpu, **software_info(), "torch_num_threads": torch.get_num_threads()}
-    identity = _cpu_identity(cpu, _torch_version())
+    identity = _cpu_identity(cpu, _torch_version(), core)
     llc = cpu["llc_bytes"] or 0
     cores = cpu["physical_cores"] or cpu["logical_cores"] or 0
+    if core is not None:
+        info.update(host=node_name(), device_uuid=cpu_core_uuid(node_name(), core), pinned_cpu=core,
+                    torch_device=f"cpu:{core}")
+        cores = 1
     device_info = DeviceInfo(
         kind="cpu", name=cpu["name"], torch_device="cpu", memory_bytes=cpu["memory_bytes"], l2_bytes=llc, sm_count=cores
     )

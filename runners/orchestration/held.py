@@ -29,7 +29,7 @@ def held_on(store: HeldResults, run_id: str, torch_device: str, cases: Sequence[
     known = known_without_torch(torch_device)
     if known is None:
         return None
-    stored = store.measured_case_keys(run_id, device_key(None, known.fingerprint))
+    stored = store.measured_case_keys(run_id, device_key(known.uuid, known.fingerprint))
     return known if all(case.case_key in stored for case in cases) else None
 
 

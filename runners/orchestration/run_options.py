@@ -6,12 +6,15 @@ nothing for a run it cannot do.
 """
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine import environment
+from rooflab.runners.machine.cpuinfo import core_cpus
 from rooflab.suite.case import Case
 from rooflab.suite.timing import (
     TimingSettingError,
@@ -20,7 +23,7 @@ from rooflab.suite.timing import (
     check_timing_order,
     check_timing_value,
 )
-from rooflab.vocab import DeviceKind, device_kind_of
+from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
 
 
 @dataclass(frozen=True)
@@ -88,53 +91,85 @@ def _normalize_device(text: str, available: Sequence[str]) -> str:
         value = f"cuda:{value}"
     if value == "cuda":
         value = "cuda:0"
+    if device_kind_of_text(value) is DeviceKind.CPU and device_index_of(value) is not None:
+        return _core(value)
     if value not in available:
         raise UserInputError(
             f"unknown device {text!r}; devices here: {', '.join(available)} "
-            "(allowed: auto, cpu, cuda:N, or for --devices: all or a list such as 0,1)"
+            "(allowed: auto, cpu, cpu:N (one core), cuda:N, or for --devices: all or a list such as 0,1)"
         )
     return value
+
+
+def device_kind_of_text(text: str) -> DeviceKind | None:
+    """The kind a device's text names, None for text that names none (`auto`, a typo)."""
+    try:
+        return device_kind_of(text)
+    except ValueError:
+        return None
+
+
+def _core(value: str) -> str:
+    """`cpu:N` checked against the CPUs this process may run on."""
+    core = device_index_of(value)
+    allowed = sorted(os.sched_getaffinity(0))
+    if core not in allowed:
+        raise UserInputError(f"unknown device {value!r}: this process may run on CPUs {_ranges(allowed)} "
+                             f"(one per physical core: {_ranges(core_cpus())})")
+    return value
+
+
+def _ranges(cpus: Sequence[int]) -> str:
+    return ", ".join(str(c) for c in cpus)
 
 
 def _names_the_cpu(device: str | None) -> bool:
     """`cpu` (any case, spaces around), not `cpu:N`, `auto` or a GPU."""
     text = (device or "").strip().lower()
-    try:
-        return device_kind_of(text) is DeviceKind.CPU and ":" not in text
-    except ValueError:
-        return False
+    return device_kind_of_text(text) is DeviceKind.CPU and ":" not in text
 
 
 def resolve_devices(device: str | None, devices: str | None) -> list[str]:
-    """The torch devices to run on, one worker each; UserInputError for a device not present."""
-    from rooflab.runners.machine.environment import best_device, list_devices
+    """The torch devices to run on, one worker each; UserInputError for a device not present.
 
+    On a machine with no CUDA GPU, `--devices all` is one device per physical core (`cpu:N`, N the
+    core's first logical CPU) and `--devices 0,1` names cores; `cpu:N` names a core anywhere. (The
+    environment's module imports torch only inside the functions that need it.)"""
     if devices is None and _names_the_cpu(device):
         return ["cpu"]  # always present: no need to import torch here (seconds) to list the GPUs
-    available = list(dict.fromkeys(["cpu", *list_devices()]))
+    available = list(dict.fromkeys(["cpu", *environment.list_devices()]))
     if devices is not None and device not in (None, "auto"):
         raise UserInputError("give either --device or --devices, not both")
     if devices is not None:
-        text = devices.strip().lower()
-        if text == "all":
-            gpus = [d for d in available if device_kind_of(d) is DeviceKind.CUDA]
-            if not gpus:
-                raise UserInputError(
-                    "--devices all: this machine has no CUDA GPU that torch can see; "
-                    "use --device cpu to measure the CPU"
-                )
-            return gpus
-        parts = [p for p in (x.strip() for x in text.split(",")) if p]
-        if not parts:
-            raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")
-        chosen = list(dict.fromkeys(_normalize_device(p, available) for p in parts))
-        kinds = {device_kind_of(d) for d in chosen}
-        if len(kinds) > 1:
-            raise UserInputError(f"--devices {devices!r}: mixes CPU and CUDA devices; run them separately")
-        return chosen
+        return _resolve_list(devices, available)
     if device in (None, "", "auto"):
-        return [best_device()]
+        return [environment.best_device()]
     return [_normalize_device(device, available)]
+
+
+def _resolve_list(devices: str, available: Sequence[str]) -> list[str]:
+    """`--devices`: all, or a comma-separated list (cores where torch sees no GPU)."""
+    gpus = [d for d in available if device_kind_of(d) is DeviceKind.CUDA]
+    text = devices.strip().lower()
+    if text == "all":
+        return gpus or [f"cpu:{core}" for core in core_cpus()]
+    parts = [p for p in (x.strip() for x in text.split(",")) if p]
+    if not parts:
+        raise UserInputError(f"--devices {devices!r}: expected all or a comma-separated list such as 0,1")
+    if not gpus:  # a CPU machine: numbers name cores
+        parts = [f"cpu:{p}" if p.isdigit() else p for p in parts]
+    chosen = list(dict.fromkeys(_normalize_device(p, available) for p in parts))
+    kinds = {device_kind_of(d) for d in chosen}
+    if len(kinds) > 1:
+        raise UserInputError(f"--devices {devices!r}: mixes CPU and CUDA devices; run them separately")
+    if "cpu" in chosen and len(chosen) > 1:
+        raise UserInputError(f"--devices {devices!r}: the whole CPU and its cores at once; name cores only (cpu:N)")
+    return chosen
+
+
+def cpu_cores(torch_devices: Sequence[str]) -> bool:
+    """Whether `torch_devices` are cores of a CPU fleet (`cpu:N`)."""
+    return any(device_kind_of(d) is DeviceKind.CPU and device_index_of(d) is not None for d in torch_devices)
 
 
 def derive_run_id(suite: str, *, sharded: bool, now: datetime | None = None) -> str:

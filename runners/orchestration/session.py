@@ -30,6 +30,7 @@ from rooflab.runners.orchestration.processes import prestart_worker_server
 from rooflab.runners.orchestration.run_options import (
     RunOptions,
     check_merged_settings,
+    cpu_cores,
     derive_run_id,
     resolve_devices,
     validate_timing_overrides,
@@ -121,6 +122,8 @@ def run_suite(
     overrides, shard = _checked_options(o, spec_path)
     run_id, resume = o.run_id, o.resume
     torch_devices = resolve_devices(o.device, o.devices)
+    if cpu_cores(torch_devices) and o.cpu_threads not in (None, 1):
+        raise UserInputError(f"--threads {o.cpu_threads}: a CPU core (cpu:N) runs its cases with one thread")
     device_kind = device_kind_of(torch_devices[0]).value
 
     # the database is parsed when first needed (a bad spec is reported before a bad URL) and
@@ -263,7 +266,9 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
         result = supervisor.run()
         if group_cases:
             result, group_key = _collective_phase(result, CollectivePhase(
-                store=store, run_id=effective_run_id, cases=group_cases, torch_devices=torch_devices,
+                store=store, run_id=effective_run_id, cases=group_cases,
+                # the cores of a CPU fleet run their collectives as the whole CPU's rank group
+                torch_devices=["cpu"] if cpu_cores(torch_devices) else torch_devices,
                 progress=reporter, seed=seed, timing_overrides=overrides, case_timeout_s=case_timeout_s, shard=shard,
                 handle_signals=handle_signals))
     except BaseException:

@@ -230,7 +230,7 @@ class Supervisor:
                 LaneReport(
                     torch_device=lane.torch_device,
                     device_name=lane.ready.device.name if lane.ready else (known.name if known else None),
-                    device_uuid=lane.device_uuid,
+                    device_uuid=lane.device_uuid or (known.uuid if known else None),
                     device_fingerprint=(env.device_fingerprint if env is not None
                                         else known.fingerprint if known else None),
                     cases=len(lane.cases),
@@ -321,7 +321,7 @@ class Supervisor:
         if known is None:
             return False
         lane.known = known
-        lane.device_key = device_key(None, known.fingerprint)
+        lane.device_key = device_key(known.uuid, known.fingerprint)
         lane.already_measured = len(lane.cases)
         lane.pending = deque()
         self.progress.lane_ready(lane.torch_device, known.name, 0, lane.already_measured)

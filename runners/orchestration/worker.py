@@ -27,7 +27,7 @@ from rooflab.record import TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
 from rooflab.runners.orchestration.prepare import Laps, ready_case, time_ready
 from rooflab.suite.device import DeviceInfo
-from rooflab.vocab import DeviceKind, ResultStatus, device_kind_of
+from rooflab.vocab import DeviceKind, ResultStatus, device_index_of, device_kind_of
 
 
 def describe_exception(exc: BaseException) -> str:
@@ -160,6 +160,14 @@ def _pin(torch_device: str) -> None:
         torch.cuda.set_device(torch.device(torch_device))
 
 
+def _pin_core(torch_device: str) -> None:
+    """A CPU core's worker (`cpu:N`) runs on logical CPU N only from its first case on (its CPU cases
+    then take one thread: runners/machine/cpuinfo.py `default_cpu_threads`); its start-up, before,
+    runs wherever the kernel puts it, so that a busy core slows its cases and not its start."""
+    if device_kind_of(torch_device) is DeviceKind.CPU and (core := device_index_of(torch_device)) is not None:
+        os.sched_setaffinity(0, {core})
+
+
 def worker_main(
     conn: Connection, torch_device: str, supervisor_pid: int, environ: Mapping[str, str] | None = None
 ) -> None:
@@ -181,6 +189,7 @@ def worker_main(
         from rooflab.suite.ops.registry import all_ops
 
         all_ops()  # load the ops (and ROOFLAB_PLUGINS) before the first case
+        _pin_core(torch_device)
     except Exception as exc:  # noqa: BLE001 - reported to the supervisor, which gives up on this device
         conn.send(("setup_error", describe_exception(exc)))
         conn.close()

@@ -55,6 +55,8 @@ def _parse() -> argparse.Namespace:
                         help="bench_overhead --json output: its eager cases' median host cost replaces HOST_FIXED_MS")
     parser.add_argument("--no-check-cache", action="store_true", help="every case runs its check (the old worker)")
     parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--ranks", type=int, default=8,
+                        help="the world size a collective's `ranks: all` takes (the GPUs of the node; default 8)")
     return parser.parse_args()
 
 
@@ -71,7 +73,7 @@ def host_fixed_ms_from(path: Path) -> float:
     return statistics.median(costs)
 
 
-def project(spec_name: str, host_fixed_ms: float, check_cache: bool) -> tuple[list[dict], dict]:
+def project(spec_name: str, host_fixed_ms: float, check_cache: bool, ranks: int = 8) -> tuple[list[dict], dict]:
     from rooflab.reports.walls.predict import predict
     from rooflab.suite.ops.registry import get_op
     from rooflab.suite.spec import expand, load_spec
@@ -83,6 +85,8 @@ def project(spec_name: str, host_fixed_ms: float, check_cache: bool) -> tuple[li
     for case in cases:
         op = get_op(case.op)
         params = op.with_defaults(case.params)
+        if params.get("ranks") == "all":
+            params = {**params, "ranks": ranks}  # every GPU of the node (the run's --devices all)
         pred = predict(case.op, dict(params), case.dtype, "H100 SXM", cache=case.cache, timing_mode=case.timing_mode)
         mode = case.timing_mode
         t_ms = max(pred.roofline_ms, LAUNCH_FLOOR_MS[mode])
@@ -106,14 +110,15 @@ def project(spec_name: str, host_fixed_ms: float, check_cache: bool) -> tuple[li
             "warmup_ms": warmup_ms, "sampling_ms": sampling_ms, "sampled_ms": sampled_ms,
             "fixed_ms": host_fixed_ms + check_ms + inputs_ms + 2 * t_ms,
             "flush_ms": n * flush_ms if per_sample_ms > HOST_PER_SAMPLE_MS[mode] else 0.0,
-            "compiled": case.backend == "compiled", "compile_key": key,
+            "compiled": case.backend == "compiled", "compile_key": key, "collective": case.family == "collective",
         })
     totals = {"cases": len(rows), "check_cache": check_cache, "host_fixed_ms": host_fixed_ms}
     return rows, totals
 
 
 def summarise(rows: list[dict], compile_s: float) -> dict:
-    wall_ms = WORKER_START_S * 1e3
+    # one worker start, and one more for the rank group of the collectives (its processes start together)
+    wall_ms = WORKER_START_S * 1e3 * (1 + any(r["collective"] for r in rows))
     sampled = warm = sampling = fixed = compile_ms = flush = 0.0
     compiled_keys: set[str] = set()
     for r in rows:
@@ -137,7 +142,7 @@ def summarise(rows: list[dict], compile_s: float) -> dict:
 def main() -> int:
     args = _parse()
     host_fixed = host_fixed_ms_from(args.overhead_json) if args.overhead_json else HOST_FIXED_MS
-    rows, totals = project(args.spec, host_fixed, not args.no_check_cache)
+    rows, totals = project(args.spec, host_fixed, not args.no_check_cache, args.ranks)
     print(f"{totals['cases']} cases of {args.spec} on an H100 SXM (datasheet roofline times); "
           f"host fixed cost {host_fixed:.1f} ms per case; check cache {'on' if totals['check_cache'] else 'off'}")
     print(f"model: launch floor {LAUNCH_FLOOR_MS}, host per sample {HOST_PER_SAMPLE_MS}, "

@@ -40,6 +40,7 @@ BAD_INPUT = {
     "compare": (["compare", "--baseline", "a", "--candidate", "b", "--db", "mysql://u@h/d"], "mysql"),
     "regressions": (["regressions", "--fail-on", "sometimes", "--db", "{tmp}/r.db"], "sometimes"),
     "history": (["history", "--db", "{tmp}/r.db"], "CASE_KEY"),
+    "fleet": (["fleet", "--fail-on", "sometimes", "--db", "{tmp}/r.db"], "sometimes"),
     "report": (["report", "--out", "{tmp}/site", "--run", "a", "--since", "2026-01-01", "--db", "{tmp}/r.db"],
                "--run or --since"),
     "nightly": (["nightly", "{spec}", "--fail-on", "sometimes", "--out", "{tmp}/site", "--db", "{tmp}/r.db"],

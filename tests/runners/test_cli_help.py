@@ -68,14 +68,16 @@ def test_predict_takes_a_device_that_names_one_entry(typed: str, chosen: str, tm
     assert json.loads(result.stdout)["device"] == chosen
 
 
-def test_devices_all_on_a_machine_without_gpus_says_so(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_devices_naming_a_core_this_machine_lacks_says_so(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a GPU, --devices names cores (docs/running.md); a core the process may not run on is
+    refused with the CPUs it may run on, before the database is touched."""
     from rooflab.runners.machine import environment
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     spec = tmp_path / "ok.yaml"
     spec.write_text("name: ok\nbenchmarks:\n  - name: c\n    op: copy\n    params: {n: 1024}\n")
     db = tmp_path / "r.db"
-    result = runner.invoke(app, ["run", str(spec), "--devices", "all", "--db", str(db), "-q"])
+    result = runner.invoke(app, ["run", str(spec), "--devices", "0,4096", "--db", str(db), "-q"])
     assert result.exit_code == 2, result.output
-    assert "--devices all: this machine has no CUDA GPU" in result.output and "--device cpu" in result.output
+    assert "unknown device 'cpu:4096': this process may run on CPUs" in result.output
     assert not db.exists()

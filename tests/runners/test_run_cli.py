@@ -341,15 +341,34 @@ def test_resume_of_a_missing_database_or_run_exits_2(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- pieces of the session
 
 
-def test_devices_all_without_cuda_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_devices_all_without_cuda_is_one_device_per_core(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """On a machine without a GPU, `--devices all` is one device per physical core (its first logical
+    CPU), `--devices 0,1` names cores; with GPUs they name GPUs as before."""
+    import os
+
     from rooflab.runners.errors import UserInputError
-    from rooflab.runners.machine import environment
+    from rooflab.runners.machine import cpuinfo, environment
     from rooflab.runners.orchestration.run_options import resolve_devices
+
+    allowed = sorted(os.sched_getaffinity(0))
+    # a planted topology: each allowed CPU a core of its own, plus an SMT sibling of the first one
+    for cpu in [*allowed, 1000]:
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "physical_package_id").write_text("0")
+        (topo / "core_id").write_text(str(allowed[0] if cpu == 1000 else cpu))
+    monkeypatch.setattr(cpuinfo, "SYSFS_CPU", str(tmp_path))
+    assert cpuinfo.core_cpus(str(tmp_path), set(allowed) | {1000}) == allowed  # the sibling is not a core
 
     monkeypatch.setattr(environment, "list_devices", lambda: ["cpu"])
     monkeypatch.setattr(environment, "best_device", lambda: "cpu")
-    with pytest.raises(UserInputError, match="--devices all: this machine has no CUDA GPU"):
-        resolve_devices("auto", "all")
+    assert resolve_devices("auto", "all") == [f"cpu:{c}" for c in allowed]
+    assert resolve_devices("auto", f"{allowed[-1]},{allowed[0]}") == [f"cpu:{allowed[-1]}", f"cpu:{allowed[0]}"]
+    assert resolve_devices(f"cpu:{allowed[0]}", None) == [f"cpu:{allowed[0]}"]
+    with pytest.raises(UserInputError, match="unknown device 'cpu:4096': this process may run on CPUs"):
+        resolve_devices("auto", "4096")
+    with pytest.raises(UserInputError, match="the whole CPU and its cores at once"):
+        resolve_devices("auto", f"cpu,cpu:{allowed[0]}")
     assert resolve_devices("auto", None) == ["cpu"]
     monkeypatch.setattr(environment, "list_devices", lambda: ["cuda:0", "cuda:1", "cpu"])
     assert resolve_devices("auto", "all") == ["cuda:0", "cuda:1"]

@@ -9,10 +9,11 @@ from rooflab.suite.ops.registry import all_ops, builtin_ops
 from rooflab.suite.quality import NOISY_REL_CI
 from rooflab.suite.spec import SPECS_DIR, expand, load_spec
 
-SHIPPED = ("quick", "nightly", "roofline")
+SHIPPED = ("quick", "nightly", "roofline", "health")
 MIB = 1 << 20
 H100_L2_BYTES = 50 * MIB
 CPU_LLC_BYTES = 32 * MIB
+B200_L2_BYTES = 126 * MIB
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +161,25 @@ def test_nightly_is_gpu_only_and_complete(ops) -> None:
     # the isolated mode beside it where the two differ most: 4 B .. 1 MiB per rank, float32
     isolated = sorted((c.op, c.params["n"] * 4) for c in collectives if c.collective_mode == "isolated")
     assert isolated == sorted((op, 4 * 8**e) for op in ("all_reduce", "all_gather") for e in range(7))
+
+
+def test_health_tells_each_wall_apart_on_every_device(ops) -> None:
+    """The fleet's night (docs/fleet.md): few cases, every wall, HBM at >= 4x the largest L2, the GEMMs
+    sustained (hot, back to back, 10 s of warmup and 5 s of samples), the node's all_reduce over every
+    GPU; on a CPU the same walls sized for one core."""
+    spec = load_spec("health", ops=ops)
+    cuda = expand(spec, "cuda", ops=ops)
+    assert len(cuda) <= 10
+    assert {c.op for c in cuda} == {"stream_copy", "stream_triad", "matmul", "elementary", "launch", "all_reduce"}
+    assert min(_stream_bytes(cuda, ops, "cold")) >= 4 * B200_L2_BYTES
+    gemms = [c for c in cuda if c.op == "matmul"]
+    assert {c.dtype for c in gemms} == {"bfloat16", "float8_e4m3fn"} and {c.cache for c in gemms} == {"hot"}
+    for c in gemms:
+        t = c.timing
+        assert t.warmup_ms >= 10_000 and t.min_time_ms == t.max_time_ms == 5_000 and t.pace == "back_to_back"
+    (reduce,) = [c for c in cuda if c.family == "collective"]
+    assert reduce.params["ranks"] == "all" and reduce.collective_mode == "stream" and reduce.backend == "nccl"
+    cpu = expand(spec, "cpu", ops=ops)
+    assert {c.op for c in cpu} == {"stream_copy", "stream_triad", "matmul", "launch"}
+    assert min(_stream_bytes(cpu, ops, "cold")) >= 4 * CPU_LLC_BYTES
+    assert all(c.timing.max_time_ms <= 1000 for c in cpu)

@@ -480,3 +480,39 @@ def _environ(pid: int) -> dict[str, str]:
     except OSError:
         return {}
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+# ---------------------------------------------------------------- a fleet's health night
+
+
+@pytest.fixture(scope="module")
+def health_url() -> Iterator[str]:
+    yield from fresh_postgres_url()
+
+
+def test_a_health_night_ends_with_the_fleets_judgement(cluster: SlurmCluster, health_url: str,
+                                                       tmp_path: Path) -> None:
+    """`rooflab slurm health --nodes 2 --gpus-per-node 0`: each node measures the shipped health spec
+    on every core of its CPU (a device per core, keyed by the node's name and the core), into a run
+    of its own; then the fleet job judges the four cores against one another: OUT/fleet.json."""
+    out = tmp_path / "out"
+    scripts = rooflab_slurm(Path("health"), health_url, out, "--fleet-fail-on", "never")
+    assert set(scripts) == {"array", "finalise", "submit"}
+    done = cluster.run("bash", str(scripts["submit"]), env=submit_env(cluster))
+    match = re.search(r"rooflab run (\S+): health array job (\d+) .*fleet job (\d+)", done.stdout)
+    assert match is not None, done.stdout + done.stderr
+    run_id, array, final = match.groups()
+    fields = cluster.wait(final, timeout_s=300)
+    assert fields["JobState"] == "COMPLETED" and fields["ExitCode"] == "0:0", (fields, cluster.logs())
+    for task in (0, 1):
+        assert cluster.job(f"{array}_{task}")["JobState"] == "COMPLETED"
+    fleet = json.loads((out / "fleet.json").read_text())
+    assert sorted(fleet["night"]["runs"]) == [f"{run_id}-n0", f"{run_id}-n1"]
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    keys = {d["device_key"] for d in fleet["devices"]}
+    assert keys == {f"{node}/cpu{core}" for node in ("n1", "n2") for core in cores}, keys
+    assert {n["host"] for n in fleet["nodes"]} == {"n1", "n2"}
+    assert all(d["status"] != "not_judged" and d["siblings"] == 4 for d in fleet["devices"]), fleet["devices"]
+    assert {"hbm_rw", "matrix", "launch"} <= set(fleet["devices"][0]["walls"])
+    log = next((out / "logs").glob("rooflab-health-fleet-*.out")).read_text()
+    assert "fleet: health, night of" in log and "4 devices:" in log

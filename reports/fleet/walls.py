@@ -1,0 +1,40 @@
+"""Which wall of a device a case tells: the fleet judges each device wall by wall.
+
+The walls are the measured roofs rooflab already tells (rooflab/vocab.py `CeilingKind`): a cold
+stream or pointwise case tells the memory's bandwidth (read-write, or read-only for an op that only
+reads), a hot one the cache's; a GEMM the matrix units; the FMA-intensity probe the vector units;
+the elementary probe the elementary-function units; the launch probe the launch floor; a collective
+the interconnect. A case that tells none of them alone (attention, a transformer layer) is judged
+case by case in its evidence but counts toward no wall.
+"""
+from __future__ import annotations
+
+from rooflab.reports.data.op_facts import reads_only
+from rooflab.vocab import CacheMode, CeilingKind
+
+# the walls in the order a fleet's table shows them (a `link` wall of pair results would join here)
+FLEET_WALLS: tuple[CeilingKind, ...] = (
+    CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2, CeilingKind.MATRIX, CeilingKind.VECTOR,
+    CeilingKind.ELEMENTARY, CeilingKind.LAUNCH, CeilingKind.INTERCONNECT,
+)
+_STREAMING_FAMILIES = ("pointwise", "reduction")
+_STREAM_PROBES = ("stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot")
+
+
+def wall_of(op: str, family: str, cache: str) -> CeilingKind | None:
+    """The wall a case (its op, family and cache mode) tells, or None when it tells none alone."""
+    if family == "collective":
+        return CeilingKind.INTERCONNECT
+    if op == "launch":
+        return CeilingKind.LAUNCH
+    if op == "elementary":
+        return CeilingKind.ELEMENTARY
+    if op == "fma_intensity":
+        return CeilingKind.VECTOR
+    if family == "gemm":
+        return CeilingKind.MATRIX
+    if op in _STREAM_PROBES or family in _STREAMING_FAMILIES:
+        if cache == CacheMode.HOT:
+            return CeilingKind.L2
+        return CeilingKind.HBM_RO if reads_only(op) else CeilingKind.HBM_RW
+    return None
