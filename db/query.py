@@ -217,20 +217,45 @@ def run_ids(url: Db) -> list[str]:
     return list(_fetch_all_scalars(url, select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id)))
 
 
-def series_summary(url: Db) -> pd.DataFrame:
-    """One row per series (case_key x device_fingerprint) that has any result: `n_ok_runs`, the runs
-    in which it has an ok result with a positive median, and `first_ok_run`, the earliest of those
-    runs in run order (None without one). One pass over the measurements, no row per result."""
+# the columns that name a series within its case, as the reads below group by them: by model the
+# device fingerprint; by device (`per_device`) the parts reports.data.devices makes its device key of
+# (the UUID; the host and device name of a device without one) and the tool that measured it
+MODEL_SERIES_PARTS = ("device_fingerprint",)
+DEVICE_SERIES_PARTS = ("device_uuid", "host", "device_name", "tool")
+
+
+def series_parts(per_device: bool) -> tuple[str, ...]:
+    return DEVICE_SERIES_PARTS if per_device else MODEL_SERIES_PARTS
+
+
+def _series_columns(per_device: bool) -> tuple[Any, ...]:
+    """The SQL expressions of `series_parts(per_device)` (the host only of a device without a UUID:
+    a GPU keeps its series whichever node started the run it was measured in)."""
+    r, e, m = models.Run, models.Environment, models.Measurement
+    if not per_device:
+        return (e.device_fingerprint,)
+    no_uuid = or_(m.device_uuid.is_(None), m.device_uuid == "")
+    tool = m.__table__.c.tool  # a column of the record the model class does not name (db/models.py)
+    return (m.device_uuid, case((no_uuid, r.host)).label("host"), e.device_name, tool)
+
+
+def _joined_measurements(*columns: Any) -> Any:
     r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
+    return (select(*columns).select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
+            .join(e, e.id == m.environment_id))
+
+
+def series_summary(url: Db, *, per_device: bool = False) -> pd.DataFrame:
+    """One row per series (case_key and the series' parts, `series_parts(per_device)`) that has any
+    result: `n_ok_runs`, the runs in which it has an ok result with a positive median, and
+    `first_ok_run`, the earliest of those runs in run order (None without one). One pass over the
+    measurements, no row per result."""
+    r, c, m = models.Run, models.Case, models.Measurement
     ok = figure_mask(m.status == ResultStatus.OK, m.median_ms)
-    query = (
-        select(c.case_key, e.device_fingerprint,
-               func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
-               func.min(case((ok, r.started_at))).label("first_ok_start"))
-        .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
-        .group_by(c.case_key, e.device_fingerprint)
-        .order_by(c.case_key, e.device_fingerprint)
-    )
+    group = (c.case_key, *_series_columns(per_device))
+    query = (_joined_measurements(*group, func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
+                                  func.min(case((ok, r.started_at))).label("first_ok_start"))
+             .group_by(*group).order_by(*group))
     with _connect(url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
         run_starts = conn.execute(select(r.run_id, r.started_at).order_by(r.started_at, r.run_id)).all()
@@ -238,50 +263,71 @@ def series_summary(url: Db) -> pd.DataFrame:
         for run_id_, started in run_starts:
             by_start.setdefault(started, []).append(run_id_)
         # runs that started at the same instant: the earliest of them in run order that holds an ok result
-        tied = sorted({row[3] for row in rows if row[3] is not None and len(by_start[row[3]]) > 1})
-        ok_in_tied: set[tuple[str, ...]] = set()
+        tied = sorted({row[-1] for row in rows if row[-1] is not None and len(by_start[row[-1]]) > 1})
+        ok_in_tied: set[tuple[Any, ...]] = set()
         for started in tied:
             ok_in_tied |= {tuple(x) for x in conn.execute(
-                select(c.case_key, e.device_fingerprint, r.run_id).distinct()
-                .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
-                .join(e, e.id == m.environment_id).where(ok, r.started_at == started))}
+                _joined_measurements(*group, r.run_id).distinct().where(ok, r.started_at == started))}
     out = []
-    for key, fingerprint, n_ok, started in rows:
+    for *key, n_ok, started in rows:
         first = None
         if started is not None:
             candidates = by_start[started]
             first = candidates[0] if len(candidates) == 1 else next(
-                run for run in candidates if (key, fingerprint, run) in ok_in_tied)
-        out.append((key, fingerprint, int(n_ok), first))
-    return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "n_ok_runs", "first_ok_run"])
+                run for run in candidates if (*key, run) in ok_in_tied)
+        out.append((*key, int(n_ok), first))
+    return pd.DataFrame(out, columns=["case_key", *series_parts(per_device), "n_ok_runs", "first_ok_run"])
 
 
-def series_method_spans(url: Db) -> pd.DataFrame:
-    """One row per series (case_key x device_fingerprint) and way of measuring it (flush_method,
-    pace, both recorded) that has an ok result with a positive median: the start times of the
-    earliest and of the newest run holding one (`first_ok_start`, `last_ok_start`), and
+def series_method_spans(url: Db, *, per_device: bool = False) -> pd.DataFrame:
+    """One row per series (case_key and `series_parts(per_device)`) and way of measuring it
+    (flush_method, pace, both recorded) that has an ok result with a positive median: the start
+    times of the earliest and of the newest run holding one (`first_ok_start`, `last_ok_start`), and
     `first_ok_run`, that earliest run (None when another run started at the same instant: run
     order alone does not tell which came first among their ok results). Results that do not record
     their way (stored before the columns existed) are left out: they belong to whichever way
     follows them. One grouped pass over the measurements."""
-    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    query = (
-        select(c.case_key, e.device_fingerprint, m.flush_method, m.pace,
-               func.min(r.started_at).label("first_ok_start"), func.max(r.started_at).label("last_ok_start"))
-        .select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id).join(e, e.id == m.environment_id)
-        .where(figure_mask(m.status == ResultStatus.OK, m.median_ms), m.flush_method.is_not(None), m.pace.is_not(None))
-        .group_by(c.case_key, e.device_fingerprint, m.flush_method, m.pace)
-        .order_by(c.case_key, e.device_fingerprint)
-    )
+    m = models.Measurement
+    return _spans(url, per_device, (m.flush_method, m.pace), (m.flush_method.is_not(None), m.pace.is_not(None)))
+
+
+def series_fingerprint_spans(url: Db) -> pd.DataFrame:
+    """series_method_spans by device, with the device fingerprint as the way: where each environment
+    of a device's series (a driver, CUDA or torch change) starts and ends among its ok results."""
+    return _spans(url, True, (models.Environment.device_fingerprint,), ())
+
+
+def _spans(url: Db, per_device: bool, ways: tuple[Any, ...], where: tuple[Any, ...]) -> pd.DataFrame:
+    r, c, m = models.Run, models.Case, models.Measurement
+    group = (c.case_key, *_series_columns(per_device), *ways)
+    query = (_joined_measurements(*group, func.min(r.started_at).label("first_ok_start"),
+                                  func.max(r.started_at).label("last_ok_start"))
+             .where(figure_mask(m.status == ResultStatus.OK, m.median_ms), *where)
+             .group_by(*group).order_by(*group[:-len(ways)]))
     with _connect(url) as engine, engine.connect() as conn:
         rows = conn.execute(query).all()
         by_start: dict[Any, list[str]] = {}
         for run_id_, started in conn.execute(select(r.run_id, r.started_at)).all():
             by_start.setdefault(started, []).append(run_id_)
-    out = [(key, fp, flush, pace, first, last, by_start[first][0] if len(by_start[first]) == 1 else None)
-           for key, fp, flush, pace, first, last in rows]
-    return pd.DataFrame(out, columns=["case_key", "device_fingerprint", "flush_method", "pace", "first_ok_start",
-                                      "last_ok_start", "first_ok_run"])
+    out = [(*head, first, last, by_start[first][0] if len(by_start[first]) == 1 else None)
+           for *head, first, last in rows]
+    names = ["case_key", *series_parts(per_device), *(w.key for w in ways)]
+    return pd.DataFrame(out, columns=[*names, "first_ok_start", "last_ok_start", "first_ok_run"])
+
+
+def device_hosts(url: Db, run_ids: Sequence[str]) -> dict[str, str]:
+    """Per device UUID measured in `run_ids`, its host in the newest of them: the host its
+    environment row of that run names (a run of several nodes records each node's devices), else
+    the run's host."""
+    r, re_ = models.Run, models.RunEnvironment
+    query = (select(re_.device_uuid, re_.info, r.host).select_from(re_).join(r, r.id == re_.run_id)
+             .where(re_.device_uuid.is_not(None)).order_by(r.started_at, r.run_id))
+    out: dict[str, str] = {}  # `run_ids` come in run order: a newer run's host is written last
+    for i in range(0, len(run_ids), 5_000):
+        for uuid, info, host in _fetch_all(url, query.where(r.run_id.in_(list(run_ids[i:i + 5_000])))):
+            named = info.get("host") if isinstance(info, dict) else None
+            out[str(uuid)] = str(named or host)
+    return out
 
 
 def result_devices(url: Db) -> pd.DataFrame:

@@ -22,8 +22,10 @@ from rooflab.db.samples import unpack
 from rooflab.vocab import ResultStatus
 
 _PARTITION_ROWS = 50_000
-# string columns read as codes (-1: NULL)
-CODED = ("status", "quality", "stop_reason", "flush_method", "pace", "collective_mode")
+# string columns read as codes (-1: NULL); the device UUID and the tool name a series' device
+# (reports.data.devices)
+CODED = ("status", "quality", "stop_reason", "flush_method", "pace", "collective_mode", "device_uuid", "tool")
+CODE_TYPES = {"device_uuid": np.int32}  # a fleet's years may hold more UUIDs than an int16 counts; others int16
 
 
 def raw_samples(url: Db, *, run_id: Sequence[str], case_key: Sequence[str] | None = None) -> pd.DataFrame:
@@ -81,7 +83,7 @@ class HistoryColumns:
     p90_ms: np.ndarray
     rel_ci_halfwidth: np.ndarray  # float64 (the noise rule compares it with its bound)
     throttled: np.ndarray  # bool
-    codes: dict[str, np.ndarray]  # CODED column -> int16 code into `values[column]` (-1: NULL)
+    codes: dict[str, np.ndarray]  # CODED column -> code into `values[column]` (-1: NULL; int16, CODE_TYPES)
     values: dict[str, tuple[str, ...]]  # CODED column -> its distinct values
     runs: pd.DataFrame  # run_id, started_at, host, suite, git_commit: one row per run, in run order
     environments: pd.DataFrame  # environment_id, device_fingerprint, device_name, device_kind, versions
@@ -138,7 +140,8 @@ def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
 
 def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
     """Every measurement's case, environment, run, median, p10, p90, CI, throttled flag, status,
-    quality, stop reason, flush method and pace (the strings as codes), read in partitions straight
+    quality, stop reason, flush method, pace, collective mode, device UUID and tool (the strings as
+    codes), read in partitions straight
     from the database driver into numpy arrays: one pass, a few bytes per result. `keys_only`: only
     the case, environment, run, status and whether the median is positive (median_ms 1.0 where it
     is, NaN elsewhere; the other columns are left empty): what the run counts and the comparison's
@@ -164,7 +167,7 @@ def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
         pks = runs["run_pk"].to_numpy(dtype=np.int64)
         lut = np.full(int(pks.max()) + 1 if len(pks) else 1, -1, dtype=np.int32)
         lut[pks] = np.arange(len(pks), dtype=np.int32)
-        kinds = [kind for _, _, kind in numbers] + [np.int16] * len(coded)
+        kinds = [kind for _, _, kind in numbers] + [CODE_TYPES.get(name, np.int16) for name in coded]
         cols = _read(engine, statement, kinds, total, lut)
     read = dict(zip([f for f, _, _ in numbers] + coded, cols, strict=True))
 
@@ -173,7 +176,8 @@ def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
 
     return HistoryColumns(
         **{name: field(name, kind or np.int32) for name, _, kind in NUMBERS},
-        codes={name: field(name, np.int16) for name in CODED}, values={n: values.get(n, ()) for n in CODED},
+        codes={name: field(name, CODE_TYPES.get(name, np.int16)) for name in CODED},
+        values={n: values.get(n, ()) for n in CODED},
         runs=runs.drop(columns="run_pk"), environments=envs, cases=cases,
     )
 

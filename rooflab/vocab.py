@@ -167,6 +167,14 @@ class Tool(StrEnum):
     BABELSTREAM = "babelstream"
 
 
+class SeriesBy(StrEnum):
+    """What a history series follows (reports/data/devices.py): one physical device (the default), or a
+    model's devices aggregated, the median of their results in a run (the explicit model-level view)."""
+
+    DEVICE = "device"  # one case on one physical device (its device_key)
+    MODEL = "model"  # one case on one device fingerprint: the median over its devices in each run
+
+
 class StopReason(StrEnum):
     """Why sampling stopped (runners.engine.stopping decides; the database stores the value): the CI
     reached the target precision, the CI is no wider than the clock's resolution, the noise estimate

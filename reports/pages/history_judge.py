@@ -52,11 +52,11 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
     if len(columns) == 0:
         return [], []
     has_compare = len(choose_runs(counts_from_history(columns), runs=runs, since=since)) >= 2
-    points = series_points(columns)
-    source = ReadSource(columns, options.window, again=DatabaseSource(url))
+    points = series_points(columns, options.by)
+    source = ReadSource(columns, options.window, again=DatabaseSource(url, options.by))
     tables = columns.tables_only()
     del columns  # every result's columns: from here on the points, the newest runs and the summary
-    verdicts = for_report(detect_with(source, **options.as_kwargs()))  # what the report draws of them
+    verdicts = for_report(detect_with(source, **options.gate_kwargs()))  # what the report draws of them
     del source
     if out_dir is None:
         return verdicts, history_pages(tables, points, verdicts, slug=slug)

@@ -4,13 +4,16 @@ The data of a page is one JSON document inside the page (no file beside it, no r
 works when opened from disk): small tables of the strings every series shares (ops, dtypes, runs,
 fingerprints), one entry per series (case key, codes into those tables, the gate's verdict) and the
 points of all series as base64 typed arrays (run index, median as float32, p10 and p90 as offsets
-of 1/2000 in log scale, why a point is kept out of a baseline, flush method, pace). The page's own script
+of 1/2000 in log scale, why a point is kept out of a baseline, flush method, pace). A series is one
+case on one physical device (its key and host in the page's table of devices); where its
+environment changed (a driver, CUDA or torch version: a new fingerprint) the series says at which
+point. The page's own script
 (templates/history.js: plain JavaScript, no library, no external URL) draws the table, the
 filters and the trends from it.
 
 The verdicts are the gate's (reports.regressions.gate through reports.regressions.database_check): this
 module judges nothing. One page holds every device while it stays under PAGE_POINTS points; beyond
-that each device gets a page of its own and history.html lists them.
+that each model (device name) gets a page of its own, holding its devices, and history.html lists them.
 """
 from __future__ import annotations
 
@@ -84,6 +87,21 @@ def _verdict_entry(v: Any, run_at: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def _devices(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, judged: list[Any],
+             slices: list[slice]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The page's table of devices (each series' device key and host, and its series id) and each
+    chosen series' index into it. A device's host is the verdict's (the node its newest run names),
+    else that of the run of the series' newest point."""
+    hosts = h.runs["host"].astype(object).where(h.runs["host"].notna(), "").to_numpy()
+    rows = []
+    for i, v, sl in zip(chosen.tolist(), judged, slices, strict=True):
+        code = int(pts.device[i])
+        host = v.host if v is not None and v.host else str(hosts[pts.run_index[sl.stop - 1]])
+        rows.append((pts.devices.ids[code], pts.devices.keys[code] or "", host))
+    table, codes = _table(f"{a}\t{b}\t{c}" for a, b, c in rows)
+    return [dict(zip(("id", "key", "host"), t.split("\t"), strict=True)) for t in table], codes.tolist()
+
+
 def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdicts: dict[tuple[str, str], Any],
                title: str) -> tuple[dict[str, Any], dict[str, int]]:
     """The JSON document of one page holding the series `chosen` (indices into `pts`)."""
@@ -94,13 +112,24 @@ def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdict
     page_run[used_runs] = np.arange(len(used_runs))
     runs = h.runs.iloc[used_runs]
     cases = h.cases.set_index("case_id").loc[pts.case_id[chosen]]
-    envs = h.environments.set_index("environment_id").loc[pts.environment_id[chosen]]
-    fp_table, fp_codes = _table(envs["device_fingerprint"])
+    env_fp = h.environments.set_index("environment_id")["device_fingerprint"]
+    fp_table, fp_codes = _table(env_fp.loc[pts.point_environment[idx]])  # every point's environment
     env_rows = h.environments.drop_duplicates("device_fingerprint").set_index("device_fingerprint").loc[fp_table]
     starts = np.cumsum([0] + [s.stop - s.start for s in slices])
     run_ids = runs["run_id"].astype(str).tolist()
     run_at = {r: i for i, r in enumerate(run_ids)}
-    series: dict[str, Any] = {"key": cases["case_key"].astype(str).tolist(), "fp": fp_codes.tolist()}
+    ids = [pts.devices.ids[int(d)] for d in pts.device[chosen]]
+    series: dict[str, Any] = {"key": cases["case_key"].astype(str).tolist(),
+                              "fp": [int(fp_codes[e - 1]) for e in starts[1:]] if len(chosen) else []}
+    # where a series' environment changes (a new fingerprint: driver, CUDA or torch): point offset -> fingerprint
+    changes = np.flatnonzero(np.diff(fp_codes) != 0) + 1 if len(idx) else np.empty(0, dtype=np.int64)
+    owner = np.searchsorted(starts, changes, side="right") - 1
+    env_changes: dict[str, list[list[int]]] = {}  # series -> [[0, its first fingerprint], [offset, the next], ...]
+    for k, i in zip(changes.tolist(), owner.tolist(), strict=True):
+        if k != starts[i]:  # the first point of a series is no change
+            first = [[0, int(fp_codes[starts[i]])]]
+            env_changes.setdefault(str(i), first).append([k - int(starts[i]), int(fp_codes[k])])
+    series["ev"] = env_changes
     tables: dict[str, list[str]] = {}
     modes = [key.split(":")[4] if key.count(":") >= 5 else "" for key in series["key"]]
     caches = [key.split(":")[3] if key.count(":") >= 5 else "" for key in series["key"]]
@@ -108,7 +137,8 @@ def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdict
                          ("backend", cases["backend"]), ("cache", caches), ("mode", modes)):
         tables[name], codes = _table(values)
         series[name] = codes.tolist()
-    judged = [verdicts.get((k, fp)) for k, fp in zip(series["key"], envs["device_fingerprint"], strict=True)]
+    judged = [verdicts.get((k, d)) for k, d in zip(series["key"], ids, strict=True)]
+    devices, series["dv"] = _devices(h, pts, chosen, judged, slices)
     entries = [_verdict_entry(v, run_at) if v is not None else {"v": len(VERDICT_ORDER) - 1, "d": 0, "c": None,
                "b": None, "s": None, "cp": [], "dr": None, "fb": -1, "fl": [], "nt": "not judged"} for v in judged]
     for field in ("v", "d", "c", "b", "s", "cp", "dr", "fb", "fl", "nt"):
@@ -123,7 +153,7 @@ def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdict
                  "commit": [None if c is None or c != c else str(c)[:12] for c in runs["git_commit"]]},
         "fps": [{"fp": fp, "device": str(r["device_name"]), "driver": r["driver_version"], "cuda": r["cuda_version"],
                  "torch": r["torch_version"]} for fp, (_, r) in zip(fp_table, env_rows.iterrows(), strict=True)],
-        "series": series,
+        "devs": devices, "series": series,
         "pts": {"n": int(len(idx)), "start": _b64(starts.astype(np.uint32)),
                 "run": _b64(page_run[pts.run_index[idx]].astype(np.uint32)),
                 "med": _b64(pts.median_ms[idx].astype(np.float32)),
@@ -160,11 +190,12 @@ def history_pages(h: HistoryColumns, pts: SeriesPoints, verdicts: Iterable[Any],
 def iter_history_pages(h: HistoryColumns, pts: SeriesPoints, verdicts: Iterable[Any], *,
                        slug: Callable[[str], str], page_points: int = PAGE_POINTS) -> Iterator[HistoryPage]:
     """history_pages, one page at a time (a year of nightlies is 13 MB of data a device)."""
-    by_key = {(v.case_key, v.device_fingerprint): v for v in verdicts}
+    by_key = {v.key: v for v in verdicts}
     env_device = h.environments.set_index("environment_id")["device_name"]
     devices = env_device.reindex(pts.environment_id).fillna("").astype(str).to_numpy()
     keys = h.cases.set_index("case_id")["case_key"].reindex(pts.case_id).astype(str).to_numpy()
-    order = np.lexsort((keys, devices))  # by device, then case key
+    ids = np.array(pts.devices.ids, dtype=object)[pts.device].astype(str) if pts.n_series else keys
+    order = np.lexsort((ids, keys, devices))  # by model, then case key, then device
     sizes = np.diff(pts.start)
     names = sorted(set(devices.tolist()))
     if int(sizes.sum()) <= page_points or len(names) <= 1:

@@ -320,7 +320,7 @@ def _regressions_page(env: jinja2.Environment, out: Path, verdicts: list) -> str
     for i, v in enumerate(flagged):
         d = v.as_dict()
         if i < MAX_TREND_PLOTS:
-            d["svg"] = _write_svg(out, f"trend-{slug(v.case_key + v.device_fingerprint)}.svg", plots.trend_svg(v))
+            d["svg"] = _write_svg(out, f"trend-{slug(v.case_key + '@' + v.key[1])}.svg", plots.trend_svg(v))
         items.append(d)
     counts: dict[str, int] = {str(s): sum(v.status == s for v in verdicts) for s in order}
     counts["drift"] = sum(v.drift is not None for v in verdicts)

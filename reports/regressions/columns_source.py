@@ -9,19 +9,21 @@ import pandas as pd
 
 from rooflab.db.series_query import HistoryColumns
 from rooflab.db.usable import figure_mask
+from rooflab.reports.data.devices import history_series
 from rooflab.reports.regressions.database_check import HistorySource, detect_with, history_runs
 from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.series import DETECT_COLUMNS, METHOD_COLUMNS
-from rooflab.vocab import ResultStatus
+from rooflab.vocab import ResultStatus, SeriesBy
 
 
 class ColumnsSource:
     """A HistorySource (reports.regressions.database_check) over history columns: results frames built from the
-    arrays, with the values and types db.query.results gives them."""
+    arrays, with the values and types db.query.results gives them; its series by `by`."""
 
-    def __init__(self, h: HistoryColumns) -> None:
+    def __init__(self, h: HistoryColumns, by: SeriesBy = SeriesBy.DEVICE) -> None:
         self.h = h
+        self.by = by
         self._keys = h.cases.set_index("case_id")["case_key"]
         self._key_of = np.full(int(h.cases["case_id"].max()) + 1 if len(h.cases) else 1, None, dtype=object)
         self._key_of[h.cases["case_id"].to_numpy()] = h.cases["case_key"].to_numpy(dtype=object)
@@ -30,6 +32,8 @@ class ColumnsSource:
                                 dtype=np.int64)
         self._env_row[self._envs["environment_id"].to_numpy()] = np.arange(len(self._envs))
         self._run_ids = h.runs["run_id"].astype(str).tolist()
+        self._series = history_series(h, by)  # each result's series within its case
+        self._series_ids = np.array(self._series.ids, dtype=object)
 
     def run_ids(self) -> list[str]:
         return list(self._run_ids)
@@ -46,7 +50,9 @@ class ColumnsSource:
 
         columns = {
             "case_key": self._key_of[h.case_id[rows]], "device_fingerprint": of_env("device_fingerprint"),
-            "device_name": of_env("device_name"), "run_id": runs["run_id"].to_numpy(dtype=object)[run],
+            "device_name": of_env("device_name"), "device_uuid": h.decoded("device_uuid", rows),
+            "host": runs["host"].to_numpy(dtype=object)[run], "tool": h.decoded("tool", rows),
+            "run_id": runs["run_id"].to_numpy(dtype=object)[run],
             "run_order": (run + 1).astype("int64"), "median_ms": h.median_ms[rows],
             "status": h.decoded("status", rows), "throttled": h.throttled[rows],
             "rel_ci_halfwidth": h.rel_ci_halfwidth[rows], "stop_reason": h.decoded("stop_reason", rows),
@@ -65,43 +71,57 @@ class ColumnsSource:
         wanted = self.h.runs["run_id"].isin(runs).to_numpy()
         return self._frame(wanted[self.h.run_index])
 
+    def _ok(self) -> np.ndarray:
+        h = self.h
+        return figure_mask(h.codes["status"] == h.code_of("status", ResultStatus.OK), h.median_ms)
+
+    def _spans(self, rows: np.ndarray, ways: dict[str, np.ndarray]) -> pd.DataFrame:
+        """Per series and way (`ways`: column -> its value for each of `rows`), the start times of the
+        earliest and newest of `rows`' runs and that earliest run (None when another run started at
+        the same instant), as db.query's span reads give them."""
+        columns = ["case_key", "series", *ways, "first_ok_start", "last_ok_start", "first_ok_run"]
+        if not len(rows):
+            return pd.DataFrame(columns=columns)
+        h = self.h
+        starts = pd.DatetimeIndex(h.runs["started_at"])
+        frame = pd.DataFrame({"case_key": self._key_of[h.case_id[rows]],
+                              "series": self._series_ids[self._series.codes[rows]], **ways,
+                              "start": starts.take(h.run_index[rows])})
+        spans = (frame.groupby(["case_key", "series", *ways], sort=True)["start"]
+                 .agg(first_ok_start="min", last_ok_start="max").reset_index())
+        runs_at = pd.Series(self._run_ids, index=starts)
+        first_run = runs_at[~runs_at.index.duplicated(keep=False)]
+        spans["first_ok_run"] = [first_run.get(s) for s in spans["first_ok_start"]]
+        return spans[columns]
+
     def method_spans(self) -> pd.DataFrame:
         """db.query.series_method_spans's frame, from the arrays: per series and way of measuring it
         (flush method and pace, both recorded) with an ok result of positive median, the start
         times of the earliest and newest run holding one, and that earliest run (None when another
         run started at the same instant)."""
         h = self.h
-        ok = (figure_mask(h.codes["status"] == h.code_of("status", ResultStatus.OK), h.median_ms)
-              & (h.codes["flush_method"] >= 0) & (h.codes["pace"] >= 0))
-        rows = np.flatnonzero(ok)
-        columns = ["case_key", "device_fingerprint", "flush_method", "pace", "first_ok_start", "last_ok_start",
-                   "first_ok_run"]
-        if not len(rows):
-            return pd.DataFrame(columns=columns)
-        starts = pd.DatetimeIndex(self.h.runs["started_at"])
-        env = self._env_row[h.environment_id[rows]]
-        frame = pd.DataFrame({
-            "case_key": self._key_of[h.case_id[rows]],
-            "device_fingerprint": self._envs["device_fingerprint"].to_numpy(dtype=object)[env],
-            "flush_method": h.decoded("flush_method", rows), "pace": h.decoded("pace", rows),
-            "start": starts.take(h.run_index[rows]),
-        })
-        spans = (frame.groupby(["case_key", "device_fingerprint", "flush_method", "pace"], sort=True)["start"]
-                 .agg(first_ok_start="min", last_ok_start="max").reset_index())
-        runs_at = pd.Series(self._run_ids, index=starts)
-        unique = ~runs_at.index.duplicated(keep=False)
-        first_run = runs_at[unique]
-        spans["first_ok_run"] = [first_run.get(s) for s in spans["first_ok_start"]]
-        return spans[columns]
+        rows = np.flatnonzero(self._ok() & (h.codes["flush_method"] >= 0) & (h.codes["pace"] >= 0))
+        return self._spans(rows, {"flush_method": h.decoded("flush_method", rows), "pace": h.decoded("pace", rows)})
+
+    def fingerprint_spans(self) -> pd.DataFrame:
+        """db.query.series_fingerprint_spans' frame by device (empty by model), from the arrays."""
+        rows = np.flatnonzero(self._ok()) if self.by == SeriesBy.DEVICE else np.empty(0, dtype=np.int64)
+        fps = self._envs["device_fingerprint"].to_numpy(dtype=object)[self._env_row[self.h.environment_id[rows]]]
+        return self._spans(rows, {"device_fingerprint": fps})
+
+    def device_hosts(self, runs: list[str]) -> dict[str, str]:
+        """{}: the columns hold each run's host, not the node a run's environment rows name (a
+        device's series keeps the host of its newest run)."""
+        return {}
 
     def summary(self) -> pd.DataFrame:
         """db.query.series_summary's frame: per series with any result, the runs holding an ok
         result with a positive median, and the first of them in run order."""
         h = self.h
-        n_env, n_run = len(self._envs) + 1, len(self._run_ids) + 1
-        pair = h.case_id.astype(np.int64) * n_env + self._env_row[h.environment_id]
+        n_series, n_run = len(self._series.ids) + 1, len(self._run_ids) + 1
+        pair = h.case_id.astype(np.int64) * n_series + self._series.codes
         every = np.unique(pair)
-        ok = figure_mask(h.codes["status"] == h.code_of("status", ResultStatus.OK), h.median_ms)
+        ok = self._ok()
         ok_runs = np.unique(pair[ok] * n_run + h.run_index[ok])  # sorted: by series, then run
         del pair
         ok_pair, ok_run = ok_runs // n_run, ok_runs % n_run
@@ -111,36 +131,38 @@ class ColumnsSource:
             np.zeros(len(every), dtype=bool)
         first_run = np.where(found, ok_run[first_at[np.minimum(at, len(first_at) - 1)]] if len(first_at) else -1, -1)
         out = pd.DataFrame({
-            "case_key": self._key_of[every // n_env],
-            "device_fingerprint": self._envs["device_fingerprint"].to_numpy(dtype=object)[every % n_env],
+            "case_key": self._key_of[every // n_series],
+            "series": self._series_ids[every % n_series],
             "n_ok_runs": np.where(found, n_ok[np.minimum(at, len(n_ok) - 1)] if len(n_ok) else 0, 0).astype(int),
             "first_ok_run": [self._run_ids[i] if i >= 0 else None for i in first_run],
         })
-        return out.sort_values(["case_key", "device_fingerprint"]).reset_index(drop=True)
+        return out.sort_values(["case_key", "series"]).reset_index(drop=True)
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
         h = self.h
         case_of = {k: i for i, k in self._keys.items()}
-        env_of = dict(zip(self._envs["device_fingerprint"], self._envs["environment_id"], strict=True))
-        wanted = {(case_of[k], env_of[f]) for k, f in keys if k in case_of and f in env_of}
-        pair = h.case_id.astype(np.int64) * (int(h.environment_id.max()) + 1) + h.environment_id
-        codes = np.array([c * (int(h.environment_id.max()) + 1) + e for c, e in wanted], dtype=np.int64)
-        return self._frame(np.isin(pair, codes))
+        code_of = {s: i for i, s in enumerate(self._series.ids)}
+        n_series = len(self._series.ids) + 1
+        codes = np.array([case_of[k] * n_series + code_of[f] for k, f in keys if k in case_of and f in code_of],
+                         dtype=np.int64)
+        return self._frame(np.isin(h.case_id.astype(np.int64) * n_series + self._series.codes, codes))
 
 
 class ReadSource:
-    """A HistorySource holding what the check reads first (the run ids, the newest runs' results and
-    the per-series summary), taken from history columns that can then be let go; the whole series it
-    asks for again come from `again` (the database: a few series, or the whole history above
-    reports.regressions.database_check.REFETCH_ALL_ABOVE of them)."""
+    """A HistorySource holding what the check reads first (the run ids, the newest runs' results,
+    the per-series summary and spans), taken from history columns that can then be let go; the
+    whole series it asks for again, and the devices' hosts, come from `again` (the database: a few
+    series, or the whole history above reports.regressions.database_check.REFETCH_ALL_ABOVE of them)."""
 
     def __init__(self, h: HistoryColumns, window: int, again: HistorySource) -> None:
-        columns = ColumnsSource(h)
+        columns = ColumnsSource(h, again.by)
+        self.by = again.by
         self._run_ids = columns.run_ids()
         self._recent = self._run_ids[-history_runs(window):]
         self._tail: pd.DataFrame | None = columns.tail(self._recent)
         self._summary = columns.summary()
         self._spans = columns.method_spans()
+        self._fingerprints = columns.fingerprint_spans()
         self._again = again
 
     def run_ids(self) -> list[str]:
@@ -158,6 +180,12 @@ class ReadSource:
     def method_spans(self) -> pd.DataFrame:
         return self._spans
 
+    def fingerprint_spans(self) -> pd.DataFrame:
+        return self._fingerprints
+
+    def device_hosts(self, runs: list[str]) -> dict[str, str]:
+        return self._again.device_hosts(runs)
+
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
         return self._again.series(keys)
 
@@ -166,4 +194,4 @@ def verdicts_of_history(h: HistoryColumns, options: RegressionOptions = Regressi
     """detect_in_database's verdicts, judged from the history's columns."""
     if len(h) == 0:
         return []
-    return detect_with(ColumnsSource(h), **options.as_kwargs())
+    return detect_with(ColumnsSource(h, options.by), **options.gate_kwargs())

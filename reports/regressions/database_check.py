@@ -6,6 +6,7 @@ is the check as `rooflab regressions` asks it of a database (none while nothing 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -15,12 +16,14 @@ import pandas as pd
 
 from rooflab.db import query
 from rooflab.db.handle import Db
+from rooflab.reports.data.devices import series_ids
 from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.regressions.gate import CHANGE_HISTORY, Point, SeriesVerdict, window_suffices
 from rooflab.reports.regressions.link_check import link_checked
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD, RegressionOptions
 from rooflab.reports.regressions.series import DETECT_COLUMNS, detect_in_slices
 from rooflab.reports.regressions.verdicts import Verdict
+from rooflab.vocab import SeriesBy
 
 HISTORY_SLACK_RUNS = 10
 REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
@@ -41,13 +44,22 @@ class MethodLayout:
     newest_start_run: str
 
 
-def method_layouts(spans: pd.DataFrame) -> dict[tuple[str, str], MethodLayout | None]:
-    """Per series measured in more than one way (db.query.series_method_spans): its layout when each
-    way's ok runs all come before the next way's (in run order, by start time), else None (the ways
-    alternate, or runs started at the same instant: the whole history must be read). A series
-    measured one way is not listed."""
+def method_layouts(spans: pd.DataFrame,
+                   environments: pd.DataFrame | None = None) -> dict[tuple[str, str], MethodLayout | None]:
+    """Per series measured in more than one way (a HistorySource's method spans), or by device in
+    more than one environment (its fingerprint spans): its layout when each way's ok runs all come
+    before the next way's (in run order, by start time), else None (the ways alternate, or runs
+    started at the same instant, or both the way and the environment changed: the whole history
+    must be read). A series measured one way in one environment is not listed."""
+    out = _layouts(spans)
+    for key, layout in (_layouts(environments) if environments is not None else {}).items():
+        out[key] = None if key in out else layout
+    return out
+
+
+def _layouts(spans: pd.DataFrame) -> dict[tuple[str, str], MethodLayout | None]:
     out: dict[tuple[str, str], MethodLayout | None] = {}
-    for key, rows in spans.groupby(["case_key", "device_fingerprint"], sort=False):
+    for key, rows in spans.groupby(["case_key", "series"], sort=False):
         if len(rows) < 2:
             continue
         ordered = rows.sort_values("first_ok_start")
@@ -66,7 +78,10 @@ def _renumbered(v: SeriesVerdict, offset: int) -> tuple[Point, ...]:
 
 class HistorySource(Protocol):
     """Where `detect_with` reads a history from: the database (`DatabaseSource`) or the history's
-    columns already read (reports.regressions.columns_source.ColumnsSource)."""
+    columns already read (reports.regressions.columns_source.ColumnsSource). A source keys its
+    series by `by` (reports.data.devices): each frame it gives names them in a `series` column."""
+
+    by: SeriesBy
 
     def run_ids(self) -> list[str]:
         """Every run id, in run order."""
@@ -77,23 +92,43 @@ class HistorySource(Protocol):
         ...
 
     def summary(self) -> pd.DataFrame:
-        """db.query.series_summary's frame."""
+        """db.query.series_summary's frame, with the series named (case_key, series, n_ok_runs, first_ok_run)."""
         ...
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
-        """The DETECT_COLUMNS of every result of the series `keys` (case_key, device_fingerprint)."""
+        """The DETECT_COLUMNS of every result of the series `keys` (case_key, series)."""
         ...
 
     def method_spans(self) -> pd.DataFrame:
-        """db.query.series_method_spans's frame: where each way of measuring a series starts and ends."""
+        """db.query.series_method_spans's frame (the series named): where each way of measuring a
+        series starts and ends."""
         ...
+
+    def fingerprint_spans(self) -> pd.DataFrame:
+        """db.query.series_fingerprint_spans' frame by device (the series named; empty by model)."""
+        ...
+
+    def device_hosts(self, runs: list[str]) -> dict[str, str]:
+        """db.query.device_hosts: each device UUID's host in the newest of `runs` ({} when not known)."""
+        ...
+
+
+def named(parts: pd.DataFrame, by: SeriesBy) -> pd.DataFrame:
+    """A db.query series frame (case_key, the series' parts, the rest) with its series named in a
+    `series` column in place of the parts (reports.data.devices.series_ids)."""
+    names = query.series_parts(by == SeriesBy.DEVICE)
+    rest = [c for c in parts.columns if c not in names and c != "case_key"]
+    out = pd.DataFrame({"case_key": parts["case_key"], "series": series_ids(parts, by)})
+    return pd.concat([out, parts[rest]], axis=1)
 
 
 class DatabaseSource:
     """A history read from the database at `url` through db.query."""
 
-    def __init__(self, url: Db) -> None:
+    def __init__(self, url: Db, by: SeriesBy = SeriesBy.DEVICE) -> None:
         self.url = url
+        self.by = by
+        self._per_device = by == SeriesBy.DEVICE
 
     def run_ids(self) -> list[str]:
         return query.run_ids(self.url)
@@ -102,10 +137,19 @@ class DatabaseSource:
         return query.results(self.url, run_id=runs, columns=DETECT_COLUMNS)
 
     def summary(self) -> pd.DataFrame:
-        return query.series_summary(self.url)
+        return named(query.series_summary(self.url, per_device=self._per_device), self.by)
 
     def method_spans(self) -> pd.DataFrame:
-        return query.series_method_spans(self.url)
+        return named(query.series_method_spans(self.url, per_device=self._per_device), self.by)
+
+    def fingerprint_spans(self) -> pd.DataFrame:
+        if not self._per_device:
+            return pd.DataFrame(columns=["case_key", "series", "device_fingerprint", "first_ok_start",
+                                         "last_ok_start", "first_ok_run"])
+        return named(query.series_fingerprint_spans(self.url), self.by)
+
+    def device_hosts(self, runs: list[str]) -> dict[str, str]:
+        return query.device_hosts(self.url, runs) if self._per_device else {}
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
         cases = sorted({k for k, _ in keys})
@@ -114,52 +158,53 @@ class DatabaseSource:
         else:
             history = pd.concat([query.results(self.url, case_key=cases[i:i + 200], columns=DETECT_COLUMNS)
                                  for i in range(0, len(cases), 200)], ignore_index=True)
-        mask = [(k, f) in keys for k, f in zip(history["case_key"].astype(str),
-                                               history["device_fingerprint"].astype(str), strict=True)]
+        ids = series_ids(history, self.by)
+        mask = [(k, f) in keys for k, f in zip(history["case_key"].astype(str), ids, strict=True)]
         return history[mask]
 
 
 def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
-                       *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
+                       *, min_baseline: int = MIN_BASELINE, by: SeriesBy = SeriesBy.DEVICE) -> list[SeriesVerdict]:
     """`detect(db.query.results(url))`, computed from the newest runs instead of the whole history
-    (`detect_with` a DatabaseSource)."""
-    return detect_with(DatabaseSource(url), window, z_threshold, min_change, min_baseline=min_baseline)
+    (`detect_with` a DatabaseSource), each device's host as its newest run names it."""
+    return detect_with(DatabaseSource(url, by), window, z_threshold, min_change, min_baseline=min_baseline)
 
 
 def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float = Z_THRESHOLD,
                 min_change: float = MIN_CHANGE, *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
-    """`detect` on every result of the history `source`, computed from the newest runs instead.
+    """`detect` on every result of the history `source` (its series by `source.by`), computed from
+    the newest runs instead.
 
     Reads the newest `history_runs(window)` runs (a few columns), judges every series on them, and
     reads the whole history again only of the series that it flags (so their trend plots show it
     all), of those for which those runs do not hold everything `judge` looks at
-    (`window_suffices`) and of those without an ok result in them. A series is one case on one
-    device fingerprint, and the environment versions come from the fingerprint's environments
-    row, so in a database a series changes segment only where its way of measuring (flush method,
-    pace) changes: the source's method spans say where each way starts and ends (`method_layouts`),
-    so that the newest segment's first run and the segment numbers are those of the whole history;
-    a series whose ways alternate is read again in full. Verdicts, their `as_dict()` and their
-    order equal those of `detect` on the whole history; only an unflagged series' `points` hold its
-    newest points (`n_points` counts all).
+    (`window_suffices`) and of those without an ok result in them. The segments of a series start
+    where its way of measuring (flush method, pace) or, by device, its environment (fingerprint)
+    changes: the source's spans say where each way and environment starts and ends
+    (`method_layouts`), so that the newest segment's first run and the segment numbers are those of
+    the whole history; a series whose ways alternate, or that changed both, is read again in full.
+    Verdicts, their `as_dict()` and their order equal those of `detect` on the whole history; only
+    an unflagged series' `points` hold its newest points (`n_points` counts all). Each device's host
+    is then the one the source names for it in the newest runs (`with_hosts`).
     """
     run_ids = source.run_ids()
     if not run_ids:
         return []
     recent = run_ids[-history_runs(window):]
     judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
-                        min_baseline=min_baseline)
+                        min_baseline=min_baseline, by=source.by)
     if len(recent) == len(run_ids):
-        return link_checked(judge_all(source.tail(recent)), min_change)
+        return with_hosts(link_checked(judge_all(source.tail(recent)), min_change), source.device_hosts(recent))
     # the per-series summary is one grouped query over every result: the database works on it
     # (without the GIL) while this thread reads and judges the newest runs
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = pool.submit(source.summary)
-        pending_spans = pool.submit(source.method_spans)
+        pending_spans = pool.submit(lambda: (source.method_spans(), source.fingerprint_spans()))
         tail = source.tail(recent)
-        by_key = {(v.case_key, v.device_fingerprint): v for v in judge_all(tail)}
+        by_key = {v.key: v for v in judge_all(tail)}
         del tail  # a year-scale history: hundreds of MB not needed any more
         summary = pending.result()
-        layouts = method_layouts(pending_spans.result())
+        layouts = method_layouts(*pending_spans.result())
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
     again: set[tuple[str, str]] = set()
     for key, (n_total, first_run) in totals.items():
@@ -183,8 +228,18 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
             by_key[key] = replace(v, n_points=n_total, segment_start_run=start, points=_renumbered(v, earlier))
     if again:
         for v in judge_all(source.series(again)):
-            by_key[(v.case_key, v.device_fingerprint)] = v
-    return link_checked([by_key[key] for key in sorted(by_key)], min_change)
+            by_key[v.key] = v
+    verdicts = link_checked([by_key[key] for key in sorted(by_key)], min_change)
+    return with_hosts(verdicts, source.device_hosts(recent))
+
+
+def with_hosts(verdicts: list[SeriesVerdict], hosts: Mapping[str, str]) -> list[SeriesVerdict]:
+    """`verdicts`, each device's host the one `hosts` names for its UUID (db.query.device_hosts: the
+    node its newest run records for it, where a run spans several nodes and names one host)."""
+    if not hosts:
+        return verdicts
+    return [replace(v, host=hosts[v.device_key]) if v.device_key is not None and v.device_key in hosts else v
+            for v in verdicts]
 
 
 def load_verdicts(url: Db, options: RegressionOptions = RegressionOptions()) -> list[SeriesVerdict]:

@@ -3,10 +3,11 @@
 reports.regressions.series frames a results table into series of points and calls `judge` and `history_pass`;
 reports.regressions.database_check reads the database for it. The method (and where it comes from: docs/regressions.md):
 
-- A series is one case_key on one device_fingerprint. Its points are per-run medians (the median
-  of the result medians a run has for it, e.g. several GPUs of one node), ordered by run_order.
-- A change of driver_version, cuda_version or torch_version starts a new segment; only the
-  newest segment is judged, so an environment change never raises an alert by itself.
+- A series is one case_key on one physical device (or, by model, on one device fingerprint: the
+  median of the result medians a run has for it, e.g. the GPUs of a node). Its points are per-run
+  figures, ordered by run_order.
+- A change of device fingerprint, driver_version, cuda_version or torch_version starts a new
+  segment; only the newest segment is judged, so an environment change never raises an alert by itself.
 - Baseline: the last `window` good points of the segment before the two newest points (and before
   up to window // 2 points just before those that are already beyond half the thresholds in one
   direction, so a step that began a few runs ago does not pull the baseline along). Good
@@ -42,6 +43,7 @@ import numpy as np
 from rooflab.reports.regressions import changepoints as cp
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
 from rooflab.reports.regressions.verdicts import ALERTS, SHOWN_VERDICTS, Verdict
+from rooflab.vocab import SeriesBy
 
 MAD_SCALE = 1.4826
 IQR_SCALE = 1.349  # IQR of a standard normal
@@ -143,6 +145,10 @@ class DriftFlag:
 
 @dataclass(frozen=True)
 class SeriesVerdict:
+    """The verdict of one series: one case on one physical device (`device_key`, `host`: the
+    device's newest), or by model (`device_key` None) one case on one device fingerprint.
+    `device_fingerprint` and `device_name` are those of the series' newest run."""
+
     case_key: str
     device_fingerprint: str
     device_name: str
@@ -160,6 +166,19 @@ class SeriesVerdict:
     change_points: tuple[Change, ...] = ()
     drift: DriftFlag | None = None
     first_bad: Point | None = None
+    series: str = ""  # the series within its case (reports.data.devices.series_ids); "": the fingerprint
+    device_key: str | None = None  # the physical device; None: the series aggregates a model's devices
+    host: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(case key, series): what names this series among the others."""
+        return self.case_key, self.series or self.device_fingerprint
+
+    @property
+    def by(self) -> SeriesBy:
+        """Whether this series follows one device or aggregates a model's devices."""
+        return SeriesBy.MODEL if self.device_key is None else SeriesBy.DEVICE
 
     @property
     def alert(self) -> bool:
@@ -173,6 +192,9 @@ class SeriesVerdict:
     def as_dict(self) -> dict:
         return {
             "case_key": self.case_key,
+            "by": str(self.by),
+            "device_key": self.device_key,
+            "host": self.host,
             "device_fingerprint": self.device_fingerprint,
             "device_name": self.device_name,
             "status": self.status,

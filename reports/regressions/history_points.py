@@ -1,28 +1,29 @@
 """Every series' points from the whole history, in numpy columns: what the history page draws.
 
-A series is one case_key on one device fingerprint; its points are per-run medians, by the rule
-the regression gate frames its points with (reports.regressions.series): the median of the ok medians a run
-has for the series (several GPUs of one fingerprint), kept out of a baseline when any of that run's
-results is not ok, throttled or not of good quality (reports.data.frames.quality_of's rule: the stored
-quality, else suite.quality's noise rule). `tests/reports/regressions/test_history.py` holds the two framings
-equal. p10 and p90 are the medians of the ok results' own p10 and p90.
+A series is one case_key on one physical device (reports.data.devices; by model, SeriesBy.MODEL, on
+one device fingerprint); its points are per-run figures, by the rule the regression gate frames
+its points with (reports.regressions.series): the median of the ok medians a run has for the series
+(by model several GPUs of one fingerprint), kept out of a baseline when any of that run's results
+is not ok, throttled or not of good quality (reports.data.frames.quality_of's rule: the stored
+quality, else suite.quality's noise rule). `tests/reports/regressions/test_history.py` holds the
+two framings equal. p10 and p90 are the medians of the ok results' own p10 and p90.
 
-Each point also carries its flush method and pace; a point whose flush method or pace differs from
-the series' point before it starts a segment (the other segment reasons, a driver, CUDA or torch change, come
-with a new device fingerprint, hence a new series: the page joins a case's series on one device
-into one trend and names what changed between them).
+Each point also carries its environment (device fingerprint), flush method and pace; a point whose
+fingerprint, flush method or pace differs from the series' point before it starts a segment (the
+page names what changed: the driver, CUDA or torch version of the two environments).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from rooflab.db.series_query import CODED, HistoryColumns
+from rooflab.db.series_query import CODE_TYPES, CODED, HistoryColumns
+from rooflab.reports.data.devices import HistorySeries, history_series
 from rooflab.reports.data.run_counts import ok_rows
 from rooflab.suite.quality import noisy
-from rooflab.vocab import Quality
+from rooflab.vocab import Quality, SeriesBy
 
 # why a point is kept out of a baseline, as reports.regressions.series names it (0: it is not)
 EXCLUDED = ("", "not ok", "throttled", "noisy")
@@ -34,7 +35,8 @@ class SeriesPoints:
     start[i]:start[i + 1] (one more start than series)."""
 
     case_id: np.ndarray  # per series
-    environment_id: np.ndarray  # per series
+    device: np.ndarray  # int32 per series: index into `devices` (its series within the case)
+    environment_id: np.ndarray  # per series: the environment (fingerprint) of its newest point
     start: np.ndarray  # int64, len(series) + 1
     run_index: np.ndarray  # per point: row of HistoryColumns.runs
     median_ms: np.ndarray  # float32 per point (points without an ok result are not kept)
@@ -43,6 +45,8 @@ class SeriesPoints:
     excluded: np.ndarray  # int8 per point: index into EXCLUDED
     flush: np.ndarray  # int16 per point: code into the flush methods (-1: not recorded)
     pace: np.ndarray  # int16 per point: code into the paces (-1: not recorded)
+    point_environment: np.ndarray  # int32 per point: its environment_id
+    devices: HistorySeries  # the series' devices: ids (reports.data.devices.series_ids) and device keys
 
     @property
     def n_series(self) -> int:
@@ -84,16 +88,17 @@ def _group_medians(values: np.ndarray, ok: np.ndarray, starts: np.ndarray, sizes
     return out
 
 
-def series_points(h: HistoryColumns) -> SeriesPoints:
+def series_points(h: HistoryColumns, by: SeriesBy = SeriesBy.DEVICE) -> SeriesPoints:
     """Every series' per-run points (see the module doc). Each sorted column is made, reduced to
     its per-run value and let go before the next: a year of results is 2.19 M rows a column."""
-    order = np.lexsort((h.run_index, h.case_id, h.environment_id))
-    env, case, run = h.environment_id[order], h.case_id[order], h.run_index[order]
+    devices = history_series(h, by)
+    order = np.lexsort((h.run_index, h.case_id, devices.codes))
+    dev, case, run = devices.codes[order], h.case_id[order], h.run_index[order]
     new_group = np.ones(len(order), dtype=bool)
-    new_group[1:] = (env[1:] != env[:-1]) | (case[1:] != case[:-1]) | (run[1:] != run[:-1])
+    new_group[1:] = (dev[1:] != dev[:-1]) | (case[1:] != case[:-1]) | (run[1:] != run[:-1])
     starts = np.flatnonzero(new_group).astype(np.int32)
     del new_group
-    env, case, run = env[starts], case[starts], run[starts]
+    dev, case, run = dev[starts], case[starts], run[starts]
     sizes = np.diff(np.append(starts, len(order))).astype(np.int32)
     ok = ok_rows(h)[order]
     median = _group_medians(h.median_ms[order], ok, starts, sizes)
@@ -105,34 +110,50 @@ def series_points(h: HistoryColumns) -> SeriesPoints:
 
     excluded = np.where(any_of(~ok), 1, np.where(any_of(h.throttled[order]), 2,
                                                  np.where(any_of(_noisy_rows(h)[order]), 3, 0))).astype(np.int8)
+    # a point's environment is its first ok result's (by device its one result; by model the series')
+    first_ok = np.where(ok[starts], starts, _first_ok_in_group(ok, starts, sizes))
+    env = h.environment_id[order[first_ok]]
     del ok
     flush = h.codes["flush_method"][order[starts]]
     pace = h.codes["pace"][order[starts]]
     del order
     keep = ~np.isnan(median)  # a run without an ok result is no point (as in reports.regressions.series)
-    g_env, g_case = env[keep], case[keep]
+    g_dev, g_case = dev[keep], case[keep]
     new_series = np.ones(int(keep.sum()), dtype=bool)
-    new_series[1:] = (g_env[1:] != g_env[:-1]) | (g_case[1:] != g_case[:-1])
+    new_series[1:] = (g_dev[1:] != g_dev[:-1]) | (g_case[1:] != g_case[:-1])
     first = np.flatnonzero(new_series)
+    bounds = np.append(first, len(g_dev)).astype(np.int64)
+    point_env = env[keep].astype(np.int32)
     return SeriesPoints(
-        case_id=g_case[first], environment_id=g_env[first], start=np.append(first, len(g_env)).astype(np.int64),
-        run_index=run[keep], median_ms=median[keep], p10_ms=p10[keep], p90_ms=p90[keep],
-        excluded=excluded[keep], flush=flush[keep], pace=pace[keep],
+        case_id=g_case[first], device=g_dev[first], environment_id=point_env[bounds[1:] - 1] if len(first) else
+        point_env[:0], start=bounds, run_index=run[keep], median_ms=median[keep], p10_ms=p10[keep],
+        p90_ms=p90[keep], excluded=excluded[keep], flush=flush[keep], pace=pace[keep], point_environment=point_env,
+        devices=replace(devices, codes=devices.codes[:0]),  # the per-result codes are let go with the columns
     )
 
 
-def _codes(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
+def _first_ok_in_group(ok: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per group (rows starts[i]:starts[i] + sizes[i]), its first ok row (its first row without one)."""
+    out = starts.copy()
+    several = np.flatnonzero((sizes > 1) & ~ok[starts])
+    for g in several.tolist():  # groups of several results whose first is not ok: few
+        rows = np.flatnonzero(ok[starts[g]:starts[g] + sizes[g]])
+        out[g] = starts[g] + (int(rows[0]) if len(rows) else 0)
+    return out
+
+
+def _codes(values: pd.Series, dtype: type = np.int16) -> tuple[np.ndarray, tuple[str, ...]]:
     """A string column as codes into its sorted distinct values (-1: missing), as the database read gives it."""
     names = tuple(sorted({str(v) for v in values.dropna()}))
     at = {v: i for i, v in enumerate(names)}
-    return np.array([at[str(v)] if v is not None and v == v else -1 for v in values], dtype=np.int16), names
+    return np.array([at[str(v)] if v is not None and v == v else -1 for v in values], dtype=dtype), names
 
 
 def _column(df: pd.DataFrame, name: str, default: object = None) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(default, index=df.index, dtype=object)
 
 
-def history_of_frame(df: pd.DataFrame) -> HistoryData:
+def history_of_frame(df: pd.DataFrame, by: SeriesBy = SeriesBy.DEVICE) -> HistoryData:
     """The history of a results frame (db.query.results' columns), as reports.data.reads reads it from a
     database: what `render_report` draws when it is given a frame alone."""
     order = (pd.to_numeric(df["run_order"], errors="coerce") if "run_order" in df.columns
@@ -151,7 +172,7 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
     cases.insert(0, "case_id", np.arange(1, len(cases) + 1))
     codes, values = {}, {}
     for name in CODED:
-        codes[name], values[name] = _codes(_column(df, name))
+        codes[name], values[name] = _codes(_column(df, name), CODE_TYPES.get(name, np.int16))
     def floats(name: str, dtype: type = np.float32) -> np.ndarray:
         return pd.to_numeric(_column(df, name), errors="coerce").to_numpy(dtype=dtype)
     columns = HistoryColumns(
@@ -163,4 +184,4 @@ def history_of_frame(df: pd.DataFrame) -> HistoryData:
         rel_ci_halfwidth=floats("rel_ci_halfwidth", np.float64),
         throttled=_column(df, "throttled", False).fillna(False).astype(bool).to_numpy(),
         codes=codes, values=values, runs=runs, environments=envs, cases=cases)
-    return HistoryData(columns.tables_only(), series_points(columns))
+    return HistoryData(columns.tables_only(), series_points(columns, by))

@@ -14,11 +14,13 @@ from typing import Any
 import pandas as pd
 
 from rooflab.db.handle import Db
-from rooflab.db.query import result_devices, results
+from rooflab.db.query import device_hosts, result_devices, results
 from rooflab.db.series_query import case_keys, cases
+from rooflab.reports.data.devices import device_matches, series_ids
 from rooflab.reports.data.frames import select_device
 from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.errors import ReportInputError
+from rooflab.reports.regressions.database_check import with_hosts
 from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.link_check import table_of
 from rooflab.reports.regressions.series import (
@@ -32,7 +34,7 @@ from rooflab.reports.regressions.series import (
 from rooflab.reports.regressions.verdicts import DRIFT, Verdict
 from rooflab.suite.errors import SpecError
 from rooflab.suite.filters import CASE_KEYS, parse_filters
-from rooflab.vocab import ResultStatus
+from rooflab.vocab import ResultStatus, SeriesBy
 
 VIEW_COLUMNS = tuple(dict.fromkeys(DETECT_COLUMNS + ("p10_ms", "p90_ms", *METHOD_COLUMNS, "op", "family", "backend",
                                                      "dtype", "cache", "timing_mode", "params")))
@@ -42,7 +44,8 @@ NEAREST = 5
 
 @dataclass(frozen=True)
 class SeriesView:
-    """One series (case x device fingerprint): the gate's verdict and every run's point."""
+    """One series (a case on one device, or by model on one device fingerprint): the gate's verdict
+    and every run's point."""
 
     verdict: SeriesVerdict
     runs: pd.DataFrame  # one row per run with a point: run_id, started_at, git_commit, median_ms, p10_ms,
@@ -59,44 +62,53 @@ class SeriesView:
 
 
 def _per_run(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (series, run): the medians of the ok results' p10 and p90, and the flush method."""
+    """Per (series, run) of a frame with its `series` column: the medians of the ok results' p10
+    and p90, and the flush method and environment."""
     ok = frame[frame["status"] == ResultStatus.OK]
-    keys = ["case_key", "device_fingerprint", "run_id"]
+    keys = ["case_key", "series", "run_id"]
     agg = ok.groupby(keys, sort=False).agg(p10_ms=("p10_ms", "median"), p90_ms=("p90_ms", "median"))
     method = frame.assign(**{c: frame[c].astype(object).where(frame[c].notna(), "") for c in METHOD_COLUMNS})
     agg = agg.join(method.groupby(keys, sort=False)[list(METHOD_COLUMNS)].first())
-    envs = frame.groupby(keys, sort=False)[list(ENV_COLUMNS)].first()
+    envs = (ok if len(ok) else frame).groupby(keys, sort=False)[list(ENV_COLUMNS)].first()
     return agg.join(envs).reset_index()
 
 
+SEGMENT_WORDS = {"device_fingerprint": "fingerprint"}  # how a reason names its column (else its first word)
+
+
 def _segment_reasons(runs: pd.DataFrame) -> list[str]:
-    """Why a segment starts at each run (a driver, CUDA or torch change, or a change of the way it was
-    measured: flush method, pace; the columns reports.regressions.series segments by), "" elsewhere. A method a
-    run does not record (stored before it was) is no change, as for the gate."""
+    """Why a segment starts at each run (a new fingerprint, a driver, CUDA or torch change, or a change
+    of the way it was measured: flush method, pace; the columns reports.regressions.series segments
+    by), "" elsewhere. A method a run does not record (stored before it was) is no change, as for the gate."""
     out = [""] * len(runs)
     for c in (*ENV_COLUMNS, *METHOD_COLUMNS):
+        if c not in runs.columns:
+            continue
         now = runs[c].astype(object).where(runs[c].notna(), "").astype(str).tolist()
         if c in METHOD_COLUMNS:  # carry the newest recorded value over runs that recorded none
             for i in range(1, len(now)):
                 now[i] = now[i] or now[i - 1]
         for i in range(1, len(now)):
             if now[i] != now[i - 1] and (c not in METHOD_COLUMNS or now[i - 1]):
-                what = f"{c.split('_')[0]} {now[i - 1] or '?'} -> {now[i] or '?'}"
+                what = f"{SEGMENT_WORDS.get(c, c.split('_')[0])} {now[i - 1] or '?'} -> {now[i] or '?'}"
                 out[i] = f"{out[i]}, {what}" if out[i] else what
     return out
 
 
-def views(frame: pd.DataFrame, context: pd.DataFrame | None = None) -> list[SeriesView]:
-    """A SeriesView per series of the results frame `frame` (VIEW_COLUMNS); `context`: a frame that
-    holds `frame`'s series and more, judged together (a collective's other message sizes, which the
-    two-run check of reports.regressions.link_check reads)."""
+def views(frame: pd.DataFrame, context: pd.DataFrame | None = None,
+          by: SeriesBy = SeriesBy.DEVICE) -> list[SeriesView]:
+    """A SeriesView per series of the results frame `frame` (VIEW_COLUMNS; each case on each device,
+    or by model on each device fingerprint); `context`: a frame that holds `frame`'s series and
+    more, judged together (a collective's other message sizes, which the two-run check of
+    reports.regressions.link_check reads)."""
     if frame.empty:
         return []
-    verdicts = {(v.case_key, v.device_fingerprint): v for v in detect(frame if context is None else context)}
-    keys = ["case_key", "device_fingerprint", "run_id"]
-    merged = run_points(frame).merge(_per_run(frame), on=keys, how="left")
+    verdicts = {v.key: v for v in detect(frame if context is None else context, by=by)}
+    keys = ["case_key", "series", "run_id"]
+    points = run_points(frame, by).drop(columns=["device_fingerprint"])  # _per_run has each run's
+    merged = points.merge(_per_run(frame.assign(series=series_ids(frame, by))), on=keys, how="left")
     out = []
-    for (key, fp), rows in merged.groupby(["case_key", "device_fingerprint"], sort=True):
+    for (key, series), rows in merged.groupby(["case_key", "series"], sort=True):
         rows = rows.sort_values(["order", "run_id"], kind="stable")
         pts = {p.run_id: p for p in series_points(rows)}
         runs = rows[rows["run_id"].isin(list(pts))].reset_index(drop=True)
@@ -107,7 +119,7 @@ def views(frame: pd.DataFrame, context: pd.DataFrame | None = None) -> list[Seri
             "flush_method": runs["flush_method"].fillna(""), "pace": runs["pace"].fillna(""),
         })
         table["segment_start"] = _segment_reasons(runs) if len(runs) else []
-        out.append(SeriesView(verdicts[(key, fp)], table))
+        out.append(SeriesView(verdicts[(key, series)], table))
     return out
 
 
@@ -175,10 +187,13 @@ def select_views(found: list[SeriesView], verdicts: dict[str, set[str]], last: i
 
 
 def load_series_views(url: Db, *, case_key: str | None = None, filters: Sequence[str] = (),
-                      device: str | None = None, last: int | None = None) -> list[SeriesView]:
+                      device: str | None = None, last: int | None = None,
+                      by: SeriesBy = SeriesBy.DEVICE) -> list[SeriesView]:
     """The series `rooflab history` shows, read from the database at `url`: one case's series, or those of the
-    cases matching `filters`, on `device` only when given, with the newest `last` runs each.
-    ReportInputError naming the nearest case keys when nothing matches."""
+    cases matching `filters`, on `device` only when given (a device: its key, a prefix of it or its
+    host; or a model: reports.data.frames.select_device), with the newest `last` runs each; a
+    series per device, or per model (`by`). ReportInputError naming the nearest case keys when
+    nothing matches."""
     if nothing_stored(url):
         raise ReportInputError("the database holds no results yet")
     verdicts: dict[str, set[str]] = {}
@@ -192,24 +207,47 @@ def load_series_views(url: Db, *, case_key: str | None = None, filters: Sequence
         frame = pd.concat([results(url, case_key=keys[i:i + 500], columns=VIEW_COLUMNS)
                            for i in range(0, len(keys), 500)], ignore_index=True)
     if device is not None:
-        name, chosen = select_device(result_devices(url), device)
-        frame = frame[frame["device_fingerprint"].isin(set(chosen["device_fingerprint"]))]
-        if frame.empty:
-            raise ReportInputError(f"--device {device!r}: no result of {name} for the case(s) asked for")
-    found = select_views(views(frame, _with_sizes(url, frame)), verdicts, last)
+        frame = _on_device(url, frame, device)
+    found = select_views(views(frame, _with_sizes(url, frame, by), by), verdicts, last)
     if not found:
         raise ReportInputError(f"no series matches {' '.join(filters)}: none has the verdict asked for")
+    if by == SeriesBy.DEVICE:  # each device's host as its newest run's environment names it
+        hosts = device_hosts(url, run_ids_of(frame))
+        found = [SeriesView(judged, v.runs) for v, judged in
+                 zip(found, with_hosts([v.verdict for v in found], hosts), strict=True)]
     return found
 
 
-def _with_sizes(url: Db, frame: pd.DataFrame) -> pd.DataFrame | None:
+def run_ids_of(frame: pd.DataFrame) -> list[str]:
+    """The runs of a results frame, in run order."""
+    return frame.sort_values("run_order")["run_id"].astype(str).drop_duplicates().tolist()
+
+
+def _on_device(url: Db, frame: pd.DataFrame, device: str) -> pd.DataFrame:
+    """The rows of `frame` on `device`: a physical device (reports.data.devices.device_matches), else
+    a model (reports.data.frames.select_device, which names the models there are)."""
+    mask = device_matches(frame, device)
+    if mask is not None:
+        return frame[mask]
+    try:
+        name, chosen = select_device(result_devices(url), device)
+    except ReportInputError as exc:
+        raise ReportInputError(f"{exc}; or a device key (a GPU's UUID, or a prefix of it) or a host") from None
+    frame = frame[frame["device_fingerprint"].isin(set(chosen["device_fingerprint"]))]
+    if frame.empty:
+        raise ReportInputError(f"--device {device!r}: no result of {name} for the case(s) asked for")
+    return frame
+
+
+def _with_sizes(url: Db, frame: pd.DataFrame, by: SeriesBy) -> pd.DataFrame | None:
     """`frame` with the other message sizes of its collective tests (reports.regressions.link_check judges a test
-    as a whole), or None when it holds no collective case."""
+    as a whole) on its series' devices, or None when it holds no collective case."""
     tables = {t[0] for t in map(table_of, frame["case_key"].astype(str).unique()) if t is not None}
     if not tables:
         return None
     shown = set(frame["case_key"].astype(str))
     more = [k for k in case_keys(url) if k not in shown and (t := table_of(k)) is not None and t[0] in tables]
     extra = [results(url, case_key=more[i:i + 500], columns=VIEW_COLUMNS) for i in range(0, len(more), 500)]
-    extra = [e[e["device_fingerprint"].isin(set(frame["device_fingerprint"]))] for e in extra]
+    mine = set(series_ids(frame, by))
+    extra = [e[series_ids(e, by).isin(mine)] for e in extra]
     return pd.concat([frame, *extra], ignore_index=True) if extra else frame

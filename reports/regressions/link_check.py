@@ -5,7 +5,8 @@ series; a cluster's nccl-tests results often come as two files, yesterday's and 
 test before and after a change. A collective test measures many message sizes of one link at once, so
 two runs already hold a sample of the link's change: one ratio per size. For the series the gate
 leaves `insufficient_data`, grouped by test (the same collective, backend, dtype, modes, world size
-and other params, every message size `n`, on one device fingerprint, so one tool):
+and other params, every message size `n`, in one series' place: one device and one tool, or by
+model one device fingerprint, which names its tool too):
 
 - the two newest runs that both hold a good result of at least MIN_SIZES sizes are compared;
 - only the sizes that move data count: those whose time in the older run is more than twice the
@@ -158,7 +159,7 @@ def link_checked(verdicts: list[SeriesVerdict], min_change: float = MIN_CHANGE) 
     for v in verdicts:
         test = table_of(v.case_key) if v.status == Verdict.INSUFFICIENT_DATA else None
         if test is not None:
-            groups[(v.device_fingerprint, test[0])].append(v)
+            groups[(v.key[1], test[0])].append(v)
     replaced: dict[tuple[str, str], SeriesVerdict] = {}
     for members in groups.values():
         if len(members) < MIN_SIZES:
@@ -170,8 +171,8 @@ def link_checked(verdicts: list[SeriesVerdict], min_change: float = MIN_CHANGE) 
         status = _status(change, min_change)
         for v in members:
             if v.case_key in counted:
-                replaced[(v.case_key, v.device_fingerprint)] = _judged(v, change, _own(v, change, status))
-    return [replaced.get((v.case_key, v.device_fingerprint), v) for v in verdicts]
+                replaced[v.key] = _judged(v, change, _own(v, change, status))
+    return [replaced.get(v.key, v) for v in verdicts]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rooflab.vocab import SeriesBy
+
 WINDOW = 30  # baseline: the last WINDOW good points
 Z_THRESHOLD = 4.0  # a point is flagged above this robust z-score ...
 MIN_CHANGE = 0.05  # ... and above this relative change (0.05 = 5 %)
@@ -23,8 +25,13 @@ class RegressionOptions:
     z_threshold: float = Z_THRESHOLD
     min_change: float = MIN_CHANGE
     min_baseline: int = MIN_BASELINE
+    by: SeriesBy = SeriesBy.DEVICE  # a series per physical device, or per model (the aggregate)
 
     def as_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of reports.regressions.series.detect and
         reports.regressions.database_check.detect_in_database."""
         return asdict(self)
+
+    def gate_kwargs(self) -> dict[str, Any]:
+        """as_kwargs without `by`: reports.regressions.database_check.detect_with's (its source keys the series)."""
+        return {k: v for k, v in asdict(self).items() if k != "by"}

@@ -1,12 +1,15 @@
 """From a results table to series of points, and a verdict for every series (reports.regressions.gate judges).
 
-A series is one case_key on one device_fingerprint; its points are per-run medians (the median of
-the result medians a run has for it, e.g. several GPUs of one node), ordered by run order. Each
-point carries whether it may enter a baseline (suite.quality decides noisy; throttled and results
-that are not ok stay out too) and its environment segment. A segment ends where the driver, CUDA
-or torch version changes, or the method of measuring: the cache flush (`flush_method`), the pace
-of the samples (`pace`) or a collective's mode (`collective_mode`: stream or isolated); results
-taken two ways are not one history.
+A series is one case_key on one physical device (reports.data.devices: its device key, a GPU's
+UUID), or, by model (SeriesBy.MODEL, the explicit aggregate), one case_key on one device
+fingerprint. Its points are per-run medians (by device: the device's own result in the run; by
+model: the median of the result medians a run has for it, e.g. the GPUs of a node), ordered by run
+order. Each point carries whether it may enter a baseline (suite.quality decides noisy; throttled
+and results that are not ok stay out too) and its environment segment. A segment ends where the
+device fingerprint, the driver, CUDA or torch version changes, or the method of measuring: the
+cache flush (`flush_method`), the pace of the samples (`pace`) or a collective's mode
+(`collective_mode`: stream or isolated); results taken two ways are not one history. Both are read
+from ok results only: a run that measured nothing changes no segment.
 """
 from __future__ import annotations
 
@@ -17,24 +20,28 @@ import pandas as pd
 
 from rooflab.db.query import shared_strings
 from rooflab.db.usable import figure_mask
+from rooflab.reports.data.devices import device_keys, series_ids
 from rooflab.reports.data.frames import quality_of
 from rooflab.reports.regressions.gate import Point, SeriesVerdict, drift_start, history_pass, judge
 from rooflab.reports.regressions.link_check import link_checked
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD
-from rooflab.vocab import Quality, ResultStatus
+from rooflab.vocab import Quality, ResultStatus, SeriesBy
 
-ENV_COLUMNS = ("driver_version", "cuda_version", "torch_version")
+ENV_COLUMNS = ("device_fingerprint", "driver_version", "cuda_version", "torch_version")
 METHOD_COLUMNS = ("flush_method", "pace", "collective_mode")  # how a result was measured: a change starts a segment
 UNKNOWN = "?"  # a method value not recorded (a result stored before its column): it matches any
 SEGMENT_COLUMNS = ENV_COLUMNS + METHOD_COLUMNS
-RUN_KEYS = ("case_key", "device_fingerprint", "run_id")  # one point of a series
+# one point of a series: `series` is the series within its case (reports.data.devices.series_ids: the
+# device key by device, the fingerprint by model)
+RUN_KEYS = ("case_key", "series", "run_id")
 RUN_POINT_COLUMNS = (*RUN_KEYS, "order", "median_ms", "not_ok", "throttled", "noisy", "env", "method", "device_name",
-                     "started_at", "git_commit")
+                     "device_fingerprint", "device_key", "host", "started_at", "git_commit")
 
 
-def run_points(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (case_key, device_fingerprint, run_id): run order, median of the ok medians,
-    why the run may not enter a baseline, and its environment; sorted by series and run order."""
+def run_points(df: pd.DataFrame, by: SeriesBy = SeriesBy.DEVICE) -> pd.DataFrame:
+    """One row per (case_key, series, run_id): run order, median of the ok medians, why the run may
+    not enter a baseline, and its environment (an ok result's: NaN elsewhere); its device (key,
+    fingerprint, name, host); sorted by series and run order."""
     if "run_order" in df.columns:
         order = pd.to_numeric(df["run_order"], errors="coerce")
     elif "started_at" in df.columns or "measured_at" in df.columns:
@@ -48,25 +55,28 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
     throttled = (df["throttled"].fillna(False).astype(bool) if "throttled" in df.columns
                  else pd.Series(False, index=df.index))
     noisy = quality_of(df) != Quality.GOOD  # stored, or judged by the one noise rule
-    env = _joined(df, ENV_COLUMNS)
-    # the method is an ok result's (a failed one was not measured at all): elsewhere NaN, which the
-    # segments read as "as before"; within it a value not recorded (a result stored before the
-    # column existed) is UNKNOWN, which matches any value
+    # the environment and the method are an ok result's (a failed one measured nothing): elsewhere
+    # NaN, which the segments read as "as before"; within the method a value not recorded (a result
+    # stored before the column existed) is UNKNOWN, which matches any value
+    env = _joined(df, ENV_COLUMNS).where(ok)
     method = (_joined(df, METHOD_COLUMNS, missing=UNKNOWN).where(ok) if any(c in df.columns for c in METHOD_COLUMNS)
               else np.nan)
-    device = (df["device_fingerprint"] if "device_fingerprint" in df.columns
-              else df.get("device_name", pd.Series("", index=df.index)))
+    fingerprint = (df["device_fingerprint"] if "device_fingerprint" in df.columns
+                   else df.get("device_name", pd.Series("", index=df.index))).astype(str)
     d = pd.DataFrame({
-        "case_key": df["case_key"].astype(str), "device_fingerprint": device.astype(str),
+        "case_key": df["case_key"].astype(str), "series": series_ids(df, by),
         "run_id": df["run_id"].astype(str) if "run_id" in df.columns else order.astype(str), "order": order,
         "ok_median": median.where(ok),
         "not_ok": ~ok, "throttled": throttled, "noisy": noisy, "env": env, "method": method,
         "device_name": df["device_name"].astype(str) if "device_name" in df.columns else "",
+        "device_fingerprint": fingerprint,
+        "device_key": device_keys(df) if by == SeriesBy.DEVICE else None,
+        "host": df["host"].astype(object) if "host" in df.columns else None,
         "started_at": (pd.to_datetime(df["started_at"], utc=True) if "started_at" in df.columns
                        else pd.Series(pd.NaT, index=df.index, dtype="datetime64[ns, UTC]")),
         "git_commit": df["git_commit"].astype(object) if "git_commit" in df.columns else None,
     })
-    several = d.duplicated(list(RUN_KEYS), keep=False)  # e.g. several GPUs of one fingerprint in a run
+    several = d.duplicated(list(RUN_KEYS), keep=False)  # by model: e.g. the GPUs of one fingerprint in a run
     any_several = bool(several.any())
     single = d[~several] if any_several else d  # a key with one row is its own aggregate
     agg = single.rename(columns={"ok_median": "median_ms"})[list(RUN_POINT_COLUMNS)]
@@ -74,17 +84,18 @@ def run_points(df: pd.DataFrame) -> pd.DataFrame:
         grouped = _aggregated(d[several])
         agg = grouped if single.empty else pd.concat([grouped, agg], ignore_index=True)
     agg["started_at"] = _iso_times(agg["started_at"])
-    return agg.sort_values(["case_key", "device_fingerprint", "order", "run_id"], kind="stable").reset_index(drop=True)
+    return agg.sort_values(["case_key", "series", "order", "run_id"], kind="stable").reset_index(drop=True)
 
 
 def _aggregated(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run key of `rows` (keys that have several rows): the earliest order and start,
     the median of the ok medians, whether any row is not ok, throttled or noisy, and the first
-    recorded environment, method, device name and commit (RUN_POINT_COLUMNS). One groupby call per
+    recorded environment, method, device and commit (RUN_POINT_COLUMNS). One groupby call per
     kind of aggregate: a call per column costs a few ms each, on every check."""
     g = rows.groupby(list(RUN_KEYS), sort=False)
+    firsts = ["env", "method", "device_name", "device_fingerprint", "device_key", "host", "git_commit"]
     parts = [g[["order", "started_at"]].min(), g["ok_median"].median().rename("median_ms"),
-             g[["not_ok", "throttled", "noisy"]].any(), g[["env", "method", "device_name", "git_commit"]].first()]
+             g[["not_ok", "throttled", "noisy"]].any(), g[firsts].first()]
     return pd.concat(parts, axis=1).reset_index()[list(RUN_POINT_COLUMNS)]
 
 
@@ -151,9 +162,10 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
         # no ok result in this run (NaN): measured as before, as far as anyone knows
         changed_method = isinstance(method, str) and method != last_method and _method_changed(method, known)
         last_method = method if isinstance(method, str) else last_method
-        if last_env is not None and (env != last_env or changed_method):
-            segment += 1
-        last_env = env
+        if isinstance(env, str):
+            if last_env is not None and (env != last_env or changed_method):
+                segment += 1
+            last_env = env
         median = medians[i]
         if not median == median:  # NaN: no ok result in this run
             continue
@@ -166,17 +178,22 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
     return points
 
 def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
-           *, min_baseline: int = MIN_BASELINE, two_run_check: bool = True) -> list[SeriesVerdict]:
-    """A verdict for every series (case_key x device_fingerprint) in the results frame; the collective
-    series too short for the gate judged by the two-run check (reports.regressions.link_check) unless
-    `two_run_check` is False (a slice of the frame, whose tests may be split)."""
+           *, min_baseline: int = MIN_BASELINE, by: SeriesBy = SeriesBy.DEVICE,
+           two_run_check: bool = True) -> list[SeriesVerdict]:
+    """A verdict for every series in the results frame: each case on each physical device, or by
+    model each case on each device fingerprint (`by`; the module doc); the collective series too
+    short for the gate judged by the two-run check (reports.regressions.link_check) unless
+    `two_run_check` is False (a slice of the frame, whose tests may be split). A series' device
+    name, fingerprint and host are those of its newest run."""
     if df.empty:
         return []
     verdicts = []
-    agg = run_points(df)
+    agg = run_points(df, by)
     columns = {f: shared_strings(agg[f].tolist()) if f in SHARED_FIELDS else agg[f].tolist() for f in POINT_FIELDS}
-    names = agg["device_name"].tolist()
-    keys = list(zip(agg["case_key"].tolist(), agg["device_fingerprint"].tolist(), strict=True))
+    names, fingerprints = agg["device_name"].tolist(), agg["device_fingerprint"].tolist()
+    device, hosts = agg["device_key"].tolist(), agg["host"].tolist()
+    keys = list(zip(agg["case_key"].tolist(), agg["series"].tolist(), strict=True))
+    per_device = by == SeriesBy.DEVICE
     start = 0
     while start < len(keys):
         end = start
@@ -190,11 +207,15 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
         if first_bad is None and drift is not None:
             first_bad = drift_start(changes, drift, points)
         seg_start = next((p.run_id for p in points if p.segment == points[-1].segment), None) if points else None
+        newest = end - 1 if per_device else start  # by model the fingerprint is the series
+        host = hosts[newest] if per_device else None
         verdicts.append(SeriesVerdict(
-            case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(names[start]),
+            case_key=keys[start][0], device_fingerprint=str(fingerprints[newest]), device_name=str(names[newest]),
             status=gate.status, latest=gate.latest, previous=gate.previous, baseline=gate.baseline,
             points=tuple(points), segment_start_run=seg_start, note=gate.note, pooled=gate.pooled,
-            change_points=changes, drift=drift, first_bad=first_bad,
+            change_points=changes, drift=drift, first_bad=first_bad, series=keys[start][1],
+            device_key=str(device[newest]) if per_device else None,
+            host=str(host) if isinstance(host, str) else None,
         ))
         start = end
     return link_checked(verdicts, min_change) if two_run_check else verdicts
@@ -222,8 +243,9 @@ def detect_in_slices(df: pd.DataFrame, *, slice_rows: int = SLICE_ROWS, **option
 
 
 # The columns of the results frame that `detect` reads.
-DETECT_COLUMNS = ("case_key", "device_fingerprint", "device_name", "run_id", "run_order", "median_ms", "status",
-                  "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality", "started_at",
-                  "git_commit") + SEGMENT_COLUMNS
+DETECT_COLUMNS = tuple(dict.fromkeys((
+    "case_key", "device_fingerprint", "device_name", "device_uuid", "host", "tool", "run_id", "run_order", "median_ms",
+    "status", "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality", "started_at", "git_commit",
+    *SEGMENT_COLUMNS)))
 HISTORY_SLACK_RUNS = 10
 REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead

@@ -13,6 +13,7 @@ import typer
 from rich.markup import escape
 
 from rooflab.runners.cli.epilogue import fail, guarded
+from rooflab.vocab import SeriesBy
 
 DEFAULT_DB_URL = "sqlite:///results.db"
 
@@ -20,6 +21,11 @@ DbOption = typer.Option(
     None, "--db", envvar="ROOFLAB_DB", help="SQLAlchemy URL of the results database [default: sqlite:///results.db]"
 )
 JsonOption = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+ByOption = typer.Option(
+    SeriesBy.DEVICE, "--by",
+    help="A series per physical device (a GPU's UUID, a CPU's host), or per model: the median of a model's "
+    "devices in each run (the aggregate).",
+)
 FilterOption = typer.Option(
     [], "--filter", "-f",
     help="Keep cases with KEY=VALUE (op, dtype, cache, n, ...); repeatable: a repeated key means OR "
@@ -94,6 +100,14 @@ def device_label(name: str, fingerprint: str, tools: dict[str, str]) -> str:
     """A device as a table shows it: its name, and the tool when its results were imported."""
     tool = tools.get(fingerprint)
     return f"{name} ({tool})" if tool else name
+
+
+def series_device(name: str, fingerprint: str, device_key: str | None, host: str | None,
+                  tools: dict[str, str]) -> str:
+    """A series' device as a table shows it: its model (device_label), then the host and device key
+    of one physical device, or the fingerprint of a model's aggregate."""
+    where = f"{host} {device_key}" if device_key is not None and host else device_key
+    return f"{device_label(name, fingerprint, tools)} {where or 'all devices, ' + fingerprint[:12]}"
 
 
 def fmt(value: Any, digits: int = 4) -> str:

@@ -8,8 +8,17 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rooflab.runners.cli.common import DbOption, JsonOption, db_url, device_label, require_database, tools_of_devices
+from rooflab.runners.cli.common import (
+    ByOption,
+    DbOption,
+    JsonOption,
+    db_url,
+    require_database,
+    series_device,
+    tools_of_devices,
+)
 from rooflab.runners.cli.epilogue import console, fail, respond
+from rooflab.vocab import SeriesBy
 
 if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
     from rooflab.reports.regressions.history_view import SeriesView
@@ -59,8 +68,8 @@ def _verdict_line(view: Any) -> str:
 
 def _print_runs(view: Any, tools: dict[str, str]) -> None:
     v = view.verdict
-    name = device_label(v.device_name, v.device_fingerprint, tools)
-    title = f"{escape(v.case_key)} on {escape(name)} ({escape(v.device_fingerprint[:12])})"
+    name = series_device(v.device_name, v.device_fingerprint, v.device_key, v.host, tools)
+    title = f"{escape(v.case_key)} on {escape(name)} (newest fingerprint {escape(v.device_fingerprint[:12])})"
     console.print(f"{title}\n{escape(_verdict_line(view))}", highlight=False, soft_wrap=True)
     flagged = {f.run_id for f in (v.previous, v.latest) if f is not None and f.flagged}
     changes = {c.run_id: c for c in v.change_points}
@@ -87,8 +96,8 @@ def _print_sparklines(found: list, tools: dict[str, str]) -> None:
     for view in found:
         d = view.verdict.as_dict()
         medians = view.runs["median_ms"].astype(float).tolist()
-        where = (f"{device_label(view.verdict.device_name, view.verdict.device_fingerprint, tools)} "
-                 f"{view.verdict.device_fingerprint[:8]}")
+        v = view.verdict
+        where = series_device(v.device_name, v.device_fingerprint, v.device_key, v.host, tools)
         t.add_row(escape(view.verdict.case_key), escape(where), sparkline(medians), str(d["n_points"]),
                   _fmt(medians[-1] if medians else None),
                   _pct(d["rel_change"]), escape(view.kind))
@@ -101,7 +110,10 @@ def history_cmd(
                                       help="Series of the cases with KEY=VALUE (op, family, backend, dtype, cache, "
                                            "timing_mode, a parameter, or verdict: regression, suspect, drift, ...); "
                                            "repeatable: a repeated key means OR, different keys AND."),
-    device: str | None = typer.Option(None, "--device", help="Only this device (name, part of it, or fingerprint)."),
+    device: str | None = typer.Option(None, "--device",
+                                      help="Only this device: its key (a GPU's UUID, or a prefix of it) or host; "
+                                           "or a model (name, part of it, or fingerprint)."),
+    by: SeriesBy = ByOption,
     db: str | None = DbOption,
     as_json: bool = JsonOption,
     last: int | None = typer.Option(None, "--last", help=f"Only the newest N runs of each series [default: "
@@ -128,8 +140,9 @@ def history_cmd(
             _print_sparklines(found, tools)
 
     respond(lambda: load_series_views(url, case_key=case_key, filters=filter_, device=device,
-                                      last=None if as_json and last is None else shown),
-            as_json=as_json, to_json=lambda found: {"series": [v.as_dict() for v in found]}, show=show)
+                                      last=None if as_json and last is None else shown, by=by),
+            as_json=as_json, to_json=lambda found: {"by": str(by), "series": [v.as_dict() for v in found]},
+            show=show)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

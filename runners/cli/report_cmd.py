@@ -12,18 +12,19 @@ from rich.table import Table
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.cli.common import (
+    ByOption,
     DbOption,
     JsonOption,
     db_url,
-    device_label,
     fmt,
     output_dir,
     pct,
     require_database,
+    series_device,
     tools_of_devices,
 )
 from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respond
-from rooflab.vocab import ExitCode, Tool
+from rooflab.vocab import ExitCode, SeriesBy, Tool
 
 if TYPE_CHECKING:  # the regression gate loads pandas: only when the command runs
     from rooflab.reports.regressions.gate import SeriesVerdict
@@ -43,9 +44,10 @@ def regressions_cmd(
     min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change",
                                      help="Minimum relative change to flag (0.05 = 5 %)."),
     show_all: bool = typer.Option(False, "--all", help="List every series, not only flagged ones."),
+    by: SeriesBy = ByOption,
 ) -> None:
-    """Newest two results of every series against a robust baseline, and change points and drift
-    over its history; exit 1 when --fail-on matches."""
+    """Newest two results of every series (each case on each physical device, or --by model) against
+    a robust baseline, and change points and drift over its history; exit 1 when --fail-on matches."""
     from rooflab.reports.regressions.database_check import load_verdicts  # loads pandas: only when the command runs
 
     try:
@@ -60,11 +62,11 @@ def regressions_cmd(
         fail("--min-change: must be a fraction >= 0 (0.05 = 5 %)")
     url = db_url(db)
     require_database(url)
-    options = RegressionOptions(window=window, z_threshold=threshold, min_change=min_change)
+    options = RegressionOptions(window=window, z_threshold=threshold, min_change=min_change, by=by)
 
     def check() -> _Checked:
         verdicts = load_verdicts(url, options)
-        return _Checked(verdicts, tools_of_devices(url) if verdicts else {}, fail_on, show_all)
+        return _Checked(verdicts, tools_of_devices(url) if verdicts else {}, fail_on, show_all, by)
 
     respond(check, as_json=as_json, to_json=_Checked.to_json, show=_Checked.show,
             exit_code=lambda checked: ExitCode.FAILED if checked.failing else ExitCode.OK,
@@ -79,6 +81,7 @@ class _Checked:
     tools: dict[str, str]
     fail_on: str
     show_all: bool
+    by: SeriesBy = SeriesBy.DEVICE
 
     @property
     def failing(self) -> bool:
@@ -97,13 +100,15 @@ class _Checked:
                       key=lambda v: (order.index(v.status), v.case_key))
 
     def to_json(self) -> dict[str, object]:
-        return {"counts": self.counts, "fail_on": self.fail_on, "failed": self.failing,
+        return {"by": str(self.by), "counts": self.counts, "fail_on": self.fail_on, "failed": self.failing,
                 "series": [{**v.as_dict(), "tool": self.tools.get(v.device_fingerprint, str(Tool.ROOFLAB))}
                            for v in self.verdicts if self.show_all or v.flagged]}
 
     def show(self) -> None:
         counts = self.counts
-        t = Table(title=f"{len(self.verdicts)} series: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        each = ("a case on one device each" if self.by == SeriesBy.DEVICE
+                else "a case on one model each: its devices' median")
+        t = Table(title=f"{len(self.verdicts)} series ({each}): " + ", ".join(f"{n} {s}" for s, n in counts.items()))
         for col in ("status", "case", "device", "newest ms", "baseline ms", "change", "z", "first bad run", "history",
                     "note"):
             t.add_column(col, overflow="fold")
@@ -114,7 +119,7 @@ class _Checked:
             if v.drift is not None:
                 history.append(f"drift {100 * v.drift.rel_change:+.1f} % over {v.drift.n_points} runs")
             t.add_row(v.status, escape(v.case_key),
-                      escape(device_label(v.device_name, v.device_fingerprint, self.tools)),
+                      escape(series_device(v.device_name, v.device_fingerprint, v.device_key, v.host, self.tools)),
                       fmt(d["latest_ms"]), fmt(d["baseline_ms"]),
                       pct(d["rel_change"]), fmt(d["z"], 3), escape(first_bad), escape("; ".join(history)),
                       escape(v.note))

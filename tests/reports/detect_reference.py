@@ -235,7 +235,8 @@ def _drift_start(changes: tuple[Change, ...], drift: DriftFlag, points: list[Poi
 
 def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min_change: float = 0.05,
            *, min_baseline: int = MIN_BASELINE) -> list[SeriesVerdict]:
-    """A verdict for every series (case_key x device_fingerprint) in the results frame."""
+    """A verdict for every series (case_key x device_fingerprint) in the results frame (the series
+    named by its fingerprint, as reports.regressions.series names it by model)."""
     if df.empty:
         return []
     verdicts = []
@@ -259,7 +260,7 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = 4.0, min
             case_key=keys[start][0], device_fingerprint=keys[start][1], device_name=str(series[0]["device_name"]),
             status=gate.status, latest=gate.latest, previous=gate.previous, baseline=gate.baseline,
             points=tuple(points), segment_start_run=seg_start, note=gate.note, pooled=gate.pooled,
-            change_points=changes, drift=drift, first_bad=first_bad,
+            change_points=changes, drift=drift, first_bad=first_bad, series=keys[start][1],
         ))
         start = end
     return verdicts

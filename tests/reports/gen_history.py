@@ -5,7 +5,8 @@ devices (series = cases x devices), each night's median at 1 % noise around its 
 on the first device: a step of +12 % in the newest STEP_NIGHTS nights of the first case (a
 regression with a change point), a pace change (back_to_back -> idle) at night PACE_AT and a
 flush-method change (read_sweep -> write_sweep) at night FLUSH_AT of the second case (two segment
-starts), and one throttled night in the third case.
+starts), one throttled night in the third case, and a driver update from night DRIVER_AT in the
+fourth case (a new device fingerprint on the same GPU: a segment of its series, not a new series).
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ STEP = 0.12
 FLUSH_AT = 60
 PACE_AT = 50
 THROTTLED_AT = 40
+DRIVER_AT = 70
+NEW_DRIVER = "560.35"
 
 
 def case_params(i: int) -> tuple[str, str, dict, str]:
@@ -45,8 +48,11 @@ def nightly_history(nights: int = 90, cases: int = 100, devices: int = 2, seed: 
             if d == 0 and i == 0:
                 values[-STEP_NIGHTS:] *= 1 + STEP
             for night in range(nights):
+                updated = d == 0 and i == 3 and night >= DRIVER_AT
                 r = row(op=op, family=family, dtype=dtype, params=params, median_ms=float(values[night]),
-                        flops=1e6 * (i + 1), nbytes=1e6 * (i + 2), device_name=name, fingerprint=f"fp-{d}",
+                        flops=1e6 * (i + 1), nbytes=1e6 * (i + 2), device_name=name,
+                        fingerprint=f"fp-{d}-{NEW_DRIVER}" if updated else f"fp-{d}",
+                        driver_version=NEW_DRIVER if updated else "550.54",
                         run_id=f"nightly-{night:03d}", run_order=night + 1, cache="hot" if i % 5 == 0 else "cold",
                         throttled=d == 0 and i == 2 and night == THROTTLED_AT)
                 r["flush_method"] = "none" if r["cache"] == "hot" else (
@@ -62,4 +68,4 @@ def nightly_history(nights: int = 90, cases: int = 100, devices: int = 2, seed: 
 def planted_keys(frame: pd.DataFrame) -> dict[str, str]:
     """The case keys of the planted series (on the first device)."""
     first = frame[frame["device_name"] == DEVICES[0]].drop_duplicates("case_key")["case_key"].tolist()
-    return {"step": first[0], "flush": first[1], "throttled": first[2]}
+    return {"step": first[0], "flush": first[1], "throttled": first[2], "driver": first[3]}

@@ -41,7 +41,7 @@ def row(*, op: str, family: str, dtype: str = "float32", params: dict | None = N
         "tflops": flops / t / 1e12 if ok else None, "gbps": nbytes / t / 1e9 if ok else None,
         "torch_version": torch_version, "cuda_version": cuda_version, "driver_version": driver_version,
         "git_commit": "abc123", "error": None if ok else "boom", "timing_mode": timing_mode,
-        "stop_reason": stop_reason if ok else None, "throttled": throttled, "device_uuid": "GPU-0",
+        "stop_reason": stop_reason if ok else None, "throttled": throttled, "device_uuid": f"GPU-{fingerprint}",
         "op_version": op_version, "mean_ms": median_ms, "min_ms": median_ms * 0.97, "max_ms": median_ms * 1.05,
         "iqr_ms": iqr_ms if iqr_ms is not None else median_ms * 0.02, "std_ms": median_ms * 0.015,
         "rel_ci_halfwidth": rel_ci_halfwidth, "first_call_ms": median_ms * 10, "measured_at": started,

@@ -22,13 +22,15 @@
   const num = (v) => v === null || v === undefined || !isFinite(v) ? "" : (Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : String(+v.toPrecision(4));
   const pct = (v) => v === null || v === undefined ? "" : (v > 0 ? "+" : "") + (100 * v).toFixed(1) + " %";
   const date = (r) => RT[r] === null ? "" : new Date(RT[r] * 1000).toISOString().slice(0, 16).replace("T", " ");
-  const device = (i) => D.fps[S.fp[i]].device;
+  const model = (i) => D.fps[S.fp[i]].device;  // the device's model (name)
+  const dev = (i) => D.devs[S.dv[i]];  // the physical device: its key, host and series id
+  const device = (i) => (dev(i).host ? dev(i).host + " " : "") + dev(i).key;
   const verdict = (i) => D.verdicts[S.v[i]];
   const rank = (i) => { const v = verdict(i); return v === "regression" ? 0 : v === "suspect" ? 1 : S.d[i] ? 2 : v === "improvement" ? 3 : v === "ok" ? 4 : 5; };
   const order = Array.from({length: N}, (_, i) => i).sort((a, b) => rank(a) - rank(b)
     || Math.abs(S.c[b] || 0) - Math.abs(S.c[a] || 0) || (S.key[a] < S.key[b] ? -1 : S.key[a] > S.key[b] ? 1 : 0));
   const byKey = new Map();
-  for (let i = 0; i < N; i++) byKey.set(S.key[i] + "@" + D.fps[S.fp[i]].fp, i);
+  for (let i = 0; i < N; i++) byKey.set(S.key[i] + "@" + dev(i).id, i);
   const $ = (id) => document.getElementById(id);
   let state = {}, shown = PAGE;
 
@@ -40,6 +42,7 @@
   }
   const all = Array.from({length: N}, (_, i) => i);
   for (const f of FIELDS) options("f-" + f, all.map((i) => D.str[f][S[f][i]]));
+  options("f-model", all.map(model));
   options("f-device", all.map(device));
   options("f-verdict", all.map(verdict).concat(all.filter((i) => S.d[i]).map(() => "drift")));
 
@@ -56,6 +59,7 @@
   }
   function matches(i, s) {
     for (const f of FIELDS) if (s[f] && D.str[f][S[f][i]] !== s[f]) return false;
+    if (s.model && model(i) !== s.model) return false;
     if (s.device && device(i) !== s.device) return false;
     if (s.verdict && !(s.verdict === "drift" ? S.d[i] : verdict(i) === s.verdict)) return false;
     if (s.q) {
@@ -83,10 +87,10 @@
     return `<svg class="spark" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" role="img" aria-label="trend of ${n} runs"><polyline points="${pts.join(" ")}"/>${flagged}</svg>`;
   }
   function row(i) {
-    const [a, b] = points(i), fp = D.fps[S.fp[i]].fp, v = verdict(i);
-    const link = hashOf(Object.assign({}, state, {open: S.key[i] + "@" + fp}));
+    const [a, b] = points(i), d = dev(i), v = verdict(i);
+    const link = hashOf(Object.assign({}, state, {open: S.key[i] + "@" + d.id}));
     return `<tr data-i="${i}"><td class="key"><a class="open" href="${esc(link)}">${esc(S.key[i])}</a></td>` +
-      `<td>${esc(device(i))} <span class="note">${esc(fp.slice(0, 10))}</span></td><td>${sparkline(i)}</td>` +
+      `<td>${esc(model(i))} <span class="note">${esc(d.host)} ${esc(d.id === d.key ? d.key : d.id)}</span></td><td>${sparkline(i)}</td>` +
       `<td class="n">${b - a}</td><td class="n">${num(med[b - 1])}</td><td class="n">${pct(S.c[i])}</td>` +
       `<td class="status-${esc(v)}">${esc(v.replace("_", " "))}${S.d[i] ? ' + <span class="status-suspect">drift</span>' : ""}</td></tr>`;
   }
@@ -99,20 +103,20 @@
   }
   function apply() {
     state = readHash();
-    for (const f of FIELDS.concat(["device", "verdict"])) $("f-" + f).value = state[f] || "";
+    for (const f of FIELDS.concat(["model", "device", "verdict"])) $("f-" + f).value = state[f] || "";
     $("f-q").value = state.q || "";
     shown = PAGE;
     render();
   }
   function fromForm() {
     const s = {};
-    for (const f of FIELDS.concat(["device", "verdict"])) s[f] = $("f-" + f).value;
+    for (const f of FIELDS.concat(["model", "device", "verdict"])) s[f] = $("f-" + f).value;
     s.q = $("f-q").value.trim();
     if (state.open) s.open = state.open;
     history.replaceState(null, "", hashOf(s) || "#");
     apply();
   }
-  for (const f of FIELDS.concat(["device", "verdict"])) $("f-" + f).addEventListener("change", fromForm);
+  for (const f of FIELDS.concat(["model", "device", "verdict"])) $("f-" + f).addEventListener("change", fromForm);
   $("f-q").addEventListener("input", fromForm);
   $("f-clear").addEventListener("click", () => { history.replaceState(null, "", "#"); apply(); });
   $("more").addEventListener("click", () => { shown += PAGE * 5; render(); });
@@ -123,16 +127,14 @@
     for (const k of ["driver", "cuda", "torch"]) if (a[k] !== b[k]) what.push(`${k} ${a[k] || "?"} \u2192 ${b[k] || "?"}`);
     return what.join(", ") || "device fingerprint changed";
   }
-  // the series of one case on one device name, oldest fingerprint first: one trend, segments between them
-  function lineage(i) {
-    const name = device(i), same = [];
-    for (let j = 0; j < N; j++) if (S.key[j] === S.key[i] && device(j) === name) same.push(j);
-    return same.sort((x, y) => RT[run[start[x]]] - RT[run[start[y]]]);
-  }
+  // a series holds every environment its device ran the case in: one trend, a segment at each change
+  function lineage(i) { return [i]; }
   function segments(line) {
     const out = [];
-    line.forEach((j, n) => {
-      if (n > 0) out.push({k: start[j], why: envDiff(D.fps[S.fp[line[n - 1]]], D.fps[S.fp[j]])});
+    line.forEach((j) => {
+      // S.ev: a series' environments where it has more than one, [point offset, fingerprint] from its first point on
+      const envs = S.ev[j] || [];
+      for (let n = 1; n < envs.length; n++) out.push({k: start[j] + envs[n][0], why: envDiff(D.fps[envs[n - 1][1]], D.fps[envs[n][1]])});
       for (let k = start[j] + 1; k < start[j + 1]; k++) {
         // a method not recorded (a result stored before it was) runs on into the recorded one, as in the regression check
         if (fl[k] !== fl[k - 1] && fl[k] >= 0 && fl[k - 1] >= 0) out.push({k, why: `flush method ${D.flush[fl[k - 1]]} \u2192 ${D.flush[fl[k]]}`});
@@ -146,7 +148,7 @@
     const tr = e.target.closest("tr[data-i]");
     if (!tr || e.target.closest("a")) return;
     const i = +tr.dataset.i;
-    location.hash = hashOf(Object.assign({}, state, {open: S.key[i] + "@" + D.fps[S.fp[i]].fp}));
+    location.hash = hashOf(Object.assign({}, state, {open: S.key[i] + "@" + dev(i).id}));
   });
   apply();
   performance.mark("history-ready");

@@ -72,6 +72,7 @@
       if (ex[k]) notes.push("kept out of baseline: " + D.excluded[ex[k]]);
       if (k > a && fl[k] !== fl[k - 1] && fl[k] >= 0 && fl[k - 1] >= 0) notes.push("flush method changed");
       if (k > a && pc[k] !== pc[k - 1] && pc[k] >= 0 && pc[k - 1] >= 0) notes.push("pace changed");
+      if ((S.ev[i] || []).some((e) => e[0] > 0 && a + e[0] === k)) notes.push("environment changed");
       rows.push(`<tr><td class="key">${esc(RID[r])}</td><td>${date(r)}</td><td class="key">${esc(RC[r] || "")}</td><td class="n">${num(med[k])}</td><td class="n">${num(band(k, -lo[k]))}</td><td class="n">${num(band(k, hi[k]))}</td><td>${esc(fl[k] >= 0 ? D.flush[fl[k]] : "")}</td><td>${esc(pc[k] >= 0 ? D.pace[pc[k]] : "")}</td><td>${notes.join("; ")}</td></tr>`);
     }
     return rows.join("");
@@ -82,9 +83,9 @@
     const fp = D.fps[S.fp[i]], line = lineage(i), segs = segments(line), [a, b] = points(i), v = verdict(i);
     const close = hashOf(Object.assign({}, state, {open: ""}));
     const fb = S.fb[i] >= 0 ? `first bad run <span class="key">${esc(RID[S.fb[i]])}</span> (${date(S.fb[i])}, commit <span class="key">${esc(RC[S.fb[i]] || "not recorded")}</span>)` : "";
-    const others = line.length > 1 ? `<p class="note">Drawn with the same case's other fingerprints on ${esc(fp.device)} (grey): ${line.filter((j) => j !== i).map((j) => esc(D.fps[S.fp[j]].fp.slice(0, 10))).join(", ")}.</p>` : "";
+    const d = dev(i), others = "";
     box.innerHTML = `<h2><span class="status-${esc(v)}">${esc(v.replace("_", " "))}</span>${S.d[i] ? ' + <span class="status-suspect">drift</span>' : ""}: <span class="key">${esc(S.key[i])}</span> <a class="close" href="${esc(close)}">close</a></h2>` +
-      `<p>${esc(fp.device)} <span class="note">${esc(fp.fp)}; driver ${esc(fp.driver || "?")}, CUDA ${esc(fp.cuda || "?")}, torch ${esc(fp.torch || "?")}</span></p>` +
+      `<p>${esc(fp.device)}: device <span class="key">${esc(d.key)}</span>${d.host ? " on " + esc(d.host) : ""}${d.id !== d.key ? " (" + esc(d.id.split("@")[0]) + ")" : ""} <span class="note">newest environment ${esc(fp.fp)}; driver ${esc(fp.driver || "?")}, CUDA ${esc(fp.cuda || "?")}, torch ${esc(fp.torch || "?")}</span></p>` +
       `<p>${b - a} runs; newest ${num(med[b - 1])} ms (${esc(RID[run[b - 1]])}, ${date(run[b - 1])})` +
       (S.b[i] !== null ? `; baseline ${num(S.b[i])} ms, spread ${num(S.s[i])} ms; change of the newest ${pct(S.c[i])}` : "") +
       (fb ? `; ${fb}` : "") + (S.dr[i] ? `; drift ${pct(S.dr[i][1])} over ${S.dr[i][2]} runs` : "") + `. <span class="note">${esc(S.nt[i] || "")}</span></p>` +

@@ -42,7 +42,7 @@ def _history(runs: int, cases: int, *, seed: int, run_sd: float = RUN_SD, device
             rows.append(row(op="copy", family="pointwise", params={"n": 1 << (10 + c)}, median_ms=float(np.median(x)),
                             flops=0.0, nbytes=1e6 * (c + 1), device_name=device, run_id=run_id, run_order=r + 1,
                             rel_ci_halfwidth=0.002))
-            samples[(run_id, rows[-1]["case_key"], "GPU-0")] = x
+            samples[(run_id, rows[-1]["case_key"], rows[-1]["device_uuid"])] = x
     return pd.DataFrame(rows), samples
 
 
@@ -118,8 +118,8 @@ def test_two_runs_of_one_device_differ_by_their_runs_spread_not_by_significance(
     significant = cases["standing"].isin(["faster", "slower"]).mean()
     assert significant <= 0.12, cases[["speedup", "speedup_low", "speedup_high", "note"]]
     assert cases["note"].str.contains("run-to-run spread").all()
-    bare = [iv.speedup(k, 1, 1, baseline_samples=samples[("run-10", k, "GPU-0")],
-                       candidate_samples=samples[("run-11", k, "GPU-0")]).significance for k in cases["case_key"]]
+    bare = [iv.speedup(k, 1, 1, baseline_samples=samples[("run-10", k, "GPU-fp-h100")],
+                       candidate_samples=samples[("run-11", k, "GPU-fp-h100")]).significance for k in cases["case_key"]]
     assert np.mean([s in (iv.Significance.FASTER, iv.Significance.SLOWER) for s in bare]) > 0.6
 
 

@@ -17,7 +17,7 @@ from rooflab.reports.pages.slugs import slug
 from rooflab.reports.regressions.history_points import HistoryData, history_of_frame
 from rooflab.reports.regressions.series import detect
 from tests.reports.cdp import CHROMIUM, Browser
-from tests.reports.gen_history import DEVICES, STEP, nightly_history, planted_keys
+from tests.reports.gen_history import DEVICES, NEW_DRIVER, STEP, nightly_history, planted_keys
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
@@ -65,7 +65,7 @@ def _shown_keys(b: Browser) -> list[str]:
 
 
 def _series(frame, **where) -> int:
-    rows = frame.drop_duplicates(["case_key", "device_fingerprint"])
+    rows = frame.drop_duplicates(["case_key", "device_uuid"])
     for column, value in where.items():
         rows = rows[rows[column] == value]
     return len(rows)
@@ -84,18 +84,19 @@ def test_the_history_page_in_chromium(site: Site, browser: Browser, tmp_path: Pa
     assert _shown_keys(b)[0] == keys["step"]  # the regression heads the table
     for field, column, value in (("op", "op", "matmul"), ("family", "family", "reduction"),
                                  ("dtype", "dtype", "bfloat16"), ("backend", "backend", "eager"),
-                                 ("cache", "cache", "hot"), ("device", "device_name", DEVICES[1])):
+                                 ("cache", "cache", "hot"), ("model", "device_name", DEVICES[1]),
+                                 ("device", "device_uuid", "GPU-1")):
         b.click("#f-clear")
-        b.select(f"#f-{field}", value)
+        b.select(f"#f-{field}", f"node1 {value}" if field == "device" else value)
         n = _series(frame, **{column: value})
         assert _matches(b).startswith(f"{n} of 300"), (field, _matches(b))
         shown = b.js("[...document.querySelectorAll('#series tbody tr')].map(r => r.textContent)")
         assert len(shown) == min(n, 100) and all(value in text for text in shown
-                                                 if field in ("op", "dtype", "cache", "device")), field
+                                                 if field in ("op", "dtype", "cache", "model", "device")), field
     b.click("#f-clear")
     b.type_into("#f-q", "softmax bfloat16")
     n = len(frame[frame["case_key"].str.contains("softmax") & frame["case_key"].str.contains("bfloat16")]
-            .drop_duplicates(["case_key", "device_fingerprint"]))
+            .drop_duplicates(["case_key", "device_uuid"]))
     assert n > 0 and _matches(b).startswith(f"{n} of 300")
     assert "q=softmax%20bfloat16" in b.js("location.hash")  # the view can be linked
     b.click("#f-clear")
@@ -114,12 +115,18 @@ def test_the_history_page_in_chromium(site: Site, browser: Browser, tmp_path: Pa
     assert "first bad run" in b.js("document.getElementById('detail').textContent")
     b.click("#detail a.close")
     b.wait_for("document.getElementById('detail').hidden")
-    b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@fp-0')}")
+    b.js(f"location.hash = {json.dumps('#open=' + keys['flush'] + '@GPU-0')}")
     b.wait_for("!!document.querySelector('#detail text.seg-label')")
     segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
     assert segments == ["pace back_to_back \u2192 idle", "flush method read_sweep \u2192 write_sweep"]
     assert b.js("document.querySelectorAll('#detail line.segment').length") == 2
-    b.js(f"location.hash = {json.dumps('#open=' + keys['throttled'] + '@fp-0')}")
+    b.js(f"location.hash = {json.dumps('#open=' + keys['driver'] + '@GPU-0')}")  # a driver update: one series
+    b.wait_for("!!document.querySelector('#detail text.seg-label')")
+    segments = b.js("[...document.querySelectorAll('#detail text.seg-label')].map(t => t.textContent)")
+    assert segments == [f"driver 550.54 \u2192 {NEW_DRIVER}"]
+    assert b.js("document.querySelectorAll('#detail circle.pt').length") == 90  # both environments' nights
+    assert "environment changed" in b.js("document.getElementById('detail').textContent")
+    b.js(f"location.hash = {json.dumps('#open=' + keys['throttled'] + '@GPU-0')}")
     assert b.wait_for("document.querySelectorAll('#detail circle.excluded').length") == 1
     b.screenshot(tmp_path / "history.png")
     assert not b.console and not b.exceptions, (b.console, b.exceptions)

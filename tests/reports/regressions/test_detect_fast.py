@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rooflab.reports.data.devices import device_keys
 from rooflab.reports.regressions import changepoints as cp
 from rooflab.reports.regressions.gate import robust_baseline
 from rooflab.reports.regressions.series import detect
+from rooflab.vocab import SeriesBy
 from tests.reports import detect_reference as reference
 from tests.reports import gen_series as gen
 from tests.reports.synth import row
@@ -72,7 +74,7 @@ def _built_history(seed: int, n_series: int, nights: int) -> pd.DataFrame:
 @pytest.mark.parametrize("kw", [{}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02}])
 def test_verdicts_equal_those_of_the_code_before(seed: int, kw: dict[str, Any]) -> None:
     df = _history(seed)
-    new, old = detect(df, **kw), reference.detect(df, **kw)
+    new, old = detect(df, by=SeriesBy.MODEL, **kw), reference.detect(df, **kw)
     assert len(new) == len(old) == 150
     assert new == old  # every field of every verdict, points included
     statuses = {v.status for v in new}
@@ -115,9 +117,22 @@ def test_judging_in_slices_of_case_keys_gives_the_same_verdicts_in_the_same_orde
     assert 997 < len(df) <= 2 * 997
     whole = detect(df)
     sliced = detect_in_slices(df, slice_rows=slice_rows)
-    assert sliced == whole and len(whole) == 42
-    assert [(v.case_key, v.device_fingerprint) for v in sliced] == sorted((v.case_key, v.device_fingerprint)
-                                                                          for v in whole)
+    assert sliced == whole and len(whole) == 42 + 4  # the series with a second GPU: 4 more devices' series
+    assert [v.key for v in sliced] == sorted(v.key for v in whole)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_by_device_each_device_is_the_series_the_code_before_judged_alone(seed: int) -> None:
+    """By device, a series is what the code before judged when each device was a fingerprint of its own."""
+    df = _history(seed)
+    new = detect(df)
+    alone = reference.detect(df.assign(device_fingerprint=device_keys(df)))
+    assert len(new) == len(alone) == 150 + 12  # every 13th series also ran on a second GPU
+    assert [v.key for v in new] == [v.key for v in alone]
+    fields = ("status", "latest", "previous", "baseline", "points", "segment_start_run", "note", "pooled",
+              "change_points", "drift", "first_bad")
+    assert [[getattr(v, f) for f in fields] for v in new] == [[getattr(v, f) for f in fields] for v in alone]
+    assert {v.device_key for v in new} == {"GPU-fp-0", "GPU-fp-1", "GPU-fp-2", "GPU-1"}
 
 
 def test_iso_times_equal_strftime_with_missing_times():

@@ -50,8 +50,8 @@ def _awkward() -> pd.DataFrame:
 def _as_gate(frame: pd.DataFrame) -> dict[tuple[str, str], list[tuple[str, float, str]]]:
     points = run_points(frame)
     out = {}
-    for (key, fp), rows in points.groupby(["case_key", "device_fingerprint"]):
-        out[(key, fp)] = [(p.run_id, p.median_ms, p.excluded_because or "") for p in gate_points(rows)]
+    for (key, device), rows in points.groupby(["case_key", "series"]):
+        out[(key, device)] = [(p.run_id, p.median_ms, p.excluded_because or "") for p in gate_points(rows)]
     return out
 
 
@@ -60,12 +60,11 @@ def _as_history(h) -> dict[tuple[str, str], list[tuple[str, float, str]]]:
 
     pts = h.points
     keys = h.tables.cases.set_index("case_id")["case_key"]
-    fps = h.tables.environments.set_index("environment_id")["device_fingerprint"]
     runs = h.tables.runs["run_id"].to_numpy()
     out = {}
     for i in range(pts.n_series):
         s = pts.of(i)
-        out[(keys[pts.case_id[i]], fps[pts.environment_id[i]])] = [
+        out[(keys[pts.case_id[i]], pts.devices.ids[pts.device[i]])] = [
             (runs[r], float(m), EXCLUDED[x]) for r, m, x in zip(pts.run_index[s], pts.median_ms[s], pts.excluded[s],
                                                                 strict=True)]
     return out
@@ -132,16 +131,17 @@ def test_the_page_data_is_compact_and_round_trips():
     med, lo, hi = _decode(data, "med", np.float32), _decode(data, "lo", np.uint16), _decode(data, "hi", np.uint16)
     run = _decode(data, "run", np.uint32)
     assert len(series["key"]) == 24 and start[-1] == len(med) == 40 * 24
-    by_key = {(v.case_key, v.device_fingerprint): v for v in verdicts}
+    by_key = {v.key: v for v in verdicts}
     for i, key in enumerate(series["key"]):
-        fp = data["fps"][series["fp"][i]]["fp"]
-        rows = frame[(frame["case_key"] == key) & (frame["device_fingerprint"] == fp)].sort_values("run_order")
+        device = data["devs"][series["dv"][i]]
+        assert device["host"] == "node1" and device["id"] == device["key"]
+        rows = frame[(frame["case_key"] == key) & (frame["device_uuid"] == device["key"])].sort_values("run_order")
         s = slice(start[i], start[i + 1])
         assert [data["runs"]["id"][r] for r in run[s]] == rows["run_id"].tolist()
         assert np.allclose(med[s], rows["median_ms"], rtol=1e-6)
         assert np.allclose(med[s] * np.exp(-lo[s].astype(float) / LOG_STEP), rows["p10_ms"], rtol=1e-3)
         assert np.allclose(med[s] * np.exp(hi[s] / LOG_STEP), rows["p90_ms"], rtol=1e-3)
-        v = by_key[(key, fp)]
+        v = by_key[(key, device["key"])]
         assert data["verdicts"][series["v"][i]] == v.status
         assert series["c"][i] == (None if v.latest is None else pytest.approx(v.latest.rel_change, abs=1e-5))
     step = series["key"].index(planted_keys(frame)["step"])

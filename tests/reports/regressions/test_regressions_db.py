@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from rooflab.db import query
-from rooflab.reports.regressions.database_check import detect_in_database, history_runs, load_verdicts
+from rooflab.reports.regressions.database_check import DatabaseSource, detect_in_database, history_runs, load_verdicts
 from rooflab.reports.regressions.series import detect
+from rooflab.vocab import SeriesBy
 from tests.db.pg import BACKENDS, backend_url
 from tests.reports.synth import row, write_db
 
@@ -146,18 +147,20 @@ def test_windowed_verdicts_equal_those_on_every_result(windowed, everything, kw)
 
 
 def test_the_planted_series_get_their_verdicts(verdicts):
-    by_n = {(v.case_key.split("n=")[-1], v.device_fingerprint): v for v in verdicts}
-    assert by_n[("2", "fp-h100")].status == "regression"
-    assert by_n[("3", "fp-h100")].status == "suspect"
-    assert by_n[("4", "fp-a100")].status == by_n[("4", "fp-h100")].status == "improvement"
-    assert by_n[("1", "fp-h100")].status == "ok" and by_n[("1", "fp-h100")].n_points == RUNS
-    assert by_n[("11", "fp-h100")].segment_start_run == "run-0004"
-    assert by_n[("13", "fp-h100")].segment_start_run == "run-0003"
-    assert by_n[("9", "fp-h100")].status == by_n[("10", "fp-h100")].status == "insufficient_data"
+    by_n = {(v.case_key.split("n=")[-1], v.device_key): v for v in verdicts}
+    assert by_n[("2", "GPU-0")].status == "regression"
+    assert by_n[("3", "GPU-0")].status == "suspect"
+    assert by_n[("4", "GPU-A100")].status == by_n[("4", "GPU-0")].status == "improvement"
+    assert by_n[("1", "GPU-0")].status == by_n[("1", "GPU-1")].status == "ok"  # two GPUs of one model: two series
+    assert by_n[("1", "GPU-0")].n_points == by_n[("1", "GPU-1")].n_points == RUNS
+    assert by_n[("11", "GPU-0")].segment_start_run == "run-0004"
+    assert by_n[("13", "GPU-0")].segment_start_run == "run-0003"
+    assert by_n[("9", "GPU-0")].status == by_n[("10", "GPU-0")].status == "insufficient_data"
+    assert {v.host for v in verdicts} == {"node1"} and {v.by for v in verdicts} == {"device"}
 
 
 def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(verdicts):
-    by_n = {v.case_key.split("n=")[-1]: v for v in verdicts if v.device_fingerprint == "fp-h100"}
+    by_n = {v.case_key.split("n=")[-1]: v for v in verdicts if v.device_key == "GPU-0"}
     older = by_n["14"]  # changed at run 15, before the newest runs: found from the method spans
     assert older.status == "ok" and older.segment_start_run == "run-0015" and older.n_points == RUNS
     assert by_n["15"].segment_start_run == "run-0012"  # alternating: read again in full
@@ -209,7 +212,7 @@ def test_the_nightly_check_of_a_run_equals_the_check_on_every_result(url, everyt
     found = check_history(url, run_id, RegressionOptions(window=8))
     by_kind, checked, insufficient, counts = found.verdicts, found.series_checked, found.insufficient_data, found.counts
     assert checked == len(verdicts) and insufficient == sum(v.status == "insufficient_data" for v in verdicts)
-    key = lambda d: (d["status"], d["case_key"], d["device_fingerprint"])  # noqa: E731 - a named one-line lambda
+    key = lambda d: (d["status"], d["case_key"], d["device_key"])  # noqa: E731 - a named one-line lambda
     assert sorted((d for kind, rows in by_kind.items() if kind != "drift" for d in rows), key=key) == sorted(
         (d for d in judged if d["status"] in ("regression", "suspect", "improvement")), key=key)
     if which == -1:
@@ -232,16 +235,25 @@ def test_the_verdicts_from_the_history_columns_are_those_read_from_the_database(
     assert [(v.points, v.n_points) for v in columns] == [(v.points, v.n_points) for v in read]
 
 
-def test_the_method_spans_from_the_history_columns_are_those_of_the_database(url):
+@pytest.mark.parametrize("by", list(SeriesBy))
+def test_the_method_spans_from_the_history_columns_are_those_of_the_database(url, by):
     """The report's column source finds where each way of measuring a series starts and ends as the
-    database's grouped query does (the windowed check renumbers segments by them)."""
+    database's grouped query does (the windowed check renumbers segments by them), and by device
+    where each environment does."""
     from rooflab.db.series_query import history_columns
     from rooflab.reports.regressions.columns_source import ColumnsSource
 
-    keys = ["case_key", "device_fingerprint", "flush_method", "pace"]
-    want = query.series_method_spans(url).sort_values(keys).reset_index(drop=True)
-    got = ColumnsSource(history_columns(url)).method_spans().sort_values(keys).reset_index(drop=True)
-    assert len(want) > 0 and want["flush_method"].nunique() == 2
-    assert got[keys + ["first_ok_run"]].equals(want[keys + ["first_ok_run"]])
-    for column in ("first_ok_start", "last_ok_start"):
-        assert list(pd.to_datetime(got[column], utc=True)) == list(pd.to_datetime(want[column], utc=True))
+    database, columns = DatabaseSource(url, by), ColumnsSource(history_columns(url), by)
+    for spans, way in ((DatabaseSource.method_spans, ["flush_method", "pace"]),
+                       (DatabaseSource.fingerprint_spans, ["device_fingerprint"])):
+        keys = ["case_key", "series", *way]
+        want = spans(database).sort_values(keys).reset_index(drop=True)
+        got = getattr(columns, spans.__name__)().sort_values(keys).reset_index(drop=True)
+        if by == SeriesBy.MODEL and way == ["device_fingerprint"]:
+            assert len(want) == len(got) == 0  # by model the fingerprint is the series
+            continue
+        assert len(want) > 0
+        pd.testing.assert_frame_equal(got[keys + ["first_ok_run"]], want[keys + ["first_ok_run"]], check_dtype=False)
+        for column in ("first_ok_start", "last_ok_start"):
+            assert list(pd.to_datetime(got[column], utc=True)) == list(pd.to_datetime(want[column], utc=True))
+    pd.testing.assert_frame_equal(columns.summary(), database.summary(), check_dtype=False)
