@@ -20,14 +20,16 @@ from tests.reports.synth import row, write_db
 RUNS = 90
 
 
-def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str = "fp-h100",
+def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str | Callable[[int], str] = "fp-h100",
             device_name: str = "NVIDIA H100 80GB HBM3", device_uuid: str = "GPU-0", **per_run) -> None:
-    """A series of case stream_triad(n) on one fingerprint: run order -> median (None: failed)."""
+    """A series of case stream_triad(n) on one GPU: run order -> median (None: failed); its
+    fingerprint, and any row field given as a function, by run order."""
     for order, value in values.items():
         extra = {k: v(order) for k, v in per_run.items()}
         rows.append(row(op="stream_triad", family="probe", params={"n": n}, median_ms=1.0 if value is None else value,
                         flops=2 * n, nbytes=12 * n, run_id=f"run-{order:04d}", run_order=order,
-                        fingerprint=fingerprint, device_name=device_name,
+                        fingerprint=fingerprint(order) if callable(fingerprint) else fingerprint,
+                        device_name=device_name,
                         status="failed" if value is None else "ok", **extra))
         rows[-1]["device_uuid"] = device_uuid
 
@@ -110,6 +112,18 @@ def _rows() -> list[dict]:
     changed[-2:] = [v * 1.06 for v in changed[-2:]]
     _series(rows, dict(zip(orders, changed, strict=True)), n=16,
             flush_method=lambda o: "write_sweep" if o > RUNS - 2 else "read_sweep")
+    # by device, a driver update is a segment of the GPU's series: long before the newest runs (n=17),
+    # on the newest two nights with a 6 % step (n=18), and with a change of flush method too (n=19)
+    updated = {"fingerprint": lambda o: "fp-h100-560" if o >= 20 else "fp-h100",
+               "driver_version": lambda o: "560.35" if o >= 20 else "550.54"}
+    _series(rows, dict(zip(orders, _noise(17), strict=True)), n=17, **updated)
+    newest = _noise(18)
+    newest[-2:] = [v * 1.06 for v in newest[-2:]]
+    _series(rows, dict(zip(orders, newest, strict=True)), n=18,
+            fingerprint=lambda o: "fp-h100-560" if o > RUNS - 2 else "fp-h100",
+            driver_version=lambda o: "560.35" if o > RUNS - 2 else "550.54")
+    _series(rows, dict(zip(orders, _noise(19), strict=True)), n=19, **updated,
+            flush_method=lambda o: "read_sweep" if o < 40 else "write_sweep")
     two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
     for r, v in zip(two_gpus, _noise(12), strict=True):
         r.update(device_uuid="GPU-1", median_ms=v)
@@ -135,7 +149,8 @@ def _same(windowed: Callable[..., list], everything: pd.DataFrame, **kw) -> list
 
 
 @pytest.mark.parametrize("kw", [{}, {"window": 6}, {"window": 8, "z_threshold": 3.0, "min_change": 0.02},
-                                {"window": 3}, {"window": 30}])
+                                {"window": 3}, {"window": 30}, {"by": SeriesBy.MODEL},
+                                {"by": SeriesBy.MODEL, "window": 6}])
 def test_windowed_verdicts_equal_those_on_every_result(windowed, everything, kw):
     verdicts = _same(windowed, everything, **kw)
     window = kw.get("window", 20)
@@ -167,6 +182,33 @@ def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(verdicts)
     newest = by_n["16"]  # the newest two nights, 6 % slower, measured the other way
     assert newest.status == "insufficient_data" and newest.segment_start_run == f"run-{RUNS - 1:04d}"
     assert not newest.flagged and not newest.change_points
+
+
+def test_a_driver_update_is_a_segment_of_the_devices_series(verdicts):
+    """By device a new fingerprint (driver 550 -> 560) is a segment of the GPU's series: found from the
+    fingerprint spans when it lies before the newest runs (only the newest points were read), a new
+    segment without a baseline when it is the newest two nights, and a series that changed both its
+    environment and its flush method read again in full."""
+    by_n = {v.case_key.split("n=")[-1]: v for v in verdicts if v.device_key == "GPU-0"}
+    older = by_n["17"]
+    assert older.status == "ok" and older.segment_start_run == "run-0020" and older.n_points == RUNS
+    assert len(older.points) < RUNS and older.device_fingerprint == "fp-h100-560"
+    newest = by_n["18"]
+    assert newest.status == "insufficient_data" and newest.note == "new environment segment"
+    assert newest.segment_start_run == f"run-{RUNS - 1:04d}" and not newest.flagged
+    both = by_n["19"]
+    assert both.segment_start_run == "run-0040" and len(both.points) == RUNS and both.n_points is None
+    assert [p.segment for p in both.points][::30] == [0, 1, 2]
+
+
+def test_by_model_a_driver_update_is_a_new_series(url):
+    """The model-level aggregate keys a series by fingerprint, as before series were kept per device."""
+    found = detect_in_database(url, by=SeriesBy.MODEL)
+    mine = {v.device_fingerprint: v for v in found if v.case_key.endswith("n=17")}
+    assert set(mine) == {"fp-h100", "fp-h100-560"} and {v.device_key for v in mine.values()} == {None}
+    assert mine["fp-h100"].as_dict()["n_points"] == 19 and mine["fp-h100-560"].as_dict()["n_points"] == RUNS - 19
+    two = [v for v in found if v.case_key.endswith("n=1")]  # GPU-0 and GPU-1 folded into one median per run
+    assert len(two) == 1 and two[0].as_dict()["by"] == "model" and two[0].host is None
 
 
 def test_method_spans_hold_each_way_of_measuring(url):

@@ -1,0 +1,94 @@
+"""Held-out check of series per physical device: a fleet's health nights, imported as a user's export
+files are (`rooflab import`), judged by `rooflab regressions`.
+
+64 GPUs of one model on 8 nodes, 30 nights of a short health set, one GPU made 10 % slower on HBM for
+its last three nights (tests/reports/fleet_history.py). By device the slow GPU's HBM series are
+regressions and every other series is ok; by model (the aggregate over a model's devices, the only
+view before series were kept per device) a node's median hides it, as the issue that asked for
+series per device found ("ok: 7").
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from rooflab.runners.cli.app import app
+from tests.reports.fleet_history import HEALTH, fleet_rows, write_export
+
+runner = CliRunner()
+CASES = HEALTH[:3]  # HBM copy, HBM triad and the bf16 GEMM: the test stays small
+NIGHTS, SLOW_FROM = 30, 27
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, object, int]:
+    """The fleet imported into a fresh SQLite database through `rooflab import` (fresh noise each run)."""
+    seed = int(np.random.default_rng().integers(1 << 30))
+    folder = tmp_path_factory.mktemp("fleet")
+    fleet = fleet_rows(nights=NIGHTS, cases=CASES, slow_from=SLOW_FROM, seed=seed)
+    url = f"sqlite:///{folder / 'fleet.db'}"
+    done = runner.invoke(app, ["import", str(write_export(fleet.rows, folder / "fleet.csv")), "--db", url],
+                         catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return url, fleet, seed
+
+
+def _regressions(url: str, *extra: str) -> dict:
+    done = runner.invoke(app, ["regressions", "--db", url, "--json", "--all", *extra], catch_exceptions=False)
+    assert done.exit_code in (0, 1), done.output
+    return json.loads(done.stdout)
+
+
+def test_the_slow_gpu_is_named_among_its_63_siblings(fleet) -> None:
+    url, planted, seed = fleet
+    out = _regressions(url)
+    series = out["series"]
+    assert out["by"] == "device" and len(series) == 64 * len(CASES), seed
+    slow = [s for s in series if s["device_key"] == planted.slow_uuid]
+    hbm = {c.case_key for c in CASES if c.hbm}
+    assert {s["case_key"] for s in slow if s["status"] == "regression"} == hbm, (seed, slow)
+    for s in slow:
+        assert s["host"] == planted.slow_host and s["device_name"] == "NVIDIA H100 80GB HBM3"
+        if s["case_key"] in hbm:
+            assert s["first_bad_run"] == f"night-{SLOW_FROM:02d}-{planted.slow_host}", (seed, s)
+            assert 0.07 < s["pooled_rel_change"] < 0.13, (seed, s)
+    healthy = [s for s in series if s not in slow or s["case_key"] not in hbm]
+    assert {s["status"] for s in healthy} == {"ok"} and not any(s["drift"] for s in healthy), (
+        seed, [s for s in healthy if s["status"] != "ok" or s["drift"]])
+    hosts = {s["device_key"]: s["host"] for s in series}
+    assert hosts == dict(planted.devices)  # each GPU on its own node
+    assert out["counts"]["regression"] == len(hbm) and out["failed"]
+
+
+def test_by_model_the_fleet_is_one_median_a_node_and_the_slow_gpu_disappears(fleet) -> None:
+    url, planted, seed = fleet
+    out = _regressions(url, "--by", "model", "--fail-on", "never")
+    assert out["by"] == "model" and len(out["series"]) == len(CASES)  # all 64 GPUs folded into each case
+    assert {s["status"] for s in out["series"]} == {"ok"}, (seed, out["series"])
+    assert {s["device_key"] for s in out["series"]} == {None} and {s["host"] for s in out["series"]} == {None}
+    assert not out["failed"]
+
+
+def test_the_history_of_the_slow_gpu_is_its_own(fleet) -> None:
+    url, planted, seed = fleet
+    case = next(c for c in CASES if c.hbm).case_key
+    done = runner.invoke(app, ["history", case, "--db", url, "--json", "--device", planted.slow_uuid[:12]],
+                         catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    (view,) = json.loads(done.stdout)["series"]
+    assert view["device_key"] == planted.slow_uuid and view["status"] == "regression"
+    assert len(view["runs"]) == NIGHTS and view["runs"][-1]["run_id"] == f"night-{NIGHTS - 1:02d}-{planted.slow_host}"
+    on_node = runner.invoke(app, ["history", case, "--db", url, "--json", "--device", planted.slow_host],
+                            catch_exceptions=False)
+    assert {v["device_key"] for v in json.loads(on_node.stdout)["series"]} == {
+        uuid for uuid, host in planted.devices if host == planted.slow_host}
+
+
+def test_a_bad_by_value_is_refused_with_the_allowed_ones(fleet, tmp_path: Path) -> None:
+    url, _, _ = fleet
+    done = runner.invoke(app, ["regressions", "--db", url, "--by", "gpu"])
+    assert done.exit_code == 2 and "device" in done.output and "model" in done.output
