@@ -122,6 +122,7 @@ NUMBERS = (("case_id", "case_id", np.int32), ("environment_id", "environment_id"
            ("p90_ms", "p90_ms", np.float32), ("rel_ci_halfwidth", "rel_ci_halfwidth", np.float64),
            ("throttled", "throttled", bool))
 KEYS = ("case_id", "environment_id", "run_index", "median_ms", "status")  # what `keys_only` reads
+DEVICE_KEYS = ("device_uuid", "tool")  # and what it adds with `devices`
 
 
 def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -138,17 +139,18 @@ def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
     return runs, envs, _case_frame(conn)
 
 
-def history_columns(url: Db, *, keys_only: bool = False) -> HistoryColumns:
+def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False) -> HistoryColumns:
     """Every measurement's case, environment, run, median, p10, p90, CI, throttled flag, status,
     quality, stop reason, flush method, pace, collective mode, device UUID and tool (the strings as
     codes), read in partitions straight
     from the database driver into numpy arrays: one pass, a few bytes per result. `keys_only`: only
     the case, environment, run, status and whether the median is positive (median_ms 1.0 where it
     is, NaN elsewhere; the other columns are left empty): what the run counts and the comparison's
-    pairing need."""
+    pairing need; with `devices`, the device UUID and tool too (which physical device each result
+    is: a comparison whose side names one)."""
     m = models.Measurement
     numbers = [f for f in NUMBERS if not keys_only or f[0] in KEYS]
-    coded = [name for name in CODED if not keys_only or name in KEYS]
+    coded = [name for name in CODED if not keys_only or name in KEYS or (devices and name in DEVICE_KEYS)]
     with reading(url) as engine:
         with engine.connect() as conn:
             runs, envs, cases = _dimension_frames(conn)

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from rooflab.reports.comparisons import speedup_table as c
+from rooflab.reports.comparisons.device_sides import median_devices
 from rooflab.reports.comparisons.pairing import Pairing, SideRuns, pair_runs
 from rooflab.reports.comparisons.run_spread import estimate_spreads, trusted_rows
 from rooflab.reports.data.run_counts import case_runs_of
@@ -47,6 +48,7 @@ class Comparison:
     cases: pd.DataFrame  # reports.comparisons.speedup_table.compare
     summary: pd.DataFrame
     deviating: pd.DataFrame
+    devices: Mapping[str, int] = field(default_factory=dict)  # side -> most devices a case's median was taken of
 
     @property
     def baseline(self) -> str:
@@ -64,7 +66,7 @@ def _side(df: pd.DataFrame, side: SideRuns, samples: Mapping[c.SampleKey, Any]) 
     rows = df[df["device_name"] == side.device_name] if not df.empty else df
     pairs = set(zip(side.cases["run_id"].astype(str), side.cases["case_key"].astype(str), strict=True))
     keep = [(r, k) in pairs for r, k in zip(rows["run_id"].astype(str), rows["case_key"].astype(str), strict=True)]
-    compared = rows[keep] if len(rows) else rows
+    compared = median_devices(rows[keep]) if len(rows) else rows  # a model's side: its median device per case
     roof_rows = rows[rows["run_id"].isin(list(side.runs))] if len(rows) else rows
     if side.roof_runs:
         extra = rows[rows["run_id"].isin(list(side.roof_runs))]
@@ -81,16 +83,19 @@ def launch_rows_of(df: pd.DataFrame) -> pd.DataFrame:
 
 def compare_devices(df: pd.DataFrame, counts: pd.DataFrame, baseline: str, candidate: str, *,
                     evidence: Evidence | None = None, allowed: Collection[str] | None = None,
-                    deviating: int = 15) -> Comparison:
-    """The comparison of `candidate` against `baseline` (run ids or devices): `df` holds the results
+                    deviating: int = 15, physical: Collection[str] = ()) -> Comparison:
+    """The comparison of `candidate` against `baseline` (run ids, models, or the names physical
+    devices stand under: `physical`, reports.comparisons.device_sides): `df` holds the results
     of (at least) the paired runs and their roof runs, `counts` the runs to pair from
     (db.query.result_counts or reports.data.run_counts.counts_of), `evidence` the raw samples, launch floors
     and case runs (by default those of `df`). ReportInputError for a side that names nothing."""
     evidence = evidence if evidence is not None else Evidence(launch_rows=launch_rows_of(df))
     case_runs = evidence.case_runs if evidence.case_runs is not None else case_runs_of(df)
-    pairing = pair_runs(counts, case_runs, baseline, candidate, allowed=allowed)
+    pairing = pair_runs(counts, case_runs, baseline, candidate, allowed=allowed, physical=physical)
     base = _side(df, pairing.baseline, evidence.samples)
     cand = _side(df, pairing.candidate, evidence.samples)
     recent = evidence.recent_rows if evidence.recent_rows is not None else trusted_rows(df)
     cases = c.compare(base, cand, per_run_floors(evidence.launch_rows), estimate_spreads(recent))
-    return Comparison(pairing, cases, c.summary(cases), c.most_deviating(cases, limit=deviating))
+    devices = {name: int(side.rows["n_devices"].max()) if "n_devices" in side.rows.columns and len(side.rows) else 1
+               for name, side in (("baseline", base), ("candidate", cand))}
+    return Comparison(pairing, cases, c.summary(cases), c.most_deviating(cases, limit=deviating), devices)

@@ -1,7 +1,8 @@
 """Which results a comparison pairs: the one rule `rooflab compare` and the report's comparison page share.
 
-A side is a run id (exact) or a device (reports.data.frames.select_device: name, fingerprint prefix,
-kind, part of the name).
+A side is a run id (exact), a physical device (its device key: reports.comparisons.device_sides,
+which stands it beside its model under a name of its own) or a model (reports.data.frames.select_device:
+name, fingerprint prefix, kind, part of the name; the median device of each case: device_sides).
 
 - A side named by a run: that run's results.
 - A device against a device: the suites (specs) both have run. On each side, each case is taken
@@ -83,16 +84,18 @@ class _Named:
     run: str | None  # the run named, or None for a device
 
 
-def _resolve(counts: pd.DataFrame, text: str, option: str) -> _Named:
+def _resolve(counts: pd.DataFrame, text: str, option: str, physical: Collection[str] = ()) -> _Named:
     run_ids = set(counts["run_id"].astype(str)) if not counts.empty else set()
     if text in run_ids:
-        names = sorted(counts.loc[counts["run_id"].astype(str) == text, "device_name"].dropna().astype(str).unique())
+        names = sorted(set(counts.loc[counts["run_id"].astype(str) == text, "device_name"].dropna().astype(str))
+                       - set(physical))  # a physical device side stands beside its model: not one more device
         if len(names) != 1:
             raise ReportInputError(f"{option}: run {text!r} measured several devices ({', '.join(names)}); "
                                    "name one device")
         return _Named(text, names[0], text)
+    others = counts[~counts["device_name"].isin(list(physical)) | (counts["device_name"] == text)]
     try:
-        name, _ = select_device(counts, text)
+        name, _ = select_device(others, text)  # a model is named by its own names, not by a device beside it
     except ReportInputError as exc:
         newest = (counts.sort_values("run_order")["run_id"].astype(str).drop_duplicates().tail(10).tolist()
                   if not counts.empty else [])
@@ -125,10 +128,13 @@ def _newest_cases(case_runs: pd.DataFrame, named: _Named, suites: set[str] | Non
 
 
 def pair_runs(counts: pd.DataFrame, case_runs: pd.DataFrame, baseline: str, candidate: str, *,
-              allowed: Collection[str] | None = None) -> Pairing:
+              allowed: Collection[str] | None = None, physical: Collection[str] = ()) -> Pairing:
     """The results `rooflab compare --baseline B --candidate C` and the comparison page pair (see
-    the module doc). ReportInputError for a side that names nothing, or a device against itself."""
-    base, cand = _resolve(counts, baseline, "--baseline"), _resolve(counts, candidate, "--candidate")
+    the module doc); `physical`: the names under which physical devices stand beside their models
+    (reports.comparisons.device_sides). ReportInputError for a side that names nothing, or a device
+    against itself."""
+    base = _resolve(counts, baseline, "--baseline", physical)
+    cand = _resolve(counts, candidate, "--candidate", physical)
     if base.run is None and cand.run is None and base.device_name == cand.device_name:
         raise ReportInputError(f"--baseline and --candidate both name {base.device_name}: to compare a device "
                                "with itself, name two of its runs")

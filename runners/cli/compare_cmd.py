@@ -21,9 +21,11 @@ from rooflab.runners.cli.common import (
     require_database,
 )
 from rooflab.runners.cli.epilogue import console, fail, respond
+from rooflab.vocab import SeriesBy
 
 if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
     from rooflab.reports.comparisons.compare_devices import Comparison
+    from rooflab.reports.comparisons.inputs import ComparisonInputs
     from rooflab.reports.regressions.link_check import TableSpeedup
 
 
@@ -34,18 +36,22 @@ class _Compared:
     comparison: Comparison
     tables: list[TableSpeedup]
     figures: list[str]
+    sides: dict[str, dict[str, Any]]  # baseline, candidate -> what the side compares (_side_of)
 
     def to_json(self) -> dict[str, object]:
         cmp = self.comparison
-        return {"baseline": cmp.baseline, "candidate": cmp.candidate, "pairing": cmp.pairing.as_dict(),
+        return {"baseline": cmp.baseline, "candidate": cmp.candidate, "sides": self.sides,
+                "pairing": cmp.pairing.as_dict(),
                 "cases": json_rows(cmp.cases), "summary": json_rows(cmp.summary),
                 "most_deviating": json_rows(cmp.deviating), "figures": self.figures,
                 "collective_tests": [t.as_dict() for t in self.tables]}
 
 
 def compare_cmd(
-    baseline: str = typer.Option(..., "--baseline", help="Device (name or fingerprint) or run id."),
-    candidate: str = typer.Option(..., "--candidate", help="Device (name or fingerprint) or run id."),
+    baseline: str = typer.Option(..., "--baseline",
+                                 help="A device (its key: a GPU's UUID, or a prefix of it), a model (name or "
+                                      "fingerprint: its median device in each case) or a run id."),
+    candidate: str = typer.Option(..., "--candidate", help="As --baseline."),
     db: str | None = DbOption,
     as_json: bool = JsonOption,
     out: Path | None = typer.Option(None, "--out", help="Write the speedup and geometric-mean charts (SVG) here."),
@@ -62,10 +68,11 @@ def compare_cmd(
     require_database(url)
 
     def work() -> _Compared:
-        df, counts, evidence = load_comparison_inputs(url, baseline, candidate)
-        if counts.empty:
+        inputs = load_comparison_inputs(url, baseline, candidate)
+        if inputs.counts.empty:
             fail("the database holds no results yet: nothing to compare")
-        cmp = compare_devices(df, counts, baseline, candidate, evidence=evidence)
+        cmp = compare_devices(inputs.results, inputs.counts, inputs.names[baseline], inputs.names[candidate],
+                              evidence=inputs.evidence, physical=[side.label for side in inputs.physical])
         figures: list[str] = []
         folder = optional_output_dir(out)
         if folder is not None:
@@ -75,15 +82,37 @@ def compare_cmd(
                 figures.append(str(folder / name))
         tables = table_speedups(list(cmp.cases["case_key"]), list(cmp.cases["baseline_ms"]),
                                 list(cmp.cases["candidate_ms"]))
-        return _Compared(cmp, tables, figures)
+        sides = {"baseline": _side_of(inputs, baseline, cmp.devices["baseline"]),
+                 "candidate": _side_of(inputs, candidate, cmp.devices["candidate"])}
+        return _Compared(cmp, tables, figures, sides)
 
     def show(found: _Compared) -> None:
+        for name, side in found.sides.items():
+            console.print(f"{name}: {escape(_side_words(side))}", highlight=False, soft_wrap=True)
         _print_comparison(found.comparison, show_all)
         _print_tables(found.tables)
         for figure in found.figures:
             console.print(f"wrote {escape(figure)}", highlight=False)
 
     respond(work, as_json=as_json, to_json=_Compared.to_json, show=show)
+
+
+def _side_of(inputs: ComparisonInputs, text: str, devices: int) -> dict[str, Any]:
+    """What a side compares: one physical device (its key, host and model), or a model's devices
+    (the median device of each case, of up to `devices`)."""
+    side = next((s for s in inputs.physical if s.label == inputs.names[text]), None)
+    if side is not None:
+        return {"by": str(SeriesBy.DEVICE), "device_key": side.key, "host": side.host, "device_name": side.model,
+                "devices": 1}
+    return {"by": str(SeriesBy.MODEL), "device_key": None, "host": None, "devices": devices}
+
+
+def _side_words(side: dict[str, Any]) -> str:
+    if side["by"] == SeriesBy.DEVICE:
+        return f"the device {side['device_key']} ({side['device_name']}) on {side['host']}"
+    if side["devices"] > 1:
+        return f"the model's median device in each case (of up to {side['devices']} devices a run)"
+    return "one device a run"
 
 
 def _interval(value: Any, low: Any, high: Any) -> str:

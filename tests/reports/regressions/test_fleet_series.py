@@ -92,3 +92,31 @@ def test_a_bad_by_value_is_refused_with_the_allowed_ones(fleet, tmp_path: Path) 
     url, _, _ = fleet
     done = runner.invoke(app, ["regressions", "--db", url, "--by", "gpu"])
     assert done.exit_code == 2 and "device" in done.output and "model" in done.output
+
+
+def _compare(url: str, baseline: str, candidate: str) -> dict:
+    done = runner.invoke(app, ["compare", "--db", url, "--json", "--baseline", baseline, "--candidate", candidate],
+                         catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return json.loads(done.stdout)
+
+
+def test_compare_a_device_with_a_sibling_and_with_its_models_median_device(fleet) -> None:
+    """A comparison of two devices is device against device; against the model it is against the
+    model's median device of each case (the explicit aggregate)."""
+    url, planted, seed = fleet
+    sibling = next(uuid for uuid, host in planted.devices if host == planted.slow_host and uuid != planted.slow_uuid)
+    hbm = {c.case_key for c in CASES if c.hbm}
+    for other in (sibling[:10], "H100"):
+        out = _compare(url, other, planted.slow_uuid)
+        assert out["sides"]["candidate"] == {"by": "device", "device_key": planted.slow_uuid, "devices": 1,
+                                             "host": planted.slow_host, "device_name": "NVIDIA H100 80GB HBM3"}
+        cases = {c["case_key"]: c for c in out["cases"]}
+        assert set(cases) == {c.case_key for c in CASES}
+        for key in hbm:  # about 10 % slower on HBM (its sibling or the median device may sit 2-4 % off)
+            assert cases[key]["standing"] == "slower" and 0.80 < cases[key]["speedup"] < 0.97, (seed, cases[key])
+        if other == "H100":
+            assert out["sides"]["baseline"]["by"] == "model" and out["sides"]["baseline"]["devices"] == 8
+            assert {cases[k]["baseline_run"] for k in cases} == {f"night-{NIGHTS - 1:02d}-node7"}  # the newest run
+        else:
+            assert out["sides"]["baseline"]["device_key"] == sibling

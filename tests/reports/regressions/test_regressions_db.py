@@ -114,15 +114,19 @@ def _rows() -> list[dict]:
             flush_method=lambda o: "write_sweep" if o > RUNS - 2 else "read_sweep")
     # by device, a driver update is a segment of the GPU's series: long before the newest runs (n=17),
     # on the newest two nights with a 6 % step (n=18), and with a change of flush method too (n=19)
-    updated = {"fingerprint": lambda o: "fp-h100-560" if o >= 20 else "fp-h100",
-               "driver_version": lambda o: "560.35" if o >= 20 else "550.54"}
-    _series(rows, dict(zip(orders, _noise(17), strict=True)), n=17, **updated)
+    def fingerprint(o: int) -> str:
+        return "fp-h100-560" if o >= 20 else "fp-h100"
+
+    def driver(o: int) -> str:
+        return "560.35" if o >= 20 else "550.54"
+
+    _series(rows, dict(zip(orders, _noise(17), strict=True)), n=17, fingerprint=fingerprint, driver_version=driver)
     newest = _noise(18)
     newest[-2:] = [v * 1.06 for v in newest[-2:]]
     _series(rows, dict(zip(orders, newest, strict=True)), n=18,
             fingerprint=lambda o: "fp-h100-560" if o > RUNS - 2 else "fp-h100",
             driver_version=lambda o: "560.35" if o > RUNS - 2 else "550.54")
-    _series(rows, dict(zip(orders, _noise(19), strict=True)), n=19, **updated,
+    _series(rows, dict(zip(orders, _noise(19), strict=True)), n=19, fingerprint=fingerprint, driver_version=driver,
             flush_method=lambda o: "read_sweep" if o < 40 else "write_sweep")
     two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
     for r, v in zip(two_gpus, _noise(12), strict=True):
