@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import jinja2
 import pandas as pd
@@ -16,6 +17,7 @@ import pandas as pd
 from rooflab.db.handle import Db, shown
 from rooflab.db.timeparse import Since
 from rooflab.reports.comparisons.compare_devices import Evidence
+from rooflab.reports.data.devices import device_keys
 from rooflab.reports.data.frames import device_names
 from rooflab.reports.data.run_counts import counts_of
 from rooflab.reports.data.side_reads import (
@@ -104,6 +106,23 @@ def _environments(rows: pd.DataFrame) -> list[dict]:
     cols = [c for c in cols if c in rows.columns]
     env = rows[cols].drop_duplicates("device_fingerprint")
     return _records(env, cols)
+
+
+def physical_devices(rows: pd.DataFrame) -> list[dict]:
+    """The physical devices of a device page's results (reports.data.devices: each its own series),
+    with their host, results and ok results in the shown runs, and the history page's filter that
+    shows their series."""
+    if rows.empty:
+        return []
+    keyed = rows.assign(_key=device_keys(rows).astype(str), _ok=rows["status"] == ResultStatus.OK,
+                        _host=rows["host"].astype(object).fillna("") if "host" in rows.columns else "")
+    out = []
+    for key, mine in keyed.groupby("_key", sort=True):
+        host = str(mine["_host"].iloc[-1])
+        out.append({"device_key": key, "host": host, "results": len(mine), "ok": int(mine["_ok"].sum()),
+                    "history": "history.html#" + urlencode({"device": f"{host} {key}" if host else key},
+                                                           quote_via=quote)})
+    return out
 
 
 def _write_svg(out: Path, name: str, svg: str) -> str:
@@ -258,7 +277,7 @@ def _device_page(env: jinja2.Environment, out: Path, roofline: DeviceRoofline,
         "title": f"rooflab: {roofline.name}", "device": roofline.name, "spec": dc.spec, "l2_bytes": dc.l2_bytes,
         "is_cpu": roofline.on_cpu,
         "ceilings": [c.as_dict() for c in dc.ceilings], "plan": plan, "run_info": _run_info(extra.counts, plan),
-        "environments": _environments(rows),
+        "environments": _environments(rows), "physical": physical_devices(rows),
         "roofline_svg": roofline.roofline_svg(inline=True),
         "bandwidth_svg": _write_svg(out, f"bandwidth-{s}.svg", roofline.bandwidth_svg()),
         **_diagnosis_tables(diag),
