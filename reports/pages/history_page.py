@@ -66,6 +66,13 @@ def _table(values: Iterable[Any]) -> tuple[list[str], np.ndarray]:
     return [str(u) for u in uniques], codes
 
 
+def _fingerprints(h: HistoryColumns, environments: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """_table of the fingerprints of these environment ids (one per point), worked out per distinct id."""
+    ids, inverse = np.unique(environments, return_inverse=True)
+    table, codes = _table(h.environments.set_index("environment_id")["device_fingerprint"].reindex(ids))
+    return table, codes[inverse]
+
+
 def _verdict_entry(v: Any, run_at: dict[str, int]) -> dict[str, Any]:
     """What the page shows of one SeriesVerdict (reports.regressions.gate), with runs as page run indices."""
     def run(run_id: str | None) -> int:
@@ -112,8 +119,7 @@ def _page_data(h: HistoryColumns, pts: SeriesPoints, chosen: np.ndarray, verdict
     page_run[used_runs] = np.arange(len(used_runs))
     runs = h.runs.iloc[used_runs]
     cases = h.cases.set_index("case_id").loc[pts.case_id[chosen]]
-    env_fp = h.environments.set_index("environment_id")["device_fingerprint"]
-    fp_table, fp_codes = _table(env_fp.loc[pts.point_environment[idx]])  # every point's environment
+    fp_table, fp_codes = _fingerprints(h, pts.point_environment[idx])  # every point's environment
     env_rows = h.environments.drop_duplicates("device_fingerprint").set_index("device_fingerprint").loc[fp_table]
     starts = np.cumsum([0] + [s.stop - s.start for s in slices])
     run_ids = runs["run_id"].astype(str).tolist()

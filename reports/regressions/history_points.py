@@ -110,12 +110,14 @@ def series_points(h: HistoryColumns, by: SeriesBy = SeriesBy.DEVICE) -> SeriesPo
 
     excluded = np.where(any_of(~ok), 1, np.where(any_of(h.throttled[order]), 2,
                                                  np.where(any_of(_noisy_rows(h)[order]), 3, 0))).astype(np.int8)
-    # a point's environment is its first ok result's (by device its one result; by model the series')
-    first_ok = np.where(ok[starts], starts, _first_ok_in_group(ok, starts, sizes))
-    env = h.environment_id[order[first_ok]]
     del ok
-    flush = h.codes["flush_method"][order[starts]]
-    pace = h.codes["pace"][order[starts]]
+    # a point's environment, flush method and pace are its first result's (by device its one result
+    # in the run; by model the environment is the series' own)
+    firsts = order[starts]
+    env = h.environment_id[firsts]
+    flush = h.codes["flush_method"][firsts]
+    pace = h.codes["pace"][firsts]
+    del firsts
     del order
     keep = ~np.isnan(median)  # a run without an ok result is no point (as in reports.regressions.series)
     g_dev, g_case = dev[keep], case[keep]
@@ -130,16 +132,6 @@ def series_points(h: HistoryColumns, by: SeriesBy = SeriesBy.DEVICE) -> SeriesPo
         p90_ms=p90[keep], excluded=excluded[keep], flush=flush[keep], pace=pace[keep], point_environment=point_env,
         devices=replace(devices, codes=devices.codes[:0]),  # the per-result codes are let go with the columns
     )
-
-
-def _first_ok_in_group(ok: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Per group (rows starts[i]:starts[i] + sizes[i]), its first ok row (its first row without one)."""
-    out = starts.copy()
-    several = np.flatnonzero((sizes > 1) & ~ok[starts])
-    for g in several.tolist():  # groups of several results whose first is not ok: few
-        rows = np.flatnonzero(ok[starts[g]:starts[g] + sizes[g]])
-        out[g] = starts[g] + (int(rows[0]) if len(rows) else 0)
-    return out
 
 
 def _codes(values: pd.Series, dtype: type = np.int16) -> tuple[np.ndarray, tuple[str, ...]]:

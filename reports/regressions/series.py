@@ -58,7 +58,7 @@ def run_points(df: pd.DataFrame, by: SeriesBy = SeriesBy.DEVICE) -> pd.DataFrame
     # the environment and the method are an ok result's (a failed one measured nothing): elsewhere
     # NaN, which the segments read as "as before"; within the method a value not recorded (a result
     # stored before the column existed) is UNKNOWN, which matches any value
-    env = _joined(df, ENV_COLUMNS).where(ok)
+    env = _environments(df).where(ok)
     method = (_joined(df, METHOD_COLUMNS, missing=UNKNOWN).where(ok) if any(c in df.columns for c in METHOD_COLUMNS)
               else np.nan)
     fingerprint = (df["device_fingerprint"] if "device_fingerprint" in df.columns
@@ -97,6 +97,15 @@ def _aggregated(rows: pd.DataFrame) -> pd.DataFrame:
     parts = [g[["order", "started_at"]].min(), g["ok_median"].median().rename("median_ms"),
              g[["not_ok", "throttled", "noisy"]].any(), g[firsts].first()]
     return pd.concat(parts, axis=1).reset_index()[list(RUN_POINT_COLUMNS)]
+
+
+def _environments(df: pd.DataFrame) -> pd.Series:
+    """Each row's environment (ENV_COLUMNS) as a number, equal where the environment is (a missing
+    version, e.g. no driver on a CPU, is a value like the others): what a segment compares."""
+    present = [c for c in ENV_COLUMNS if c in df.columns]
+    if not present:
+        return pd.Series(0.0, index=df.index)
+    return df.groupby(present, dropna=False, sort=False).ngroup().astype(float)
 
 
 def _joined(df: pd.DataFrame, columns: tuple[str, ...], missing: str = "") -> pd.Series:
@@ -162,7 +171,7 @@ def _points(c: dict[str, list], start: int, end: int) -> list[Point]:
         # no ok result in this run (NaN): measured as before, as far as anyone knows
         changed_method = isinstance(method, str) and method != last_method and _method_changed(method, known)
         last_method = method if isinstance(method, str) else last_method
-        if isinstance(env, str):
+        if env == env:  # an ok result's environment (NaN: none)
             if last_env is not None and (env != last_env or changed_method):
                 segment += 1
             last_env = env
@@ -190,15 +199,15 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
     verdicts = []
     agg = run_points(df, by)
     columns = {f: shared_strings(agg[f].tolist()) if f in SHARED_FIELDS else agg[f].tolist() for f in POINT_FIELDS}
-    names, fingerprints = agg["device_name"].tolist(), agg["device_fingerprint"].tolist()
-    device, hosts = agg["device_key"].tolist(), agg["host"].tolist()
     keys = list(zip(agg["case_key"].tolist(), agg["series"].tolist(), strict=True))
+    bounds = [i for i in range(len(keys) + 1) if i == 0 or i == len(keys) or keys[i] != keys[i - 1]]
     per_device = by == SeriesBy.DEVICE
-    start = 0
-    while start < len(keys):
-        end = start
-        while end < len(keys) and keys[end] == keys[start]:
-            end += 1
+    # a series' device is that of its newest row (by model, its first: the fingerprint is the series);
+    # read for those rows only (a column of strings read whole costs a second on a year's newest runs)
+    named = [end - 1 if per_device else start for start, end in zip(bounds, bounds[1:], strict=False)]
+    names, fingerprints, device, hosts = (agg[c].take(named).tolist() for c in ("device_name", "device_fingerprint",
+                                                                                "device_key", "host"))
+    for n, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         points = _points(columns, start, end)
         gate = judge(points, window=window, z_threshold=z_threshold, min_change=min_change, min_baseline=min_baseline)
         found = history_pass(points, min_change=min_change)
@@ -207,17 +216,15 @@ def detect(df: pd.DataFrame, window: int = WINDOW, z_threshold: float = Z_THRESH
         if first_bad is None and drift is not None:
             first_bad = drift_start(changes, drift, points)
         seg_start = next((p.run_id for p in points if p.segment == points[-1].segment), None) if points else None
-        newest = end - 1 if per_device else start  # by model the fingerprint is the series
-        host = hosts[newest] if per_device else None
+        host = hosts[n] if per_device else None
         verdicts.append(SeriesVerdict(
-            case_key=keys[start][0], device_fingerprint=str(fingerprints[newest]), device_name=str(names[newest]),
+            case_key=keys[start][0], device_fingerprint=str(fingerprints[n]), device_name=str(names[n]),
             status=gate.status, latest=gate.latest, previous=gate.previous, baseline=gate.baseline,
             points=tuple(points), segment_start_run=seg_start, note=gate.note, pooled=gate.pooled,
             change_points=changes, drift=drift, first_bad=first_bad, series=keys[start][1],
-            device_key=str(device[newest]) if per_device else None,
+            device_key=str(device[n]) if per_device else None,
             host=str(host) if isinstance(host, str) else None,
         ))
-        start = end
     return link_checked(verdicts, min_change) if two_run_check else verdicts
 
 

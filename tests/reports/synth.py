@@ -171,7 +171,7 @@ def write_db(url: str, rows: list[dict]) -> None:
             n_samples=r["n_samples"], rel_ci_halfwidth=r["rel_ci_halfwidth"] if ok else None,
             stop_reason=r["stop_reason"], flops=int(r["flops"]), bytes=int(r["bytes"]),
             throttled=bool(r["throttled"]), flush_method=r.get("flush_method"), pace=r.get("pace"),
-            collective_mode=r.get("collective_mode"),
+            collective_mode=r.get("collective_mode"), tool=r.get("tool") or "rooflab",
             quality=r.get("quality"), samples_ms=tuple(r.get("samples_ms") or [r["median_ms"]] * 5) if ok else ()))
     load_runs(url, [RecordRun(run=run, environments=list(environments[run_id].values()),
                               measurements=measurements[run_id]) for run_id, run in started.items()])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from datetime import timedelta
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -21,9 +22,10 @@ RUNS = 90
 
 
 def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint: str | Callable[[int], str] = "fp-h100",
-            device_name: str = "NVIDIA H100 80GB HBM3", device_uuid: str = "GPU-0", **per_run) -> None:
+            device_name: str = "NVIDIA H100 80GB HBM3", device_uuid: str | None = "GPU-0", **per_run) -> None:
     """A series of case stream_triad(n) on one GPU: run order -> median (None: failed); its
     fingerprint, and any row field given as a function, by run order."""
+    tool = per_run.pop("tool", None)  # a column synth.row does not take
     for order, value in values.items():
         extra = {k: v(order) for k, v in per_run.items()}
         rows.append(row(op="stream_triad", family="probe", params={"n": n}, median_ms=1.0 if value is None else value,
@@ -32,6 +34,8 @@ def _series(rows: list, values: dict[int, float | None], *, n: int, fingerprint:
                         device_name=device_name,
                         status="failed" if value is None else "ok", **extra))
         rows[-1]["device_uuid"] = device_uuid
+        if tool is not None:
+            rows[-1]["tool"] = tool(order)
 
 
 def _noise(seed: int, level: float = 1.0, rel: float = 0.01) -> list[float]:
@@ -128,7 +132,24 @@ def _rows() -> list[dict]:
             driver_version=lambda o: "560.35" if o > RUNS - 2 else "550.54")
     _series(rows, dict(zip(orders, _noise(19), strict=True)), n=19, fingerprint=fingerprint, driver_version=driver,
             flush_method=lambda o: "read_sweep" if o < 40 else "write_sweep")
-    two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"]]  # a second GPU of the same fingerprint
+    # a device without a UUID (a whole CPU: its host and model) on two hosts, node2's in runs of its own
+    # an hour after the night's, and another tool's results on GPU-0 (an nvbench import): series of their own
+    for host in ("node1", "node2"):
+        _series(rows, {o: v for o, v in zip(orders, _noise(20), strict=True) if (o <= 10) == (host == "node2")},
+                n=20, fingerprint="fp-cpu", device_name="AMD EPYC 9654", device_uuid=None,
+                host=lambda o, host=host: host)
+    for r in rows:
+        if r["host"] == "node2":
+            r.update(run_id=r["run_id"].replace("run-", "cpu2-"), started_at=r["started_at"] + timedelta(hours=1),
+                     measured_at=r["measured_at"] + timedelta(hours=1))
+    _series(rows, dict(zip(range(1, 11), _noise(21), strict=False)), n=1, tool=lambda o: "nvbench",
+            fingerprint="fp-h100-nvbench")  # an imported file is a run of its own
+    for r in rows:
+        if r.get("tool") == "nvbench":
+            r.update(run_id=r["run_id"].replace("run-", "nvb-"), started_at=r["started_at"] + timedelta(hours=2),
+                     measured_at=r["measured_at"] + timedelta(hours=2))
+    two_gpus = [dict(r) for r in rows if r["case_key"] == rows[0]["case_key"] and r.get("tool") != "nvbench"]
+    # a second GPU of the same fingerprint
     for r, v in zip(two_gpus, _noise(12), strict=True):
         r.update(device_uuid="GPU-1", median_ms=v)
     rows += two_gpus
@@ -166,7 +187,7 @@ def test_windowed_verdicts_equal_those_on_every_result(windowed, everything, kw)
 
 
 def test_the_planted_series_get_their_verdicts(verdicts):
-    by_n = {(v.case_key.split("n=")[-1], v.device_key): v for v in verdicts}
+    by_n = {(v.case_key.split("n=")[-1], v.series): v for v in verdicts}
     assert by_n[("2", "GPU-0")].status == "regression"
     assert by_n[("3", "GPU-0")].status == "suspect"
     assert by_n[("4", "GPU-A100")].status == by_n[("4", "GPU-0")].status == "improvement"
@@ -175,7 +196,13 @@ def test_the_planted_series_get_their_verdicts(verdicts):
     assert by_n[("11", "GPU-0")].segment_start_run == "run-0004"
     assert by_n[("13", "GPU-0")].segment_start_run == "run-0003"
     assert by_n[("9", "GPU-0")].status == by_n[("10", "GPU-0")].status == "insufficient_data"
-    assert {v.host for v in verdicts} == {"node1"} and {v.by for v in verdicts} == {"device"}
+    assert {v.host for v in verdicts} == {"node1", "node2"} and {v.by for v in verdicts} == {"device"}
+    cpu = {v.device_key: v for v in verdicts if v.case_key.endswith("n=20")}
+    assert set(cpu) == {"node1/AMD EPYC 9654", "node2/AMD EPYC 9654"}  # each host's CPU its own series
+    assert cpu["node2/AMD EPYC 9654"].as_dict()["n_points"] == 10
+    assert cpu["node1/AMD EPYC 9654"].as_dict()["n_points"] == RUNS - 10
+    tools = {v.series: v for v in verdicts if v.case_key.endswith("n=1") and v.device_key == "GPU-0"}
+    assert set(tools) == {"GPU-0", "nvbench@GPU-0"}  # a series never joins two tools
 
 
 def test_a_change_of_flush_method_starts_a_segment_and_raises_no_alert(verdicts):
@@ -211,7 +238,7 @@ def test_by_model_a_driver_update_is_a_new_series(url):
     mine = {v.device_fingerprint: v for v in found if v.case_key.endswith("n=17")}
     assert set(mine) == {"fp-h100", "fp-h100-560"} and {v.device_key for v in mine.values()} == {None}
     assert mine["fp-h100"].as_dict()["n_points"] == 19 and mine["fp-h100-560"].as_dict()["n_points"] == RUNS - 19
-    two = [v for v in found if v.case_key.endswith("n=1")]  # GPU-0 and GPU-1 folded into one median per run
+    two = [v for v in found if v.case_key.endswith("n=1") and v.device_fingerprint == "fp-h100"]  # GPU-0 and 1 folded
     assert len(two) == 1 and two[0].as_dict()["by"] == "model" and two[0].host is None
 
 
@@ -302,4 +329,5 @@ def test_the_method_spans_from_the_history_columns_are_those_of_the_database(url
         pd.testing.assert_frame_equal(got[keys + ["first_ok_run"]], want[keys + ["first_ok_run"]], check_dtype=False)
         for column in ("first_ok_start", "last_ok_start"):
             assert list(pd.to_datetime(got[column], utc=True)) == list(pd.to_datetime(want[column], utc=True))
-    pd.testing.assert_frame_equal(columns.summary(), database.summary(), check_dtype=False)
+    pd.testing.assert_frame_equal(*(f.sort_values(["case_key", "series"]).reset_index(drop=True)
+                                    for f in (columns.summary(), database.summary())), check_dtype=False)
