@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from datetime import timedelta
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import numpy as np
 import pandas as pd
