@@ -315,6 +315,14 @@ def _spans(url: Db, per_device: bool, ways: tuple[Any, ...], where: tuple[Any, .
     return pd.DataFrame(out, columns=[*names, "first_ok_start", "last_ok_start", "first_ok_run"])
 
 
+def run_devices(url: Db) -> pd.DataFrame:
+    """Every (run_id, device_key) a run recorded a device under (run_environments): which devices
+    each run measured, without reading a result."""
+    r, re_ = models.Run, models.RunEnvironment
+    rows = _fetch_all(url, select(r.run_id, re_.device_key).distinct().select_from(re_).join(r, r.id == re_.run_id))
+    return pd.DataFrame([tuple(row) for row in rows], columns=["run_id", "device_key"])
+
+
 def device_hosts(url: Db, run_ids: Sequence[str]) -> dict[str, str]:
     """Per device UUID measured in `run_ids`, its host in the newest of them: the host its
     environment row of that run names (a run of several nodes records each node's devices), else

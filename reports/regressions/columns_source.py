@@ -12,7 +12,7 @@ import pandas as pd
 from rooflab.db.series_query import HistoryColumns
 from rooflab.db.usable import figure_mask
 from rooflab.reports.data.devices import history_series
-from rooflab.reports.regressions.database_check import HistorySource, detect_with, history_runs
+from rooflab.reports.regressions.database_check import HistorySource, detect_with, history_runs, recent_runs
 from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.series import DETECT_COLUMNS, METHOD_COLUMNS
@@ -39,6 +39,18 @@ class ColumnsSource:
 
     def run_ids(self) -> list[str]:
         return list(self._run_ids)
+
+    def recent(self, runs_each: int) -> list[str]:
+        """recent_runs from the arrays: each run's devices (their UUIDs, or fingerprints without one,
+        as the run recorded them)."""
+        h = self.h
+        device = np.where(h.codes["device_uuid"] >= 0, h.codes["device_uuid"],
+                          -1 - self._env_row[h.environment_id]).astype(np.int64)
+        width = len(h.values["device_uuid"]) + len(self._envs) + 1
+        pairs = np.unique(h.run_index.astype(np.int64) * width + device + len(self._envs))
+        runs, devices = np.divmod(pairs, width)
+        frame = pd.DataFrame({"run_id": np.array(self._run_ids, dtype=object)[runs], "device_key": devices})
+        return recent_runs(self._run_ids, frame, runs_each)
 
     def _frame(self, mask: np.ndarray) -> pd.DataFrame:
         """The DETECT_COLUMNS of the results `mask` selects, built column by column from the arrays
@@ -169,7 +181,7 @@ class ReadSource:
         columns = ColumnsSource(h, again.by)
         self.by = again.by
         self._run_ids = columns.run_ids()
-        self._recent = self._run_ids[-history_runs(window):]
+        self._recent = again.recent(history_runs(window))  # which devices each run holds: a small read
         self._tail: pd.DataFrame | None = columns.tail(self._recent)
         self._summary = columns.summary()
         self._spans = columns.method_spans()
@@ -178,6 +190,9 @@ class ReadSource:
 
     def run_ids(self) -> list[str]:
         return list(self._run_ids)
+
+    def recent(self, runs_each: int) -> list[str]:
+        return list(self._recent)
 
     def tail(self, runs: list[str]) -> pd.DataFrame:
         if self._tail is None or runs != self._recent:

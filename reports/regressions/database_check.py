@@ -6,7 +6,7 @@ is the check as `rooflab regressions` asks it of a database (none while nothing 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -34,6 +34,28 @@ def history_runs(window: int) -> int:
     shifted tail `judge` may set aside (up to window // 2) and the window itself, or the
     CHANGE_HISTORY points of the change-point pass when more; and some slack."""
     return max(window + max(1, window // 2) + 2, CHANGE_HISTORY) + HISTORY_SLACK_RUNS
+
+def recent_runs(run_ids: Sequence[str], devices: pd.DataFrame, runs_each: int) -> list[str]:
+    """The newest runs that hold the newest `runs_each` runs of every device measured in the newest
+    `runs_each` runs (`devices`: run_id, device_key pairs): a series' newest points, whether a night is
+    one run of every node (a Slurm night) or a run per node (each node's export imported)."""
+    if len(run_ids) <= runs_each:
+        return list(run_ids)
+    by_run: dict[str, list[str]] = {}
+    for run, device in zip(devices["run_id"].astype(str), devices["device_key"].astype(str), strict=True):
+        by_run.setdefault(run, []).append(device)
+    wanted = {d for run in run_ids[-runs_each:] for d in by_run.get(run, ())}
+    seen: dict[str, int] = dict.fromkeys(wanted, 0)
+    short = len(wanted)  # devices with fewer than runs_each runs so far
+    for i in range(len(run_ids) - 1, -1, -1):
+        for device in by_run.get(run_ids[i], ()):
+            if device in seen:
+                seen[device] += 1
+                short -= seen[device] == runs_each
+        if short <= 0 and i <= len(run_ids) - runs_each:
+            return list(run_ids[i:])
+    return list(run_ids)
+
 
 @dataclass(frozen=True)
 class MethodLayout:
@@ -87,6 +109,10 @@ class HistorySource(Protocol):
         """Every run id, in run order."""
         ...
 
+    def recent(self, runs_each: int) -> list[str]:
+        """The newest runs holding the newest `runs_each` runs of each device (`recent_runs`)."""
+        ...
+
     def tail(self, runs: list[str]) -> pd.DataFrame:
         """The DETECT_COLUMNS of every result of `runs`."""
         ...
@@ -133,6 +159,9 @@ class DatabaseSource:
     def run_ids(self) -> list[str]:
         return query.run_ids(self.url)
 
+    def recent(self, runs_each: int) -> list[str]:
+        return recent_runs(self.run_ids(), query.run_devices(self.url), runs_each)
+
     def tail(self, runs: list[str]) -> pd.DataFrame:
         return query.results(self.url, run_id=runs, columns=DETECT_COLUMNS)
 
@@ -175,7 +204,8 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     """`detect` on every result of the history `source` (its series by `source.by`), computed from
     the newest runs instead.
 
-    Reads the newest `history_runs(window)` runs (a few columns), judges every series on them, and
+    Reads the newest runs (a few columns) that hold the newest `history_runs(window)` runs of each
+    device (`recent_runs`: a night may be one run or a run per node), judges every series on them, and
     reads the whole history again only of the series that it flags (so their trend plots show it
     all), of those for which those runs do not hold everything `judge` looks at
     (`window_suffices`) and of those without an ok result in them. The segments of a series start
@@ -190,7 +220,7 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     run_ids = source.run_ids()
     if not run_ids:
         return []
-    recent = run_ids[-history_runs(window):]
+    recent = source.recent(history_runs(window))
     judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
                         min_baseline=min_baseline, by=source.by)
     if len(recent) == len(run_ids):

@@ -172,7 +172,8 @@ class NightlySummary:
             rows = self.verdicts.get(kind, ())
             for row in rows[:SHOWN_PER_KIND]:
                 lines.append(
-                    f"  {label:10s} {row['case_key']} on {row['device_name'] or row['device_fingerprint']}: "
+                    f"  {label:10s} {row['case_key']} on {row['device_name'] or row['device_fingerprint']}"
+                    f"{_device(row)}: "
                     f"{_ms(row['baseline_ms'])} -> {_ms(row['latest_ms'])} ({_pct(row['rel_change'])}, "
                     f"z {row['z']:.1f})"
                 )
@@ -205,6 +206,12 @@ def _fleet_lines(fleet: Mapping[str, Any] | None, fail_on: str) -> list[str]:
         lines.append(f"  fleet shift: {s['device_name']} {what} {s['direction']} {s['shift']:+.1f} % "
                      f"({s['devices_moved']} of {s['devices']} devices moved)")
     return lines
+
+
+def _device(row: dict) -> str:
+    """The physical device of a series, " (host key)", as a line names it; "" for a model's aggregate."""
+    key = row.get("device_key")
+    return "" if key is None else f" ({row.get('host') or '?'} {key})"
 
 
 def _ms(value: float | None) -> str:

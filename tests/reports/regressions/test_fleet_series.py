@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from rooflab.db.query import results
+from rooflab.reports.regressions.database_check import detect_in_database
+from rooflab.reports.regressions.series import detect
 from rooflab.runners.cli.app import app
 from tests.reports.fleet_history import HEALTH, fleet_rows, write_export
 
@@ -120,3 +123,20 @@ def test_compare_a_device_with_a_sibling_and_with_its_models_median_device(fleet
             assert {cases[k]["baseline_run"] for k in cases} == {f"night-{NIGHTS - 1:02d}-node7"}  # the newest run
         else:
             assert out["sides"]["baseline"]["device_key"] == sibling
+
+
+def test_a_run_per_node_is_judged_from_each_devices_newest_runs(tmp_path: Path) -> None:
+    """90 nights of 4 nodes, a run per node a night: the check reads each device's newest runs (not
+    the newest runs of the whole database, which would hold a few nights), judges as on every result,
+    and reads no healthy series again in full."""
+    planted = fleet_rows(hosts=4, per_host=2, nights=90, cases=CASES[:1], slow=(1, 1), slow_from=88,
+                         seed=int(np.random.default_rng().integers(1 << 30)))
+    url = f"sqlite:///{tmp_path / 'nodes.db'}"
+    done = runner.invoke(app, ["import", str(write_export(planted.rows, tmp_path / "nodes.csv")), "--db", url],
+                         catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    windowed, whole = detect_in_database(url), detect(results(url))
+    assert [v.as_dict() for v in windowed] == [v.as_dict() for v in whole]
+    assert {v.device_key for v in windowed if v.status == "regression"} == {planted.slow_uuid}
+    healthy = [v for v in windowed if v.device_key != planted.slow_uuid]
+    assert healthy and all(v.n_points == 90 and len(v.points) < 90 for v in healthy)

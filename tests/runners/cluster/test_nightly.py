@@ -79,6 +79,8 @@ def test_planted_step_of_20_percent_fails_the_night(url, history, tmp_path, spec
     assert summary["exit_code"] == 1 and summary["alert"] is True
     assert [r["case_key"] for r in summary["regressions"]] == [CASES[0].case_key]
     assert summary["regressions"][0]["rel_change"] == pytest.approx(0.2, abs=0.03)
+    device = summary["regressions"][0]["device_key"]  # each series one physical device, named in the summary
+    assert summary["regressions"][0]["by"] == "device" and device and f"{device}): " in result.output
     assert [r["case_key"] for r in summary["improvements"]] == [CASES[1].case_key]
     assert summary["suspects"] == []
     assert summary["counts"]["ok"] == 3 and summary["series_checked"] == 3
