@@ -208,7 +208,7 @@ def _fleet_lines(fleet: Mapping[str, Any] | None, fail_on: str) -> list[str]:
     return lines
 
 
-def _device(row: dict) -> str:
+def _device(row: Mapping[str, Any]) -> str:
     """The physical device of a series, " (host key)", as a line names it; "" for a model's aggregate."""
     key = row.get("device_key")
     return "" if key is None else f" ({row.get('host') or '?'} {key})"
