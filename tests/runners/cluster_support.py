@@ -68,13 +68,13 @@ def case_record(op: str, n: int) -> CaseRecord:
                       params={"n": n})
 
 
-def run_record(run_id: str, started_at: datetime, suite: str = "nightly") -> RunRecord:
+def run_record(run_id: str, started_at: datetime, suite: str = "nightly", host: str = "node-a") -> RunRecord:
     spec_text = f"name: {suite}\n"
     import hashlib
 
     return RunRecord(
         run_id=run_id, suite=suite, spec_text=spec_text, spec_hash=hashlib.sha256(spec_text.encode()).hexdigest(),
-        started_at=started_at, host="node-a", command_line="rooflab run nightly",
+        started_at=started_at, host=host, command_line="rooflab run nightly",
     )
 
 

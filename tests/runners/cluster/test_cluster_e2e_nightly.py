@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -60,7 +61,8 @@ def cpu_environment():
 
 
 def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
-    """One run per night, ending yesterday, of both cases at the given medians (ms)."""
+    """One run per night, ending yesterday, of both cases at the given medians (ms), on this machine
+    (its host: a CPU without a UUID is its host and model, so its past nights are this host's)."""
     from rooflab.db.store import ResultStore
 
     rng = np.random.default_rng(31)
@@ -69,7 +71,7 @@ def plant(url: str, env, medians_by_night: list[dict[float, float]]) -> None:
         for i, medians in enumerate(medians_by_night):
             started = now - timedelta(days=len(medians_by_night) - i)
             run_id = f"past-{i:02d}"
-            store.start_run(run_record(run_id, started, suite="planted"))
+            store.start_run(run_record(run_id, started, suite="planted", host=socket.gethostname()))
             store.add_environment(run_id, env)
             for sleep_ms, median_ms in medians.items():
                 samples = np.sort(median_ms * (1 + 0.002 * rng.standard_normal(15)))
