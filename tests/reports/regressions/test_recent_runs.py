@@ -19,7 +19,9 @@ def _layout(nights: int, hosts: int, per_host: int, one_run_a_night: bool) -> tu
 
 
 def test_a_run_per_node_reads_as_many_nights_as_one_run_a_night() -> None:
-    k = int(np.random.default_rng().integers(5, 40))
+    # at least a night of runs: the newest k < 8 runs of a run-per-node layout hold fewer than every node,
+    # and only the devices measured in the newest runs are followed back
+    k = int(np.random.default_rng().integers(8, 40))
     slurm_runs, slurm = _layout(60, 8, 8, one_run_a_night=True)
     assert recent_runs(slurm_runs, slurm, k) == slurm_runs[-k:]
     node_runs, per_node = _layout(60, 8, 8, one_run_a_night=False)
