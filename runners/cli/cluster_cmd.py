@@ -11,9 +11,10 @@ from rooflab.reports.fleet.options import DEFAULT_SUITE
 from rooflab.reports.fleet.status import FleetFailOn, parse_fleet_fail_on
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import FailOn
-from rooflab.runners.cli.common import DbOption, FilterOption, JsonOption, db_url
+from rooflab.runners.cli.common import ByOption, DbOption, FilterOption, JsonOption, db_url
 from rooflab.runners.cli.epilogue import console, err_console, fail, respond
 from rooflab.runners.cluster import health, slurm, slurm_job
+from rooflab.vocab import SeriesBy
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 FleetFailOnOption = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
@@ -24,6 +25,12 @@ FleetOption = typer.Option(
     help="--fleet: a health night, every node measuring the whole spec on all its devices, then `rooflab fleet`; "
          f"--sharded: the spec split over the nodes, then the regression check [default: --fleet for the "
          f"{DEFAULT_SUITE} spec, else --sharded].")
+SlurmByOption = typer.Option(
+    None, "--by",
+    help="The series a sharded night's finalising job judges (`rooflab nightly --by`): model, each case on a model's "
+         "devices, since which node measures a case changes from night to night; device, each case on each "
+         "physical device, where each case is measured on the same devices every night (e.g. a partition of one "
+         "node) [default: model; a health night judges every device (rooflab fleet) and takes no --by model].")
 
 
 def slurm_command(
@@ -62,6 +69,7 @@ def slurm_command(
                                 help="When the finalising job fails: regression|drift|suspect|never."),
     fleet: bool | None = FleetOption,
     fleet_fail_on: str = FleetFailOnOption,
+    by: SeriesBy | None = SlurmByOption,
     as_json: bool = typer.Option(False, "--json", help="Print the scripts' paths and the notes as JSON."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then the collective step over all
@@ -93,9 +101,14 @@ def slurm_command(
             account=account,
             run_id=run_id,
             fail_on=fail_on,
+            series_by=by or SeriesBy.MODEL,
         ))
         target = (output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch").expanduser()
         if fleet if fleet is not None else job.suite == DEFAULT_SUITE:
+            if by == SeriesBy.MODEL:
+                raise slurm_job.SlurmArgumentError(
+                    "--by model: a health night judges every device against its siblings (rooflab fleet), "
+                    "never a model's aggregate; --by is the sharded night's (--sharded)")
             return health.write_health_scripts(job, target, fleet_fail_on), ()
         return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
 
@@ -155,6 +168,7 @@ def nightly_command(
                                       help="Flag when the robust z-score is above this."),
     min_change: float = typer.Option(REGRESSION_DEFAULTS.min_change, "--min-change",
                                      help="... and the relative change above this."),
+    by: SeriesBy = ByOption,
     json_output: bool = JsonOption,
     no_lock: bool = typer.Option(False, "--no-lock", help="Measure even if another run holds the device's lock."),
     lock_wait_s: float = typer.Option(
@@ -168,7 +182,7 @@ def nightly_command(
 
     options = NightlyOptions(
         out_dir=out, fail_on=fail_on, fleet_fail_on=fleet_fail_on, skip_run=skip_run,
-        regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change),
+        regression=RegressionOptions(window=window, z_threshold=z_threshold, min_change=min_change, by=by),
         run=RunOptions(run_id=run_id, shard=shard, filters=tuple(filter_), device=device, devices=devices,
                        quiet=not verbose, lock=not no_lock, lock_wait_s=lock_wait_s),
     )

@@ -6,10 +6,11 @@ report reports.pages.report's, so `runners.cluster.nightly` (like the CLI) is a 
 `nightly()` returns a `NightlySummary`: counts by status for the whole run (all its shards), the
 shards that are missing or unfinished, the regression verdicts of the series this run measured,
 the fleet's judgement of the run's night (each device against its siblings: reports.fleet), where
-the report is, and the exit code (1 when a verdict matches `fail_on`, a device's fleet status
-`fleet_fail_on`, the run failed or cases of the spec have no result in the run, 130 when
-interrupted, else 0). `text()` is the plain
-summary for a CI log; `to_dict()` is written to OUT/summary.json for bots.
+the report is, the view the history was judged by (`by`: each case on each physical device, or on
+each model: reports/regressions/options.py), and the exit code (1 when a verdict matches `fail_on`,
+a device's fleet status `fleet_fail_on`, the run failed or cases of the spec have no result in the
+run, 130 when interrupted, else 0). `text()` is the plain summary for a CI log; `to_dict()` is
+written to OUT/summary.json for bots.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.run_options import RunOptions
-from rooflab.vocab import ExitCode, RunStatus
+from rooflab.vocab import ExitCode, RunStatus, SeriesBy
 
 if TYPE_CHECKING:  # the spec's schema loads Pydantic: read when the night runs
     from rooflab.suite.spec_schema import Spec
@@ -71,6 +72,7 @@ class NightlySummary:
     notes: tuple[str, ...] = field(default_factory=tuple)
     fleet: Mapping[str, Any] | None = None  # FleetNight.brief() of the run's night (None: not judged)
     fleet_fail_on: str = FleetFailOn.DRAIN
+    by: SeriesBy = SeriesBy.DEVICE  # what a series of the history check is: a case on a device, or on a model
 
     @property
     def fleet_alert(self) -> bool:
@@ -121,6 +123,7 @@ class NightlySummary:
             "cases_expected": self.cases_expected,
             "cases_missing": list(self.cases_missing),
             "coverage_failed": self.coverage_failed,
+            "by": str(self.by),
             "series_checked": self.series_checked,
             "insufficient_data": self.insufficient_data,
             "fail_on": self.fail_on,
@@ -161,7 +164,7 @@ class NightlySummary:
             lines.append(line)
         n_reg, n_sus, n_imp = (len(self.verdicts.get(k, ())) for k in SHOWN_VERDICTS)
         lines.append(
-            f"history: {self.series_checked} series checked, {n_reg} regressions, {n_sus} suspects, "
+            f"history (by {self.by}): {self.series_checked} series checked, {n_reg} regressions, {n_sus} suspects, "
             f"{n_imp} improvements, {self.insufficient_data} without enough history"
         )
         n_drift = len(self.verdicts.get(DRIFT, ()))
@@ -389,7 +392,7 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
         shards=shards, verdicts=checked.verdicts, series_checked=checked.series_checked,
         insufficient_data=checked.insufficient_data, fail_on=o.fail_on, report=report, cases_expected=expected,
         cases_missing=missing, report_error=report_error, invocation=invocation, notes=tuple(notes),
-        fleet=fleet, fleet_fail_on=o.fleet_fail_on,
+        fleet=fleet, fleet_fail_on=o.fleet_fail_on, by=o.regression.by,
     )
     tmp = out_dir / (SUMMARY_FILE + ".tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True, default=str) + "\n")

@@ -14,7 +14,9 @@ Four files are written next to each other:
   which measures the cases still missing.
 - `<name>.finalize.sbatch`: one small CPU job that runs once the collective step has ended, whether
   it or the array succeeded or not (`--dependency=afterany`): the regression check, the HTML report
-  and the JSON summary (`rooflab nightly --skip-run`).
+  and the JSON summary (`rooflab nightly --skip-run`), by model unless asked otherwise (`--by`:
+  which node measures a case changes from night to night, so a device's series of a sharded night
+  has gaps).
 - `<name>.submit.sh`: the driver a user (or cron/scrontab) runs each night: it fixes the run id,
   creates the log directory, submits the array, the collective step depending on it, and the
   finalising job depending on the collective step.
@@ -45,6 +47,7 @@ from rooflab.runners.cluster.sbatch import (
     write_files,
 )
 from rooflab.runners.cluster.slurm_job import SlurmJob, check_path, validate
+from rooflab.vocab import SeriesBy
 
 
 @dataclass(frozen=True)
@@ -215,6 +218,17 @@ exit "$FIRST_FAULT"
 """
 
 
+def _series_comment(job: SlurmJob) -> str:
+    """What the finalising job's series are, and why (a comment's lines, the first without its `# `)."""
+    if job.series_by == SeriesBy.MODEL:
+        return ("--by model: a series is a case on a model, the median of that model's devices in the run. Which node\n"
+                "# takes a shard (Slurm's placement) and which shard takes a case (the split follows last night's\n"
+                "# times) change from night to night, so a series per device would gather a point on the nights\n"
+                "# its device happened to measure the case and rarely build a baseline.")
+    return ("--by device: a series is a case on one physical device (asked for: each case is measured on the\n"
+            "# same devices every night).")
+
+
 def render_finalize(job: SlurmJob) -> str:
     header = directives(
         job,
@@ -234,15 +248,17 @@ def render_finalize(job: SlurmJob) -> str:
 # Needs no GPU.
 #
 # `rooflab nightly --skip-run` does the regression check over the database's history (what
-# `rooflab regressions` prints), writes the HTML report (what `rooflab report` writes) to
+# `rooflab regressions --by {job.series_by}` prints), writes the HTML report (what `rooflab report` writes) to
 # $OUT/report, prints a short summary to this job's log and writes $OUT/report/summary.json.
+# {_series_comment(job)}
 # The job exits 1 when a regression is found (--fail-on {job.fail_on}), so `sacct` shows it failed.
 {header}
 set -euo pipefail
 
 {environment(job, with_out=True)}
 
-exec "${{ROOFLAB[@]}}" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report" --fail-on {job.fail_on}
+exec "${{ROOFLAB[@]}}" nightly "$SPEC" --skip-run --run-id "$RUN_ID" --out "$OUT/report" --fail-on {job.fail_on} \\
+  --by {job.series_by}
 """
 
 

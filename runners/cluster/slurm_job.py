@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rooflab.reports.regressions.verdicts import FailOn, parse_fail_on
 from rooflab.suite.errors import SpecError
+from rooflab.vocab import SeriesBy, allowed
 
 _TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,+-]*$")  # partition, account
@@ -45,6 +46,9 @@ class SlurmJob:
     account: str | None = None
     run_id: str | None = None  # None: derived at submission as <suite>-<UTC date>
     fail_on: str = FailOn.REGRESSION
+    # the series a sharded night's finalising job judges (`rooflab nightly --by`): by model, since which node
+    # (and so which devices) measures a case changes from night to night; a health night judges every device
+    series_by: SeriesBy = SeriesBy.MODEL
 
     @property
     def cpu_nodes(self) -> bool:
@@ -169,6 +173,8 @@ def validate(job: SlurmJob) -> SlurmJob:
         parse_fail_on(job.fail_on)
     except ValueError as exc:
         raise SlurmArgumentError(str(exc)) from None
+    if job.series_by not in tuple(SeriesBy):
+        raise SlurmArgumentError(f"--by {job.series_by!r}: allowed: {allowed(SeriesBy)}")
     if not job.rooflab:
         raise SlurmArgumentError("the command that starts rooflab on the nodes is empty")
     for path, option in ((job.spec_path, "SPEC"), (job.out_dir, "--out"),

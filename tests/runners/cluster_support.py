@@ -37,9 +37,10 @@ class Device:
     fingerprint: str
     name: str
     uuid: str | None = None
+    host: str = "node-a"  # the node it is in: its runs' host
 
     def record(self) -> EnvironmentRecord:
-        info = {"host": "node-a"}
+        info = {"host": self.host}
         if self.uuid:
             info["uuid"] = self.uuid
         return EnvironmentRecord(
@@ -106,7 +107,7 @@ def write_history(url: str, *, cases: Sequence[CaseRecord], medians_by_run: Sequ
         for i, medians in enumerate(medians_by_run):
             run_id = f"{prefix}-{i:03d}"
             started = start + timedelta(days=i)
-            store.start_run(run_record(run_id, started, suite))
+            store.start_run(run_record(run_id, started, suite, host=device.host))
             store.add_environment(run_id, device.record())
             for case in cases:
                 if case.case_key in medians:

@@ -268,7 +268,7 @@ def test_slurm_scripts_run_a_night_here_with_a_task_killed_and_started_again(
     done = subprocess.run([bash, str(finalize)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((job.out_dir / "report" / "summary.json").read_text())
-    assert summary["run_id"] == run_id and summary["run_status"] == "complete"
+    assert summary["run_id"] == run_id and summary["run_status"] == "complete" and summary["by"] == "model"
     assert summary["shards"] == {"expected": 2, "finished": ["0/2", "1/2"], "unfinished": [], "missing": [],
                                  "complete": True}
     assert summary["cases_missing"] == [] and summary["counts"]["ok"] == len(expected)

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,16 @@ from typer.testing import CliRunner
 from rooflab.runners.cli.app import app
 from rooflab.runners.cluster.nightly import NightlyOptions, nightly
 from rooflab.runners.orchestration.run_options import RunOptions
-from tests.runners.cluster_support import H100, T0, case_record, measurement, run_record, sqlite_url, write_history
+from tests.runners.cluster_support import (
+    H100,
+    T0,
+    Device,
+    case_record,
+    measurement,
+    run_record,
+    sqlite_url,
+    write_history,
+)
 
 CASES = [case_record("copy", n) for n in (1 << 20, 1 << 22, 1 << 24)]
 SPEC = """name: nightly
@@ -119,6 +130,36 @@ def test_clean_history_passes(url, history, tmp_path, spec):
     assert "0 regressions, 0 suspects, 0 improvements" in result.output and "report:" in result.output
 
 
+def test_by_model_finds_a_regression_on_another_node_that_by_device_cannot_see(tmp_path: Path, spec: Path) -> None:
+    """A sharded night's case moved to another node: ten nights on node-a's GPU, then the last two on
+    node-b's GPU of the same model, case 0 20 % slower there. Each GPU is a series of its own, so by
+    device node-b's series has two points and no baseline (nothing found, the night passes); by model
+    the twelve nights are one series and case 0 is a regression."""
+    seed = random.randrange(1 << 30)
+    medians = planted(seed, 12, {10: {0: 1.2}, 11: {0: 1.2}})
+    url = sqlite_url(tmp_path)
+    write_history(url, cases=CASES, medians_by_run=medians[:10], start=T0, seed=seed)
+    node_b = Device(H100.fingerprint, H100.name, "GPU-0b00", host="node-b")
+    tonight = write_history(url, cases=CASES, medians_by_run=medians[10:], start=T0 + timedelta(days=10), seed=seed,
+                            prefix="moved", device=node_b)[-1]
+    found = {}
+    for by in ("device", "model"):
+        out = tmp_path / by
+        result = invoke("nightly", str(spec), "--db", url, "--out", str(out), "--skip-run", "--by", by)
+        found[by] = (result, json.loads((out / "summary.json").read_text()))
+        assert found[by][1]["run_id"] == tonight and found[by][1]["by"] == by, seed
+        assert f"history (by {by}): 3 series checked" in result.output, (seed, result.output)
+    (by_device, device_summary), (by_model, model_summary) = found["device"], found["model"]
+    assert by_device.exit_code == 0 and device_summary["regressions"] == [], (seed, by_device.output)
+    assert device_summary["insufficient_data"] == 3  # node-b's GPU: two nights, no baseline
+    assert by_model.exit_code == 1, (seed, by_model.output)
+    assert [r["case_key"] for r in model_summary["regressions"]] == [CASES[0].case_key], seed
+    row = model_summary["regressions"][0]
+    assert row["by"] == "model" and row["device_key"] is None and row["device_fingerprint"] == H100.fingerprint
+    assert row["rel_change"] == pytest.approx(0.2, abs=0.03), seed
+    assert model_summary["insufficient_data"] == 0 and model_summary["counts"]["ok"] == 3
+
+
 def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
     from rooflab.db.store import ResultStore
 
@@ -153,6 +194,7 @@ def test_missing_and_unfinished_shards_are_listed(tmp_path, spec):
         (["--window", "1"], "--window"),
         (["--min-change", "1.5"], "--min-change"),
         (["--run-id", "nope"], "no such run"),
+        (["--by", "node"], "--by"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(url, tmp_path, spec, args, fragment):

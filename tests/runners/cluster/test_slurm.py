@@ -427,7 +427,7 @@ def test_finalising_job_runs_regressions_report_and_summary(awkward_dir):
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines()[:-1] == [
         "nightly", str(job.spec_path), "--skip-run", "--run-id", "nightly-20261121",
-        "--out", str(job.out_dir / "report"), "--fail-on", "suspect",
+        "--out", str(job.out_dir / "report"), "--fail-on", "suspect", "--by", "model",
     ]
 
 
@@ -547,6 +547,45 @@ def test_cli_writes_four_scripts_for_the_spec(awkward_dir):
     assert f"ROOFLAB=({shlex.quote(str((venv / 'bin' / 'rooflab').resolve()))})" in text
     assert "RUN_ID=n-1" in text
     assert "note: the spec has 3 cases" not in result.output
+
+
+@pytest.mark.parametrize("by", [None, "device", "model"])
+def test_cli_finalising_job_judges_by_model_unless_asked_by_device(tmp_path: Path, by: str | None) -> None:
+    """A sharded night's finalising job runs `rooflab nightly --by model` (which node measures a case
+    changes from night to night), `--by device` when asked: the argument vector the written script runs."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CLI_SPEC)
+    log = tmp_path / "args.txt"
+    fake_rooflab(tmp_path / "venv" / "bin" / "rooflab", log)
+    out = tmp_path / "out"
+    result = _cli(str(spec), "--nodes", str(random.randint(2, 8)), "--gpus-per-node", "8", "--db",
+                  "postgresql://rooflab@db/rooflab", "--out", str(out), "--venv", str(tmp_path / "venv"),
+                  *(["--by", by] if by else []))
+    assert result.exit_code == 0, result.output
+    finalize = out / "rooflab-nightly.finalize.sbatch"
+    bash_n(finalize)
+    done = subprocess.run([bash(), str(finalize)], env=dict(os.environ, ROOFLAB_RUN_ID="nightly-20261129"),
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    args = log.read_text().splitlines()[:-1]
+    assert args[0] == "nightly" and args.count("--by") == 1
+    assert args[args.index("--by") + 1] == (by or "model")
+    assert f"--by {by or 'model'}: a series is a case on" in finalize.read_text()  # the comment says why
+
+
+def test_cli_health_night_takes_no_by_model(tmp_path: Path) -> None:
+    """A health night judges every device against its siblings: `--by model` is refused, nothing written."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(CLI_SPEC)
+    out = tmp_path / "out"
+    result = _cli(str(spec), "--nodes", "2", "--gpus-per-node", "0", "--db", "postgresql://rooflab@db/rooflab",
+                  "--out", str(out), "--fleet", "--by", "model")
+    assert result.exit_code == 2 and "--by model: a health night" in result.output, result.output
+    assert "Traceback" not in result.output and not out.exists()
+    result = _cli(str(spec), "--nodes", "2", "--gpus-per-node", "0", "--db", "postgresql://rooflab@db/rooflab",
+                  "--out", str(out), "--fleet", "--by", "device")
+    assert result.exit_code == 0, result.output
+    assert "rooflab nightly" not in (out / "rooflab-nightly.fleet.sbatch").read_text()
 
 
 def test_cli_cpu_nodes_with_this_python(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ module), into the test PostgreSQL server.
 The night (`night`, once for the module): a small spec of planted ops (tests/runners/planted_ops.py:
 a sleep of known length in every call) and one gloo all_reduce, split into 2 shards, one array task
 per node; the collective step over both nodes (`srun -N 2`, one gloo rank per node); the finalising
-job. One case has a planted history under tonight's sleep: a regression. While the array runs, the
+job. One case has a planted history under tonight's sleep, measured on another node (node-a): a
+regression of its model's series, which the finalising job judges by. While the array runs, the
 task of one shard is killed with SIGKILL in the middle of a slow case (`scancel --signal=KILL
 --batch`) and requeued (`scontrol requeue`). The tests then read what Slurm and the database hold.
 
@@ -118,7 +119,9 @@ def rooflab_slurm(spec: Path, url: str, out: Path, *extra: str) -> dict[str, Pat
 
 
 def plant_history(url: str, spec: Path) -> str:
-    """Nine earlier nights of the regressed case on this CPU; its case key."""
+    """Nine earlier nights of the regressed case on this CPU's model, as another node measured them
+    (host node-a; tonight the shards run wherever Slurm places them): a sharded night's finalising job
+    judges by model (`rooflab slurm`'s default), so they and tonight are one series. Its case key."""
     from rooflab.db.store import ResultStore
     from rooflab.record import record_from_columns
     from rooflab.runners.machine.environment import capture
@@ -136,7 +139,7 @@ def plant_history(url: str, spec: Path) -> str:
         for night, median_ms in enumerate([REGRESSED_SLEEP_MS / 1.2] * 8 + [REGRESSED_SLEEP_MS]):
             started = now - timedelta(days=9 - night)
             run_id = f"past-{night:02d}"
-            store.start_run(run_record(run_id, started, suite="slurmnight"))
+            store.start_run(run_record(run_id, started, suite="slurmnight", host="node-a"))
             store.add_environment(run_id, env)
             samples = np.sort(median_ms * (1 + 0.002 * rng.standard_normal(15)))
             store.add_measurement(record_from_columns(
@@ -369,6 +372,7 @@ def test_the_finalising_jobs_exit_code_follows_fail_on(night: Night) -> None:
     assert final["JobState"] == "FAILED" and final["ExitCode"] == "1:0", final  # --fail-on regression
     summary = json.loads((night.out / "report" / "summary.json").read_text())
     assert [r["case_key"] for r in summary["regressions"]] == [night.regressed]
+    assert summary["by"] == "model" and summary["regressions"][0]["device_key"] is None  # the model's series
     assert summary["exit_code"] == 1 and summary["cases_missing"] == [] and summary["shards"]["complete"]
     # --fail-on never: test_a_second_submission_the_same_night_resumes_the_same_run
 
