@@ -16,6 +16,7 @@ case has.
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import time
 
@@ -23,7 +24,12 @@ import numpy as np
 
 from rooflab.reports.regressions.options import MIN_BASELINE
 from rooflab.runners.orchestration.shards import estimate_cost_s, model_call_s, partition
+from rooflab.suite.case import Case
 from rooflab.suite.spec import expand, load_spec
+
+
+def cost_s(case: Case, medians: dict[str, float]) -> float:
+    return estimate_cost_s(case, medians)
 
 
 def moves(spec: str, shards: int, noise: float, nights: int, seed: int) -> tuple[list[float], list[int]]:
@@ -34,7 +40,7 @@ def moves(spec: str, shards: int, noise: float, nights: int, seed: int) -> tuple
     where: list[dict[str, int]] = []
     for _ in range(nights):
         medians = {k: v * (1 + noise * rng.standard_normal()) for k, v in model_ms.items()}
-        split = partition(cases, shards, lambda c, m=medians: estimate_cost_s(c, m))
+        split = partition(cases, shards, functools.partial(cost_s, medians=medians))
         where.append({c.case_key: i for i, shard in enumerate(split) for c in shard})
     moved = [float(np.mean([now[k] != before[k] for k in now])) for before, now in zip(where, where[1:], strict=False)]
     last = where[-1]
