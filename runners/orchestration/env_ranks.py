@@ -292,22 +292,22 @@ class _Lead:
     def done(self) -> set[str]:
         return held_keys(self.results.measured_case_keys(self.run_id, self.key))
 
-    def keep(self, case: Case, outcome: Any, collective: Any, size: int) -> None:
+    def keep(self, case: Case, outcome: Any, collective: Any, size: int, pair: PairOutcome | None = None) -> None:
+        """One result: the case's, or (`pair`) one pair's of a matrix, under its pair's case."""
         from rooflab.record import CollectiveRecord
-        from rooflab.runners.orchestration.collectives import work_model_at
+        from rooflab.runners.orchestration.collectives import pair_ends, work_model_at
         from rooflab.runners.orchestration.records import build_record
 
+        if pair is not None:
+            case = pair_case(case, pair_ends(pair))
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=self.environment.device_fingerprint,
                               device_uuid=self.uuid, shard=None, work_model=work_model_at(size))
         self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size)))
 
     def keep_pairs(self, case: Case, pairs: Sequence[PairOutcome], size: int) -> None:
         """A matrix of the link matrix: each pair stored as its own result (both ends in its params)."""
-        # rank 0 alone stores: the other ranks never load the database's modules (SQLAlchemy)
-        from rooflab.runners.orchestration.collectives import pair_ends
-
         for pair in pairs:
-            self.keep(pair_case(case, pair_ends(pair)), pair.outcome, pair.collective, size)
+            self.keep(case, pair.outcome, pair.collective, size, pair)
 
     def keep_fault(self, case: Case, status: str, error: str, size: int) -> None:
         from rooflab.runners.orchestration.messages import CaseOutcome

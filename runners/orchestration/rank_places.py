@@ -37,10 +37,13 @@ class RankPlace:
 
 
 def rank_place(device: DeviceInfo, environment: EnvironmentRecord | None) -> RankPlace:
-    """This process's place, from its device and environment record (host `?` when it has none)."""
+    """This process's place, from its device and environment record: its host is the node as Slurm
+    names it where there is one (SLURMD_NODENAME: two nodes of a test cluster share a host name),
+    else the environment's (`?` when it has none)."""
     info = dict(environment.info) if environment is not None else {}
     uuid = info.get("device_uuid") or info.get("uuid")
-    return RankPlace(host=str(info.get("host") or "?"), torch_device=device.torch_device,
+    host = os.environ.get("SLURMD_NODENAME") or info.get("host") or "?"
+    return RankPlace(host=str(host), torch_device=device.torch_device,
                      device_uuid=str(uuid) if uuid else None,
                      device_fingerprint=environment.device_fingerprint if environment is not None else "",
                      pid=os.getpid())
