@@ -117,20 +117,33 @@ def slurm_command(
             series_by=by or SeriesBy.MODEL,
         ))
         target = (output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch").expanduser()
-        if bisect:
-            return links.write_bisect_scripts(job, target), ()
-        if links_night if links_night is not None else job.suite == LINKS_SUITE:
-            return links.write_links_scripts(job, target, checked_pairs_at_once(pairs_at_once)), ()
-        if fleet if fleet is not None else job.suite == DEFAULT_SUITE:
-            if by == SeriesBy.MODEL:
-                raise slurm_job.SlurmArgumentError(
-                    "--by model: a health night judges every device against its siblings (rooflab fleet), "
-                    "never a model's aggregate; --by is the sharded night's (--sharded)")
-            return health.write_health_scripts(job, target, fleet_fail_on), ()
-        return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
+        kind = "bisect" if bisect else "links" if _chosen(links_night, job, LINKS_SUITE) else (
+            "health" if _chosen(fleet, job, DEFAULT_SUITE) else "nightly")
+        if kind == "health" and by == SeriesBy.MODEL:
+            raise slurm_job.SlurmArgumentError(
+                "--by model: a health night judges every device against its siblings (rooflab fleet), "
+                "never a model's aggregate; --by is the sharded night's (--sharded)")
+        return _write(kind, job, target, n_cases, fleet_fail_on, pairs_at_once)
 
     respond(write, as_json=as_json, show=_show_scripts,
             to_json=lambda done: {**{k: str(v) for k, v in done[0]._asdict().items()}, "notes": list(done[1])})
+
+
+def _chosen(flag: bool | None, job: slurm_job.SlurmJob, default_suite: str) -> bool:
+    """A kind of night: as its flag says, else the default for its shipped spec."""
+    return flag if flag is not None else job.suite == default_suite
+
+
+def _write(kind: str, job: slurm_job.SlurmJob, target: Path, n_cases: int, fleet_fail_on: str,
+           pairs_at_once: str | None) -> tuple[Written, tuple[str, ...]]:
+    """The scripts of one kind of night (or the bisection), written; their paths and the notes."""
+    if kind == "bisect":
+        return links.write_bisect_scripts(job, target), ()
+    if kind == "links":
+        return links.write_links_scripts(job, target, checked_pairs_at_once(pairs_at_once)), ()
+    if kind == "health":
+        return health.write_health_scripts(job, target, fleet_fail_on), ()
+    return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
 
 
 SCRIPT_LABELS = {"array": "array script:      ", "collectives": "collectives script:",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rooflab.record import EnvironmentRecord
+from rooflab.runners.machine.environment import node_name
 from rooflab.suite.device import DeviceInfo
 
 if TYPE_CHECKING:  # the group timing loads in the rank processes only
@@ -37,13 +38,12 @@ class RankPlace:
 
 
 def rank_place(device: DeviceInfo, environment: EnvironmentRecord | None) -> RankPlace:
-    """This process's place, from its device and environment record: its host is the node as Slurm
-    names it where there is one (SLURMD_NODENAME: two nodes of a test cluster share a host name),
-    else the environment's (`?` when it has none)."""
+    """This process's place, from its device and environment record: its host is the node as its
+    scheduler names it (runners.machine.environment.node_name: two nodes of a test cluster share a
+    host name)."""
     info = dict(environment.info) if environment is not None else {}
     uuid = info.get("device_uuid") or info.get("uuid")
-    host = os.environ.get("SLURMD_NODENAME") or info.get("host") or "?"
-    return RankPlace(host=str(host), torch_device=device.torch_device,
+    return RankPlace(host=node_name(), torch_device=device.torch_device,
                      device_uuid=str(uuid) if uuid else None,
                      device_fingerprint=environment.device_fingerprint if environment is not None else "",
                      pid=os.getpid())
