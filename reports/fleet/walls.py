@@ -10,6 +10,7 @@ case by case in its evidence but counts toward no wall.
 from __future__ import annotations
 
 from rooflab.reports.data.op_facts import reads_only
+from rooflab.suite.ops.pairs import PAIRS_OP
 from rooflab.vocab import CacheMode, CeilingKind
 
 # the walls in the order a fleet's table shows them (a `link` wall of pair results would join here)
@@ -22,7 +23,11 @@ _STREAM_PROBES = ("stream_copy", "stream_scale", "stream_add", "stream_triad", "
 
 
 def wall_of(op: str, family: str, cache: str) -> CeilingKind | None:
-    """The wall a case (its op, family and cache mode) tells, or None when it tells none alone."""
+    """The wall a case (its op, family and cache mode) tells, or None when it tells none alone. A pair
+    of the link matrix tells none of the device that stored it (rank 0's): its two ends are judged
+    together with every other pair (reports/fleet/links.py, `rooflab fleet --links`)."""
+    if op == PAIRS_OP:
+        return None
     if family == "collective":
         return CeilingKind.INTERCONNECT
     if op == "launch":

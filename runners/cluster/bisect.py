@@ -205,7 +205,7 @@ def run_bisection(spec_path: str, *, db: str, run_id: str, ranks_per_node: int, 
     if not 0 < min_gap < 1:
         raise UserInputError(f"--min-gap {min_gap}: a share between 0 and 1 (e.g. 0.1: 10 % below the faster half)")
     spec = load_spec(spec_path)
-    ops = bisect_ops(expand(spec, "cpu" if device == "cpu" else "cuda"))
+    ops = bisect_ops(expand(spec))  # of every device kind: the spec names the same collective for both
     nodes = allocation_nodes()
     job = int(os.environ.get("SLURM_JOB_ID", "0") or 0)
     measure = SrunHalves(spec=str(spec.path), run_id=run_id, rooflab=(sys.executable, "-m", "rooflab"), ops=ops,

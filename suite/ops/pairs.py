@@ -114,17 +114,27 @@ def ends_of(params: Params) -> PairEnds | None:
                     b_rank=int(params["b_rank"]), b_host=str(params["b_host"]), b_device=str(params["b_device"]))
 
 
-def matrix_key(case_key: str) -> str | None:
-    """The key of the matrix case a pair's result belongs to (its ends taken out of its key), or
-    None for a key that is not a pair's. A key's params are its last `:` field, `name=value` pairs
-    in name order (suite.case.canonical_params); an end's values hold no `,`, `=` or `:` (PairEnds)."""
+def pair_of_key(case_key: str) -> tuple[str, PairEnds] | None:
+    """(the key of the matrix case a pair's result belongs to, the pair's ends), read from a pair's
+    case key, or None for a key that is not a pair's. A key's params are its last `:` field,
+    `name=value` pairs in name order (suite.case.canonical_params); an end's values hold no `,`, `=`
+    or `:` (PairEnds)."""
     head, _, params_text = case_key.rpartition(":")
     if not head.startswith(f"{PAIRS_OP}.v") or not params_text:
         return None
     params = dict(part.split("=", 1) for part in params_text.split(","))
     if not all(name in params for name in END_PARAMS):
         return None
-    return f"{head}:{canonical_params({k: v for k, v in params.items() if k not in END_PARAMS})}"
+    matrix = f"{head}:{canonical_params({k: v for k, v in params.items() if k not in END_PARAMS})}"
+    return matrix, PairEnds(a_rank=int(params["a_rank"]), a_host=params["a_host"], a_device=params["a_device"],
+                            b_rank=int(params["b_rank"]), b_host=params["b_host"], b_device=params["b_device"])
+
+
+def matrix_key(case_key: str) -> str | None:
+    """The key of the matrix case a pair's result belongs to (its ends taken out of its key), or
+    None for a key that is not a pair's (`pair_of_key`)."""
+    found = pair_of_key(case_key)
+    return found[0] if found is not None else None
 
 
 def held_keys(stored: Iterable[str]) -> set[str]:

@@ -18,6 +18,7 @@ from rooflab.suite.ops.pairs import (
     held_keys,
     matrix_key,
     pair_case,
+    pair_of_key,
     round_robin,
     schedule,
     with_pairs_at_once,
@@ -73,6 +74,7 @@ def test_a_pairs_result_carries_both_ends_and_its_key_gives_the_matrix_back() ->
     assert {k: pair.params[k] for k in END_PARAMS} == ends.params() and ends_of(pair.params) == ends
     assert ends_of(matrix.params) is None
     assert pair.case_key != matrix.case_key and matrix_key(pair.case_key) == matrix.case_key
+    assert pair_of_key(pair.case_key) == (matrix.case_key, ends)
     assert matrix_key(matrix.case_key) is None  # a matrix's own key names no ends
     assert matrix_key("send_recv.v1:nccl:float32:hot:launch:n=4,ranks=2") is None
     # what a run holds: its results' own keys, and the matrix of each pair
