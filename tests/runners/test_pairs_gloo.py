@@ -100,10 +100,10 @@ def test_a_rank_slowed_by_a_busy_loop_on_its_core_is_named_the_slow_end_and_no_o
     held back more than by any one busy process). Its three pairs read slower than the other three;
     stored as a run stores them, then judged (`rooflab fleet --links`), rank 3 is the slow end, its
     pairs are flagged for it, and no pair without it is flagged; the report's matrix marks its cells.
-    256 KiB a transfer, where a call is mostly the ranks' copying (CPU), not waiting to be woken: at
-    8 B the pairs without the rank spread from 0.4 to 4 ms on this loaded machine (load 8 on 2 cores),
-    at 256 KiB from 1.3 to 3.8 ms, the rank's 19-51 ms (three runs at nice 15; at nice 10 the rank's
-    pairs overlapped the others', at nice 19 a run took 40 s)."""
+    1 MiB a transfer, where a call is mostly the ranks' copying (CPU), not waiting to be woken (at 8 B
+    the pairs without the rank spread from 0.4 to 4 ms on this loaded machine), one pair at a time
+    (all at once, the pairs of a round share the two cores and hid the rank from the judgement in 2
+    runs of 4): its pairs 11-15 ms, the others 2.1-2.8 ms; judged the one slow end in 7 runs of 7."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs: one for the slowed rank and its busy loop, one for the others")
     core, _ = busy_core
