@@ -174,6 +174,7 @@ class Tool(StrEnum):
     RCCL_TESTS = "rccl-tests"
     NVBENCH = "nvbench"
     BABELSTREAM = "babelstream"
+    NVBANDWIDTH = "nvbandwidth"
 
 
 class SeriesBy(StrEnum):

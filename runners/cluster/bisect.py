@@ -28,6 +28,7 @@ from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.ops.pairs import is_pairs
 from rooflab.suite.spec import expand, load_spec
+from rooflab.vocab import ResultStatus
 
 MIN_GAP = 0.10  # the slower half's busbw at least this share below the faster half's, else no half stands out
 SIDES = ("a", "b")
@@ -187,7 +188,7 @@ def stored_figure(db: str) -> Callable[[str, tuple[str, ...]], tuple[float, str]
     """A `read` for SrunHalves: the bus bandwidth of a run's ok result of one of `ops` at its
     largest bytes, and its case key (None when the run holds none)."""
     def read(run_id: str, ops: tuple[str, ...]) -> tuple[float, str] | None:
-        rows = results(db, run_id=run_id, status="ok", columns=["case_key", "op", "bytes", "gbps"])
+        rows = results(db, run_id=run_id, status=ResultStatus.OK, columns=["case_key", "op", "bytes", "gbps"])
         rows = rows[rows["op"].isin(ops) & rows["gbps"].notna()]
         if rows.empty:
             return None
