@@ -24,7 +24,7 @@ The layout, as every released version (v0.1 to v0.8) prints it:
 a `Running TESTCASE.` line, then one matrix (three for a bidirectional copy between GPUs since v0.6:
 each stream's, `Read1`/`Read2` or `Write1`/`Write2`, and their `Total`), each a description ending in
 `bandwidth (GB/s)`, a header of column labels, one row per row label (each cell a figure with two
-decimals, or `N/A`: the diagonal since v0.5, 0.00 before), a blank line and the matrix's `SUM KEY
+decimals, or `N/A`: the diagonal since v0.2, 0.00 in v0.1), a blank line and the matrix's `SUM KEY
 FIGURE` (`&&&& PERF KEY FIGUREGB/s` with --perfFormatter). Device lines name no PCI id before v0.6; the
 multinode build prints `Process N (HOST): device K: NAME (PCI)` instead. Latency matrices (`(ns)`)
 are not bandwidth and are skipped.

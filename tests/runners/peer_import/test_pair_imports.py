@@ -109,9 +109,9 @@ def test_a_two_rank_sendrecv_is_the_pair_of_its_two_hosts_and_an_eight_rank_one_
 
 
 def test_an_old_layout_and_a_multinode_one_are_read() -> None:
-    # v0.4: device lines without a PCI id, 0.00 on the diagonal, one bidirectional matrix (CE: the
-    # measured stream, scale 1; SM: both streams' sum, scale 2)
-    cells = [[0.0 if i == j else 48.0 + i for j in range(3)] for i in range(3)]
+    # v0.4: device lines without a PCI id, one bidirectional matrix (CE: the measured stream, scale 1;
+    # SM: both streams' sum, scale 2); v0.1 printed 0.00 on the diagonal, read as no pair
+    cells: list[list[float | None]] = [[None if i == j else 48.0 + i for j in range(3)] for i in range(3)]
     old = formats.nvb_output([(H100, None)] * 3, [
         (key, formats.nvb_matrix(key, f"memcpy {engine} GPU(row) <-> GPU(column) bandwidth (GB/s)", cells))
         for key, engine in (("device_to_device_bidirectional_memcpy_read_ce", "CE"),
@@ -121,6 +121,11 @@ def test_an_old_layout_and_a_multinode_one_are_read() -> None:
                                                                                        ("sm_read", 2.0)}
     ends = ends_of(items[0].record.identity.case.params)
     assert ends is not None and ends.a_device == "local/gpu0"
+    zero: list[list[float | None]] = [[0.0 if i == j else 48.0 + i for j in range(3)] for i in range(3)]
+    key = "device_to_device_memcpy_write_ce"
+    v01 = formats.nvb_output([(H100, None)] * 3, [(key, formats.nvb_matrix(
+        key, "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", zero))], version="v0.1")
+    assert len(_results(_read(FIXTURES / NVB, text=v01))) == 6
     multinode = formats.nvb_output([(H100, "00000000:18:00"), (H100, "00000000:2a:00")] * 2, [
         ("multinode_device_to_device_memcpy_write_ce", formats.nvb_matrix(
             "multinode_device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)",
