@@ -10,7 +10,7 @@ from matplotlib.patches import Rectangle
 from rooflab.reports.fleet.link_records import LinkJudgement, LinkKind, LinksNight
 from rooflab.reports.fleet.records import DeviceJudgement, FleetNight, NodeJudgement
 from rooflab.reports.fleet.status import FLAGGED, FleetStatus
-from rooflab.reports.fleet.walls import FLEET_WALLS
+from rooflab.reports.fleet.walls import WALL_ORDER
 from rooflab.reports.pages.plots import _figure, _svg, plain
 
 ROW_INCHES = 0.2  # height of one device's row
@@ -30,7 +30,7 @@ def ordered_devices(night: FleetNight) -> list[tuple[NodeJudgement, list[DeviceJ
 def walls_shown(night: FleetNight) -> list[str]:
     """The walls any device of the night was judged on, in the fleet's order."""
     present = {w for d in night.devices for w in d.walls}
-    return [str(w) for w in FLEET_WALLS if str(w) in present]
+    return [w for w in WALL_ORDER if w in present]
 
 
 def heatmap_svg(night: FleetNight) -> str:

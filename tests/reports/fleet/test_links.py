@@ -1,6 +1,7 @@
 """The link matrix judged (reports/fleet/links.py) on simulated nights: a slow GPU, a slow link and a
 slow node planted among healthy pairs are each named for what they are, with nothing else flagged;
-the fit of ends and pairs known-answer; a group of three ends is not judged."""
+the fit of ends and pairs known-answer; a group of three ends is not judged; a night that holds pairs
+gives each GPU a `link` wall in `rooflab fleet`'s own judgement (link_walls.py)."""
 from __future__ import annotations
 
 import random
@@ -11,11 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rooflab.reports.fleet.judge import judge_fleet
 from rooflab.reports.fleet.link_frames import polish
 from rooflab.reports.fleet.link_records import LinkCause, LinkKind
 from rooflab.reports.fleet.links import NoLinks, judge_links
 from rooflab.reports.fleet.options import FleetOptions
 from rooflab.reports.fleet.status import FLAGGED, FleetStatus
+from rooflab.reports.fleet.walls import LINK_WALL
+from rooflab.reports.pages.fleet_plots import walls_shown
 from rooflab.suite.case import Case
 from rooflab.suite.ops.pairs import PairEnds, pair_case, round_robin
 from rooflab.suite.ops.registry import get_op
@@ -151,3 +155,36 @@ def test_the_fit_puts_a_slow_end_in_its_part_and_a_slow_pair_in_its_residual(siz
     e, r, pairs = _fit(size, [end], (a, b))
     assert r[pairs.index((a, b))] == pytest.approx(np.log(5.0), abs=1e-9)
     assert np.abs(np.delete(r, pairs.index((a, b)))).max() < 1e-9 and e[end] == pytest.approx(np.log(10.0))
+
+
+def test_a_night_with_pairs_gives_each_gpu_a_link_wall_and_the_slow_one_is_flagged_by_rooflab_fleet() -> None:
+    rng = random.Random(7)
+    pairs = night_rows(0, 2, 8, {"GPU-0103": 1.4}, rng) + [r for n in (1, 2) for r in night_rows(n, 2, 8, {}, rng)]
+    triads = [dict(pairs[0], run_id=f"night{night}-n{n}", started_at=NOW - timedelta(days=night), host=f"node{n}",
+                   device_key=f"GPU-{n:02d}{g:02d}", device_uuid=f"GPU-{n:02d}{g:02d}", case_key="stream_triad:hbm",
+                   op="stream_triad", family="probe", cache="cold", median_ms=2.0 * rng.uniform(0.998, 1.002))
+              for night in (0, 1, 2) for n in range(2) for g in range(8)]
+    found = judge_fleet(pd.DataFrame(pairs + triads), FleetOptions(suite="health"))
+    by_key = {d.device_key: d for d in found.devices}
+    assert len(by_key) == 16 and all({"hbm_rw", LINK_WALL} <= set(d.walls) for d in by_key.values())
+    slow = by_key["GPU-0103"]
+    assert slow.walls[LINK_WALL].status in FLAGGED and slow.walls["hbm_rw"].status == FleetStatus.OK
+    assert slow.status == slow.walls[LINK_WALL].status and slow.walls[LINK_WALL].cases == 14  # 7 pairs x 2
+    assert {k for k, d in by_key.items() if d.status in FLAGGED} == {"GPU-0103"}
+    assert {n.host for n in found.nodes if n.status in FLAGGED} == {"node1"}
+    assert walls_shown(found)[-1] == LINK_WALL
+
+
+def test_ranks_sharing_one_device_give_it_no_link_wall() -> None:
+    rng = random.Random(3)
+    rows = []
+    for night in (0, 1):
+        for a, b in (p for r in round_robin(4) for p in r):
+            ends = PairEnds(a, "cpuhost", "cpu-dev", b, "cpuhost", "cpu-dev")
+            slow = 5.0 if 3 in (a, b) and night == 0 else 1.0
+            rows.append(row(f"n{night}", night, matrix(4), ends, 2.0 * slow * rng.uniform(0.98, 1.02), "GPU-0000"))
+    rows = [dict(r, device_key="cpu-dev", device_uuid=None, host="cpuhost") for r in rows]
+    links = judge_links(pd.DataFrame(rows), FleetOptions(suite="links"))
+    assert {e.end for e in links.ends if e.status in FLAGGED} == {"cpuhost:rank3"}
+    found = judge_fleet(pd.DataFrame(rows), FleetOptions(suite="links"))
+    assert all(LINK_WALL not in d.walls for d in found.devices)
