@@ -14,6 +14,7 @@ from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import ByOption, DbOption, FilterOption, JsonOption, db_url
 from rooflab.runners.cli.epilogue import console, err_console, fail, respond
 from rooflab.runners.cluster import health, links, slurm, slurm_job
+from rooflab.suite.spec import expand, load_spec
 from rooflab.vocab import SeriesBy
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
@@ -88,8 +89,6 @@ def slurm_command(
     nodes, then regressions and the report; or (--fleet) a health night: a job array that measures
     the whole spec on every node, then `rooflab fleet`; or a links night (--links), or a bisection
     (--bisect)."""
-    from rooflab.suite.spec import expand, load_spec
-
     try:
         parse_fleet_fail_on(fleet_fail_on, "--fleet-fail-on")
     except ValueError as exc:
@@ -119,11 +118,7 @@ def slurm_command(
         target = (output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch").expanduser()
         kind = "bisect" if bisect else "links" if _chosen(links_night, job, LINKS_SUITE) else (
             "health" if _chosen(fleet, job, DEFAULT_SUITE) else "nightly")
-        if kind == "health" and by == SeriesBy.MODEL:
-            raise slurm_job.SlurmArgumentError(
-                "--by model: a health night judges every device against its siblings (rooflab fleet), "
-                "never a model's aggregate; --by is the sharded night's (--sharded)")
-        return _write(kind, job, target, n_cases, fleet_fail_on, pairs_at_once)
+        return _write(kind, job, target, n_cases, fleet_fail_on, pairs_at_once, by)
 
     respond(write, as_json=as_json, show=_show_scripts,
             to_json=lambda done: {**{k: str(v) for k, v in done[0]._asdict().items()}, "notes": list(done[1])})
@@ -135,8 +130,12 @@ def _chosen(flag: bool | None, job: slurm_job.SlurmJob, default_suite: str) -> b
 
 
 def _write(kind: str, job: slurm_job.SlurmJob, target: Path, n_cases: int, fleet_fail_on: str,
-           pairs_at_once: str | None) -> tuple[Written, tuple[str, ...]]:
+           pairs_at_once: str | None, by: SeriesBy | None) -> tuple[Written, tuple[str, ...]]:
     """The scripts of one kind of night (or the bisection), written; their paths and the notes."""
+    if kind == "health" and by == SeriesBy.MODEL:
+        raise slurm_job.SlurmArgumentError(
+            "--by model: a health night judges every device against its siblings (rooflab fleet), "
+            "never a model's aggregate; --by is the sharded night's (--sharded)")
     if kind == "bisect":
         return links.write_bisect_scripts(job, target), ()
     if kind == "links":
