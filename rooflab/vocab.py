@@ -156,6 +156,15 @@ class RankCombination(StrEnum):
     SLOWEST = "slowest"  # the slowest rank's time
 
 
+class PairDirection(StrEnum):
+    """Which way a pair of the link matrix sends (suite/ops/pairs.py): its ends a and b are the lower
+    and the higher rank of the pair."""
+
+    A_TO_B = "a_to_b"  # a sends, b receives
+    B_TO_A = "b_to_a"  # b sends, a receives
+    BOTH = "both"  # each sends to the other at once (bidirectional)
+
+
 class Tool(StrEnum):
     """Which tool measured a result (the measurement's `tool`): rooflab's own engine, or a peer
     whose output file was imported. A series never joins two tools."""
@@ -165,6 +174,7 @@ class Tool(StrEnum):
     RCCL_TESTS = "rccl-tests"
     NVBENCH = "nvbench"
     BABELSTREAM = "babelstream"
+    NVBANDWIDTH = "nvbandwidth"
 
 
 class SeriesBy(StrEnum):

@@ -4,7 +4,8 @@
 frame of the suite's runs (deviations.FLEET_COLUMNS), so that a test or a benchmark can plant a
 fleet and judge it without a database. The steps: deviations.py (each device against the fleet,
 case by case and wall by wall), statuses.py (each wall's status tonight), history.py (each device
-against its own past, and the fleet against its own); here they are put together into records.
+against its own past, and the fleet against its own), link_walls.py (a `link` wall for each device that
+is an end of the night's link matrices); here they are put together into records.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pandas as pd
 from rooflab.db.nights import Night
 from rooflab.reports.fleet.deviations import MODEL, Prepared, case_deviations, prepare, wall_deviations
 from rooflab.reports.fleet.history import fleet_shifts, own_history
+from rooflab.reports.fleet.link_walls import links_of_night, with_link_walls
 from rooflab.reports.fleet.options import FleetOptions
 from rooflab.reports.fleet.records import (
     CaseEvidence,
@@ -32,10 +34,10 @@ from rooflab.reports.fleet.records import (
 from rooflab.reports.fleet.robust import pct
 from rooflab.reports.fleet.status import FLAGGED, SEVERITY, FleetStatus, worst
 from rooflab.reports.fleet.statuses import wall_statuses
-from rooflab.reports.fleet.walls import FLEET_WALLS
+from rooflab.reports.fleet.walls import WALL_ORDER
 from rooflab.reports.regressions.verdicts import Verdict
 
-_WALL_ORDER = {str(w): i for i, w in enumerate(FLEET_WALLS)}
+_WALL_ORDER = {w: i for i, w in enumerate(WALL_ORDER)}
 _VERDICT_RANK = {Verdict.REGRESSION: 4, Verdict.SUSPECT: 3, Verdict.OK: 2, Verdict.IMPROVEMENT: 1,
                  Verdict.INSUFFICIENT_DATA: 0}
 
@@ -53,7 +55,8 @@ def judge_fleet(results: pd.DataFrame, options: FleetOptions = FleetOptions()) -
     cases = case_deviations(prepared.rows, options)
     walls = wall_deviations(cases, options)
     judged = wall_statuses(walls, own_history(walls, options), options)
-    devices = _devices(prepared, cases, walls, judged, options)
+    devices = with_link_walls(_devices(prepared, cases, walls, judged, options),
+                              links_of_night(results, options, prepared.night_runs[0]))
     night = prepared.nights[0]
     info = NightInfo(options.suite, night.first_started_at, night.last_started_at, prepared.night_runs[0],
                      len(prepared.nights) - 1)

@@ -27,6 +27,24 @@ from rooflab.reports.fleet.status import FleetStatus
 from rooflab.reports.regressions.verdicts import Verdict
 
 
+def sibling_status(deviation: np.ndarray, high: np.ndarray, before1: np.ndarray, before2: np.ndarray,
+                   line: float | np.ndarray, drain: float | np.ndarray,
+                   also_slow: np.ndarray | None = None) -> np.ndarray:
+    """The status rule of the module doc, element-wise on percents of speed (negative: slower):
+    tonight's deviation, the high end of its 95 % interval, the deviations of the two nights before
+    (NaN: not measured), the warn and drain lines (positive); `also_slow` marks what another path
+    (a device's own history) calls slow. Also the rule of a link matrix's ends and links
+    (reports/fleet/links.py)."""
+    beyond0 = deviation <= -line
+    beyond1, beyond2 = before1 <= -line, before2 <= -line
+    status = np.full(len(deviation), FleetStatus.OK.value, dtype=object)
+    status[beyond0] = FleetStatus.SUSPECT.value
+    slow = beyond0 & ((high <= -line) | beyond1 | beyond2)
+    status[slow | (also_slow if also_slow is not None else False)] = FleetStatus.SLOW.value
+    status[beyond0 & (deviation <= -drain) & (high <= -line)] = FleetStatus.DRAIN.value
+    return status
+
+
 def wall_statuses(walls: pd.DataFrame, history: pd.DataFrame, options: FleetOptions) -> pd.DataFrame:
     """One row per device wall measured tonight: status, deviation_pct, low_pct, high_pct, z,
     spread_pct, warn_line_pct, drain_line_pct, cases, and its own history's columns (`history`:
@@ -43,13 +61,9 @@ def wall_statuses(walls: pd.DataFrame, history: pd.DataFrame, options: FleetOpti
     drain = drain_line_pct(spread, options.drain_pct)
     d, se = out["d"].to_numpy(), out["se"].to_numpy()
     deviation, low, high = pct_array(d), pct_array(d - Z95 * se), pct_array(d + Z95 * se)
-    beyond0 = deviation <= -line
-    beyond1, beyond2 = pct_array(out["d1"]) <= -line, pct_array(out["d2"]) <= -line
-    status = np.full(len(out), FleetStatus.OK.value, dtype=object)
-    status[beyond0] = FleetStatus.SUSPECT.value
     left_its_place = (out["verdict"] == Verdict.REGRESSION).to_numpy() & (deviation <= -line / 2)
-    status[beyond0 & ((high <= -line) | beyond1 | beyond2) | left_its_place] = FleetStatus.SLOW.value
-    status[beyond0 & (deviation <= -drain) & (high <= -line)] = FleetStatus.DRAIN.value
+    status = sibling_status(deviation, high, pct_array(out["d1"]), pct_array(out["d2"]), line, drain,
+                            also_slow=left_its_place)
     return pd.DataFrame({
         **{k: out[k].to_numpy() for k in DEVICE_WALL}, "status": status, "deviation_pct": deviation,
         "low_pct": low, "high_pct": high, "z": d / out["sigma_wall"].to_numpy(), "spread_pct": spread,

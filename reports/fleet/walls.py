@@ -10,19 +10,29 @@ case by case in its evidence but counts toward no wall.
 from __future__ import annotations
 
 from rooflab.reports.data.op_facts import reads_only
+from rooflab.suite.ops.pairs import PAIRS_OP
 from rooflab.vocab import CacheMode, CeilingKind
 
-# the walls in the order a fleet's table shows them (a `link` wall of pair results would join here)
+# the walls in the order a fleet's table shows them
 FLEET_WALLS: tuple[CeilingKind, ...] = (
     CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2, CeilingKind.MATRIX, CeilingKind.VECTOR,
     CeilingKind.ELEMENTARY, CeilingKind.LAUNCH, CeilingKind.INTERCONNECT,
 )
+# a device's place among the ends of the night's link matrices (link_walls.py): not a roof, so no
+# CeilingKind; it is shown after the roofs' walls
+LINK_WALL = "link"
+WALL_ORDER: tuple[str, ...] = (*(str(w) for w in FLEET_WALLS), LINK_WALL)
 _STREAMING_FAMILIES = ("pointwise", "reduction")
 _STREAM_PROBES = ("stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot")
 
 
 def wall_of(op: str, family: str, cache: str) -> CeilingKind | None:
-    """The wall a case (its op, family and cache mode) tells, or None when it tells none alone."""
+    """The wall a case (its op, family and cache mode) tells, or None when it tells none alone. A pair
+    of the link matrix tells none of the device that stored it (rank 0's): its two ends are judged
+    together with every other pair (reports/fleet/links.py, `rooflab fleet --links`), and the ends
+    that are devices of the night get a `link` wall of their own (link_walls.py)."""
+    if op == PAIRS_OP:
+        return None
     if family == "collective":
         return CeilingKind.INTERCONNECT
     if op == "launch":

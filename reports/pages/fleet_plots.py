@@ -1,14 +1,16 @@
 """The fleet page's figures as SVG text (reports.pages.plots' style): the heatmap of every device's
-deviation wall by wall, rows grouped by node, and a flagged device's sparkline over the nights."""
+deviation wall by wall, rows grouped by node, a flagged device's sparkline over the nights, and the
+links page's matrices of pairs."""
 from __future__ import annotations
 
 import numpy as np
 import seaborn as sns
 from matplotlib.patches import Rectangle
 
+from rooflab.reports.fleet.link_records import LinkJudgement, LinkKind, LinksNight
 from rooflab.reports.fleet.records import DeviceJudgement, FleetNight, NodeJudgement
 from rooflab.reports.fleet.status import FLAGGED, FleetStatus
-from rooflab.reports.fleet.walls import FLEET_WALLS
+from rooflab.reports.fleet.walls import WALL_ORDER
 from rooflab.reports.pages.plots import _figure, _svg, plain
 
 ROW_INCHES = 0.2  # height of one device's row
@@ -28,7 +30,7 @@ def ordered_devices(night: FleetNight) -> list[tuple[NodeJudgement, list[DeviceJ
 def walls_shown(night: FleetNight) -> list[str]:
     """The walls any device of the night was judged on, in the fleet's order."""
     present = {w for d in night.devices for w in d.walls}
-    return [str(w) for w in FLEET_WALLS if str(w) in present]
+    return [w for w in WALL_ORDER if w in present]
 
 
 def heatmap_svg(night: FleetNight) -> str:
@@ -77,4 +79,41 @@ def sparkline_svg(device: DeviceJudgement) -> str:
         ax.set_ylabel("%", fontsize=6)
         if flagged:
             ax.legend(fontsize=5, loc="lower left", frameon=False)
+        return _svg(fig)
+
+
+def link_heatmaps(night: LinksNight) -> dict[str, str]:
+    """The matrix of each kind of the night (within nodes; between nodes) as SVG: ends by host, then
+    by their label, both ways; each cell a pair's deviation from its siblings' common level (blue
+    faster, red slower, symmetric about 0), a flagged pair outlined in its status's colour."""
+    out = {}
+    for kind in (LinkKind.SAME_NODE, LinkKind.ACROSS_NODES):
+        links = [k for k in night.links if k.kind == kind]
+        if links:
+            out[str(kind)] = _link_heatmap(night, kind, links)
+    return out
+
+
+def _link_heatmap(night: LinksNight, kind: LinkKind, links: list[LinkJudgement]) -> str:
+    hosts = {k.a: k.a_host for k in links} | {k.b: k.b_host for k in links}
+    ends = sorted(hosts, key=lambda end: (hosts[end], end))
+    at = {end: i for i, end in enumerate(ends)}
+    values = np.full((len(ends), len(ends)), np.nan)
+    for k in links:
+        values[at[k.a], at[k.b]] = values[at[k.b], at[k.a]] = k.deviation_pct
+    limit = max(float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.0, night.options.drain_pct)
+    side = 2.0 + 0.3 * len(ends)
+    with _figure(side + 1.2, side) as (fig, ax):
+        labels = [plain(end if kind == LinkKind.ACROSS_NODES else f"{hosts[end]} {end}") for end in ends]
+        sns.heatmap(values, ax=ax, cmap="RdBu", vmin=-limit, vmax=limit, annot=len(ends) <= 16, fmt=".0f",
+                    annot_kws={"fontsize": 6}, xticklabels=labels, yticklabels=labels, square=True,
+                    cbar_kws={"label": "pair against its siblings (% of speed)"}, linewidths=0.3, linecolor="white")
+        ax.tick_params(labelsize=6)
+        for k in links:
+            if k.status in FLAGGED:
+                for i, j in ((at[k.a], at[k.b]), (at[k.b], at[k.a])):
+                    ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor=STATUS_EDGES[k.status], linewidth=2))
+        what = "pairs of nodes" if kind == LinkKind.ACROSS_NODES else "pairs within nodes"
+        ax.set_title(plain(f"{night.night.suite}: {what}, night of {night.night.first_run_at:%Y-%m-%d %H:%M}"),
+                     fontsize=9)
         return _svg(fig)

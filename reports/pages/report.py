@@ -27,6 +27,7 @@ from rooflab.reports.data.side_reads import (
     load_crosschecks,
     load_layer_profiles,
 )
+from rooflab.reports.fleet.link_records import LinksNight
 from rooflab.reports.fleet.records import FleetNight
 from rooflab.reports.fleet.status import FleetStatus
 from rooflab.reports.pages import plots
@@ -34,7 +35,7 @@ from rooflab.reports.pages.breakdown_section import section as breakdown_section
 from rooflab.reports.pages.compare_page import compare_page
 from rooflab.reports.pages.crosscheck_page import crosscheck_page
 from rooflab.reports.pages.device_roofline import DeviceRoofline, device_roofline
-from rooflab.reports.pages.fleet_page import fleet_page, load_fleet_night
+from rooflab.reports.pages.fleet_page import fleet_page, links_page, load_fleet_night, load_links_night
 from rooflab.reports.pages.history_judge import judge_history
 from rooflab.reports.pages.history_page import history_site
 from rooflab.reports.pages.interconnect_section import section as interconnect_section
@@ -147,6 +148,7 @@ def render_report(
     history: HistoryData | Callable[[], list] | None = None,
     evidence: Evidence | None = None,
     fleet: FleetNight | None = None,
+    links: LinksNight | None = None,
 ) -> Path:
     """Write the site for the results frame `df` into `out_dir`; returns the path of index.html.
 
@@ -165,7 +167,8 @@ def render_report(
     into `out_dir` elsewhere (reports.pages.history_judge.PendingVerdicts.pages); by default framed from `df`.
     `evidence`: the comparison's raw samples and launch floors (by default the launch results of
     `df`, no samples). `fleet`: the judgement of the newest health night (reports.pages.fleet_page
-    .load_fleet_night); when given, fleet.html."""
+    .load_fleet_night); when given, fleet.html. `links`: the judgement of the newest links night's
+    matrices (load_links_night); when given, links.html."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = _env()
@@ -194,13 +197,15 @@ def render_report(
         pages["crosscheck.html"] = crosscheck_page(env, lambda name, svg: _write_svg(out, name, svg), crosschecks, slug)
     if fleet is not None:
         pages["fleet.html"] = fleet_page(env, lambda name, svg: _write_svg(out, name, svg), slug, fleet)
+    if links is not None:
+        pages["links.html"] = links_page(env, lambda name, svg: _write_svg(out, name, svg), links)
     shown = {r for p in plans.values() for r in p.shown}
     pages["index.html"] = env.get_template("index.html").render(
         title="rooflab report", source=source, runs=_runs_table(counts, shown), devices=devices,
         has_compare=has_compare,
         empty=df.empty, n_results=int(counts["n"].sum()) if not counts.empty else 0, has_crosscheck=has_crosscheck,
         alerts={str(s): sum(v.status == s for v in verdicts) for s in SHOWN_VERDICTS},
-        fleet=_fleet_summary(fleet),
+        fleet=_fleet_summary(fleet), links=links.counts() if links is not None else None,
     )
     for name, html in pages.items():
         (out / name).write_text(html, encoding="utf-8")
@@ -361,4 +366,4 @@ def write_report(db_url: Db, out_dir: str | Path, *, runs: list[str] | None = No
                          since=since, counts=inputs.counts, crosschecks=load_crosschecks(db_url),
                          layer_profiles=load_layer_profiles(db_url), counters=load_counters(db_url),
                          collectives=load_collectives(db_url, run_ids), history=lambda: written,
-                         evidence=inputs.evidence, fleet=load_fleet_night(db_url))
+                         evidence=inputs.evidence, fleet=load_fleet_night(db_url), links=load_links_night(db_url))

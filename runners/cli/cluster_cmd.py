@@ -13,7 +13,8 @@ from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import ByOption, DbOption, FilterOption, JsonOption, db_url
 from rooflab.runners.cli.epilogue import console, err_console, fail, respond
-from rooflab.runners.cluster import health, slurm, slurm_job
+from rooflab.runners.cluster import health, links, slurm, slurm_job
+from rooflab.suite.spec import expand, load_spec
 from rooflab.vocab import SeriesBy
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
@@ -31,6 +32,15 @@ SlurmByOption = typer.Option(
          "devices, since which node measures a case changes from night to night; device, each case on each "
          "physical device, where each case is measured on the same devices every night (e.g. a partition of one "
          "node) [default: model; a health night judges every device (rooflab fleet) and takes no --by model].")
+LINKS_SUITE = "links"  # the shipped spec whose Slurm night is a links night by default
+LinksOption = typer.Option(
+    None, "--links/--no-links",
+    help="--links: a links night, each node's pairs of GPUs (a job array), then the pairs of nodes (one rank per "
+         f"node) [default: --links for the {LINKS_SUITE} spec].")
+BisectOption = typer.Option(False, "--bisect", help="The halving search for a slow node instead: the spec's "
+                            "collective on halves of the nodes, then halves of the slower half (rooflab bisect).")
+PairsAtOnceOption = typer.Option(
+    None, "--pairs-at-once", help="A links night: pairs measured at once, all or a number (1: one at a time).")
 
 
 def slurm_command(
@@ -70,19 +80,21 @@ def slurm_command(
     fleet: bool | None = FleetOption,
     fleet_fail_on: str = FleetFailOnOption,
     by: SeriesBy | None = SlurmByOption,
+    links_night: bool | None = LinksOption,
+    bisect: bool = BisectOption,
+    pairs_at_once: str | None = PairsAtOnceOption,
     as_json: bool = typer.Option(False, "--json", help="Print the scripts' paths and the notes as JSON."),
 ) -> None:
     """Write Slurm scripts for a night: a job array over shards, then the collective step over all
     nodes, then regressions and the report; or (--fleet) a health night: a job array that measures
-    the whole spec on every node, then `rooflab fleet`."""
-    from rooflab.suite.spec import expand, load_spec
-
+    the whole spec on every node, then `rooflab fleet`; or a links night (--links), or a bisection
+    (--bisect)."""
     try:
         parse_fleet_fail_on(fleet_fail_on, "--fleet-fail-on")
     except ValueError as exc:
         fail(escape(str(exc)))
 
-    def write() -> tuple[slurm.WrittenScripts | health.HealthScripts, tuple[str, ...]]:
+    def write() -> tuple[Written, tuple[str, ...]]:
         loaded = load_spec(spec)
         n_cases = len(expand(loaded))  # a spec that does not expand is refused before anything is written
         job = slurm_job.validate(slurm_job.SlurmJob(
@@ -104,23 +116,50 @@ def slurm_command(
             series_by=by or SeriesBy.MODEL,
         ))
         target = (output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch").expanduser()
-        if fleet if fleet is not None else job.suite == DEFAULT_SUITE:
-            if by == SeriesBy.MODEL:
-                raise slurm_job.SlurmArgumentError(
-                    "--by model: a health night judges every device against its siblings (rooflab fleet), "
-                    "never a model's aggregate; --by is the sharded night's (--sharded)")
-            return health.write_health_scripts(job, target, fleet_fail_on), ()
-        return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
+        kind = "bisect" if bisect else "links" if _chosen(links_night, job, LINKS_SUITE) else (
+            "health" if _chosen(fleet, job, DEFAULT_SUITE) else "nightly")
+        return _write(kind, job, target, n_cases, fleet_fail_on, pairs_at_once, by)
 
     respond(write, as_json=as_json, show=_show_scripts,
             to_json=lambda done: {**{k: str(v) for k, v in done[0]._asdict().items()}, "notes": list(done[1])})
 
 
+def _chosen(flag: bool | None, job: slurm_job.SlurmJob, default_suite: str) -> bool:
+    """A kind of night: as its flag says, else the default for its shipped spec."""
+    return flag if flag is not None else job.suite == default_suite
+
+
+def _write(kind: str, job: slurm_job.SlurmJob, target: Path, n_cases: int, fleet_fail_on: str,
+           pairs_at_once: str | None, by: SeriesBy | None) -> tuple[Written, tuple[str, ...]]:
+    """The scripts of one kind of night (or the bisection), written; their paths and the notes."""
+    if kind == "health" and by == SeriesBy.MODEL:
+        raise slurm_job.SlurmArgumentError(
+            "--by model: a health night judges every device against its siblings (rooflab fleet), "
+            "never a model's aggregate; --by is the sharded night's (--sharded)")
+    if kind == "bisect":
+        return links.write_bisect_scripts(job, target), ()
+    if kind == "links":
+        return links.write_links_scripts(job, target, checked_pairs_at_once(pairs_at_once)), ()
+    if kind == "health":
+        return health.write_health_scripts(job, target, fleet_fail_on), ()
+    return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
+
+
 SCRIPT_LABELS = {"array": "array script:      ", "collectives": "collectives script:",
+                 "pairs": "pairs script:      ", "bisect": "bisect script:     ",
                  "finalize": "finalise script:   ", "submit": "submit script:     "}
+Written = slurm.WrittenScripts | health.HealthScripts | links.LinksScripts | links.BisectScripts
 
 
-def _show_scripts(done: tuple[slurm.WrittenScripts | health.HealthScripts, tuple[str, ...]]) -> None:
+def checked_pairs_at_once(value: str | None) -> str | None:
+    """--pairs-at-once as the jobs will pass it on (all, or a whole number >= 1), or SlurmArgumentError."""
+    if value is not None and value != "all" and not (value.isdigit() and int(value) >= 1):
+        raise slurm_job.SlurmArgumentError(f"--pairs-at-once {value!r}: all, or a whole number >= 1 (1: one pair "
+                                           "at a time)")
+    return value
+
+
+def _show_scripts(done: tuple[Written, tuple[str, ...]]) -> None:
     written, notes = done
     for note in notes:
         err_console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
@@ -191,6 +230,37 @@ def nightly_command(
             exit_code=lambda summary: summary.exit_code, interrupted="interrupted")
 
 
+BISECT_HELP = """Inside a Slurm allocation: which node makes the whole slow? (the job of `rooflab slurm SPEC --bisect`)
+
+Runs the spec's collective (not its matrices of pairs) on each half of the allocation's nodes with
+srun, one half after the other, each into a run of its own (RUN_ID-bK-a, RUN_ID-bK-b); keeps the half
+with the lower bus bandwidth and halves it again, until one node is left (about log2(N) steps).
+A step where neither half is --min-gap below the other ends the search without naming a node.
+Exit code 1 when a half stored no figure; 2 outside an allocation or on bad input.
+"""
+
+
+def bisect_command(
+    spec: str = typer.Argument(..., help="Spec file or shipped spec name (its collective, e.g. links' all_reduce)."),
+    run_id: str = typer.Option(..., "--run-id", help="The halves' runs are RUN_ID-bK-a and RUN_ID-bK-b."),
+    db: str | None = DbOption,
+    ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks on each node of a half (its GPUs)."),
+    device: str = typer.Option("auto", "--device", help="auto (the nodes' GPUs, else their CPUs) or cpu."),
+    min_gap: float = typer.Option(0.1, "--min-gap", help="How far below the other half the slower must be (0.1: "
+                                  "10 %) to be followed; else no node stands out."),
+    out: Path | None = typer.Option(None, "--out", help="Write the bisection (steps, figures, the node) as JSON."),
+    as_json: bool = JsonOption,
+) -> None:
+    # pandas and SQLAlchemy, to read each half's figure back: only when a bisection runs
+    from rooflab.runners.cluster.bisect import Bisection, run_bisection
+
+    respond(lambda: run_bisection(spec, db=db_url(db), run_id=run_id, ranks_per_node=ranks_per_node, device=device,
+                                  min_gap=min_gap, out=out),
+            as_json=as_json, to_json=Bisection.to_dict, show=lambda found: typer.echo(found.text()),
+            exit_code=lambda found: 1 if found.failed else 0)
+
+
 def register(app: typer.Typer, db_app: typer.Typer) -> None:
     app.command("slurm")(slurm_command)
+    app.command("bisect", help=BISECT_HELP)(bisect_command)
     app.command("nightly", help=NIGHTLY_HELP)(nightly_command)

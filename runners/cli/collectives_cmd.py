@@ -32,13 +32,15 @@ def collectives_command(
                                          help="A collective (or the rendezvous) that takes longer fails."),
     device: str = typer.Option("auto", "--device",
                                help="auto (a GPU when there is one, else the CPU), cpu (gloo) or cuda (nccl)."),
+    pairs_at_once: str | None = typer.Option(
+        None, "--pairs-at-once", help="The link matrix: pairs measured at once, all or a number (1: one at a time)."),
 ) -> None:
     from rooflab.runners.orchestration.env_ranks import run_env_rank
 
     if not case_timeout_s > 0:
         fail(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
     code = guarded(lambda: run_env_rank(spec, db=db_url(db), run_id=run_id, filters=tuple(filter_), seed=seed,
-                                        case_timeout_s=case_timeout_s, device=device))
+                                        case_timeout_s=case_timeout_s, device=device, pairs_at_once=pairs_at_once))
     # the results are stored and the group is left (or broken, after a fault): leave at once with the
     # code, since the process group's C++ destructors can abort the interpreter at exit (a collective
     # may still hold its threads, or the store's host may be gone)

@@ -16,9 +16,11 @@ from rooflab.runners.cli.common import DbOption, JsonOption, db_url, require_dat
 from rooflab.runners.cli.epilogue import console, fail, respond
 
 if TYPE_CHECKING:  # the judgement's records load pandas with their module's package: only when it runs
+    from rooflab.reports.fleet.link_records import LinksNight
     from rooflab.reports.fleet.records import DeviceJudgement, FleetNight
 
 DEFAULTS = FleetOptions()
+LINKS_SUITE = "links"  # the suite `--links` judges by default
 SHOWN_UNJUDGED = 5
 
 FLEET_HELP = """Which devices (and nodes) got slower than their siblings of the same model tonight.
@@ -33,7 +35,8 @@ a device's status matches --fail-on; 2 on invalid input (no database, no run of 
 
 def fleet_command(
     db: str | None = DbOption,
-    suite: str = typer.Option(DEFAULT_SUITE, "--suite", help="The suite whose nights are judged."),
+    suite: str | None = typer.Option(None, "--suite", help=f"The suite whose nights are judged [default: "
+                                     f"{DEFAULT_SUITE}; with --links, {LINKS_SUITE}]."),
     at: str | None = typer.Option(None, "--at", help="Judge the night of the newest run at or before this time "
                                   "(a date or an ISO datetime; default: the newest night)."),
     run: str | None = typer.Option(None, "--run", help="Judge the night this run belongs to."),
@@ -43,12 +46,15 @@ def fleet_command(
     drain: float = typer.Option(DEFAULTS.drain_pct, "--drain", help="Drain threshold, percent slower."),
     fail_on: str = typer.Option(str(FleetFailOn.DRAIN), "--fail-on",
                                 help="Exit 1 when a device is at this status or worse: never|suspect|slow|drain."),
+    links: bool = typer.Option(False, "--links", help="Judge the night's link matrices instead (rooflab run links): "
+                               "each pair against its siblings, the slow links and the slow GPUs, nodes or ranks."),
     as_json: bool = JsonOption,
 ) -> None:
     try:
         rule = parse_fleet_fail_on(fail_on)
         when = parse_since(at, option="--at")
-        options = FleetOptions(suite=suite, at=when, min_devices=min_devices, warn_pct=warn, drain_pct=drain)
+        chosen = suite or (LINKS_SUITE if links else DEFAULT_SUITE)
+        options = FleetOptions(suite=chosen, at=when, min_devices=min_devices, warn_pct=warn, drain_pct=drain)
     except (ValueError, DatabaseInputError) as exc:
         fail(escape(str(exc)))
     if at is not None and run is not None:
@@ -56,8 +62,14 @@ def fleet_command(
     url = db_url(db)
     require_database(url)
     # the judgement loads pandas and the reports: only when the command runs (`rooflab --help` stays quick)
-    from rooflab.reports.fleet.night import judge_night
+    from rooflab.reports.fleet.night import judge_links_night, judge_night
 
+    if links:
+        respond(lambda: judge_links_night(url, options, run_id=run), as_json=as_json,
+                to_json=lambda night: {**night.as_dict(), "fail_on": str(rule), "failed": night.fails(rule)},
+                show=_show_links, exit_code=lambda night: int(night.fails(rule)),
+                failing_note=lambda night: f"links: an end or a link at {rule} or worse (--fail-on {rule})")
+        return
     respond(lambda: judge_night(url, options, run_id=run), as_json=as_json,
             to_json=lambda night: {**night.as_dict(), "fail_on": str(rule), "failed": night.fails(rule)},
             show=_show, exit_code=lambda night: int(night.fails(rule)),
@@ -113,6 +125,29 @@ def _show(night: FleetNight) -> None:
     if night.missing_devices:
         console.print("missing tonight (reported last night): " + escape(", ".join(night.missing_devices)),
                       highlight=False, soft_wrap=True)
+
+
+def _show_links(night: LinksNight) -> None:
+    """The links night: counts, then the flagged ends (GPUs, nodes, ranks) and the slow links."""
+    n, counts = night.night, night.counts()
+    summary = "; ".join(f"{what}: " + ", ".join(f"{c} {s}" for s, c in by.items() if c) for what, by in counts.items())
+    console.print(f"links: {escape(n.suite)}, night of {n.first_run_at:%Y-%m-%d %H:%M} UTC ({len(n.run_ids)} runs, "
+                  f"{len(night.matrices)} matrices); {summary}", highlight=False, soft_wrap=True)
+    for e in night.flagged_ends:
+        j = e.judged
+        assert j is not None  # a flagged end was judged
+        what = "node" if e.kind == "across_nodes" else "end"
+        console.print(f"slow {what}: {escape(e.end)} ({escape(e.host)}) {e.status}: its pairs {j.deviation_pct:+.1f} % "
+                      f"[{j.low_pct:+.1f}, {j.high_pct:+.1f}] against its siblings'", highlight=False, soft_wrap=True)
+    for k in night.slow_links:
+        r = k.residual
+        assert r is not None  # a slow link was judged
+        console.print(f"slow link: {escape(k.a)} - {escape(k.b)} {k.status}: {r.deviation_pct:+.1f} % "
+                      f"[{r.low_pct:+.1f}, {r.high_pct:+.1f}] once its ends are accounted for", highlight=False,
+                      soft_wrap=True)
+    for e in night.ends:
+        if e.reason:
+            console.print(f"not judged: {escape(e.end)}: {escape(e.reason)}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer, db_app: typer.Typer) -> None:

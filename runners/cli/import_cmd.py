@@ -254,6 +254,8 @@ def import_cmd(
                                            "(BabelStream output without device lines, rccl-tests' JSON and CSV)."),
     ranks: int | None = typer.Option(None, "--ranks", min=2, help="The world size, for rccl-tests' JSON and CSV "
                                      "written without their `gpus` field (MPI builds)."),
+    buffer_mib: int | None = typer.Option(None, "--buffer-mib", min=1, help="nvbandwidth's buffer size (its -b, "
+                                          "in MiB), which its output does not print."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read and check every file and say what would be stored "
                                  "(runs, devices, cases, each series' largest size with its rate beside the printed "
                                  "one); write nothing."),
@@ -271,7 +273,8 @@ def import_cmd(
     if _legacy_export(paths) and not dry_run:
         import_export(paths[0], url, as_json)
         return
-    options = ImportOptions(measured_at=_measured_at(measured_at), device_name=device_name, ranks=ranks)
+    options = ImportOptions(measured_at=_measured_at(measured_at), device_name=device_name, ranks=ranks,
+                            buffer_bytes=buffer_mib * (1 << 20) if buffer_mib is not None else None)
     files = list(_files(paths))
     reports = _run_all(url, files, options, dry_run)
     _finish(reports, paths, as_json)

@@ -54,6 +54,10 @@ def run_command(
         0.0, "--lock-wait-s",
         help="Wait up to this long (s) for a device another run holds; then refuse (exit code 75)."
     ),
+    pairs_at_once: str | None = typer.Option(
+        None, "--pairs-at-once",
+        help="The link matrix (op sendrecv_pairs): pairs measured at once, all (a round-robin round) or a "
+             "number (1: one pair at a time); default: as the spec says."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but problems and the summary."),
     json_output: bool = JsonOption,
     **timing: Any,
@@ -77,6 +81,7 @@ def run_command(
         cpu_threads=threads,
         lock=not no_lock,
         lock_wait_s=lock_wait_s,
+        pairs_at_once=pairs_at_once,
     )
     respond(lambda: run_suite(spec, db=db_url(db), options=options), as_json=json_output, to_json=RunSummary.to_dict,
             show=lambda summary: render_summary(summary.to_dict(), console), exit_code=lambda s: s.exit_code,

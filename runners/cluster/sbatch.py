@@ -89,6 +89,35 @@ def environment(job: SlurmJob, *, with_out: bool) -> str:
     )
 
 
+# a job step's rendezvous (torch.distributed's env://): the first node of the allocation at the address
+# Slurm reaches it by, a port derived from the job id (the nodes are the job's alone)
+RENDEZVOUS = """# the rendezvous: the first node of the allocation at the address Slurm reaches it by (its
+# NodeAddr, the node name where none is set), a port derived from the job id
+mapfile -t NODES < <(scontrol show hostnames "${SLURM_JOB_NODELIST:?submit with sbatch}")
+FIRST_NODE="${NODES[0]:?scontrol listed no node of $SLURM_JOB_NODELIST}"
+MASTER_ADDR=$(scontrol show node "$FIRST_NODE" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' || true)
+MASTER_ADDR="${MASTER_ADDR:-$FIRST_NODE}"
+MASTER_PORT=$(( 20000 + ${SLURM_JOB_ID:?submit with sbatch} % 20000 ))
+export MASTER_ADDR MASTER_PORT"""
+
+
+def restarted(step: str, *, starts: int, what: str) -> str:
+    """The lines that run `step` (an `srun ...` command; continued lines end with a backslash) up to
+    `starts` times until it ends with exit code 0, and exit with the first fault's code (0 when none)."""
+    return f"""FIRST_FAULT=0
+for START in $(seq 1 {starts}); do
+    CODE=0
+    {step} || CODE=$?
+    if (( CODE == 0 )); then
+        break
+    fi
+    echo "rooflab: {what} start $START of {starts} ended with exit code $CODE" >&2
+    if (( FIRST_FAULT == 0 )); then FIRST_FAULT=$CODE; fi
+done
+exit "$FIRST_FAULT"
+"""
+
+
 @dataclass(frozen=True)
 class ChainedJob:
     """One job of a submit script's chain: its script, the shell name its path and id are kept under

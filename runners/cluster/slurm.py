@@ -38,10 +38,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rooflab.runners.cluster.sbatch import (
+    RENDEZVOUS,
     ChainedJob,
     directives,
     environment,
     log_pattern,
+    restarted,
     sbatch_quote,
     submit_script,
     write_files,
@@ -187,6 +189,8 @@ def render_collectives(job: SlurmJob) -> str:
         ],
     )
     device = " --device cpu" if job.cpu_nodes else ""
+    step = (f"srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={per_node} \\\n"
+            f'      "${{ROOFLAB[@]}}" collectives "$SPEC"{device} --run-id "$RUN_ID"')
     return f"""#!/bin/bash
 {_collectives_comment(job)}
 {header}
@@ -194,28 +198,9 @@ set -euo pipefail
 
 {environment(job, with_out=False)}
 
-# the rendezvous: the first node of the allocation at the address Slurm reaches it by (its
-# NodeAddr, the node name where none is set), a port derived from the job id
-mapfile -t NODES < <(scontrol show hostnames "${{SLURM_JOB_NODELIST:?submit with sbatch}}")
-FIRST_NODE="${{NODES[0]:?scontrol listed no node of $SLURM_JOB_NODELIST}}"
-MASTER_ADDR=$(scontrol show node "$FIRST_NODE" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' || true)
-MASTER_ADDR="${{MASTER_ADDR:-$FIRST_NODE}}"
-MASTER_PORT=$(( 20000 + ${{SLURM_JOB_ID:?submit with sbatch}} % 20000 ))
-export MASTER_ADDR MASTER_PORT
+{RENDEZVOUS}
 echo "rooflab: run $RUN_ID collectives on {job.nodes * per_node} ranks, rendezvous $MASTER_ADDR:$MASTER_PORT"
-FIRST_FAULT=0
-for START in $(seq 1 {COLLECTIVE_STARTS}); do
-    CODE=0
-    srun --kill-on-bad-exit=1 --nodes={job.nodes} --ntasks-per-node={per_node} \\
-      "${{ROOFLAB[@]}}" collectives "$SPEC"{device} --run-id "$RUN_ID" || CODE=$?
-    if (( CODE == 0 )); then
-        break
-    fi
-    echo "rooflab: collective step start $START of {COLLECTIVE_STARTS} ended with exit code $CODE" >&2
-    if (( FIRST_FAULT == 0 )); then FIRST_FAULT=$CODE; fi
-done
-exit "$FIRST_FAULT"
-"""
+{restarted(step, starts=COLLECTIVE_STARTS, what="collective step")}"""
 
 
 def _series_comment(job: SlurmJob) -> str:

@@ -165,11 +165,18 @@ def stream_calls(per_call_ms: float, target_ms: float = STREAM_SAMPLE_MS) -> int
     return int(min(max(wanted, STREAM_MIN_CALLS), STREAM_MAX_CALLS))
 
 
-class _Clock(ABC):
+class RankClock(ABC):
     """This rank's samples of `fn`: reset, barrier, clock (the subclasses: what lies between the readings)."""
 
     mode: CollectiveMode
+    clock: str  # a Clock: what reads the time
+    sync_method: str  # a SyncMethod
+    resolution_ms: float  # the clock's smallest step, per reading
     calls = 1  # calls per sample
+
+    @property
+    def pace(self) -> str:
+        return MODE_PACE[self.mode].value
 
     def __init__(self, fn: Callable[[], object], reset: Callable[[], object] | None, control: GroupTimingControl,
                  torch_device: str) -> None:
@@ -201,7 +208,7 @@ class _Clock(ABC):
         """k warmup calls; this rank's time per call (ms)."""
 
 
-class _StreamClock(_Clock):
+class _StreamClock(RankClock):
     """A sample: N calls back to back under one host clock (a GPU synchronised before its end), / N."""
 
     mode = CollectiveMode.STREAM
@@ -232,7 +239,7 @@ class _StreamClock(_Clock):
         return self._stream_ms(k) / k
 
 
-class _IsolatedClock(_Clock):
+class _IsolatedClock(RankClock):
     """A sample: one call after a barrier, between two readings of the clock."""
 
     mode = CollectiveMode.ISOLATED
@@ -274,18 +281,24 @@ class _IsolatedClock(_Clock):
         return [float(s.elapsed_time(e)) for s, e in pairs]
 
 
+def rank_clock(mode: CollectiveMode, fn: Callable[[], object], reset: Callable[[], object] | None,
+               control: GroupTimingControl, torch_device: str) -> RankClock:
+    """This rank's clock of `fn` in `mode`: what one sample is (the module docstring)."""
+    return (_StreamClock if mode is CollectiveMode.STREAM else _IsolatedClock)(fn, reset, control, torch_device)
+
+
 def time_group(fn: Callable[[], object], *, reset: Callable[[], object] | None, control: GroupTimingControl,
                torch_device: str, settings: TimingSettings,
                mode: CollectiveMode = CollectiveMode.STREAM) -> GroupTiming | None:
     """Warm up and sample `fn` on every rank of `control`'s group in `mode`; rank 0 gets the
     GroupTiming, the other ranks None. Every rank must call it with the same settings and mode."""
-    clock = (_StreamClock if mode is CollectiveMode.STREAM else _IsolatedClock)(fn, reset, control, torch_device)
+    clock = rank_clock(mode, fn, reset, control, torch_device)
     if control.rank != 0:
-        _follow(clock, control, warm=True)
+        follow(clock, control, warm=True)
         clock.calls = control.decide(END)
-        _follow(clock, control)
+        follow(clock, control)
         return None
-    warmup_calls, warmup_ms, per_call_ms = _lead_warmup(clock, control, settings)
+    warmup_calls, warmup_ms, per_call_ms = lead_warmup(clock, control, settings)
     clock.calls = control.decide(clock.size(per_call_ms))
     rank_samples: list[list[float]] = [[] for _ in range(control.size)]
 
@@ -306,7 +319,7 @@ def time_group(fn: Callable[[], object], *, reset: Callable[[], object] | None, 
     )
 
 
-def _lead_warmup(clock: _Clock, control: GroupTimingControl, settings: TimingSettings) -> tuple[int, float, float]:
+def lead_warmup(clock: RankClock, control: GroupTimingControl, settings: TimingSettings) -> tuple[int, float, float]:
     """Rank 0's warmup: batches until both bounds are met; (calls, ms, the last batch's ms per call)."""
     start = time.perf_counter()
     calls, per_call_ms = 0, 0.0
@@ -325,14 +338,15 @@ def _lead_warmup(clock: _Clock, control: GroupTimingControl, settings: TimingSet
         calls += k
 
 
-def _follow(clock: _Clock, control: GroupTimingControl, *, warm: bool = False) -> None:
+def follow(clock: RankClock, control: GroupTimingControl, *, warm: bool = False) -> float:
     """A rank other than 0: take the batches rank 0 asks for until it ends the phase (the warmup's
-    are discarded; the sampling's are gathered)."""
+    are discarded; the sampling's are gathered); the last warmup batch's time per call (0 without one)."""
+    per_call_ms = 0.0
     while True:
         k = control.decide(END)
         if k == END:
-            return
+            return per_call_ms
         if warm:
-            clock.warm(k)
+            per_call_ms = clock.warm(k)
         else:
             control.gather(clock.take(k))

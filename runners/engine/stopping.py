@@ -101,26 +101,48 @@ def sample_until_stable(
 
     `resolution_ms` is the smallest step the sample clock can show, per sample (0: unknown, the
     `clock_resolution` exit is off)."""
+    (outcome,) = sample_until_all_stable(lambda k: (take_batch(k),), settings, series=1, resolution_ms=resolution_ms,
+                                         clock_s=clock_s)
+    return outcome
+
+
+def sample_until_all_stable(
+    take_batch: Callable[[int], Sequence[Sequence[float]]],
+    settings: TimingSettings,
+    *,
+    series: int,
+    resolution_ms: float = 0.0,
+    clock_s: Callable[[], float] = time.perf_counter,
+) -> tuple[SamplingOutcome, ...]:
+    """The stopping rule over `series` series sampled together (the pairs of one round of the link
+    matrix, runners.engine.pair_timing): `take_batch(k)` gives k samples of every series, and
+    sampling stops at the first batch boundary where every series has an exit of its own, which
+    each keeps (the time and count bounds hold for all of them at once)."""
     if resolution_ms < 0:
         raise ValueError("resolution_ms must be >= 0")
-    samples: list[float] = []
-    noise = NoiseTracker()
+    samples: list[list[float]] = [[] for _ in range(series)]
+    noises = [NoiseTracker() for _ in range(series)]
     start = clock_s()
     k = min(max(1, settings.min_samples), settings.max_samples)
     batches = 0
     while True:
-        batch = list(take_batch(k))
-        if len(batch) != k:
-            raise RuntimeError(f"sample source returned {len(batch)} samples, expected {k}")
-        samples.extend(batch)
-        noise.add(batch)
+        batch = [list(b) for b in take_batch(k)]
+        if len(batch) != series or any(len(b) != k for b in batch):
+            got = ", ".join(str(len(b)) for b in batch)
+            raise RuntimeError(f"sample source returned {got} samples, expected {k}"
+                               + (f" for each of {series} series" if series > 1 else ""))
+        for own, noise, new in zip(samples, noises, batch, strict=True):
+            own.extend(new)
+            noise.add(new)
         batches += 1
         elapsed_ms = (clock_s() - start) * 1e3
-        n = len(samples)
-        stats = summarize(samples)
-        reason = stop_reason(stats, n, elapsed_ms, settings, resolution_ms=resolution_ms, noise=noise)
-        if reason is not None:
-            return SamplingOutcome(tuple(samples), stats, reason, elapsed_ms, batches)
+        n = len(samples[0])
+        stats = [summarize(own) for own in samples]
+        reasons = [stop_reason(st, n, elapsed_ms, settings, resolution_ms=resolution_ms, noise=noise)
+                   for st, noise in zip(stats, noises, strict=True)]
+        if all(reason is not None for reason in reasons):
+            return tuple(SamplingOutcome(tuple(own), st, reason, elapsed_ms, batches)
+                         for own, st, reason in zip(samples, stats, reasons, strict=True) if reason is not None)
         k = next_batch_size(n, elapsed_ms, settings)
 
 

@@ -3,10 +3,17 @@
 `ContentionMonitor(...).start()` takes a first reading, a background thread reads again every
 `poll_interval_s`, and `.stop()` reads a last time and returns a `ContentionReport`. Three signals:
 
-- machine load: the 1-minute load average (/proc/loadavg). Runnable threads beyond the logical
-  CPUs means some thread waits for a CPU: the case is contended when the highest reading exceeds
-  LOAD_PER_CPU x the logical CPUs. The load average is a one-minute moving average: it lags a burst
-  by seconds and remembers it for about a minute, so it catches sustained load, not a blip;
+- machine load, and how much of it is not the case's own: at each reading, the threads runnable
+  on the whole machine now (the 4th field of /proc/loadavg, `running/total`) and, of them, the
+  threads of the case's own processes (`own_pids`: the worker, or every rank of a collective's
+  group on this host, each with all its threads: the `R` state of /proc/PID/task/*/stat). Their
+  means over the readings are the case's load and the others' load. Runnable threads beyond the
+  logical CPUs means some thread waits for a CPU; the case is contended when the load exceeds
+  LOAD_PER_CPU x the logical CPUs and at least OTHERS_MIN_LOAD of it is not its own. A group of
+  ranks that outnumbers the CPUs is not contended by itself: that is how the case was asked to run
+  (a collective's ranks on a small CPU), not something else competing. (The one-minute load
+  average, read before, counted the case's own ranks and lagged them by a minute: every CPU
+  collective after the first minute read contended on a quiet machine.);
 - CPU steal: the hypervisor ran someone else on our virtual CPUs. From the `cpu` line of
   /proc/stat, steal jiffies / all jiffies between the first and last reading; contended above
   STEAL_FRACTION (unknown when no jiffy passed, as in a case shorter than a tick);
@@ -21,17 +28,23 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from rooflab.suite.device import DeviceInfo
 
-LOAD_PER_CPU = 1.0  # 1-min load average above this many runnable threads per logical CPU: contended
+LOAD_PER_CPU = 1.0  # runnable threads above this many per logical CPU (on average over the readings) ...
+# ... with at least this many of them, on average, not the case's own: contended (a daemon woken
+# at one reading of two is half a thread; a competing busy process is one)
+OTHERS_MIN_LOAD = 0.5
 STEAL_FRACTION = 0.02  # CPU steal above 2 % of the CPU time while the case ran: contended
 DEFAULT_POLL_INTERVAL_S = 0.25
 LOADAVG = "/proc/loadavg"
 PROC_STAT = "/proc/stat"
+PROC = "/proc"  # where each own process's threads are read (PROC/PID/task/TID/stat)
+RUNNING = "R"  # a thread's state in its stat file when it runs or waits for a CPU
 
 
 @dataclass(frozen=True)
@@ -42,11 +55,55 @@ class CpuTimes:
     steal: int
 
 
-def read_loadavg_1min(path: str | Path = LOADAVG) -> float | None:
+def read_runnable(path: str | Path = LOADAVG) -> int | None:
+    """Threads runnable on the machine now (running or waiting for a CPU): the `running` of the
+    4th field of /proc/loadavg, `running/total`; the reading thread itself is one of them."""
     try:
-        return float(Path(path).read_text().split()[0])
+        return int(Path(path).read_text().split()[3].split("/")[0])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def thread_state(stat_text: str) -> str | None:
+    """A thread's state letter from its /proc/PID/task/TID/stat line: the first field after the
+    command name, which is in parentheses and may itself hold spaces and parentheses."""
+    _, close, rest = stat_text.rpartition(")")
+    fields = rest.split()
+    return fields[0] if close and fields else None
+
+
+def own_runnable(pids: Iterable[int], proc: str | Path = PROC) -> int:
+    """How many threads of the processes `pids` are runnable now (state R); a process that is gone
+    or cannot be read counts none."""
+    count = 0
+    for pid in pids:
+        try:
+            tasks = list(Path(proc, str(pid), "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                state = thread_state(Path(task, "stat").read_text(errors="replace"))
+            except OSError:
+                continue
+            count += state == RUNNING
+    return count
+
+
+class RunnableSource(Protocol):
+    """The machine's runnable threads now (None: unknown)."""
+
+    def runnable(self) -> int | None: ...
+
+
+@dataclass(frozen=True)
+class LoadavgRunnable:
+    """The machine's runnable threads from /proc/loadavg (`read_runnable`)."""
+
+    path: str | Path = LOADAVG
+
+    def runnable(self) -> int | None:
+        return read_runnable(self.path)
 
 
 def read_cpu_times(path: str | Path = PROC_STAT) -> CpuTimes | None:
@@ -105,7 +162,8 @@ def other_processes(pids: set[int], own_pid: int) -> int:
 @dataclass(frozen=True)
 class ContentionReport:
     logical_cpus: int
-    load_1min_max: float | None  # highest 1-minute load average read
+    load: float | None  # runnable threads on the machine, the mean of the readings (None: unknown)
+    others_load: float | None  # of them, the threads not of the case's own processes (mean of the readings)
     steal_fraction: float | None  # steal / all CPU time between the first and last reading
     other_gpu_processes: int  # most other compute processes seen on the GPU at one reading
     readings: int
@@ -114,8 +172,9 @@ class ContentionReport:
     def reasons(self) -> tuple[str, ...]:
         """What made the case contended (empty when nothing was seen)."""
         out = []
-        if self.load_1min_max is not None and self.load_1min_max > LOAD_PER_CPU * self.logical_cpus:
-            out.append(f"load average {self.load_1min_max:.2f} above {self.logical_cpus} logical CPUs")
+        if loaded(self.load, self.others_load, self.logical_cpus):
+            out.append(f"load {self.load:.2f} above {self.logical_cpus} logical CPUs, {self.others_load:.2f} of it "
+                       "not the case's own")
         if self.steal_fraction is not None and self.steal_fraction > STEAL_FRACTION:
             out.append(f"CPU steal {100 * self.steal_fraction:.1f} % (bound {100 * STEAL_FRACTION:g} %)")
         if self.other_gpu_processes:
@@ -123,8 +182,19 @@ class ContentionReport:
         return tuple(out)
 
 
+def loaded(load: float | None, others_load: float | None, logical_cpus: int) -> bool:
+    """The load rule: more threads runnable than LOAD_PER_CPU x the logical CPUs, on average, and at
+    least OTHERS_MIN_LOAD of them not the case's own (None: unknown, never contended)."""
+    if load is None or others_load is None:
+        return False
+    return load > LOAD_PER_CPU * logical_cpus and others_load >= OTHERS_MIN_LOAD
+
+
 class ContentionMonitor:
-    """Samples load, steal and GPU processes between `.start()` and `.stop()`."""
+    """Samples load, steal and GPU processes between `.start()` and `.stop()`. `own_pids` are the
+    case's own processes (default: this one), whose threads are not counted as others' load;
+    `runnable_source` counts the machine's runnable threads (default: /proc/loadavg at
+    `loadavg_path`), `proc` is where the own processes' threads are read."""
 
     def __init__(
         self,
@@ -134,29 +204,37 @@ class ContentionMonitor:
         gpu_source: GpuProcessSource | None = None,
         logical_cpus: int | None = None,
         own_pid: int | None = None,
+        own_pids: Collection[int] = (),
+        runnable_source: RunnableSource | None = None,
+        proc: str | Path = PROC,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
     ) -> None:
-        self._loadavg_path = loadavg_path
+        self._runnable = runnable_source or LoadavgRunnable(loadavg_path)
         self._stat_path = stat_path
+        self._proc = proc
         self._gpu = gpu_source
         self._cpus = logical_cpus or os.cpu_count() or 1
         self._pid = os.getpid() if own_pid is None else own_pid
+        self._own = frozenset(own_pids) | {self._pid}
         self._interval = poll_interval_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._loads: list[float] = []
+        self._loads: list[tuple[int, int]] = []  # per reading: (runnable on the machine, of them not our own)
         self._others: list[int] = []
         self._first: CpuTimes | None = None
         self._readings = 0
 
     @classmethod
-    def for_device(cls, device: DeviceInfo) -> ContentionMonitor:
+    def for_device(cls, device: DeviceInfo, own_pids: Collection[int] = ()) -> ContentionMonitor:
+        """The monitor of a case on `device`; `own_pids`: the case's processes besides this one (a
+        collective's other ranks on this host)."""
         try:
             source = NvmlProcessSource.for_device(device)
         except Exception:  # noqa: BLE001 - no NVML process query: that signal is unknown
             source = None
-        return cls(loadavg_path=LOADAVG, stat_path=PROC_STAT, gpu_source=source)  # read now: tests point them at fakes
+        # the paths are read now, not at import: tests point them at fakes
+        return cls(loadavg_path=LOADAVG, stat_path=PROC_STAT, gpu_source=source, own_pids=own_pids, proc=PROC)
 
     def start(self) -> ContentionMonitor:
         self._loads, self._others, self._readings = [], [], 0
@@ -181,14 +259,16 @@ class ContentionMonitor:
             loads, others, n = list(self._loads), list(self._others), self._readings
         return ContentionReport(
             logical_cpus=self._cpus,
-            load_1min_max=max(loads) if loads else None,
+            load=sum(total for total, _ in loads) / len(loads) if loads else None,
+            others_load=sum(other for _, other in loads) / len(loads) if loads else None,
             steal_fraction=steal,
             other_gpu_processes=max(others) if others else 0,
             readings=n,
         )
 
     def _read(self) -> None:
-        load = read_loadavg_1min(self._loadavg_path)
+        total = self._runnable.runnable()
+        load = None if total is None else (total, max(0, total - own_runnable(self._own, self._proc)))
         others = None
         if self._gpu is not None:
             try:

@@ -7,7 +7,7 @@ samples (suite.quality). A field added to the observation is filled here.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -45,12 +45,14 @@ class Watch:
 
 
 @contextmanager
-def watching(device: DeviceInfo) -> Iterator[Watch]:
-    """Monitor clocks and contention around the block; the yielded Watch is filled as it ends."""
+def watching(device: DeviceInfo, own_pids: Collection[int] = ()) -> Iterator[Watch]:
+    """Monitor clocks and contention around the block; the yielded Watch is filled as it ends.
+    `own_pids`: the case's processes besides this one (a collective's other ranks on this host),
+    whose load is the case's own, not contention."""
     watch = Watch()
     clocks = ClockMonitor(device)
     clocks.start()
-    contention = ContentionMonitor.for_device(device).start()
+    contention = ContentionMonitor.for_device(device, own_pids).start()
     try:
         yield watch
     finally:

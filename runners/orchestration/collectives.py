@@ -4,7 +4,8 @@ A collective needs every device of its group at once, so these cases do not go t
 worker lanes: `rooflab run` measures them after the lanes have finished, as a phase of the same run
 (runners/orchestration/session.py), one case at a time, each in a RankGroup (runners/orchestration/ranks.py):
 
-- the group: on a CPU `ranks` processes on the CPU (`all`: suite.ops.collective.CPU_ALL_RANKS);
+- the group: on a CPU `ranks` processes on the CPU (`all`: the op's `cpu_all_ranks`, CPU_ALL_RANKS
+  for the collectives, 4 for the link matrix);
   on CUDA one rank per GPU of the run (`--devices all` or a list), rank r on the run's r-th GPU
   (`all`: every GPU of the run). A case asking for more GPUs than the run has, or for one GPU, is
   `skipped` with the reason;
@@ -32,13 +33,15 @@ from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
-from rooflab.runners.orchestration.ranks import GroupStartError, RankGroup
+from rooflab.runners.orchestration.rank_pairs import PairOutcome
+from rooflab.runners.orchestration.ranks import GroupResult, GroupStartError, RankGroup
 from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, Progress, Store, default_case_timeout_s
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, at_world_size, world_size
+from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, CollectiveOp, at_world_size, world_size
+from rooflab.suite.ops.pairs import PairEnds, held_keys, pair_case
 from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingValue
 from rooflab.vocab import DeviceKind, Pace, ResultStatus, device_index_of, device_kind_of
@@ -56,7 +59,7 @@ def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] |
     """(the devices of the case's ranks, the world size, None) or (None, the world size asked, why not)."""
     ranks = case.params.get("ranks", ALL)
     if device_kind_of(torch_devices[0]) is not DeviceKind.CUDA:
-        size = world_size(ranks, all_ranks=CPU_ALL_RANKS)
+        size = world_size(ranks, all_ranks=_cpu_all_ranks(case))
         if size > MAX_CPU_RANKS:
             return None, size, f"ranks={ranks}: a CPU runs at most {MAX_CPU_RANKS} ranks (loopback)"
         return ["cpu"] * size, size, None
@@ -68,6 +71,12 @@ def group_devices(case: Case, torch_devices: Sequence[str]) -> tuple[list[str] |
     if size > len(gpus):
         return None, size, f"ranks={ranks} needs {size} GPUs; this run has {len(gpus)} ({', '.join(gpus)})"
     return gpus[:size], size, None
+
+
+def _cpu_all_ranks(case: Case) -> int:
+    """The rank processes `ranks: all` starts on a CPU for `case`'s op (suite.ops.collective)."""
+    op = get_op(case.op)
+    return op.cpu_all_ranks if isinstance(op, CollectiveOp) else CPU_ALL_RANKS
 
 
 def group_label(case: Case, record: MeasurementRecord) -> str:
@@ -108,6 +117,13 @@ def _index_ranges(indices: list[int]) -> str:
         else:
             runs.append([i])
     return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ",".join(map(str, r)) for r in runs)
+
+
+def pair_ends(pair: PairOutcome) -> PairEnds:
+    """Both ends of a measured pair as its result's params name them: ranks, hosts, device keys."""
+    (a, b), (at_a, at_b) = pair.pair, pair.ends
+    return PairEnds(a_rank=a, a_host=at_a.host, a_device=device_key(at_a.device_uuid, at_a.device_fingerprint),
+                    b_rank=b, b_host=at_b.host, b_device=device_key(at_b.device_uuid, at_b.device_fingerprint))
 
 
 def work_model_at(size: int) -> Callable[[Case], WorkModel]:
@@ -208,7 +224,7 @@ class CollectivePhase:
                 return PhaseResult((), len(self.cases), 0, False, None, error,
                                    LaneReport(LANE, None, None, None, len(self.cases), 0, error))
             key = device_key(environment_device_uuid(env), env.device_fingerprint)
-            stored = self.store.measured_case_keys(self.run_id, key)
+            stored = held_keys(self.store.measured_case_keys(self.run_id, key))
             pending = [c for c in self.cases if c.case_key not in stored]
             already = len(self.cases) - len(pending)
             self.progress.lane_ready(LANE, f"{device.name}, rank groups", len(pending), already)
@@ -268,21 +284,32 @@ class CollectivePhase:
             backend = case.backend
             limit = self.case_timeout_s or default_case_timeout_s(case.timing.override(self.timing_overrides),
                                                                   backend)
-            outcome, got = self._in_group(case, backend, devices, limit)
-            collective = got or collective
+            result = self._in_group(case, backend, devices, limit)
+            if result.pairs:
+                self._store_pairs(case, result.pairs, env, size)
+                return
+            outcome, collective = result.outcome, result.collective or collective
         self._store(case, outcome, collective, env, size, time.monotonic() - started)
 
-    def _in_group(self, case: Case, backend: str, devices: list[str], limit_s: float
-                  ) -> tuple[CaseOutcome, CollectiveRecord | None]:
+    def _in_group(self, case: Case, backend: str, devices: list[str], limit_s: float) -> GroupResult:
         try:
             group = self._groups.get(backend, devices)
         except GroupStartError as exc:
-            return CaseOutcome(case.case_key, ResultStatus.CRASHED, f"the rank group did not start: {exc}"), None
+            return GroupResult(CaseOutcome(case.case_key, ResultStatus.CRASHED, f"the rank group did not start: {exc}"),
+                               None, broken=True)
         result = group.run(CaseRequest(case, self.seed, self.timing_overrides), limit_s)
         if result.broken:
             self.progress.note(f"{LANE}: {case.describe()}: {result.outcome.error}; the group was ended")
             self._groups.close(kill=True)
-        return result.outcome, result.collective
+        return result
+
+    def _store_pairs(self, case: Case, pairs: Sequence[PairOutcome], env: Any, size: int) -> None:
+        """A matrix's pairs, each stored as a result of its own under its pair's case (both ends in its
+        params) and shown as a line of its own."""
+        self.progress.cases_added(LANE, len(pairs) - 1)
+        for pair in pairs:
+            self._store(pair_case(case, pair_ends(pair)), pair.outcome, pair.collective, env, size,
+                        pair.outcome.elapsed_s)
 
     def _store(self, case: Case, outcome: CaseOutcome, collective: CollectiveRecord, env: Any, size: int,
                elapsed_s: float) -> None:

@@ -34,12 +34,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
+from rooflab.suite.ops.pairs import held_keys, pair_case
 from rooflab.vocab import DeviceKind, ExitCode, device_kind_of
+
+if TYPE_CHECKING:  # the rank's case code loads in the rank processes only
+    from rooflab.runners.orchestration.rank_pairs import PairOutcome
+    from rooflab.runners.orchestration.rank_places import RankPlace
 
 DEVICES = ("auto", "cpu", "cuda")
 ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
@@ -109,14 +114,16 @@ def use_cuda(device: str) -> bool:
 
 def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequence[str] = (), seed: int = 0,
                  timing_overrides: Mapping[str, object] | None = None, case_timeout_s: float = ENV_TIMEOUT_S,
-                 environ: Mapping[str, str] | None = None, device: str = "auto") -> int:
-    """This process's part of the step; the exit code (0, 1 after a fault, 143 when stopped by SIGTERM)."""
+                 environ: Mapping[str, str] | None = None, device: str = "auto",
+                 pairs_at_once: str | None = None) -> int:
+    """This process's part of the step; the exit code (0, 1 after a fault, 143 when stopped by SIGTERM).
+    `pairs_at_once`: the link matrix's pairs measured at once (`rooflab run --pairs-at-once`)."""
     import torch
 
     from rooflab.runners.machine.environment import capture
-    from rooflab.runners.orchestration.rank_case import rank_device_text
+    from rooflab.runners.orchestration.rank_places import group_places
     from rooflab.runners.orchestration.ranks import init_group
-    from rooflab.runners.orchestration.run_options import validate_timing_overrides
+    from rooflab.runners.orchestration.run_options import pairs_at_once_cases, validate_timing_overrides
     from rooflab.runners.orchestration.worker import _pin
     from rooflab.suite.ops.registry import all_ops
     from rooflab.suite.spec import apply_filters, expand, load_spec
@@ -125,7 +132,8 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
     overrides = validate_timing_overrides(timing_overrides)
     cuda = use_cuda(device)
     spec = load_spec(spec_path)
-    cases = cases_for_world(apply_filters(expand(spec, "cuda" if cuda else "cpu"), list(filters)), where.size)
+    expanded = pairs_at_once_cases(expand(spec, "cuda" if cuda else "cpu"), pairs_at_once)
+    cases = cases_for_world(apply_filters(expanded, list(filters)), where.size)
     torch_device = f"cuda:{where.local_rank}" if cuda else "cpu"
     _pin(torch_device)
     environment, info = capture(torch_device)
@@ -133,11 +141,11 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
     store = torch.distributed.TCPStore(where.address, where.port, where.size, where.rank == 0,
                                        timedelta(seconds=case_timeout_s))
     control = init_group("nccl" if cuda else "gloo", where.rank, where.size, store=store, timeout_s=case_timeout_s)
-    rank_devices = tuple(control.agree(rank_device_text(info, environment)))
+    places = group_places(control, info, environment)
     lead = _Lead(db, run_id, spec, environment) if where.rank == 0 else None
     stop = _Stop.install()
     try:
-        code = _cases(cases, info, control, rank_devices, lead, seed, overrides, _Faults(store, where.size), stop)
+        code = _cases(cases, info, control, places, lead, seed, overrides, _Faults(store, where.size), stop)
     finally:
         if lead is not None:
             lead.close()
@@ -221,7 +229,7 @@ class _Stop:
         self.requested = True
 
 
-def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str, ...], lead: _Lead | None,
+def _cases(cases: list[Case], device: Any, control: Any, places: tuple[RankPlace, ...], lead: _Lead | None,
            seed: int, overrides: Mapping[str, Any], faults: _Faults, stop: _Stop) -> int:
     from rooflab.runners.orchestration.messages import CaseRequest
     from rooflab.runners.orchestration.rank_case import run_rank_case
@@ -235,9 +243,11 @@ def _cases(cases: list[Case], device: Any, control: Any, rank_devices: tuple[str
             return ExitCode.STOPPED
         if not decision:
             continue
-        reply = run_rank_case(CaseRequest(case, seed, overrides), device, control, rank_devices=rank_devices,
+        reply = run_rank_case(CaseRequest(case, seed, overrides), device, control, places=places,
                               backend=case.backend)
-        if lead is not None and reply.outcome is not None:
+        if lead is not None and reply.pairs:
+            lead.keep_pairs(case, reply.pairs, control.size)
+        elif lead is not None and reply.outcome is not None:
             lead.keep(case, reply.outcome, reply.collective, control.size)
         if reply.broken:
             if lead is None:
@@ -280,16 +290,24 @@ class _Lead:
         self.results.add_environment(run_id, environment)
 
     def done(self) -> set[str]:
-        return self.results.measured_case_keys(self.run_id, self.key)
+        return held_keys(self.results.measured_case_keys(self.run_id, self.key))
 
-    def keep(self, case: Case, outcome: Any, collective: Any, size: int) -> None:
+    def keep(self, case: Case, outcome: Any, collective: Any, size: int, pair: PairOutcome | None = None) -> None:
+        """One result: the case's, or (`pair`) one pair's of a matrix, under its pair's case."""
         from rooflab.record import CollectiveRecord
-        from rooflab.runners.orchestration.collectives import work_model_at
+        from rooflab.runners.orchestration.collectives import pair_ends, work_model_at
         from rooflab.runners.orchestration.records import build_record
 
+        if pair is not None:
+            case = pair_case(case, pair_ends(pair))
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=self.environment.device_fingerprint,
                               device_uuid=self.uuid, shard=None, work_model=work_model_at(size))
         self.results.add_measurement(replace(record, collective=collective or CollectiveRecord(ranks=size)))
+
+    def keep_pairs(self, case: Case, pairs: Sequence[PairOutcome], size: int) -> None:
+        """A matrix of the link matrix: each pair stored as its own result (both ends in its params)."""
+        for pair in pairs:
+            self.keep(case, pair.outcome, pair.collective, size, pair)
 
     def keep_fault(self, case: Case, status: str, error: str, size: int) -> None:
         from rooflab.runners.orchestration.messages import CaseOutcome

@@ -15,6 +15,7 @@ from typing import Protocol
 from rooflab.db.measurement_columns import device_key
 from rooflab.runners.machine.environment import KnownDevice, known_without_torch
 from rooflab.suite.case import Case
+from rooflab.suite.ops.pairs import held_keys
 
 
 class HeldResults(Protocol):
@@ -29,7 +30,7 @@ def held_on(store: HeldResults, run_id: str, torch_device: str, cases: Sequence[
     known = known_without_torch(torch_device)
     if known is None:
         return None
-    stored = store.measured_case_keys(run_id, device_key(known.uuid, known.fingerprint))
+    stored = held_keys(store.measured_case_keys(run_id, device_key(known.uuid, known.fingerprint)))
     return known if all(case.case_key in stored for case in cases) else None
 
 

@@ -97,6 +97,10 @@ class _Base:
         self.total -= dropped
         self.note(f"{lane}: {dropped} case(s) were stored meanwhile by another process; {pending} to go")
 
+    def cases_added(self, lane: str, added: int) -> None:
+        """Results beyond one for a case just measured (a matrix of the link matrix: one per pair)."""
+        self.total += added
+
     def case_started(self, lane: str, case: Case) -> None:
         return None
 
@@ -193,6 +197,10 @@ class RichProgress(_Base):
 
     def cases_dropped(self, lane: str, dropped: int, pending: int) -> None:
         super().cases_dropped(lane, dropped, pending)
+        self.bar.update(self.task, total=self.total)
+
+    def cases_added(self, lane: str, added: int) -> None:
+        super().cases_added(lane, added)
         self.bar.update(self.task, total=self.total)
 
     def case_started(self, lane: str, case: Case) -> None:

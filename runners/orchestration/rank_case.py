@@ -18,16 +18,21 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rooflab.record import CollectiveRecord, EnvironmentRecord, TimingMethod
+from rooflab.record import CollectiveRecord, TimingMethod
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
-from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason
+from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason, synchronize
+from rooflab.runners.orchestration.rank_pairs import PairOutcome, time_pairs
+from rooflab.runners.orchestration.rank_places import RankPlace, own_pids
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import Prepared
 from rooflab.suite.ops.collective import at_world_size
+from rooflab.suite.ops.pairs import PreparedPairs
+from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import FlushMethod, ResultStatus
 
@@ -47,6 +52,9 @@ class RankReply:
     broken: bool = False  # the rank raised: the group must be ended
     outcome: CaseOutcome | None = None  # rank 0: the case's outcome
     collective: CollectiveRecord | None = None  # rank 0: the group's record
+    # rank 0, a matrix of the link matrix (suite/ops/pairs.py): every pair's outcome, each stored as a
+    # result of its own (the case's `outcome` is then the matrix's, not stored)
+    pairs: tuple[PairOutcome, ...] = ()
 
 
 def comm_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -63,14 +71,6 @@ def comm_version(backend: str) -> str | None:
 
     version = torch.cuda.nccl.version()
     return ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
-
-
-def rank_device_text(device: DeviceInfo, environment: EnvironmentRecord | None) -> str:
-    """Where a rank ran: `host cuda:3 GPU-1234...` or `host cpu`."""
-    info = dict(environment.info) if environment is not None else {}
-    uuid = info.get("device_uuid") or info.get("uuid")
-    parts = [str(info.get("host") or "?"), device.torch_device] + ([str(uuid)] if uuid else [])
-    return " ".join(parts)
 
 
 def _first_problem(verdicts: list[str | None]) -> str | None:
@@ -92,19 +92,12 @@ def _cpu_threads(device: DeviceInfo, size: int) -> int | None:
     return threads
 
 
-def synchronize(device: DeviceInfo) -> None:
-    if device.is_cuda:
-        import torch
-
-        torch.cuda.synchronize(torch.device(device.torch_device))
-
-
 def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupControl, *,
-                  rank_devices: tuple[str, ...] = (), backend: str = "gloo") -> RankReply:
-    """This rank's part of one collective case; never raises (a fault is a broken reply)."""
-    from rooflab.suite.ops.registry import get_op
-
+                  places: Sequence[RankPlace] = (), backend: str = "gloo") -> RankReply:
+    """This rank's part of one collective case; never raises (a fault is a broken reply). `places`:
+    every rank's (`group_places`), empty when unknown."""
     case, rank, size = request.case, control.rank, control.size
+    rank_devices = tuple(p.text for p in places)
     started = time.perf_counter()
     try:
         op = get_op(case.op)
@@ -117,10 +110,12 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupContro
         settings = case.timing.override(dict(request.timing_overrides))
         threads = _cpu_threads(device, size)
         prepared = op.prepare(case, device, case_seed(request.seed, case.case_key))
-        synchronize(device)
+        if isinstance(prepared, PreparedPairs):
+            return _matrix(request, device, control, prepared, settings, threads, started, places, backend)
+        synchronize(device, None)
         t0 = time.perf_counter_ns()
         output = prepared.fn()
-        synchronize(device)
+        synchronize(device, None)
         first_call_ms = (time.perf_counter_ns() - t0) / 1e6
         problem = prepared.check(output)
         output = None
@@ -131,10 +126,26 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupContro
             method = TimingMethod(cache=case.cache, timing_mode=case.timing_mode, first_call_ms=first_call_ms)
             return _reply(rank, CaseOutcome(case.case_key, ResultStatus.INCORRECT, wrong, time.perf_counter() - started,
                                             method=method), size, rank_devices, backend)
-        return _timed(request, device, control, prepared, settings, first_call_ms, threads, started, rank_devices,
+        return _timed(request, device, control, prepared, settings, first_call_ms, threads, started, places,
                       backend)
     except Exception as exc:  # noqa: BLE001 - a fault on a rank is data: the case fails, the group ends
         return RankReply(rank, ResultStatus.FAILED, f"rank {rank}: {describe_exception(exc)}", broken=True)
+
+
+def _matrix(request: CaseRequest, device: DeviceInfo, control: GroupControl, prepared: PreparedPairs,
+            settings: TimingSettings, threads: int | None, started: float, places: Sequence[RankPlace],
+            backend: str) -> RankReply:
+    """A matrix of the link matrix (rank_pairs.py): its pairs, each checked and timed round by round;
+    rank 0's reply carries every pair's outcome."""
+    if len(places) != control.size:
+        raise RuntimeError("a matrix of pairs needs every rank's place (group_places) to name each pair's ends")
+    group = CollectiveRecord(ranks=control.size, rank_devices=tuple(p.text for p in places),
+                             comm_version=comm_version(backend), comm_settings=comm_settings())
+    pairs = time_pairs(request, device, control, prepared, settings, threads, places, group)
+    if control.rank != 0:
+        return RankReply(control.rank, ResultStatus.OK)
+    outcome = CaseOutcome(request.case.case_key, ResultStatus.OK, None, time.perf_counter() - started)
+    return RankReply(0, ResultStatus.OK, outcome=outcome, collective=group, pairs=pairs)
 
 
 def _reply(rank: int, outcome: CaseOutcome, size: int, rank_devices: tuple[str, ...], backend: str) -> RankReply:
@@ -148,7 +159,7 @@ def _reply(rank: int, outcome: CaseOutcome, size: int, rank_devices: tuple[str, 
 
 def _timed(request: CaseRequest, device: DeviceInfo, control: GroupControl, prepared: Prepared,
            settings: TimingSettings, first_call_ms: float, threads: int | None, started: float,
-           rank_devices: tuple[str, ...], backend: str) -> RankReply:
+           places: Sequence[RankPlace], backend: str) -> RankReply:
     """Warmup and sampling on every rank (runners.engine.group_timing); rank 0 builds the outcome."""
     from rooflab.runners.engine.group_timing import time_group
     from rooflab.runners.machine.observe import watching
@@ -160,7 +171,7 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: GroupControl, prep
         time_group(prepared.fn, reset=getattr(prepared, "reset", None), control=control,
                    torch_device=device.torch_device, settings=settings, mode=mode)
         return RankReply(rank, ResultStatus.OK)
-    with watching(device) as watch:
+    with watching(device, own_pids(places, rank)) as watch:
         timing = time_group(prepared.fn, reset=getattr(prepared, "reset", None), control=control,
                             torch_device=device.torch_device, settings=settings, mode=mode)
     assert timing is not None  # rank 0
@@ -175,6 +186,7 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: GroupControl, prep
         machine=watch.observation(timing.stats, timing.stop_reason, threads), samples_ms=timing.samples_ms,
         phases_ms={"warmup": timing.warmup_ms, "sampling": timing.sampling_ms},
     )
-    record = CollectiveRecord(ranks=control.size, rank_medians_ms=timing.rank_medians_ms, rank_devices=rank_devices,
+    record = CollectiveRecord(ranks=control.size, rank_medians_ms=timing.rank_medians_ms,
+                              rank_devices=tuple(p.text for p in places),
                               comm_version=comm_version(backend), comm_settings=comm_settings())
     return RankReply(rank, ResultStatus.OK, outcome=outcome, collective=record)

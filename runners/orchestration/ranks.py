@@ -46,7 +46,9 @@ from typing import TYPE_CHECKING, Any
 from rooflab.record import CollectiveRecord, EnvironmentRecord
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, describe_exit, worker_context
-from rooflab.runners.orchestration.rank_case import RankReply, rank_device_text, run_rank_case
+from rooflab.runners.orchestration.rank_case import RankReply, run_rank_case
+from rooflab.runners.orchestration.rank_pairs import PairOutcome
+from rooflab.runners.orchestration.rank_places import RankPlace, group_places
 from rooflab.runners.orchestration.worker import _pin, _watch_supervisor, describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import ResultStatus
@@ -74,7 +76,7 @@ class RankReady:
     pid: int
     device: DeviceInfo
     environment: EnvironmentRecord
-    rank_devices: tuple[str, ...]  # where every rank of the group runs
+    places: tuple[RankPlace, ...]  # where every rank of the group runs
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class GroupResult:
     outcome: CaseOutcome
     collective: CollectiveRecord | None
     broken: bool
+    pairs: tuple[PairOutcome, ...] = ()  # a matrix of the link matrix: every pair's outcome (rank_pairs.py)
 
 
 def init_group(backend: str, rank: int, size: int, *, store: Store | None = None,
@@ -127,12 +130,12 @@ def rank_main(conn: Connection, rank: int, size: int, backend: str, torch_device
         environment, device = capture(torch_device)
         all_ops()
         control = init_group(backend, rank, size, store=dist.FileStore(str(Path(folder) / "store"), size))
-        rank_devices = tuple(control.agree(rank_device_text(device, environment)))
+        places = group_places(control, device, environment)
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which gives the group up
         conn.send(("setup_error", f"rank {rank}: {describe_exception(exc)}"))
         conn.close()
         return
-    conn.send(("ready", RankReady(rank, os.getpid(), device, environment, rank_devices)))
+    conn.send(("ready", RankReady(rank, os.getpid(), device, environment, places)))
     while True:
         try:
             kind, payload = conn.recv()
@@ -142,7 +145,7 @@ def rank_main(conn: Connection, rank: int, size: int, backend: str, torch_device
             dist.destroy_process_group()
             conn.close()
             return
-        reply = run_rank_case(payload, device, control, rank_devices=rank_devices, backend=backend)
+        reply = run_rank_case(payload, device, control, places=places, backend=backend)
         conn.send(("result", reply))
         if reply.broken:
             conn.close()
@@ -253,7 +256,7 @@ class RankGroup:
             return self._fault(CaseOutcome(key, ResultStatus.FAILED, "; ".join(faults), elapsed_s))
         lead = replies[0]
         assert lead.outcome is not None
-        return GroupResult(lead.outcome, lead.collective, broken=False)
+        return GroupResult(lead.outcome, lead.collective, broken=False, pairs=lead.pairs)
 
     def _late(self, key: str, replies: dict[int, RankReply], waiting: list[_Rank], elapsed_s: float) -> GroupResult:
         where = self._stacks(waiting)

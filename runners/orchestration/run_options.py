@@ -16,6 +16,8 @@ from rooflab.runners.errors import UserInputError
 from rooflab.runners.machine import environment
 from rooflab.runners.machine.cpuinfo import core_cpus
 from rooflab.suite.case import Case
+from rooflab.suite.ops.base import ParamValueError
+from rooflab.suite.ops.pairs import with_pairs_at_once
 from rooflab.suite.timing import (
     TimingSettingError,
     TimingSettings,
@@ -46,6 +48,7 @@ class RunOptions:
     cpu_threads: int | None = None
     lock: bool = True
     lock_wait_s: float = 0.0
+    pairs_at_once: str | None = None  # the link matrix's pairs measured at once (all, or a number); None: the spec's
 
 
 # ---------------------------------------------------------------- validation of the inputs
@@ -72,6 +75,17 @@ def validate_timing_overrides(values: Mapping[str, object] | None) -> dict[str, 
     except TimingSettingError as exc:
         raise UserInputError(f"--{exc.name.replace('_', '-')}: {exc.reason}") from None
     return out
+
+
+def pairs_at_once_cases(cases: Sequence[Case], pairs_at_once: str | None) -> list[Case]:
+    """`cases` with the link matrix's pairs measured `--pairs-at-once` at a time (None: as the spec
+    says); UserInputError for a value that is neither all nor a whole number >= 1."""
+    if pairs_at_once is None:
+        return list(cases)
+    try:
+        return with_pairs_at_once(cases, pairs_at_once)
+    except ParamValueError as exc:
+        raise UserInputError(str(exc)) from None
 
 
 def check_merged_settings(cases: Iterable[Case], overrides: Mapping[str, TimingValue]) -> None:

@@ -32,12 +32,14 @@ from rooflab.runners.orchestration.run_options import (
     check_merged_settings,
     cpu_cores,
     derive_run_id,
+    pairs_at_once_cases,
     resolve_devices,
     validate_timing_overrides,
 )
 from rooflab.runners.orchestration.run_summary import SlowCase, SummaryDict
 from rooflab.runners.orchestration.supervisor import LaneReport, RunProgress, Supervisor, SupervisorResult
 from rooflab.suite.case import Case
+from rooflab.suite.ops.pairs import held_keys
 from rooflab.suite.spec_schema import Spec
 from rooflab.vocab import ExitCode, ResultStatus, RunStatus, device_kind_of
 
@@ -132,7 +134,7 @@ def run_suite(
     owned = database is None
     try:
         database, spec = _run_spec(db, database, spec_path, resume)
-        expanded = expand(spec, device_kind)
+        expanded = pairs_at_once_cases(expand(spec, device_kind), o.pairs_at_once)
         if not expanded:
             raise UserInputError(f"{spec.path}: no benchmark of {spec.name} runs on a {device_kind} device")
         cases = apply_filters(expanded, list(o.filters))
@@ -328,7 +330,7 @@ def covers_spec(store: HeldResults, run_id: str, expanded: Sequence[Case], filte
     if shard is not None:
         return len(filtered) == len(expanded)
     grouped = {case.case_key for case in expanded if is_collective(case)}
-    if grouped and (group_key is None or not grouped <= store.measured_case_keys(run_id, group_key)):
+    if grouped and (group_key is None or not grouped <= held_keys(store.measured_case_keys(run_id, group_key))):
         return False
     wanted = {case.case_key for case in expanded if not is_collective(case)}
     for lane in lanes if wanted else ():

@@ -21,7 +21,7 @@ from rooflab.runners.peer_import.collective_results import (
     unmodelled,
     world_size,
 )
-from rooflab.runners.peer_import.nccl_records import NcclHalf, NcclRow, NcclTest, RunSettings
+from rooflab.runners.peer_import.nccl_records import NcclHalf, NcclRow, NcclTest, RankDevice, RunSettings
 from rooflab.runners.peer_import.rccl_files import RcclResult
 from rooflab.runners.peer_import.results import (
     Conversion,
@@ -35,6 +35,7 @@ from rooflab.runners.peer_import.results import (
     unique,
 )
 from rooflab.suite.dtypes import element_size
+from rooflab.suite.ops.pairs import PAIRS_OP, PairEnds
 from rooflab.vocab import Tool
 
 
@@ -65,8 +66,25 @@ def _op_for(test: NcclTest) -> tuple[str | None, str]:
     return infer_op(counted[0], listed) if counted else (None, "no row with elements")
 
 
-def _context(test: NcclTest, run: str, when: When, device_name: str | None) -> tuple[TableContext | None, str, str]:
-    """The test's shared context, its GPU name, or (None, "", why) when it cannot be imported."""
+def _pair_ends(test: NcclTest) -> PairEnds | None:
+    """The two ends of a sendrecv of ranks 0 and 1, both named by device lines (None otherwise)."""
+    by_rank = {d.rank: d for d in test.devices}
+    if set(by_rank) != {0, 1}:
+        return None
+    a, b = by_rank[0], by_rank[1]
+    return PairEnds(a_rank=0, a_host=a.host, a_device=_device_key(a), b_rank=1, b_host=b.host,
+                    b_device=_device_key(b))
+
+
+def _device_key(d: RankDevice) -> str:
+    """An end's device key in an nccl-tests file: its host and bus id (`node1/0000.06.00`)."""
+    return f"{d.host}/{d.bus_id.replace(':', '.')}"
+
+
+def _context(test: NcclTest, run: str, when: When, device_name: str | None,
+             pairs: bool = False) -> tuple[TableContext | None, str, str]:
+    """The test's shared context, its GPU name, or (None, "", why) when it cannot be imported.
+    `pairs`: a sendrecv of two ranks, both named, is the pair of the link matrix."""
     name, why = _op_for(test)
     if name is None:
         return None, "", f"{_label(test)}: {why}: left out"
@@ -82,8 +100,10 @@ def _context(test: NcclTest, run: str, when: When, device_name: str | None) -> t
         return None, "", f"{_label(test)}: names no GPU (give --device-name): left out"
     at = naive_as_utc(test.start_time) if test.start_time else None
     uuid = f"{rank0.host}:{rank0.bus_id}" if rank0 is not None and rank0.host else None
-    return TableContext(test=test, op=op, ranks=ranks, run_id=run, fingerprint="", device_uuid=uuid,
-                        measured_at=at or when.at, tool=test.tool, tool_version=test.tool_version), gpu, ""
+    ends = _pair_ends(test) if pairs and name == "send_recv" and ranks == 2 else None
+    return TableContext(test=test, op=collective_op(PAIRS_OP) if ends is not None else op, ranks=ranks, run_id=run,
+                        fingerprint="", device_uuid=uuid, measured_at=at or when.at, tool=test.tool,
+                        tool_version=test.tool_version, ends=ends), gpu, ""
 
 
 def _content(test: NcclTest) -> dict[str, object]:
@@ -97,14 +117,20 @@ def _content(test: NcclTest) -> dict[str, object]:
     return found
 
 
-def convert_nccl_tests(tests: Sequence[NcclTest], source: Source) -> Conversion:
-    """Every test of an nccl-tests (rccl-tests) output as rooflab results."""
+def convert_sendrecv_pairs(tests: Sequence[NcclTest], source: Source) -> Conversion:
+    """An nccl-tests output whose sendrecv_perf ran on two ranks: that test as pairs of the link matrix
+    (collective_results), every other test as convert_nccl_tests reads it."""
+    return convert_nccl_tests(tests, source, pairs=True)
+
+
+def convert_nccl_tests(tests: Sequence[NcclTest], source: Source, pairs: bool = False) -> Conversion:
+    """Every test of an nccl-tests (rccl-tests) output as rooflab results (`pairs`: convert_sendrecv_pairs)."""
     tool = tests[0].tool if tests else Tool.NCCL_TESTS
     conversion = Conversion(tool=tool)
     content = digest(tool, [_content(t) for t in tests])
     results: list[tuple[Imported, EnvironmentRecord]] = []
     for test in tests:
-        ctx, gpu, why = _context(test, "", source.when, source.device_name)
+        ctx, gpu, why = _context(test, "", source.when, source.device_name, pairs)
         if ctx is None:
             conversion.left_out.append(why)
             continue

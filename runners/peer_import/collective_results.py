@@ -2,7 +2,8 @@
 
 Each printed half (out-of-place, in-place) of each row is one result of rooflab's collective of that
 name (`all_reduce_perf` -> `all_reduce`, `alltoall_perf` -> `all_to_all`, `sendrecv_perf` ->
-`send_recv`), params as rooflab's own cases have them: `n` = nccl-tests' count (elements per rank),
+`send_recv`; of two ranks read through the format table's sendrecv row, the pair `sendrecv_pairs`,
+below), params as rooflab's own cases have them: `n` = nccl-tests' count (elements per rank),
 `ranks` = the world size (the `# Using devices` lines, checked against the sizes and the
 busbw/algbw ratio), `reduce_op` = the redop, `inplace` where the op takes it. rooflab's all_reduce and
 broadcast run in place and its all_to_all and send_recv out of place (torch.distributed has no other
@@ -11,6 +12,12 @@ FLOPs are the op's model; the printed busbw and algbw travel with each result, f
 keeps (agreement.py: re-derived from the stored bytes and time, they must give the printed figures). A
 half nccl-tests found wrong (`#wrong` > 0), or any half of a test whose
 footer says `Out of bounds values : N FAILED` without naming the rows, is `incorrect`.
+
+A `sendrecv_perf` of two ranks, read through the format table's row for it (format_table.py), is the
+pair of rooflab's link matrix (suite/ops/pairs.py): `sendrecv_pairs` with `ranks` 2, `direction` both
+(each rank sends to the other at once, as nccl-tests' ring of two does) and both ends from the device
+lines (host, and a device key of the host and the bus id); S = n·s and busbw = algbw, as the ring's.
+Its in-place half has no pair counterpart and is left out.
 
 Tests rooflab has no model of (reduce, gather, scatter, hypercube, alltoallv) and dtypes it has no
 name for (uint8, uint32, int64, uint64) are left out, each with its reason.
@@ -39,8 +46,9 @@ from rooflab.suite.case import Case
 from rooflab.suite.dtypes import element_size
 from rooflab.suite.ops.base import work_model
 from rooflab.suite.ops.collective import CollectiveOp
+from rooflab.suite.ops.pairs import PairEnds
 from rooflab.suite.ops.registry import get_op
-from rooflab.vocab import CacheMode, CollectiveMode, FlushMethod, Pace, ResultStatus, TimingMode
+from rooflab.vocab import CacheMode, CollectiveMode, FlushMethod, Pace, PairDirection, ResultStatus, TimingMode
 
 BACKEND = "nccl"  # torch.distributed's name for NCCL and for RCCL alike
 OPS = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather", "allgather": "all_gather",
@@ -178,6 +186,7 @@ class TableContext:
     measured_at: datetime
     tool: str
     tool_version: str | None
+    ends: PairEnds | None = None  # a two-rank sendrecv_perf read as the pair of the link matrix
 
 
 def device_text(d: RankDevice) -> str:
@@ -185,6 +194,9 @@ def device_text(d: RankDevice) -> str:
 
 
 def _params(ctx: TableContext, row: NcclRow, inplace: bool) -> dict[str, Any]:
+    if ctx.ends is not None:  # the pair of the link matrix: both ways at once, its ends named
+        return ctx.op.resolved_params({"n": row.count, "ranks": ctx.ranks, "direction": PairDirection.BOTH.value,
+                                       **ctx.ends.params()})
     params: dict[str, Any] = {"n": row.count, "ranks": ctx.ranks}
     if "reduce_op" in ctx.op.params and row.redop not in _NOT_REDUCING:
         params["reduce_op"] = row.redop
@@ -322,13 +334,16 @@ def results_of_table(ctx: TableContext) -> tuple[list[Imported], list[str]]:
             left_out.append(f"line {row.line}: dtype {row.dtype!r} has no rooflab name")
             continue
         for inplace, half in ((False, row.out_of_place), (True, row.in_place)):
-            if half is None:
+            if half is None or (inplace and ctx.ends is not None):
                 continue
             item, why = half_result(ctx, row, half, inplace, dtype)
             if item is not None:
                 results.append(item)
             if why:
                 left_out.append(why)
+    if ctx.ends is not None and any(row.in_place is not None for row in ctx.test.rows):
+        left_out.append(f"lines {ctx.test.rows[0].line}-{ctx.test.rows[-1].line}: the in-place halves: a pair of the "
+                        "link matrix sends from one buffer into another (out of place): left out")
     return results, left_out
 
 

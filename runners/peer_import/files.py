@@ -24,6 +24,7 @@ class ImportOptions:
     measured_at: datetime | None = None  # for results whose file gives no time
     device_name: str | None = None  # for files that name no GPU (BabelStream CSV, rccl-tests' files)
     ranks: int | None = None  # for rccl-tests' files written without their `gpus` field
+    buffer_bytes: int | None = None  # nvbandwidth's buffer (its -b), which its output does not print
 
 
 def file_time(path: Path, options: ImportOptions) -> When:
@@ -35,7 +36,7 @@ def file_time(path: Path, options: ImportOptions) -> When:
 
 def source_of(path: Path, options: ImportOptions) -> Source:
     return Source(name=path.name, when=file_time(path, options), folder=path.parent, device_name=options.device_name,
-                  ranks=options.ranks)
+                  ranks=options.ranks, buffer_bytes=options.buffer_bytes)
 
 
 def read(row: Format, text: str, source: Source) -> Conversion:

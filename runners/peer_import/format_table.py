@@ -67,10 +67,19 @@ FORMATS: tuple[Format, ...] = (
     Format("rccl-tests CSV", Tool.RCCL_TESTS, "a CSV header of rccl-tests' result fields (`-x FILE -Z csv`)",
            Named("rccl_files", "recognises_rccl_csv"), Named("rccl_files", "parse_rccl_csv"),
            Named("collective_import", "convert_rccl_results")),
+    Format("nccl-tests sendrecv_perf of two ranks", Tool.NCCL_TESTS, "an nccl-tests output of `sendrecv_perf` whose "
+           "device lines name ranks 0 and 1 only: the pair of the link matrix (`sendrecv_pairs`)",
+           Named("nccl_tests", "looks_like_sendrecv_pair"), Named("nccl_tests", "parse_nccl_tests_text"),
+           Named("collective_import", "convert_sendrecv_pairs")),
     Format("nccl-tests or rccl-tests output", f"{Tool.NCCL_TESTS}, {Tool.RCCL_TESTS}",
            "a table header naming `size count type ... algbw busbw`, anywhere in the text (stdout, as logs keep it)",
            Named("nccl_tests", "looks_like_nccl_tests"), Named("nccl_tests", "parse_nccl_tests_text"),
            Named("collective_import", "convert_nccl_tests")),
+    Format("nvbandwidth output", Tool.NVBANDWIDTH, "a `Running TESTCASE.` line, then a matrix's description "
+           "ending in `bandwidth (GB/s)` (stdout): its matrices between GPUs as pairs of the link matrix "
+           "(`--buffer-mib` gives its buffer size)",
+           Named("nvbandwidth", "looks_like_nvbandwidth"), Named("nvbandwidth", "parse_nvbandwidth_text"),
+           Named("nvbandwidth_results", "convert_nvbandwidth")),
     Format("BabelStream output", Tool.BABELSTREAM, "its table header `Function  MBytes/sec  Min (sec)  Max  Average` "
            "and a `Precision:` line (stdout without `--csv`)",
            Named("babelstream_text", "looks_like_babelstream_text"),

@@ -452,6 +452,17 @@ def parse_nccl_tests_text(text: str) -> list[NcclTest]:
     return reader.tests
 
 
+_RANK_LINE = re.compile(r"#\s*Rank\s+(\d+)\s+Group")
+
+
+def looks_like_sendrecv_pair(sniff: Sniff) -> bool:
+    """Whether the text is an nccl-tests output of `sendrecv_perf` whose device lines name ranks 0 and 1
+    and no other (the pair of the link matrix; format_table.py)."""
+    if "sendrecv" not in sniff.text or not looks_like_nccl_tests(sniff):
+        return False
+    return {int(m) for m in _RANK_LINE.findall(sniff.text)} == {0, 1}
+
+
 def looks_like_nccl_tests(sniff: Sniff) -> bool:
     """Whether the text holds an nccl-tests table: a column header naming size, count, type, algbw and busbw."""
     for raw in sniff.text.splitlines():

@@ -60,6 +60,7 @@ class Source:
     folder: Path | None = None
     device_name: str | None = None  # for files that name no GPU (BabelStream CSV, rccl-tests' files)
     ranks: int | None = None  # for rccl-tests' files written without their `gpus` field
+    buffer_bytes: int | None = None  # nvbandwidth's buffer (its -b), which its output does not print
 
 
 @dataclass(frozen=True)

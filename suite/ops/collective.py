@@ -182,6 +182,7 @@ class CollectiveOp(Op):
         MODE_PARAM: MODE,
     }
     size_ranks: ClassVar[bool] = False  # S counts n·s·N (all_gather, reduce_scatter, all_to_all), else n·s
+    cpu_all_ranks: ClassVar[int] = CPU_ALL_RANKS  # the rank processes `ranks: all` starts on a CPU
     reduces: ClassVar[bool] = False  # forms sums (all_reduce, reduce_scatter)
 
     # -- the model (pure) ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ BUILTIN_MODULES = (
     "rooflab.suite.ops.probes",
     "rooflab.suite.ops.elementary",
     "rooflab.suite.ops.collective",
+    "rooflab.suite.ops.pairs",
 )
 
 _ops: dict[str, Op] = {}

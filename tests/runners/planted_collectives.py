@@ -8,6 +8,10 @@ default 0: at the first call), so the group has prepared, checked and timed befo
     planted_coll_die     the rank ends its process with os._exit(3)      -> crashed (exit code 3)
     planted_coll_hang    the rank sleeps for an hour before its call     -> crashed (timed out)
     planted_coll_slow    the rank sleeps `slow_ms` after each collective -> ok, slowest rank = that rank
+    planted_pairs_wrong  the link matrix (sendrecv_pairs), the rank sending one element off -> every pair it
+                         sends in incorrect, naming the rank that received it; the other pairs ok
+    planted_node_slow    an all_reduce whose ranks on the Slurm node `slow_node` (SLURMD_NODENAME) sleep
+                         `slow_ms` after each call                    -> ok, that node's groups slower
 
 With ROOFLAB_PLANTED_MARK set to a folder, the faulty rank writes its pid into
 `<folder>/<op>-rank<r>.pid` as its fault hits, so that a test can act on it then (kill it mid-case).
@@ -22,6 +26,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import Params, ParamSpec
 from rooflab.suite.ops.collective import AllReduce, Group, PreparedCollective
+from rooflab.suite.ops.pairs import SendRecvPairs
 from rooflab.suite.ops.registry import register
 
 
@@ -103,5 +108,37 @@ class Slow(_Planted):
         return out
 
 
-for _op in (Wrong, Raise, Die, Hang, Slow):
+class PairsWrong(SendRecvPairs):
+    name = "planted_pairs_wrong"
+    params = {**SendRecvPairs.params, "bad_rank": ParamSpec(int, 1, "the rank that sends wrong values", positive=False)}
+
+    def inputs(self, count: int, case: Case, device: DeviceInfo, seed: int, group: Group) -> Any:
+        x = super().inputs(count, case, device, seed, group)
+        if group.rank == int(case.params["bad_rank"]):
+            x[3] += 1
+        return x
+
+
+class NodeSlow(AllReduce):
+    name = "planted_node_slow"
+    params = {**AllReduce.params,
+              "slow_node": ParamSpec(str, "n2", "the Slurm node whose ranks sleep", positive=False),
+              "slow_ms": ParamSpec(float, 2.0, "the sleep after each call (ms)")}
+
+    def build(self, case: Case, device: DeviceInfo, seed: int, group: Group, p: Params) -> PreparedCollective:
+        prepared = super().build(case, device, seed, group, p)
+        if os.environ.get("SLURMD_NODENAME") != p["slow_node"]:
+            return prepared
+        inner = prepared.fn
+
+        def fn() -> Any:
+            out = inner()
+            time.sleep(float(p["slow_ms"]) / 1e3)
+            return out
+
+        prepared.fn = fn
+        return prepared
+
+
+for _op in (Wrong, Raise, Die, Hang, Slow, PairsWrong, NodeSlow):
     register(_op)

@@ -1,16 +1,26 @@
-"""Contention: load average, CPU steal and other GPU processes, read from fakes; the quality rule."""
+"""Contention: the machine's load and the part of it that is not the case's own, CPU steal and other
+GPU processes, read from fakes (and, for the load, from real processes); the quality rule."""
 from __future__ import annotations
 
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
 from rooflab.runners.machine.contention import (
+    OTHERS_MIN_LOAD,
     ContentionMonitor,
     ContentionReport,
     other_processes,
+    own_runnable,
     read_cpu_times,
-    read_loadavg_1min,
+    read_runnable,
+    thread_state,
 )
 from rooflab.suite.quality import NOISY_REL_CI, judge, noise_reasons
 from rooflab.vocab import Quality
@@ -30,19 +40,39 @@ class FakeGpu:
         return self.sets.pop(0) if len(self.sets) > 1 else self.sets[0]
 
 
-def monitor(tmp_path: Path, load: str, gpu: FakeGpu | None = None, cpus: int = 4) -> ContentionMonitor:
+def fake_proc(root: Path, threads: Mapping[int, Sequence[str]]) -> Path:
+    """A /proc of processes `pid -> the states of its threads`, each thread's stat line with a command
+    name that holds a space and a parenthesis (as a thread may name itself)."""
+    for pid, states in threads.items():
+        for i, state in enumerate(states):
+            task = root / str(pid) / "task" / str(pid + i)
+            task.mkdir(parents=True)
+            (task / "stat").write_text(f"{pid + i} (gloo) worker {i}) {state} 1 {pid} {pid} 0 -1 4194368 0\n")
+    return root
+
+
+def monitor(tmp_path: Path, load: str, gpu: FakeGpu | None = None, cpus: int = 4,
+            own: Mapping[int, Sequence[str]] | None = None) -> ContentionMonitor:
+    """A monitor of the case whose processes (`own`, default pid 1000 with one running thread) sit
+    in a fake /proc, with the machine's runnable threads read from a fake /proc/loadavg."""
     (tmp_path / "loadavg").write_text(load)
+    own = own if own is not None else {1000: ["R"]}
+    proc = fake_proc(tmp_path / "proc", own)
     return ContentionMonitor(loadavg_path=tmp_path / "loadavg", stat_path=tmp_path / "stat", gpu_source=gpu,
-                             logical_cpus=cpus, own_pid=1000, poll_interval_s=60.0)
+                             logical_cpus=cpus, own_pid=1000, own_pids=tuple(own), proc=proc, poll_interval_s=60.0)
 
 
 def test_readers_parse_the_proc_formats(tmp_path: Path) -> None:
     (tmp_path / "loadavg").write_text("3.25 1.10 0.50 4/321 9876\n")
     write_stat(tmp_path / "stat", user=100, system=50, idle=800, steal=25)
-    assert read_loadavg_1min(tmp_path / "loadavg") == 3.25
+    assert read_runnable(tmp_path / "loadavg") == 4
     times = read_cpu_times(tmp_path / "stat")
     assert times is not None and times.total == 975 and times.steal == 25
-    assert read_loadavg_1min(tmp_path / "missing") is None and read_cpu_times(tmp_path / "missing") is None
+    assert read_runnable(tmp_path / "missing") is None and read_cpu_times(tmp_path / "missing") is None
+    assert thread_state("77 (a (b) c) S 1 2 3") == "S" and thread_state("no parenthesis") is None
+    proc = fake_proc(tmp_path / "proc", {10: ["R", "S", "R"], 20: ["D", "R"], 30: ["S"]})
+    assert own_runnable([10, 20, 30], proc) == 3 and own_runnable([30], proc) == 0
+    assert own_runnable([10, 99], proc) == 2  # a process that is gone counts none
 
 
 def test_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
@@ -51,7 +81,7 @@ def test_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
     write_stat(tmp_path / "stat", user=200, system=60, idle=1700, steal=1)
     report = m.stop()
     assert report.reasons == ()
-    assert report.load_1min_max == 0.40 and report.other_gpu_processes == 0
+    assert report.load == 1 and report.others_load == 0 and report.other_gpu_processes == 0
     assert report.steal_fraction == pytest.approx(1 / 1011)
 
 
@@ -59,7 +89,20 @@ def test_load_above_the_cpus_is_contended(tmp_path: Path) -> None:
     write_stat(tmp_path / "stat", user=1, system=1, idle=1, steal=0)
     m = monitor(tmp_path, "5.50 2.00 1.00 6/300 1\n", cpus=4).start()
     report = m.stop()
-    assert len(report.reasons) == 1 and "load average 5.50 above 4 logical CPUs" in report.reasons[0]
+    assert report.load == 6 and report.others_load == 5
+    assert report.reasons == ("load 6.00 above 4 logical CPUs, 5.00 of it not the case's own",)
+
+
+def test_the_cases_own_ranks_and_their_threads_are_not_contention(tmp_path: Path) -> None:
+    """Four ranks of a collective on two CPUs, each with a running gloo thread beside its main one:
+    eight runnable threads, all the case's own. Counted as load (the rule before), contended."""
+    ranks = {pid: ["R", "R", "S"] for pid in random.sample(range(2000, 9000), 4)}
+    m = monitor(tmp_path, "7.90 7.00 3.00 8/300 1\n", cpus=2, own=ranks).start()
+    report = m.stop()
+    assert report.load == 8 and report.others_load == 0 and report.reasons == ()
+    # one more thread that is not theirs: still within the others' allowance; two: contended
+    one, two = ContentionReport(2, 9.0, 1.0, None, 0, 2), ContentionReport(2, 9.0, OTHERS_MIN_LOAD - 0.01, None, 0, 2)
+    assert one.reasons and not two.reasons
 
 
 def test_cpu_steal_is_contended(tmp_path: Path) -> None:
@@ -102,4 +145,51 @@ def test_judge_prefers_contended_and_keeps_every_reason() -> None:
 
 
 def test_report_with_unknown_signals_is_not_contended() -> None:
-    assert ContentionReport(2, None, None, 0, 1).reasons == ()
+    assert ContentionReport(2, None, None, None, 0, 1).reasons == ()
+
+
+class PidsRunnable:
+    """The machine's runnable threads as the threads of `pids` alone (real /proc): the test's own
+    world, so that the other jobs on the test machine do not decide its verdicts."""
+
+    def __init__(self, pids: Sequence[int]) -> None:
+        self.pids = list(pids)
+
+    def runnable(self) -> int:
+        return own_runnable(self.pids)
+
+
+@pytest.fixture
+def busy() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Four real busy processes (a Python loop each), killed at the end."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    try:
+        time.sleep(0.3)  # in their loops: running, or waiting for a CPU (state R) from here on
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _watched(own: list[int], world: list[int], readings: int = 6) -> ContentionReport:
+    """The monitor of a case of `own` processes (and this one, which reads), on a machine of `world`
+    and this process."""
+    m = ContentionMonitor(runnable_source=PidsRunnable([*world, os.getpid()]), stat_path="/nonexistent", logical_cpus=2,
+                          own_pids=own, poll_interval_s=60.0).start()
+    for _ in range(readings - 2):
+        time.sleep(0.02)
+        m._read()
+    return m.stop()
+
+
+def test_real_processes_own_ranks_are_not_contended_and_a_competitor_is(busy: list[subprocess.Popen[bytes]]) -> None:
+    """Three real busy processes as the case's ranks on a machine of two CPUs: three runnable
+    threads, none of them another's (not contended; counted as load, as before, contended). A
+    fourth busy process that is not the case's: contended."""
+    ranks, competitor = [p.pid for p in busy[:3]], busy[3].pid
+    alone = _watched(ranks, ranks)
+    assert alone.load == pytest.approx(4, abs=0.5) and alone.others_load == 0  # with the reader and alone.reasons == ()
+    crowded = _watched(ranks, [*ranks, competitor])
+    assert crowded.others_load == pytest.approx(1, abs=0.34)
+    assert crowded.reasons and "not the case's own" in crowded.reasons[0]

@@ -80,11 +80,11 @@ benchmarks:
 
 
 def _machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: float) -> None:
-    """Show the contention monitor a one-minute load average of `load` and no /proc/stat."""
+    """Show the contention monitor a machine with `load` threads runnable and no /proc/stat."""
     from rooflab.runners.machine import contention
 
     loadavg = tmp_path / "loadavg"
-    loadavg.write_text(f"{load:.2f} {load:.2f} {load:.2f} 1/100 1\n", encoding="ascii")
+    loadavg.write_text(f"{load:.2f} {load:.2f} {load:.2f} {round(load)}/100 1\n", encoding="ascii")
     monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
     monkeypatch.setattr(contention, "PROC_STAT", str(tmp_path / "no-stat"))
 
@@ -271,7 +271,7 @@ def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_ou
                             filters=["op=planted_sometimes_slow"], peer_objects=[TenCallsPerCallPeer()])
     (check,) = report.checks
     assert check.status == "ok" and check.contended
-    assert len(check.contention_reasons) == 1 and check.contention_reasons[0].startswith("load average 99.00 above")
+    assert len(check.contention_reasons) == 1 and check.contention_reasons[0].startswith("load 99.00 above")
     assert check.disagrees and check.likely_reason == "contended"
     row = crosscheck_frame(db).iloc[0]
     assert bool(row["contended"]) and list(row["contention_reasons"]) == list(check.contention_reasons)
@@ -279,7 +279,7 @@ def test_on_a_contended_machine_every_row_says_so_and_the_summary_leaves_them_ou
     assert (overall.cases, overall.contended, overall.ratio_geomean, overall.worst_ratio) == (1, 1, None, None)
     out = io.StringIO()
     render(report.to_dict(), Console(file=out, width=200, color_system=None))
-    assert "1 of 1 rows were timed on a contended machine (load average 99.00 above" in out.getvalue()
+    assert "1 of 1 rows were timed on a contended machine (load 99.00 above" in out.getvalue()
     assert "DISAGREE" in out.getvalue()  # its reason text is the one asserted above, wrapped in its cell
 
 

@@ -34,12 +34,16 @@ class Recorder:
         self.done: list[tuple[str, str]] = []
         self.notes: list[str] = []
         self.dropped: list[tuple[int, int]] = []
+        self.added = 0
 
     def lane_ready(self, lane: str, device_name: str, pending: int, already_measured: int) -> None:
         self.ready.append((lane, pending, already_measured))
 
     def cases_dropped(self, lane: str, dropped: int, pending: int) -> None:
         self.dropped.append((dropped, pending))
+
+    def cases_added(self, lane: str, added: int) -> None:
+        self.added += added
 
     def case_started(self, lane: str, case: Case) -> None:
         self.started.append(case.case_key)

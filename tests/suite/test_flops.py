@@ -87,6 +87,9 @@ CASES: list[tuple[str, dict[str, ParamValue], str, int, int]] = [
     ("broadcast", {"n": 1000, "ranks": 8}, "float32", 0, 4000),
     ("send_recv", {"n": 1000, "ranks": 2}, "float32", 0, 4000),
     ("send_recv", {"n": 1000, "ranks": 4}, "bfloat16", 0, 2000),
+    # the link matrix: each pair's result is S = n·s, what one end sends, factor 1, in every direction
+    ("sendrecv_pairs", {"n": 1000, "ranks": 4, "direction": "both"}, "float32", 0, 4000),
+    ("sendrecv_pairs", {"n": 1000, "ranks": 8, "direction": "a_to_b"}, "bfloat16", 0, 2000),
 ]
 
 

@@ -9,7 +9,7 @@ from rooflab.suite.ops.registry import all_ops, builtin_ops
 from rooflab.suite.quality import NOISY_REL_CI
 from rooflab.suite.spec import SPECS_DIR, expand, load_spec
 
-SHIPPED = ("quick", "nightly", "roofline", "health")
+SHIPPED = ("quick", "nightly", "roofline", "health", "links")
 MIB = 1 << 20
 H100_L2_BYTES = 50 * MIB
 CPU_LLC_BYTES = 32 * MIB
@@ -183,3 +183,23 @@ def test_health_tells_each_wall_apart_on_every_device(ops) -> None:
     assert {c.op for c in cpu} == {"stream_copy", "stream_triad", "matmul", "launch"}
     assert min(_stream_bytes(cpu, ops, "cold")) >= 4 * CPU_LLC_BYTES
     assert all(c.timing.max_time_ms <= 1000 for c in cpu)
+
+
+def test_links_measures_every_direction_at_a_latency_and_a_bandwidth_size(ops) -> None:
+    """`rooflab run links`: on a CPU 4 ranks (`ranks: all` of the link matrix), on GPUs every GPU of
+    the run, each a matrix of pairs at 8 B and a bandwidth size, in each direction and both at once;
+    beside them, the all_reduce a bisection runs on halves of the nodes."""
+    from rooflab.suite.ops.collective import world_size
+    from rooflab.suite.ops.pairs import CPU_PAIR_RANKS
+
+    spec = load_spec("links", ops=ops)
+    for kind, big in (("cpu", 1 * MIB), ("cuda", 256 * MIB)):
+        every = expand(spec, kind, ops=ops)
+        cases = [c for c in every if c.op == "sendrecv_pairs"]
+        assert {c.op for c in every} == {"sendrecv_pairs", "all_reduce"} and len(every) == len(cases) + 1
+        assert {c.params["ranks"] for c in every} == {"all"}
+        sizes = Counter((c.params["direction"], ops[c.op].bytes(c.params, c.dtype)) for c in cases)
+        assert sizes == Counter({(d, b): 1 for d in ("a_to_b", "b_to_a", "both") for b in (8, big)})
+        assert all(c.collective_mode == "stream" and c.params["pairs_at_once"] == "all" for c in cases)
+    cpu = next(c for c in expand(spec, "cpu", ops=ops) if c.op == "sendrecv_pairs")
+    assert world_size(cpu.params["ranks"], all_ranks=ops[cpu.op].cpu_all_ranks) == CPU_PAIR_RANKS == 4

@@ -87,14 +87,6 @@ def slurm_filename(pattern: str | None, **values: str) -> str:
     return "".join(out)
 
 
-@pytest.fixture()
-def awkward_dir(tmp_path: Path) -> Path:
-    """A directory whose name has spaces, quotes, a dollar, a percent and a hash."""
-    path = tmp_path / "night run's \"dir\" $HOME %x #1"
-    path.mkdir()
-    return path
-
-
 def make_job(base: Path, **overrides: Any) -> SlurmJob:
     fields: dict[str, Any] = dict(
         spec_path=base / "my specs" / "nightly spec.yaml",

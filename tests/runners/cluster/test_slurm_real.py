@@ -520,3 +520,62 @@ def test_a_health_night_ends_with_the_fleets_judgement(cluster: SlurmCluster, he
     assert {"hbm_rw", "matrix", "launch"} <= set(fleet["devices"][0]["walls"])
     log = next((out / "logs").glob("rooflab-health-fleet-*.out")).read_text()
     assert "fleet: health, night of" in log and "4 devices:" in log
+
+
+# ---------------------------------------------------------------- the pairs of nodes, and a bisection
+
+
+LINKS_SPEC = """name: slurmlinks
+defaults:
+  cache: [hot]
+  devices: [cpu]
+  backends: [gloo]
+  timing: {warmup_ms: 0, warmup_calls: 2, min_samples: 5, max_samples: 5, min_time_ms: 0, max_time_ms: 2000}
+benchmarks:
+  - name: pairs
+    op: sendrecv_pairs
+    params: {n: 2, ranks: all, direction: both}
+  - name: whole         # on node n2 each rank sleeps 2 ms after each call: the node a bisection must name
+    op: planted_node_slow
+    params: {n: 1024, ranks: all, slow_node: n2, slow_ms: 2.0}
+"""
+
+
+@pytest.fixture()
+def links_url() -> Iterator[str]:
+    yield from fresh_postgres_url()
+
+
+def test_the_pairs_of_nodes_and_a_bisection_run_on_slurm(cluster: SlurmCluster, links_url: str,
+                                                         tmp_path: Path) -> None:
+    """The links night's pairs step (one gloo rank per node: the pair n1-n2, stored with both ends)
+    and a bisection (two ranks a node on each half; n2's ranks are planted slow: named in one step),
+    each submitted as its script is; the array of each node's pairs is tested with stand-ins
+    (tests/runners/cluster/test_links_slurm.py)."""
+    from rooflab.db.query import results
+
+    spec = tmp_path / "slurmlinks.yaml"
+    spec.write_text(LINKS_SPEC)
+    out = tmp_path / "out"
+    night = rooflab_slurm(spec, links_url, out, "--links")
+    halving = rooflab_slurm(spec, links_url, out, "--bisect", "--output", str(out / "bisect.sbatch"))
+    (out / "logs").mkdir(parents=True)  # the submit scripts make it; here the jobs go alone
+    jobs = {}
+    for name, script, run in (("pairs", night["pairs"], "links-night"), ("bisect", halving["bisect"], "halves")):
+        env = submit_env(cluster, ROOFLAB_RUN_ID=run)
+        jobs[name] = cluster.run("sbatch", "--parsable", str(script), env=env).stdout.strip().split(";")[0]
+    pairs = cluster.wait(jobs["pairs"], timeout_s=120)
+    assert pairs["JobState"] == "COMPLETED" and pairs["NodeList"] == "n[1-2]", _job_logs(tmp_path)
+    (pair,) = results(links_url, run_id="links-night").to_dict("records")
+    ends = json.loads(pair["params"])
+    assert pair["status"] == "ok" and pair["op"] == "sendrecv_pairs" and pair["ranks"] == 2, pair
+    assert (ends["a_rank"], ends["a_host"], ends["b_rank"], ends["b_host"]) == (0, "n1", 1, "n2")
+    done = cluster.wait(jobs["bisect"], timeout_s=180)
+    assert done["JobState"] == "COMPLETED", _job_logs(tmp_path)
+    found = json.loads((out / "bisect.json").read_text())
+    assert found["slow_node"] == "n2" and len(found["steps"]) == 1, found
+    (a, b), slower = found["steps"][0]["halves"], found["steps"][0]["slower"]
+    assert (a["nodes"], b["nodes"], slower) == (["n1"], ["n2"], 1) and b["busbw_gbps"] < a["busbw_gbps"]
+    assert {r["run_id"] for r in (a, b)} == {"halves-b1-a", "halves-b1-b"}
+    log = (out / "logs" / f"rooflab-slurmlinks-bisect-{jobs['bisect']}.out").read_text()
+    assert "slow node: n2 (1 step over 2 nodes)" in log

@@ -3,7 +3,8 @@
 (-C, -S, -I, the `error` column, a row split by NCCL INFO noise, several tests in one file). Every
 figure is computed from a chosen time exactly as nccl-tests computes it (GetBw), then printed as it
 prints it (getFloatStr), so the importer is tested against the tool's arithmetic and layout, not
-against numbers typed by hand. Not a test module (no `test_` prefix)."""
+against numbers typed by hand. nvbandwidth's stdout likewise (nvb_output, nvb_matrix: its output.cpp
+and its matrix printer), from cells chosen by the caller. Not a test module (no `test_` prefix)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -162,3 +163,55 @@ def babelstream_run(n: int, fastest_s: dict[str, float], *, sizeof: int = 8, ver
 def stream_times(n: int, gbps: float, sizeof: int = 8) -> dict[str, float]:
     """Each kernel's fastest time (s) at about `gbps` GB/s (Dot a little slower)."""
     return {k: STREAM_ARRAYS[k] * sizeof * n / (gbps * (0.93 if k == "Dot" else 1.0) * 1e9) for k in STREAM_ARRAYS}
+
+
+NVB_NOTE = ["NOTE: This tool reports current measured bandwidth on your system.",
+            "Additional system-specific tuning may be required to achieve maximal peak bandwidth.", ""]
+
+
+def nvb_matrix(key: str, description: str, values: Sequence[Sequence[float | None]]) -> list[str]:
+    """One matrix as nvbandwidth v0.5-v0.8 prints it (its PeerValueMatrix operator<<): the description, a
+    header of column labels (two spaces, then each label in 10 columns), each row's label in 2 and its
+    cells in 10 (two decimals, `N/A` where none), a blank line, `SUM KEY` with the sum of the unrounded
+    cells, then the blank line addTestcaseResults ends with."""
+    header = "  " + "".join(f"{c:>10d}" for c in range(len(values[0])))
+    rows = [f"{r:>2d}" + "".join(f"{v:>10.2f}" if v is not None else f"{'N/A':>10s}" for v in row)
+            for r, row in enumerate(values)]
+    total = sum(v for row in values for v in row if v is not None)
+    return [description, header, *rows, "", f"SUM {key} {total:.2f}", ""]
+
+
+def nvb_output(gpus: Sequence[tuple[str, str | None]], testcases: Sequence[tuple[str, list[str]]], *,
+               version: str = "v0.8", hosts: Sequence[str] = ()) -> str:
+    """A whole nvbandwidth stdout: the version and driver lines, a `Device N: NAME (PCI)` line for each of
+    `gpus` (name, PCI id; None: the line before v0.6, without it), or with `hosts` the multinode build's
+    `Process N (HOST): device K: NAME (PCI)` lines (one GPU per process, K counting on each host), then
+    each testcase's `Running KEY.` line and its matrices (nvb_matrix), and the closing note, in the order
+    its main() prints them."""
+    lines = [f"nvbandwidth Version: {version}", f"Built from Git version: {version}", "",
+             "CUDA Runtime Version: 12080", "CUDA Driver Version: 12080", "Driver Version: 570.124.06", ""]
+    named = [f"{name} ({pci})" if pci else name for name, pci in gpus]
+    if hosts:
+        width = len(str(len(hosts) - 1))
+        lines += [f"Process {i:>{width}d} ({host}): device {hosts[:i].count(host)}: {text}"
+                  for i, (host, text) in enumerate(zip(hosts, named, strict=True))]
+    else:
+        lines += [f"Device {i}: {text}" for i, text in enumerate(named)]
+    lines.append("")
+    for key, matrices in testcases:
+        lines += [f"Running {key}.", *matrices]
+    return "\n".join([*lines, *NVB_NOTE])
+
+
+def nvb_pairs(size: int, rate: float, *, slow: tuple[int, int] | None = None, factor: float = 1.0,
+              spread: float = 0.0017) -> list[list[float | None]]:
+    """A matrix between `size` GPUs: `rate` GB/s in each cell, each a little off it (`spread`, by its
+    place), the cells of the pair `slow` (both ways) times `factor`, the diagonal N/A."""
+    cells: list[list[float | None]] = []
+    for i in range(size):
+        row: list[float | None] = []
+        for j in range(size):
+            wobble = 1 + spread * (((7 * i + 3 * j) % 5) - 2) / 2
+            row.append(None if i == j else rate * wobble * (factor if slow and {i, j} == set(slow) else 1.0))
+        cells.append(row)
+    return cells
