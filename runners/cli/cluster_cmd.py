@@ -2,6 +2,7 @@
 command for CI)."""
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
@@ -16,6 +17,16 @@ from rooflab.runners.cli.epilogue import console, err_console, fail, respond
 from rooflab.runners.cluster import health, links, slurm, slurm_job
 from rooflab.suite.spec import expand, load_spec
 from rooflab.vocab import SeriesBy
+
+
+class NightKind(StrEnum):
+    """The scripts `rooflab slurm` writes: which kind of night (or the bisection)."""
+
+    SHARDED = "sharded"  # the suite split over the nodes, then the regression check
+    HEALTH = "health"  # every node measures the whole suite, then rooflab fleet
+    LINKS = "links"  # each node's pairs, then the pairs of nodes
+    BISECT = "bisect"  # the halving search for a slow node
+
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 FleetFailOnOption = typer.Option(str(FleetFailOn.DRAIN), "--fleet-fail-on",
@@ -116,8 +127,8 @@ def slurm_command(
             series_by=by or SeriesBy.MODEL,
         ))
         target = (output if output is not None else job.out_dir / f"rooflab-{job.suite}.sbatch").expanduser()
-        kind = "bisect" if bisect else "links" if _chosen(links_night, job, LINKS_SUITE) else (
-            "health" if _chosen(fleet, job, DEFAULT_SUITE) else "nightly")
+        kind = NightKind.BISECT if bisect else NightKind.LINKS if _chosen(links_night, job, LINKS_SUITE) else (
+            NightKind.HEALTH if _chosen(fleet, job, DEFAULT_SUITE) else NightKind.SHARDED)
         return _write(kind, job, target, n_cases, fleet_fail_on, pairs_at_once, by)
 
     respond(write, as_json=as_json, show=_show_scripts,
@@ -129,18 +140,18 @@ def _chosen(flag: bool | None, job: slurm_job.SlurmJob, default_suite: str) -> b
     return flag if flag is not None else job.suite == default_suite
 
 
-def _write(kind: str, job: slurm_job.SlurmJob, target: Path, n_cases: int, fleet_fail_on: str,
+def _write(kind: NightKind, job: slurm_job.SlurmJob, target: Path, n_cases: int, fleet_fail_on: str,
            pairs_at_once: str | None, by: SeriesBy | None) -> tuple[Written, tuple[str, ...]]:
     """The scripts of one kind of night (or the bisection), written; their paths and the notes."""
-    if kind == "health" and by == SeriesBy.MODEL:
+    if kind == NightKind.HEALTH and by == SeriesBy.MODEL:
         raise slurm_job.SlurmArgumentError(
             "--by model: a health night judges every device against its siblings (rooflab fleet), "
             "never a model's aggregate; --by is the sharded night's (--sharded)")
-    if kind == "bisect":
+    if kind == NightKind.BISECT:
         return links.write_bisect_scripts(job, target), ()
-    if kind == "links":
+    if kind == NightKind.LINKS:
         return links.write_links_scripts(job, target, checked_pairs_at_once(pairs_at_once)), ()
-    if kind == "health":
+    if kind == NightKind.HEALTH:
         return health.write_health_scripts(job, target, fleet_fail_on), ()
     return slurm.write_scripts(job, target), slurm.notes(job, n_cases)
 
