@@ -28,6 +28,7 @@ from rooflab.runners.cluster.sbatch import (
     directives,
     environment,
     log_pattern,
+    node_array_directives,
     sbatch_quote,
     submit_script,
     write_files,
@@ -46,13 +47,7 @@ class HealthScripts(NamedTuple):
 
 
 def render_array(job: SlurmJob) -> str:
-    gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
-    header = directives(job, lines=[
-        ("--job-name", sbatch_quote(f"rooflab-{job.suite}")), ("--array", f"0-{job.nodes - 1}"), ("--nodes", "1"),
-        ("--ntasks", "1"), *gpus, ("--exclusive", None), ("--requeue", None), ("--open-mode", "append"),
-        ("--time", job.time_limit), ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
-        ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
-    ])
+    header = node_array_directives(job)
     where = ("every physical core of its CPU (one device per core, each pinned with one thread)" if job.cpu_nodes
              else f"every one of its {job.gpus_per_node} GPUs (CUDA_VISIBLE_DEVICES)")
     return f"""#!/bin/bash

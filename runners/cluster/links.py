@@ -31,7 +31,9 @@ from rooflab.runners.cluster.sbatch import (
     ChainedJob,
     directives,
     environment,
+    gpu_lines,
     log_pattern,
+    node_array_directives,
     restarted,
     sbatch_quote,
     submit_script,
@@ -65,17 +67,8 @@ def _pairs_option(pairs_at_once: str | None) -> str:
     return f" --pairs-at-once {shlex.quote(pairs_at_once)}" if pairs_at_once is not None else ""
 
 
-def _gpus(job: SlurmJob) -> list[tuple[str, str | None]]:
-    return [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
-
-
 def render_array(job: SlurmJob, pairs_at_once: str | None) -> str:
-    header = directives(job, lines=[
-        ("--job-name", sbatch_quote(f"rooflab-{job.suite}")), ("--array", f"0-{job.nodes - 1}"), ("--nodes", "1"),
-        ("--ntasks", "1"), *_gpus(job), ("--exclusive", None), ("--requeue", None), ("--open-mode", "append"),
-        ("--time", job.time_limit), ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
-        ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
-    ])
+    header = node_array_directives(job)
     devices = "--device cpu" if job.cpu_nodes else "--devices all"
     where = "the ranks on its CPU" if job.cpu_nodes else f"its {job.gpus_per_node} GPUs"
     return f"""#!/bin/bash
@@ -100,7 +93,7 @@ exec "${{ROOFLAB[@]}}" run "$SPEC" {devices} --run-id "$RUN_ID-n$SLURM_ARRAY_TAS
 def render_pairs(job: SlurmJob, pairs_at_once: str | None) -> str:
     header = directives(job, lines=[
         ("--job-name", sbatch_quote(f"rooflab-{job.suite}-pairs")), ("--nodes", str(job.nodes)),
-        ("--ntasks-per-node", "1"), *_gpus(job), ("--exclusive", None), ("--time", job.collectives_time_limit),
+        ("--ntasks-per-node", "1"), *gpu_lines(job), ("--exclusive", None), ("--time", job.collectives_time_limit),
         ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%j.out"))),
         ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%j.err"))),
     ])
@@ -132,7 +125,7 @@ def render_bisect(job: SlurmJob) -> str:
     ranks = BISECT_CPU_RANKS if job.cpu_nodes else job.gpus_per_node
     header = directives(job, lines=[
         ("--job-name", sbatch_quote(f"rooflab-{job.suite}-bisect")), ("--nodes", str(job.nodes)),
-        ("--ntasks-per-node", str(ranks)), *_gpus(job), ("--exclusive", None),
+        ("--ntasks-per-node", str(ranks)), *gpu_lines(job), ("--exclusive", None),
         ("--time", job.collectives_time_limit),
         ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%j.out"))),
         ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%j.err"))),

@@ -45,6 +45,22 @@ def directives(job: SlurmJob, *, lines: Sequence[tuple[str, str | None]]) -> str
                      for name, value in [*lines, *common])
 
 
+def gpu_lines(job: SlurmJob) -> list[tuple[str, str | None]]:
+    """`--gpus-per-node` for a GPU job; nothing on CPU nodes."""
+    return [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
+
+
+def node_array_directives(job: SlurmJob) -> str:
+    """The `#SBATCH` lines of a job array of one task per node: each task a whole node (--exclusive),
+    requeued after a node failure, its log appended to the killed start's, not over it."""
+    return directives(job, lines=[
+        ("--job-name", sbatch_quote(f"rooflab-{job.suite}")), ("--array", f"0-{job.nodes - 1}"), ("--nodes", "1"),
+        ("--ntasks", "1"), *gpu_lines(job), ("--exclusive", None), ("--requeue", None), ("--open-mode", "append"),
+        ("--time", job.time_limit), ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
+        ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
+    ])
+
+
 def _database(job: SlurmJob) -> str:
     if job.db_url is not None:
         return (

@@ -42,7 +42,9 @@ from rooflab.runners.cluster.sbatch import (
     ChainedJob,
     directives,
     environment,
+    gpu_lines,
     log_pattern,
+    node_array_directives,
     restarted,
     sbatch_quote,
     submit_script,
@@ -105,23 +107,7 @@ fi"""
 
 def render_array(job: SlurmJob) -> str:
     n = job.nodes
-    gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
-    header = directives(
-        job,
-        lines=[
-            ("--job-name", sbatch_quote(f"rooflab-{job.suite}")),
-            ("--array", f"0-{n - 1}"),
-            ("--nodes", "1"),
-            ("--ntasks", "1"),
-            *gpus,
-            ("--exclusive", None),
-            ("--requeue", None),
-            ("--open-mode", "append"),  # a requeued task's log follows the killed start's, not over it
-            ("--time", job.time_limit),
-            ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.out"))),
-            ("--error", sbatch_quote(log_pattern(job.out_dir, "%x-%A_%a.err"))),
-        ],
-    )
+    header = node_array_directives(job)
     if job.cpu_nodes:
         where, devices = "CPU", "--device cpu"
     else:
@@ -174,14 +160,13 @@ def _collectives_comment(job: SlurmJob) -> str:
 
 def render_collectives(job: SlurmJob) -> str:
     per_node = job.ranks_per_node
-    gpus = [] if job.cpu_nodes else [("--gpus-per-node", str(job.gpus_per_node))]
     header = directives(
         job,
         lines=[
             ("--job-name", sbatch_quote(f"rooflab-{job.suite}-collectives")),
             ("--nodes", str(job.nodes)),
             ("--ntasks-per-node", str(per_node)),
-            *gpus,
+            *gpu_lines(job),
             ("--exclusive", None),
             ("--time", job.collectives_time_limit),
             ("--output", sbatch_quote(log_pattern(job.out_dir, "%x-%j.out"))),
