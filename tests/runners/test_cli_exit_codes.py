@@ -50,6 +50,7 @@ BAD_INPUT = {
     "crosscheck": (["crosscheck", "{spec}", "--seed", "-1", "--db", "{tmp}/r.db"], "--seed"),
     "counters": (["counters", "{spec}", "--seed", "-1", "--db", "{tmp}/r.db"], "--seed"),
     "breakdown": (["breakdown", "--device", "cpu", "--db", "mysql://u@h/d"], "mysql"),
+    "bisect": (["bisect", "{spec}", "--run-id", "r", "--min-gap", "1.5", "--db", "{tmp}/r.db"], "--min-gap"),
     "collectives": (["collectives", "{spec}", "--run-id", "r", "--case-timeout-s", "0", "--db", "{tmp}/r.db"],
                     "--case-timeout-s"),
 }
