@@ -112,8 +112,10 @@ def _ids(conn: Connection, column: Any, key_column: Any, keys: Iterable[str]) ->
     return found
 
 
-def _insert_missing(conn: Connection, table: Any, key_column: Any,
-                    rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+def insert_missing(conn: Connection, table: Any, key_column: Any,
+                   rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+    """The ids of `rows` (keyed by their natural key, `key_column`), inserting those the database lacks
+    in batches; and how many were new."""
     existing = _ids(conn, table.c.id, key_column, rows)
     new = [rows[key] for key in rows if key not in existing]
     for chunk in _chunks(new):
@@ -154,9 +156,9 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     """Insert what is missing from `batch`; the caller owns the transaction."""
     counts = LoadCounts()
     run_t, env_t, case_t = models.Run.__table__, models.Environment.__table__, models.Case.__table__
-    run_ids, counts.runs = _insert_missing(conn, run_t, run_t.c.run_id, batch.runs)
-    env_ids, counts.environments = _insert_missing(conn, env_t, env_t.c.device_fingerprint, batch.environments)
-    case_ids, counts.cases = _insert_missing(conn, case_t, case_t.c.case_key, batch.cases)
+    run_ids, counts.runs = insert_missing(conn, run_t, run_t.c.run_id, batch.runs)
+    env_ids, counts.environments = insert_missing(conn, env_t, env_t.c.device_fingerprint, batch.environments)
+    case_ids, counts.cases = insert_missing(conn, case_t, case_t.c.case_key, batch.cases)
 
     _merge_run_states(conn, batch, run_ids)
     if batch.run_environments:

@@ -1,8 +1,10 @@
 """The supervisor: feeds cases to worker processes, one per device, and stores every result at once.
 
 One event loop in the main thread waits on all workers' pipes and process sentinels together:
-a result is written with `ResultStore.add_measurement` (one transaction) before the next case is
-sent; a worker that dies marks its case `crashed` (exit code or signal) and a fresh worker takes
+results are held for a moment and written together (`ResultStore.add_measurements`: one transaction,
+one batched INSERT), at the latest `HOLD_S` seconds after the oldest of them or once `HOLD_RESULTS`
+are held, and always before the run ends, interrupted or not (a supervisor killed outright loses the
+results of its last seconds, which a resumed run measures again); a worker that dies marks its case `crashed` (exit code or signal) and a fresh worker takes
 the next case; a worker that outlives the per-case wall-clock limit is killed and its case marked
 `crashed` ("timed out"). The first SIGINT lets the cases in flight finish and be stored, then the
 run stops as `interrupted`; a second SIGINT (or a SIGTERM) stops at once. What was stored stays.
@@ -18,7 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from multiprocessing.connection import wait
 from typing import Any, Protocol
@@ -43,6 +45,10 @@ CASE_BUDGET_FACTOR = 3.0
 # A worker that fails to start this many times in a row is given up on (its device is broken).
 MAX_START_FAILURES = 2
 POLL_S = 0.25
+# Results are written together: at the latest this long after the oldest held one was measured, or
+# once this many are held (a statement per result would cost a night of 128,000 results minutes).
+HOLD_S = 2.0
+HOLD_RESULTS = 500
 # How often a lane re-reads which cases the run already holds (another process may be running
 # the same shard: a requeued Slurm job whose first instance is still alive).
 REFRESH_MEASURED_S = 30.0
@@ -59,7 +65,7 @@ class Store(HeldResults, Protocol):
     """Where a run's results go (db.store.ResultStore; the tests' fakes)."""
 
     def add_environment(self, run_id: str, env: EnvironmentRecord) -> None: ...
-    def add_measurement(self, m: MeasurementRecord) -> bool: ...
+    def add_measurements(self, records: Sequence[MeasurementRecord]) -> list[bool]: ...
 
 
 class Progress(Protocol):
@@ -172,6 +178,8 @@ class Supervisor:
         self.lanes = [_Lane(d, list(cases)) for d in torch_devices]
         self.stop_requested = False
         self._interrupts = 0
+        self._held: list[tuple[_Lane, CaseResult]] = []  # measured, not yet written
+        self._held_since = 0.0
 
     # -- signals -------------------------------------------------------------------------------
 
@@ -210,6 +218,7 @@ class Supervisor:
                     lane.worker = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self._write_held()
         return self._result()
 
     def _result(self) -> SupervisorResult:
@@ -249,6 +258,8 @@ class Supervisor:
 
     def _loop(self) -> None:
         while True:
+            if self._held and time.monotonic() - self._held_since >= HOLD_S:
+                self._write_held()
             for lane in self.lanes:
                 self._advance(lane)
             active = [lane for lane in self.lanes if lane.state in (LaneState.STARTING, LaneState.BUSY)]
@@ -451,12 +462,23 @@ class Supervisor:
             shard=self.shard,
             work_model=self.work_model,
         )
-        stored = self.store.add_measurement(record)
-        if not stored:
-            self.progress.note(f"{lane.torch_device}: "
-                               f"{case.describe()} was stored meanwhile by another process; kept that one")
-        result = CaseResult(lane.torch_device, case, record, elapsed_s, stored)
-        lane.results.append(result)
+        if not self._held:
+            self._held_since = time.monotonic()
+        self._held.append((lane, CaseResult(lane.torch_device, case, record, elapsed_s, stored=False)))
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)
+        if len(self._held) >= HOLD_RESULTS:
+            self._write_held()
+
+    def _write_held(self) -> None:
+        """Write the held results in one transaction; each lane keeps its results, marked stored or not."""
+        held, self._held = self._held, []
+        if not held:
+            return
+        stored = self.store.add_measurements([result.record for _, result in held])
+        for (lane, result), written in zip(held, stored, strict=True):
+            if not written:
+                self.progress.note(f"{lane.torch_device}: {result.case.describe()} was stored meanwhile by "
+                                   "another process; kept that one")
+            lane.results.append(replace(result, stored=written))
 
 

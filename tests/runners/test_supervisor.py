@@ -1,6 +1,7 @@
 """The supervisor with real worker processes on the CPU: planted faults, each recorded, the sweep going on."""
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -137,6 +138,7 @@ def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, mo
     import rooflab.runners.orchestration.supervisor as supervisor
 
     monkeypatch.setattr(supervisor, "REFRESH_MEASURED_S", 0.0)
+    monkeypatch.setattr(supervisor, "HOLD_RESULTS", 1)  # each result written at once
     cases = [planted("planted_scale", n) for n in (128, 256, 512)]
     store = new_run(db_url, "twin")
 
@@ -149,8 +151,9 @@ def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, mo
         def __getattr__(self, name: str):
             return getattr(store, name)
 
-        def add_measurement(self, m):
-            added = store.add_measurement(m)
+        def add_measurements(self, records):
+            (m,) = records
+            added = store.add_measurements(records)
             if not self.twin_done:
                 self.twin_done = True
                 twin = ResultStore(db_url)
@@ -190,3 +193,64 @@ def pd_isnull(value: object) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+def test_results_are_written_together_and_a_result_stored_meanwhile_is_kept(
+        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results are held and written in batches of HOLD_RESULTS (the rest when the run ends); a held
+    result that another process stored meanwhile is not written again, and said so."""
+    import rooflab.runners.orchestration.supervisor as supervisor
+
+    monkeypatch.setattr(supervisor, "HOLD_RESULTS", 2)
+    monkeypatch.setattr(supervisor, "HOLD_S", 3600.0)
+    sizes = random.sample(range(64, 4096), 5)
+    cases = [planted("planted_scale", n) for n in sizes]
+    store = new_run(db_url, "held")
+    batches: list[list[str]] = []
+
+    class Counting:
+        def __getattr__(self, name: str):
+            return getattr(store, name)
+
+        def add_measurements(self, records):
+            keys = [m.identity.case.case_key for m in records]
+            if not batches:  # another process stores the second case of the first batch first
+                twin = ResultStore(db_url)
+                assert twin.add_measurement(records[1])
+                twin.close()
+            batches.append(keys)
+            return store.add_measurements(records)
+
+    progress = Recorder()
+    result = Supervisor(store=Counting(), run_id="held", torch_devices=["cpu"], cases=cases, progress=progress,
+                        handle_signals=False).run()
+    store.close()
+    assert result.status == "complete"
+    assert batches == [[c.case_key for c in cases[:2]], [c.case_key for c in cases[2:4]], [cases[4].case_key]]
+    assert [r.stored for r in result.results] == [True, False, True, True, True]
+    assert any(cases[1].describe() in note and "stored meanwhile" in note for note in progress.notes)
+    frame = results(db_url, run_id="held")
+    assert sorted(frame["case_key"]) == sorted(c.case_key for c in cases)
+
+
+def test_a_held_result_is_written_once_it_is_hold_s_old(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rooflab.runners.orchestration.supervisor as supervisor
+
+    monkeypatch.setattr(supervisor, "HOLD_RESULTS", 1000)
+    monkeypatch.setattr(supervisor, "HOLD_S", 0.0)
+    cases = [planted("planted_scale", n) for n in random.sample(range(64, 4096), 3)]
+    store = new_run(db_url, "aged")
+    batches: list[int] = []
+
+    class Counting:
+        def __getattr__(self, name: str):
+            return getattr(store, name)
+
+        def add_measurements(self, records):
+            batches.append(len(records))
+            return store.add_measurements(records)
+
+    result = Supervisor(store=Counting(), run_id="aged", torch_devices=["cpu"], cases=cases, progress=Recorder(),
+                        handle_signals=False).run()
+    store.close()
+    assert result.status == "complete" and batches == [1, 1, 1]
