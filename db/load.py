@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
+from rooflab.db.bulk_rows import insert_rows
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.shards import aggregate_shards
 from rooflab.vocab import RunStatus
@@ -189,7 +190,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         samples.append(sample)
 
     for chunk in _chunks(rows, CHUNK * 5):
-        conn.execute(m_t.insert(), chunk)
+        insert_rows(conn, m_t, chunk)
     counts.measurements = len(rows)
 
     with_samples = [(row, sample) for row, sample in zip(rows, samples, strict=True) if sample is not None]
@@ -207,7 +208,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
             for row, sample in with_samples
         ]
         for chunk in _chunks(sample_rows, CHUNK * 5):
-            conn.execute(models.Sample.__table__.insert(), chunk)
+            insert_rows(conn, models.Sample.__table__, chunk)
         counts.samples = len(sample_rows)
     counts.crosschecks = _load_crosschecks(conn, batch, run_ids, case_ids, env_ids)
     counts.layer_profiles = _load_layer_profiles(conn, batch, run_ids, case_ids)

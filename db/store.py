@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
+from rooflab.db.bulk_rows import insert_new, insert_rows
 from rooflab.db.collectives import add_collective
-from rooflab.db.dialect import insert_ignore
+from rooflab.db.dialect import NATURAL_KEYS, insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Database, as_database
@@ -288,8 +289,9 @@ class ResultStore:
                     first[key] = i
                     params.append(dict(run_id=run_pk, case_id=case_pk,
                                        environment_id=env_pks[m.identity.device_fingerprint], **row))
-            # the values go as parameters: one statement per dialect, built and compiled once
-            new_ids = {tuple(key): pk for pk, *key in conn.execute(_measurement_insert(conn), params)}
+            table = models.Measurement.__table__
+            new_ids = {tuple(key): pk for pk, *key in insert_new(conn, table, params, _MEASUREMENT_KEY,
+                                                                  ("id", *_MEASUREMENT_KEY))}
             new = {i: new_ids[key] for key, i in first.items() if key in new_ids}
             _add_attached(conn, [(pk, records[i]) for i, pk in new.items()])
             return [i in new for i in range(len(records))], env_pks, case_pks
@@ -339,20 +341,7 @@ class ResultStore:
             return set(conn.scalars(query))
 
 
-_SAMPLE_INSERT = models.Sample.__table__.insert()
-_MEASUREMENT_INSERTS: dict[str, Any] = {}
-_MEASUREMENT_KEY = ("run_id", "case_id", "cache", "timing_mode", "device_key")
-
-
-def _measurement_insert(conn: Connection) -> Any:
-    """The INSERT of measurements returning each new one's id and natural key (a result already there is
-    skipped and returns nothing), for `conn`'s dialect, its values given as execution parameters."""
-    name = conn.dialect.name
-    if name not in _MEASUREMENT_INSERTS:
-        table = models.Measurement.__table__
-        _MEASUREMENT_INSERTS[name] = insert_ignore(conn, table).returning(
-            table.c.id, *(table.c[column] for column in _MEASUREMENT_KEY))
-    return _MEASUREMENT_INSERTS[name]
+_MEASUREMENT_KEY = NATURAL_KEYS["measurements"]
 
 
 def _add_attached(conn: Connection, new: list[tuple[int, MeasurementRecord]]) -> None:
@@ -360,8 +349,7 @@ def _add_attached(conn: Connection, new: list[tuple[int, MeasurementRecord]]) ->
     profile, a collective's group."""
     samples = [{"measurement_id": pk, "count": len(m.samples_ms), "values_f64le": pack(m.samples_ms)}
                for pk, m in new if m.samples_ms]
-    if samples:
-        conn.execute(_SAMPLE_INSERT, samples)
+    insert_rows(conn, models.Sample.__table__, samples)
     for pk, m in new:
         if m.layer_profile is not None:
             add_layer_profile(conn, pk, m.layer_profile)
