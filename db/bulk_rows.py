@@ -14,10 +14,10 @@ three more round trips would cost them more than the statement does.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table
+from sqlalchemy import Connection, Table
 
 from rooflab.db.dialect import insert_ignore
 
@@ -26,14 +26,14 @@ _RETURNING_INSERTS: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
 
 def _bound(conn: Connection, table: Table, columns: Sequence[str],
-           rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
+           rows: Sequence[Mapping[str, object]]) -> list[list[Any]]:
     """`rows` as tuples of `columns`, each value bound as an INSERT of `table` binds it."""
     dialect = conn.dialect
     processors: list[tuple[int, Callable[[Any], Any]]] = []
     for i, name in enumerate(columns):
-        processor = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
-        if processor is not None:
-            processors.append((i, processor))
+        bind = table.c[name].type.dialect_impl(dialect).bind_processor(dialect)
+        if bind is not None:
+            processors.append((i, bind))
     out = []
     for row in rows:
         values = [row[name] for name in columns]
@@ -52,12 +52,12 @@ def _copy(conn: Connection, target: str, columns: Sequence[str], values: list[li
             copy.write_row(value)
 
 
-def insert_rows(conn: Connection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+def insert_rows(conn: Connection, table: Table, rows: Sequence[Mapping[str, object]]) -> None:
     """Insert `rows` (each with the same columns) into `table`."""
     if not rows:
         return
     if conn.dialect.name != "postgresql" or len(rows) < COPY_FROM:
-        conn.execute(table.insert(), list(rows))
+        conn.execute(table.insert(), [dict(r) for r in rows])
         return
     columns = list(rows[0])
     _copy(conn, table.name, columns, _bound(conn, table, columns, rows))
@@ -71,8 +71,8 @@ def _staging(conn: Connection, table: Table) -> str:
     return name
 
 
-def insert_new(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], key: Sequence[str],
-               returning: Sequence[str]) -> list[Row[Any]]:
+def insert_new(conn: Connection, table: Table, rows: Sequence[Mapping[str, object]], key: Sequence[str],
+               returning: Sequence[str]) -> list[tuple[object, ...]]:
     """Insert those of `rows` (each with the same columns, no two with the same `key`) whose natural
     key `key` (a unique constraint of `table`) the table lacks; returns `returning` of each inserted row."""
     if not rows:
@@ -82,13 +82,13 @@ def insert_new(conn: Connection, table: Table, rows: Sequence[dict[str, Any]], k
         cache_key = (conn.dialect.name, table.name, tuple(returning))
         if cache_key not in _RETURNING_INSERTS:
             _RETURNING_INSERTS[cache_key] = insert_ignore(conn, table).returning(*(table.c[n] for n in returning))
-        return list(conn.execute(_RETURNING_INSERTS[cache_key], list(rows)))
+        return [tuple(row) for row in conn.execute(_RETURNING_INSERTS[cache_key], [dict(r) for r in rows])]
     columns = list(rows[0])
     staged = _staging(conn, table)
     _copy(conn, staged, columns, _bound(conn, table, columns, rows))
     names = ", ".join(f'"{c}"' for c in columns)
-    new = conn.exec_driver_sql(
+    new = [tuple(row) for row in conn.exec_driver_sql(
         f'INSERT INTO "{table.name}" ({names}) SELECT {names} FROM "{staged}" '
-        f'ON CONFLICT ({", ".join(key)}) DO NOTHING RETURNING {", ".join(returning)}').all()
+        f'ON CONFLICT ({", ".join(key)}) DO NOTHING RETURNING {", ".join(returning)}')]
     conn.exec_driver_sql(f'TRUNCATE "{staged}"')
     return new

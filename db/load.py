@@ -7,11 +7,11 @@ therefore adds nothing.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Column, Connection, Table, select, update
 
 from rooflab.db import models
 from rooflab.db.bulk_rows import insert_rows
@@ -113,12 +113,12 @@ def _ids(conn: Connection, column: Any, key_column: Any, keys: Iterable[str]) ->
     return found
 
 
-def insert_missing(conn: Connection, table: Any, key_column: Any,
-                   rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+def insert_missing(conn: Connection, table: Table, key_column: Column[str],
+                   rows: Mapping[str, Mapping[str, object]]) -> tuple[dict[str, int], int]:
     """The ids of `rows` (keyed by their natural key, `key_column`), inserting those the database lacks
     in batches; and how many were new."""
     existing = _ids(conn, table.c.id, key_column, rows)
-    new = [rows[key] for key in rows if key not in existing]
+    new = [dict(rows[key]) for key in rows if key not in existing]
     for chunk in _chunks(new):
         conn.execute(insert_ignore(conn, table), chunk)
     ids = _ids(conn, table.c.id, key_column, rows) if new else existing

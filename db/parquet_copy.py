@@ -15,6 +15,7 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,7 +67,7 @@ class _CopyStream(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         """Fills `buffer` but at the end (a COPY sends a row a chunk; Arrow makes a block of each read)."""
-        want, parts, have = len(buffer), [self._rest], len(self._rest)
+        want, parts, have = len(buffer), [bytes(self._rest)], len(self._rest)
         while have < want:
             chunk = next(self._chunks, None)
             if chunk is None:
@@ -165,7 +166,7 @@ def _runs(conn: Connection, run_id: str | None, since: datetime | None) -> list[
     return sorted(rows, key=lambda row: (row["started_at"], row["run_id"]))
 
 
-def write(conn: Connection, sink: Any, schema: pa.Schema, *, run_id: str | None = None,
+def write(conn: Connection, sink: Path | pa.NativeFile, schema: pa.Schema, *, run_id: str | None = None,
           since: datetime | None = None) -> int:
     """Every result of the runs chosen (all; `run_id`; those started at or after `since`) as Parquet
     into `sink` (a path or an Arrow output stream); returns how many."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, select, update
 
@@ -290,8 +290,9 @@ class ResultStore:
                     params.append(dict(run_id=run_pk, case_id=case_pk,
                                        environment_id=env_pks[m.identity.device_fingerprint], **row))
             table = models.Measurement.__table__
-            new_ids = {tuple(key): pk for pk, *key in insert_new(conn, table, params, _MEASUREMENT_KEY,
-                                                                  ("id", *_MEASUREMENT_KEY))}
+            new_ids: dict[tuple[Any, ...], int] = {
+                tuple(row[1:]): cast(int, row[0]) for row in insert_new(conn, table, params, _MEASUREMENT_KEY,
+                                                             ("id", *_MEASUREMENT_KEY))}
             new = {i: new_ids[key] for key, i in first.items() if key in new_ids}
             _add_attached(conn, [(pk, records[i]) for i, pk in new.items()])
             return [i in new for i in range(len(records))], env_pks, case_pks
@@ -373,7 +374,7 @@ def add_layer_profile(conn: Connection, measurement_pk: int, profile: LayerProfi
         )
 
 
-def case_row(case: CaseRecord) -> dict[str, Any]:
+def case_row(case: CaseRecord) -> dict[str, object]:
     """The `cases` columns of `case`."""
     return dict(case_key=case.case_key, op=case.op, op_version=int(case.op_version), family=case.family,
                 backend=case.backend, dtype=case.dtype, params=_jsonable(case.params))

@@ -1,13 +1,14 @@
-"""The supervisor: feeds cases to worker processes, one per device, and stores every result at once.
+"""The supervisor: feeds cases to worker processes, one per device, and stores every result within seconds.
 
 One event loop in the main thread waits on all workers' pipes and process sentinels together:
 results are held for a moment and written together (`ResultStore.add_measurements`: one transaction,
 one batched INSERT), at the latest `HOLD_S` seconds after the oldest of them or once `HOLD_RESULTS`
 are held, and always before the run ends, interrupted or not (a supervisor killed outright loses the
-results of its last seconds, which a resumed run measures again); a worker that dies marks its case `crashed` (exit code or signal) and a fresh worker takes
-the next case; a worker that outlives the per-case wall-clock limit is killed and its case marked
-`crashed` ("timed out"). The first SIGINT lets the cases in flight finish and be stored, then the
-run stops as `interrupted`; a second SIGINT (or a SIGTERM) stops at once. What was stored stays.
+results of its last seconds, which a resumed run measures again); a worker that dies marks its case
+`crashed` (exit code or signal) and a fresh worker takes the next case; a worker that outlives the
+per-case wall-clock limit is killed and its case marked `crashed` ("timed out"). The first SIGINT
+lets the cases in flight finish and be stored, then the run stops as `interrupted`; a second SIGINT
+(or a SIGTERM) stops at once. What was stored stays.
 
 (About 430 lines on purpose: one event loop and its handlers, a lane's whole life from start to
 the last result, read best in one place; the processes, the records and the messages are modules

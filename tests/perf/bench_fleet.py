@@ -37,13 +37,15 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, text
 
 from rooflab.db.urls import normalize_url
 from rooflab.runners.orchestration.supervisor import HOLD_RESULTS
+from tests.perf.access_paths import ACCESS_PATHS, explain, sample_params
 from tests.perf.bench_history import _tree_rss_bytes
 from tests.perf.fleet_year import FleetYear, run_id, write_year
 from tests.perf.pg_server import temporary_server
@@ -52,7 +54,9 @@ from tests.perf.pg_server import temporary_server
 GOALS = {"ingest_night": (30.0, None), "import_night": (30.0, None), "fleet": (15.0, 2048.0),
          "regressions": (60.0, 2048.0), "report": (120.0, 2048.0), "export": (900.0, 2048.0)}
 STEPS = tuple(GOALS)
+HISTORY_NIGHTS = 60  # the nights of history `rooflab fleet` reads, and the access paths' "newest nights"
 SAMPLE_S = 0.05
+ROOT = Path(__file__).resolve().parents[2]  # the shard writers run as `-m tests.perf.fleet_shard` from here
 
 
 @dataclass
@@ -63,6 +67,7 @@ class Step:
     peak_mb: float | None
     load: float  # the 1-minute load average when it started
     note: str = ""
+    count: int | None = None  # what it stored, wrote or judged (results, rows, series, pages)
 
 
 @dataclass
@@ -106,16 +111,16 @@ def rooflab(argv: list[str], args: argparse.Namespace) -> tuple[Watched, str]:
         return watched, stdout.read()
 
 
-def step_of(watched: Watched, load: float, note: str) -> Step:
+def step_of(watched: Watched, load: float, note: str, count: int | None = None) -> Step:
     if watched.stopped:
-        return Step(None, None, load, f"{watched.stopped}; {note}")
+        return Step(None, None, load, f"{watched.stopped}; {note}", count)
     failed = [code for code in watched.codes if code != 0]
     if failed:
-        return Step(None, watched.peak_mb, load, f"exit {failed[0]}; {note}")
-    return Step(watched.seconds, watched.peak_mb, load, note)
+        return Step(None, watched.peak_mb, load, f"exit {failed[0]}; {note}", count)
+    return Step(watched.seconds, watched.peak_mb, load, note, count)
 
 
-def sql(url: str, statement: str, **params: object) -> object:
+def sql(url: str, statement: str, **params: object) -> Any:
     """One statement in a transaction of its own (autocommit: CREATE DATABASE too); its first value."""
     engine = create_engine(normalize_url(url), isolation_level="AUTOCOMMIT")
     try:
@@ -128,7 +133,7 @@ def sql(url: str, statement: str, **params: object) -> object:
 
 def night_count(url: str, night: int) -> int:
     return int(sql(url, "SELECT count(*) FROM measurements m JOIN runs r ON r.id = m.run_id WHERE r.run_id = :run",
-                   run=run_id(night)))  # type: ignore[arg-type]
+                   run=run_id(night)))
 
 
 def drop_night(url: str, night: int) -> None:
@@ -141,7 +146,7 @@ def ingest_night(url: str, year: FleetYear, args: argparse.Namespace, workdir: P
     argv = [str(v) for v in ("--devices", year.devices, "--cases", year.cases, "--nights", year.nights,
                              "--gpus-per-node", year.gpus_per_node, "--seed", year.seed, "--night", night,
                              "--hold", args.hold)]
-    procs = [subprocess.Popen([sys.executable, "-m", "tests.perf.fleet_shard", url, str(node), *argv],
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.perf.fleet_shard", url, str(node), *argv], cwd=ROOT,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for node in range(year.nodes)]
     for proc in procs:  # each has built its results
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
@@ -152,12 +157,18 @@ def ingest_night(url: str, year: FleetYear, args: argparse.Namespace, workdir: P
         proc.stdin.write("go\n")
         proc.stdin.close()
     watched = watch(procs, started, args.max_mb, args.step_timeout)
-    figures = [json.loads(proc.stdout.read()) for proc in procs if proc.stdout is not None and proc.returncode == 0]
+    figures = []
+    for proc in procs:
+        assert proc.stdout is not None
+        with proc.stdout:
+            printed = proc.stdout.read()
+        if proc.returncode == 0:
+            figures.append(json.loads(printed))
     stored = night_count(url, night)
     slowest = max((f["write_s"] for f in figures), default=0.0)
     note = (f"{year.nodes} shard processes; {stored:,} results stored of {year.devices * year.cases:,}; "
             f"slowest shard {slowest:.1f} s")
-    return step_of(watched, load, note)
+    return step_of(watched, load, note, stored)
 
 
 def import_night(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -> Step:
@@ -174,7 +185,7 @@ def import_night(url: str, year: FleetYear, args: argparse.Namespace, workdir: P
     stored = night_count(url, night)
     note = f"{stored:,} results stored from a {path.stat().st_size / 2**20:,.1f} MiB Parquet file"
     path.unlink()
-    return step_of(watched, load, note)
+    return step_of(watched, load, note, stored)
 
 
 def fleet(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -> Step:
@@ -201,8 +212,8 @@ def regressions(url: str, year: FleetYear, args: argparse.Namespace, workdir: Pa
         counts = json.loads(out)["counts"]
         note = ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items()) if v)
     except (json.JSONDecodeError, KeyError):
-        note = "no JSON"
-    return step_of(watched, load, note)
+        counts, note = {}, "no JSON"
+    return step_of(watched, load, note, sum(counts.values()) if counts else None)
 
 
 def report(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -> Step:
@@ -211,14 +222,14 @@ def report(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -
     watched, _ = rooflab(["report", "--db", url, "--out", str(out)], args)
     pages = list(out.rglob("*.html")) if out.exists() else []
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) if out.exists() else 0
-    return step_of(watched, load, f"{len(pages)} pages, {size / 2**20:,.1f} MiB")
+    return step_of(watched, load, f"{len(pages)} pages, {size / 2**20:,.1f} MiB", len(pages))
 
 
 def export(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -> Step:
     path = workdir / "year.parquet"
     load = os.getloadavg()[0]
     watched, _ = rooflab(["export", "--db", url, "--format", "parquet", "--out", str(path)], args)
-    note = ""
+    note, rows = "", None
     if path.exists():
         import pyarrow.parquet as pq
 
@@ -226,7 +237,7 @@ def export(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -
         note = f"{rows:,} rows, {path.stat().st_size / 2**20:,.0f} MiB"
         if not args.keep:
             path.unlink()
-    return step_of(watched, load, note)
+    return step_of(watched, load, note, rows)
 
 
 STEP_RUNS: dict[str, Callable[[str, FleetYear, argparse.Namespace, Path], Step]] = {
@@ -244,7 +255,7 @@ def year_present(url: str, year: FleetYear) -> bool:
 
 
 def database_bytes(url: str) -> int:
-    return int(sql(url, "SELECT pg_database_size(current_database())"))  # type: ignore[arg-type]
+    return int(sql(url, "SELECT pg_database_size(current_database())"))
 
 
 def run_steps(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -> dict[str, Step]:
@@ -293,12 +304,18 @@ def benchmark(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path
     steps = run_steps(url, year, args, workdir)
     size = database_bytes(url)
     print_table(year, steps, generate_s, size)
+    plans = explain(url, sample_params(url, min(HISTORY_NIGHTS, year.nights)))
+    print(f"\n{'access path (EXPLAIN ANALYZE)':<52} {'ms':>9} {'rows':>10}  indexes")
+    for plan in plans:
+        print(f"{plan.name:<52} {plan.ms:9.1f} {plan.rows:10,}  {', '.join(plan.indexes) or 'none: a sequential scan'}")
     if args.json:
         args.json.write_text(json.dumps({
-            "steps": {name: {"seconds": s.seconds, "peak_mb": s.peak_mb, "load": s.load, "note": s.note}
-                      for name, s in steps.items()},
+            "steps": {name: {"seconds": s.seconds, "peak_mb": s.peak_mb, "load": s.load, "note": s.note,
+                             "count": s.count} for name, s in steps.items()},
             "results": year.results, "devices": year.devices, "cases": year.cases, "nights": year.nights,
-            "generate_s": generate_s, "database_bytes": size}, indent=2) + "\n")
+            "generate_s": generate_s, "database_bytes": size,
+            "access_paths": [{"name": p.name, "indexes": list(p.indexes), "expected": p.expected, "ms": p.ms,
+                              "rows": p.rows} for p in plans]}, indent=2) + "\n")
     return 0
 
 
@@ -316,8 +333,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, help="for the files the steps write (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the year's Parquet export in --workdir")
     parser.add_argument("--hold", type=int, default=HOLD_RESULTS,
-                        help=f"results a shard writes together (default the supervisor's {HOLD_RESULTS}; 1: one by one)")
-    parser.add_argument("--max-mb", type=float, default=6000.0, help="stop a step past this peak (default 6000)")
+                        help=f"results a shard writes at once (default the supervisor's {HOLD_RESULTS}; 1: each alone)")
+    parser.add_argument("--max-mb", type=float, default=4000.0, help="stop a step past this peak (default 4000)")
     parser.add_argument("--step-timeout", type=float, default=3600.0, help="stop a step after this many seconds")
     args = parser.parse_args(argv)
     for name in ("devices", "cases", "nights", "gpus_per_node"):

@@ -11,11 +11,11 @@ little together each night (spreads in `NOISE`, percent of speed). Two faults ar
 judges have something to find: one GPU `HBM_SLOW_PCT` slower on its memory cases on the newest two
 nights of the year (a regression), another `MATRIX_SLOW_PCT` slower on its matrix cases on the
 newest night (a suspect). A driver update halfway through the year moves every GPU to a new
-environment fingerprint (a segment within each series; only in a history of 30 nights or more). The cases are the shipped specs' own
-(nightly, roofline, quick; the collectives left out: they are stored once per group), their FLOPs and
-bytes the ops' models, their medians a roofline's (`H100_TBPS`, `H100_TFLOPS`); nothing here is a
-measurement. The generator is this module alone: another one (a simulated fleet with other spreads)
-need only give `night_table` and `shard_records`.
+environment fingerprint (a segment within each series; only in a history of 30 nights or more). The
+cases are the shipped specs' own (nightly, roofline, quick; the collectives left out: they are
+stored once per group), their FLOPs and bytes the ops' models, their medians a roofline's
+(`H100_TBPS`, `H100_TFLOPS`); nothing here is a measurement. The generator is this module alone:
+another one (a simulated fleet with other spreads) need only give `night_table` and `shard_records`.
 """
 from __future__ import annotations
 
@@ -384,7 +384,8 @@ def write_dimensions(url: str, year: FleetYear, table: CaseTable) -> Kit:
         for node in range(year.nodes):
             batch.shards.append((run.run_id, {
                 "shard": f"{node}/{year.nodes}", "shard_count": year.nodes, "host": host(node),
-                "status": "complete", "started_at": run.started_at, "finished_at": run.started_at + timedelta(hours=3)}))
+                "status": "complete", "started_at": run.started_at,
+                "finished_at": run.started_at + timedelta(hours=3)}))
         env = envs[int(night >= year.update_night)]
         for device in range(year.devices):
             batch.run_environments[(run.run_id, env.device_fingerprint, device_uuid(device))] = {
@@ -392,9 +393,10 @@ def write_dimensions(url: str, year: FleetYear, table: CaseTable) -> Kit:
                                                               "host": host(node_of(year, device))}}
     with engine.begin() as conn:
         load(conn, batch)
-        case_ids = dict(conn.execute(text("SELECT case_key, id FROM cases")).all())
-        env_ids = dict(conn.execute(text("SELECT device_fingerprint, id FROM environments")).all())
-        run_ids = dict(conn.execute(text("SELECT run_id, id FROM runs")).all())
+        case_ids: dict[str, int] = {k: v for k, v in conn.execute(text("SELECT case_key, id FROM cases"))}
+        env_ids: dict[str, int] = {
+            k: v for k, v in conn.execute(text("SELECT device_fingerprint, id FROM environments"))}
+        run_ids: dict[str, int] = {k: v for k, v in conn.execute(text("SELECT run_id, id FROM runs"))}
     engine.dispose()
     return Kit(year=year, table=table, case_ids=np.array([case_ids[c.case_key] for c in table.cases]),
                env_ids=(env_ids[envs[0].device_fingerprint], env_ids.get(envs[1].device_fingerprint, -1)),
