@@ -1,14 +1,15 @@
-"""The supervisor: feeds cases to worker processes, one per device, and stores every result within seconds.
+"""The supervisor: feeds cases to worker processes, one per device, and stores every result as it arrives.
 
 One event loop in the main thread waits on all workers' pipes and process sentinels together:
-results are held for a moment and written together (`ResultStore.add_measurements`: one transaction,
-one batched INSERT), at the latest `HOLD_S` seconds after the oldest of them or once `HOLD_RESULTS`
-are held, and always before the run ends, interrupted or not (a supervisor killed outright loses the
-results of its last seconds, which a resumed run measures again); a worker that dies marks its case
-`crashed` (exit code or signal) and a fresh worker takes the next case; a worker that outlives the
-per-case wall-clock limit is killed and its case marked `crashed` ("timed out"). The first SIGINT
-lets the cases in flight finish and be stored, then the run stops as `interrupted`; a second SIGINT
-(or a SIGTERM) stops at once. What was stored stays.
+every result the loop received in one pass is written before the next pass, all of them in one
+transaction (`ResultStore.add_measurements`: COPY on PostgreSQL, one batched INSERT elsewhere). A
+result is never held back for a batch, and a lane gets its next case only once its result is
+written: a run killed outright loses only the cases in flight (and the write in progress); lanes
+whose results arrive in the same pass share a write. A worker that dies marks its case `crashed`
+(exit code or signal) and a fresh worker takes the next case; a worker that outlives the per-case
+wall-clock limit is killed and its case marked `crashed` ("timed out"). The first SIGINT lets the
+cases in flight finish and be stored, then the run stops as `interrupted`; a second SIGINT (or a
+SIGTERM) stops at once. What was stored stays.
 
 (About 430 lines on purpose: one event loop and its handlers, a lane's whole life from start to
 the last result, read best in one place; the processes, the records and the messages are modules
@@ -46,10 +47,6 @@ CASE_BUDGET_FACTOR = 3.0
 # A worker that fails to start this many times in a row is given up on (its device is broken).
 MAX_START_FAILURES = 2
 POLL_S = 0.25
-# Results are written together: at the latest this long after the oldest held one was measured, or
-# once this many are held (a statement per result would cost a night of 128,000 results minutes).
-HOLD_S = 2.0
-HOLD_RESULTS = 500
 # How often a lane re-reads which cases the run already holds (another process may be running
 # the same shard: a requeued Slurm job whose first instance is still alive).
 REFRESH_MEASURED_S = 30.0
@@ -179,8 +176,7 @@ class Supervisor:
         self.lanes = [_Lane(d, list(cases)) for d in torch_devices]
         self.stop_requested = False
         self._interrupts = 0
-        self._held: list[tuple[_Lane, CaseResult]] = []  # measured, not yet written
-        self._held_since = 0.0
+        self._received: list[tuple[_Lane, CaseResult]] = []  # received in this pass of the loop, not yet written
 
     # -- signals -------------------------------------------------------------------------------
 
@@ -219,7 +215,7 @@ class Supervisor:
                     lane.worker = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            self._write_held()
+            self._write_received()
         return self._result()
 
     def _result(self) -> SupervisorResult:
@@ -259,8 +255,7 @@ class Supervisor:
 
     def _loop(self) -> None:
         while True:
-            if self._held and time.monotonic() - self._held_since >= HOLD_S:
-                self._write_held()
+            self._write_received()  # what the last pass received, before any lane is given its next case
             for lane in self.lanes:
                 self._advance(lane)
             active = [lane for lane in self.lanes if lane.state in (LaneState.STARTING, LaneState.BUSY)]
@@ -463,16 +458,12 @@ class Supervisor:
             shard=self.shard,
             work_model=self.work_model,
         )
-        if not self._held:
-            self._held_since = time.monotonic()
-        self._held.append((lane, CaseResult(lane.torch_device, case, record, elapsed_s, stored=False)))
+        self._received.append((lane, CaseResult(lane.torch_device, case, record, elapsed_s, stored=False)))
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)
-        if len(self._held) >= HOLD_RESULTS:
-            self._write_held()
 
-    def _write_held(self) -> None:
+    def _write_received(self) -> None:
         """Write the held results in one transaction; each lane keeps its results, marked stored or not."""
-        held, self._held = self._held, []
+        held, self._received = self._received, []
         if not held:
             return
         stored = self.store.add_measurements([result.record for _, result in held])

@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, text
 
 from rooflab.db.urls import normalize_url
 from tests.perf import bench_fleet
+from tests.perf.access_paths import ACCESS_PATHS
 
 pytestmark = pytest.mark.postgres
 
@@ -31,7 +32,7 @@ def test_the_small_fleet_benchmark_runs_every_step(postgres_url: str, tmp_path: 
     assert (steps["ingest_night"]["count"], steps["import_night"]["count"]) == (night, night)
     assert steps["export"]["count"] == devices * cases * nights
     assert steps["regressions"]["count"] >= cases and steps["report"]["count"] > 0
-    assert [p["expected"] for p in figures["access_paths"]] == [p.index for p in bench_fleet.ACCESS_PATHS]
+    assert [p["expected"] for p in figures["access_paths"]] == [p.index for p in ACCESS_PATHS]
     engine = create_engine(normalize_url(postgres_url))
     with engine.connect() as conn:  # the night the ingest steps wrote is gone again: the year as generated
         held = conn.execute(text("SELECT count(*), count(DISTINCT run_id) FROM measurements")).one()

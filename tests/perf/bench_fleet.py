@@ -44,10 +44,10 @@ from typing import Any
 from sqlalchemy import create_engine, text
 
 from rooflab.db.urls import normalize_url
-from rooflab.runners.orchestration.supervisor import HOLD_RESULTS
-from tests.perf.access_paths import ACCESS_PATHS, explain, sample_params
+from tests.perf.access_paths import explain, sample_params
 from tests.perf.bench_history import _tree_rss_bytes
-from tests.perf.fleet_year import FleetYear, run_id, write_year
+from tests.perf.fleet_shard import BACKLOG
+from tests.perf.fleet_year import SUITE, FleetYear, run_id, write_year
 from tests.perf.pg_server import temporary_server
 
 # issue 48's goals: seconds and peak MB of each step
@@ -193,7 +193,7 @@ def fleet(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) ->
     if helped.returncode != 0:
         return Step(None, None, os.getloadavg()[0], "this rooflab has no `rooflab fleet`")
     load = os.getloadavg()[0]
-    watched, out = rooflab(["fleet", "--db", url, "--json", "--fail-on", "never"], args)
+    watched, out = rooflab(["fleet", "--db", url, "--suite", SUITE, "--json", "--fail-on", "never"], args)
     return step_of(watched, load, _fleet_note(out))
 
 
@@ -332,8 +332,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, metavar="FILE", help="write each step's seconds and peak MB here")
     parser.add_argument("--workdir", type=Path, help="for the files the steps write (default: a temporary folder)")
     parser.add_argument("--keep", action="store_true", help="keep the year's Parquet export in --workdir")
-    parser.add_argument("--hold", type=int, default=HOLD_RESULTS,
-                        help=f"results a shard writes at once (default the supervisor's {HOLD_RESULTS}; 1: each alone)")
+    parser.add_argument("--hold", type=int, default=BACKLOG,
+                        help=f"results a shard writes at once (default {BACKLOG}; 1: each alone, as a lane's "
+                             "results arrive when each case takes longer than a write)")
     parser.add_argument("--max-mb", type=float, default=4000.0, help="stop a step past this peak (default 4000)")
     parser.add_argument("--step-timeout", type=float, default=3600.0, help="stop a step after this many seconds")
     args = parser.parse_args(argv)

@@ -3,10 +3,11 @@ ingest step of tests/perf/bench_fleet.py).
 
     python -m tests.perf.fleet_shard URL NODE --devices 64 --cases 2000 --nights 365 --night 365
 
-Builds the node's results (tests/perf/fleet_year.py `shard_records`: what its supervisor holds
-after measuring), prints `ready` and waits for a line on stdin; then does what the shard's run does
+Builds the node's results (tests/perf/fleet_year.py `shard_records`: what its supervisor receives
+from its workers), prints `ready` and waits for a line on stdin; then does what the shard's run does
 to the database: starts its shard of the night's run, adds its devices, writes the results as the
-supervisor writes them (`ResultStore.add_measurements`, `HOLD_RESULTS` at a time), finishes the
+supervisor writes them (`ResultStore.add_measurements`, `--hold` at a time: 1 as a lane's results
+arrive one by one, more as a backlog of results received together is written), finishes the
 shard, and prints its figures as JSON (`results`, `written`, `write_s`).
 """
 from __future__ import annotations
@@ -18,9 +19,10 @@ import sys
 import time
 
 from rooflab.db.store import ResultStore
-from rooflab.runners.orchestration.supervisor import HOLD_RESULTS
 from rooflab.vocab import RunStatus
 from tests.perf.fleet_year import FleetYear, case_table, environment, host, run_record, shard_records
+
+BACKLOG = 500  # results written in one transaction by default: a backlog written at once
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, default in (("devices", 64), ("cases", 2000), ("nights", 365), ("gpus-per-node", 8), ("seed", 0)):
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--night", type=int, required=True, help="the night to write (0-based)")
-    parser.add_argument("--hold", type=int, default=HOLD_RESULTS,
-                        help=f"results written together (default the supervisor's {HOLD_RESULTS}; 1: one by one)")
+    parser.add_argument("--hold", type=int, default=BACKLOG,
+                        help=f"results written together (default {BACKLOG}; 1: one by one)")
     args = parser.parse_args(argv)
     year = FleetYear(devices=args.devices, cases=args.cases, nights=args.nights, gpus_per_node=args.gpus_per_node,
                      seed=args.seed)

@@ -66,6 +66,7 @@ WALLS = ("memory", "matrix", "launch")
 NOISE = {"offset": 0.4, "night": 0.35, "case": 0.2, "fleet": 0.25}
 HBM_SLOW_PCT, MATRIX_SLOW_PCT = 6.0, 7.0
 SPECS = ("nightly", "roofline", "quick")
+SUITE = "nightly"  # the suite every night of the year is a run of
 SHIPPED_SPEC_TEXT = "name: nightly\n"
 
 
@@ -210,7 +211,7 @@ def environment(year: FleetYear, after_update: bool, device: int | None = None) 
 
 
 def run_record(night: int) -> RunRecord:
-    return RunRecord(run_id=run_id(night), suite="nightly", spec_text=SHIPPED_SPEC_TEXT,
+    return RunRecord(run_id=run_id(night), suite=SUITE, spec_text=SHIPPED_SPEC_TEXT,
                      spec_hash=hashlib.sha256(SHIPPED_SPEC_TEXT.encode()).hexdigest(), started_at=night_start(night),
                      host=host(0), command_line="rooflab run nightly --devices all --shard I/N",
                      git_commit=hashlib.sha1(str(night // 7).encode()).hexdigest(), rooflab_version="0.1.0")

@@ -138,7 +138,6 @@ def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, mo
     import rooflab.runners.orchestration.supervisor as supervisor
 
     monkeypatch.setattr(supervisor, "REFRESH_MEASURED_S", 0.0)
-    monkeypatch.setattr(supervisor, "HOLD_RESULTS", 1)  # each result written at once
     cases = [planted("planted_scale", n) for n in (128, 256, 512)]
     store = new_run(db_url, "twin")
 
@@ -195,18 +194,20 @@ def pd_isnull(value: object) -> bool:
     return bool(pd.isna(value))
 
 
-def test_results_are_written_together_and_a_result_stored_meanwhile_is_kept(
-        db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Results are held and written in batches of HOLD_RESULTS (the rest when the run ends); a held
-    result that another process stored meanwhile is not written again, and said so."""
-    import rooflab.runners.orchestration.supervisor as supervisor
-
-    monkeypatch.setattr(supervisor, "HOLD_RESULTS", 2)
-    monkeypatch.setattr(supervisor, "HOLD_S", 3600.0)
+def test_each_result_is_written_before_its_lane_gets_the_next_case_and_one_stored_meanwhile_is_kept(
+        db_url: str) -> None:
+    """No result waits for a batch: the supervisor writes what it received before it sends the lane its
+    next case (a killed run loses only the case in flight); a result that another process stored
+    meanwhile is not written again, and said so."""
     sizes = random.sample(range(64, 4096), 5)
     cases = [planted("planted_scale", n) for n in sizes]
-    store = new_run(db_url, "held")
-    batches: list[list[str]] = []
+    store = new_run(db_url, "each")
+    events: list[tuple[str, str]] = []  # ("sent" | "written", case_key), in order
+
+    class Progress(Recorder):
+        def case_started(self, device, case):
+            events.append(("sent", case.case_key))
+            super().case_started(device, case)
 
     class Counting:
         def __getattr__(self, name: str):
@@ -214,43 +215,20 @@ def test_results_are_written_together_and_a_result_stored_meanwhile_is_kept(
 
         def add_measurements(self, records):
             keys = [m.identity.case.case_key for m in records]
-            if not batches:  # another process stores the second case of the first batch first
+            if keys == [cases[1].case_key]:  # another process stores the second case first
                 twin = ResultStore(db_url)
-                assert twin.add_measurement(records[1])
+                assert twin.add_measurement(records[0])
                 twin.close()
-            batches.append(keys)
+            events.extend(("written", key) for key in keys)
             return store.add_measurements(records)
 
-    progress = Recorder()
-    result = Supervisor(store=Counting(), run_id="held", torch_devices=["cpu"], cases=cases, progress=progress,
+    progress = Progress()
+    result = Supervisor(store=Counting(), run_id="each", torch_devices=["cpu"], cases=cases, progress=progress,
                         handle_signals=False).run()
     store.close()
     assert result.status == "complete"
-    assert batches == [[c.case_key for c in cases[:2]], [c.case_key for c in cases[2:4]], [cases[4].case_key]]
+    assert events == [(kind, c.case_key) for c in cases for kind in ("sent", "written")]
     assert [r.stored for r in result.results] == [True, False, True, True, True]
     assert any(cases[1].describe() in note and "stored meanwhile" in note for note in progress.notes)
-    frame = results(db_url, run_id="held")
+    frame = results(db_url, run_id="each")
     assert sorted(frame["case_key"]) == sorted(c.case_key for c in cases)
-
-
-def test_a_held_result_is_written_once_it_is_hold_s_old(db_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rooflab.runners.orchestration.supervisor as supervisor
-
-    monkeypatch.setattr(supervisor, "HOLD_RESULTS", 1000)
-    monkeypatch.setattr(supervisor, "HOLD_S", 0.0)
-    cases = [planted("planted_scale", n) for n in random.sample(range(64, 4096), 3)]
-    store = new_run(db_url, "aged")
-    batches: list[int] = []
-
-    class Counting:
-        def __getattr__(self, name: str):
-            return getattr(store, name)
-
-        def add_measurements(self, records):
-            batches.append(len(records))
-            return store.add_measurements(records)
-
-    result = Supervisor(store=Counting(), run_id="aged", torch_devices=["cpu"], cases=cases, progress=Recorder(),
-                        handle_signals=False).run()
-    store.close()
-    assert result.status == "complete" and batches == [1, 1, 1]
