@@ -11,9 +11,7 @@ The rows, their order and their values are the generic path's (tests/db/test_par
 """
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ from sqlalchemy import Connection, select
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JOINED, canonical_json
+from rooflab.db.copy_stream import CopyStream
 
 if TYPE_CHECKING:  # pyarrow loads only for a Parquet export
     import pyarrow as pa
@@ -47,38 +46,6 @@ def run_query(run_pk: int) -> str:
     order = ", ".join(f'{c} COLLATE "C"' for c in ("c.case_key", "m.cache", "m.timing_mode", "m.device_key"))
     return (f"COPY (SELECT {columns} FROM measurements m JOIN cases c ON c.id = m.case_id "
             f"WHERE m.run_id = {int(run_pk)} ORDER BY {order}) TO STDOUT (FORMAT csv)")
-
-
-class _CopyStream(io.RawIOBase):
-    """The chunks of a COPY TO STDOUT as a file Arrow reads."""
-
-    def __init__(self, chunks: Iterator[Any]) -> None:
-        self._chunks = chunks
-        self._rest = memoryview(b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def empty(self) -> bool:
-        """Whether the COPY wrote nothing (reads its first chunk to tell)."""
-        if not self._rest:
-            self._rest = memoryview(bytes(next(self._chunks, b"")))
-        return not self._rest
-
-    def readinto(self, buffer: Any) -> int:
-        """Fills `buffer` but at the end (a COPY sends a row a chunk; Arrow makes a block of each read)."""
-        want, parts, have = len(buffer), [bytes(self._rest)], len(self._rest)
-        while have < want:
-            chunk = next(self._chunks, None)
-            if chunk is None:
-                break
-            parts.append(bytes(chunk))  # a copy: psycopg reuses the chunk's memory for the next one
-            have += len(chunk)
-        data = b"".join(parts)
-        n = min(want, len(data))
-        buffer[:n] = data[:n]
-        self._rest = memoryview(data)[n:]
-        return n
 
 
 def _csv_options() -> tuple[Any, Any, Any]:
@@ -181,7 +148,7 @@ def write(conn: Connection, sink: Path | pa.NativeFile, schema: pa.Schema, *, ru
     with cursor, pq.ParquetWriter(sink, schema, compression="zstd") as writer:
         for run in runs:
             with cursor.copy(run_query(run["id"])) as copy:
-                stream = _CopyStream(iter(copy))
+                stream = CopyStream(iter(copy))
                 if stream.empty():
                     continue
                 for batch in pa_csv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert):
