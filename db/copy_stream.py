@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+
+Chunk = bytes | bytearray | memoryview  # what a COPY's iteration gives
 
 
 class CopyStream(io.RawIOBase):
     """The chunks of a COPY TO STDOUT as a file Arrow reads."""
 
-    def __init__(self, chunks: Iterator[Any]) -> None:
+    def __init__(self, chunks: Iterator[Chunk]) -> None:
         self._chunks = chunks
         self._rest = memoryview(b"")
 
@@ -23,9 +28,10 @@ class CopyStream(io.RawIOBase):
             self._rest = memoryview(bytes(next(self._chunks, b"")))
         return not self._rest
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         """Fills `buffer` but at the end (a COPY sends a row a chunk; Arrow makes a block of each read)."""
-        want, parts, have = len(buffer), [bytes(self._rest)], len(self._rest)
+        target = memoryview(buffer).cast("B")
+        want, parts, have = len(target), [bytes(self._rest)], len(self._rest)
         while have < want:
             chunk = next(self._chunks, None)
             if chunk is None:
@@ -34,6 +40,6 @@ class CopyStream(io.RawIOBase):
             have += len(chunk)
         data = b"".join(parts)
         n = min(want, len(data))
-        buffer[:n] = data[:n]
+        target[:n] = data[:n]
         self._rest = memoryview(data)[n:]
         return n
