@@ -13,7 +13,7 @@ import gzip
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from rooflab.db import models
+from rooflab.db import models, parquet_copy
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, canonical_json, result_select
 from rooflab.db.engine import make_engine
 from rooflab.db.errors import DatabaseInputError
@@ -29,6 +29,7 @@ from rooflab.db.importer import detect_format
 from rooflab.db.schema import require_current
 from rooflab.db.timeparse import parse_since
 from rooflab.db.types import ColumnValue
+from rooflab.db.urls import normalize_url
 
 if TYPE_CHECKING:  # pyarrow loads only for a Parquet export
     import pyarrow as pa
@@ -152,7 +153,9 @@ def export(url: str, fmt: str, out: Path | None = None, *, run_id: str | None = 
         return _write_text(chunks, fmt, None, False)
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
-        if fmt == "parquet":
+        if fmt == "parquet" and normalize_url(url).get_backend_name() == "postgresql":
+            count = _parquet_by_copy(url, partial, gzipped, run_id, since_value)
+        elif fmt == "parquet":
             count = _write_parquet(chunks, partial, gzipped)
         else:
             count = _write_text(chunks, fmt, partial, gzipped)
@@ -194,17 +197,32 @@ def parquet_schema() -> pa.Schema:
     return pa.schema([pa.field(name, types[COLUMN_KINDS[name].kind]) for name in ALL_COLUMNS])
 
 
-def _write_parquet(chunks: Iterator[list[dict[str, Any]]], out: Path, gzipped: bool = False) -> int:
-    """Parquet (zstd inside); with `gzipped` the whole file is also gzip-compressed, as
-    `rooflab import` reads a `.parquet.gz`."""
+def _parquet_sink(out: Path, gzipped: bool, write: Callable[[Any], int]) -> int:
+    """`write(sink)` into `out`: Parquet (zstd inside); with `gzipped` the whole file is also
+    gzip-compressed, as `rooflab import` reads a `.parquet.gz`."""
     import pyarrow as pa
 
+    if not gzipped:
+        return write(out)
+    with pa.CompressedOutputStream(str(out), "gzip") as sink:
+        return write(sink)
+
+
+def _write_parquet(chunks: Iterator[list[dict[str, Any]]], out: Path, gzipped: bool = False) -> int:
     schema = parquet_schema()
     json_columns = [name for name in ALL_COLUMNS if COLUMN_KINDS[name].kind in ("object", "list")]
-    if not gzipped:
-        return _parquet_chunks(chunks, out, schema, json_columns)
-    with pa.CompressedOutputStream(str(out), "gzip") as sink:
-        return _parquet_chunks(chunks, sink, schema, json_columns)
+    return _parquet_sink(out, gzipped, lambda sink: _parquet_chunks(chunks, sink, schema, json_columns))
+
+
+def _parquet_by_copy(url: str, out: Path, gzipped: bool, run_id: str | None, since: datetime | None) -> int:
+    """PostgreSQL's results as Parquet through COPY (db/parquet_copy.py): the same file, streamed."""
+    engine = make_engine(require_current(url), write=False)
+    try:
+        with engine.connect() as conn:
+            return _parquet_sink(out, gzipped, lambda sink: parquet_copy.write(
+                conn, sink, parquet_schema(), run_id=run_id, since=since))
+    finally:
+        engine.dispose()
 
 
 def _parquet_chunks(chunks: Iterator[list[dict[str, Any]]], sink: Any, schema: Any, json_columns: list[str]) -> int:

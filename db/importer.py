@@ -183,17 +183,33 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {"datetime": _parse_datetime, "int":
                                             "bool": _parse_bool}
 
 
+# per column: its name, the Python type a typed file (Parquet, JSON) gives a value of its kind in when
+# nothing but that kind is checked (None: an enum, a shard, a time, JSON), and whether it may be null
+_PLAIN = {"str": str, "float": float, "int": int, "bool": bool}
+_PLAN = tuple((name, None if name in (*_ENUMS, "shard") else _PLAIN.get(COLUMN_KINDS[name].kind),
+               COLUMN_KINDS[name].nullable) for name in ALL_COLUMNS)
+_INF = math.inf
+
+
 def _record(raw: dict[str, Any], where: str, from_text: bool) -> dict[str, Any]:
     record: dict[str, Any] = {}
-    for name in ALL_COLUMNS:
+    for name, plain, nullable in _PLAN:
         if name not in raw:
             if name in EXPORT_COLUMNS:
                 raise DatabaseInputError(f"{where}: column {name!r} is missing")
             default = COLUMN_KINDS[name].default
             record[name] = list(default) if isinstance(default, tuple) else default
             continue
+        value = raw[name]
+        if not from_text:  # a typed file's value already null or of its column's kind: checked here, inline
+            kind = type(value)
+            if (value is None and nullable) or (kind is plain and (
+                    value != "" if kind is str else -_INF < value < _INF if kind is float
+                    else value >= 0 if kind is int else True)):
+                record[name] = value
+                continue
         try:
-            record[name] = _parse_value(name, raw[name], from_text)
+            record[name] = _parse_value(name, value, from_text)
         except _Bad as exc:
             raise DatabaseInputError(f"{where}, column {name!r}: {exc}") from None
     if "collective_mode" not in raw:
@@ -325,6 +341,7 @@ def read_file(path: Path) -> list[dict[str, ColumnValue]]:
 def build_batch(path: Path, records: Sequence[Mapping[str, ColumnValue]]) -> Batch:
     """Turn validated records into a Batch; rows that disagree about a run, case or device are refused."""
     batch = Batch()
+    measured = measurement_column_names()
     seen: dict[str, dict[str, tuple[int, dict[str, ColumnValue]]]] = {kind: {} for kind, _, _ in _IDENTITIES}
     for index, rec in enumerate(records, start=1):
         for kind, key_name, fields in _IDENTITIES:
@@ -349,7 +366,7 @@ def build_batch(path: Path, records: Sequence[Mapping[str, ColumnValue]]) -> Bat
         batch.run_environments.setdefault((run_id, fingerprint, key), {"device_uuid": device_uuid, "info": {}})
         if case_key not in batch.cases:
             batch.cases[case_key] = table_row(models.Case, rec)
-        columns = {name: rec[name] for name in measurement_column_names() if name in rec}
+        columns = {name: rec[name] for name in measured if name in rec}
         columns["device_key"] = key
         columns["measured_at"] = rec["measured_at"] or rec["started_at"]
         # the rates are derived from the figures as the store derives them, never taken from the file

@@ -7,13 +7,14 @@ therefore adds nothing.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Column, Connection, Table, select, update
 
 from rooflab.db import models
+from rooflab.db.bulk_rows import insert_rows
 from rooflab.db.dialect import insert_ignore
 from rooflab.db.shards import aggregate_shards
 from rooflab.vocab import RunStatus
@@ -112,10 +113,12 @@ def _ids(conn: Connection, column: Any, key_column: Any, keys: Iterable[str]) ->
     return found
 
 
-def _insert_missing(conn: Connection, table: Any, key_column: Any,
-                    rows: dict[str, dict[str, Any]]) -> tuple[dict[str, int], int]:
+def insert_missing(conn: Connection, table: Table, key_column: Column[str],
+                   rows: Mapping[str, Mapping[str, object]]) -> tuple[dict[str, int], int]:
+    """The ids of `rows` (keyed by their natural key, `key_column`), inserting those the database lacks
+    in batches; and how many were new."""
     existing = _ids(conn, table.c.id, key_column, rows)
-    new = [rows[key] for key in rows if key not in existing]
+    new = [dict(rows[key]) for key in rows if key not in existing]
     for chunk in _chunks(new):
         conn.execute(insert_ignore(conn, table), chunk)
     ids = _ids(conn, table.c.id, key_column, rows) if new else existing
@@ -154,9 +157,9 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
     """Insert what is missing from `batch`; the caller owns the transaction."""
     counts = LoadCounts()
     run_t, env_t, case_t = models.Run.__table__, models.Environment.__table__, models.Case.__table__
-    run_ids, counts.runs = _insert_missing(conn, run_t, run_t.c.run_id, batch.runs)
-    env_ids, counts.environments = _insert_missing(conn, env_t, env_t.c.device_fingerprint, batch.environments)
-    case_ids, counts.cases = _insert_missing(conn, case_t, case_t.c.case_key, batch.cases)
+    run_ids, counts.runs = insert_missing(conn, run_t, run_t.c.run_id, batch.runs)
+    env_ids, counts.environments = insert_missing(conn, env_t, env_t.c.device_fingerprint, batch.environments)
+    case_ids, counts.cases = insert_missing(conn, case_t, case_t.c.case_key, batch.cases)
 
     _merge_run_states(conn, batch, run_ids)
     if batch.run_environments:
@@ -187,7 +190,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
         samples.append(sample)
 
     for chunk in _chunks(rows, CHUNK * 5):
-        conn.execute(m_t.insert(), chunk)
+        insert_rows(conn, m_t, chunk)
     counts.measurements = len(rows)
 
     with_samples = [(row, sample) for row, sample in zip(rows, samples, strict=True) if sample is not None]
@@ -205,7 +208,7 @@ def load(conn: Connection, batch: Batch) -> LoadCounts:
             for row, sample in with_samples
         ]
         for chunk in _chunks(sample_rows, CHUNK * 5):
-            conn.execute(models.Sample.__table__.insert(), chunk)
+            insert_rows(conn, models.Sample.__table__, chunk)
         counts.samples = len(sample_rows)
     counts.crosschecks = _load_crosschecks(conn, batch, run_ids, case_ids, env_ids)
     counts.layer_profiles = _load_layer_profiles(conn, batch, run_ids, case_ids)

@@ -204,6 +204,8 @@ class Measurement(Base):
 
 # A case's history on one device, in run order (revision 0002).
 Index("ix_measurements_history", Measurement.case_id, Measurement.environment_id, Measurement.run_id)
+# A physical device's results, and one series (a case on one device) in run order (revision 0012).
+Index("ix_measurements_device", Measurement.device_key, Measurement.case_id, Measurement.run_id)
 
 
 class Sample(Base):

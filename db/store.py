@@ -7,19 +7,21 @@ result are skipped by the database's unique constraints, never by a read-then-wr
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from sqlalchemy import Connection, select, update
 
 from rooflab.db import models
+from rooflab.db.bulk_rows import insert_new, insert_rows
 from rooflab.db.collectives import add_collective
-from rooflab.db.dialect import insert_ignore
+from rooflab.db.dialect import NATURAL_KEYS, insert_ignore
 from rooflab.db.engine import retry_locked
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Database, as_database
+from rooflab.db.load import insert_missing
 from rooflab.db.measurement_columns import device_key, measurement_row
 from rooflab.db.samples import pack
 from rooflab.db.shards import ShardStatus, aggregate_shards, parse_shard
@@ -256,48 +258,71 @@ class ResultStore:
         Returns False, writing nothing, when the run already has a result for this case, cache
         mode, timing mode and device.
         """
-        if m.status not in tuple(ResultStatus):
-            raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {allowed(ResultStatus)}")
-        require_aware("measured_at", m.identity.measured_at)
-        row = measurement_row(m)
-        blob = pack(m.samples_ms) if m.samples_ms else None
+        return self.add_measurements([m])[0]
 
-        def body(conn: Connection) -> tuple[bool, int, int]:
-            run_pk = self._run_pk_in(conn, m.identity.run_id)
-            env_pk = self._env_pk.get(m.identity.device_fingerprint)
-            if env_pk is None:
-                env_pk = conn.scalar(
-                    select(models.Environment.id)
-                    .where(models.Environment.device_fingerprint == m.identity.device_fingerprint)
-                )
-                if env_pk is None:
-                    raise DatabaseInputError(
-                        f"device {m.identity.device_fingerprint!r} is not in the database: call add_environment first"
-                    )
-            case_pk = self._case_pk.get(m.identity.case.case_key)
-            if case_pk is None:
-                case_pk = upsert_case(conn, m.identity.case)
-            # the values go as parameters, not `.values(...)`: one statement per dialect, built
-            # and compiled once, instead of a new one per row (most of a store's CPU per result)
-            new_id = conn.scalar(
-                _measurement_insert(conn), dict(run_id=run_pk, case_id=case_pk, environment_id=env_pk, **row)
-            )
-            if new_id is None:
-                return False, env_pk, case_pk
-            if blob is not None:
-                conn.execute(
-                    _SAMPLE_INSERT, {"measurement_id": new_id, "count": len(m.samples_ms), "values_f64le": blob}
-                )
-            if m.layer_profile is not None:
-                add_layer_profile(conn, new_id, m.layer_profile)
-            if m.collective is not None:
-                add_collective(conn, new_id, m.collective)
-            return True, env_pk, case_pk
+    def add_measurements(self, records: Sequence[MeasurementRecord]) -> list[bool]:
+        """Store results with their raw samples in one transaction, each table's rows in one batched
+        INSERT (never a statement per row): what a run's supervisor holds for a moment, or a whole batch.
 
-        added, env_pk, case_pk = self.transaction(body)
-        self._env_pk[m.identity.device_fingerprint] = env_pk
-        self._case_pk[m.identity.case.case_key] = case_pk
-        return added
+        Returns, per record, whether it was written: False where the run already had a result for its
+        case, cache mode, timing mode and device, or an earlier record of `records` is that result.
+        """
+        for m in records:
+            if m.status not in tuple(ResultStatus):
+                raise DatabaseInputError(f"invalid status {m.status!r}; allowed: {allowed(ResultStatus)}")
+            require_aware("measured_at", m.identity.measured_at)
+        rows = [measurement_row(m) for m in records]
+        if not rows:
+            return []
+
+        def body(conn: Connection) -> tuple[list[bool], dict[str, int], dict[str, int]]:
+            run_pks = {run_id: self._run_pk_in(conn, run_id) for run_id in {m.identity.run_id for m in records}}
+            env_pks = self._env_pks_in(conn, {m.identity.device_fingerprint for m in records})
+            case_pks = self._case_pks_in(conn, [m.identity.case for m in records])
+            params: list[dict[str, Any]] = []
+            first: dict[tuple[Any, ...], int] = {}  # natural key -> the record that writes it
+            for i, (m, row) in enumerate(zip(records, rows, strict=True)):
+                run_pk = run_pks[m.identity.run_id]
+                case_pk = case_pks[m.identity.case.case_key]
+                key = (run_pk, case_pk, row["cache"], row["timing_mode"], row["device_key"])
+                if key not in first:
+                    first[key] = i
+                    params.append(dict(run_id=run_pk, case_id=case_pk,
+                                       environment_id=env_pks[m.identity.device_fingerprint], **row))
+            table = models.Measurement.__table__
+            new_ids: dict[tuple[Any, ...], int] = {
+                tuple(row[1:]): cast(int, row[0]) for row in insert_new(conn, table, params, _MEASUREMENT_KEY,
+                                                             ("id", *_MEASUREMENT_KEY))}
+            new = {i: new_ids[key] for key, i in first.items() if key in new_ids}
+            _add_attached(conn, [(pk, records[i]) for i, pk in new.items()])
+            return [i in new for i in range(len(records))], env_pks, case_pks
+
+        stored, env_pks, case_pks = self.transaction(body)
+        self._env_pk.update(env_pks)
+        self._case_pk.update(case_pks)
+        return stored
+
+    def _env_pks_in(self, conn: Connection, fingerprints: set[str]) -> dict[str, int]:
+        """The environment ids of `fingerprints`; a device the database lacks is refused."""
+        found = {fp: self._env_pk[fp] for fp in fingerprints if fp in self._env_pk}
+        missing = sorted(fingerprints - set(found))
+        if missing:
+            env_t = models.Environment.__table__
+            found.update(conn.execute(
+                select(env_t.c.device_fingerprint, env_t.c.id).where(env_t.c.device_fingerprint.in_(missing))).all())
+            for fp in missing:
+                if fp not in found:
+                    raise DatabaseInputError(f"device {fp!r} is not in the database: call add_environment first")
+        return found
+
+    def _case_pks_in(self, conn: Connection, cases: Sequence[CaseRecord]) -> dict[str, int]:
+        """The case ids of `cases`, inserting those the database lacks (one batched INSERT)."""
+        found = {c.case_key: self._case_pk[c.case_key] for c in cases if c.case_key in self._case_pk}
+        missing = {c.case_key: case_row(c) for c in cases if c.case_key not in found}
+        if missing:
+            case_t = models.Case.__table__
+            found.update(insert_missing(conn, case_t, case_t.c.case_key, missing)[0])
+        return found
 
     def measured_case_keys(self, run_id: str, device_key: str | None = None) -> set[str]:
         """The case keys this run already has a result for.
@@ -317,17 +342,20 @@ class ResultStore:
             return set(conn.scalars(query))
 
 
-_SAMPLE_INSERT = models.Sample.__table__.insert()
-_MEASUREMENT_INSERTS: dict[str, Any] = {}
+_MEASUREMENT_KEY = NATURAL_KEYS["measurements"]
 
 
-def _measurement_insert(conn: Connection) -> Any:
-    """The INSERT of one measurement returning its id (skipped when the result is already there),
-    for `conn`'s dialect, its values given as execution parameters."""
-    name = conn.dialect.name
-    if name not in _MEASUREMENT_INSERTS:
-        _MEASUREMENT_INSERTS[name] = insert_ignore(conn, models.Measurement.__table__).returning(models.Measurement.id)
-    return _MEASUREMENT_INSERTS[name]
+def _add_attached(conn: Connection, new: list[tuple[int, MeasurementRecord]]) -> None:
+    """What hangs off new measurements (id, record): raw samples (one batched INSERT), a block's
+    profile, a collective's group."""
+    samples = [{"measurement_id": pk, "count": len(m.samples_ms), "values_f64le": pack(m.samples_ms)}
+               for pk, m in new if m.samples_ms]
+    insert_rows(conn, models.Sample.__table__, samples)
+    for pk, m in new:
+        if m.layer_profile is not None:
+            add_layer_profile(conn, pk, m.layer_profile)
+        if m.collective is not None:
+            add_collective(conn, pk, m.collective)
 
 
 def add_layer_profile(conn: Connection, measurement_pk: int, profile: LayerProfileRecord) -> None:
@@ -346,14 +374,15 @@ def add_layer_profile(conn: Connection, measurement_pk: int, profile: LayerProfi
         )
 
 
+def case_row(case: CaseRecord) -> dict[str, object]:
+    """The `cases` columns of `case`."""
+    return dict(case_key=case.case_key, op=case.op, op_version=int(case.op_version), family=case.family,
+                backend=case.backend, dtype=case.dtype, params=_jsonable(case.params))
+
+
 def upsert_case(conn: Connection, case: CaseRecord) -> int:
     """The id of `case`, inserting it if new."""
-    conn.execute(
-        insert_ignore(conn, models.Case.__table__).values(
-            case_key=case.case_key, op=case.op, op_version=int(case.op_version), family=case.family,
-            backend=case.backend, dtype=case.dtype, params=_jsonable(case.params),
-        )
-    )
+    conn.execute(insert_ignore(conn, models.Case.__table__).values(**case_row(case)))
     return conn.execute(select(models.Case.id).where(models.Case.case_key == case.case_key)).scalar_one()
 
 

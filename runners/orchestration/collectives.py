@@ -11,7 +11,7 @@ worker lanes: `rooflab run` measures them after the lanes have finished, as a ph
   `skipped` with the reason;
 - one group serves consecutive cases of the same backend and devices; a fault ends it (every rank
   killed) and the next case gets a fresh one, with a fresh rendezvous;
-- results are stored like every other (ResultStore.add_measurement, at once) on the device of rank
+- results are stored like every other (ResultStore.add_measurements, at once) on the device of rank
   0, with the group's record (rooflab.record.CollectiveRecord) and, whatever their status, the
   case's collective mode (`collective_mode`: stream or isolated); `--resume`, a restarted shard or a
   second process skip the cases the run already holds on that device, as the lanes do;
@@ -317,6 +317,6 @@ class CollectivePhase:
                               device_uuid=environment_device_uuid(env), shard=self.shard,
                               work_model=work_model_at(size))
         record = replace(record, collective=collective)
-        stored = self.store.add_measurement(record)
+        stored = self.store.add_measurements([record])[0]
         self.results.append(CaseResult(LANE, case, record, elapsed_s, stored))
         self.progress.case_done(LANE, case, record, elapsed_s)

@@ -1,11 +1,15 @@
-"""The supervisor: feeds cases to worker processes, one per device, and stores every result at once.
+"""The supervisor: feeds cases to worker processes, one per device, and stores every result as it arrives.
 
 One event loop in the main thread waits on all workers' pipes and process sentinels together:
-a result is written with `ResultStore.add_measurement` (one transaction) before the next case is
-sent; a worker that dies marks its case `crashed` (exit code or signal) and a fresh worker takes
-the next case; a worker that outlives the per-case wall-clock limit is killed and its case marked
-`crashed` ("timed out"). The first SIGINT lets the cases in flight finish and be stored, then the
-run stops as `interrupted`; a second SIGINT (or a SIGTERM) stops at once. What was stored stays.
+every result the loop received in one pass is written before the next pass, all of them in one
+transaction (`ResultStore.add_measurements`: COPY on PostgreSQL, one batched INSERT elsewhere). A
+result is never held back for a batch, and a lane gets its next case only once its result is
+written: a run killed outright loses only the cases in flight (and the write in progress); lanes
+whose results arrive in the same pass share a write. A worker that dies marks its case `crashed`
+(exit code or signal) and a fresh worker takes the next case; a worker that outlives the per-case
+wall-clock limit is killed and its case marked `crashed` ("timed out"). The first SIGINT lets the
+cases in flight finish and be stored, then the run stops as `interrupted`; a second SIGINT (or a
+SIGTERM) stops at once. What was stored stays.
 
 (About 430 lines on purpose: one event loop and its handlers, a lane's whole life from start to
 the last result, read best in one place; the processes, the records and the messages are modules
@@ -18,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from multiprocessing.connection import wait
 from typing import Any, Protocol
@@ -59,7 +63,7 @@ class Store(HeldResults, Protocol):
     """Where a run's results go (db.store.ResultStore; the tests' fakes)."""
 
     def add_environment(self, run_id: str, env: EnvironmentRecord) -> None: ...
-    def add_measurement(self, m: MeasurementRecord) -> bool: ...
+    def add_measurements(self, records: Sequence[MeasurementRecord]) -> list[bool]: ...
 
 
 class Progress(Protocol):
@@ -172,6 +176,7 @@ class Supervisor:
         self.lanes = [_Lane(d, list(cases)) for d in torch_devices]
         self.stop_requested = False
         self._interrupts = 0
+        self._received: list[tuple[_Lane, CaseResult]] = []  # received in this pass of the loop, not yet written
 
     # -- signals -------------------------------------------------------------------------------
 
@@ -210,6 +215,7 @@ class Supervisor:
                     lane.worker = None
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            self._write_received()
         return self._result()
 
     def _result(self) -> SupervisorResult:
@@ -249,6 +255,7 @@ class Supervisor:
 
     def _loop(self) -> None:
         while True:
+            self._write_received()  # what the last pass received, before any lane is given its next case
             for lane in self.lanes:
                 self._advance(lane)
             active = [lane for lane in self.lanes if lane.state in (LaneState.STARTING, LaneState.BUSY)]
@@ -451,12 +458,19 @@ class Supervisor:
             shard=self.shard,
             work_model=self.work_model,
         )
-        stored = self.store.add_measurement(record)
-        if not stored:
-            self.progress.note(f"{lane.torch_device}: "
-                               f"{case.describe()} was stored meanwhile by another process; kept that one")
-        result = CaseResult(lane.torch_device, case, record, elapsed_s, stored)
-        lane.results.append(result)
+        self._received.append((lane, CaseResult(lane.torch_device, case, record, elapsed_s, stored=False)))
         self.progress.case_done(lane.torch_device, case, record, elapsed_s)
+
+    def _write_received(self) -> None:
+        """Write the held results in one transaction; each lane keeps its results, marked stored or not."""
+        held, self._received = self._received, []
+        if not held:
+            return
+        stored = self.store.add_measurements([result.record for _, result in held])
+        for (lane, result), written in zip(held, stored, strict=True):
+            if not written:
+                self.progress.note(f"{lane.torch_device}: {result.case.describe()} was stored meanwhile by "
+                                   "another process; kept that one")
+            lane.results.append(replace(result, stored=written))
 
 

@@ -1,6 +1,7 @@
 """The supervisor with real worker processes on the CPU: planted faults, each recorded, the sweep going on."""
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -149,8 +150,9 @@ def test_cases_another_process_stored_meanwhile_are_not_measured(db_url: str, mo
         def __getattr__(self, name: str):
             return getattr(store, name)
 
-        def add_measurement(self, m):
-            added = store.add_measurement(m)
+        def add_measurements(self, records):
+            (m,) = records
+            added = store.add_measurements(records)
             if not self.twin_done:
                 self.twin_done = True
                 twin = ResultStore(db_url)
@@ -190,3 +192,43 @@ def pd_isnull(value: object) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+def test_each_result_is_written_before_its_lane_gets_the_next_case_and_one_stored_meanwhile_is_kept(
+        db_url: str) -> None:
+    """No result waits for a batch: the supervisor writes what it received before it sends the lane its
+    next case (a killed run loses only the case in flight); a result that another process stored
+    meanwhile is not written again, and said so."""
+    sizes = random.sample(range(64, 4096), 5)
+    cases = [planted("planted_scale", n) for n in sizes]
+    store = new_run(db_url, "each")
+    events: list[tuple[str, str]] = []  # ("sent" | "written", case_key), in order
+
+    class Progress(Recorder):
+        def case_started(self, device, case):
+            events.append(("sent", case.case_key))
+            super().case_started(device, case)
+
+    class Counting:
+        def __getattr__(self, name: str):
+            return getattr(store, name)
+
+        def add_measurements(self, records):
+            keys = [m.identity.case.case_key for m in records]
+            if keys == [cases[1].case_key]:  # another process stores the second case first
+                twin = ResultStore(db_url)
+                assert twin.add_measurement(records[0])
+                twin.close()
+            events.extend(("written", key) for key in keys)
+            return store.add_measurements(records)
+
+    progress = Progress()
+    result = Supervisor(store=Counting(), run_id="each", torch_devices=["cpu"], cases=cases, progress=progress,
+                        handle_signals=False).run()
+    store.close()
+    assert result.status == "complete"
+    assert events == [(kind, c.case_key) for c in cases for kind in ("sent", "written")]
+    assert [r.stored for r in result.results] == [True, False, True, True, True]
+    assert any(cases[1].describe() in note and "stored meanwhile" in note for note in progress.notes)
+    frame = results(db_url, run_id="each")
+    assert sorted(frame["case_key"]) == sorted(c.case_key for c in cases)
