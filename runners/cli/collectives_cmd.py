@@ -8,6 +8,7 @@ import typer
 
 from rooflab.runners.cli.common import DbOption, FilterOption, db_url
 from rooflab.runners.cli.epilogue import fail, guarded
+from rooflab.runners.orchestration.env_ranks import run_env_rank
 
 COLLECTIVES_HELP = """Measure the collective cases of SPEC as one rank of a group started by srun or torchrun.
 
@@ -35,8 +36,6 @@ def collectives_command(
     pairs_at_once: str | None = typer.Option(
         None, "--pairs-at-once", help="The link matrix: pairs measured at once, all or a number (1: one at a time)."),
 ) -> None:
-    from rooflab.runners.orchestration.env_ranks import run_env_rank
-
     if not case_timeout_s > 0:
         fail(f"--case-timeout-s {case_timeout_s}: must be > 0 (seconds)")
     code = guarded(lambda: run_env_rank(spec, db=db_url(db), run_id=run_id, filters=tuple(filter_), seed=seed,

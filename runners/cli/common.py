@@ -2,17 +2,17 @@
 and its checks, output folders, a device's label, table cells."""
 from __future__ import annotations
 
-import json
 import math
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.markup import escape
 
-from rooflab.runners.cli.epilogue import fail, guarded
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.urls import normalize_url, redact, sqlite_path
+from rooflab.runners.cli.epilogue import fail
 from rooflab.vocab import SeriesBy
 
 DEFAULT_DB_URL = "sqlite:///results.db"
@@ -40,9 +40,6 @@ def db_url(value: str | None) -> str:
 def require_database(url: str) -> None:
     """For commands that only read: a SQLite file that is not there is an error, and is not created
     (an empty database would only report "no results")."""
-    from rooflab.db.errors import DatabaseInputError
-    from rooflab.db.urls import normalize_url, redact, sqlite_path
-
     try:
         path = sqlite_path(normalize_url(url))
     except DatabaseInputError as exc:
@@ -82,20 +79,6 @@ def output_dir(out: Path, option: str = "--out") -> Path:
     return out
 
 
-def tools_of_devices(url: str) -> dict[str, str]:
-    """device fingerprint -> the peer tool whose imported results it holds (runners/peer_import: an
-    imported device's identity names its tool); rooflab's own devices are not listed."""
-    from rooflab.db.query import environments
-
-    frame = environments(url)
-    out: dict[str, str] = {}
-    for fingerprint, identity in zip(frame["device_fingerprint"], frame["identity"], strict=True):
-        tool = json.loads(identity).get("tool") if isinstance(identity, str) and identity else None
-        if tool:
-            out[str(fingerprint)] = str(tool)
-    return out
-
-
 def device_label(name: str, fingerprint: str, tools: dict[str, str]) -> str:
     """A device as a table shows it: its name, and the tool when its results were imported."""
     tool = tools.get(fingerprint)
@@ -127,13 +110,6 @@ def pct(value: Any) -> str:
 def optional_output_dir(out: Path | None) -> Path | None:
     """output_dir(out), or None when no folder was asked for."""
     return None if out is None else output_dir(out)
-
-
-def load_results_or_fail(db: str | None, columns: Sequence[str] | None = None) -> Any:
-    """Every result of the database (reports.data.reads.load_results), or one message and exit code 2."""
-    from rooflab.reports.data.reads import load_results
-
-    return guarded(lambda: load_results(db_url(db), columns=columns))
 
 
 def json_rows(frame: Any) -> list[dict]:

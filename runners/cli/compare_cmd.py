@@ -11,6 +11,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.reports.comparisons.compare_devices import compare_devices
+from rooflab.reports.comparisons.inputs import load_comparison_inputs
+from rooflab.reports.pages import compare_plots
+from rooflab.reports.regressions.link_check import table_speedups
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
@@ -59,11 +63,6 @@ def compare_cmd(
 ) -> None:
     """Per-case speedup of the candidate over the baseline with its 95 % interval, beside the
     speedup the roofs predict; the runs paired are named, with the rule that paired them."""
-    from rooflab.reports.comparisons.compare_devices import compare_devices
-    from rooflab.reports.comparisons.inputs import load_comparison_inputs
-    from rooflab.reports.pages import compare_plots
-    from rooflab.reports.regressions.link_check import table_speedups
-
     url = db_url(db)
     require_database(url)
 

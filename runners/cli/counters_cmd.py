@@ -9,6 +9,8 @@ from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, check_output_dir, db_url
 from rooflab.runners.cli.epilogue import console, err_console, fail, respond
+from rooflab.runners.counters.render import render
+from rooflab.runners.counters.session import run_counters
 from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:
@@ -40,9 +42,6 @@ def counters_command(
     db: str | None = DbOption,
     json_output: bool = JsonOption,
 ) -> None:
-    from rooflab.runners.counters.render import render
-    from rooflab.runners.counters.session import run_counters
-
     if seed < 0:
         fail(f"--seed {seed}: must be >= 0")
     # checked, not made: run_counters makes it with the first reading it stores, so that a refused

@@ -9,6 +9,8 @@ from rich.markup import escape
 
 from rooflab.runners.cli.common import DbOption, JsonOption, db_url
 from rooflab.runners.cli.epilogue import console, err_console, fail, json_text, respond
+from rooflab.runners.crosscheck.render import render
+from rooflab.runners.crosscheck.session import run_crosscheck
 from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:
@@ -46,9 +48,6 @@ def crosscheck_command(
     db: str | None = DbOption,
     json_output: bool = JsonOption,
 ) -> None:
-    from rooflab.runners.crosscheck.render import render
-    from rooflab.runners.crosscheck.session import run_crosscheck
-
     if out is not None and not out.parent.exists():
         fail(f"--out {escape(str(out))}: directory {escape(str(out.parent))} does not exist")
     if seed < 0:

@@ -3,13 +3,20 @@ group (`upgrade`, `current`, `merge`, `prune`)."""
 from __future__ import annotations
 
 import sys
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
+from rooflab.db.export import export
+from rooflab.db.importer import import_file
+from rooflab.db.merge import merge
+from rooflab.db.prune import prune_samples
+from rooflab.db.schema import head_revision, read_state, upgrade
+from rooflab.db.timeparse import parse_duration
+from rooflab.db.urls import redact
 from rooflab.runners.cli.common import DbOption, JsonOption, db_url, require_database
 from rooflab.runners.cli.epilogue import conclude, console, err_console, fail, guarded, respond
 from rooflab.vocab import ExitCode
@@ -31,8 +38,6 @@ def export_cmd(
     db: str | None = DbOption,
 ) -> None:
     """Export results, the standard export columns first (one row per measurement; docs/design.md)."""
-    from rooflab.db.export import export
-
     def show(count: int) -> None:
         if out is not None:
             err_console.print(f"exported {count} rows to {escape(str(out))}", highlight=False, soft_wrap=True)
@@ -43,9 +48,6 @@ def export_cmd(
 def import_export(file: Path, url: str, as_json: bool) -> None:
     """Import a rooflab export file (validated in full first; importing twice adds nothing): the
     `import` verb (runners/cli/import_cmd.py) hands a single export here."""
-    from rooflab.db.importer import import_file
-    from rooflab.db.urls import redact
-
     def to_json(result: ImportResult) -> dict[str, object]:
         c = result.counts
         return {"file": str(file), "rows": result.rows, "measurements_added": c.measurements,
@@ -65,9 +67,6 @@ def import_export(file: Path, url: str, as_json: bool) -> None:
 
 def upgrade_cmd(db: str | None = DbOption) -> None:
     """Upgrade the database schema to this rooflab's revision (creates a new database)."""
-    from rooflab.db.schema import upgrade
-    from rooflab.db.urls import redact
-
     url = db_url(db)
 
     def show(revisions: tuple[str | None, str]) -> None:
@@ -84,9 +83,6 @@ def upgrade_cmd(db: str | None = DbOption) -> None:
 
 def current_cmd(db: str | None = DbOption, as_json: bool = JsonOption) -> None:
     """Show the database's schema revision and this rooflab's."""
-    from rooflab.db.schema import head_revision, read_state
-    from rooflab.db.urls import redact
-
     url = db_url(db)
     respond(lambda: read_state(url), as_json=as_json,
             to_json=lambda state: {"db": redact(url), "state": state.kind, "revision": state.revision,
@@ -101,9 +97,6 @@ def merge_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Merge node-local result databases (with raw samples) into the target; idempotent."""
-    from rooflab.db.merge import merge
-    from rooflab.db.urls import redact
-
     url = db_url(db)
 
     def show(results: list[MergeResult]) -> None:
@@ -146,11 +139,6 @@ def prune_cmd(
 
     Shows what would go first, then asks (or goes on with --yes).
     """
-    from datetime import datetime
-
-    from rooflab.db.prune import prune_samples
-    from rooflab.db.timeparse import parse_duration
-
     url = db_url(db)
     age = guarded(lambda: parse_duration(samples_older_than, option="--samples-older-than"))
     require_database(url)

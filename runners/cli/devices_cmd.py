@@ -8,6 +8,7 @@ from rich.table import Table
 
 from rooflab.runners.cli.common import JsonOption
 from rooflab.runners.cli.epilogue import console, respond
+from rooflab.runners.machine.environment import best_device, capture, list_devices
 
 
 def _fmt_bytes(value: Any) -> str:
@@ -31,8 +32,6 @@ def _fmt(key: str, value: Any) -> str:
 
 def describe_devices() -> list[dict[str, Any]]:
     """One JSON-ready entry per device present, in `list_devices()` order."""
-    from rooflab.runners.machine.environment import best_device, capture, list_devices
-
     default = best_device()
     out = []
     for name in list_devices():

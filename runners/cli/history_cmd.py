@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.reports.regressions.history_view import load_series_views
 from rooflab.runners.cli.common import (
     ByOption,
     DbOption,
@@ -15,9 +16,9 @@ from rooflab.runners.cli.common import (
     db_url,
     require_database,
     series_device,
-    tools_of_devices,
 )
 from rooflab.runners.cli.epilogue import console, fail, respond
+from rooflab.runners.cli.reading import tools_of_devices
 from rooflab.vocab import SeriesBy
 
 if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
@@ -121,8 +122,6 @@ def history_cmd(
 ) -> None:
     """The history of a case (every run, with the regression check's verdict), or a sparkline per
     series of the cases matching --filter. Exit 2 with the nearest case keys when nothing matches."""
-    from rooflab.reports.regressions.history_view import load_series_views
-
     if (case_key is None) == (not filter_):
         fail("give a CASE_KEY or --filter KEY=VALUE (one or the other), e.g. rooflab history -f op=copy")
     if last is not None and last < 1:

@@ -20,10 +20,21 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress
 
+from rooflab.db.importer import import_file, read_file
+from rooflab.db.record_batch import RecordRun, load_runs
+from rooflab.db.timeparse import parse_since
+from rooflab.errors import UserError
 from rooflab.runners.cli.common import DbOption, JsonOption, db_url
+from rooflab.runners.cli.db_cmd import import_export
 from rooflab.runners.cli.epilogue import console, err_console, fail, guarded, print_error, print_json
+from rooflab.runners.peer_import.errors import PeerFormatError
+from rooflab.runners.peer_import.files import ImportOptions, file_time, largest_size_rates, read, source_of
 from rooflab.runners.peer_import.format_table import format_names
+from rooflab.runners.peer_import.recognise import recognise
+from rooflab.runners.peer_import.results import TimeSource
 from rooflab.vocab import ExitCode
 
 SHOWN = 8  # left-out rows and notes listed per file (--json lists all)
@@ -71,14 +82,10 @@ def _files(paths: list[Path]) -> Iterator[Path]:
 
 
 def _measured_at(text: str | None) -> Any:
-    from rooflab.db.timeparse import parse_since
-
     return guarded(lambda: parse_since(text, option="--measured-at")) if text else None
 
 
 def _run_summary(run: Any, when: Any) -> dict[str, Any]:
-    from rooflab.runners.peer_import.results import TimeSource
-
     envs = run.environments
     times = {m.identity.measured_at for m in run.measurements}
     source = when.source if times == {when.at} else TimeSource.FILE
@@ -97,15 +104,11 @@ def _run_summary(run: Any, when: Any) -> dict[str, Any]:
 
 
 def _store(url: str, conversion: Any) -> Any:
-    from rooflab.db.record_batch import RecordRun, load_runs
-
     return load_runs(url, [RecordRun(run=r.run, environments=r.environments, measurements=r.measurements)
                            for r in conversion.runs])
 
 
 def _peer_file(url: str, path: Path, recognised: Any, options: Any, report: FileReport, dry_run: bool) -> None:
-    from rooflab.runners.peer_import.files import file_time, largest_size_rates, read, source_of
-
     conversion = read(recognised.format, recognised.text, source_of(path, options))
     report.tool = str(conversion.tool)
     report.left_out, report.notes = conversion.left_out, conversion.notes
@@ -126,8 +129,6 @@ def _peer_file(url: str, path: Path, recognised: Any, options: Any, report: File
 
 
 def _export_file(url: str, path: Path, report: FileReport, dry_run: bool) -> None:
-    from rooflab.db.importer import import_file, read_file
-
     report.tool = "rooflab"
     if dry_run:
         report.outcome, report.results = Outcome.READ, len(read_file(path))
@@ -139,10 +140,6 @@ def _export_file(url: str, path: Path, report: FileReport, dry_run: bool) -> Non
 
 def import_one(url: str, path: Path, options: Any, dry_run: bool = False) -> FileReport:
     """Recognise, read, convert and store one file; its report (a malformed file: outcome failed)."""
-    from rooflab.errors import UserError
-    from rooflab.runners.peer_import.errors import PeerFormatError
-    from rooflab.runners.peer_import.recognise import recognise
-
     report = FileReport(path=path)
     recognised = recognise(path)
     if recognised.name is None:
@@ -205,8 +202,6 @@ def _print_report(report: FileReport) -> None:
 
 
 def _time_words(source: str) -> str:
-    from rooflab.runners.peer_import.results import TimeSource
-
     return {TimeSource.FILE: "the file's own time", TimeSource.OPTION: "--measured-at",
             TimeSource.MODIFIED: "the file's modification time: it gives no time of its own; give --measured-at"
             }.get(TimeSource(source), source)
@@ -222,8 +217,6 @@ def _summary(reports: list[FileReport]) -> dict[str, int]:
 
 
 def _run_all(url: str, files: list[Path], options: Any, dry_run: bool) -> list[FileReport]:
-    from rich.progress import Progress
-
     reports: list[FileReport] = []
     with Progress(console=err_console, transient=True, disable=len(files) < 2 or not err_console.is_terminal) as bar:
         task = bar.add_task("importing", total=len(files))
@@ -238,7 +231,6 @@ def _legacy_export(paths: list[Path]) -> bool:
     """One file given, a rooflab export: imported and reported exactly as before."""
     if len(paths) != 1 or not paths[0].is_file():
         return False
-    from rooflab.runners.peer_import.recognise import recognise
 
     return recognise(paths[0]).export
 
@@ -263,9 +255,6 @@ def import_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Import results: a rooflab export, or the peers' own output files (importing twice adds nothing)."""
-    from rooflab.runners.cli.db_cmd import import_export
-    from rooflab.runners.peer_import.files import ImportOptions
-
     missing = [p for p in paths if not p.exists()]
     if missing:
         fail(f"no such file or folder: {_escaped(str(missing[0]))}")
@@ -281,8 +270,6 @@ def import_cmd(
 
 
 def _escaped(text: str) -> str:
-    from rich.markup import escape
-
     return escape(text)
 
 

@@ -10,6 +10,8 @@ from rooflab.runners.cli.common import JsonOption
 from rooflab.runners.cli.epilogue import console, respond
 from rooflab.suite.case import Case
 from rooflab.suite.ops.base import byte_split
+from rooflab.suite.ops.registry import all_ops
+from rooflab.suite.spec import apply_filters, expand, load_spec
 from rooflab.vocab import DeviceKind
 
 if TYPE_CHECKING:  # the spec's schema loads Pydantic: only when the command runs
@@ -75,12 +77,8 @@ def list_cases(
     spec_path: str, *, filters: list[str], device_kind: str | None, ops: Mapping[str, Any] | None = None
 ) -> tuple[Spec, list[dict[str, Any]]]:
     """Load, expand and filter a spec (with the registry's ops unless `ops` is given); SpecError on bad input."""
-    from rooflab.suite.spec import apply_filters, expand, load_spec
-
     spec = load_spec(spec_path, ops=ops)  # a malformed file is rejected before the ops are loaded
     if ops is None:
-        from rooflab.suite.ops.registry import all_ops
-
         ops = all_ops()
     cases = apply_filters(expand(spec, device_kind, ops=ops), filters, ops=ops)
     return spec, [case_row(c, ops) for c in cases]

@@ -9,6 +9,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.db.urls import redact
+from rooflab.reports.allocator import keep_mmap_threshold
+from rooflab.reports.data.side_reads import load_collectives, load_counters, load_crosschecks, load_layer_profiles
+from rooflab.reports.pages.history_judge import PendingVerdicts
+from rooflab.reports.pages.report import render_report
+from rooflab.reports.pages.report_inputs import load_report_inputs
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.cli.common import (
@@ -21,9 +27,9 @@ from rooflab.runners.cli.common import (
     pct,
     require_database,
     series_device,
-    tools_of_devices,
 )
 from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respond
+from rooflab.runners.cli.reading import tools_of_devices
 from rooflab.vocab import ExitCode, SeriesBy, Tool
 
 if TYPE_CHECKING:  # the regression gate loads pandas: only when the command runs
@@ -137,13 +143,6 @@ def report_cmd(
                                         help="Device pages show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Write the static HTML report (rooflines, diagnosis, comparison, regressions)."""
-    from rooflab.db.urls import redact
-    from rooflab.reports.allocator import keep_mmap_threshold
-    from rooflab.reports.data.side_reads import load_collectives, load_counters, load_crosschecks, load_layer_profiles
-    from rooflab.reports.pages.history_judge import PendingVerdicts
-    from rooflab.reports.pages.report import render_report
-    from rooflab.reports.pages.report_inputs import load_report_inputs
-
     if run and since:
         fail("give either --run or --since, not both")
     url = db_url(db)

@@ -9,18 +9,24 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.reports.data.reads import ROOFLINE_COLUMNS, load_device_results
+from rooflab.reports.data.run_counts import counts_of
+from rooflab.reports.pages.device_roofline import device_roofline
+from rooflab.reports.pages.slugs import slug
+from rooflab.reports.roofs.shown_runs import choose_runs
+from rooflab.reports.walls.predict import ambiguous_device, parse_shape, predict
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
     db_url,
     fmt,
-    load_results_or_fail,
     optional_output_dir,
     pct,
     require_database,
 )
 from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respond
-from rooflab.vocab import CeilingKind
+from rooflab.runners.cli.reading import load_results_or_fail
+from rooflab.vocab import CACHE_MODES, CeilingKind
 
 if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
     from rooflab.reports.pages.device_roofline import DeviceRoofline
@@ -38,12 +44,6 @@ def roofline_cmd(
                                         help="Show every run started on or after this date (YYYY-MM-DD)."),
 ) -> None:
     """Measured ceilings of one device, each with its case, run and ratio to the datasheet."""
-    from rooflab.reports.data.reads import ROOFLINE_COLUMNS, load_device_results
-    from rooflab.reports.data.run_counts import counts_of
-    from rooflab.reports.pages.device_roofline import device_roofline
-    from rooflab.reports.pages.slugs import slug
-    from rooflab.reports.roofs.shown_runs import choose_runs
-
     url = db_url(db)
     require_database(url)
     name, rows = guarded(lambda: load_device_results(url, device, ROOFLINE_COLUMNS))
@@ -111,9 +111,6 @@ def predict_cmd(
     as_json: bool = JsonOption,
 ) -> None:
     """Intensity, ridge point, wall, roofline time and attainable FLOP/s of an op on a device."""
-    from rooflab.reports.walls.predict import ambiguous_device, parse_shape, predict
-    from rooflab.vocab import CACHE_MODES
-
     if cache not in CACHE_MODES:
         fail(f"--cache: {escape(cache)!r} is not allowed; allowed: {', '.join(CACHE_MODES)}")
     df = load_results_or_fail(db)

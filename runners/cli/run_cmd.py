@@ -8,6 +8,9 @@ import typer
 from rooflab.runners.cli.common import DbOption, FilterOption, JsonOption, db_url
 from rooflab.runners.cli.epilogue import console, respond
 from rooflab.runners.cli.timing_options import timing_overrides, with_timing_options
+from rooflab.runners.orchestration.progress import render_summary
+from rooflab.runners.orchestration.run_options import RunOptions
+from rooflab.runners.orchestration.session import RunSummary, run_suite
 
 RUN_HELP = """Measure the cases of SPEC (a YAML file, or a shipped spec name such as quick) into the database.
 
@@ -62,10 +65,6 @@ def run_command(
     json_output: bool = JsonOption,
     **timing: Any,
 ) -> None:
-    from rooflab.runners.orchestration.progress import render_summary
-    from rooflab.runners.orchestration.run_options import RunOptions
-    from rooflab.runners.orchestration.session import RunSummary, run_suite
-
     options = RunOptions(
         filters=tuple(filter_),
         device=device,
