@@ -41,9 +41,15 @@ class LazyCommands(typer_core.TyperGroup):
         return list(COMMAND_MODULES)
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
-            self._load(COMMAND_MODULES[cmd_name])
-        return self.commands.get(cmd_name)
+        return self.command(cmd_name)
+
+    def command(self, name: str) -> typer_core.TyperCommand | typer_core.TyperGroup | None:
+        """The command `name`, its module loaded the first time; None for a name that is no command."""
+        if name not in self.commands and name in COMMAND_MODULES:
+            self._load(COMMAND_MODULES[name])
+        found = self.commands.get(name)
+        assert found is None or isinstance(found, typer_core.TyperCommand | typer_core.TyperGroup)
+        return found
 
     def _load(self, module_name: str) -> None:
         """Registers the commands of one module on Typer apps of their own and adds their click commands
@@ -62,11 +68,12 @@ class LazyCommands(typer_core.TyperGroup):
 def command_names() -> list[str]:
     """Every command, `db`'s subcommands as `db NAME`, each built (its module loaded)."""
     group = get_group(app)
+    assert isinstance(group, LazyCommands)
     names = []
-    for name in group.list_commands(None):
-        command = group.get_command(None, name)
+    for name in COMMAND_MODULES:
+        command = group.command(name)
         if isinstance(command, typer_core.TyperGroup):
-            names += [f"{name} {sub}" for sub in command.list_commands(None)]
+            names += [f"{name} {sub}" for sub in command.commands]
         else:
             names.append(name)
     return names
