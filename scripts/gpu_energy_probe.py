@@ -27,6 +27,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rooflab.runners.machine import nvml
+from rooflab.runners.machine.clocks import ClockMonitor, NvmlClockSource
+from rooflab.runners.machine.environment import capture
+
 IDLE_S = 2.0
 BUSY_S = 4.0
 WINDOWS_S = (0.1, 0.25, 0.5, 1.0, 2.0)
@@ -160,9 +164,6 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("SKIP: no CUDA device: the energy probe reads a GPU's counter")
         return 3
-    from rooflab.runners.machine import nvml
-    from rooflab.runners.machine.clocks import ClockMonitor, NvmlClockSource
-    from rooflab.runners.machine.environment import capture
 
     _, device = capture("cuda:0")
     source, lib = NvmlClockSource.for_device(device), nvml.nvml()

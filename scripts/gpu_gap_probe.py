@@ -26,6 +26,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rooflab.runners.engine.stats import summarize
+from rooflab.runners.engine.timing import measure
+from rooflab.runners.machine.clocks import ClockMonitor
+from rooflab.runners.machine.environment import capture
+from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import DeviceKind, device_kind_of
 
 COPY_ELEMENTS = {"cuda": 1 << 26, "cpu": 1 << 24}
@@ -50,8 +55,6 @@ def figure(name: str, samples_ms: list[float], clocks_mhz: list[float] | None = 
            power_w: float | None = None) -> Figure:
     """Median, p10 and p90 of `samples_ms` as rooflab summarises samples (runners.engine.stats.summarize),
     in us; the mean clock of `clocks_mhz`."""
-    from rooflab.runners.engine.stats import summarize
-
     if not samples_ms:
         raise ValueError(f"{name}: no samples")
     s = summarize(tuple(samples_ms))
@@ -61,10 +64,6 @@ def figure(name: str, samples_ms: list[float], clocks_mhz: list[float] | None = 
 
 def engine_figure(name: str, fn: Any, device: Any, *, cache: str, **timing: Any) -> Figure:
     """`fn` timed by rooflab's engine with the probe's settings and `timing` overrides, clocks watched."""
-    from rooflab.runners.engine.timing import measure
-    from rooflab.runners.machine.clocks import ClockMonitor
-    from rooflab.suite.timing import TimingSettings
-
     settings = TimingSettings().override(PROBE_TIMING | timing)
     monitor = ClockMonitor(device).start()
     try:
@@ -134,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     if on_gpu and not torch.cuda.is_available():
         print("SKIP: no CUDA device: the gap probe times GPU kernels (--device cpu tries it on the CPU)")
         return 3
-    from rooflab.runners.machine.environment import capture
 
     _, device = capture("cuda:0" if on_gpu else "cpu")
     figures = flush_probe(device) + pace_probe(device)

@@ -33,6 +33,10 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import pandas as pd
+
+from rooflab.reports.data.reads import REPORT_COLUMNS, load_device_results
+from rooflab.reports.roofs.ceilings import compute_ceilings
 from rooflab.vocab import DeviceKind, device_kind_of
 
 MIN_REPS = 20
@@ -401,8 +405,6 @@ def case_figure(rows: Any, op: str, unit: str, *, dtype: str, backend: str = "ea
                 **params: Any) -> tuple[float | None, str | None]:
     """rooflab's best ok figure (gbps or tflops) of the cold, launch-mode cases of `op` whose
     parameters include `params`, with its case key."""
-    import pandas as pd
-
     if rows is None or rows.empty:
         return None, None
     sub = rows[(rows["op"] == op) & (rows["dtype"] == dtype) & (rows["backend"] == backend)
@@ -430,8 +432,6 @@ def _verdict(rooflab: float | None, refs: Iterable[float | None]) -> str:
 
 def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, profile: Profile) -> list[Row]:
     """The comparison table: one row per figure measured here (and per published one)."""
-    from rooflab.reports.roofs.ceilings import compute_ceilings
-
     by_key = {m.key: m for m in measured}
     dc = compute_ceilings(rows, device_name or "") if rows is not None and not rows.empty else None
     out: list[Row] = []
@@ -470,8 +470,6 @@ def compare(measured: Sequence[Measured], rows: Any, device_name: str | None, pr
 
 def load_rows(db_url: str, device: str) -> tuple[str | None, Any]:
     """(device name, its results) from the database; (None, None) when it holds none of that kind."""
-    from rooflab.reports.data.reads import REPORT_COLUMNS, load_device_results
-
     try:
         return load_device_results(db_url, device, REPORT_COLUMNS)
     except Exception as exc:  # noqa: BLE001 - no results of the device: the table says so

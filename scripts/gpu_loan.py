@@ -460,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data["return"] = archive.limits()
                 print(json.dumps(data, indent=2))
                 return 0
-            import gpu_loan_check
+            import gpu_loan_check  # rooflab and its libraries: only for the dry run's checks, not the call
 
             return gpu_loan_check.main_check(steps, settings, args.wheels)
         return loan_call(args, started)

@@ -28,6 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import gpu_loan_plan as plan
+import typer.main
+from typer.testing import CliRunner
+
+from rooflab.errors import UserError
+from rooflab.runners.cli.app import COMMAND_MODULES, LazyCommands, app
+from rooflab.runners.crosscheck.peers import parse_peers
+from rooflab.runners.crosscheck.session import validate_rounds
 
 ROOT = Path(__file__).resolve().parents[1]
 # the nvidia-smi lines of the plan, each seen running on the H100 of the first loan
@@ -57,11 +64,10 @@ class CommandCheck:
 def recording_group() -> tuple[Any, list[dict]]:
     """A fresh click group of rooflab's Typer app whose commands record their parsed options
     instead of running."""
-    import typer.main
-
-    from rooflab.runners.cli.app import app
-
     group = typer.main.get_command(app)
+    assert isinstance(group, LazyCommands)
+    for name in COMMAND_MODULES:  # every command built now (the group builds each on first use)
+        group.command(name)
     calls: list[dict] = []
 
     def patch(command: Any, path: tuple[str, ...]) -> None:
@@ -95,10 +101,6 @@ def parse_rooflab(args: Sequence[str]) -> tuple[bool, str, dict]:
 
 def check_crosscheck(params: dict) -> str | None:
     """The rounds and peers through the cross-check's own checks."""
-    from rooflab.errors import UserError
-    from rooflab.runners.crosscheck.peers import parse_peers
-    from rooflab.runners.crosscheck.session import validate_rounds
-
     try:
         validate_rounds(params["rounds"])
         parse_peers(params["peers"])
@@ -110,10 +112,6 @@ def check_crosscheck(params: dict) -> str | None:
 @cache
 def selected_cases(spec: str, filters: tuple[str, ...]) -> tuple[int | None, str]:
     """How many cases of the spec's CUDA expansion the filters keep, by the real `rooflab list`."""
-    from typer.testing import CliRunner
-
-    from rooflab.runners.cli.app import app
-
     args = ["list", spec, "--device-kind", plan.DEVICE, "--json", *(w for f in filters for w in ("-f", f))]
     result = CliRunner().invoke(app, args)
     if result.exit_code != 0:

@@ -22,6 +22,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from rooflab.db.query import results, runs
+from rooflab.suite.spec import expand, load_spec
+
 
 @dataclass(frozen=True)
 class Stratum:
@@ -80,8 +83,6 @@ def project(spec_counts: Mapping[str, int], sample: Sequence[tuple[str, float]],
 
 def spec_benchmarks(spec: str, device_kind: str) -> dict[str, str]:
     """case_key -> benchmark name, the first benchmark that yields the key."""
-    from rooflab.suite.spec import expand, load_spec
-
     out: dict[str, str] = {}
     for case in expand(load_spec(spec), device_kind):
         out.setdefault(case.case_key, case.benchmark)
@@ -89,8 +90,6 @@ def spec_benchmarks(spec: str, device_kind: str) -> dict[str, str]:
 
 
 def from_database(db_url: str, spec: str, device_kind: str, shards: int | None) -> Projection:
-    from rooflab.db.query import results, runs
-
     owner = spec_benchmarks(spec, device_kind)
     counts: dict[str, int] = defaultdict(int)
     for bench in owner.values():

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from rooflab.suite.case import BACKENDS, DTYPES, FAMILIES, Case, ParamValue
 from rooflab.suite.errors import SpecError
 from rooflab.suite.ops.base import Op
+from rooflab.suite.ops.registry import all_ops
 from rooflab.vocab import CACHE_MODES, TIMING_MODES
 
 CASE_KEYS = ("op", "family", "backend", "dtype", "cache", "timing_mode", "benchmark", "tag")
@@ -103,8 +104,6 @@ def apply_filters(cases: list[Case], filters: Iterable[str], *, ops: Mapping[str
     if not filters:
         return list(cases)
     if ops is None:
-        from rooflab.suite.ops.registry import all_ops
-
         ops = all_ops()
     names = {name for case in cases for name in case.key_params}
     for op in ops.values():

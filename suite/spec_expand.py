@@ -13,6 +13,7 @@ from rooflab.suite import sweep
 from rooflab.suite.case import BACKENDS, DTYPES, Case, mode_conflict, split_mode
 from rooflab.suite.errors import SpecError
 from rooflab.suite.ops.base import Op, ParamValueError
+from rooflab.suite.ops.registry import all_ops
 from rooflab.suite.spec_schema import Benchmark, Spec
 from rooflab.suite.timing import TimingSettingError, TimingSettings
 from rooflab.suite.yaml_lines import NodePath, format_path
@@ -36,7 +37,6 @@ DEFAULT_TIMING_MODES = (TimingMode.LAUNCH,)
 def ops_or_registry(ops: Mapping[str, Op] | None) -> Mapping[str, Op]:
     if ops is not None:
         return ops
-    from rooflab.suite.ops.registry import all_ops
 
     return all_ops()
 

@@ -23,14 +23,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooflab.db.handle import Database, as_database
+from rooflab.db.query import results, runs
 from rooflab.db.store import ResultStore
 from rooflab.reports.fleet.night import judge_night
 from rooflab.reports.fleet.options import FleetOptions
 from rooflab.reports.fleet.status import FleetFailOn, FleetStatus, parse_fleet_fail_on
+from rooflab.reports.pages.report import write_report
+from rooflab.reports.regressions.nightly_check import check_history
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FLAG_KINDS, SHOWN_VERDICTS, FailOn, parse_fail_on
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.orchestration import session
 from rooflab.runners.orchestration.run_options import RunOptions
+from rooflab.runners.orchestration.shards import parse_shard
+from rooflab.suite.spec import apply_filters, expand, load_spec
 from rooflab.vocab import ExitCode, RunStatus, SeriesBy
 
 if TYPE_CHECKING:  # the spec's schema loads Pydantic: read when the night runs
@@ -254,9 +260,6 @@ def coverage(db_url: str | Database, run_id: str, spec: Spec, filters: Sequence[
 
     Shards that never ran, or shards that disagreed on the partition, show up here.
     """
-    from rooflab.db.query import results
-    from rooflab.suite.spec import apply_filters, expand
-
     frame = results(db_url, run_id=run_id)
     kinds = sorted(set(frame["device_kind"].dropna().astype(str))) or [None]
     expected: set[str] = set()
@@ -267,8 +270,6 @@ def coverage(db_url: str | Database, run_id: str, spec: Spec, filters: Sequence[
 
 
 def latest_run_of(db_url: str | Database, suite: str) -> str | None:
-    from rooflab.db.query import runs
-
     frame = runs(db_url)
     frame = frame[frame["suite"] == suite]
     return None if frame.empty else str(frame.sort_values("run_order")["run_id"].iloc[-1])
@@ -312,9 +313,6 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
 
     `db` is a URL or the command's open db.handle.Database: the run, the history check and the
     report all read and write through that one handle."""
-    from rooflab.runners.orchestration.shards import parse_shard
-    from rooflab.suite.spec import load_spec
-
     o, reg = options, options.regression
     run_id, shard, out_dir = o.run.run_id, o.run.shard, o.out_dir
     try:
@@ -343,8 +341,6 @@ def nightly(spec_path: str, *, db: str | Database, options: NightlyOptions) -> N
 
 
 def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, run_id: str | None) -> NightlySummary:
-    from rooflab.reports.regressions.nightly_check import check_history
-
     out_dir = o.out_dir
     notes: list[str] = []
     invocation: Mapping[str, object] | None = None
@@ -355,8 +351,6 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
             if run_id is None:
                 raise UserInputError(f"--skip-run: the database {database.shown} has no run of {spec.name}")
     else:
-        from rooflab.runners.orchestration import session
-
         with inductor_cache(out_dir):
             summary = session.run_suite(spec_path, db=database, options=o.run)
         run_id = summary.run_id
@@ -381,8 +375,6 @@ def _nightly(spec_path: str, spec: Spec, database: Database, o: NightlyOptions, 
     report_error: str | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
-        from rooflab.reports.pages.report import write_report
-
         report = str(write_report(database, out_dir))
     except Exception as exc:  # noqa: BLE001 - a broken report must not hide tonight's verdicts
         report_error = f"{type(exc).__name__}: {exc}"

@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from rooflab.db.errors import DatabaseInputError
+from rooflab.db.urls import normalize_url
 from rooflab.reports.regressions.verdicts import FailOn, parse_fail_on
 from rooflab.suite.errors import SpecError
 from rooflab.vocab import SeriesBy, allowed
@@ -109,9 +111,6 @@ def check_db_url(url: str) -> str:
 
     A relative SQLite path becomes absolute (jobs start in other directories).
     """
-    from rooflab.db.errors import DatabaseInputError
-    from rooflab.db.urls import normalize_url
-
     if _CONTROL_RE.search(url):
         raise SlurmArgumentError("--db: the URL contains control characters")
     try:

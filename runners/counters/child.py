@@ -28,10 +28,14 @@ from typing import Any
 
 from rooflab.runners.counters.ncu import RANGE
 from rooflab.runners.engine.flush import make_flusher
+from rooflab.runners.machine.environment import capture
 from rooflab.runners.orchestration import prepare as preparing
+from rooflab.runners.orchestration.messages import CaseOutcome
+from rooflab.runners.orchestration.worker import _pin, describe_exception
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import Prepared
-from rooflab.vocab import CacheMode, FlushMethod
+from rooflab.suite.ops.registry import all_ops
+from rooflab.vocab import CacheMode, FlushMethod, ResultStatus
 
 
 @dataclass(frozen=True)
@@ -65,26 +69,19 @@ def nvtx_range(name: str, on_cuda: bool) -> Iterator[None]:
 
 def profile_one_call(request: ChildRequest) -> dict[str, Any]:
     """Prepare as a worker does, then one call inside the range; the result file's content."""
-    from rooflab.runners.machine.environment import capture
-    from rooflab.runners.orchestration.messages import CaseOutcome
-    from rooflab.runners.orchestration.prepare import ready_case, synchronize
-    from rooflab.runners.orchestration.worker import _pin
-    from rooflab.suite.ops.registry import all_ops
-    from rooflab.vocab import ResultStatus
-
     _pin(request.torch_device)
     _environment, device = capture(request.torch_device)
     all_ops()  # plugins (ROOFLAB_PLUGINS), as in a worker
-    ready = ready_case(request.case_request, device, time.perf_counter())
+    ready = preparing.ready_case(request.case_request, device, time.perf_counter())
     if isinstance(ready, CaseOutcome):
         first_call_ms = ready.method.first_call_ms if ready.method is not None else None
         return {"status": str(ready.status), "error": ready.error, "first_call_ms": first_call_ms}
     prepared = ready.prepared
-    synchronize(device, prepared.sync)
+    preparing.synchronize(device, prepared.sync)
     if request.sweep_bytes is None:
         with nvtx_range(RANGE, device.is_cuda):
             prepared.fn()
-            synchronize(device, prepared.sync)
+            preparing.synchronize(device, prepared.sync)
     else:
         hot = request.case_request.case.cache == CacheMode.HOT
         sweep_around_one_call(prepared, device, request.sweep_bytes, hot=hot)
@@ -108,9 +105,6 @@ def sweep_around_one_call(prepared: Prepared, device: DeviceInfo, sweep_bytes: i
 
 
 def main(argv: list[str]) -> int:
-    from rooflab.runners.orchestration.worker import describe_exception
-    from rooflab.vocab import ResultStatus
-
     if len(argv) != 1:
         print("usage: python -m rooflab.runners.counters.child REQUEST", file=sys.stderr)
         return 2

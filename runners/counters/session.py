@@ -25,7 +25,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rooflab.db.counters import CounterRecord, check_reading
+from rooflab.db.counters import CounterRecord, add_counters, check_reading, checked_run
+from rooflab.db.handle import schema_state
+from rooflab.db.measurement_columns import device_key
+from rooflab.db.schema import check_sqlite_writable, read_state, refuse
+from rooflab.db.store import ResultStore, environment_device_uuid
+from rooflab.db.urls import normalize_url, sqlite_path
+from rooflab.record import RunRecord
 from rooflab.runners.counters import metrics as metric_names
 from rooflab.runners.counters import writeback
 from rooflab.runners.counters.child import ChildRequest, write_request
@@ -42,11 +48,16 @@ from rooflab.runners.counters.ncu import (
     unknown_metrics,
 )
 from rooflab.runners.counters.ncu_csv import NcuFormatError, has_header, parse_raw
+from rooflab.runners.crosscheck.session import resolve_device, select_cases
+from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine.environment import capture, git_state
 from rooflab.runners.orchestration.messages import CaseRequest
 from rooflab.runners.orchestration.records import case_record
+from rooflab.runners.orchestration.session import _rooflab_version
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.base import Op, byte_split
+from rooflab.suite.ops.base import Op, byte_split, case_skip_reason
+from rooflab.suite.ops.registry import all_ops
 from rooflab.vocab import ResultStatus, RunStatus
 
 PASS_TIMEOUT_S = 900.0  # one case: start, compile, first call and check, then ncu's replays of one call
@@ -60,9 +71,6 @@ Describe = Callable[[str | None], tuple[Any, DeviceInfo]]  # device text -> (Env
 
 def describe_device(device: str | None) -> tuple[Any, DeviceInfo]:
     """The environment and DeviceInfo of the device `device` names (auto, cpu, cuda:N), as a run captures them."""
-    from rooflab.runners.crosscheck.session import resolve_device
-    from rooflab.runners.machine.environment import capture
-
     return capture(resolve_device(device))
 
 
@@ -87,9 +95,6 @@ def refuse_device(info: DeviceInfo, environment: Any, asked: str | None) -> None
 def check_database(url: str) -> None:
     """Refuse a database that cannot be written as it is (older, newer, foreign, an unwritable file)
     before anything is profiled; nothing is created here."""
-    from rooflab.db.schema import check_sqlite_writable, read_state, refuse
-    from rooflab.db.urls import normalize_url, sqlite_path
-
     parsed = normalize_url(url)
     refuse(read_state(parsed), parsed)
     path = sqlite_path(parsed)
@@ -276,10 +281,6 @@ class _Writer:
             self.flush()
 
     def flush(self) -> None:
-        from rooflab.db.counters import add_counters
-        from rooflab.db.store import ResultStore
-        from rooflab.runners.errors import UserInputError
-
         if self.store is None:
             if self.keep is not None:
                 try:
@@ -320,17 +321,6 @@ def run_counters(
     `describe` gives the device's environment and DeviceInfo (default `describe_device`; tests plant one);
     `keep`: a folder for each pass's ncu report and output (profile_case), made (with its parents)
     when the first reading is stored, so that a refused command leaves none."""
-    from rooflab.db.counters import checked_run
-    from rooflab.db.handle import schema_state
-    from rooflab.db.measurement_columns import device_key
-    from rooflab.db.store import environment_device_uuid
-    from rooflab.record import RunRecord
-    from rooflab.runners.crosscheck.session import select_cases
-    from rooflab.runners.machine.environment import git_state
-    from rooflab.runners.orchestration.session import _rooflab_version
-    from rooflab.suite.ops.base import case_skip_reason
-    from rooflab.suite.ops.registry import all_ops
-
     started = time.monotonic()
     environment, info = (describe or describe_device)(device)
     refuse_device(info, environment, device)

@@ -28,6 +28,11 @@ from rooflab.runners.crosscheck.mode import (
 )
 from rooflab.runners.crosscheck.peer import CollectivePeer, OwnProcessPeer, Peer, PeerTiming
 from rooflab.runners.crosscheck.verdict import REASON_TEXT, Reason, agreement, summarize_timer
+from rooflab.runners.machine import contention
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+from rooflab.runners.orchestration.prepare import ready_case as prepare
+from rooflab.runners.orchestration.prepare import time_ready
+from rooflab.runners.orchestration.worker import _release_quietly, describe_exception
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import FAMILY
 from rooflab.vocab import DeviceKind, ResultStatus, device_kind_of
@@ -117,10 +122,6 @@ def check_case(
     timing_overrides: dict[str, Any] | None = None,
 ) -> list[PeerCheck]:
     """Prepare `case` as a worker does, time it `rounds` times (see the module doc), judge."""
-    from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
-    from rooflab.runners.orchestration.prepare import ready_case as prepare
-    from rooflab.runners.orchestration.worker import _release_quietly, describe_exception
-
     versions = {p.name: p.version() for p in peers}
 
     def rows(status: str, error: str | None) -> list[PeerCheck]:
@@ -166,8 +167,6 @@ def check_case(
 def _time_rounds(ready: Any, case: Case, device: Any, theirs: list[PeerRounds], rounds: int,
                  describe: Callable[[BaseException], str]) -> tuple[Rounds, dict[TimerMode, Rounds], TimerMode]:
     """Every round of rooflab as configured, of rooflab in each peer's mode and of each in-process peer."""
-    from rooflab.runners.orchestration.prepare import time_ready
-
     configured = configured_mode(case, ready.settings, device)
     op_syncs = ready.prepared.sync is not None
     for entry in theirs:
@@ -228,8 +227,6 @@ class _BlockSizes:
 def machine_watch(device: Any, *, gpu: bool = True) -> Any:
     """A started ContentionMonitor (the one the worker runs around a case); `gpu=False` leaves out
     the count of other processes on the GPU."""
-    from rooflab.runners.machine import contention
-
     if gpu:
         return contention.ContentionMonitor.for_device(device).start()
     return contention.ContentionMonitor(loadavg_path=contention.LOADAVG, stat_path=contention.PROC_STAT).start()

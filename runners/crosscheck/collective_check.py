@@ -24,7 +24,12 @@ from typing import TYPE_CHECKING, Any
 from rooflab.runners.crosscheck.case_check import PeerCheck, PeerRounds, Rounds, judge, machine_watch
 from rooflab.runners.crosscheck.mode import TimerMode, collective_mode
 from rooflab.runners.crosscheck.peer import CollectivePeer
+from rooflab.runners.orchestration.collectives import group_devices, group_skip_reason
 from rooflab.runners.orchestration.kept_group import KeptGroup
+from rooflab.runners.orchestration.messages import CaseRequest
+from rooflab.runners.orchestration.ranks import RankGroup
+from rooflab.runners.orchestration.supervisor import default_case_timeout_s
+from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.case import Case
 from rooflab.vocab import CollectiveMode, DeviceKind, ResultStatus, device_kind_of
 
@@ -33,8 +38,6 @@ if TYPE_CHECKING:
 
 
 def _rank_group(backend: str, devices: tuple[str, ...]) -> RankGroup:
-    from rooflab.runners.orchestration.ranks import RankGroup
-
     return RankGroup(backend, devices)
 
 
@@ -67,9 +70,6 @@ def check_collective(case: Case, device: Any, peers: Sequence[CollectivePeer], *
                      torch_devices: Sequence[str], seed: int = 0,
                      timing_overrides: dict[str, Any] | None = None) -> list[PeerCheck]:
     """Time the collective `case` `rounds` times with rooflab's group and each peer (module doc)."""
-    from rooflab.runners.orchestration.collectives import group_devices, group_skip_reason
-    from rooflab.runners.orchestration.worker import describe_exception
-
     versions = {p.name: p.version() for p in peers}
 
     def rows(status: str, error: str | None) -> list[PeerCheck]:
@@ -125,9 +125,6 @@ def _rooflab_round(case: Case, *, groups: RoofGroups, backend: str, devices: lis
                    overrides: dict[str, Any]) -> Any:
     """One rooflab figure of `case`: its outcome as `rooflab run` would store it; _GroupFault when
     the case does not end ok (the group is ended after a fault)."""
-    from rooflab.runners.orchestration.messages import CaseRequest
-    from rooflab.runners.orchestration.supervisor import default_case_timeout_s
-
     group = groups.get(backend, devices)
     limit_s = default_case_timeout_s(case.timing.override(overrides), backend)
     result = group.run(CaseRequest(case, seed, overrides), limit_s)

@@ -15,6 +15,8 @@ from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTimin
 from rooflab.runners.engine.stream_hold import HoldMode
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.common import cupy_module
+from rooflab.suite.ops.pointwise import external_stream
 from rooflab.vocab import CacheMode
 
 N_WARMUP = 10  # cupyx's default
@@ -26,8 +28,6 @@ class CupyxPeer:
     name: ClassVar[PeerName] = PeerName.CUPYX
 
     def version(self) -> str | None:
-        from rooflab.suite.ops.common import cupy_module
-
         cupy = cupy_module()
         return str(cupy.__version__) if cupy is not None else None
 
@@ -49,8 +49,6 @@ class CupyxPeer:
         import cupy
         import torch
         from cupyx.profiler import benchmark
-
-        from rooflab.suite.ops.pointwise import external_stream
 
         index = torch.device(device.torch_device).index or 0
         handle = torch.cuda.current_stream(torch.device(device.torch_device)).cuda_stream

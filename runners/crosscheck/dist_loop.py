@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rooflab.runners.orchestration.processes import worker_context
 from rooflab.vocab import DeviceKind, device_kind_of
 
 WARMUP_CALLS = 5  # before each loop's barrier
@@ -174,8 +175,6 @@ class LoopGroup:
     """`len(devices)` processes of `backend`, rank r on devices[r], running plain loops."""
 
     def __init__(self, backend: str, devices: Sequence[str], *, timeout_s: float = START_TIMEOUT_S) -> None:
-        from rooflab.runners.orchestration.processes import worker_context
-
         self.backend, self.devices, self.size = backend, tuple(devices), len(devices)
         self.folder = tempfile.mkdtemp(prefix="rooflab-loop-")  # 0700, a fresh name
         ctx = worker_context()

@@ -28,8 +28,11 @@ from typing import Any, ClassVar
 from rooflab.runners.crosscheck.mode import Clock, Sample, TimerMode, cold_mode, hot_mode
 from rooflab.runners.crosscheck.peer import Call, PeerClock, PeerName, PeerTiming, package_version, run_in_own_process
 from rooflab.runners.engine.stream_hold import HoldMode
+from rooflab.runners.orchestration.messages import CaseOutcome
+from rooflab.runners.orchestration.prepare import ready_case
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.registry import all_ops
 from rooflab.vocab import CacheMode, Pace
 
 BENCHMARK_NAME = "rooflab_crosscheck"
@@ -71,10 +74,6 @@ def run_in_child(request: Any, device: DeviceInfo, rounds: int) -> list[list[dic
     return the summaries of each state (in round order). Errors propagate to the parent."""
     import cuda.bench as bench
     import torch
-
-    from rooflab.runners.orchestration.messages import CaseOutcome
-    from rooflab.runners.orchestration.prepare import ready_case
-    from rooflab.suite.ops.registry import all_ops
 
     all_ops()  # plugins, as in a worker
     torch_device = torch.device(device.torch_device)

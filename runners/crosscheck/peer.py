@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib.metadata import version
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from rooflab.runners.crosscheck.mode import TimerMode
+from rooflab.runners.orchestration.processes import worker_context
 from rooflab.suite.case import Case
+from rooflab.suite.child import ChildCall
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CacheMode
 
@@ -113,17 +116,12 @@ def run_in_own_process(fn: Callable[..., T], args: tuple[Any, ...], *, timeout_s
     """`fn(*args)` in a fresh process started as workers are (runners.orchestration.processes.worker_context), with
     this process's environment of now; an error in it, its death or no result in `timeout_s` raises
     (suite.child.ChildCallError) and the process is ended."""
-    from rooflab.runners.orchestration.processes import worker_context
-    from rooflab.suite.child import ChildCall
-
     result: T = ChildCall(fn, args, worker_context()).result(timeout_s)
     return result
 
 
 def package_version(distribution: str) -> str | None:
     try:
-        from importlib.metadata import version
-
         return version(distribution)
     except Exception:  # noqa: BLE001 - not installed
         return None

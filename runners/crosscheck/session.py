@@ -12,6 +12,7 @@ Invalid input (spec, filters, device, peers, rounds) is refused before the datab
 """
 from __future__ import annotations
 
+import platform
 import secrets
 import shlex
 import socket
@@ -22,15 +23,22 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from rooflab.db.crosscheck import GroupSummary, summarize_groups
+from rooflab.db.crosscheck import CrossCheckRecord, GroupSummary, add_crosscheck, summarize_groups
+from rooflab.db.store import ResultStore, environment_device_uuid
+from rooflab.record import RunRecord
 from rooflab.runners.crosscheck.case_check import PeerCheck, check_case
 from rooflab.runners.crosscheck.collective_check import RoofGroups, check_collective, collective_devices
 from rooflab.runners.crosscheck.peer import CollectivePeer, Peer
 from rooflab.runners.crosscheck.peers import AnyPeer, parse_peers, peers_for
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine.environment import capture, git_state
 from rooflab.runners.orchestration.records import case_record
+from rooflab.runners.orchestration.run_options import resolve_devices
+from rooflab.runners.orchestration.session import _rooflab_version
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import FAMILY
+from rooflab.suite.ops.registry import all_ops
+from rooflab.suite.spec import apply_filters, expand, load_spec
 from rooflab.vocab import ResultStatus, RunStatus, device_kind_of
 
 MAX_ROUNDS = 50
@@ -71,14 +79,10 @@ def validate_rounds(rounds: int) -> int:
 
 
 def resolve_device(device: str | None) -> str:
-    from rooflab.runners.orchestration.run_options import resolve_devices
-
     return resolve_devices(device, None)[0]
 
 
 def select_cases(spec_path: str, filters: Sequence[str], device_kind: str) -> tuple[Any, list[Case]]:
-    from rooflab.suite.spec import apply_filters, expand, load_spec
-
     spec = load_spec(spec_path)
     expanded = expand(spec, device_kind)
     if not expanded:
@@ -121,11 +125,6 @@ def run_crosscheck(
     """Validate, then measure every case and store each row as soon as its case is done.
 
     `peer_objects` replaces the peers named by `peers` (tests use it to plant a peer)."""
-    from rooflab.db.crosscheck import add_crosscheck
-    from rooflab.db.store import ResultStore, environment_device_uuid
-    from rooflab.runners.machine.environment import capture, git_state
-    from rooflab.suite.ops.registry import all_ops
-
     started = time.monotonic()
     rounds = validate_rounds(rounds)
     names = parse_peers(peers)
@@ -223,9 +222,6 @@ def _peer_status(chosen: Sequence[AnyPeer], device_info: Any) -> dict[str, dict[
 
 def _run_record(spec: Any, command_line: str | None, commit: str | None, dirty: bool) -> Any:
     """The cross-check run's record (rooflab.record.RunRecord), started now."""
-    from rooflab.record import RunRecord
-    from rooflab.runners.orchestration.session import _rooflab_version
-
     return RunRecord(
         run_id=derive_run_id(spec.name), suite=spec.name, spec_text=spec.text, spec_hash=spec.sha256,
         started_at=datetime.now(UTC), host=socket.gethostname(),
@@ -237,8 +233,6 @@ def _run_record(spec: Any, command_line: str | None, commit: str | None, dirty: 
 def _crosscheck_record(run_id: str, case: Case, device_fingerprint: str, device_uuid: str | None, rounds: int,
                        c: PeerCheck) -> Any:
     """One peer's check of one case as the row db.crosscheck stores (db.crosscheck.CrossCheckRecord)."""
-    from rooflab.db.crosscheck import CrossCheckRecord
-
     return CrossCheckRecord(
         run_id=run_id, case=case_record(case), device_fingerprint=device_fingerprint, device_uuid=device_uuid,
         cache=case.cache, timing_mode=case.timing_mode, peer=c.peer, peer_version=c.peer_version,
@@ -255,8 +249,6 @@ def _crosscheck_record(run_id: str, case: Case, device_fingerprint: str, device_
 
 
 def _versions(environment: Any, commit: str | None, dirty: bool) -> dict[str, Any]:
-    import platform
-
     return {
         "python": platform.python_version(), "torch": environment.torch_version,
         "cuda": environment.cuda_version, "driver": environment.driver_version,

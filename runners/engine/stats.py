@@ -12,6 +12,7 @@ such j exists (even [min, max] covers only 1 - 2/2^n < 95 %), so the interval is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
@@ -51,8 +52,6 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE) -> tuple[int, int] |
 
 
 def _as_fraction(x: float) -> tuple[int, int]:
-    from fractions import Fraction
-
     f = Fraction(x).limit_denominator(1_000_000)
     return f.numerator, f.denominator
 

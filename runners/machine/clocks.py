@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from rooflab.runners.machine import nvml
 from rooflab.suite.device import DeviceInfo
 
 CLOCK_FLOOR_FRACTION = 0.75
@@ -157,8 +158,6 @@ class NvmlClockSource:
     """Clock and reasons of one GPU through pynvml."""
 
     def __init__(self, handle: object) -> None:
-        from rooflab.runners.machine import nvml
-
         lib = nvml.nvml()
         if lib is None:  # a handle comes from NVML, so this means NVML went away in between
             raise RuntimeError("NVML is not available")
@@ -172,7 +171,6 @@ class NvmlClockSource:
     def for_device(cls, device: DeviceInfo) -> NvmlClockSource | None:
         if not device.is_cuda:
             return None
-        from rooflab.runners.machine import nvml
 
         handle = nvml.handle_for(device.torch_device)
         return cls(handle) if handle is not None else None

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from rooflab.runners.machine import nvml
 from rooflab.suite.device import DeviceInfo
 
 LOAD_PER_CPU = 1.0  # runnable threads above this many per logical CPU (on average over the readings) ...
@@ -128,8 +129,6 @@ class NvmlProcessSource:
     """PIDs of the compute processes NVML sees on one GPU."""
 
     def __init__(self, handle: object) -> None:
-        from rooflab.runners.machine import nvml
-
         lib = nvml.nvml()
         if lib is None:  # a handle comes from NVML, so this means NVML went away in between
             raise RuntimeError("NVML is not available")
@@ -141,7 +140,6 @@ class NvmlProcessSource:
     def for_device(cls, device: DeviceInfo) -> NvmlProcessSource | None:
         if not device.is_cuda:
             return None
-        from rooflab.runners.machine import nvml
 
         if nvml.nvml() is None:
             return None

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rooflab.runners.machine.nvml import call, normalize_uuid
 from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
 
 LOCK_DIR_ENV = "ROOFLAB_LOCK_DIR"
@@ -95,8 +96,6 @@ def lock_name(torch_device: str) -> str:
 
 
 def _nvml_uuid(ordinal: int) -> str | None:
-    from rooflab.runners.machine.nvml import call, normalize_uuid
-
     handle = call("nvmlDeviceGetHandleByIndex", ordinal)
     uuid = call("nvmlDeviceGetUUID", handle) if handle is not None else None
     return normalize_uuid(uuid) if uuid else None

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rooflab.record import EnvironmentRecord
-from rooflab.runners.machine import cpuinfo
+from rooflab.runners.machine import cpuinfo, gpuinfo
 from rooflab.runners.machine.gitinfo import git_state
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import DeviceKind, device_index_of, device_kind_of
@@ -146,8 +146,6 @@ def _cupy_version() -> str | None:
 
 def _capture_cuda(device: Any) -> tuple[EnvironmentRecord, DeviceInfo]:
     import torch
-
-    from rooflab.runners.machine import gpuinfo
 
     if not torch.cuda.is_available():
         raise ValueError(f"{device} asked for, but torch sees no CUDA GPU (torch {torch.__version__})")

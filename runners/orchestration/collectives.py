@@ -29,6 +29,7 @@ from typing import Any
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import environment_device_uuid
 from rooflab.record import CollectiveRecord, EnvironmentRecord, MeasurementRecord, WorkModel
+from rooflab.runners.machine.environment import capture
 from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
@@ -40,6 +41,7 @@ from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, Pro
 from rooflab.suite.case import Case
 from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.base import case_skip_reason, format_bytes
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, CollectiveOp, at_world_size, world_size
 from rooflab.suite.ops.pairs import PairEnds, held_keys, pair_case
 from rooflab.suite.ops.registry import get_op
@@ -139,8 +141,6 @@ def group_skip_reason(case: Case, device: DeviceInfo, size: int) -> str | None:
     runs at (suite.ops.collective.at_world_size: `ranks: all` is the run's GPUs, not the CPU's two) on
     rank 0's device (each rank checks its own device's free memory again, rank_case.py); on a CPU,
     where the ranks share the host's memory, also all the ranks together."""
-    from rooflab.suite.ops.base import case_skip_reason, format_bytes
-
     op = get_op(case.op)
     sized = at_world_size(case, size)
     reason = case_skip_reason(op, sized, device)
@@ -159,8 +159,6 @@ def describe_group_device(torch_device: str, sized: Sequence[tuple[Case, int]]
     there, by case key). Run in a fresh worker process: the collective ops' own rules ask torch
     (whether this build has torch.distributed, gloo, NCCL), and the supervisor of a CPU run does not
     import torch (a few seconds of CPU) for them."""
-    from rooflab.runners.machine.environment import capture
-
     env, device = capture(torch_device)
     return env, device, {case.case_key: group_skip_reason(case, device, size) for case, size in sized}
 

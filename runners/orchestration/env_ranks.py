@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -36,11 +37,26 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rooflab.db.measurement_columns import device_key
+from rooflab.db.store import ResultStore, environment_device_uuid
+from rooflab.record import CollectiveRecord
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine.environment import capture, git_state
+from rooflab.runners.orchestration.collectives import pair_ends, work_model_at
+from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
+from rooflab.runners.orchestration.rank_case import run_rank_case
+from rooflab.runners.orchestration.rank_places import group_places
+from rooflab.runners.orchestration.ranks import cause_first, init_group, peer_fault
+from rooflab.runners.orchestration.records import build_record
+from rooflab.runners.orchestration.run_options import pairs_at_once_cases, validate_timing_overrides
+from rooflab.runners.orchestration.session import _new_run_record, check_resume_spec
+from rooflab.runners.orchestration.worker import _pin
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
 from rooflab.suite.ops.pairs import held_keys, pair_case
-from rooflab.vocab import DeviceKind, ExitCode, device_kind_of
+from rooflab.suite.ops.registry import all_ops
+from rooflab.suite.spec import apply_filters, expand, load_spec
+from rooflab.vocab import DeviceKind, ExitCode, ResultStatus, RunStatus, device_kind_of
 
 if TYPE_CHECKING:  # the rank's case code loads in the rank processes only
     from rooflab.runners.orchestration.rank_pairs import PairOutcome
@@ -120,14 +136,6 @@ def run_env_rank(spec_path: str | Path, *, db: str, run_id: str, filters: Sequen
     `pairs_at_once`: the link matrix's pairs measured at once (`rooflab run --pairs-at-once`)."""
     import torch
 
-    from rooflab.runners.machine.environment import capture
-    from rooflab.runners.orchestration.rank_places import group_places
-    from rooflab.runners.orchestration.ranks import init_group
-    from rooflab.runners.orchestration.run_options import pairs_at_once_cases, validate_timing_overrides
-    from rooflab.runners.orchestration.worker import _pin
-    from rooflab.suite.ops.registry import all_ops
-    from rooflab.suite.spec import apply_filters, expand, load_spec
-
     where = rendezvous_from_env(environ)
     overrides = validate_timing_overrides(timing_overrides)
     cuda = use_cuda(device)
@@ -190,9 +198,6 @@ class _Faults:
         first). A rank that posts nothing within the grace died or hangs: when no rank raised an error
         of its own (every error is a peer's connection dropping or a wait timing out), the case is
         `crashed`, as a one-node group's is when a rank dies; else `failed`."""
-        from rooflab.runners.orchestration.ranks import cause_first, peer_fault
-        from rooflab.vocab import ResultStatus
-
         keys = {r: f"rooflab/fault/{case.case_key}/{r}" for r in range(1, self.size)}
         errors, deadline = [own], time.monotonic() + FAULT_GRACE_S
         while keys and time.monotonic() < deadline:
@@ -219,8 +224,6 @@ class _Stop:
 
     @classmethod
     def install(cls) -> _Stop:
-        import signal
-
         stop = cls()
         signal.signal(signal.SIGTERM, stop._on_sigterm)
         return stop
@@ -231,9 +234,6 @@ class _Stop:
 
 def _cases(cases: list[Case], device: Any, control: Any, places: tuple[RankPlace, ...], lead: _Lead | None,
            seed: int, overrides: Mapping[str, Any], faults: _Faults, stop: _Stop) -> int:
-    from rooflab.runners.orchestration.messages import CaseRequest
-    from rooflab.runners.orchestration.rank_case import run_rank_case
-
     done = lead.done() if lead is not None else set()
     for case in cases:
         # rank 0 decides for the group: 0 skip (stored already), 1 measure, 2 stop (SIGTERM)
@@ -271,11 +271,6 @@ class _Lead:
     write, it creates the run and marks it complete at its end."""
 
     def __init__(self, db: str, run_id: str, spec: Any, environment: Any) -> None:
-        from rooflab.db.measurement_columns import device_key
-        from rooflab.db.store import ResultStore, environment_device_uuid
-        from rooflab.runners.machine.environment import git_state
-        from rooflab.runners.orchestration.session import _new_run_record, check_resume_spec
-
         self.results = ResultStore(db)
         self.run_id, self.environment = run_id, environment
         self.uuid = environment_device_uuid(environment)
@@ -294,10 +289,6 @@ class _Lead:
 
     def keep(self, case: Case, outcome: Any, collective: Any, size: int, pair: PairOutcome | None = None) -> None:
         """One result: the case's, or (`pair`) one pair's of a matrix, under its pair's case."""
-        from rooflab.record import CollectiveRecord
-        from rooflab.runners.orchestration.collectives import pair_ends, work_model_at
-        from rooflab.runners.orchestration.records import build_record
-
         if pair is not None:
             case = pair_case(case, pair_ends(pair))
         record = build_record(case, outcome, run_id=self.run_id, device_fingerprint=self.environment.device_fingerprint,
@@ -310,13 +301,9 @@ class _Lead:
             self.keep(case, pair.outcome, pair.collective, size, pair)
 
     def keep_fault(self, case: Case, status: str, error: str, size: int) -> None:
-        from rooflab.runners.orchestration.messages import CaseOutcome
-
         self.keep(case, CaseOutcome(case.case_key, status, error), None, size)
 
     def finish(self) -> None:
-        from rooflab.vocab import RunStatus
-
         if self.created:
             self.results.finish_run(self.run_id, RunStatus.COMPLETE)
 

@@ -12,10 +12,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rooflab.record import TimingMethod
+from rooflab.runners.engine import timing  # timing.measure looked up at each call: tests replace it
+from rooflab.runners.engine.flush import make_flusher
+from rooflab.runners.machine.cpuinfo import default_cpu_threads
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
-from rooflab.suite.case import Case
+from rooflab.suite.case import Case, canonical_params
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import Op, Prepared, case_skip_reason, format_bytes
+from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import CacheMode, ResultStatus, SampleKind, TimingMode
 
@@ -80,8 +84,6 @@ def check_key(case: Case) -> str:
     """What decides a check's verdict: the op, backend, dtype and params, not the cache or timing
     mode (the cases of one shape in cold/hot and launch/graph run the same code on inputs of the
     same shape and distribution)."""
-    from rooflab.suite.case import canonical_params
-
     return f"{case.op}.v{case.op_version}:{case.backend}:{case.dtype}:{canonical_params(case.params)}"
 
 
@@ -120,8 +122,6 @@ def ready_case(request: CaseRequest, device: DeviceInfo, started: float,
 
     The float64 check runs once per check_key in a worker: a later case with the same key (another
     cache or timing mode) makes and times its first call but takes the verdict of the first."""
-    from rooflab.suite.ops.registry import get_op
-
     laps = laps if laps is not None else Laps()
     case = request.case
     key = case.case_key
@@ -166,10 +166,8 @@ def time_ready(ready: ReadyCase, case: Case, device: DeviceInfo) -> TimingResult
     """Time a ready case with the engine, as `run_case` does (a cold case uses the worker's flusher).
 
     The first call was made and timed by `ready_case`: the engine does not make another."""
-    from rooflab.runners.engine.timing import measure
-
     prepared = ready.prepared
-    return measure(
+    return timing.measure(
         prepared.fn,
         device=device,
         settings=ready.settings,
@@ -190,8 +188,6 @@ def apply_cpu_threads(device: DeviceInfo, wanted: int | None) -> int | None:
         return None
     import torch
 
-    from rooflab.runners.machine.cpuinfo import default_cpu_threads
-
     threads = wanted or default_cpu_threads()
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
@@ -205,7 +201,5 @@ def shared_flusher(device: DeviceInfo, method: str) -> CpuFlusher | CudaFlusher:
     """One flush buffer per worker and device, reused by every cold case, swept by `method`."""
     flusher = _FLUSHERS.get(device.torch_device)
     if flusher is None:
-        from rooflab.runners.engine.flush import make_flusher
-
         flusher = _FLUSHERS[device.torch_device] = make_flusher(device, method)
     return flusher.using(method)

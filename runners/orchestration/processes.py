@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext, SpawnContext
 
 from rooflab.runners.orchestration.messages import ToWorker
@@ -55,8 +56,6 @@ def worker_context() -> ForkServerContext | SpawnContext:
 def prestart_worker_server() -> None:
     """Start the fork server now, so its imports overlap with the caller's own work."""
     if worker_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
         forkserver.ensure_running()
 
 

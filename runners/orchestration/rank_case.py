@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rooflab.record import CollectiveRecord, TimingMethod
+from rooflab.runners.engine.group_timing import time_group
+from rooflab.runners.machine.cpuinfo import default_cpu_threads
+from rooflab.runners.machine.observe import watching
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason, synchronize
 from rooflab.runners.orchestration.rank_pairs import PairOutcome, time_pairs
@@ -83,8 +86,6 @@ def _cpu_threads(device: DeviceInfo, size: int) -> int | None:
     if device.is_cuda:
         return None
     import torch
-
-    from rooflab.runners.machine.cpuinfo import default_cpu_threads
 
     threads = max(1, default_cpu_threads() // size)
     if torch.get_num_threads() != threads:
@@ -161,9 +162,6 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: GroupControl, prep
            settings: TimingSettings, first_call_ms: float, threads: int | None, started: float,
            places: Sequence[RankPlace], backend: str) -> RankReply:
     """Warmup and sampling on every rank (runners.engine.group_timing); rank 0 builds the outcome."""
-    from rooflab.runners.engine.group_timing import time_group
-    from rooflab.runners.machine.observe import watching
-
     rank, case = control.rank, request.case
     mode = case.collective_mode
     assert mode is not None  # a collective case always has one (suite.case)

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooflab.record import CollectiveRecord, EnvironmentRecord
+from rooflab.runners.engine.group_timing import Control
+from rooflab.runners.machine.environment import capture
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, describe_exit, worker_context
 from rooflab.runners.orchestration.rank_case import RankReply, run_rank_case
@@ -51,6 +53,7 @@ from rooflab.runners.orchestration.rank_pairs import PairOutcome
 from rooflab.runners.orchestration.rank_places import RankPlace, group_places
 from rooflab.runners.orchestration.worker import _pin, _watch_supervisor, describe_exception
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.registry import all_ops
 from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:  # torch loads in the rank processes only
@@ -98,8 +101,6 @@ def init_group(backend: str, rank: int, size: int, *, store: Store | None = None
     runners.engine.group_timing.Control."""
     import torch.distributed as dist
 
-    from rooflab.runners.engine.group_timing import Control
-
     timeout = timedelta(seconds=timeout_s)
     if store is None:
         dist.init_process_group(backend, init_method="env://", rank=rank, world_size=size, timeout=timeout)
@@ -122,9 +123,6 @@ def rank_main(conn: Connection, rank: int, size: int, backend: str, torch_device
     faulthandler.register(signal.SIGUSR1, file=dump, all_threads=True)
     try:
         import torch.distributed as dist
-
-        from rooflab.runners.machine.environment import capture
-        from rooflab.suite.ops.registry import all_ops
 
         _pin(torch_device)
         environment, device = capture(torch_device)

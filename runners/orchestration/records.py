@@ -13,14 +13,13 @@ from rooflab.runners.orchestration.messages import CaseOutcome
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.case import Case
 from rooflab.suite.ops.base import work_model
+from rooflab.suite.ops.registry import get_op
 from rooflab.vocab import ResultStatus
 
 
 def op_work_model(case: Case) -> WorkModel:
     """The FLOPs and bytes (read and written apart, where the op splits them) of one call, from the
     op's pure functions."""
-    from rooflab.suite.ops.registry import get_op
-
     op = get_op(case.op)
     return work_model(op, op.resolved_params(case.params), case.dtype)
 

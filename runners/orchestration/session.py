@@ -16,17 +16,22 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rooflab.db.handle import Database, as_database
-from rooflab.db.measurement_columns import gbps_of, tflops_of
+from rooflab.db.measurement_columns import device_key, gbps_of, tflops_of
+from rooflab.db.store import ResultStore
 from rooflab.record import RunRecord
 from rooflab.runners.errors import UserInputError
+from rooflab.runners.machine.devlock import device_locks
+from rooflab.runners.machine.environment import git_state
 from rooflab.runners.orchestration.collectives import LANE as COLLECTIVES_LANE
 from rooflab.runners.orchestration.collectives import CollectivePhase, group_label, is_collective
 from rooflab.runners.orchestration.held import HeldResults, nothing_left
 from rooflab.runners.orchestration.processes import prestart_worker_server
+from rooflab.runners.orchestration.progress import make_progress
 from rooflab.runners.orchestration.run_options import (
     RunOptions,
     check_merged_settings,
@@ -37,9 +42,17 @@ from rooflab.runners.orchestration.run_options import (
     validate_timing_overrides,
 )
 from rooflab.runners.orchestration.run_summary import SlowCase, SummaryDict
+from rooflab.runners.orchestration.shards import (
+    CostBasis,
+    estimate_cost_s,
+    parse_shard,
+    previous_medians,
+    select_shard,
+)
 from rooflab.runners.orchestration.supervisor import LaneReport, RunProgress, Supervisor, SupervisorResult
 from rooflab.suite.case import Case
 from rooflab.suite.ops.pairs import held_keys
+from rooflab.suite.spec import apply_filters, expand, load_spec, parse_spec
 from rooflab.suite.spec_schema import Spec
 from rooflab.vocab import ExitCode, ResultStatus, RunStatus, device_kind_of
 
@@ -94,8 +107,6 @@ class RunSummary:
 
 def _rooflab_version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("rooflab")
     except Exception:  # noqa: BLE001 - not installed as a distribution (run from a checkout)
         return ""
@@ -116,9 +127,6 @@ def run_suite(
 
     `db` is a URL or the command's open db.handle.Database (left open); every read and write of the
     run goes through that one handle. `progress` replaces the terminal progress display."""
-    from rooflab.runners.orchestration.progress import make_progress
-    from rooflab.suite.spec import apply_filters, expand
-
     o = options
     started = time.monotonic()
     overrides, shard = _checked_options(o, spec_path)
@@ -150,8 +158,6 @@ def run_suite(
         reporter = progress or make_progress(quiet=o.quiet, json_output=o.json_output)
         with ExitStack() as locks:
             if o.lock:
-                from rooflab.runners.machine.devlock import device_locks
-
                 command = o.command_line if o.command_line is not None else shlex.join(["rooflab", *sys.argv[1:]])
                 locks.enter_context(device_locks(torch_devices, run_id=effective_run_id, command=command,
                                                  wait_s=o.lock_wait_s, note=reporter.note))
@@ -169,8 +175,6 @@ def run_suite(
 def _checked_options(o: RunOptions, spec_path: str | Path | None) -> tuple[Any, str | None]:
     """(the timing overrides, the shard as I/N) of a run's options, after checking each option:
     UserInputError names the first one that is wrong."""
-    from rooflab.runners.orchestration.shards import parse_shard
-
     overrides = validate_timing_overrides(o.timing_overrides)
     if o.seed < 0:
         raise UserInputError(f"--seed {o.seed}: must be >= 0")
@@ -200,8 +204,6 @@ def _run_spec(db: str | Database, database: Database | None, spec_path: str | Pa
               resume: str | None) -> tuple[Database | None, Any]:
     """(the database, opened when resuming; the spec): the one given, checked against the run it
     resumes, else the resumed run's own spec text."""
-    from rooflab.suite.spec import load_spec, parse_spec
-
     stored_run = None
     if resume is not None:
         database = database or as_database(db)[0]
@@ -222,8 +224,6 @@ def _run_spec(db: str | Database, database: Database | None, spec_path: str | Pa
 
 def _store(database: Database) -> ResultStore:
     """The run's store on the command's database handle (closing the store leaves the handle open)."""
-    from rooflab.db.store import ResultStore
-
     return ResultStore(database)
 
 
@@ -244,7 +244,6 @@ def _measure(database: Database, resume: str | None, spec: Any, effective_run_id
     # server's imports overlap with creating the run (git's state, the run's row)
     if existing is None or not nothing_left(store, effective_run_id, torch_devices, lane_cases, group_cases):
         prestart_worker_server()
-    from rooflab.runners.machine.environment import git_state
 
     commit, dirty = git_state()
     run = existing or _new_run_record(effective_run_id, spec, commit, dirty, command_line)
@@ -325,8 +324,6 @@ def covers_spec(store: HeldResults, run_id: str, expanded: Sequence[Case], filte
     this invocation, and every collective case one on rank 0's device (`group_key`). A shard answers
     for its own part: it covers the spec when no filter left a case out (the run is complete once
     every shard is)."""
-    from rooflab.db.measurement_columns import device_key
-
     if shard is not None:
         return len(filtered) == len(expanded)
     grouped = {case.case_key for case in expanded if is_collective(case)}
@@ -345,8 +342,6 @@ def covers_spec(store: HeldResults, run_id: str, expanded: Sequence[Case], filte
 
 
 def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, command_line: str | None) -> Any:
-    from rooflab.record import RunRecord
-
     return RunRecord(
         run_id=run_id,
         suite=spec.name,
@@ -363,14 +358,6 @@ def _new_run_record(run_id: str, spec: Any, commit: str | None, dirty: bool, com
 
 def _select_shard(cases: list[Case], shard: str, *, database: Database, suite: str, run_id: str) -> list[Case]:
     """This shard's part, balanced by the previous run's medians when the database has them."""
-    from rooflab.runners.orchestration.shards import (
-        CostBasis,
-        estimate_cost_s,
-        parse_shard,
-        previous_medians,
-        select_shard,
-    )
-
     index, count = parse_shard(shard)
     basis = CostBasis()
     if database.exists():

@@ -18,8 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rooflab.db import rates
+from rooflab.db.cost_basis import latest_medians
+from rooflab.db.handle import as_database
+from rooflab.db.shards import ShardFormatError
+from rooflab.db.shards import parse_shard as parse_stored_shard
 from rooflab.suite.case import Case
 from rooflab.suite.errors import SpecError
+from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingSettings, idle_after_ms
 from rooflab.vocab import CacheMode, Pace
 
@@ -42,9 +47,6 @@ class ShardError(SpecError):
 
 def parse_shard(text: str) -> tuple[int, int]:
     """`"I/N"` -> `(I, N)` as given to --shard (white space ignored): db.shards.parse_shard's rule."""
-    from rooflab.db.shards import ShardFormatError
-    from rooflab.db.shards import parse_shard as parse_stored_shard
-
     try:
         return parse_stored_shard("".join((text or "").split()))
     except ShardFormatError as exc:
@@ -117,8 +119,6 @@ def model_call_s(case: Case) -> tuple[float, int]:
 
     An op the registry does not know costs the call overhead only.
     """
-    from rooflab.suite.ops.registry import get_op
-
     try:
         op = get_op(case.op)
     except KeyError:
@@ -190,8 +190,6 @@ def previous_medians(
     GPUs of one run give the median of their medians. No earlier result: an empty basis (the op
     model is used). `db_url` is a URL or the command's db.handle.Database.
     """
-    from rooflab.db.handle import as_database
-
     database, owned = as_database(db_url)
     try:
         return _previous_medians(database, suite, device_fingerprint, current_run_id)
@@ -202,8 +200,6 @@ def previous_medians(
 
 def _previous_medians(database: Any, suite: str | None, device_fingerprint: str | None,
                       current_run_id: str | None) -> CostBasis:
-    from rooflab.db.cost_basis import latest_medians
-
     # "empty": nothing stored yet; "foreign": tables without a version, seen while another shard is
     # creating the schema (and refused by the store right after, if it really is foreign)
     if database.state().kind in ("empty", "foreign"):

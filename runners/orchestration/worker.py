@@ -24,9 +24,13 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 
 from rooflab.record import TimingMethod
+from rooflab.runners.engine.attribution import attribute
+from rooflab.runners.machine.environment import capture
+from rooflab.runners.machine.observe import watching
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest, WorkerReady
 from rooflab.runners.orchestration.prepare import Laps, ready_case, time_ready
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.ops.registry import all_ops
 from rooflab.vocab import DeviceKind, ResultStatus, device_index_of, device_kind_of
 
 
@@ -65,9 +69,6 @@ def _context_usable(device: DeviceInfo) -> bool:
 
 def run_case(request: CaseRequest, device: DeviceInfo) -> CaseOutcome:
     """Skip checks, prepare, first call + correctness check (ready_case), then timing; never raises."""
-    from rooflab.runners.engine.attribution import attribute
-    from rooflab.runners.machine.observe import watching
-
     case = request.case
     key = case.case_key
     started = time.perf_counter()
@@ -182,11 +183,8 @@ def worker_main(
         os.environ.update(environ)
     threading.Thread(target=_watch_supervisor, args=(supervisor_pid,), daemon=True, name="supervisor-watch").start()
     try:
-        from rooflab.runners.machine.environment import capture
-
         _pin(torch_device)
         environment, device = capture(torch_device)
-        from rooflab.suite.ops.registry import all_ops
 
         all_ops()  # load the ops (and ROOFLAB_PLUGINS) before the first case
         _pin_core(torch_device)

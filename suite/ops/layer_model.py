@@ -49,6 +49,7 @@ from typing import Any
 
 from rooflab.suite.dtypes import element_size
 from rooflab.suite.ops.base import byte_split
+from rooflab.suite.ops.registry import get_op
 
 NORMS = ("rmsnorm", "layernorm")
 ACTIVATIONS = ("gelu", "swiglu")
@@ -164,8 +165,6 @@ def part_ops(params: Mapping[str, Any]) -> dict[str, tuple[tuple[str, dict[str, 
 
 
 def _op_work(op_name: str, params: Mapping[str, Any], dtype: str) -> Work:
-    from rooflab.suite.ops.registry import get_op
-
     op = get_op(op_name)
     resolved = op.resolved_params(params)
     split = byte_split(op, resolved, dtype)

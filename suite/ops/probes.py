@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
+from rooflab.suite.dtypes import tolerance
 from rooflab.suite.lazy import torch
 from rooflab.suite.ops import cuda_sources
 from rooflab.suite.ops.base import Params, ParamSpec, Prepared
@@ -311,8 +312,6 @@ def _compare_scalar(got: torch.Tensor, ref: torch.Tensor, a: torch.Tensor, b: to
                     n: int) -> str | None:
     """A dot product's error scales with Σ|a·b| (its condition), not with |Σ a·b|, so the scale
     given to the tolerance is sqrt(Σ (a·b)²), the RMS-like size of the terms' random walk."""
-    from rooflab.suite.dtypes import tolerance
-
     if not bool(torch.isfinite(got)):
         return f"dot result is not finite: {float(got)}"
     spread = torch.zeros((), dtype=torch.float64, device=a.device)
