@@ -32,7 +32,7 @@ import typer.main
 from typer.testing import CliRunner
 
 from rooflab.errors import UserError
-from rooflab.runners.cli.app import COMMAND_MODULES, LazyCommands, app
+from rooflab.runners.cli.app import COMMANDS, LazyCommands, app
 from rooflab.runners.crosscheck.peers import parse_peers
 from rooflab.runners.crosscheck.session import validate_rounds
 
@@ -66,7 +66,7 @@ def recording_group() -> tuple[Any, list[dict]]:
     instead of running."""
     group = typer.main.get_command(app)
     assert isinstance(group, LazyCommands)
-    for name in COMMAND_MODULES:  # every command built now (the group builds each on first use)
+    for name in COMMANDS:  # every command built now (the group builds each on first use)
         group.command(name)
     calls: list[dict] = []
 

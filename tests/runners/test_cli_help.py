@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from importlib.metadata import version
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
-from rooflab.runners.cli.app import app
+from rooflab.runners.cli.app import COMMANDS, LazyCommands, app
 from rooflab.suite.timing import TimingSettings
 
 runner = CliRunner()
@@ -81,3 +84,29 @@ def test_devices_naming_a_core_this_machine_lacks_says_so(tmp_path, monkeypatch:
     assert result.exit_code == 2, result.output
     assert "unknown device 'cpu:4096': this process may run on CPUs" in result.output
     assert not db.exists()
+
+
+def test_each_commands_summary_is_how_its_own_help_begins() -> None:
+    """`rooflab --help` lists the commands from runners/cli/app.py's table without loading them; each
+    summary there is the first sentence of the command's own help, so the two cannot drift apart."""
+    group = typer.main.get_command(app)
+    assert isinstance(group, LazyCommands)
+    for name, entry in COMMANDS.items():
+        command = group.command(name)
+        assert command is not None, name
+        helped = " ".join((command.help or "").split())
+        assert helped.startswith(entry.summary) and entry.summary.endswith((".", ")")), (name, entry.summary)
+
+
+def test_help_and_version_load_no_command_module() -> None:
+    """A fresh `rooflab --help` and `--version` import none of the command modules (each loads
+    only when its command runs)."""
+    probe = ("import sys; from typer.testing import CliRunner; from rooflab.runners.cli.app import app; "
+             "r = CliRunner().invoke(app, sys.argv[1:]); assert r.exit_code == 0, r.output; "
+             "print(sorted(m for m in sys.modules if m.startswith('rooflab.runners.cli.') and m.endswith('_cmd')))")
+    for argv in (["--help"], ["--version"]):
+        out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "[]", (argv, out.stdout, out.stderr)
+    loaded = subprocess.run([sys.executable, "-c", probe, "list", "--help"], capture_output=True, text=True,
+                            check=True)
+    assert loaded.stdout.strip() == "['rooflab.runners.cli.list_cmd']", loaded.stdout
