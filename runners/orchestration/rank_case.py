@@ -26,6 +26,7 @@ from rooflab.record import CollectiveRecord, TimingMethod
 from rooflab.runners.engine.group_timing import time_group
 from rooflab.runners.machine.cpuinfo import default_cpu_threads
 from rooflab.runners.machine.observe import watching
+from rooflab.runners.orchestration.collective_method import collective_method
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason, synchronize
 from rooflab.runners.orchestration.rank_pairs import PairOutcome, time_pairs
@@ -37,7 +38,7 @@ from rooflab.suite.ops.collective import at_world_size
 from rooflab.suite.ops.pairs import PreparedPairs
 from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import FlushMethod, ResultStatus
+from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:  # the group timing loads in the rank processes only
     from rooflab.runners.engine.group_timing import GroupControl
@@ -173,12 +174,7 @@ def _timed(request: CaseRequest, device: DeviceInfo, control: GroupControl, prep
         timing = time_group(prepared.fn, reset=getattr(prepared, "reset", None), control=control,
                             torch_device=device.torch_device, settings=settings, mode=mode)
     assert timing is not None  # rank 0
-    method = TimingMethod(
-        cache=case.cache, timing_mode=case.timing_mode, clock=timing.clock, stop_reason=timing.stop_reason,
-        first_call_ms=first_call_ms, warmup_calls=timing.warmup_calls, launches_per_sample=timing.calls_per_sample,
-        flush_bytes=0, sync_method=timing.sync_method, flush_method=FlushMethod.NONE, warmup_ms=timing.warmup_ms,
-        sampling_ms=timing.sampling_ms, pace=timing.pace,
-    )
+    method = collective_method(case, timing, stop_reason=timing.stop_reason, first_call_ms=first_call_ms)
     outcome = CaseOutcome(
         case.case_key, ResultStatus.OK, None, time.perf_counter() - started, method=method, stats=timing.stats,
         machine=watch.observation(timing.stats, timing.stop_reason, threads), samples_ms=timing.samples_ms,

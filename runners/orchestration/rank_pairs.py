@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from rooflab.record import CollectiveRecord, TimingMethod
+from rooflab.runners.orchestration.collective_method import collective_method
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import synchronize
 from rooflab.runners.orchestration.rank_places import RankPlace, own_pids
@@ -31,7 +32,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.pairs import PairCall, PreparedPairs, Round
 from rooflab.suite.timing import TimingSettings
-from rooflab.vocab import FlushMethod, ResultStatus
+from rooflab.vocab import ResultStatus
 
 if TYPE_CHECKING:  # the group timing loads in the rank processes only
     from rooflab.runners.engine.group_timing import GroupControl
@@ -108,12 +109,7 @@ def _round_outcomes(case: Case, pairs: Round, verdicts: Sequence[tuple[str | Non
             outcome = CaseOutcome(case.case_key, ResultStatus.INCORRECT, wrong, method=method)
             out.append(_pair(a, b, outcome, (), places, group))  # its figures are of wrong values: dropped
             continue
-        method = TimingMethod(
-            cache=case.cache, timing_mode=case.timing_mode, clock=timing.clock, stop_reason=series.stop_reason,
-            first_call_ms=first_ms, warmup_calls=timing.warmup_calls, launches_per_sample=timing.calls_per_sample,
-            flush_bytes=0, sync_method=timing.sync_method, flush_method=FlushMethod.NONE, warmup_ms=timing.warmup_ms,
-            sampling_ms=timing.sampling_ms, pace=timing.pace,
-        )
+        method = collective_method(case, timing, stop_reason=series.stop_reason, first_call_ms=first_ms)
         outcome = CaseOutcome(
             case.case_key, ResultStatus.OK, None, (timing.warmup_ms + timing.sampling_ms) / 1e3, method=method,
             stats=series.stats, machine=watch.observation(series.stats, series.stop_reason, threads),
