@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import textwrap
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, NamedTuple
 
@@ -114,8 +113,7 @@ class LazyCommands(typer_core.TyperGroup):
         """The commands and their summaries, no module loaded (click's listing builds every command)."""
         limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
         with formatter.section("Commands"):
-            formatter.write_dl([(name, textwrap.shorten(c.summary, limit, placeholder="..."))
-                                for name, c in COMMANDS.items()])
+            formatter.write_dl([(name, _clipped(c.summary, limit)) for name, c in COMMANDS.items()])
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         return self.command(cmd_name)
@@ -140,6 +138,14 @@ class LazyCommands(typer_core.TyperGroup):
                 info, pretty_exceptions_short=False, rich_markup_mode=None)
         if db_commands.registered_commands:
             self.commands["db"] = get_group(db_commands)
+
+
+def _clipped(text: str, width: int) -> str:
+    """`text` cut at a word to fit `width` with "..." after it, as click shortens a command's help."""
+    if len(text) <= width:
+        return text
+    cut = text.rfind(" ", 0, width - 2)
+    return text[:cut if cut > 0 else width - 3] + "..."
 
 
 def command_names() -> list[str]:

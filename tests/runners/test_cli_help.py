@@ -1,6 +1,7 @@
 """What a user reads first: --version, --help, and refusals of devices that are ambiguous or absent."""
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from rooflab.runners.cli.app import COMMANDS, LazyCommands, app
+from rooflab.runners.cli.app import COMMANDS, LazyCommands, _clipped, app
 from rooflab.suite.timing import TimingSettings
 
 runner = CliRunner()
@@ -110,3 +111,13 @@ def test_help_and_version_load_no_command_module() -> None:
     loaded = subprocess.run([sys.executable, "-c", probe, "list", "--help"], capture_output=True, text=True,
                             check=True)
     assert loaded.stdout.strip() == "['rooflab.runners.cli.list_cmd']", loaded.stdout
+
+
+def test_the_listing_cuts_a_long_summary_at_a_word() -> None:
+    words = [f"w{random.randint(10, 99)}" for _ in range(30)]
+    text = " ".join(words) + "."
+    width = random.randint(20, 60)
+    cut = _clipped(text, width)
+    assert len(cut) <= width and cut.endswith("...") and text.startswith(cut[:-3])
+    assert cut[:-3].split(" ")[-1] in words  # whole words only
+    assert _clipped("Short.", width) == "Short."
