@@ -1,17 +1,13 @@
 """CLI: `rooflab breakdown --device NAME [--json]`: where each profiled block's time goes."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 from rich.markup import escape
 from rich.table import Table
 
+from rooflab.reports.walls.breakdown import Breakdown, device_breakdowns, label
 from rooflab.runners.cli.common import DbOption, JsonOption, db_url, fmt, pct
 from rooflab.runners.cli.epilogue import console, respond
-
-if TYPE_CHECKING:  # the module loads pandas: only when the command runs
-    from rooflab.reports.walls.breakdown import Breakdown
 
 
 def breakdown_cmd(
@@ -22,15 +18,11 @@ def breakdown_cmd(
     """Each profiled transformer block of a device: its parts' time, FLOP/s, GB/s, wall and
     efficiency, the time no part accounts for, MFU, and the fusion estimate against the
     measured eager/compiled speedup."""
-    from rooflab.reports.walls.breakdown import device_breakdowns  # loads pandas: only when the command runs
-
     respond(lambda: device_breakdowns(db_url(db), device), as_json=as_json, show=_show_blocks,
             to_json=lambda found: {"device": found[0], "blocks": [b.as_dict() for b in found[1]]})
 
 
 def _show_blocks(found: tuple[str, list[Breakdown]]) -> None:
-    from rooflab.reports.walls.breakdown import label  # loads pandas, as the command has by now
-
     name, items = found
     if not items:
         console.print(f"no profiled blocks for {escape(name)} (run a spec with op transformer_block, eager backend)")

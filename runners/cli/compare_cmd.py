@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from rooflab.reports.comparisons.compare_devices import compare_devices
-from rooflab.reports.comparisons.inputs import load_comparison_inputs
+from rooflab.reports.comparisons.compare_devices import Comparison, compare_devices
+from rooflab.reports.comparisons.inputs import ComparisonInputs, load_comparison_inputs
 from rooflab.reports.pages import compare_plots
-from rooflab.reports.regressions.link_check import table_speedups
+from rooflab.reports.regressions.link_check import TableSpeedup, table_speedups
 from rooflab.runners.cli.common import (
     DbOption,
     JsonOption,
@@ -27,16 +27,10 @@ from rooflab.runners.cli.common import (
 from rooflab.runners.cli.epilogue import console, fail, respond
 from rooflab.vocab import SeriesBy
 
-if TYPE_CHECKING:  # the reports' modules load pandas: only when the command runs
-    from rooflab.reports.comparisons.compare_devices import Comparison
-    from rooflab.reports.comparisons.inputs import ComparisonInputs
-    from rooflab.reports.regressions.link_check import TableSpeedup
-
 
 @dataclass(frozen=True)
 class _Compared:
     """What `rooflab compare` found: the comparison, the collective tests over their sizes, the figures written."""
-
     comparison: Comparison
     tables: list[TableSpeedup]
     figures: list[str]

@@ -2,22 +2,19 @@
 docs/fleet.md)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.timeparse import parse_since
+from rooflab.reports.fleet.link_records import LinksNight
+from rooflab.reports.fleet.night import judge_links_night, judge_night
 from rooflab.reports.fleet.options import DEFAULT_SUITE, FleetOptions
+from rooflab.reports.fleet.records import DeviceJudgement, FleetNight
 from rooflab.reports.fleet.status import FLAGGED, FleetFailOn, FleetStatus, parse_fleet_fail_on
 from rooflab.runners.cli.common import DbOption, JsonOption, db_url, require_database
 from rooflab.runners.cli.epilogue import console, fail, respond
-
-if TYPE_CHECKING:  # the judgement's records load pandas with their module's package: only when it runs
-    from rooflab.reports.fleet.link_records import LinksNight
-    from rooflab.reports.fleet.records import DeviceJudgement, FleetNight
 
 DEFAULTS = FleetOptions()
 LINKS_SUITE = "links"  # the suite `--links` judges by default
@@ -31,7 +28,6 @@ median with a 95 % interval and a robust z, and against its own past place among
 ok, suspect (one night beyond the warn line), slow (confirmed), drain, or not_judged (too few
 siblings). A shift of every device at once is reported once, as a fleet shift. Exit code 1 when
 a device's status matches --fail-on; 2 on invalid input (no database, no run of the suite)."""
-
 
 def fleet_command(
     db: str | None = DbOption,
@@ -61,8 +57,6 @@ def fleet_command(
         fail("give --at or --run, not both")
     url = db_url(db)
     require_database(url)
-    # the judgement loads pandas and the reports: only when the command runs (`rooflab --help` stays quick)
-    from rooflab.reports.fleet.night import judge_links_night, judge_night
 
     if links:
         respond(lambda: judge_links_night(url, options, run_id=run), as_json=as_json,

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -15,6 +14,8 @@ from rooflab.reports.data.side_reads import load_collectives, load_counters, loa
 from rooflab.reports.pages.history_judge import PendingVerdicts
 from rooflab.reports.pages.report import render_report
 from rooflab.reports.pages.report_inputs import load_report_inputs
+from rooflab.reports.regressions.database_check import load_verdicts
+from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.regressions.verdicts import DRIFT, FailOn, Verdict, parse_fail_on, should_fail
 from rooflab.runners.cli.common import (
@@ -31,9 +32,6 @@ from rooflab.runners.cli.common import (
 from rooflab.runners.cli.epilogue import conclude, console, fail, guarded, respond
 from rooflab.runners.cli.reading import tools_of_devices
 from rooflab.vocab import ExitCode, SeriesBy, Tool
-
-if TYPE_CHECKING:  # the regression gate loads pandas: only when the command runs
-    from rooflab.reports.regressions.gate import SeriesVerdict
 
 REGRESSION_DEFAULTS = RegressionOptions()  # the flags' defaults
 
@@ -54,8 +52,6 @@ def regressions_cmd(
 ) -> None:
     """Newest two results of every series (each case on each physical device, or --by model) against
     a robust baseline, and change points and drift over its history; exit 1 when --fail-on matches."""
-    from rooflab.reports.regressions.database_check import load_verdicts  # loads pandas: only when the command runs
-
     try:
         parse_fail_on(fail_on)
     except ValueError as exc:
@@ -82,7 +78,6 @@ def regressions_cmd(
 @dataclass(frozen=True)
 class _Checked:
     """What `rooflab regressions` found: every series' verdict, the tools of imported devices, the options."""
-
     verdicts: list[SeriesVerdict]
     tools: dict[str, str]
     fail_on: str

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rooflab.db.measurement_columns import device_key
 from rooflab.db.store import ResultStore, environment_device_uuid
@@ -45,7 +45,8 @@ from rooflab.runners.machine.environment import capture, git_state
 from rooflab.runners.orchestration.collectives import pair_ends, work_model_at
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.rank_case import run_rank_case
-from rooflab.runners.orchestration.rank_places import group_places
+from rooflab.runners.orchestration.rank_pairs import PairOutcome
+from rooflab.runners.orchestration.rank_places import RankPlace, group_places
 from rooflab.runners.orchestration.ranks import cause_first, init_group, peer_fault
 from rooflab.runners.orchestration.records import build_record
 from rooflab.runners.orchestration.run_options import pairs_at_once_cases, validate_timing_overrides
@@ -57,10 +58,6 @@ from rooflab.suite.ops.pairs import held_keys, pair_case
 from rooflab.suite.ops.registry import all_ops
 from rooflab.suite.spec import apply_filters, expand, load_spec
 from rooflab.vocab import DeviceKind, ExitCode, ResultStatus, RunStatus, device_kind_of
-
-if TYPE_CHECKING:  # the rank's case code loads in the rank processes only
-    from rooflab.runners.orchestration.rank_pairs import PairOutcome
-    from rooflab.runners.orchestration.rank_places import RankPlace
 
 DEVICES = ("auto", "cpu", "cuda")
 ENV_TIMEOUT_S = 600.0  # a collective (and the rendezvous) that takes longer has failed
