@@ -229,7 +229,8 @@ def machine_watch(device: Any, *, gpu: bool = True) -> Any:
     the count of other processes on the GPU."""
     if gpu:
         return contention.ContentionMonitor.for_device(device).start()
-    return contention.ContentionMonitor(loadavg_path=contention.LOADAVG, stat_path=contention.PROC_STAT).start()
+    return contention.ContentionMonitor(loadavg_path=contention.LOADAVG, stat_path=contention.PROC_STAT,
+                                         proc=contention.PROC).start()
 
 
 def judge(case: Case, entry: PeerRounds, ours: Rounds, in_mode: dict[TimerMode, Rounds], configured: TimerMode,

@@ -4,16 +4,21 @@
 `poll_interval_s`, and `.stop()` reads a last time and returns a `ContentionReport`. Three signals:
 
 - machine load, and how much of it is not the case's own: at each reading, the threads runnable
-  on the whole machine now (the 4th field of /proc/loadavg, `running/total`) and, of them, the
-  threads of the case's own processes (`own_pids`: the worker, or every rank of a collective's
-  group on this host, each with all its threads: the `R` state of /proc/PID/task/*/stat). Their
-  means over the readings are the case's load and the others' load. Runnable threads beyond the
-  logical CPUs means some thread waits for a CPU; the case is contended when the load exceeds
-  LOAD_PER_CPU x the logical CPUs and at least OTHERS_MIN_LOAD of it is not its own. A group of
-  ranks that outnumbers the CPUs is not contended by itself: that is how the case was asked to run
-  (a collective's ranks on a small CPU), not something else competing. (The one-minute load
-  average, read before, counted the case's own ranks and lagged them by a minute: every CPU
-  collective after the first minute read contended on a quiet machine.);
+  on the whole machine now (the 4th field of /proc/loadavg, `running/total`) and, counted apart in
+  one pass over /proc, the runnable threads (`R` state of /proc/PID/task/*/stat) of every process
+  that is not the case's own (`own_pids`: the worker, or every rank of a collective's group on this
+  host, with all their threads). Their means over the readings are the case's load and the others'
+  load. Runnable threads beyond the logical CPUs means some thread waits for a CPU; the case is
+  contended when the load exceeds LOAD_PER_CPU x the logical CPUs and at least OTHERS_MIN_LOAD of
+  it is not its own. A group of ranks that outnumbers the CPUs is not contended by itself: that is
+  how the case was asked to run (a collective's ranks on a small CPU), not something else competing.
+  The others are counted, not taken as the load less the case's own threads: the load and a scan of
+  the own threads are two instants, and ranks that flicker between running and waiting in between
+  made up others that were not there (or hid some that were). (The one-minute load average, read
+  before, counted the case's own ranks and lagged them by a minute: every CPU collective after the
+  first minute read contended on a quiet machine.) The scan sees the processes this /proc shows: in
+  a container with its own process namespace, another container's threads count in the load but
+  not as others;
 - CPU steal: the hypervisor ran someone else on our virtual CPUs. From the `cpu` line of
   /proc/stat, steal jiffies / all jiffies between the first and last reading; contended above
   STEAL_FRACTION (unknown when no jiffy passed, as in a case shorter than a tick);
@@ -28,7 +33,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -73,21 +78,26 @@ def thread_state(stat_text: str) -> str | None:
     return fields[0] if close and fields else None
 
 
-def own_runnable(pids: Iterable[int], proc: str | Path = PROC) -> int:
-    """How many threads of the processes `pids` are runnable now (state R); a process that is gone
-    or cannot be read counts none."""
+def others_runnable(own_pids: Collection[int], proc: str | Path = PROC) -> int:
+    """How many threads are runnable now (state R) in the processes under `proc` that are not
+    `own_pids`, in one pass; a process or thread gone in between counts none."""
+    own = {str(pid) for pid in own_pids}
     count = 0
-    for pid in pids:
+    try:
+        entries = [e.name for e in os.scandir(proc) if e.name.isdigit() and e.name not in own]
+    except OSError:
+        return 0
+    for pid in entries:
         try:
-            tasks = list(Path(proc, str(pid), "task").iterdir())
+            tasks = [t.name for t in os.scandir(os.path.join(proc, pid, "task"))]
         except OSError:
             continue
-        for task in tasks:
+        for tid in tasks:
             try:
-                state = thread_state(Path(task, "stat").read_text(errors="replace"))
+                with open(os.path.join(proc, pid, "task", tid, "stat"), encoding="ascii", errors="replace") as fh:
+                    count += thread_state(fh.read()) == RUNNING
             except OSError:
                 continue
-            count += state == RUNNING
     return count
 
 
@@ -192,7 +202,7 @@ class ContentionMonitor:
     """Samples load, steal and GPU processes between `.start()` and `.stop()`. `own_pids` are the
     case's own processes (default: this one), whose threads are not counted as others' load;
     `runnable_source` counts the machine's runnable threads (default: /proc/loadavg at
-    `loadavg_path`), `proc` is where the own processes' threads are read."""
+    `loadavg_path`), `proc` is where every other process's threads are counted."""
 
     def __init__(
         self,
@@ -218,7 +228,7 @@ class ContentionMonitor:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._loads: list[tuple[int, int]] = []  # per reading: (runnable on the machine, of them not our own)
+        self._loads: list[tuple[int, int]] = []  # per reading: (runnable on the machine, runnable not our own)
         self._others: list[int] = []
         self._first: CpuTimes | None = None
         self._readings = 0
@@ -266,7 +276,7 @@ class ContentionMonitor:
 
     def _read(self) -> None:
         total = self._runnable.runnable()
-        load = None if total is None else (total, max(0, total - own_runnable(self._own, self._proc)))
+        load = None if total is None else (total, others_runnable(self._own, self._proc))
         others = None
         if self._gpu is not None:
             try:

@@ -17,13 +17,14 @@ from rooflab.runners.machine.contention import (
     ContentionMonitor,
     ContentionReport,
     other_processes,
-    own_runnable,
+    others_runnable,
     read_cpu_times,
     read_runnable,
     thread_state,
 )
 from rooflab.suite.quality import NOISY_REL_CI, judge, noise_reasons
 from rooflab.vocab import Quality
+from tests.runners.fake_proc import fake_proc
 
 STAT = "cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n"
 
@@ -40,24 +41,15 @@ class FakeGpu:
         return self.sets.pop(0) if len(self.sets) > 1 else self.sets[0]
 
 
-def fake_proc(root: Path, threads: Mapping[int, Sequence[str]]) -> Path:
-    """A /proc of processes `pid -> the states of its threads`, each thread's stat line with a command
-    name that holds a space and a parenthesis (as a thread may name itself)."""
-    for pid, states in threads.items():
-        for i, state in enumerate(states):
-            task = root / str(pid) / "task" / str(pid + i)
-            task.mkdir(parents=True)
-            (task / "stat").write_text(f"{pid + i} (gloo) worker {i}) {state} 1 {pid} {pid} 0 -1 4194368 0\n")
-    return root
-
-
 def monitor(tmp_path: Path, load: str, gpu: FakeGpu | None = None, cpus: int = 4,
-            own: Mapping[int, Sequence[str]] | None = None) -> ContentionMonitor:
+            own: Mapping[int, Sequence[str]] | None = None,
+            others: Mapping[int, Sequence[str]] | None = None) -> ContentionMonitor:
     """A monitor of the case whose processes (`own`, default pid 1000 with one running thread) sit
-    in a fake /proc, with the machine's runnable threads read from a fake /proc/loadavg."""
+    in a fake /proc beside `others` (default none), with the machine's runnable threads read from a
+    fake /proc/loadavg."""
     (tmp_path / "loadavg").write_text(load)
     own = own if own is not None else {1000: ["R"]}
-    proc = fake_proc(tmp_path / "proc", own)
+    proc = fake_proc(tmp_path / "proc", {**own, **(others or {})})
     return ContentionMonitor(loadavg_path=tmp_path / "loadavg", stat_path=tmp_path / "stat", gpu_source=gpu,
                              logical_cpus=cpus, own_pid=1000, own_pids=tuple(own), proc=proc, poll_interval_s=60.0)
 
@@ -71,8 +63,9 @@ def test_readers_parse_the_proc_formats(tmp_path: Path) -> None:
     assert read_runnable(tmp_path / "missing") is None and read_cpu_times(tmp_path / "missing") is None
     assert thread_state("77 (a (b) c) S 1 2 3") == "S" and thread_state("no parenthesis") is None
     proc = fake_proc(tmp_path / "proc", {10: ["R", "S", "R"], 20: ["D", "R"], 30: ["S"]})
-    assert own_runnable([10, 20, 30], proc) == 3 and own_runnable([30], proc) == 0
-    assert own_runnable([10, 99], proc) == 2  # a process that is gone counts none
+    assert others_runnable([30], proc) == 3 and others_runnable([10, 20, 30], proc) == 0
+    assert others_runnable([10, 99], proc) == 1  # an own process that is gone changes nothing
+    assert others_runnable([], tmp_path / "no-proc") == 0
 
 
 def test_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
@@ -87,7 +80,7 @@ def test_a_quiet_machine_is_not_contended(tmp_path: Path) -> None:
 
 def test_load_above_the_cpus_is_contended(tmp_path: Path) -> None:
     write_stat(tmp_path / "stat", user=1, system=1, idle=1, steal=0)
-    m = monitor(tmp_path, "5.50 2.00 1.00 6/300 1\n", cpus=4).start()
+    m = monitor(tmp_path, "5.50 2.00 1.00 6/300 1\n", cpus=4, others={5000: ["R", "R", "S"], 6000: ["R"] * 3}).start()
     report = m.stop()
     assert report.load == 6 and report.others_load == 5
     assert report.reasons == ("load 6.00 above 4 logical CPUs, 5.00 of it not the case's own",)
@@ -148,15 +141,23 @@ def test_report_with_unknown_signals_is_not_contended() -> None:
     assert ContentionReport(2, None, None, None, 0, 1).reasons == ()
 
 
-class PidsRunnable:
-    """The machine's runnable threads as the threads of `pids` alone (real /proc): the test's own
-    world, so that the other jobs on the test machine do not decide its verdicts."""
+def linked_proc(root: Path, pids: Sequence[int]) -> Path:
+    """A /proc that shows only the real processes `pids` (each a link to its /proc/PID): the test's
+    own world, so that the other jobs on the test machine do not decide its verdicts."""
+    root.mkdir()
+    for pid in pids:
+        (root / str(pid)).symlink_to(f"/proc/{pid}")
+    return root
 
-    def __init__(self, pids: Sequence[int]) -> None:
-        self.pids = list(pids)
+
+class WorldRunnable:
+    """The machine's runnable threads as those of the processes a `linked_proc` shows."""
+
+    def __init__(self, proc: Path) -> None:
+        self.proc = proc
 
     def runnable(self) -> int:
-        return own_runnable(self.pids)
+        return others_runnable((), self.proc)
 
 
 @pytest.fixture
@@ -172,24 +173,61 @@ def busy() -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait()
 
 
-def _watched(own: list[int], world: list[int], readings: int = 6) -> ContentionReport:
+def _watched(tmp_path: Path, own: list[int], world: list[int], readings: int = 6) -> ContentionReport:
     """The monitor of a case of `own` processes (and this one, which reads), on a machine of `world`
     and this process."""
-    m = ContentionMonitor(runnable_source=PidsRunnable([*world, os.getpid()]), stat_path="/nonexistent", logical_cpus=2,
-                          own_pids=own, poll_interval_s=60.0).start()
+    proc = linked_proc(tmp_path / f"proc-{len(world)}", [*world, os.getpid()])
+    m = ContentionMonitor(runnable_source=WorldRunnable(proc), stat_path="/nonexistent", logical_cpus=2,
+                          own_pids=own, proc=proc, poll_interval_s=60.0).start()
     for _ in range(readings - 2):
         time.sleep(0.02)
         m._read()
     return m.stop()
 
 
-def test_real_processes_own_ranks_are_not_contended_and_a_competitor_is(busy: list[subprocess.Popen[bytes]]) -> None:
+def test_real_processes_own_ranks_are_not_contended_and_a_competitor_is(
+        tmp_path: Path, busy: list[subprocess.Popen[bytes]]) -> None:
     """Three real busy processes as the case's ranks on a machine of two CPUs: three runnable
     threads, none of them another's (not contended; counted as load, as before, contended). A
     fourth busy process that is not the case's: contended."""
     ranks, competitor = [p.pid for p in busy[:3]], busy[3].pid
-    alone = _watched(ranks, ranks)
-    assert alone.load == pytest.approx(4, abs=0.5) and alone.others_load == 0  # with the reader and alone.reasons == ()
-    crowded = _watched(ranks, [*ranks, competitor])
+    alone = _watched(tmp_path, ranks, ranks)
+    assert alone.load == pytest.approx(4, abs=0.5) and alone.others_load == 0  # with the reader
+    assert alone.reasons == ()
+    crowded = _watched(tmp_path, ranks, [*ranks, competitor])
     assert crowded.others_load == pytest.approx(1, abs=0.34)
     assert crowded.reasons and "not the case's own" in crowded.reasons[0]
+
+
+class TurningLoad:
+    """The machine's runnable threads read as `total`, after which the case's ranks turn to the
+    state `then` (as ranks that wait on each other do, between a reading of the load and the scan
+    of their threads)."""
+
+    def __init__(self, total: int, proc: Path, ranks: Sequence[int], then: str) -> None:
+        self.total, self.proc, self.ranks, self.then = total, proc, ranks, then
+
+    def runnable(self) -> int:
+        for pid in self.ranks:
+            for stat in (self.proc / str(pid) / "task").glob("*/stat"):
+                stat.write_text(stat.read_text().replace(") R ", f") {self.then} ").replace(") S ", f") {self.then} "))
+        return self.total
+
+
+@pytest.mark.parametrize(("ranks_then", "others", "total", "others_load"), [
+    ("S", {}, 4, 0),  # running at the load, waiting at the scan: 4 - 0 made up 4 others
+    ("R", {7000: ["R"]}, 1, 1),  # waiting at the load, running at the scan: 1 - 4 hid the one other
+])
+def test_ranks_that_turn_between_the_load_and_the_scan_change_no_others(
+        tmp_path: Path, ranks_then: str, others: dict[int, list[str]], total: int, others_load: int) -> None:
+    """Four ranks on two CPUs. Taking the others as the load less the ranks' threads scanned an
+    instant later read the ranks' turns as others (a contended verdict on a quiet machine) or hid a
+    real other: counted directly, the others are what runs outside the case."""
+    ranks = random.sample(range(2000, 6000), 4)
+    first = "R" if ranks_then == "S" else "S"
+    proc = fake_proc(tmp_path / "proc", {**{pid: [first] for pid in ranks}, **others})
+    m = ContentionMonitor(runnable_source=TurningLoad(total, proc, ranks, ranks_then), stat_path="/nonexistent",
+                          logical_cpus=2, own_pid=ranks[0], own_pids=ranks, proc=proc, poll_interval_s=60.0)
+    report = m.start().stop()
+    assert report.readings == 2 and report.load == total and report.others_load == others_load
+    assert report.reasons == ()

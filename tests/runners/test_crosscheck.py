@@ -17,6 +17,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.vocab import CacheMode
 from tests.present import present
+from tests.runners.fake_proc import busy_others
 
 runner = CliRunner()
 
@@ -80,12 +81,14 @@ benchmarks:
 
 
 def _machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: float) -> None:
-    """Show the contention monitor a machine with `load` threads runnable and no /proc/stat."""
+    """Show the contention monitor a machine with `load` threads runnable, none of them a case's
+    own, and no /proc/stat."""
     from rooflab.runners.machine import contention
 
     loadavg = tmp_path / "loadavg"
     loadavg.write_text(f"{load:.2f} {load:.2f} {load:.2f} {round(load)}/100 1\n", encoding="ascii")
     monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(contention, "PROC", str(busy_others(tmp_path / "proc", round(load))))
     monkeypatch.setattr(contention, "PROC_STAT", str(tmp_path / "no-stat"))
 
 

@@ -14,6 +14,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingSettings
+from tests.runners.fake_proc import busy_others
 
 FAST = TimingSettings(warmup_ms=1.0, warmup_calls=2, min_samples=5, max_samples=200, min_time_ms=2.0, max_time_ms=50.0)
 CPU = DeviceInfo(kind="cpu", name="test cpu", torch_device="cpu", memory_bytes=8 * 1024**3, l2_bytes=1024**2)
@@ -184,6 +185,7 @@ def test_a_case_run_under_fake_load_is_contended(monkeypatch: pytest.MonkeyPatch
     busy = 4 * (os.cpu_count() or 1) + 1  # runnable threads, none of them the case's own
     loadavg.write_text(f"{busy - 0.5:.2f} 1.00 1.00 {busy}/400 1\n")
     monkeypatch.setattr(contention, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(contention, "PROC", str(busy_others(tmp_path / "proc", busy)))
     out = run(planted("planted_scale"))
     assert out.status == "ok", out.error
     assert out.machine.quality == "contended"
