@@ -15,6 +15,7 @@ from rooflab.reports.regressions.verdicts import FailOn
 from rooflab.runners.cli.common import ByOption, DbOption, FilterOption, JsonOption, db_url
 from rooflab.runners.cli.epilogue import console, err_console, fail, respond
 from rooflab.runners.cluster import health, links, slurm, slurm_job
+from rooflab.runners.cluster.halving import Bisection
 from rooflab.suite.spec import expand, load_spec
 from rooflab.vocab import SeriesBy
 
@@ -263,7 +264,7 @@ def bisect_command(
     as_json: bool = JsonOption,
 ) -> None:
     # pandas and SQLAlchemy, to read each half's figure back: only when a bisection runs
-    from rooflab.runners.cluster.bisect import Bisection, run_bisection
+    from rooflab.runners.cluster.bisect import run_bisection
 
     respond(lambda: run_bisection(spec, db=db_url(db), run_id=run_id, ranks_per_node=ranks_per_node, device=device,
                                   min_gap=min_gap, out=out),

@@ -1,17 +1,9 @@
 """The halving search for a slow node, for when only the whole is slow (`rooflab bisect`, run by the
 job `rooflab slurm SPEC --bisect` writes; docs/collectives.md, "Pairs or halves").
 
-With the nodes of a Slurm allocation as the candidates, each step splits them in two halves, runs the
-spec's collective (its cases other than the matrices of pairs; the links spec's all_reduce) on each
-half, one after the other, and keeps the half with the lower bus bandwidth; after about log2(N)
-steps one node is left: the slow one. A step where neither half is below the other by MIN_GAP of
-the faster half's figure stops the search: no node stands out (the whole is slow alike, or the
-figures are within their noise), and the pair matrix is the measurement to take next. A half that
-stores no figure stops it too (exit code 1).
-
-`bisect` is the search itself, pure, over a `measure` callable (a test's fake, or `SrunHalves`,
-which runs `srun ... rooflab collectives SPEC` on a half's nodes into a run of its own,
-`RUN_ID-bK-a` / `-bK-b`, and reads the stored figure back from the database).
+Runs the search of runners/cluster/halving.py over this allocation's nodes: `SrunHalves` runs
+`srun ... rooflab collectives SPEC` on a half's nodes into a run of its own (`RUN_ID-bK-a` /
+`-bK-b`) and reads the stored figure back from the database.
 """
 from __future__ import annotations
 
@@ -20,107 +12,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from rooflab.db.query import results
+from rooflab.runners.cluster.halving import MIN_GAP, MIN_NODES, SIDES, Bisection, HalfResult, bisect, too_few_nodes
 from rooflab.runners.errors import UserInputError
 from rooflab.suite.case import Case
 from rooflab.suite.ops.pairs import is_pairs
 from rooflab.suite.spec import expand, load_spec
 from rooflab.vocab import ResultStatus
-
-MIN_GAP = 0.10  # the slower half's busbw at least this share below the faster half's, else no half stands out
-SIDES = ("a", "b")
-
-
-@dataclass(frozen=True)
-class HalfResult:
-    """One half's collective: its nodes, the run it was stored in, its bus bandwidth (None: no figure,
-    and why)."""
-
-    nodes: tuple[str, ...]
-    run_id: str
-    busbw_gbps: float | None
-    case_key: str | None = None
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class BisectStep:
-    step: int  # 1, 2, ...
-    halves: tuple[HalfResult, HalfResult]
-    slower: int | None  # index of the slower half; None: no half stands out, or a half has no figure
-
-
-@dataclass(frozen=True)
-class Bisection:
-    """The search: its nodes, its steps, the node it names (None when it names none) and why."""
-
-    nodes: tuple[str, ...]
-    steps: tuple[BisectStep, ...]
-    slow_node: str | None
-    verdict: str
-    failed: bool = False  # a half stored no figure
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-    def text(self) -> str:
-        lines = [f"bisection over {len(self.nodes)} nodes: {', '.join(self.nodes)}"]
-        for s in self.steps:
-            for i, half in enumerate(s.halves):
-                figure = f"{half.busbw_gbps:.4g} GB/s" if half.busbw_gbps is not None else f"no figure ({half.error})"
-                mark = "  <- slower" if s.slower == i else ""
-                lines.append(f"  step {s.step} half {SIDES[i]} ({', '.join(half.nodes)}): {figure}{mark}")
-        lines.append(self.verdict)
-        return "\n".join(lines)
-
-
-Measure = Callable[[int, str, tuple[str, ...]], HalfResult]  # (step, side, nodes) -> the half's result
-
-
-def halves(nodes: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The two halves of `nodes` (the second holds the odd one)."""
-    k = len(nodes) // 2
-    return tuple(nodes[:k]), tuple(nodes[k:])
-
-
-def slower_half(a: HalfResult, b: HalfResult, min_gap: float = MIN_GAP) -> int | None:
-    """0 or 1, the half whose busbw is below the other's by at least `min_gap` of the faster one's;
-    None when neither is, or a half has no figure."""
-    if a.busbw_gbps is None or b.busbw_gbps is None:
-        return None
-    low, high = sorted((a.busbw_gbps, b.busbw_gbps))
-    if low > (1 - min_gap) * high:
-        return None
-    return 0 if a.busbw_gbps == low else 1
-
-
-def bisect(nodes: Sequence[str], measure: Measure, min_gap: float = MIN_GAP) -> Bisection:
-    """Halve `nodes` until one is left, keeping the slower half each step (the module docstring)."""
-    candidates, steps = tuple(nodes), list[BisectStep]()
-    while len(candidates) > 1:
-        first, second = halves(candidates)
-        step = len(steps) + 1
-        measured = (measure(step, SIDES[0], first), measure(step, SIDES[1], second))
-        slower = slower_half(*measured, min_gap=min_gap)
-        steps.append(BisectStep(step, measured, slower))
-        missing = next((r for r in measured if r.busbw_gbps is None), None)
-        if missing is not None:
-            return Bisection(tuple(nodes), tuple(steps), None,
-                             f"step {step}: the half on {', '.join(missing.nodes)} stored no figure: {missing.error}",
-                             failed=True)
-        if slower is None:
-            return Bisection(tuple(nodes), tuple(steps), None,
-                             f"step {step}: neither half is {100 * min_gap:g} % below the other: no node stands out "
-                             f"among {', '.join(candidates)} (measure the pairs of nodes)")
-        candidates = (first, second)[slower]
-    if not steps:
-        return Bisection(tuple(nodes), (), None, "one node: nothing to halve")
-    count = f"{len(steps)} step" + ("s" if len(steps) > 1 else "")
-    return Bisection(tuple(nodes), tuple(steps), candidates[0],
-                     f"slow node: {candidates[0]} ({count} over {len(nodes)} nodes)")
 
 
 def bisect_ops(cases: Sequence[Case]) -> tuple[str, ...]:
@@ -208,6 +109,8 @@ def run_bisection(spec_path: str, *, db: str, run_id: str, ranks_per_node: int, 
     spec = load_spec(spec_path)
     ops = bisect_ops(expand(spec))  # of every device kind: the spec names the same collective for both
     nodes = allocation_nodes()
+    if len(nodes) < MIN_NODES:
+        raise UserInputError(too_few_nodes(len(nodes)))
     job = int(os.environ.get("SLURM_JOB_ID", "0") or 0)
     measure = SrunHalves(spec=str(spec.path), run_id=run_id, rooflab=(sys.executable, "-m", "rooflab"), ops=ops,
                          ranks_per_node=ranks_per_node, device=device, port_base=20000 + job % 20000,

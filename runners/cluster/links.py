@@ -26,6 +26,7 @@ import shlex
 from pathlib import Path
 from typing import NamedTuple
 
+from rooflab.runners.cluster.halving import MIN_NODES, too_few_nodes
 from rooflab.runners.cluster.sbatch import (
     RENDEZVOUS,
     ChainedJob,
@@ -40,7 +41,7 @@ from rooflab.runners.cluster.sbatch import (
     write_files,
 )
 from rooflab.runners.cluster.slurm import COLLECTIVE_STARTS
-from rooflab.runners.cluster.slurm_job import SlurmJob, check_path, validate
+from rooflab.runners.cluster.slurm_job import SlurmArgumentError, SlurmJob, check_path, validate
 from rooflab.suite.ops.pairs import PAIRS_OP
 
 BISECT_JSON = "bisect.json"
@@ -176,6 +177,8 @@ def write_bisect_scripts(job: SlurmJob, bisect_path: Path) -> BisectScripts:
     """Write a bisection's job and its submit script; their paths."""
     check_path(bisect_path, "--output")
     validate(job)
+    if job.nodes < MIN_NODES:
+        raise SlurmArgumentError(f"--nodes {job.nodes}: {too_few_nodes(job.nodes)}")
     bisect_path = bisect_path.resolve()
     submit_path = bisect_path.with_name(f"{_stem(bisect_path)}.submit.sh")
     about = (f"# Submit one rooflab bisection of {job.suite!r} over {job.nodes} nodes (its result in\n"

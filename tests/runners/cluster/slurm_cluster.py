@@ -6,7 +6,8 @@ a Unix socket name):
 - a munge key and a `munged` of its own (`--socket` in the folder; the Slurm commands find it
   through slurm.conf's `AuthInfo=socket=...`);
 - slurm.conf: `slurmctld` on a free loopback port, `SlurmUser=root`, its state in the folder;
-  nodes n1 and n2, both `NodeAddr=127.0.0.1`, each its own `Port=` (free) and spool folder
+  nodes n1 and n2 in the default partition `test`, and n1 to n4 in the partition `wide` (for a
+  bisection, which needs four nodes), all `NodeAddr=127.0.0.1`, each its own `Port=` (free) and spool folder
   (`SlurmdSpoolDir=.../spool/%n`), `ProctrackType=proctrack/linuxproc` and `TaskPlugin=task/none`
   (no cgroups), no accounting (a finished job stays in `scontrol show job` for `MinJobAge`),
   credentials that expire after 5 s (`cred_expire`: a requeued job starts again that much later;
@@ -41,7 +42,9 @@ from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel")
-NODES = ("n1", "n2")
+NODES = ("n1", "n2")  # the default partition's
+WIDE_NODES = ("n1", "n2", "n3", "n4")  # the partition WIDE_PARTITION's
+WIDE_PARTITION = "wide"
 CPUS_PER_NODE = 2
 START_TIMEOUT_S = 30.0
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
@@ -89,7 +92,8 @@ def first_job_id(jobs: int = 64) -> int:
     raise RuntimeError("no free range of rendezvous ports in 21000-39000")
 
 
-def slurm_conf(root: Path, *, ctld_port: int, node_ports: Mapping[str, int], first_job: int) -> str:
+def slurm_conf(root: Path, *, ctld_port: int, node_ports: Mapping[str, int], first_job: int,
+               default_nodes: Sequence[str]) -> str:
     host = socket.gethostname().split(".")[0]
     nodes = "\n".join(
         f"NodeName={name} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={CPUS_PER_NODE} State=UNKNOWN"
@@ -126,7 +130,8 @@ FirstJobId={first_job}
 MinJobAge=3600
 KillWait=30
 {nodes}
-PartitionName=test Nodes={",".join(node_ports)} Default=YES MaxTime=INFINITE State=UP
+PartitionName=test Nodes={",".join(default_nodes)} Default=YES MaxTime=INFINITE State=UP
+PartitionName={WIDE_PARTITION} Nodes={",".join(node_ports)} MaxTime=INFINITE State=UP
 """
 
 
@@ -207,7 +212,7 @@ def parse_fields(line: str) -> dict[str, str]:
     return out
 
 
-def _write_files(root: Path, nodes: Sequence[str]) -> tuple[Path, int]:
+def _write_files(root: Path, nodes: Sequence[str], default_nodes: Sequence[str]) -> tuple[Path, int]:
     for sub in ("state", "run", "log", "munge", *(f"spool/{n}" for n in nodes)):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "munge").chmod(0o755)  # munged wants its socket's folder open to all
@@ -220,7 +225,8 @@ def _write_files(root: Path, nodes: Sequence[str]) -> tuple[Path, int]:
     ctld_port = free_port()
     ports = {name: free_port() for name in nodes}
     conf = root / "slurm.conf"
-    conf.write_text(slurm_conf(root, ctld_port=ctld_port, node_ports=ports, first_job=first_job_id()))
+    conf.write_text(slurm_conf(root, ctld_port=ctld_port, node_ports=ports, first_job=first_job_id(),
+                               default_nodes=default_nodes))
     return conf, ctld_port
 
 
@@ -230,11 +236,13 @@ def _spawn(cluster: SlurmCluster, name: str, argv: list[str]) -> None:
                                                  env=cluster.env, start_new_session=True)
 
 
-def start_cluster(nodes: Sequence[str] = NODES) -> SlurmCluster:
-    """Write the cluster's files, start its daemons, wait for its nodes to be idle (see the module)."""
+def start_cluster(nodes: Sequence[str] = NODES, wide: Sequence[str] = WIDE_NODES) -> SlurmCluster:
+    """Write the cluster's files, start its daemons, wait for its nodes to be idle (see the module):
+    `nodes` in the default partition, `wide` (with them or not) in WIDE_PARTITION."""
     root = Path(tempfile.mkdtemp(prefix="rl-slurm-"))
     root.chmod(0o755)
-    conf, _ = _write_files(root, nodes)
+    default_nodes, nodes = tuple(nodes), tuple(dict.fromkeys((*nodes, *wide)))
+    conf, _ = _write_files(root, nodes, default_nodes)
     env = dict(os.environ, SLURM_CONF=str(conf))
     cluster = SlurmCluster(root=root, conf=conf, nodes=tuple(nodes), env=env)
     try:

@@ -95,8 +95,12 @@ def test_rooflab_slurm_links_writes_a_links_night_a_bisection_or_refuses(tmp_pat
             "--db", f"sqlite:///{tmp_path / 'r.db'}", "--json"]
     night = json.loads(runner.invoke(app, base).output)
     assert set(night) == {"array", "pairs", "submit", "notes"} and Path(night["pairs"]).is_file()
-    found = json.loads(runner.invoke(app, [*base, "--bisect", "--output", str(tmp_path / "b.sbatch")]).output)
+    four = [*base[:2], "--nodes", "4", *base[4:]]
+    found = json.loads(runner.invoke(app, [*four, "--bisect", "--output", str(tmp_path / "b.sbatch")]).output)
     assert set(found) == {"bisect", "submit", "notes"} and Path(found["bisect"]).name == "b.sbatch"
+    two = runner.invoke(app, [*base, "--bisect", "--output", str(tmp_path / "two.sbatch")])
+    assert two.exit_code == 2 and "--nodes 2: 2 node(s): a bisection needs 4 or more" in two.output, two.output
+    assert "Traceback" not in two.output and not (tmp_path / "two.sbatch").exists()
     sharded = json.loads(runner.invoke(app, [*base, "--no-links", "--output", str(tmp_path / "n.sbatch")]).output)
     assert set(sharded) == {"array", "collectives", "finalize", "submit", "notes"}
     bad = runner.invoke(app, [*base, "--pairs-at-once", "0", "--output", str(tmp_path / "x.sbatch")])

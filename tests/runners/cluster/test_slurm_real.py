@@ -34,7 +34,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.runners.cluster.slurm_cluster import SlurmCluster, owned_processes, skip_reason, start_cluster, stop_cluster
+from tests.runners.cluster.slurm_cluster import (
+    WIDE_NODES,
+    WIDE_PARTITION,
+    SlurmCluster,
+    owned_processes,
+    skip_reason,
+    start_cluster,
+    stop_cluster,
+)
 from tests.runners.cluster_support import fresh_postgres_url, run_record
 
 REPO = Path(__file__).resolve().parents[3]
@@ -101,14 +109,14 @@ def planted_ops_loaded() -> Iterator[None]:
         registry._plugins_loaded.update(loaded)
 
 
-def rooflab_slurm(spec: Path, url: str, out: Path, *extra: str) -> dict[str, Path]:
-    """`rooflab slurm SPEC --nodes 2 --gpus-per-node 0 --python <this python> ...`: the scripts' paths
+def rooflab_slurm(spec: Path, url: str, out: Path, *extra: str, nodes: int = 2) -> dict[str, Path]:
+    """`rooflab slurm SPEC --nodes NODES --gpus-per-node 0 --python <this python> ...`: the scripts' paths
     by the names it prints (array, collectives, finalise, submit)."""
     from typer.testing import CliRunner
 
     from rooflab.runners.cli.app import app
 
-    args = ["slurm", str(spec), "--nodes", "2", "--gpus-per-node", "0", "--db", url, "--out", str(out),
+    args = ["slurm", str(spec), "--nodes", str(nodes), "--gpus-per-node", "0", "--db", url, "--out", str(out),
             "--python", sys.executable, "--time", "00:10:00", "--collectives-time", "00:10:00",
             "--finalize-time", "00:10:00", *extra]
     with planted_ops_loaded():
@@ -260,7 +268,8 @@ def _stored(store: Any, run_id: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    """The two-node cluster; afterwards nothing of it may be left (no process, no file)."""
+    """The cluster (two nodes in its default partition, four in `wide`); afterwards nothing of it may
+    be left (no process, no file)."""
     running = start_cluster()
     yield running
     root = running.root
@@ -535,9 +544,9 @@ benchmarks:
   - name: pairs
     op: sendrecv_pairs
     params: {n: 2, ranks: all, direction: both}
-  - name: whole         # on node n2 each rank sleeps 2 ms after each call: the node a bisection must name
+  - name: whole         # on node n3 each rank sleeps 2 ms after each call: the node a bisection must name
     op: planted_node_slow
-    params: {n: 1024, ranks: all, slow_node: n2, slow_ms: 2.0}
+    params: {n: 1024, ranks: all, slow_node: n3, slow_ms: 2.0}
 """
 
 
@@ -549,16 +558,19 @@ def links_url() -> Iterator[str]:
 def test_the_pairs_of_nodes_and_a_bisection_run_on_slurm(cluster: SlurmCluster, links_url: str,
                                                          tmp_path: Path) -> None:
     """The links night's pairs step (one gloo rank per node: the pair n1-n2, stored with both ends)
-    and a bisection (two ranks a node on each half; n2's ranks are planted slow: named in one step),
-    each submitted as its script is; the array of each node's pairs is tested with stand-ins
-    (tests/runners/cluster/test_links_slurm.py)."""
+    and a bisection over the four nodes of the partition `wide` (two ranks a node, each half two
+    nodes; n3's ranks are planted slow: named in two steps, the second with n1, cleared at the
+    first, beside each suspect), each submitted as its script is; the array of each node's pairs is
+    tested with stand-ins (tests/runners/cluster/test_links_slurm.py)."""
     from rooflab.db.query import results
+    from rooflab.vocab import ResultStatus
 
     spec = tmp_path / "slurmlinks.yaml"
     spec.write_text(LINKS_SPEC)
     out = tmp_path / "out"
     night = rooflab_slurm(spec, links_url, out, "--links")
-    halving = rooflab_slurm(spec, links_url, out, "--bisect", "--output", str(out / "bisect.sbatch"))
+    halving = rooflab_slurm(spec, links_url, out, "--bisect", "--output", str(out / "bisect.sbatch"), "--partition",
+                            WIDE_PARTITION, nodes=len(WIDE_NODES))
     (out / "logs").mkdir(parents=True)  # the submit scripts make it; here the jobs go alone
     jobs = {}
     for name, script, run in (("pairs", night["pairs"], "links-night"), ("bisect", halving["bisect"], "halves")):
@@ -570,12 +582,18 @@ def test_the_pairs_of_nodes_and_a_bisection_run_on_slurm(cluster: SlurmCluster, 
     ends = json.loads(pair["params"])
     assert pair["status"] == "ok" and pair["op"] == "sendrecv_pairs" and pair["ranks"] == 2, pair
     assert (ends["a_rank"], ends["a_host"], ends["b_rank"], ends["b_host"]) == (0, "n1", 1, "n2")
-    done = cluster.wait(jobs["bisect"], timeout_s=180)
-    assert done["JobState"] == "COMPLETED", _job_logs(tmp_path)
+    done = cluster.wait(jobs["bisect"], timeout_s=240)
+    assert done["JobState"] == "COMPLETED" and done["NodeList"] == "n[1-4]", _job_logs(tmp_path)
     found = json.loads((out / "bisect.json").read_text())
-    assert found["slow_node"] == "n2" and len(found["steps"]) == 1, found
-    (a, b), slower = found["steps"][0]["halves"], found["steps"][0]["slower"]
-    assert (a["nodes"], b["nodes"], slower) == (["n1"], ["n2"], 1) and b["busbw_gbps"] < a["busbw_gbps"]
-    assert {r["run_id"] for r in (a, b)} == {"halves-b1-a", "halves-b1-b"}
+    assert found["slow_node"] == "n3" and len(found["steps"]) == 2, found
+    first, second = found["steps"]
+    assert [h["nodes"] for h in first["halves"]] == [["n1", "n2"], ["n3", "n4"]] and first["slower"] == 1, found
+    assert [h["nodes"] for h in second["halves"]] == [["n3", "n1"], ["n4", "n1"]] and second["slower"] == 0, found
+    assert {h["run_id"] for s in (first, second) for h in s["halves"]} == {
+        "halves-b1-a", "halves-b1-b", "halves-b2-a", "halves-b2-b"}
+    for s in (first, second):  # every half stored its all_reduce over its two nodes (4 ranks)
+        for h in s["halves"]:
+            (row,) = results(links_url, run_id=h["run_id"], status=ResultStatus.OK).to_dict("records")
+            assert row["ranks"] == 4 and row["op"] == "planted_node_slow", row
     log = (out / "logs" / f"rooflab-slurmlinks-bisect-{jobs['bisect']}.out").read_text()
-    assert "slow node: n2 (1 step over 2 nodes)" in log
+    assert "slow node: n3 (2 steps over 4 nodes)" in log and "half b (n4 + cleared n1)" in log
