@@ -33,6 +33,7 @@ from rooflab.runners.cli.epilogue import console, err_console, fail, guarded, pr
 from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.files import ImportOptions, file_time, largest_size_rates, read, source_of
 from rooflab.runners.peer_import.format_table import format_names
+from rooflab.runners.peer_import.nvbandwidth import HOST_NAME
 from rooflab.runners.peer_import.recognise import recognise
 from rooflab.runners.peer_import.results import TimeSource
 from rooflab.vocab import ExitCode
@@ -248,6 +249,8 @@ def import_cmd(
                                      "written without their `gpus` field (MPI builds)."),
     buffer_mib: int | None = typer.Option(None, "--buffer-mib", min=1, help="nvbandwidth's buffer size (its -b, "
                                           "in MiB), which its output does not print."),
+    host: str | None = typer.Option(None, "--host", help="The node the file was measured on, for outputs that name "
+                                    "none (nvbandwidth before v0.8): its GPUs' keys are HOST/PCI id."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Read and check every file and say what would be stored "
                                  "(runs, devices, cases, each series' largest size with its rate beside the printed "
                                  "one); write nothing."),
@@ -258,12 +261,15 @@ def import_cmd(
     missing = [p for p in paths if not p.exists()]
     if missing:
         fail(f"no such file or folder: {_escaped(str(missing[0]))}")
+    if host is not None and not HOST_NAME.match(host):
+        fail(f"--host {_escaped(host)!r}: a host name (letters, digits, '.', '_' and '-', starting with a letter or "
+             "digit)")
     url = db_url(db)
     if _legacy_export(paths) and not dry_run:
         import_export(paths[0], url, as_json)
         return
     options = ImportOptions(measured_at=_measured_at(measured_at), device_name=device_name, ranks=ranks,
-                            buffer_bytes=buffer_mib * (1 << 20) if buffer_mib is not None else None)
+                            buffer_bytes=buffer_mib * (1 << 20) if buffer_mib is not None else None, host=host)
     files = list(_files(paths))
     reports = _run_all(url, files, options, dry_run)
     _finish(reports, paths, as_json)

@@ -25,6 +25,7 @@ class ImportOptions:
     device_name: str | None = None  # for files that name no GPU (BabelStream CSV, rccl-tests' files)
     ranks: int | None = None  # for rccl-tests' files written without their `gpus` field
     buffer_bytes: int | None = None  # nvbandwidth's buffer (its -b), which its output does not print
+    host: str | None = None  # the node, for outputs that name none (nvbandwidth before v0.8)
 
 
 def file_time(path: Path, options: ImportOptions) -> When:
@@ -36,7 +37,7 @@ def file_time(path: Path, options: ImportOptions) -> When:
 
 def source_of(path: Path, options: ImportOptions) -> Source:
     return Source(name=path.name, when=file_time(path, options), folder=path.parent, device_name=options.device_name,
-                  ranks=options.ranks, buffer_bytes=options.buffer_bytes)
+                  ranks=options.ranks, buffer_bytes=options.buffer_bytes, host=options.host)
 
 
 def read(row: Format, text: str, source: Source) -> Conversion:

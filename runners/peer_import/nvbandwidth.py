@@ -10,6 +10,7 @@ The layout, as every released version (v0.1 to v0.8) prints it:
     CUDA Driver Version: 12080
     Driver Version: 570.124.06
 
+    gpu-node07
     Device 0: NVIDIA H100 80GB HBM3 (00000000:18:00)
     Device 1: NVIDIA H100 80GB HBM3 (00000000:2a:00)
 
@@ -25,9 +26,10 @@ a `Running TESTCASE.` line, then one matrix (three for a bidirectional copy betw
 each stream's, `Read1`/`Read2` or `Write1`/`Write2`, and their `Total`), each a description ending in
 `bandwidth (GB/s)`, a header of column labels, one row per row label (each cell a figure with two
 decimals, or `N/A`: the diagonal since v0.2, 0.00 in v0.1), a blank line and the matrix's `SUM KEY
-FIGURE` (`&&&& PERF KEY FIGUREGB/s` with --perfFormatter). Device lines name no PCI id before v0.6; the
-multinode build prints `Process N (HOST): device K: NAME (PCI)` instead. Latency matrices (`(ns)`)
-are not bandwidth and are skipped.
+FIGURE` (`&&&& PERF KEY FIGUREGB/s` with --perfFormatter). Device lines name no PCI id before v0.6;
+v0.8 prints the node's host name on a line of its own just before them, earlier versions no host at
+all; the multinode build prints `Process N (HOST): device K: NAME (PCI)` instead. Latency matrices
+(`(ns)`) are not bandwidth and are skipped.
 
 A matrix cut short is refused (PeerFormatError, exit code 2, nothing of the file stored): a matrix
 between GPUs (`device_to_device_*`) with fewer rows than columns, a row with fewer cells than the
@@ -37,7 +39,7 @@ bidirectional testcase without all three of its matrices, or a `Total` that is n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rooflab.runners.peer_import.errors import PeerFormatError
 from rooflab.runners.peer_import.printed import Printed, is_number, parse_printed
@@ -55,7 +57,7 @@ _SUM = re.compile(r"^(?:SUM|&&&& PERF)\s+(\S+)\s+([-+0-9.eE]+)(?:GB/s)?\s*$")
 NOT_AVAILABLE = "N/A"
 STREAMS = {"Read1": "Read", "Read2": "Read", "Write1": "Write", "Write2": "Write", "Total": ""}
 BETWEEN_GPUS = re.compile(r"^(?:multinode_)?device_to_device_(bidirectional_)?memcpy_(read|write)_(ce|sm)$")
-LOCAL = "local"  # the host of a single-node output, which names none
+HOST_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # v0.8's line before its device lines: the host name alone
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class NvbDevice:
     index: int  # the matrices' label: the device (single node) or the process (multinode)
     name: str
     pci: str | None  # `00000000:18:00`; None before v0.6
-    host: str = LOCAL
+    host: str | None = None  # None: the output names none (a single node's output before v0.8)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ def parse_nvbandwidth_text(text: str) -> NvbOutput:
             if (m := pattern.match(line)) is not None:
                 found.setdefault(key, m.group(1))
         if (device := _device(line)) is not None:
-            devices.append(device)
+            if not devices and device.host is None and i > 0 and HOST_NAME.match(lines[i - 1].strip()):
+                found["host"] = lines[i - 1].strip()
+            devices.append(device if device.host is not None else replace(device, host=found.get("host")))
         if (running := _RUNNING.match(line)) is not None:
             testcase = running.group(1)
         elif testcase is not None and _DESCRIPTION.search(line):

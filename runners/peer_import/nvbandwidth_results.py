@@ -16,9 +16,11 @@ case's backend (`ce_write`, `sm_read`, ...): a copy-engine write and a kernel re
 measurements and never share a series. Cell (j, i) of a bidirectional matrix measures the pair of cell
 (i, j) again, the copies started from the other GPU: those cells go into the file's second run.
 
-Ends: the host (`local` for a single node's output, which names none; the multinode build's process
-lines name each process's host) and a device key of the host and the GPU's PCI id (`local/00000000.18.00`;
-the device index where the version printed no PCI id).
+Ends: the host (v0.8 prints a single node's host name before its device lines; the multinode build's
+process lines name each process's host; an output that names none, before v0.8, takes the one
+`--host` gives, and without it is refused: the keys of two nodes' GPUs would be the same) and a device
+key of the host and the GPU's PCI id (`gpu-node07/00000000.18.00`; the device index where the version
+printed no PCI id).
 
 The bytes of a copy are the buffer nvbandwidth copied, which its output does not print: `--buffer-mib`
 says it (its -b: 512 by default in v0.7 and later, 64 before); a kernel copy truncates the buffer to
@@ -80,18 +82,30 @@ def reading(matrix: NvbMatrix) -> MatrixReading:
     return MatrixReading(backend, scale=2.0 if summed else 1.0)
 
 
-def _device_key(devices: dict[int, NvbDevice], index: int) -> str:
+def hosts_of(output: NvbOutput, source: Source) -> dict[int, str]:
+    """Each device index's host: the one the output names, else --host (PeerFormatError when neither
+    names one, or when --host is not the one the output names)."""
+    named = {d.host for d in output.devices if d.host is not None}
+    if source.host is not None and named and named != {source.host}:
+        raise PeerFormatError(f"the output names its host(s) {', '.join(sorted(named))}, --host says {source.host}")
+    if not named and source.host is None:
+        raise PeerFormatError("the output names no host (nvbandwidth before v0.8 prints none): give --host, the node "
+                              "it ran on, so that its GPUs' keys are not those of another node's GPUs")
+    return {d.index: d.host or str(source.host) for d in output.devices}
+
+
+def _device_key(devices: dict[int, NvbDevice], hosts: dict[int, str], index: int) -> str:
     found = devices.get(index)
+    host = hosts[index]
     if found is None or found.pci is None:
-        return f"{found.host if found is not None else 'local'}/gpu{index}"
-    return f"{found.host}/{found.pci.replace(':', '.')}"
+        return f"{host}/gpu{index}"
+    return f"{host}/{found.pci.replace(':', '.')}"
 
 
-def _ends(devices: dict[int, NvbDevice], i: int, j: int) -> PairEnds:
+def _ends(devices: dict[int, NvbDevice], hosts: dict[int, str], i: int, j: int) -> PairEnds:
     a, b = sorted((i, j))
-    host = {k: devices[k].host if k in devices else "local" for k in (a, b)}
-    return PairEnds(a_rank=a, a_host=host[a], a_device=_device_key(devices, a), b_rank=b, b_host=host[b],
-                    b_device=_device_key(devices, b))
+    return PairEnds(a_rank=a, a_host=hosts[a], a_device=_device_key(devices, hosts, a), b_rank=b, b_host=hosts[b],
+                    b_device=_device_key(devices, hosts, b))
 
 
 def _direction(row_sends: bool | None, i: int, j: int) -> PairDirection:
@@ -102,21 +116,20 @@ def _direction(row_sends: bool | None, i: int, j: int) -> PairDirection:
     return PairDirection.A_TO_B if sender == min(i, j) else PairDirection.B_TO_A
 
 
-def _cell(output: NvbOutput, matrix: NvbMatrix, how: MatrixReading, cell: tuple[int, int], value: Printed,
-          line: int, source: Source, fingerprint: str) -> Imported:
+def _cell(output: NvbOutput, hosts: dict[int, str], matrix: NvbMatrix, how: MatrixReading, cell: tuple[int, int],
+          value: Printed, line: int, source: Source, fingerprint: str) -> Imported:
     """The pair result of the cell of row i, column j (device indices), the rate it printed with it."""
     i, j = cell
     op = get_op(PAIRS_OP)
     devices = {d.index: d for d in output.devices}
-    ends = _ends(devices, i, j)
+    ends = _ends(devices, hosts, i, j)
     params = op.resolved_params({"n": (source.buffer_bytes or 0) // 4, "ranks": len(matrix.columns),
                                  "pairs_at_once": 1, "direction": _direction(how.row_sends, i, j).value,
                                  **ends.params()})
     work = work_model(op, params, DTYPE)
     case = Case(op=op.name, op_version=op.version, family=op.family, backend=how.backend, dtype=DTYPE,
                 cache=CacheMode.HOT, timing_mode=TimingMode.LAUNCH, params=params)
-    texts = tuple(f"{devices[k].host} cuda:{k} {devices[k].pci or ''}".strip() if k in devices else f"cuda:{k}"
-                  for k in (ends.a_rank, ends.b_rank))
+    texts = tuple(f"{hosts[k]} cuda:{k} {devices[k].pci or ''}".strip() for k in (ends.a_rank, ends.b_rank))
     record = MeasurementRecord(
         identity=Identity(run_id="", case=CaseRecord(case.case_key, case.op, case.op_version, case.family,
                                                      case.backend, case.dtype, case.params),
@@ -146,12 +159,13 @@ def convert_nvbandwidth(output: NvbOutput, source: Source) -> Conversion:
         raise PeerFormatError("nvbandwidth prints no buffer size: give --buffer-mib (the -b it ran with: 512 MiB "
                               "by default in v0.7 and later, 64 MiB before)")
     conversion = Conversion(tool=Tool.NVBANDWIDTH)
-    hosts = sorted({d.host for d in output.devices})
+    hosts = hosts_of(output, source)
+    named = sorted(set(hosts.values()))
     env = environment(Tool.NVBANDWIDTH, _gpu(output, source), {
-        "hosts": hosts, "nodes": len(hosts) or None, "ranks": len(output.devices) or None,
+        "hosts": named, "nodes": len(named) or None, "ranks": len(output.devices) or None,
         "tool_version": output.version,
         "driver_version": output.driver_version, "cuda_version": output.cuda_version,
-        "devices": [f"{d.index} {d.name} ({d.pci or 'no PCI id'}) on {d.host}" for d in output.devices]})
+        "devices": [f"{d.index} {d.name} ({d.pci or 'no PCI id'}) on {hosts[d.index]}" for d in output.devices]})
     results: list[tuple[Imported, EnvironmentRecord]] = []
     mirrors: list[tuple[Imported, EnvironmentRecord]] = []  # cell (j, i) of a bidirectional matrix: measured again
     for matrix in output.matrices:
@@ -160,11 +174,15 @@ def convert_nvbandwidth(output: NvbOutput, source: Source) -> Conversion:
             name = f"{matrix.testcase} {matrix.stream}" if matrix.stream else matrix.testcase
             conversion.left_out.append(f"line {matrix.line}: {name}: {how.left_out}: left out")
             continue
+        unlisted = sorted({int(c) for c in matrix.columns} - set(hosts), key=int)
+        if unlisted:
+            raise PeerFormatError(f"{matrix.testcase}: its matrix names GPU {unlisted[0]}, which no device line lists: "
+                                  "the device lines are cut", matrix.line)
         for row in matrix.rows:
             for column, value in zip(matrix.columns, row.cells, strict=True):
                 cell = (int(row.label), int(column))
                 if cell[0] != cell[1] and value is not None and value.value > 0:
-                    item = _cell(output, matrix, how, cell, value, row.line, source, env.device_fingerprint)
+                    item = _cell(output, hosts, matrix, how, cell, value, row.line, source, env.device_fingerprint)
                     (mirrors if how.row_sends is None and cell[0] > cell[1] else results).append((item, env))
     content = digest(Tool.NVBANDWIDTH, output.version, [(m.testcase, m.stream, [r.cells for r in m.rows])
                                                        for m in output.matrices], source.buffer_bytes)

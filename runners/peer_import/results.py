@@ -61,6 +61,7 @@ class Source:
     device_name: str | None = None  # for files that name no GPU (BabelStream CSV, rccl-tests' files)
     ranks: int | None = None  # for rccl-tests' files written without their `gpus` field
     buffer_bytes: int | None = None  # nvbandwidth's buffer (its -b), which its output does not print
+    host: str | None = None  # the node, for outputs that name none (nvbandwidth before v0.8)
 
 
 @dataclass(frozen=True)

@@ -182,8 +182,9 @@ def nvb_matrix(key: str, description: str, values: Sequence[Sequence[float | Non
 
 
 def nvb_output(gpus: Sequence[tuple[str, str | None]], testcases: Sequence[tuple[str, list[str]]], *,
-               version: str = "v0.8", hosts: Sequence[str] = ()) -> str:
-    """A whole nvbandwidth stdout: the version and driver lines, a `Device N: NAME (PCI)` line for each of
+               version: str = "v0.8", hosts: Sequence[str] = (), host: str | None = None) -> str:
+    """A whole nvbandwidth stdout: the version and driver lines, `host` on a line of its own (v0.8's host
+    name; None: none, as before v0.8), a `Device N: NAME (PCI)` line for each of
     `gpus` (name, PCI id; None: the line before v0.6, without it), or with `hosts` the multinode build's
     `Process N (HOST): device K: NAME (PCI)` lines (one GPU per process, K counting on each host), then
     each testcase's `Running KEY.` line and its matrices (nvb_matrix), and the closing note, in the order
@@ -196,7 +197,7 @@ def nvb_output(gpus: Sequence[tuple[str, str | None]], testcases: Sequence[tuple
         lines += [f"Process {i:>{width}d} ({host}): device {hosts[:i].count(host)}: {text}"
                   for i, (host, text) in enumerate(zip(hosts, named, strict=True))]
     else:
-        lines += [f"Device {i}: {text}" for i, text in enumerate(named)]
+        lines += [*([host] if host else []), *(f"Device {i}: {text}" for i, text in enumerate(named))]
     lines.append("")
     for key, matrices in testcases:
         lines += [f"Running {key}.", *matrices]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_nvbandwidth_cells_are_pairs_with_both_ends_their_direction_and_the_prin
     assert _rate(read_ce[(0, 1, "a_to_b")]).printed_gbps.value == 382.40  # row 1 column 0
     ends = ends_of(read_ce[(2, 5, "a_to_b")].record.identity.case.params)
     assert ends is not None and (ends.a_host, ends.a_device, ends.b_device) == (
-        "local", "local/00000000.3a.00", "local/00000000.ab.00")
+        "gpu-node07", "gpu-node07/00000000.3a.00", "gpu-node07/00000000.ab.00")
     both = bidir[(0, 1, "both")]
     assert _rate(both).scale == 2.0 and _rate(both).printed_gbps.value == 741.20  # the Total: 2 streams
     params = both.record.identity.case.params
@@ -116,16 +117,17 @@ def test_an_old_layout_and_a_multinode_one_are_read() -> None:
         (key, formats.nvb_matrix(key, f"memcpy {engine} GPU(row) <-> GPU(column) bandwidth (GB/s)", cells))
         for key, engine in (("device_to_device_bidirectional_memcpy_read_ce", "CE"),
                             ("device_to_device_bidirectional_memcpy_read_sm", "SM"))], version="v0.4")
-    items = _results(_read(FIXTURES / NVB, text=old))
+    on_n3 = replace(MIB512, host="n3")  # it names no host: --host gives it
+    items = _results(_read(FIXTURES / NVB, on_n3, text=old))
     assert {(i.record.identity.case.backend, _rate(i).scale) for i in items} == {("ce_read", 1.0),
                                                                                        ("sm_read", 2.0)}
     ends = ends_of(items[0].record.identity.case.params)
-    assert ends is not None and ends.a_device == "local/gpu0"
+    assert ends is not None and (ends.a_host, ends.a_device) == ("n3", "n3/gpu0")
     zero: list[list[float | None]] = [[0.0 if i == j else 48.0 + i for j in range(3)] for i in range(3)]
     key = "device_to_device_memcpy_write_ce"
     v01 = formats.nvb_output([(H100, None)] * 3, [(key, formats.nvb_matrix(
         key, "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)", zero))], version="v0.1")
-    assert len(_results(_read(FIXTURES / NVB, text=v01))) == 6
+    assert len(_results(_read(FIXTURES / NVB, on_n3, text=v01))) == 6
     multinode = formats.nvb_output([(H100, "00000000:18:00"), (H100, "00000000:2a:00")] * 2, [
         ("multinode_device_to_device_memcpy_write_ce", formats.nvb_matrix(
             "multinode_device_to_device_memcpy_write_ce", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)",
@@ -133,6 +135,27 @@ def test_an_old_layout_and_a_multinode_one_are_read() -> None:
     pairs = {(e.a_host, e.b_host) for i in _results(_read(FIXTURES / NVB, text=multinode))
              if (e := ends_of(i.record.identity.case.params)) is not None}
     assert pairs == {("node-a", "node-a"), ("node-a", "node-b"), ("node-b", "node-b")}
+
+
+def test_each_node_s_gpus_are_its_own_and_an_output_naming_no_host_needs_host() -> None:
+    """Two nodes' single-node outputs: v0.8 names each node on the line before its device lines, and the
+    same PCI ids on two nodes are two GPUs (read as `local` before, the keys of node a's GPU 0 and node
+    b's were one, and their series one). An output before v0.8 names no host: refused without --host, and
+    --host that is not the host an output names is refused."""
+    def node(host: str | None, version: str = "v0.8") -> str:
+        key = "device_to_device_memcpy_write_ce"
+        return formats.nvb_output([(H100, "00000000:18:00"), (H100, "00000000:2a:00")], [
+            (key, formats.nvb_matrix(key, "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)",
+                                     formats.nvb_pairs(2, 390.0)))], version=version, host=host)
+
+    keys = {host: {ends_of(i.record.identity.case.params).a_device  # type: ignore[union-attr]
+                   for i in _results(_read(FIXTURES / NVB, text=node(host)))} for host in ("node-a", "node-b")}
+    assert keys == {"node-a": {"node-a/00000000.18.00"}, "node-b": {"node-b/00000000.18.00"}}
+    with pytest.raises(PeerFormatError, match="names no host .* give --host"):
+        _read(FIXTURES / NVB, text=node(None, "v0.7"))
+    with pytest.raises(PeerFormatError, match="names its host.s. node-a, --host says node-b"):
+        _read(FIXTURES / NVB, replace(MIB512, host="node-b"), text=node("node-a"))
+    assert parse_nvbandwidth_text(node(None, "v0.7")).devices[0].host is None  # the blank line before: no host
 
 
 def _cut(text: str, how: str) -> str:
@@ -179,6 +202,8 @@ def test_imported_matrices_are_judged_and_cut_ones_exit_2_storing_nothing(tmp_pa
     db, url = tmp_path / "links.db", f"sqlite:///{tmp_path / 'links.db'}"
     result = runner.invoke(app, ["import", str(FIXTURES / NVB), "--db", url])  # no --buffer-mib
     assert result.exit_code == 2 and "--buffer-mib" in result.stderr and _count(db) == 0
+    bad = runner.invoke(app, ["import", str(FIXTURES / NVB), "--buffer-mib", "512", "--host", "a/b", "--db", url])
+    assert bad.exit_code == 2 and "--host 'a/b': a host name" in bad.stderr and _count(db) == 0
     cut = tmp_path / "cut"
     cut.mkdir()
     for how in CUTS:
@@ -188,10 +213,11 @@ def test_imported_matrices_are_judged_and_cut_ones_exit_2_storing_nothing(tmp_pa
     result = runner.invoke(app, ["import", str(FIXTURES / NVB), str(FIXTURES / SENDRECV), "--buffer-mib", "512",
                                  "--measured-at", "2026-05-01T08:00", "--db", url])
     assert result.exit_code == 0, result.stderr
-    assert "8 ranks on 1 node(s) (local)" in result.stdout and "2 ranks on 2 node(s) (node1, node2)" in result.stdout
+    assert "8 ranks on 1 node(s) (gpu-node07)" in result.stdout
+    assert "2 ranks on 2 node(s) (node1, node2)" in result.stdout
     assert _count(db) == 168 + 9
     result = runner.invoke(app, ["fleet", "--links", "--suite", "nvbandwidth", "--json", "--db", url])
     judged = json.loads(result.stdout)
     flagged = [(link["a"], link["b"]) for link in judged["links"] if link["status"] != "ok"]
-    assert flagged == [("local/00000000.3a.00", "local/00000000.ab.00")]  # GPUs 2 and 5, and nothing else
+    assert flagged == [("gpu-node07/00000000.3a.00", "gpu-node07/00000000.ab.00")]  # GPUs 2 and 5, nothing else
     assert all(end["status"] == "ok" for end in judged["ends"])
