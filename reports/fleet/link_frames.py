@@ -73,7 +73,9 @@ def polish(a: np.ndarray, b: np.ndarray, y: np.ndarray, ends: int, rounds: int =
     median pair's distance from the median end's: the median of all pairs would sit among a slow end's
     pairs, which are half of them in a group of four), then sets each end's part to the median of its
     pairs' y less the common part and their other ends' parts, end after end, `rounds` times, the
-    parts' median kept at 0."""
+    parts' median kept at 0. A fixed number of sweeps, not a search for a fixed point: median polish
+    need not converge exactly (a sweep may move a part back and forth by less than the pairs'
+    spread), and the fit is what these sweeps give, the same for the same figures."""
     members = [np.flatnonzero((a == i) | (b == i)) for i in range(ends)]
     typical = np.array([float(np.median(y[idx])) if idx.size else np.nan for idx in members])
     mu = float(np.nanmedian(typical))
@@ -138,7 +140,7 @@ def end_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def link_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per (night, model, kind, a, b): d (its residual's deviation, log), se, total (the pair
-    against its siblings' median, log) and total_se, matrices, median_ms, judged."""
+    against its group's fitted common part mu, log: mu - y) and total_se, matrices, median_ms, judged."""
     keys = ["night", *MODEL, "kind", "a", "b", "a_host", "a_device", "b_host", "b_device"]
     _, pairs = _fitted(rows)
     base = rows.groupby(keys, sort=False).agg(judged=("links_judged", "any"), matrices=("matrix", "nunique"),

@@ -9,7 +9,8 @@ part of each end and what is left, the pair's own:
 
     y(a, b) = mu + e(a) + e(b) + r(a, b)
 
-fitted robustly by median polish (each end's part the median over its pairs, a few rounds): an end
+fitted robustly by median polish (each end's part the median over its pairs, link_frames.POLISH_ROUNDS sweeps;
+median polish need not converge exactly, and the fit is what those sweeps give): an end
 whose pairs are all slow takes the slowness into its own part, and a pair slow alone keeps it in
 its residual (judged only in a group of at least link_frames.LINK_MIN_ENDS ends: in a smaller one
 the residuals are mostly the fit's own). Then, as the fleet does for a device's walls

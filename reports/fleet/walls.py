@@ -9,6 +9,8 @@ case by case in its evidence but counts toward no wall.
 """
 from __future__ import annotations
 
+from enum import StrEnum
+
 from rooflab.reports.data.op_facts import reads_only
 from rooflab.suite.ops.pairs import PAIRS_OP
 from rooflab.vocab import CacheMode, CeilingKind
@@ -18,9 +20,16 @@ FLEET_WALLS: tuple[CeilingKind, ...] = (
     CeilingKind.HBM_RW, CeilingKind.HBM_RO, CeilingKind.L2, CeilingKind.MATRIX, CeilingKind.VECTOR,
     CeilingKind.ELEMENTARY, CeilingKind.LAUNCH, CeilingKind.INTERCONNECT,
 )
-# a device's place among the ends of the night's link matrices (link_walls.py): not a roof, so no
-# CeilingKind; it is shown after the roofs' walls
-LINK_WALL = "link"
+
+
+class LinkWall(StrEnum):
+    """A device's place among the ends of the night's link matrices (link_walls.py): a wall of the
+    fleet that is not a roof, so no CeilingKind; it is shown after the roofs' walls."""
+
+    LINK = "link"
+
+
+LINK_WALL = LinkWall.LINK
 WALL_ORDER: tuple[str, ...] = (*(str(w) for w in FLEET_WALLS), LINK_WALL)
 _STREAMING_FAMILIES = ("pointwise", "reduction")
 _STREAM_PROBES = ("stream_copy", "stream_scale", "stream_add", "stream_triad", "stream_dot")
