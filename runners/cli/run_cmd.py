@@ -43,7 +43,8 @@ def run_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Base seed of the random inputs."),
     case_timeout_s: float | None = typer.Option(
-        None, "--case-timeout-s", help="Wall-clock limit of one case; a worker past it is killed (crashed)."
+        None, "--case-timeout-s", help="Wall-clock limit of one case (of each round of a matrix of pairs); a worker "
+        "past it is killed (crashed)."
     ),
     threads: int | None = typer.Option(
         None, "--threads",

@@ -34,7 +34,7 @@ from rooflab.runners.orchestration.held import held_on
 from rooflab.runners.orchestration.kept_group import KeptGroup
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import worker_context
-from rooflab.runners.orchestration.rank_pairs import PairOutcome
+from rooflab.runners.orchestration.rank_pairs import PairOutcome, matrix_fault
 from rooflab.runners.orchestration.ranks import GroupResult, GroupStartError, RankGroup
 from rooflab.runners.orchestration.records import build_record, op_work_model
 from rooflab.runners.orchestration.supervisor import CaseResult, LaneReport, Progress, Store, default_case_timeout_s
@@ -43,7 +43,7 @@ from rooflab.suite.child import ChildCall, ChildCallError
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import case_skip_reason, format_bytes
 from rooflab.suite.ops.collective import ALL, CPU_ALL_RANKS, FAMILY, CollectiveOp, at_world_size, world_size
-from rooflab.suite.ops.pairs import PairEnds, held_keys, pair_case
+from rooflab.suite.ops.pairs import PairEnds, held_keys, is_pairs, pair_case
 from rooflab.suite.ops.registry import get_op
 from rooflab.suite.timing import TimingValue
 from rooflab.vocab import DeviceKind, Pace, ResultStatus, device_index_of, device_kind_of
@@ -285,8 +285,11 @@ class CollectivePhase:
             result = self._in_group(case, backend, devices, limit)
             if result.pairs:
                 self._store_pairs(case, result.pairs, env, size)
-                return
+            if is_pairs(case) and not result.broken and result.outcome.status == ResultStatus.OK:
+                return  # a matrix measured whole: its pairs are its results
             outcome, collective = result.outcome, result.collective or collective
+            if is_pairs(case) and result.broken:
+                outcome = replace(outcome, error=matrix_fault(case, size, result.rounds_done, str(outcome.error)))
         self._store(case, outcome, collective, env, size, time.monotonic() - started)
 
     def _in_group(self, case: Case, backend: str, devices: list[str], limit_s: float) -> GroupResult:

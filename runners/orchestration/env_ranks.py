@@ -45,7 +45,7 @@ from rooflab.runners.machine.environment import capture, git_state
 from rooflab.runners.orchestration.collectives import pair_ends, work_model_at
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.rank_case import run_rank_case
-from rooflab.runners.orchestration.rank_pairs import PairOutcome
+from rooflab.runners.orchestration.rank_pairs import PairOutcome, RoundDone, matrix_fault
 from rooflab.runners.orchestration.rank_places import RankPlace, group_places
 from rooflab.runners.orchestration.ranks import cause_first, init_group, peer_fault
 from rooflab.runners.orchestration.records import build_record
@@ -54,7 +54,7 @@ from rooflab.runners.orchestration.session import _new_run_record, check_resume_
 from rooflab.runners.orchestration.worker import _pin
 from rooflab.suite.case import Case
 from rooflab.suite.ops.collective import ALL, FAMILY, at_world_size
-from rooflab.suite.ops.pairs import held_keys, pair_case
+from rooflab.suite.ops.pairs import held_keys, is_pairs, pair_case
 from rooflab.suite.ops.registry import all_ops
 from rooflab.suite.spec import apply_filters, expand, load_spec
 from rooflab.vocab import DeviceKind, ExitCode, ResultStatus, RunStatus, device_kind_of
@@ -240,17 +240,26 @@ def _cases(cases: list[Case], device: Any, control: Any, places: tuple[RankPlace
             return ExitCode.STOPPED
         if not decision:
             continue
+        rounds: list[RoundDone] = []
+
+        def kept(done: RoundDone, case: Case = case, rounds: list[RoundDone] = rounds) -> None:
+            """Rank 0: a matrix's round, stored as it ends (a later round's fault loses that round only)."""
+            rounds.append(done)
+            if lead is not None:
+                lead.keep_pairs(case, done.pairs, control.size)
+
         reply = run_rank_case(CaseRequest(case, seed, overrides), device, control, places=places,
-                              backend=case.backend)
-        if lead is not None and reply.pairs:
-            lead.keep_pairs(case, reply.pairs, control.size)
-        elif lead is not None and reply.outcome is not None:
+                              backend=case.backend, on_round=kept)
+        if lead is not None and reply.outcome is not None:
             lead.keep(case, reply.outcome, reply.collective, control.size)
         if reply.broken:
             if lead is None:
                 faults.post(case, control.rank, str(reply.error))
             else:
-                lead.keep_fault(case, *faults.collect(case, str(reply.error)), control.size)
+                status, error = faults.collect(case, str(reply.error))
+                if is_pairs(case):
+                    error = matrix_fault(case, control.size, len(rounds), error)
+                lead.keep_fault(case, status, error, control.size)
             print(f"rooflab collectives: {case.case_key}: {reply.error}", file=sys.stderr)
             return ExitCode.FAILED
     if lead is not None:

@@ -29,7 +29,7 @@ from rooflab.runners.machine.observe import watching
 from rooflab.runners.orchestration.collective_method import collective_method
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.prepare import case_seed, generic_skip_reason, synchronize
-from rooflab.runners.orchestration.rank_pairs import PairOutcome, time_pairs
+from rooflab.runners.orchestration.rank_pairs import OnRound, time_pairs
 from rooflab.runners.orchestration.rank_places import RankPlace, own_pids
 from rooflab.runners.orchestration.worker import describe_exception
 from rooflab.suite.device import DeviceInfo
@@ -54,11 +54,10 @@ class RankReply:
     status: str  # a ResultStatus
     error: str | None = None
     broken: bool = False  # the rank raised: the group must be ended
-    outcome: CaseOutcome | None = None  # rank 0: the case's outcome
+    # rank 0: the case's outcome; None for a matrix of the link matrix measured round by round, whose
+    # pairs' outcomes went to `on_round` as each round ended (rank_pairs.py)
+    outcome: CaseOutcome | None = None
     collective: CollectiveRecord | None = None  # rank 0: the group's record
-    # rank 0, a matrix of the link matrix (suite/ops/pairs.py): every pair's outcome, each stored as a
-    # result of its own (the case's `outcome` is then the matrix's, not stored)
-    pairs: tuple[PairOutcome, ...] = ()
 
 
 def comm_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -95,9 +94,11 @@ def _cpu_threads(device: DeviceInfo, size: int) -> int | None:
 
 
 def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupControl, *,
-                  places: Sequence[RankPlace] = (), backend: str = "gloo") -> RankReply:
+                  places: Sequence[RankPlace] = (), backend: str = "gloo",
+                  on_round: OnRound | None = None) -> RankReply:
     """This rank's part of one collective case; never raises (a fault is a broken reply). `places`:
-    every rank's (`group_places`), empty when unknown."""
+    every rank's (`group_places`), empty when unknown; `on_round`: where rank 0 hands a matrix's
+    pairs, round by round (a matrix without it is refused: its pairs would go nowhere)."""
     case, rank, size = request.case, control.rank, control.size
     rank_devices = tuple(p.text for p in places)
     started = time.perf_counter()
@@ -113,7 +114,7 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupContro
         threads = _cpu_threads(device, size)
         prepared = op.prepare(case, device, case_seed(request.seed, case.case_key))
         if isinstance(prepared, PreparedPairs):
-            return _matrix(request, device, control, prepared, settings, threads, started, places, backend)
+            return _matrix(request, device, control, prepared, settings, threads, places, backend, on_round)
         synchronize(device, None)
         t0 = time.perf_counter_ns()
         output = prepared.fn()
@@ -135,19 +136,18 @@ def run_rank_case(request: CaseRequest, device: DeviceInfo, control: GroupContro
 
 
 def _matrix(request: CaseRequest, device: DeviceInfo, control: GroupControl, prepared: PreparedPairs,
-            settings: TimingSettings, threads: int | None, started: float, places: Sequence[RankPlace],
-            backend: str) -> RankReply:
-    """A matrix of the link matrix (rank_pairs.py): its pairs, each checked and timed round by round;
-    rank 0's reply carries every pair's outcome."""
+            settings: TimingSettings, threads: int | None, places: Sequence[RankPlace], backend: str,
+            on_round: OnRound | None) -> RankReply:
+    """A matrix of the link matrix (rank_pairs.py): its pairs, each checked and timed round by round,
+    rank 0 handing each round's outcomes to `on_round`; its reply carries no outcome of its own."""
     if len(places) != control.size:
         raise RuntimeError("a matrix of pairs needs every rank's place (group_places) to name each pair's ends")
+    if on_round is None:
+        raise RuntimeError("a matrix of pairs needs an on_round to hand its rounds' pairs to")
     group = CollectiveRecord(ranks=control.size, rank_devices=tuple(p.text for p in places),
                              comm_version=comm_version(backend), comm_settings=comm_settings())
-    pairs = time_pairs(request, device, control, prepared, settings, threads, places, group)
-    if control.rank != 0:
-        return RankReply(control.rank, ResultStatus.OK)
-    outcome = CaseOutcome(request.case.case_key, ResultStatus.OK, None, time.perf_counter() - started)
-    return RankReply(0, ResultStatus.OK, outcome=outcome, collective=group, pairs=pairs)
+    time_pairs(request, device, control, prepared, settings, threads, places, group, on_round)
+    return RankReply(control.rank, ResultStatus.OK, collective=group if control.rank == 0 else None)
 
 
 def _reply(rank: int, outcome: CaseOutcome, size: int, rank_devices: tuple[str, ...], backend: str) -> RankReply:

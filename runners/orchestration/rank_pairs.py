@@ -13,13 +13,16 @@ in each). Round after round, on every rank:
 Rank 0 turns each pair of each round into an outcome of its own (`PairOutcome`): `incorrect`,
 naming the rank and what differed, when an end received wrong values (its figures are dropped;
 the other pairs of the round are measured); else `ok` with the pair's samples, its statistics, the
-round's method and the machine's observation. A fault (an exception) leaves this module: the
-caller makes the case `failed` and ends the group, as for any collective.
+round's method and the machine's observation. It hands each round's outcomes on as soon as the
+round ends (`on_round`, a `RoundDone`: the local group's rank sends them to its parent, the Slurm
+step's rank 0 stores them), so that a fault in a later round loses that round only. A fault (an
+exception) leaves this module: the caller makes the case `failed` and ends the group, as for any
+collective, and names the round it broke in (`matrix_fault`).
 """
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -30,7 +33,8 @@ from rooflab.runners.orchestration.prepare import synchronize
 from rooflab.runners.orchestration.rank_places import RankPlace, own_pids
 from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
-from rooflab.suite.ops.pairs import PairCall, PreparedPairs, Round
+from rooflab.suite.ops.collective import ALL
+from rooflab.suite.ops.pairs import PairCall, PreparedPairs, Round, no_call, schedule
 from rooflab.suite.timing import TimingSettings
 from rooflab.vocab import ResultStatus
 
@@ -51,8 +55,28 @@ class PairOutcome:
     collective: CollectiveRecord
 
 
-def _rest() -> None:
-    """A resting rank's part of a round: no call (it joins the round's barriers and gathers)."""
+@dataclass(frozen=True)
+class RoundDone:
+    """Rank 0: one round of a matrix measured, its place among the rounds (1 = the first) and its
+    pairs' outcomes."""
+
+    index: int
+    rounds: int
+    pairs: tuple[PairOutcome, ...]
+
+
+OnRound = Callable[[RoundDone], None]
+
+
+def matrix_fault(case: Case, size: int, rounds_done: int, error: str) -> str:
+    """The error of a matrix of `size` ranks that broke after `rounds_done` rounds: the round it
+    broke in, that round's pairs, and the rounds before it kept."""
+    rounds = schedule(size, case.params.get("pairs_at_once", ALL))
+    if rounds_done >= len(rounds):  # every round was measured: the fault came after them
+        return error
+    pairs = ", ".join(f"{a}-{b}" for a, b in rounds[rounds_done])
+    kept = f"; the pairs of the {rounds_done} round(s) before it were stored" if rounds_done else ""
+    return f"in round {rounds_done + 1} of {len(rounds)} (pairs {pairs}): {error}{kept}"
 
 
 def _first_call(call: PairCall | None, device: DeviceInfo) -> tuple[str | None, float]:
@@ -70,9 +94,10 @@ def _first_call(call: PairCall | None, device: DeviceInfo) -> tuple[str | None, 
 
 def time_pairs(request: CaseRequest, device: DeviceInfo, control: GroupControl, prepared: PreparedPairs,
                settings: TimingSettings, threads: int | None, places: Sequence[RankPlace],
-               group: CollectiveRecord) -> tuple[PairOutcome, ...]:
-    """This rank's part of every round; rank 0 gets every pair's outcome (the others an empty
-    tuple). `group` is the matrix's group record (versions, settings), which each pair's extends."""
+               group: CollectiveRecord, on_round: OnRound) -> None:
+    """This rank's part of every round; rank 0 hands each round's pairs' outcomes to `on_round` as
+    the round ends. `group` is the matrix's group record (versions, settings), which each pair's
+    extends."""
     # numpy and the machine's monitors: loaded where a case is timed, not by the supervisor that
     # imports this module to read a rank's reply
     from rooflab.runners.engine.pair_timing import time_round
@@ -81,10 +106,10 @@ def time_pairs(request: CaseRequest, device: DeviceInfo, control: GroupControl, 
     case, rank = request.case, control.rank
     mode = case.collective_mode
     assert mode is not None  # a collective case always has one (suite.case)
-    own, done = own_pids(places, rank), []
-    for pairs, call in zip(prepared.rounds, prepared.calls, strict=True):
+    own = own_pids(places, rank)
+    for index, (pairs, call) in enumerate(zip(prepared.rounds, prepared.calls, strict=True), start=1):
         verdicts = control.agree(_first_call(call, device))
-        fn = call.fn if call is not None else _rest
+        fn = call.fn if call is not None else no_call
         if rank != 0:
             time_round(fn, pairs=pairs, control=control, torch_device=device.torch_device, settings=settings, mode=mode)
             continue
@@ -92,8 +117,8 @@ def time_pairs(request: CaseRequest, device: DeviceInfo, control: GroupControl, 
             timing = time_round(fn, pairs=pairs, control=control, torch_device=device.torch_device, settings=settings,
                                 mode=mode)
         assert timing is not None  # rank 0
-        done.extend(_round_outcomes(case, pairs, verdicts, timing, watch, threads, places, group))
-    return tuple(done)
+        outcomes = _round_outcomes(case, pairs, verdicts, timing, watch, threads, places, group)
+        on_round(RoundDone(index, len(prepared.rounds), tuple(outcomes)))
 
 
 def _round_outcomes(case: Case, pairs: Round, verdicts: Sequence[tuple[str | None, float]], timing: RoundTiming,

@@ -12,10 +12,14 @@ Messages over one pipe per rank, as between the supervisor and a worker:
 
     rank -> parent    ("ready", RankReady) | ("setup_error", str)
     parent -> rank    ("case", CaseRequest) | ("stop", None)
+    rank 0 -> parent  ("round", RoundDone), after each round of a matrix of pairs
     rank -> parent    ("result", RankReply)
 
 `run(request, timeout_s)` sends the case to every rank and waits for every reply, a rank's death
-(its process sentinel) or the time limit, whichever comes first:
+(its process sentinel) or the time limit, whichever comes first. For a matrix of pairs the limit is
+each round's: a round's pairs arriving start it again, so a matrix of many rounds is not cut at one
+case's limit, and a round that hangs is caught within one. The pairs of the rounds that arrived are
+in the result whatever its ending:
 
 - every rank replied: rank 0's outcome (ok, skipped or incorrect, agreed by all);
 - a rank replied that it raised: `failed`, naming it; the others get FAULT_GRACE_S to answer;
@@ -49,7 +53,7 @@ from rooflab.runners.machine.environment import capture
 from rooflab.runners.orchestration.messages import CaseOutcome, CaseRequest
 from rooflab.runners.orchestration.processes import WORKER_START_TIMEOUT_S, describe_exit, worker_context
 from rooflab.runners.orchestration.rank_case import RankReply, run_rank_case
-from rooflab.runners.orchestration.rank_pairs import PairOutcome
+from rooflab.runners.orchestration.rank_pairs import PairOutcome, RoundDone
 from rooflab.runners.orchestration.rank_places import RankPlace, group_places
 from rooflab.runners.orchestration.worker import _pin, _watch_supervisor, describe_exception
 from rooflab.suite.device import DeviceInfo
@@ -89,7 +93,8 @@ class GroupResult:
     outcome: CaseOutcome
     collective: CollectiveRecord | None
     broken: bool
-    pairs: tuple[PairOutcome, ...] = ()  # a matrix of the link matrix: every pair's outcome (rank_pairs.py)
+    pairs: tuple[PairOutcome, ...] = ()  # a matrix of the link matrix: the pairs' outcomes (rank_pairs.py) ...
+    rounds_done: int = 0  # ... of its rounds measured before the end (all of them unless it broke)
 
 
 def init_group(backend: str, rank: int, size: int, *, store: Store | None = None,
@@ -143,7 +148,8 @@ def rank_main(conn: Connection, rank: int, size: int, backend: str, torch_device
             dist.destroy_process_group()
             conn.close()
             return
-        reply = run_rank_case(payload, device, control, places=places, backend=backend)
+        reply = run_rank_case(payload, device, control, places=places, backend=backend,
+                              on_round=lambda done: conn.send(("round", done)))
         conn.send(("result", reply))
         if reply.broken:
             conn.close()
@@ -175,6 +181,7 @@ class RankGroup:
         self.folder = tempfile.mkdtemp(prefix="rooflab-ranks-")  # 0700, a fresh name: nobody else's
         self.broken = False
         self.ready: list[RankReady] = []
+        self._rounds: list[RoundDone] = []  # the rounds of the matrix in flight that arrived
         ctx = worker_context()
         self.ranks = [_Rank(ctx, r, self.size, backend, d, self.folder) for r, d in enumerate(self.devices)]
         try:
@@ -222,6 +229,7 @@ class RankGroup:
         key = request.case.case_key
         started = time.monotonic()
         deadline = started + timeout_s
+        self._rounds = []
         for r in self.ranks:
             try:
                 r.conn.send(("case", request))
@@ -239,7 +247,11 @@ class RankGroup:
                 if rank is None or rank.rank in replies:
                     continue
                 message = _receive(rank)
-                if message is not None:
+                if message is not None and message[0] == "round":
+                    self._rounds.append(message[1])
+                    if not any(reply.broken for reply in replies.values()):
+                        deadline = time.monotonic() + timeout_s  # the next round's limit
+                elif message is not None:
                     replies[rank.rank] = message[1]
                     if replies[rank.rank].broken:
                         deadline = min(deadline, time.monotonic() + FAULT_GRACE_S)
@@ -253,8 +265,8 @@ class RankGroup:
         if faults:
             return self._fault(CaseOutcome(key, ResultStatus.FAILED, "; ".join(faults), elapsed_s))
         lead = replies[0]
-        assert lead.outcome is not None
-        return GroupResult(lead.outcome, lead.collective, broken=False, pairs=lead.pairs)
+        outcome = lead.outcome or CaseOutcome(key, ResultStatus.OK, None, elapsed_s)  # a matrix: its rounds' pairs
+        return GroupResult(outcome, lead.collective, broken=False, pairs=self._pairs(), rounds_done=len(self._rounds))
 
     def _late(self, key: str, replies: dict[int, RankReply], waiting: list[_Rank], elapsed_s: float) -> GroupResult:
         where = self._stacks(waiting)
@@ -268,7 +280,14 @@ class RankGroup:
 
     def _fault(self, outcome: CaseOutcome) -> GroupResult:
         self.broken = True
-        return GroupResult(outcome, None, broken=True)
+        while self.ranks and (message := _receive(self.ranks[0])) is not None:  # rounds sent before the fault
+            if message[0] == "round":
+                self._rounds.append(message[1])
+        return GroupResult(outcome, None, broken=True, pairs=self._pairs(), rounds_done=len(self._rounds))
+
+    def _pairs(self) -> tuple[PairOutcome, ...]:
+        """The pairs of the case's rounds that arrived, in their order."""
+        return tuple(pair for done in self._rounds for pair in done.pairs)
 
     def _stacks(self, ranks: list[_Rank]) -> str:
         """`; where: rank 0 in all_reduce (distributed_c10d.py:2890), ...` from the ranks' stack dumps."""

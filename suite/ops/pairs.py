@@ -39,7 +39,7 @@ from rooflab.suite.ops.collective import (
     RanksSpec,
 )
 from rooflab.suite.ops.collective_data import check_exact, input_of
-from rooflab.suite.ops.registry import register
+from rooflab.suite.ops.registry import all_ops, register
 from rooflab.vocab import PairDirection
 
 PAIRS_OP = "sendrecv_pairs"
@@ -120,14 +120,13 @@ def pair_of_key(case_key: str) -> tuple[str, PairEnds] | None:
     `name=value` pairs in name order (suite.case.canonical_params); an end's values hold no `,`, `=`
     or `:` (PairEnds)."""
     head, _, params_text = case_key.rpartition(":")
-    if not head.startswith(f"{PAIRS_OP}.v") or not params_text:
+    if not params_text or not is_pairs_op(head.split(":", 1)[0].rpartition(".v")[0]):
         return None
-    params = dict(part.split("=", 1) for part in params_text.split(","))
-    if not all(name in params for name in END_PARAMS):
+    params = dict(part.split("=", 1) for part in params_text.split(",") if "=" in part)
+    ends = ends_of(params)
+    if ends is None:
         return None
-    matrix = f"{head}:{canonical_params({k: v for k, v in params.items() if k not in END_PARAMS})}"
-    return matrix, PairEnds(a_rank=int(params["a_rank"]), a_host=params["a_host"], a_device=params["a_device"],
-                            b_rank=int(params["b_rank"]), b_host=params["b_host"], b_device=params["b_device"])
+    return f"{head}:{canonical_params({k: v for k, v in params.items() if k not in END_PARAMS})}", ends
 
 
 def matrix_key(case_key: str) -> str | None:
@@ -178,7 +177,7 @@ class PreparedPairs(PreparedCollective):
     calls: tuple[PairCall | None, ...] = field(default_factory=tuple)
 
 
-def _no_call() -> None:
+def no_call() -> None:
     """A resting rank's part of a round: nothing (it joins the round's barriers and gathers only)."""
 
 
@@ -208,7 +207,7 @@ class SendRecvPairs(CollectiveOp):
         rounds = schedule(group.size, p["pairs_at_once"])
         calls = tuple(self._call(r, group, direction, x, y, seed, device) for r in rounds)
         first = calls[0]
-        return PreparedPairs(fn=first.fn if first else _no_call, check=lambda out: None, graph_safe=False,
+        return PreparedPairs(fn=first.fn if first else no_call, check=lambda out: None, graph_safe=False,
                              rounds=rounds, calls=calls)
 
     def _call(self, pairs: Round, group: Group, direction: PairDirection, x: torch.Tensor, y: torch.Tensor,
@@ -239,9 +238,14 @@ class SendRecvPairs(CollectiveOp):
 
 
 
+def is_pairs_op(name: str) -> bool:
+    """The op `name` measures a matrix of pairs (sendrecv_pairs, or an op built on it)."""
+    return isinstance(all_ops().get(name), SendRecvPairs)
+
+
 def is_pairs(case: Case) -> bool:
     """A case of the link matrix (a matrix, or one pair of it)."""
-    return case.family == COLLECTIVE and case.op == PAIRS_OP
+    return case.family == COLLECTIVE and is_pairs_op(case.op)
 
 
 register(SendRecvPairs)

@@ -12,6 +12,9 @@ default 0: at the first call), so the group has prepared, checked and timed befo
                          sends in incorrect, naming the rank that received it; the other pairs ok
     planted_node_slow    an all_reduce whose ranks on the Slurm node `slow_node` (SLURMD_NODENAME) sleep
                          `slow_ms` after each call                    -> ok, that node's groups slower
+    planted_pairs_fault  the link matrix, the rank `bad_rank` faulting at its first call of round
+                         `bad_round` (1 = the first): `fault` die (os._exit(3)) or hang (an hour's
+                         sleep)                          -> the rounds before stored, the matrix crashed
 
 With ROOFLAB_PLANTED_MARK set to a folder, the faulty rank writes its pid into
 `<folder>/<op>-rank<r>.pid` as its fault hits, so that a test can act on it then (kill it mid-case).
@@ -26,7 +29,7 @@ from rooflab.suite.case import Case
 from rooflab.suite.device import DeviceInfo
 from rooflab.suite.ops.base import Params, ParamSpec
 from rooflab.suite.ops.collective import AllReduce, Group, PreparedCollective
-from rooflab.suite.ops.pairs import SendRecvPairs
+from rooflab.suite.ops.pairs import PreparedPairs, SendRecvPairs
 from rooflab.suite.ops.registry import register
 
 
@@ -119,6 +122,31 @@ class PairsWrong(SendRecvPairs):
         return x
 
 
+class PairsFault(SendRecvPairs):
+    name = "planted_pairs_fault"
+    params = {**SendRecvPairs.params,
+              "bad_rank": ParamSpec(int, 1, "the rank with the fault", positive=False),
+              "bad_round": ParamSpec(int, 2, "the round it faults in (1: the first)"),
+              "fault": ParamSpec(str, "die", "die or hang", choices=("die", "hang"), positive=False)}
+
+    def build(self, case: Case, device: DeviceInfo, seed: int, group: Group, p: Params) -> PreparedPairs:
+        prepared = super().build(case, device, seed, group, p)
+        at = int(p["bad_round"]) - 1
+        call = prepared.calls[at] if group.rank == int(p["bad_rank"]) and at < len(prepared.calls) else None
+        if call is None:
+            return prepared
+        name, fault = self.name, str(p["fault"])
+
+        def fn() -> Any:
+            _mark(name, group.rank)
+            if fault == "die":
+                os._exit(3)
+            time.sleep(3600)
+
+        call.fn = fn
+        return prepared
+
+
 class NodeSlow(AllReduce):
     name = "planted_node_slow"
     params = {**AllReduce.params,
@@ -140,5 +168,5 @@ class NodeSlow(AllReduce):
         return prepared
 
 
-for _op in (Wrong, Raise, Die, Hang, Slow, PairsWrong, NodeSlow):
+for _op in (Wrong, Raise, Die, Hang, Slow, PairsWrong, PairsFault, NodeSlow):
     register(_op)

@@ -7,6 +7,7 @@ with its own environment, streams and exit code, without a fresh interpreter's i
 (about 4 s of CPU) per rank. Ranks started fresh by a real launcher: test_slurm_real.py's step."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
+import tests.runners.planted_collectives  # noqa: F401 - registers the planted ops (a pair's key names one)
 from rooflab.db.collectives import collective_frame
 from rooflab.db.query import results
 from rooflab.runners.errors import UserInputError
 from rooflab.runners.orchestration.env_ranks import cases_for_world, rendezvous_from_env
+from rooflab.suite.ops.pairs import pair_of_key
 from rooflab.suite.spec import expand, parse_spec
 from rooflab.vocab import ExitCode
 from tests.runners.warm_python import WarmPython, run
@@ -42,6 +45,9 @@ benchmarks:
   - name: faulty
     op: planted_coll_raise
     params: {n: 1024, ranks: all, after: 2}
+  - name: matrix        # three ranks: round 1 the pair 1-2, round 2 the pair 0-2, where rank 2 dies
+    op: planted_pairs_fault
+    params: {n: 2, ranks: all, bad_rank: 2, bad_round: 2, fault: die}
 """
 
 
@@ -129,6 +135,17 @@ def test_local_processes_rendezvous_from_the_environment_rank_0_stores_and_a_fau
     assert len(rows) == 6 and (rows["status"] == "ok").sum() == 5
     fault = rows[rows["status"] == "failed"].iloc[0]
     assert fault["error"].startswith("rank 1: RuntimeError: planted fault on this rank"), fault["error"]
+    # a matrix whose rank 2 dies in its second round: rank 0 stored the first round's pair as it ended,
+    # and stores the matrix crashed, naming the round
+    broken = _launch(warm, tmp_path, url, "pairs", 3, _torchrun, "--filter", "benchmark=matrix")
+    assert [p.returncode for p in broken] == [1, 1, 3], [p.stderr[-2000:] for p in broken]
+    rows = results(url, run_id="pairs").sort_values("case_key")  # the pair's key (a_device=...) first
+    assert rows["status"].tolist() == ["ok", "crashed"], rows[["case_key", "status", "error"]]
+    pair, matrix = rows.to_dict("records")
+    assert pair_of_key(pair["case_key"]) is not None and pair_of_key(matrix["case_key"]) is None
+    assert (json.loads(pair["params"])["a_rank"], json.loads(pair["params"])["b_rank"]) == (1, 2)
+    assert matrix["error"].startswith("in round 2 of 3 (pairs 0-2): "), matrix["error"]
+    assert matrix["error"].endswith("the pairs of the 1 round(s) before it were stored"), matrix["error"]
 
 
 class _FakeStore:

@@ -544,9 +544,9 @@ benchmarks:
   - name: pairs
     op: sendrecv_pairs
     params: {n: 2, ranks: all, direction: both}
-  - name: whole         # on node n3 each rank sleeps 2 ms after each call: the node a bisection must name
+  - name: whole         # on node n3 each rank sleeps 10 ms after each call: the node a bisection must name
     op: planted_node_slow
-    params: {n: 1024, ranks: all, slow_node: n3, slow_ms: 2.0}
+    params: {n: 1024, ranks: all, slow_node: n3, slow_ms: 10.0}
 """
 
 
