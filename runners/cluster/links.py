@@ -45,8 +45,9 @@ from rooflab.runners.cluster.slurm_job import SlurmArgumentError, SlurmJob, chec
 from rooflab.suite.ops.pairs import PAIRS_OP
 
 BISECT_JSON = "bisect.json"
-# ranks of each node in a bisection's all_reduce on CPU nodes: a half of one node still forms a group
-BISECT_CPU_RANKS = 2
+# ranks of each node in a bisection's all_reduce on CPU nodes: one, as in the pairs of nodes (every
+# half is two nodes or more, so its group crosses the network; runners/cluster/halving.py)
+BISECT_CPU_RANKS = 1
 
 
 class LinksScripts(NamedTuple):

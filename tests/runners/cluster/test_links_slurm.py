@@ -85,7 +85,7 @@ def test_a_bisection_is_one_job_over_every_node_that_runs_rooflab_bisect(awkward
     done = subprocess.run([BASH, str(bisect)], env=_env(awkward_dir), capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert log.read_text().splitlines() == [
-        "bisect", str(job.spec_path), "--run-id", "b1", "--ranks-per-node", "2", "--device", "cpu",
+        "bisect", str(job.spec_path), "--run-id", "b1", "--ranks-per-node", "1", "--device", "cpu",
         "--out", str(job.out_dir / links.BISECT_JSON), f"DB={job.db_url}"]
 
 

@@ -558,7 +558,7 @@ def links_url() -> Iterator[str]:
 def test_the_pairs_of_nodes_and_a_bisection_run_on_slurm(cluster: SlurmCluster, links_url: str,
                                                          tmp_path: Path) -> None:
     """The links night's pairs step (one gloo rank per node: the pair n1-n2, stored with both ends)
-    and a bisection over the four nodes of the partition `wide` (two ranks a node, each half two
+    and a bisection over the four nodes of the partition `wide` (one rank a node, each half two
     nodes; n3's ranks are planted slow: named in two steps, the second with n1, cleared at the
     first, beside each suspect), each submitted as its script is; the array of each node's pairs is
     tested with stand-ins (tests/runners/cluster/test_links_slurm.py)."""
@@ -591,9 +591,9 @@ def test_the_pairs_of_nodes_and_a_bisection_run_on_slurm(cluster: SlurmCluster, 
     assert [h["nodes"] for h in second["halves"]] == [["n3", "n1"], ["n4", "n1"]] and second["slower"] == 0, found
     assert {h["run_id"] for s in (first, second) for h in s["halves"]} == {
         "halves-b1-a", "halves-b1-b", "halves-b2-a", "halves-b2-b"}
-    for s in (first, second):  # every half stored its all_reduce over its two nodes (4 ranks)
+    for s in (first, second):  # every half stored its all_reduce over its two nodes (a rank each)
         for h in s["halves"]:
             (row,) = results(links_url, run_id=h["run_id"], status=ResultStatus.OK).to_dict("records")
-            assert row["ranks"] == 4 and row["op"] == "planted_node_slow", row
+            assert row["ranks"] == 2 and row["op"] == "planted_node_slow", row
     log = (out / "logs" / f"rooflab-slurmlinks-bisect-{jobs['bisect']}.out").read_text()
     assert "slow node: n3 (2 steps over 4 nodes)" in log and "half b (n4 + cleared n1)" in log
