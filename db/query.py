@@ -9,6 +9,7 @@ individual measurements.
 """
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
@@ -19,6 +20,7 @@ from sqlalchemy import Connection, Text, case, cast, func, or_, select
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JSON_COLUMNS, canonical_json, column_sources, result_select
+from rooflab.db.copy_stream import CopyStream
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.run_order import run_orders
@@ -94,7 +96,9 @@ def results(
         query = query.where(models.Case.case_key.in_(_as_list(case_key)))
     with _connect(url) as engine, engine.connect() as conn:
         orders = run_orders(conn) if "run_order" in names else {}
-        column_lists = _column_lists(conn.execute(query).partitions(_PARTITION_ROWS), len(own) + len(keys))
+        copied = _copied_lists(conn, query, [COLUMN_KINDS[n].kind for n in own] + ["int"] * len(keys))
+        column_lists = copied if copied is not None else _column_lists(
+            conn.execute(query).partitions(_PARTITION_ROWS), len(own) + len(keys))
         n_rows = len(column_lists[0])
         values = dict(zip(own, column_lists, strict=False))  # the key columns follow the own ones
         for table, pks in zip((models.Run, models.Case, models.Environment), column_lists[len(own):], strict=True):
@@ -115,6 +119,46 @@ def _column_lists(parts: Iterable[Sequence[Any]], width: int) -> list[list]:
                 lists[j].extend(shared_strings(col, shared[j]))
             else:
                 lists[j].extend(col)
+    return lists
+
+
+_COPY_NULL = "\\N"  # how the COPY below writes NULL (an empty field is an empty string)
+
+
+def _copied_lists(conn: Connection, query: Any, kinds: Sequence[str]) -> list[list] | None:
+    """PostgreSQL: the rows of `query` as column lists (each column's values of the kind `kinds`
+    names, db/columns.py COLUMN_KINDS), sent by COPY as CSV and parsed by pandas' C reader: no
+    Python object per value on the way, and equal strings one object (a category's). The lists hold
+    what `_column_lists` would (None for NULL text, NaN for a NULL number, as the frame makes of
+    None). None where COPY does not apply (another database, or a query with a value PostgreSQL's
+    SQL text cannot carry)."""
+    if conn.dialect.name != "postgresql":
+        return None
+    try:
+        sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    except Exception:  # noqa: BLE001 - a bound value without a literal form: read row by row
+        return None
+    names = [f"c{i}" for i in range(len(kinds))]
+    numeric = {n for n, kind in zip(names, kinds, strict=True) if kind in ("int", "float")}
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # psycopg's: COPY
+    with cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv, NULL '{_COPY_NULL}')") as copy:
+        stream = CopyStream(iter(copy))
+        if stream.empty():
+            return [[] for _ in kinds]
+        frame = pd.read_csv(io.BufferedReader(stream), names=names, header=None,
+                            dtype={n: "category" for n in names if n not in numeric},
+                            keep_default_na=False, na_values={n: [_COPY_NULL] for n in names})
+    lists = []
+    for name, kind in zip(names, kinds, strict=True):
+        column = frame.pop(name)
+        if name in numeric:  # a column of NULLs alone: None, as the rows give it (a frame keeps it so)
+            lists.append([None] * len(column) if column.isna().all() else column.tolist())
+        elif kind == "datetime":  # PostgreSQL's text of a timestamp leaves out a zero fraction: ISO 8601 either way
+            lists.append(pd.to_datetime(column.astype(object), utc=True, format="ISO8601").tolist())
+        elif kind == "bool":
+            lists.append([None if v is None else v == "t" for v in column.astype(object).where(column.notna(), None)])
+        else:
+            lists.append(column.astype(object).where(column.notna(), None).tolist())
     return lists
 
 
@@ -366,6 +410,13 @@ def runs(url: Db) -> pd.DataFrame:
         frame[name] = pd.to_datetime(frame[name], utc=True)
     frame["n_shards"] = frame["n_shards"].fillna(0).astype("int64")
     return frame
+
+
+def result_count(url: Db, run_ids: Sequence[str]) -> int:
+    """How many results the runs `run_ids` hold."""
+    r, m = models.Run, models.Measurement
+    query = select(func.count()).select_from(m).join(r, r.id == m.run_id).where(r.run_id.in_(list(run_ids)))
+    return int(_fetch_all_scalars(url, query)[0])
 
 
 def result_counts(url: Db) -> pd.DataFrame:

@@ -4,7 +4,7 @@ the verdicts `rooflab regressions` gives (detect_in_database), without reading t
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -81,9 +81,9 @@ class ColumnsSource:
         return pd.DataFrame({c: pd.Series(columns[c], dtype=object) if columns[c].dtype == object else columns[c]
                              for c in DETECT_COLUMNS}, copy=False)
 
-    def tail(self, runs: list[str]) -> pd.DataFrame:
+    def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
         wanted = self.h.runs["run_id"].isin(runs).to_numpy()
-        return self._frame(wanted[self.h.run_index])
+        yield self._frame(wanted[self.h.run_index])  # one part: the history's columns are in memory already
 
     def _ok(self) -> np.ndarray:
         h = self.h
@@ -182,7 +182,7 @@ class ReadSource:
         self.by = again.by
         self._run_ids = columns.run_ids()
         self._recent = again.recent(history_runs(window))  # which devices each run holds: a small read
-        self._tail: pd.DataFrame | None = columns.tail(self._recent)
+        self._tail: pd.DataFrame | None = next(columns.tail(self._recent))
         self._summary = columns.summary()
         self._spans = columns.method_spans()
         self._fingerprints = columns.fingerprint_spans()
@@ -194,11 +194,11 @@ class ReadSource:
     def recent(self, runs_each: int) -> list[str]:
         return list(self._recent)
 
-    def tail(self, runs: list[str]) -> pd.DataFrame:
+    def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
         if self._tail is None or runs != self._recent:
             raise ValueError("ReadSource holds the newest runs' results once, for detect_with")
         tail, self._tail = self._tail, None  # judged once: let it go with the caller's copy
-        return tail
+        yield tail
 
     def summary(self) -> pd.DataFrame:
         return self._summary

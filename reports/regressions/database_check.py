@@ -6,7 +6,7 @@ is the check as `rooflab regressions` asks it of a database (none while nothing 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -14,7 +14,7 @@ from typing import Protocol
 
 import pandas as pd
 
-from rooflab.db import query
+from rooflab.db import query, series_query
 from rooflab.db.handle import Db
 from rooflab.reports.data.devices import series_ids
 from rooflab.reports.data.reads import nothing_stored
@@ -27,6 +27,7 @@ from rooflab.vocab import SeriesBy
 
 HISTORY_SLACK_RUNS = 10
 REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
+TAIL_PART_ROWS = 250_000  # results of the newest runs read and judged at a time (whole series each)
 
 
 def history_runs(window: int) -> int:
@@ -113,8 +114,10 @@ class HistorySource(Protocol):
         """The newest runs holding the newest `runs_each` runs of each device (`recent_runs`)."""
         ...
 
-    def tail(self, runs: list[str]) -> pd.DataFrame:
-        """The DETECT_COLUMNS of every result of `runs`."""
+    def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
+        """The DETECT_COLUMNS of every result of `runs`, in parts of whole series (each part the
+        results of some case keys, the parts in case-key order), so that a check holds one part at
+        a time."""
         ...
 
     def summary(self) -> pd.DataFrame:
@@ -162,8 +165,17 @@ class DatabaseSource:
     def recent(self, runs_each: int) -> list[str]:
         return recent_runs(self.run_ids(), query.run_devices(self.url), runs_each)
 
-    def tail(self, runs: list[str]) -> pd.DataFrame:
-        return query.results(self.url, run_id=runs, columns=DETECT_COLUMNS)
+    def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
+        keys = series_query.case_keys(self.url)
+        per_part = max(1, len(keys) * TAIL_PART_ROWS // max(1, self._rows(runs)))
+        for i in range(0, len(keys), per_part):
+            part = query.results(self.url, run_id=runs, case_key=keys[i:i + per_part], columns=DETECT_COLUMNS)
+            if len(part):
+                yield part
+
+    def _rows(self, runs: list[str]) -> int:
+        """About how many results `runs` hold (their count of devices times the cases), for sizing the parts."""
+        return query.result_count(self.url, runs)
 
     def summary(self) -> pd.DataFrame:
         return named(query.series_summary(self.url, per_device=self._per_device), self.by)
@@ -224,15 +236,15 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     judge_all = partial(detect_in_slices, window=window, z_threshold=z_threshold, min_change=min_change,
                         min_baseline=min_baseline, by=source.by)
     if len(recent) == len(run_ids):
-        return with_hosts(link_checked(judge_all(source.tail(recent)), min_change), source.device_hosts(recent))
+        judged = [v for part in source.tail(recent) for v in judge_all(part)]
+        return with_hosts(link_checked(judged, min_change), source.device_hosts(recent))
     # the per-series summary is one grouped query over every result: the database works on it
     # (without the GIL) while this thread reads and judges the newest runs
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = pool.submit(source.summary)
         pending_spans = pool.submit(lambda: (source.method_spans(), source.fingerprint_spans()))
-        tail = source.tail(recent)
-        by_key = {v.key: v for v in judge_all(tail)}
-        del tail  # a year-scale history: hundreds of MB not needed any more
+        # a part of the newest runs at a time: a year-scale history's newest runs are gigabytes as one frame
+        by_key = {v.key: v for part in source.tail(recent) for v in judge_all(part)}
         summary = pending.result()
         layouts = method_layouts(*pending_spans.result())
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}

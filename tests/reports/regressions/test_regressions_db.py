@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from rooflab.db import query
+from rooflab.reports.regressions import database_check
 from rooflab.reports.regressions.database_check import DatabaseSource, detect_in_database, history_runs, load_verdicts
 from rooflab.reports.regressions.series import detect
 from rooflab.vocab import SeriesBy
@@ -184,6 +185,19 @@ def test_windowed_verdicts_equal_those_on_every_result(windowed, everything, kw)
     statuses = Counter(v.status for v in verdicts)
     if window >= 6:
         assert {"regression", "suspect", "improvement", "ok", "insufficient_data"} <= set(statuses), statuses
+
+
+@pytest.mark.parametrize("kw", [{"window": 6}, {"window": 30}, {"by": SeriesBy.MODEL, "window": 6}])
+def test_the_newest_runs_read_in_parts_of_a_few_series_give_the_same_verdicts(
+        url, everything, kw, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest runs are read and judged a part at a time (a few case keys each: here about 40
+    results a part, so every part holds a case or two): the verdicts and their order are those of
+    every result at once."""
+    monkeypatch.setattr(database_check, "TAIL_PART_ROWS", 40)
+    parts = list(database_check.DatabaseSource(url, kw.get("by", SeriesBy.DEVICE)).tail(query.run_ids(url)))
+    assert len(parts) > 3 and sum(len(p) for p in parts) == len(everything)
+    assert all(set(a["case_key"]).isdisjoint(b["case_key"]) for a, b in zip(parts, parts[1:], strict=False))
+    _same(functools.partial(detect_in_database, url), everything, **kw)
 
 
 def test_the_planted_series_get_their_verdicts(verdicts):
