@@ -7,7 +7,8 @@ year of nightlies (2.19 M results) and what the report counts its runs from.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import io
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from sqlalchemy import case, func, literal, select
 
 from rooflab.db import models
 from rooflab.db.columns import canonical_json
+from rooflab.db.copy_stream import CopyStream
 from rooflab.db.handle import Db, reading
 from rooflab.db.samples import unpack
 from rooflab.vocab import ResultStatus
@@ -98,6 +100,13 @@ class HistoryColumns:
         return replace(self, case_id=empty, environment_id=empty, run_index=empty, median_ms=empty, p10_ms=empty,
                        p90_ms=empty, rel_ci_halfwidth=empty, throttled=empty,
                        codes={k: empty for k in self.codes})
+
+    def subset(self, rows: np.ndarray) -> HistoryColumns:
+        """This history with the results `rows` (indices, in their order) alone, and every table."""
+        return replace(self, case_id=self.case_id[rows], environment_id=self.environment_id[rows],
+                       run_index=self.run_index[rows], median_ms=self.median_ms[rows], p10_ms=self.p10_ms[rows],
+                       p90_ms=self.p90_ms[rows], rel_ci_halfwidth=self.rel_ci_halfwidth[rows],
+                       throttled=self.throttled[rows], codes={k: v[rows] for k, v in self.codes.items()})
 
     def decoded(self, column: str, rows: np.ndarray | None = None) -> np.ndarray:
         """A CODED column (of `rows` only, when given) as an object array of its values (None where NULL)."""
@@ -185,24 +194,45 @@ def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False) 
 
 
 def _read(engine: Any, statement: str, kinds: list, total: int, lut: np.ndarray) -> list[np.ndarray]:
-    """The rows of `statement`, read with the driver's own cursor (no per-row processing above it)
-    into one preallocated array per column (no second copy); a kind of None maps run keys to run
-    indices through `lut`."""
+    """The rows of `statement`, read with the driver's own cursor (no per-row processing above it;
+    on PostgreSQL by COPY, parsed by pandas' C reader a block at a time, where a cursor would hold
+    every row in the client first) into one preallocated array per column (no second copy); a kind
+    of None maps run keys to run indices through `lut`."""
     cols = [np.empty(total, dtype=kind or np.int32) for kind in kinds]
     done = 0
     raw = engine.raw_connection()
     try:
-        cursor = raw.cursor()
-        cursor.execute(statement)
-        while part := cursor.fetchmany(_PARTITION_ROWS):
-            block = np.array(part, dtype=np.float64).T
+        for block in (_copied_blocks(raw, statement) if engine.dialect.name == "postgresql"
+                      else _fetched_blocks(raw, statement)):
             end = min(done + block.shape[1], total)  # results added since the count: read next time
             block = block[:, :end - done]
             for i, kind in enumerate(kinds):
                 cols[i][done:end] = (lut[block[i].astype(np.int64)] if kind is None
                                      else block[i] > 0 if kind is bool else block[i])
             done = end
-        cursor.close()
     finally:
         raw.close()
     return [c[:done] for c in cols]
+
+
+def _fetched_blocks(raw: Any, statement: str) -> Iterator[np.ndarray]:
+    """The rows as float64 blocks (a column a row, None as NaN), fetched a partition at a time."""
+    cursor = raw.cursor()
+    try:
+        cursor.execute(statement)
+        while part := cursor.fetchmany(_PARTITION_ROWS):
+            yield np.array(part, dtype=np.float64).T
+    finally:
+        cursor.close()
+
+
+def _copied_blocks(raw: Any, statement: str) -> Iterator[np.ndarray]:
+    """PostgreSQL: the rows by COPY as float64 blocks (booleans 1 and 0, NULL NaN)."""
+    cursor = raw.driver_connection.cursor()
+    with cursor, cursor.copy(f"COPY ({statement}) TO STDOUT (FORMAT csv)") as copy:
+        stream = CopyStream(iter(copy))
+        if stream.empty():
+            return
+        for chunk in pd.read_csv(io.BufferedReader(stream), header=None, chunksize=_PARTITION_ROWS,
+                                 true_values=["t"], false_values=["f"], keep_default_na=False, na_values=[""]):
+            yield chunk.to_numpy(dtype=np.float64, na_value=np.nan).T

@@ -12,6 +12,7 @@ import pandas as pd
 from rooflab.db.series_query import HistoryColumns
 from rooflab.db.usable import figure_mask
 from rooflab.reports.data.devices import history_series
+from rooflab.reports.regressions import database_check
 from rooflab.reports.regressions.database_check import HistorySource, detect_with, history_runs, recent_runs
 from rooflab.reports.regressions.gate import SeriesVerdict
 from rooflab.reports.regressions.options import RegressionOptions
@@ -82,8 +83,25 @@ class ColumnsSource:
                              for c in DETECT_COLUMNS}, copy=False)
 
     def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
-        wanted = self.h.runs["run_id"].isin(runs).to_numpy()
-        yield self._frame(wanted[self.h.run_index])  # one part: the history's columns are in memory already
+        """The results of `runs`, a part of about TAIL_PART_ROWS results of whole cases at a time, the
+        parts in case-key order (as the database's are)."""
+        h = self.h
+        wanted = np.flatnonzero(h.runs["run_id"].isin(runs).to_numpy()[h.run_index])
+        by_key = h.cases.sort_values("case_key", kind="stable")["case_id"].to_numpy()
+        rank = np.zeros(len(self._key_of), dtype=np.int64)  # each case id's place in case-key order
+        rank[by_key] = np.arange(len(by_key))
+        ranks = rank[h.case_id[wanted]]
+        order = np.argsort(ranks, kind="stable")
+        rows, ranks = wanted[order], ranks[order]  # the results of `runs`, by case key
+        start = 0
+        while start < len(rows):
+            end = min(start + database_check.TAIL_PART_ROWS, len(rows))
+            while end < len(rows) and ranks[end] == ranks[end - 1]:
+                end += 1  # a case's results stay in one part
+            mask = np.zeros(len(h), dtype=bool)
+            mask[rows[start:end]] = True
+            yield self._frame(mask)
+            start = end
 
     def _ok(self) -> np.ndarray:
         h = self.h
@@ -175,14 +193,16 @@ class ReadSource:
     """A HistorySource holding what the check reads first (the run ids, the newest runs' results,
     the per-series summary and spans), taken from history columns that can then be let go; the
     whole series it asks for again, and the devices' hosts, come from `again` (the database: a few
-    series, or the whole history above reports.regressions.database_check.REFETCH_ALL_ABOVE of them)."""
+    series, read a few cases at a time: reports.regressions.database_check.SERIES_PART_CASES)."""
 
     def __init__(self, h: HistoryColumns, window: int, again: HistorySource) -> None:
         columns = ColumnsSource(h, again.by)
         self.by = again.by
         self._run_ids = columns.run_ids()
         self._recent = again.recent(history_runs(window))  # which devices each run holds: a small read
-        self._tail: pd.DataFrame | None = next(columns.tail(self._recent))
+        recent = h.runs["run_id"].isin(self._recent).to_numpy()[h.run_index]
+        # the newest runs' results kept as columns (a few bytes a result), made frames a part at a time
+        self._tail: ColumnsSource | None = ColumnsSource(h.subset(np.flatnonzero(recent)), again.by)
         self._summary = columns.summary()
         self._spans = columns.method_spans()
         self._fingerprints = columns.fingerprint_spans()
@@ -197,8 +217,8 @@ class ReadSource:
     def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
         if self._tail is None or runs != self._recent:
             raise ValueError("ReadSource holds the newest runs' results once, for detect_with")
-        tail, self._tail = self._tail, None  # judged once: let it go with the caller's copy
-        yield tail
+        tail, self._tail = self._tail, None  # judged once: let it go as the parts are judged
+        yield from tail.tail(runs)
 
     def summary(self) -> pd.DataFrame:
         return self._summary

@@ -26,7 +26,7 @@ from rooflab.reports.regressions.verdicts import Verdict
 from rooflab.vocab import SeriesBy
 
 HISTORY_SLACK_RUNS = 10
-REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead
+SERIES_PART_CASES = 200  # cases whose whole history is read at a time for the series read again in full
 TAIL_PART_ROWS = 250_000  # results of the newest runs read and judged at a time (whole series each)
 
 
@@ -166,7 +166,7 @@ class DatabaseSource:
         return recent_runs(self.run_ids(), query.run_devices(self.url), runs_each)
 
     def tail(self, runs: list[str]) -> Iterator[pd.DataFrame]:
-        keys = series_query.case_keys(self.url)
+        keys = sorted(series_query.case_keys(self.url))  # in Python's order (the database's collation may differ)
         per_part = max(1, len(keys) * TAIL_PART_ROWS // max(1, self._rows(runs)))
         for i in range(0, len(keys), per_part):
             part = query.results(self.url, run_id=runs, case_key=keys[i:i + per_part], columns=DETECT_COLUMNS)
@@ -194,14 +194,13 @@ class DatabaseSource:
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
         cases = sorted({k for k, _ in keys})
-        if len(keys) > REFETCH_ALL_ABOVE:
-            history = query.results(self.url, columns=DETECT_COLUMNS)
-        else:
-            history = pd.concat([query.results(self.url, case_key=cases[i:i + 200], columns=DETECT_COLUMNS)
-                                 for i in range(0, len(cases), 200)], ignore_index=True)
-        ids = series_ids(history, self.by)
-        mask = [(k, f) in keys for k, f in zip(history["case_key"].astype(str), ids, strict=True)]
-        return history[mask]
+        parts = []
+        for i in range(0, len(cases), SERIES_PART_CASES):  # a few cases' whole history at a time, kept
+            history = query.results(self.url, case_key=cases[i:i + SERIES_PART_CASES], columns=DETECT_COLUMNS)
+            ids = series_ids(history, self.by)
+            parts.append(history[[(k, f) in keys for k, f in zip(history["case_key"].astype(str), ids, strict=True)]])
+        return pd.concat(parts, ignore_index=True) if parts else query.results(self.url, case_key=[],
+                                                                                 columns=DETECT_COLUMNS)
 
 
 def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,

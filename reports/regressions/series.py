@@ -254,5 +254,3 @@ DETECT_COLUMNS = tuple(dict.fromkeys((
     "case_key", "device_fingerprint", "device_name", "device_uuid", "host", "tool", "run_id", "run_order", "median_ms",
     "status", "throttled", "rel_ci_halfwidth", "stop_reason", "iqr_ms", "quality", "started_at", "git_commit",
     *SEGMENT_COLUMNS)))
-HISTORY_SLACK_RUNS = 10
-REFETCH_ALL_ABOVE = 500  # series to read in full, above which the whole history is read instead

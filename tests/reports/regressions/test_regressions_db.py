@@ -187,6 +187,17 @@ def test_windowed_verdicts_equal_those_on_every_result(windowed, everything, kw)
         assert {"regression", "suspect", "improvement", "ok", "insufficient_data"} <= set(statuses), statuses
 
 
+def _in_order(parts: list[pd.DataFrame]) -> list[list[str]]:
+    """The parts' case keys, sorted across the parts (each part its own keys, in the same order)."""
+    keys = sorted(k for p in parts for k in set(p["case_key"]))
+    out, i = [], 0
+    for p in parts:
+        n = len(set(p["case_key"]))
+        out.append(keys[i:i + n])
+        i += n
+    return out
+
+
 @pytest.mark.parametrize("kw", [{"window": 6}, {"window": 30}, {"by": SeriesBy.MODEL, "window": 6}])
 def test_the_newest_runs_read_in_parts_of_a_few_series_give_the_same_verdicts(
         url, everything, kw, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +208,22 @@ def test_the_newest_runs_read_in_parts_of_a_few_series_give_the_same_verdicts(
     parts = list(database_check.DatabaseSource(url, kw.get("by", SeriesBy.DEVICE)).tail(query.run_ids(url)))
     assert len(parts) > 3 and sum(len(p) for p in parts) == len(everything)
     assert all(set(a["case_key"]).isdisjoint(b["case_key"]) for a, b in zip(parts, parts[1:], strict=False))
-    _same(functools.partial(detect_in_database, url), everything, **kw)
+    read = _same(functools.partial(detect_in_database, url), everything, **kw)
+    # the report's path: the parts made from the history's columns (ColumnsSource), and those the
+    # report keeps of the newest runs (ReadSource) before it lets the columns go
+    from rooflab.db.series_query import history_columns
+    from rooflab.reports.regressions.columns_source import ColumnsSource, ReadSource
+    from rooflab.reports.regressions.database_check import detect_with
+
+    by = kw.get("by", SeriesBy.DEVICE)
+    h = history_columns(url)
+    column_parts = list(ColumnsSource(h, by).tail(query.run_ids(url)))
+    for split in (parts, column_parts):  # parts of whole cases, in case-key order
+        assert len(split) > 3 and [sorted(set(p["case_key"])) for p in split] == _in_order(split)
+    for source in (ColumnsSource(h, by), ReadSource(h, kw.get("window", 20), DatabaseSource(url, by))):
+        found = detect_with(source, **{k: v for k, v in kw.items() if k != "by"})  # the source's `by`
+        assert [(v.as_dict(), v.points, v.n_points) for v in found] == [(v.as_dict(), v.points, v.n_points)
+                                                                          for v in read]
 
 
 def test_the_planted_series_get_their_verdicts(verdicts):
