@@ -198,13 +198,12 @@ def _in_order(parts: list[pd.DataFrame]) -> list[list[str]]:
     return out
 
 
-@pytest.mark.parametrize("kw", [{"window": 6}, {"window": 30}, {"by": SeriesBy.MODEL, "window": 6}])
+@pytest.mark.parametrize("kw", [{"window": 6}, {"by": SeriesBy.MODEL, "window": 30}])
 def test_the_newest_runs_read_in_parts_of_a_few_series_give_the_same_verdicts(
         url, everything, kw, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The newest runs are read and judged a part at a time (a few case keys each: here about 40
-    results a part, so every part holds a case or two): the verdicts and their order are those of
-    every result at once."""
-    monkeypatch.setattr(database_check, "TAIL_PART_ROWS", 40)
+    """The newest runs are read and judged a part at a time (a few case keys each: here a fifth of the
+    results a part): the verdicts and their order are those of every result at once."""
+    monkeypatch.setattr(database_check, "TAIL_PART_ROWS", len(everything) // 5)
     parts = list(database_check.DatabaseSource(url, kw.get("by", SeriesBy.DEVICE)).tail(query.run_ids(url)))
     assert len(parts) > 3 and sum(len(p) for p in parts) == len(everything)
     assert all(set(a["case_key"]).isdisjoint(b["case_key"]) for a, b in zip(parts, parts[1:], strict=False))
