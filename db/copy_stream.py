@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -43,3 +44,15 @@ class CopyStream(io.RawIOBase):
         target[:n] = data[:n]
         self._rest = memoryview(data)[n:]
         return n
+
+
+@contextmanager
+def copied_csv(driver_connection: Any, sql: str, null: str | None = None) -> Iterator[io.BufferedReader | None]:
+    """The rows of the query `sql` on a psycopg connection, by `COPY (sql) TO STDOUT` as CSV (NULL
+    written as `null` where given, else as an empty field), as a file to read; None when the query
+    gives no row."""
+    options = "FORMAT csv" + (f", NULL '{null}'" if null is not None else "")
+    cursor = driver_connection.cursor()
+    with cursor, cursor.copy(f"COPY ({sql}) TO STDOUT ({options})") as copy:
+        stream = CopyStream(iter(copy))
+        yield None if stream.empty() else io.BufferedReader(stream)

@@ -8,7 +8,6 @@ the history is read.
 """
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -17,7 +16,7 @@ import pandas as pd
 from sqlalchemy import Connection, Select, select
 
 from rooflab.db import models
-from rooflab.db.copy_stream import CopyStream
+from rooflab.db.copy_stream import copied_csv
 from rooflab.db.handle import Db, reading
 
 _CHUNK_RUNS = 500  # run ids per IN (...) list
@@ -72,12 +71,10 @@ def _shared_text(frame: pd.DataFrame) -> pd.DataFrame:
 def _copied(conn: Connection, query: Select[Any]) -> pd.DataFrame:
     """PostgreSQL: the rows as CSV by COPY, parsed by pandas' C reader (no Python object per value)."""
     sql = str(query.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # psycopg's: COPY
-    with cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv)") as copy:
-        stream = CopyStream(iter(copy))
-        if stream.empty():
+    with copied_csv(conn.connection.driver_connection, sql) as rows:
+        if rows is None:
             return pd.DataFrame({name: pd.Series(dtype=object) for name in _MEASURED})
-        frame = pd.read_csv(io.BufferedReader(stream), names=list(_MEASURED), header=None,
+        frame = pd.read_csv(rows, names=list(_MEASURED), header=None,
                             dtype={name: "category" for name in _TEXT}, true_values=["t"], false_values=["f"],
                             keep_default_na=False, na_values=[""])
     return _shared_text(frame)

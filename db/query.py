@@ -9,7 +9,6 @@ individual measurements.
 """
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime
@@ -20,7 +19,7 @@ from sqlalchemy import Connection, Text, case, cast, func, or_, select
 
 from rooflab.db import models
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JSON_COLUMNS, canonical_json, column_sources, result_select
-from rooflab.db.copy_stream import CopyStream
+from rooflab.db.copy_stream import copied_csv
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.run_order import run_orders
@@ -140,12 +139,10 @@ def _copied_lists(conn: Connection, query: Any, kinds: Sequence[str]) -> list[li
         return None
     names = [f"c{i}" for i in range(len(kinds))]
     numeric = {n for n, kind in zip(names, kinds, strict=True) if kind in ("int", "float")}
-    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # psycopg's: COPY
-    with cursor, cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT csv, NULL '{_COPY_NULL}')") as copy:
-        stream = CopyStream(iter(copy))
-        if stream.empty():
+    with copied_csv(conn.connection.driver_connection, sql, null=_COPY_NULL) as rows:
+        if rows is None:
             return [[] for _ in kinds]
-        frame = pd.read_csv(io.BufferedReader(stream), names=names, header=None,
+        frame = pd.read_csv(rows, names=names, header=None,
                             dtype={n: "category" for n in names if n not in numeric},
                             keep_default_na=False, na_values={n: [_COPY_NULL] for n in names})
     lists = []

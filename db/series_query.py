@@ -7,7 +7,6 @@ year of nightlies (2.19 M results) and what the report counts its runs from.
 """
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -18,7 +17,7 @@ from sqlalchemy import case, func, literal, select
 
 from rooflab.db import models
 from rooflab.db.columns import canonical_json
-from rooflab.db.copy_stream import CopyStream
+from rooflab.db.copy_stream import copied_csv
 from rooflab.db.handle import Db, reading
 from rooflab.db.samples import unpack
 from rooflab.vocab import ResultStatus
@@ -228,11 +227,9 @@ def _fetched_blocks(raw: Any, statement: str) -> Iterator[np.ndarray]:
 
 def _copied_blocks(raw: Any, statement: str) -> Iterator[np.ndarray]:
     """PostgreSQL: the rows by COPY as float64 blocks (booleans 1 and 0, NULL NaN)."""
-    cursor = raw.driver_connection.cursor()
-    with cursor, cursor.copy(f"COPY ({statement}) TO STDOUT (FORMAT csv)") as copy:
-        stream = CopyStream(iter(copy))
-        if stream.empty():
+    with copied_csv(raw.driver_connection, statement) as rows:
+        if rows is None:
             return
-        for chunk in pd.read_csv(io.BufferedReader(stream), header=None, chunksize=_PARTITION_ROWS,
+        for chunk in pd.read_csv(rows, header=None, chunksize=_PARTITION_ROWS,
                                  true_values=["t"], false_values=["f"], keep_default_na=False, na_values=[""]):
             yield chunk.to_numpy(dtype=np.float64, na_value=np.nan).T
