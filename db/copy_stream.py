@@ -5,10 +5,12 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
+    from psycopg import Connection
+    from psycopg.rows import TupleRow
 
 Chunk = bytes | bytearray | memoryview  # what a COPY's iteration gives
 
@@ -47,10 +49,13 @@ class CopyStream(io.RawIOBase):
 
 
 @contextmanager
-def copied_csv(driver_connection: Any, sql: str, null: str | None = None) -> Iterator[io.BufferedReader | None]:
-    """The rows of the query `sql` on a psycopg connection, by `COPY (sql) TO STDOUT` as CSV (NULL
-    written as `null` where given, else as an empty field), as a file to read; None when the query
-    gives no row."""
+def copied_csv(driver_connection: Connection[TupleRow] | None, sql: str,
+               null: str | None = None) -> Iterator[io.BufferedReader | None]:
+    """The rows of the query `sql` on a psycopg connection (a pooled connection's `driver_connection`),
+    by `COPY (sql) TO STDOUT` as CSV (NULL written as `null` where given, else as an empty field), as
+    a file to read; None when the query gives no row."""
+    if driver_connection is None:
+        raise RuntimeError("COPY needs an open psycopg connection")
     options = "FORMAT csv" + (f", NULL '{null}'" if null is not None else "")
     cursor = driver_connection.cursor()
     with cursor, cursor.copy(f"COPY ({sql}) TO STDOUT ({options})") as copy:
