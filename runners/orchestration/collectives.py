@@ -283,12 +283,13 @@ class CollectivePhase:
             limit = self.case_timeout_s or default_case_timeout_s(case.timing.override(self.timing_overrides),
                                                                   backend)
             result = self._in_group(case, backend, devices, limit)
-            if result.pairs:
-                self._store_pairs(case, result.pairs, env, size)
-            if is_pairs(case) and not result.broken and result.outcome.status == ResultStatus.OK:
+            whole = is_pairs(case) and not result.broken and result.outcome.status == ResultStatus.OK
+            if result.pairs:  # the matrix's own result stored too, unless it was measured whole
+                self._store_pairs(case, result.pairs, env, size, measured_whole=whole)
+            if whole:
                 return  # a matrix measured whole: its pairs are its results
             outcome, collective = result.outcome, result.collective or collective
-            if is_pairs(case) and result.broken:
+            if is_pairs(case) and result.broken and result.rounds_done:  # before any round: not in one
                 outcome = replace(outcome, error=matrix_fault(case, size, result.rounds_done, str(outcome.error)))
         self._store(case, outcome, collective, env, size, time.monotonic() - started)
 
@@ -304,10 +305,12 @@ class CollectivePhase:
             self._groups.close(kill=True)
         return result
 
-    def _store_pairs(self, case: Case, pairs: Sequence[PairOutcome], env: Any, size: int) -> None:
+    def _store_pairs(self, case: Case, pairs: Sequence[PairOutcome], env: Any, size: int, *,
+                     measured_whole: bool) -> None:
         """A matrix's pairs, each stored as a result of its own under its pair's case (both ends in its
-        params) and shown as a line of its own."""
-        self.progress.cases_added(LANE, len(pairs) - 1)
+        params) and shown as a line of its own (in place of the matrix's, when it was `measured_whole`;
+        beside it when it broke)."""
+        self.progress.cases_added(LANE, len(pairs) - 1 if measured_whole else len(pairs))
         for pair in pairs:
             self._store(pair_case(case, pair_ends(pair)), pair.outcome, pair.collective, env, size,
                         pair.outcome.elapsed_s)

@@ -257,7 +257,7 @@ def _cases(cases: list[Case], device: Any, control: Any, places: tuple[RankPlace
                 faults.post(case, control.rank, str(reply.error))
             else:
                 status, error = faults.collect(case, str(reply.error))
-                if is_pairs(case):
+                if is_pairs(case) and rounds:  # before any round: not in one
                     error = matrix_fault(case, control.size, len(rounds), error)
                 lead.keep_fault(case, status, error, control.size)
             print(f"rooflab collectives: {case.case_key}: {reply.error}", file=sys.stderr)

@@ -241,7 +241,7 @@ class RankGroup:
             waiting = [r for r in self.ranks if r.rank not in replies]
             now = time.monotonic()
             if now >= deadline:
-                return self._late(key, replies, waiting, now - started)
+                return self._late(key, replies, waiting, now - started, timeout_s)
             for item in wait([x for r in waiting for x in (r.conn, r.process.sentinel)], min(POLL_S, deadline - now)):
                 rank = next((r for r in waiting if item in (r.conn, r.process.sentinel)), None)
                 if rank is None or rank.rank in replies:
@@ -257,7 +257,7 @@ class RankGroup:
                         deadline = min(deadline, time.monotonic() + FAULT_GRACE_S)
                 elif item is rank.process.sentinel or not rank.process.is_alive():
                     return self._fault(CaseOutcome(key, ResultStatus.CRASHED, _died(rank, replies),
-                                                   time.monotonic() - started))
+                                                   time.monotonic() - started), lead_done=0 in replies)
         return self._combined(key, replies, time.monotonic() - started)
 
     def _combined(self, key: str, replies: dict[int, RankReply], elapsed_s: float) -> GroupResult:
@@ -268,21 +268,38 @@ class RankGroup:
         outcome = lead.outcome or CaseOutcome(key, ResultStatus.OK, None, elapsed_s)  # a matrix: its rounds' pairs
         return GroupResult(outcome, lead.collective, broken=False, pairs=self._pairs(), rounds_done=len(self._rounds))
 
-    def _late(self, key: str, replies: dict[int, RankReply], waiting: list[_Rank], elapsed_s: float) -> GroupResult:
+    def _late(self, key: str, replies: dict[int, RankReply], waiting: list[_Rank], elapsed_s: float,
+              limit_s: float) -> GroupResult:
         where = self._stacks(waiting)
         faults = "; ".join(_faults(replies))
         silent = f"no answer from rank(s) {_ranks(r.rank for r in waiting)}"
         if faults:
             text = f"{faults}; {silent} within {FAULT_GRACE_S:g} s after it{where}"
-            return self._fault(CaseOutcome(key, ResultStatus.FAILED, text, elapsed_s))
-        text = f"timed out after {elapsed_s:.1f} s with {silent}{where}; the group was killed"
-        return self._fault(CaseOutcome(key, ResultStatus.CRASHED, text, elapsed_s))
+            return self._fault(CaseOutcome(key, ResultStatus.FAILED, text, elapsed_s), lead_done=True)
+        limit = f"its limit {limit_s:g} s" + (" a round" if self._rounds else "")
+        text = f"timed out after {elapsed_s:.1f} s ({limit}) with {silent}{where}; the group was killed"
+        return self._fault(CaseOutcome(key, ResultStatus.CRASHED, text, elapsed_s), lead_done=True)
 
-    def _fault(self, outcome: CaseOutcome) -> GroupResult:
+    def _fault(self, outcome: CaseOutcome, *, lead_done: bool = True) -> GroupResult:
+        """The group broken with `outcome`, and the rounds rank 0 sent before it. Unless rank 0 is
+        done (`lead_done`: it replied, or the fault is its own or a time limit), it may still be
+        closing a round when another rank dies: its pipe is read until it replies or dies, within
+        FAULT_GRACE_S, so that round is not lost."""
         self.broken = True
-        while self.ranks and (message := _receive(self.ranks[0])) is not None:  # rounds sent before the fault
-            if message[0] == "round":
+        if not self.ranks:
+            return GroupResult(outcome, None, broken=True)
+        lead, until = self.ranks[0], time.monotonic() + (0.0 if lead_done else FAULT_GRACE_S)
+        while True:
+            message = _receive(lead)
+            if message is not None:
+                if message[0] != "round":
+                    break  # its reply: nothing more comes
                 self._rounds.append(message[1])
+                continue
+            left = until - time.monotonic()
+            if left <= 0 or not lead.process.is_alive():
+                break
+            wait([lead.conn, lead.process.sentinel], min(POLL_S, left))
         return GroupResult(outcome, None, broken=True, pairs=self._pairs(), rounds_done=len(self._rounds))
 
     def _pairs(self) -> tuple[PairOutcome, ...]:

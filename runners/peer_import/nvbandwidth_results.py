@@ -185,7 +185,7 @@ def convert_nvbandwidth(output: NvbOutput, source: Source) -> Conversion:
                     item = _cell(output, hosts, matrix, how, cell, value, row.line, source, env.device_fingerprint)
                     (mirrors if how.row_sends is None and cell[0] > cell[1] else results).append((item, env))
     content = digest(Tool.NVBANDWIDTH, output.version, [(m.testcase, m.stream, [r.cells for r in m.rows])
-                                                       for m in output.matrices], source.buffer_bytes)
+                                                       for m in output.matrices], source.buffer_bytes, named)
     conversion.runs = split_runs(results + mirrors, Tool.NVBANDWIDTH, content,
                                  f"imported from {source.name} (nvbandwidth)", "", source.when)
     return conversion

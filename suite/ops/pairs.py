@@ -138,9 +138,21 @@ def matrix_key(case_key: str) -> str | None:
 
 def held_keys(stored: Iterable[str]) -> set[str]:
     """The case keys a run holds, from the keys of its stored results: each result's own, and the
-    matrix case of every pair's result (a matrix is stored as its pairs' results)."""
+    matrix case whose every pair's result is stored (a matrix is stored as its pairs' results; one
+    cut short, a Slurm step killed in its middle, is measured again, its stored pairs kept). A
+    matrix of n ranks has n(n-1)/2 pairs; n is its highest rank + 1, which its first round holds."""
     keys = set(stored)
-    return keys | {m for m in map(matrix_key, keys) if m is not None}
+    pairs: dict[str, set[tuple[int, int]]] = {}
+    for key in keys:
+        found = pair_of_key(key)
+        if found is not None:
+            pairs.setdefault(found[0], set()).add((found[1].a_rank, found[1].b_rank))
+    whole = {m for m, ends in pairs.items() if len(ends) == _pair_count(1 + max(b for _, b in ends))}
+    return keys | whole
+
+
+def _pair_count(ranks: int) -> int:
+    return ranks * (ranks - 1) // 2
 
 
 PAIRS_AT_ONCE = RanksSpec(int, ALL, "pairs measured at once: all (a round-robin round, N/2 pairs) or at most this "

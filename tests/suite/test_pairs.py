@@ -77,9 +77,15 @@ def test_a_pairs_result_carries_both_ends_and_its_key_gives_the_matrix_back() ->
     assert pair_of_key(pair.case_key) == (matrix.case_key, ends)
     assert matrix_key(matrix.case_key) is None  # a matrix's own key names no ends
     assert matrix_key("send_recv.v1:nccl:float32:hot:launch:n=4,ranks=2") is None
-    # what a run holds: its results' own keys, and the matrix of each pair
+    # what a run holds: its results' own keys, and the matrix whose every pair is stored: of four
+    # ranks, six pairs; five of them (a Slurm step killed before its last round) hold no matrix
     other = "all_reduce.v1:gloo:float32:hot:launch:n=4,ranks=2,reduce_op=sum"
-    assert held_keys([pair.case_key, other]) == {pair.case_key, other, matrix.case_key}
+    four = [pair_case(matrix, PairEnds(a_rank=i, a_host="n1", a_device=f"d{i}", b_rank=j, b_host="n1",
+                                       b_device=f"d{j}")).case_key for i in range(4) for j in range(i + 1, 4)]
+    assert held_keys([*four, other]) == {*four, other, matrix.case_key}
+    assert matrix.case_key not in held_keys(four[:-1]) and held_keys(four[:-1]) == set(four[:-1])
+    assert held_keys([*four[:-1], matrix.case_key]) == {*four[:-1], matrix.case_key}  # one that broke: its record
+    assert matrix.case_key not in held_keys([four[2]])  # the pair 0-3 alone: one of six
 
 
 def test_an_ends_words_and_order_are_checked() -> None:

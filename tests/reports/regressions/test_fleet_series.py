@@ -128,10 +128,11 @@ def test_compare_a_device_with_a_sibling_and_with_its_models_median_device(fleet
             else:
                 assert case["baseline_ms"] == pytest.approx(newest[sibling, key]), (seed, case)
             assert case["speedup"] == pytest.approx(case["baseline_ms"] / case["candidate_ms"]), (seed, case)
-            # the standing: slower where the planted figures are clearly apart (the baseline's own offset
-            # may bring them within their intervals: then not significant, never faster)
-            assert case["standing"] == "slower" if case["speedup"] < 0.95 else case["standing"] != "faster", (
-                seed, case)
+            # the standing follows the speedup's interval: slower where it lies below 1 (the baseline's
+            # own offset may bring the two within it: then not significant), never faster
+            high = case["speedup_high"]
+            assert case["standing"] == ("slower" if high < 1 else "not_significant"), (seed, case)
+            assert case["speedup_low"] <= case["speedup"] <= high and case["speedup_low"] < 1, (seed, case)
         if other == "H100":
             assert out["sides"]["baseline"]["by"] == "model" and out["sides"]["baseline"]["devices"] == 8
             assert {cases[k]["baseline_run"] for k in cases} == {f"night-{NIGHTS - 1:02d}-node7"}  # the newest run
