@@ -263,7 +263,8 @@ def bisect_command(
     out: Path | None = typer.Option(None, "--out", help="Write the bisection (steps, figures, the node) as JSON."),
     as_json: bool = JsonOption,
 ) -> None:
-    # pandas and SQLAlchemy, to read each half's figure back: only when a bisection runs
+    # stays here: bisect.py loads pandas and db.query to read each half's figure back (0.63 s), which
+    # `rooflab slurm` and `rooflab nightly`, in this module too, never need
     from rooflab.runners.cluster.bisect import run_bisection
 
     respond(lambda: run_bisection(spec, db=db_url(db), run_id=run_id, ranks_per_node=ranks_per_node, device=device,
