@@ -25,11 +25,14 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    event,
     false,
     text,
 )
+from sqlalchemy.engine import Connection
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from rooflab.db import result_writes
 from rooflab.db.measurement_columns import RecordColumn, record_columns
 from rooflab.db.types import BigIntKey, UTCDateTime
 
@@ -373,3 +376,49 @@ class CounterReading(Base):
     model_bytes_written: Mapped[int | None] = mapped_column(BigInteger)
     caught_write_back_bytes: Mapped[int | None] = mapped_column(BigInteger)
     sweep_own_write_bytes: Mapped[int | None] = mapped_column(BigInteger)
+
+
+class ResultWrite(Base):
+    """One statement that wrote, changed or deleted results of a run, as PostgreSQL's triggers on
+    `measurements` record it (db.result_writes; revision 0013). `writes` counts the statements a
+    compacted row stands for. No foreign key: a deleted run's writes are recorded too."""
+
+    __tablename__ = "result_writes"
+
+    id: Mapped[int] = mapped_column(BigIntKey, primary_key=True)
+    run_id: Mapped[int] = mapped_column(index=True)  # runs.id
+    writes: Mapped[int] = mapped_column(server_default=text("1"))
+
+
+class SeriesStateRun(Base):
+    """A run folded into the per-series state of one kind (db.series_state; revision 0013), with
+    its count of journal writes (result_writes) when it was: the state holds while they agree."""
+
+    __tablename__ = "series_state_runs"
+
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[int] = mapped_column(primary_key=True)  # runs.id (no foreign key: a deletion is seen)
+    writes: Mapped[int]
+
+
+class SeriesState(Base):
+    """The whole-history facts of one series (db.series_facts; revision 0013) over the runs folded
+    in: `series_key` the JSON array of the series' parts and ways (the kind's), the number of runs
+    with an ok result, and the first and last start of those runs."""
+
+    __tablename__ = "series_state"
+    __table_args__ = (UniqueConstraint("kind", "case_id", "series_key", name="uq_series_state_key"),)
+
+    id: Mapped[int] = mapped_column(BigIntKey, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    case_id: Mapped[int]  # cases.id
+    series_key: Mapped[str] = mapped_column(Text)
+    n_ok_runs: Mapped[int]
+    first_ok_start: Mapped[datetime | None]
+    last_ok_start: Mapped[datetime | None]
+
+
+@event.listens_for(Base.metadata, "after_create")
+def _journal_triggers(_target: MetaData, connection: Connection, **_kw: Any) -> None:
+    """A database created from the models gets the journal's triggers as revision 0013 makes them."""
+    result_writes.install(connection)

@@ -15,16 +15,17 @@ from datetime import date, datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Text, case, cast, func, or_, select
+from sqlalchemy import Connection, Text, cast, func, or_, select
 
-from rooflab.db import models
+from rooflab.db import models, series_facts
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JSON_COLUMNS, canonical_json, column_sources, result_select
 from rooflab.db.copy_stream import copied_csv
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db, reading
 from rooflab.db.run_order import run_orders
+from rooflab.db.series_facts import FactKind
+from rooflab.db.series_state import read_facts
 from rooflab.db.timeparse import parse_since
-from rooflab.db.usable import figure_mask
 from rooflab.vocab import ResultStatus, RunStatus
 
 RESULT_COLUMNS: tuple[str, ...] = ALL_COLUMNS + ("run_order",)
@@ -61,12 +62,15 @@ def results(
     device: str | None = None,
     status: str | Sequence[str] | None = None,
     case_key: str | Sequence[str] | None = None,
+    device_key: Sequence[str] | None = None,
     columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per measurement: the export columns (docs/design.md) first, then the extra columns and `run_order`.
 
     `device` matches a fingerprint, a device name or a device UUID; `since` keeps runs started
-    at or after that date (UTC); `status`, `run_id` and `case_key` take one value or several. `columns` (names
+    at or after that date (UTC); `status`, `run_id` and `case_key` take one value or several;
+    `device_key` keeps the results of those physical devices (a GPU's UUID; a device without one is
+    keyed by its fingerprint), through the device's index. `columns` (names
     of RESULT_COLUMNS) reads only those columns, in that order, with the same values and types as
     the full frame has in them: much less to read and convert when a report needs a few columns.
     """
@@ -93,6 +97,8 @@ def results(
         query = query.where(models.Measurement.status.in_(_as_list(status)))
     if case_key is not None:
         query = query.where(models.Case.case_key.in_(_as_list(case_key)))
+    if device_key is not None:
+        query = query.where(models.Measurement.device_key.in_(list(device_key)))
     with _connect(url) as engine, engine.connect() as conn:
         orders = run_orders(conn) if "run_order" in names else {}
         copied = _copied_lists(conn, query, [COLUMN_KINDS[n].kind for n in own] + ["int"] * len(keys))
@@ -258,59 +264,29 @@ def run_ids(url: Db) -> list[str]:
     return list(_fetch_all_scalars(url, select(models.Run.run_id).order_by(models.Run.started_at, models.Run.run_id)))
 
 
-# the columns that name a series within its case, as the reads below group by them: by model the
-# device fingerprint; by device (`per_device`) the parts reports.data.devices makes its device key of
-# (the UUID; the host and device name of a device without one) and the tool that measured it
-MODEL_SERIES_PARTS = ("device_fingerprint",)
-DEVICE_SERIES_PARTS = ("device_uuid", "host", "device_name", "tool")
-
-
 def series_parts(per_device: bool) -> tuple[str, ...]:
-    return DEVICE_SERIES_PARTS if per_device else MODEL_SERIES_PARTS
-
-
-def _series_columns(per_device: bool) -> tuple[Any, ...]:
-    """The SQL expressions of `series_parts(per_device)` (the host only of a device without a UUID:
-    a GPU keeps its series whichever node started the run it was measured in)."""
-    r, e, m = models.Run, models.Environment, models.Measurement
-    if not per_device:
-        return (e.device_fingerprint,)
-    no_uuid = or_(m.device_uuid.is_(None), m.device_uuid == "")
-    tool = m.__table__.c.tool  # a column of the record the model class does not name (db/models.py)
-    return (m.device_uuid, case((no_uuid, r.host)).label("host"), e.device_name, tool)
-
-
-def _joined_measurements(*columns: Any) -> Any:
-    r, c, e, m = models.Run, models.Case, models.Environment, models.Measurement
-    return (select(*columns).select_from(m).join(r, r.id == m.run_id).join(c, c.id == m.case_id)
-            .join(e, e.id == m.environment_id))
+    """The columns that name a series within its case (db.series_facts): by model the device
+    fingerprint; by device the parts of its device key and the tool that measured it."""
+    return series_facts.series_parts(per_device)
 
 
 def series_summary(url: Db, *, per_device: bool = False) -> pd.DataFrame:
     """One row per series (case_key and the series' parts, `series_parts(per_device)`) that has any
     result: `n_ok_runs`, the runs in which it has an ok result with a positive median, and
-    `first_ok_run`, the earliest of those runs in run order (None without one). One pass over the
-    measurements, no row per result."""
-    r, c, m = models.Run, models.Case, models.Measurement
-    ok = figure_mask(m.status == ResultStatus.OK, m.median_ms)
-    group = (c.case_key, *_series_columns(per_device))
-    query = (_joined_measurements(*group, func.count(func.distinct(case((ok, m.run_id)))).label("n_ok_runs"),
-                                  func.min(case((ok, r.started_at))).label("first_ok_start"))
-             .group_by(*group).order_by(*group))
-    with _connect(url) as engine, engine.connect() as conn:
-        rows = conn.execute(query).all()
-        run_starts = conn.execute(select(r.run_id, r.started_at).order_by(r.started_at, r.run_id)).all()
-        by_start: dict[Any, list[str]] = {}
-        for run_id_, started in run_starts:
-            by_start.setdefault(started, []).append(run_id_)
-        # runs that started at the same instant: the earliest of them in run order that holds an ok result
-        tied = sorted({row[-1] for row in rows if row[-1] is not None and len(by_start[row[-1]]) > 1})
-        ok_in_tied: set[tuple[Any, ...]] = set()
-        for started in tied:
-            ok_in_tied |= {tuple(x) for x in conn.execute(
-                _joined_measurements(*group, r.run_id).distinct().where(ok, r.started_at == started))}
+    `first_ok_run`, the earliest of those runs in run order (None without one). No row per result
+    is read (db.series_state.read_facts: on PostgreSQL the state kept between nights)."""
+    kind = FactKind.SUMMARY_BY_DEVICE if per_device else FactKind.SUMMARY_BY_MODEL
+    rows, run_starts = read_facts(url, kind)
+    by_start = _runs_by_start(run_starts)
+    # runs that started at the same instant: the earliest of them in run order that holds an ok result
+    tied = sorted({row[-2] for row in rows if row[-2] is not None and len(by_start[row[-2]]) > 1})
+    ok_in_tied: set[tuple[str | None, ...]] = set()
+    if tied:
+        with _connect(url) as engine, engine.connect() as conn:
+            for started in tied:
+                ok_in_tied |= series_facts.ok_runs_started_at(conn, per_device, started)
     out = []
-    for *key, n_ok, started in rows:
+    for *key, n_ok, started, _last in rows:
         first = None
         if started is not None:
             candidates = by_start[started]
@@ -320,6 +296,14 @@ def series_summary(url: Db, *, per_device: bool = False) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_key", *series_parts(per_device), "n_ok_runs", "first_ok_run"])
 
 
+def _runs_by_start(run_starts: Iterable[tuple[str, Any]]) -> dict[Any, list[str]]:
+    """Run ids by their start, each list in run order."""
+    by_start: dict[Any, list[str]] = {}
+    for run_id_, started in run_starts:
+        by_start.setdefault(started, []).append(run_id_)
+    return by_start
+
+
 def series_method_spans(url: Db, *, per_device: bool = False) -> pd.DataFrame:
     """One row per series (case_key and `series_parts(per_device)`) and way of measuring it
     (flush_method, pace, both recorded) that has an ok result with a positive median: the start
@@ -327,32 +311,22 @@ def series_method_spans(url: Db, *, per_device: bool = False) -> pd.DataFrame:
     `first_ok_run`, that earliest run (None when another run started at the same instant: run
     order alone does not tell which came first among their ok results). Results that do not record
     their way (stored before the columns existed) are left out: they belong to whichever way
-    follows them. One grouped pass over the measurements."""
-    m = models.Measurement
-    return _spans(url, per_device, (m.flush_method, m.pace), (m.flush_method.is_not(None), m.pace.is_not(None)))
+    follows them. No row per result is read (as series_summary)."""
+    return _spans(url, FactKind.METHODS_BY_DEVICE if per_device else FactKind.METHODS_BY_MODEL)
 
 
 def series_fingerprint_spans(url: Db) -> pd.DataFrame:
     """series_method_spans by device, with the device fingerprint as the way: where each environment
     of a device's series (a driver, CUDA or torch change) starts and ends among its ok results."""
-    return _spans(url, True, (models.Environment.device_fingerprint,), ())
+    return _spans(url, FactKind.ENVIRONMENTS)
 
 
-def _spans(url: Db, per_device: bool, ways: tuple[Any, ...], where: tuple[Any, ...]) -> pd.DataFrame:
-    r, c, m = models.Run, models.Case, models.Measurement
-    group = (c.case_key, *_series_columns(per_device), *ways)
-    query = (_joined_measurements(*group, func.min(r.started_at).label("first_ok_start"),
-                                  func.max(r.started_at).label("last_ok_start"))
-             .where(figure_mask(m.status == ResultStatus.OK, m.median_ms), *where)
-             .group_by(*group).order_by(*group[:-len(ways)]))
-    with _connect(url) as engine, engine.connect() as conn:
-        rows = conn.execute(query).all()
-        by_start: dict[Any, list[str]] = {}
-        for run_id_, started in conn.execute(select(r.run_id, r.started_at)).all():
-            by_start.setdefault(started, []).append(run_id_)
+def _spans(url: Db, kind: FactKind) -> pd.DataFrame:
+    rows, run_starts = read_facts(url, kind)
+    by_start = _runs_by_start(run_starts)
     out = [(*head, first, last, by_start[first][0] if len(by_start[first]) == 1 else None)
-           for *head, first, last in rows]
-    names = ["case_key", *series_parts(per_device), *(w.key for w in ways)]
+           for *head, _n, first, last in rows]
+    names = ["case_key", *series_facts.SHAPES[kind].key_names]
     return pd.DataFrame(out, columns=[*names, "first_ok_start", "last_ok_start", "first_ok_run"])
 
 

@@ -6,7 +6,7 @@ is the check as `rooflab regressions` asks it of a database (none while nothing 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -16,7 +16,7 @@ import pandas as pd
 
 from rooflab.db import query, series_query
 from rooflab.db.handle import Db
-from rooflab.reports.data.devices import series_ids
+from rooflab.reports.data.devices import HOST_SEPARATOR, TOOL_SEPARATOR, series_ids
 from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.regressions.gate import CHANGE_HISTORY, Point, SeriesVerdict, window_suffices
 from rooflab.reports.regressions.link_check import link_checked
@@ -194,13 +194,29 @@ class DatabaseSource:
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
         cases = sorted({k for k, _ in keys})
+        # by device, the GPUs' own results (their index), unless a device without a UUID is among them
+        gpus = uuid_keys(f for _, f in keys) if self._per_device else None
         parts = []
         for i in range(0, len(cases), SERIES_PART_CASES):  # a few cases' whole history at a time, kept
-            history = query.results(self.url, case_key=cases[i:i + SERIES_PART_CASES], columns=DETECT_COLUMNS)
+            history = query.results(self.url, case_key=cases[i:i + SERIES_PART_CASES], device_key=gpus,
+                                    columns=DETECT_COLUMNS)
             ids = series_ids(history, self.by)
             parts.append(history[[(k, f) in keys for k, f in zip(history["case_key"].astype(str), ids, strict=True)]])
         return pd.concat(parts, ignore_index=True) if parts else query.results(self.url, case_key=[],
                                                                                  columns=DETECT_COLUMNS)
+
+
+def uuid_keys(series: Iterable[str]) -> list[str] | None:
+    """The device UUIDs (the stored device keys) of by-device series ids (reports.data.devices.series_id:
+    a device key, behind a tool's name for another tool's series), or None when one of them is a
+    device without a UUID (keyed by host and name, which the stored key does not hold)."""
+    out = set()
+    for sid in series:
+        key = sid.split(TOOL_SEPARATOR, 1)[1] if TOOL_SEPARATOR in sid else sid
+        if HOST_SEPARATOR in key:
+            return None
+        out.add(key)
+    return sorted(out)
 
 
 def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,

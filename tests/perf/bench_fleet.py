@@ -258,10 +258,35 @@ def database_bytes(url: str) -> int:
     return int(sql(url, "SELECT pg_database_size(current_database())"))
 
 
+# the per-series state as the check of the night before left it (db.series_state): every run folded in
+# but those of the newest LIVE_WINDOW and one day more, which tonight's check folds as a night's does
+STATE_SCRIPT = """
+import sys
+from datetime import timedelta
+from rooflab.db.handle import reading
+from rooflab.db.series_facts import FactKind
+from rooflab.db.series_state import LIVE_WINDOW, fold
+with reading(sys.argv[1]) as engine:
+    for kind in (FactKind.SUMMARY_BY_DEVICE, FactKind.METHODS_BY_DEVICE, FactKind.ENVIRONMENTS):
+        print(kind, fold(engine, kind, live_window=LIVE_WINDOW + timedelta(days=1)))
+"""
+
+
+def state_of_the_night_before(url: str, args: argparse.Namespace) -> Watched:
+    """The per-series state folded as the night before's check left it (untimed in the table: a
+    database upgraded to it pays this once, in its first check)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", STATE_SCRIPT, url], cwd=ROOT)
+    return watch([proc], started, args.max_mb, args.step_timeout)
+
+
 def run_steps(url: str, year: FleetYear, args: argparse.Namespace, workdir: Path) -> dict[str, Step]:
     """The steps asked for, in the table's order; the night after the year is gone again after them."""
     steps: dict[str, Step] = {}
     for name in args.steps:
+        if name in ("regressions", "report") and not any(s in steps for s in ("regressions", "report")):
+            folded = state_of_the_night_before(url, args)
+            print(f"  the state of the night before: {folded.seconds:.1f} s, {folded.peak_mb:,.0f} MB", flush=True)
         print(f"  {name} ...", flush=True)
         if name == "import_night" and "ingest_night" not in steps:
             ingest_night(url, year, args, workdir)  # the night to export and import
