@@ -141,15 +141,14 @@ def _fold_in(conn: Connection, kind: FactKind, live_window: timedelta) -> int:
     s, sr, w = models.SeriesState, models.SeriesStateRun, models.ResultWrite
     settled = settled_runs(conn, live_window)
     folded = _folded(conn, kind)
-    writes = _writes(conn)
-    if folded and not (folded.keys() <= set(settled)
-                       and all(writes.get(run, 0) == n for run, n in folded.items())):
+    if folded and _holding(conn, kind) is None:
         conn.execute(delete(s).where(s.kind == str(kind)))  # no longer holds: built again from the start
         conn.execute(delete(sr).where(sr.kind == str(kind)))
         folded = {}
     todo = [run for run in settled if run not in folded]
     if not todo:
         return 0
+    writes = _writes(conn, todo)
     insert = pg_insert(s).from_select(list(STATE_COLUMNS), grouped(kind, todo, key_text=True))
     conn.execute(insert.on_conflict_do_update(constraint="uq_series_state_key", set_={
         "n_ok_runs": s.n_ok_runs + insert.excluded.n_ok_runs,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 from collections.abc import Iterator
 from typing import Any
 
@@ -192,3 +193,14 @@ def test_the_journal_triggers_come_with_a_new_database_and_with_the_upgrade():
             command.upgrade(alembic_config(conn), "head")
         engine.dispose()
         assert sorted(t for (t,) in _sql(url, triggers)) == sorted(TRIGGER_NAMES)
+
+
+def test_runs_folded_under_a_shorter_live_window_keep_the_state(url):
+    """A state that holds runs newer than the settled ones (folded with a shorter window, or the window
+    changed since) still holds: nothing is built again, and the live runs are the ones it lacks."""
+    kind = FactKind.ENVIRONMENTS
+    with reading(url) as engine:
+        assert fold(engine, kind, live_window=timedelta(0)) == NIGHTS  # all but the newest run
+        assert fold(engine, kind) == 0
+    assert _folded(url, kind) == NIGHTS
+    assert _facts(url, kind) == _every_result(url, kind)
