@@ -6,7 +6,7 @@ is the check as `rooflab regressions` asks it of a database (none while nothing 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
@@ -193,30 +193,39 @@ class DatabaseSource:
         return query.device_hosts(self.url, runs) if self._per_device else {}
 
     def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
-        cases = sorted({k for k, _ in keys})
-        # by device, the GPUs' own results (their index), unless a device without a UUID is among them
-        gpus = uuid_keys(f for _, f in keys) if self._per_device else None
         parts = []
-        for i in range(0, len(cases), SERIES_PART_CASES):  # a few cases' whole history at a time, kept
-            history = query.results(self.url, case_key=cases[i:i + SERIES_PART_CASES], device_key=gpus,
-                                    columns=DETECT_COLUMNS)
-            ids = series_ids(history, self.by)
-            parts.append(history[[(k, f) in keys for k, f in zip(history["case_key"].astype(str), ids, strict=True)]])
+        for cases, gpus in self._reads(keys):
+            for i in range(0, len(cases), SERIES_PART_CASES):  # a few cases' whole history at a time, kept
+                history = query.results(self.url, case_key=cases[i:i + SERIES_PART_CASES], device_key=gpus,
+                                        columns=DETECT_COLUMNS)
+                ids = series_ids(history, self.by)
+                parts.append(history[[(k, f) in keys
+                                      for k, f in zip(history["case_key"].astype(str), ids, strict=True)]])
         return pd.concat(parts, ignore_index=True) if parts else query.results(self.url, case_key=[],
                                                                                  columns=DETECT_COLUMNS)
 
+    def _reads(self, keys: set[tuple[str, str]]) -> list[tuple[list[str], list[str] | None]]:
+        """The reads that hold the series `keys`, as (case keys, device keys or None): by device each
+        GPU's own cases (through the device's index: a fleet's flagged series are a few of each case's
+        64); by model, or with a device without a UUID among them, the cases whole."""
+        if self._per_device:
+            by_gpu: dict[str, set[str]] = {}
+            for case_key, sid in keys:
+                gpu = device_uuid_of(sid)
+                if gpu is None:
+                    break
+                by_gpu.setdefault(gpu, set()).add(case_key)
+            else:
+                return [(sorted(cases), [gpu]) for gpu, cases in sorted(by_gpu.items())]
+        return [(sorted({k for k, _ in keys}), None)]
 
-def uuid_keys(series: Iterable[str]) -> list[str] | None:
-    """The device UUIDs (the stored device keys) of by-device series ids (reports.data.devices.series_id:
-    a device key, behind a tool's name for another tool's series), or None when one of them is a
-    device without a UUID (keyed by host and name, which the stored key does not hold)."""
-    out = set()
-    for sid in series:
-        key = sid.split(TOOL_SEPARATOR, 1)[1] if TOOL_SEPARATOR in sid else sid
-        if HOST_SEPARATOR in key:
-            return None
-        out.add(key)
-    return sorted(out)
+
+def device_uuid_of(series: str) -> str | None:
+    """The device UUID (the stored device key) of a by-device series id (reports.data.devices.series_id:
+    a device key, behind a tool's name for another tool's series); None for a device without a UUID
+    (keyed by host and name, which the stored key does not hold)."""
+    key = series.split(TOOL_SEPARATOR, 1)[1] if TOOL_SEPARATOR in series else series
+    return None if HOST_SEPARATOR in key else key
 
 
 def detect_in_database(url: Db, window: int = WINDOW, z_threshold: float = Z_THRESHOLD, min_change: float = MIN_CHANGE,
