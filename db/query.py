@@ -15,7 +15,7 @@ from datetime import date, datetime
 from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection, Text, cast, func, or_, select
+from sqlalchemy import Connection, Text, cast, func, or_, select, text
 
 from rooflab.db import models, series_facts
 from rooflab.db.columns import ALL_COLUMNS, COLUMN_KINDS, JSON_COLUMNS, canonical_json, column_sources, result_select
@@ -351,6 +351,21 @@ def device_hosts(url: Db, run_ids: Sequence[str]) -> dict[str, str]:
             named = info.get("host") if isinstance(info, dict) else None
             out[str(uuid)] = str(named or host)
     return out
+
+
+def result_estimate(url: Db) -> int:
+    """About how many results the database holds, at once: on PostgreSQL the larger of the planner's
+    estimate (ANALYZE's) and the statistics' live rows (kept as rows are written; a count where
+    neither is known yet), on SQLite a count."""
+    m = models.Measurement
+    with _connect(url) as engine, engine.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            estimate = conn.execute(text(
+                "SELECT greatest(c.reltuples, coalesce(s.n_live_tup, 0)) FROM pg_class c LEFT JOIN "
+                "pg_stat_user_tables s ON s.relid = c.oid WHERE c.oid = 'measurements'::regclass")).scalar()
+            if estimate is not None and estimate > 0:
+                return int(estimate)
+        return int(conn.execute(select(func.count()).select_from(m)).scalar_one())
 
 
 def result_devices(url: Db) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from typing import Any
 
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db
+from rooflab.db.query import result_devices, result_estimate
 from rooflab.db.series_query import history_columns
 from rooflab.db.timeparse import Since
 from rooflab.reports.allocator import keep_mmap_threshold
@@ -19,14 +20,19 @@ from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.data.run_counts import counts_from_history
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.pages.history_page import HistoryPage, history_pages, write_history_site
+from rooflab.reports.pages.series_index import write_series_index
 from rooflab.reports.pages.slugs import slug
 from rooflab.reports.regressions.columns_source import ReadSource
-from rooflab.reports.regressions.database_check import DatabaseSource, detect_with
+from rooflab.reports.regressions.database_check import DatabaseSource, detect_in_database, detect_with
 from rooflab.reports.regressions.gate import SeriesVerdict
-from rooflab.reports.regressions.history_points import HistoryData, series_points
+from rooflab.reports.regressions.history_points import HistoryData, history_of_frame, series_points
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.roofs.shown_runs import choose_runs
 from rooflab.suite.child import ChildCall
+
+# above this many results the history pages draw the flagged series and series.html lists every one
+# (judge_fleet_history): a fleet of 64 GPUs passes it in about 80 nights, a device's year (2.2 M) never does
+FLEET_RESULTS = 10_000_000
 
 
 def for_report(verdicts: list[SeriesVerdict]) -> list[SeriesVerdict]:
@@ -48,6 +54,8 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
     which decide whether its pages link a comparison)."""
     if nothing_stored(url):
         return [], []
+    if result_estimate(url) > FLEET_RESULTS:
+        return judge_fleet_history(url, options, out_dir=out_dir)
     columns = history_columns(url)
     if len(columns) == 0:
         return [], []
@@ -62,6 +70,26 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
         return verdicts, history_pages(tables, points, verdicts, slug=slug)
     return verdicts, write_history_site(out_dir, HistoryData(tables, points), verdicts, slug,
                                         has_compare=has_compare)
+
+
+def judge_fleet_history(url: Db, options: RegressionOptions = RegressionOptions(), *,
+                        out_dir: Path | None = None) -> tuple[list[SeriesVerdict], list[HistoryPage]]:
+    """judge_history for a fleet's history (more than FLEET_RESULTS results), which no page can draw
+    whole and no process should read whole: the verdicts from the newest runs and the per-series
+    state (database_check.detect_in_database), the history pages of the flagged series only (their
+    whole history read again through their GPUs' index), and with `out_dir` the index of every
+    series (series.html, reports.pages.series_index)."""
+    verdicts = detect_in_database(url, **options.as_kwargs())
+    flagged = [v for v in verdicts if v.flagged]
+    frame = DatabaseSource(url, options.by).series({v.key for v in flagged}, columns=None) if flagged else None
+    history = history_of_frame(frame, options.by) if frame is not None and len(frame) else None
+    if out_dir is None:
+        pages = history_pages(history.tables, history.points, flagged, slug=slug) if history is not None else []
+        return for_report(verdicts), pages
+    has_compare = result_devices(url)["device_name"].nunique() >= 2
+    pages = write_history_site(out_dir, history, flagged, slug, has_compare=has_compare, listed=len(verdicts))
+    write_series_index(out_dir, verdicts, has_compare=has_compare)
+    return for_report(verdicts), pages
 
 
 def _history_for_report(url: str, options: RegressionOptions, out_dir: Path | None, runs: Sequence[str] | None,

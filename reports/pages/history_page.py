@@ -223,10 +223,11 @@ def history_site(env: Any, history: Any, verdicts: Iterable[Any], slug: Callable
     out: dict[str, str] = {}
     for page in pages:
         out[page.file] = env.get_template("history.html").render(
-            title=f"rooflab: {page_title(page)}", page=page, page_points=page_points, has_compare=has_compare)
+            title=f"rooflab: {page_title(page)}", page=page, page_points=page_points, has_compare=has_compare,
+            listed=None)
     if len(pages) != 1:
         out["history.html"] = env.get_template("history_index.html").render(
-            title="rooflab: history", pages=pages, page_points=page_points, has_compare=has_compare)
+            title="rooflab: history", pages=pages, page_points=page_points, has_compare=has_compare, listed=None)
     return out
 
 
@@ -235,20 +236,22 @@ def page_title(page: HistoryPage) -> str:
 
 
 def write_history_site(out_dir: Path, history: Any, verdicts: Iterable[Any], slug: Callable[[str], str], *,
-                       has_compare: bool = False, page_points: int = PAGE_POINTS) -> list[HistoryPage]:
+                       has_compare: bool = False, page_points: int = PAGE_POINTS,
+                       listed: int | None = None) -> list[HistoryPage]:
     """Write the history pages of `history` (reports.regressions.history_points.HistoryData) into `out_dir`, one page
-    built and written at a time; the pages come back without their data."""
+    built and written at a time; the pages come back without their data. `listed`: the pages draw the
+    flagged series of a fleet's history only, and series.html lists all `listed` series."""
     env, written = environment(), []
     verdicts = list(verdicts)
     pages = ([] if history is None or history.points.n_series == 0
              else iter_history_pages(history.tables, history.points, verdicts, slug=slug, page_points=page_points))
     for page in pages:
         html = env.get_template("history.html").render(title=f"rooflab: {page_title(page)}", page=page,
-                                                       page_points=page_points, has_compare=has_compare)
+                                                       page_points=page_points, has_compare=has_compare, listed=listed)
         (out_dir / page.file).write_text(html, encoding="utf-8")
         written.append(replace(page, data_json=""))
     if len(written) != 1:
         (out_dir / "history.html").write_text(env.get_template("history_index.html").render(
-            title="rooflab: history", pages=written, page_points=page_points, has_compare=has_compare),
-            encoding="utf-8")
+            title="rooflab: history", pages=written, page_points=page_points, has_compare=has_compare,
+            listed=listed), encoding="utf-8")
     return written

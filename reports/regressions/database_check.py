@@ -192,17 +192,18 @@ class DatabaseSource:
     def device_hosts(self, runs: list[str]) -> dict[str, str]:
         return query.device_hosts(self.url, runs) if self._per_device else {}
 
-    def series(self, keys: set[tuple[str, str]]) -> pd.DataFrame:
+    def series(self, keys: set[tuple[str, str]], columns: Sequence[str] | None = DETECT_COLUMNS) -> pd.DataFrame:
+        """The `columns` (default DETECT_COLUMNS; None: every column) of every result of the series `keys`."""
         parts = []
         for cases, gpus in self._reads(keys):
             for i in range(0, len(cases), SERIES_PART_CASES):  # a few cases' whole history at a time, kept
                 history = query.results(self.url, case_key=cases[i:i + SERIES_PART_CASES], device_key=gpus,
-                                        columns=DETECT_COLUMNS)
+                                        columns=columns)
                 ids = series_ids(history, self.by)
                 parts.append(history[[(k, f) in keys
                                       for k, f in zip(history["case_key"].astype(str), ids, strict=True)]])
         return pd.concat(parts, ignore_index=True) if parts else query.results(self.url, case_key=[],
-                                                                                 columns=DETECT_COLUMNS)
+                                                                                 columns=columns)
 
     def _reads(self, keys: set[tuple[str, str]]) -> list[tuple[list[str], list[str] | None]]:
         """The reads that hold the series `keys`, as (case keys, device keys or None): by device each

@@ -15,7 +15,7 @@ import pytest
 from alembic import command
 from sqlalchemy import create_engine, select, text
 
-from rooflab.db import models, series_state
+from rooflab.db import models, query, series_state
 from rooflab.db.handle import reading
 from rooflab.db.result_writes import TRIGGER_NAMES
 from rooflab.db.schema import alembic_config
@@ -204,3 +204,15 @@ def test_runs_folded_under_a_shorter_live_window_keep_the_state(url):
         assert fold(engine, kind) == 0
     assert _folded(url, kind) == NIGHTS
     assert _facts(url, kind) == _every_result(url, kind)
+
+
+def test_the_result_estimate_sees_a_new_database_and_an_empty_one(url, tmp_path):
+    """What the report's choice of a fleet's history reads (query.result_estimate): never 0 for a
+    database with results, whatever the planner's statistics say yet; exact on SQLite."""
+    stored = _sql(url, "SELECT count(*) FROM measurements")[0][0]
+    assert stored > 0 and query.result_estimate(url) >= stored // 2
+    _sql(url, "ANALYZE measurements")
+    assert query.result_estimate(url) == stored
+    sqlite = f"sqlite:///{tmp_path / 'r.db'}"
+    write_db(sqlite, _rows(range(1, 4), seed=3))
+    assert query.result_estimate(sqlite) == 3 * 8
