@@ -398,13 +398,6 @@ def runs(url: Db) -> pd.DataFrame:
     return frame
 
 
-def result_count(url: Db, run_ids: Sequence[str]) -> int:
-    """How many results the runs `run_ids` hold."""
-    r, m = models.Run, models.Measurement
-    query = select(func.count()).select_from(m).join(r, r.id == m.run_id).where(r.run_id.in_(list(run_ids)))
-    return int(_fetch_all_scalars(url, query)[0])
-
-
 def result_counts(url: Db) -> pd.DataFrame:
     """How many results each run has, per device, op and status: one grouped query, so that a
     report can choose which runs to read (and list every run) without reading the results.

@@ -147,7 +147,8 @@ def _dimension_frames(conn: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFra
     return runs, envs, _case_frame(conn)
 
 
-def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False) -> HistoryColumns:
+def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False,
+                    runs: Sequence[str] | None = None) -> HistoryColumns:
     """Every measurement's case, environment, run, median, p10, p90, CI, throttled flag, status,
     quality, stop reason, flush method, pace, collective mode, device UUID and tool (the strings as
     codes), read in partitions straight
@@ -155,16 +156,24 @@ def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False) 
     the case, environment, run, status and whether the median is positive (median_ms 1.0 where it
     is, NaN elsewhere; the other columns are left empty): what the run counts and the comparison's
     pairing need; with `devices`, the device UUID and tool too (which physical device each result
-    is: a comparison whose side names one)."""
+    is: a comparison whose side names one). `runs`: the results of those runs only (run ids; each run's
+    results lie together, so they are read in the table's order, not a case at a time); the run,
+    environment and case tables stay whole."""
     m = models.Measurement
     numbers = [f for f in NUMBERS if not keys_only or f[0] in KEYS]
     coded = [name for name in CODED if not keys_only or name in KEYS or (devices and name in DEVICE_KEYS)]
     with reading(url) as engine:
         with engine.connect() as conn:
-            runs, envs, cases = _dimension_frames(conn)
+            run_frame, envs, cases = _dimension_frames(conn)
+            picked = [int(pk) for pk in run_frame.loc[run_frame["run_id"].isin(list(runs or ())), "run_pk"]]
+            # the range as well as the list: from a list alone PostgreSQL's planner does not see that
+            # the newest runs' results lie together at the table's end, and reads it whole
+            chosen = ((m.run_id.in_(picked), m.run_id.between(min(picked, default=0), max(picked, default=0)))
+                      if runs is not None else ())
             found = [n for n in coded if n != "status"]
-            distinct = conn.execute(select(*(getattr(m, n) for n in found)).distinct()).all() if found else []
-            total = conn.execute(select(func.count()).select_from(m)).scalar_one()
+            distinct = (conn.execute(select(*(getattr(m, n) for n in found)).where(*chosen).distinct()).all()
+                        if found else [])
+            total = conn.execute(select(func.count()).select_from(m).where(*chosen)).scalar_one()
         values = {name: tuple(sorted({row[i] for row in distinct if row[i] is not None}))
                   for i, name in enumerate(found)}
         values["status"] = tuple(sorted(str(s) for s in ResultStatus))
@@ -172,9 +181,9 @@ def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False) 
         # integer is one shared object, a float a new one per row
         read_as = {"median_ms": case((m.median_ms > 0, 1))} if keys_only else {}
         query = select(*(read_as.get(column, getattr(m, column)) for _, column, _ in numbers),
-                       *(_coded(getattr(m, name), values[name]) for name in coded))
+                       *(_coded(getattr(m, name), values[name]) for name in coded)).where(*chosen)
         statement = str(query.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
-        pks = runs["run_pk"].to_numpy(dtype=np.int64)
+        pks = run_frame["run_pk"].to_numpy(dtype=np.int64)
         lut = np.full(int(pks.max()) + 1 if len(pks) else 1, -1, dtype=np.int32)
         lut[pks] = np.arange(len(pks), dtype=np.int32)
         kinds = [kind for _, _, kind in numbers] + [CODE_TYPES.get(name, np.int16) for name in coded]
@@ -188,7 +197,7 @@ def history_columns(url: Db, *, keys_only: bool = False, devices: bool = False) 
         **{name: field(name, kind or np.int32) for name, _, kind in NUMBERS},
         codes={name: field(name, CODE_TYPES.get(name, np.int16)) for name in CODED},
         values={n: values.get(n, ()) for n in CODED},
-        runs=runs.drop(columns="run_pk"), environments=envs, cases=cases,
+        runs=run_frame.drop(columns="run_pk"), environments=envs, cases=cases,
     )
 
 

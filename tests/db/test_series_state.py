@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
