@@ -279,26 +279,27 @@ def series_summary(url: Db, *, per_device: bool = False) -> pd.DataFrame:
     rows, run_starts = read_facts(url, kind)
     by_start = _runs_by_start(run_starts)
     # runs that started at the same instant: the earliest of them in run order that holds an ok result
-    tied = sorted({row[-2] for row in rows if row[-2] is not None and len(by_start[row[-2]]) > 1})
+    tied = sorted({row.first_ok_start for row in rows
+                   if row.first_ok_start is not None and len(by_start[row.first_ok_start]) > 1})
     ok_in_tied: set[tuple[str | None, ...]] = set()
     if tied:
         with _connect(url) as engine, engine.connect() as conn:
             for started in tied:
                 ok_in_tied |= series_facts.ok_runs_started_at(conn, per_device, started)
     out = []
-    for *key, n_ok, started, _last in rows:
+    for row in rows:
         first = None
-        if started is not None:
-            candidates = by_start[started]
+        if row.first_ok_start is not None:
+            candidates = by_start[row.first_ok_start]
             first = candidates[0] if len(candidates) == 1 else next(
-                run for run in candidates if (*key, run) in ok_in_tied)
-        out.append((*key, int(n_ok), first))
+                run for run in candidates if (row.case_key, *row.key, run) in ok_in_tied)
+        out.append((row.case_key, *row.key, row.n_ok_runs, first))
     return pd.DataFrame(out, columns=["case_key", *series_parts(per_device), "n_ok_runs", "first_ok_run"])
 
 
-def _runs_by_start(run_starts: Iterable[tuple[str, Any]]) -> dict[Any, list[str]]:
+def _runs_by_start(run_starts: Iterable[tuple[str, datetime]]) -> dict[datetime | None, list[str]]:
     """Run ids by their start, each list in run order."""
-    by_start: dict[Any, list[str]] = {}
+    by_start: dict[datetime | None, list[str]] = {}
     for run_id_, started in run_starts:
         by_start.setdefault(started, []).append(run_id_)
     return by_start
@@ -324,8 +325,14 @@ def series_fingerprint_spans(url: Db) -> pd.DataFrame:
 def _spans(url: Db, kind: FactKind) -> pd.DataFrame:
     rows, run_starts = read_facts(url, kind)
     by_start = _runs_by_start(run_starts)
-    out = [(*head, first, last, by_start[first][0] if len(by_start[first]) == 1 else None)
-           for *head, _n, first, last in rows]
+
+    def run_of(started: datetime | None) -> str | None:
+        """The run that started at `started`, where no other run started with it."""
+        runs = by_start.get(started, [])
+        return runs[0] if len(runs) == 1 else None
+
+    out = [(row.case_key, *row.key, row.first_ok_start, row.last_ok_start,
+            run_of(row.first_ok_start)) for row in rows]
     names = ["case_key", *series_facts.SHAPES[kind].key_names]
     return pd.DataFrame(out, columns=[*names, "first_ok_start", "last_ok_start", "first_ok_run"])
 

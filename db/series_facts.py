@@ -78,6 +78,17 @@ FactKey = tuple[int, tuple[str | None, ...]]
 FactValue = tuple[int, datetime | None, datetime | None]
 
 
+@dataclass(frozen=True)
+class FactRow:
+    """The facts of one series (and, for spans, one way) over every run."""
+
+    case_key: str
+    key: tuple[str | None, ...]  # the kind's key_names: the series' parts, then its ways
+    n_ok_runs: int
+    first_ok_start: datetime | None
+    last_ok_start: datetime | None
+
+
 def series_parts(per_device: bool) -> tuple[str, ...]:
     return DEVICE_SERIES_PARTS if per_device else MODEL_SERIES_PARTS
 

@@ -30,7 +30,7 @@ from sqlalchemy.exc import DBAPIError
 
 from rooflab.db import models
 from rooflab.db.handle import Db, reading
-from rooflab.db.series_facts import SHAPES, FactKey, FactKind, FactValue, fact_rows, grouped, merged
+from rooflab.db.series_facts import FactKey, FactKind, FactRow, FactValue, fact_rows, grouped, merged
 
 LIVE_WINDOW = timedelta(days=2)  # runs started this close to the newest one are read live, never folded
 LOCK_KEY = 0x726F_6F66  # the advisory lock of a fold ("roof")
@@ -39,10 +39,10 @@ STATE_COLUMNS = ("kind", "case_id", "series_key", "n_ok_runs", "first_ok_start",
 log = logging.getLogger(__name__)
 
 
-def read_facts(url: Db, kind: FactKind) -> tuple[list[tuple[object, ...]], list[tuple[str, datetime]]]:
-    """(the facts of `kind` over every run, as rows (case_key, *key, n_ok_runs, first_ok_start,
-    last_ok_start) in the order of case_key and key; every run's (run_id, started_at) in run order),
-    read in one snapshot. On PostgreSQL the settled runs are folded into the state first."""
+def read_facts(url: Db, kind: FactKind) -> tuple[list[FactRow], list[tuple[str, datetime]]]:
+    """(the facts of `kind` over every run, in the order of case_key and key; every run's (run_id,
+    started_at) in run order), read in one snapshot. On PostgreSQL the settled runs are folded into
+    the state first."""
     with reading(url) as engine:
         postgres = engine.dialect.name == "postgresql"
         if postgres:
@@ -56,9 +56,8 @@ def read_facts(url: Db, kind: FactKind) -> tuple[list[tuple[object, ...]], list[
             case_keys = {int(i): str(k) for i, k in conn.execute(select(c.id, c.case_key))}
             run_starts = [(str(run), started) for run, started in
                           conn.execute(select(r.run_id, r.started_at).order_by(r.started_at, r.run_id))]
-    width = 1 + len(SHAPES[kind].key_names)
-    rows = [(case_keys[case_id], *key, *value) for (case_id, key), value in facts.items()]
-    rows.sort(key=lambda row: tuple("" if v is None else str(v) for v in row[:width]))
+    rows = [FactRow(case_keys[case_id], key, *value) for (case_id, key), value in facts.items()]
+    rows.sort(key=lambda row: (row.case_key, *("" if v is None else v for v in row.key)))
     return rows, run_starts
 
 
