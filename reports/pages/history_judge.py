@@ -1,6 +1,8 @@
 """The report's history judged and drawn: every series' verdict and the history pages, from one read of
-the whole history (`judge_history`), in a process of its own beside the rest of the report
-(`PendingVerdicts`: `rooflab report` draws the device and comparison pages meanwhile).
+the whole history (`judge_history`), or for a fleet's history (more than FLEET_RESULTS results) from
+the newest runs and the per-series state, the flagged series drawn and every series listed
+(`judge_fleet_history`); in a process of its own beside the rest of the report (`PendingVerdicts`:
+`rooflab report` draws the device and comparison pages meanwhile).
 """
 from __future__ import annotations
 
