@@ -71,7 +71,6 @@ SHAPES = {
     FactKind.METHODS_BY_MODEL: FactShape(False, METHOD_WAYS),
     FactKind.ENVIRONMENTS: FactShape(True, ENVIRONMENT_WAYS),
 }
-FACT_NAMES = ("n_ok_runs", "first_ok_start", "last_ok_start")
 
 # one row of the facts: (case id, key: the kind's key_names values) -> (n_ok_runs, first_ok_start, last_ok_start)
 FactKey = tuple[int, tuple[str | None, ...]]

@@ -64,11 +64,12 @@ def read_facts(url: Db, kind: FactKind) -> tuple[list[FactRow], list[tuple[str, 
 def state_facts(conn: Connection, kind: FactKind) -> dict[FactKey, FactValue]:
     """The facts of `kind` over every run: the state's, merged with those of the runs it does not
     hold read live; every run read live where the state does not hold (the module doc)."""
-    folded = _holding(conn, kind)
+    existing = _run_ids(conn)
+    folded = _holding(conn, _folded(conn, kind), existing)
     if folded is None:
         return fact_rows(conn, kind)
-    r, s = models.Run, models.SeriesState
-    live = [run for run in conn.execute(select(r.id)).scalars() if run not in folded]
+    s = models.SeriesState
+    live = [run for run in existing if run not in folded]
     held: dict[FactKey, FactValue] = {}
     if folded:
         for case_id, key, n, first, last in conn.execute(
@@ -78,17 +79,19 @@ def state_facts(conn: Connection, kind: FactKind) -> dict[FactKey, FactValue]:
     return merged([held, fact_rows(conn, kind, live)]) if live else held
 
 
-def _holding(conn: Connection, kind: FactKind) -> dict[int, int] | None:
-    """The runs the state of `kind` holds (runs.id -> its writes then), or None when it no longer
-    holds: a run it lists is gone, or has had writes since."""
-    folded = _folded(conn, kind)
+def _holding(conn: Connection, folded: dict[int, int], existing: list[int]) -> dict[int, int] | None:
+    """`folded` (the runs a kind's state holds: runs.id -> its writes then), or None when the state
+    no longer holds: a run it lists is not among `existing`, or has had writes since."""
     if not folded:
         return folded
-    writes = _writes(conn)
-    existing = set(conn.execute(select(models.Run.id)).scalars())
-    if all(run in existing and writes.get(run, 0) == n for run, n in folded.items()):
+    writes, present = _writes(conn), set(existing)
+    if all(run in present and writes.get(run, 0) == n for run, n in folded.items()):
         return folded
     return None
+
+
+def _run_ids(conn: Connection) -> list[int]:
+    return list(conn.execute(select(models.Run.id)).scalars())
 
 
 def _folded(conn: Connection, kind: FactKind) -> dict[int, int]:
@@ -140,7 +143,7 @@ def _fold_in(conn: Connection, kind: FactKind, live_window: timedelta) -> int:
     s, sr, w = models.SeriesState, models.SeriesStateRun, models.ResultWrite
     settled = settled_runs(conn, live_window)
     folded = _folded(conn, kind)
-    if folded and _holding(conn, kind) is None:
+    if folded and _holding(conn, folded, _run_ids(conn)) is None:
         conn.execute(delete(s).where(s.kind == str(kind)))  # no longer holds: built again from the start
         conn.execute(delete(sr).where(sr.kind == str(kind)))
         folded = {}

@@ -119,7 +119,8 @@ def test_a_change_to_a_folded_run_is_seen_and_the_state_built_again(url, change)
     with reading(url) as engine, engine.connect() as conn:  # before any fold: the state no longer holds
         with conn.begin():
             for kind in kinds:
-                assert series_state._holding(conn, kind) is None
+                runs = series_state._run_ids(conn)
+                assert series_state._holding(conn, series_state._folded(conn, kind), runs) is None
     for kind in kinds:
         assert _facts(url, kind) == _every_result(url, kind), kind
         assert _folded(url, kind) == len(_sql(url, "SELECT 1 FROM runs WHERE started_at < "
