@@ -207,8 +207,9 @@ class Measurement(Base):
 
 # A case's history on one device, in run order (revision 0002).
 Index("ix_measurements_history", Measurement.case_id, Measurement.environment_id, Measurement.run_id)
-# A physical device's results, and one series (a case on one device) in run order (revision 0012).
-Index("ix_measurements_device", Measurement.device_key, Measurement.case_id, Measurement.run_id)
+# A physical device's results in run order, and one series (a case on one device) among them (revision
+# 0012; in run order since 0014, so that a night's results go to the end of each device's part).
+Index("ix_measurements_device", Measurement.device_key, Measurement.run_id, Measurement.case_id)
 
 
 class Sample(Base):
