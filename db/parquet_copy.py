@@ -6,12 +6,18 @@ writes each run's results as CSV (`COPY (SELECT ...) TO STDOUT`), sorted as the 
 (case key, cache, timing mode, device, in code point order: `COLLATE "C"`, as Python and SQLite
 compare text), Arrow parses the stream block by block, the columns of the run, the case and the
 device are joined on from tables read once (a distinct JSON text is made canonical once), and each
-block goes out as a row group. Memory holds a few blocks, whatever the size of a run or of the year.
-The rows, their order and their values are the generic path's (tests/db/test_parquet_copy.py).
+block goes out as a row group. A thread of its own reads the COPYs, run after run, a few blocks
+ahead of the parser (`read_ahead`): PostgreSQL makes the next rows while Arrow parses and the writer
+compresses the ones before, instead of each waiting on the other (docs/database.md: the export of a
+fleet's year). Memory holds a few blocks, whatever the size of a run or of the year. The rows, their
+order and their values are the generic path's (tests/db/test_parquet_copy.py).
 """
 from __future__ import annotations
 
 import json
+import queue
+import threading
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +33,8 @@ if TYPE_CHECKING:  # pyarrow loads only for a Parquet export
     import pyarrow as pa
 
 BLOCK_BYTES = 32 << 20  # CSV parsed (and written as one row group) at a time: ~50,000 results
+AHEAD_BYTES = 8 << 20  # the COPY's rows handed to the parser together
+AHEAD_BLOCKS = 16  # at most this many read ahead of the parser (128 MiB)
 MEASURED = tuple(name for name in ALL_COLUMNS if name not in JOINED)  # the measurement's own columns
 _KEYS = ("case_id", "environment_id")  # read beside them, to join the case's and the device's columns
 
@@ -133,6 +141,60 @@ def _runs(conn: Connection, run_id: str | None, since: datetime | None) -> list[
     return sorted(rows, key=lambda row: (row["started_at"], row["run_id"]))
 
 
+class _EndOfRun:
+    """Put after the last block of a run's COPY."""
+
+
+_END = _EndOfRun()
+Ahead = bytes | _EndOfRun | BaseException  # what the reading thread hands over
+
+
+def read_ahead(cursor: Any, queries: list[str], out: queue.Queue[Ahead], stop: threading.Event) -> None:
+    """Each of `queries` (COPY ... TO STDOUT) on the psycopg `cursor`, its rows put into `out` in blocks
+    of about AHEAD_BYTES, `_END` after each query, an exception instead if one is raised. Once `stop`
+    is set (the parser failed, or is done) the COPY under way is read to its end and dropped (the
+    connection is busy until then) and no other is started."""
+    def put(item: Ahead) -> None:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    try:
+        for sql in queries:
+            if stop.is_set():
+                return
+            with cursor.copy(sql) as copy:
+                parts: list[bytes] = []
+                size = 0
+                for chunk in copy:  # a row a chunk
+                    if stop.is_set():
+                        continue
+                    parts.append(bytes(chunk))  # a copy: psycopg reuses the chunk's memory
+                    size += len(chunk)
+                    if size >= AHEAD_BYTES:
+                        put(b"".join(parts))
+                        parts, size = [], 0
+                if parts:
+                    put(b"".join(parts))
+            put(_END)
+    except BaseException as exc:  # noqa: BLE001 - raised again in the parser's thread
+        put(exc)
+
+
+def _blocks(ahead: queue.Queue[Ahead]) -> Iterator[bytes]:
+    """One run's blocks as the reading thread hands them over; its exception raised here."""
+    while True:
+        item = ahead.get()
+        if isinstance(item, _EndOfRun):
+            return
+        if isinstance(item, BaseException):
+            raise item
+        yield item
+
+
 def write(conn: Connection, sink: Path | pa.NativeFile, schema: pa.Schema, *, run_id: str | None = None,
           since: datetime | None = None) -> int:
     """Every result of the runs chosen (all; `run_id`; those started at or after `since`) as Parquet
@@ -144,16 +206,26 @@ def write(conn: Connection, sink: Path | pa.NativeFile, schema: pa.Schema, *, ru
     cases, envs = _dimension(conn, models.Case, schema), _dimension(conn, models.Environment, schema)
     read, parse, convert = _csv_options()
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]  # psycopg's: COPY
+    ahead: queue.Queue[Ahead] = queue.Queue(maxsize=AHEAD_BLOCKS)
+    stop = threading.Event()
+    reader = threading.Thread(target=read_ahead, args=(cursor, [run_query(run["id"]) for run in runs], ahead, stop),
+                              name="rooflab-export-copy", daemon=True)
     count = 0
-    with cursor, pq.ParquetWriter(sink, schema, compression="zstd") as writer:
-        for run in runs:
-            with cursor.copy(run_query(run["id"])) as copy:
-                stream = CopyStream(iter(copy))
-                if stream.empty():
-                    continue
-                for batch in pa_csv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert):
-                    writer.write_table(_piece(batch, run, cases, envs, schema))
-                    count += batch.num_rows
-        if count == 0:
-            writer.write_table(schema.empty_table())
+    with cursor:
+        reader.start()
+        try:
+            with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+                for run in runs:
+                    stream = CopyStream(_blocks(ahead))
+                    if stream.empty():
+                        continue
+                    for batch in pa_csv.open_csv(stream, read_options=read, parse_options=parse,
+                                                 convert_options=convert):
+                        writer.write_table(_piece(batch, run, cases, envs, schema))
+                        count += batch.num_rows
+                if count == 0:
+                    writer.write_table(schema.empty_table())
+        finally:
+            stop.set()
+            reader.join()
     return count

@@ -4,13 +4,17 @@ line breaks, nulls and empty text, JSON in its one spelling, times to the micros
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import replace
 from pathlib import Path
 
+import psycopg
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from rooflab.db import parquet_copy
+from rooflab.db.errors import DatabaseInputError
 from rooflab.db.export import _write_parquet, export, iter_records
 from rooflab.db.store import ResultStore
 from rooflab.record import with_columns
@@ -58,3 +62,56 @@ def test_the_copy_export_is_the_generic_export(postgres_url: str, tmp_path: Path
     mine = a.filter(pc.equal(a.column("run_id"), one))
     assert export(postgres_url, "parquet", tmp_path / "one.parquet", run_id=one) == mine.num_rows > 0
     assert pq.read_table(tmp_path / "one.parquet").equals(mine)
+
+
+def _copy_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "rooflab-export-copy"]
+
+
+def test_the_copy_read_ahead_in_small_blocks_writes_the_same_file(postgres_url: str, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    count = _fill(postgres_url, random.Random())
+    whole = tmp_path / "whole.parquet"
+    assert export(postgres_url, "parquet", whole) == count
+    monkeypatch.setattr(parquet_copy, "AHEAD_BYTES", random.randint(50, 400))  # blocks of a row or two
+    monkeypatch.setattr(parquet_copy, "AHEAD_BLOCKS", 2)  # the reader waits on the parser most of the time
+    small = tmp_path / "small.parquet"
+    assert export(postgres_url, "parquet", small) == count
+    assert pq.read_table(small).equals(pq.read_table(whole))
+    assert _copy_threads() == []
+
+
+def test_a_run_whose_copy_fails_fails_the_export_and_leaves_no_file(postgres_url: str, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _fill(postgres_url, random.Random())
+    real = parquet_copy.run_query
+    calls = iter(range(100))
+    # the third run's COPY names a column that is not there: PostgreSQL refuses it in the reading thread
+    monkeypatch.setattr(parquet_copy, "run_query",
+                        lambda pk: real(pk).replace("m.cache", "m.no_such_column") if next(calls) == 2 else real(pk))
+    out = tmp_path / "results.parquet"
+    with pytest.raises(psycopg.errors.UndefinedColumn):
+        export(postgres_url, "parquet", out)
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its partial one
+    assert _copy_threads() == []
+
+
+def test_a_failing_writer_stops_the_reading_thread(postgres_url: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _fill(postgres_url, random.Random())
+    monkeypatch.setattr(parquet_copy, "AHEAD_BYTES", 64)
+    monkeypatch.setattr(parquet_copy, "AHEAD_BLOCKS", 1)  # the reader is waiting to hand over its next block
+    real = parquet_copy._piece
+    pieces = iter(range(100))
+
+    def piece(*args: object, **kwargs: object) -> object:
+        if next(pieces) == 1:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(parquet_copy, "_piece", piece)
+    out = tmp_path / "results.parquet"
+    with pytest.raises(DatabaseInputError, match="cannot write: No space left on device"):
+        export(postgres_url, "parquet", out)
+    assert list(tmp_path.iterdir()) == []
+    assert _copy_threads() == []
