@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from sqlalchemy import Connection, Select, select
 
@@ -95,6 +96,21 @@ def _looked_up(keys: pd.Series, table: pd.DataFrame) -> pd.DataFrame:
     return table.iloc[table.index.get_indexer(keys.to_numpy())].reset_index(drop=True)
 
 
+def _device_hosts(frame: pd.DataFrame, hosts: dict[tuple[str, str], str]) -> np.ndarray:
+    """Each row's host: the one `hosts` names for its (run id, device key), else the run's (`host`).
+    Looked up in a (run, device) table by the columns' codes: a night with its history is millions
+    of rows and a few thousand (run, device) pairs."""
+    run_codes, run_names = pd.factorize(frame["run_id"])
+    device_codes, device_names = pd.factorize(frame["device_key"])
+    runs, devices = {r: i for i, r in enumerate(run_names)}, {d: i for i, d in enumerate(device_names)}
+    named = np.full((len(run_names) + 1, len(device_names) + 1), None, dtype=object)  # code -1: no name
+    for (run, device), host in hosts.items():
+        if run in runs and device in devices:
+            named[runs[run], devices[device]] = host
+    found = named[run_codes, device_codes]
+    return np.where(pd.notna(found), found, frame["host"].to_numpy(dtype=object))
+
+
 def fleet_results(url: Db, run_ids: Sequence[str]) -> pd.DataFrame:
     """The measurements of `run_ids` with the columns the fleet judges (reports/fleet/deviations.py
     FLEET_COLUMNS): each with its run's start, its device's key, UUID, model and host (the host the
@@ -128,8 +144,7 @@ def fleet_results(url: Db, run_ids: Sequence[str]) -> pd.DataFrame:
                        measured[[n for n in _MEASURED if not n.endswith("_pk")]]], axis=1)
     frame["started_at"] = pd.to_datetime(frame["started_at"], utc=True)
     if hosts:
-        frame["host"] = [hosts.get((run, key), host) for run, key, host in
-                         zip(frame["run_id"], frame["device_key"], frame["host"], strict=True)]
+        frame["host"] = _device_hosts(frame, hosts)
     return frame[["run_id", "started_at", "host", "device_key", "device_uuid", "device_name", "memory_bytes",
                   "case_key", "op", "family", "cache", "status", "median_ms", "rel_ci_halfwidth", "throttled",
                   "quality"]]
