@@ -31,6 +31,8 @@ from rooflab.db.copy_stream import CopyStream
 
 if TYPE_CHECKING:  # pyarrow loads only for a Parquet export
     import pyarrow as pa
+    from psycopg import Cursor
+    from psycopg.rows import TupleRow
 
 BLOCK_BYTES = 32 << 20  # CSV parsed (and written as one row group) at a time: ~50,000 results
 AHEAD_BYTES = 8 << 20  # the COPY's rows handed to the parser together
@@ -149,7 +151,7 @@ _END = _EndOfRun()
 Ahead = bytes | _EndOfRun | BaseException  # what the reading thread hands over
 
 
-def read_ahead(cursor: Any, queries: list[str], out: queue.Queue[Ahead], stop: threading.Event) -> None:
+def read_ahead(cursor: Cursor[TupleRow], queries: list[str], out: queue.Queue[Ahead], stop: threading.Event) -> None:
     """Each of `queries` (COPY ... TO STDOUT) on the psycopg `cursor`, its rows put into `out` in blocks
     of about AHEAD_BYTES, `_END` after each query, an exception instead if one is raised. Once `stop`
     is set (the parser failed, or is done) the COPY under way is read to its end and dropped (the

@@ -8,11 +8,19 @@ import random
 import pytest
 from sqlalchemy import create_engine, text
 
+from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url
 from tests.perf.access_paths import explain, sample_params
-from rooflab.db.store import ResultStore
-from tests.perf.fleet_year import (FleetYear, case_table, environment, host, run_id, run_record, shard_records,
-                                   write_year)
+from tests.perf.fleet_year import (
+    FleetYear,
+    case_table,
+    environment,
+    host,
+    run_id,
+    run_record,
+    shard_records,
+    write_year,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -39,7 +47,7 @@ def _dirty_pages(conn, index: str) -> int:  # noqa: ANN001 - a SQLAlchemy connec
     return int(conn.execute(text(
         "SELECT count(*) FROM pg_buffercache WHERE isdirty AND reldatabase = "
         "(SELECT oid FROM pg_database WHERE datname = current_database()) "
-        "AND relfilenode = pg_relation_filenode(:index)"), {"index": index}).scalar())
+        "AND relfilenode = pg_relation_filenode(:index)"), {"index": index}).scalar_one())
 
 
 def test_a_nights_results_go_to_the_end_of_each_devices_part_of_the_device_index(postgres_url: str) -> None:
@@ -53,7 +61,7 @@ def test_a_nights_results_go_to_the_end_of_each_devices_part_of_the_device_index
     with engine.connect() as conn:
         conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
         conn.execute(text("CHECKPOINT"))  # every page clean: what the night dirties is what it wrote
-        leaves = int(conn.execute(text("SELECT pg_relation_size('ix_measurements_device') / 8192")).scalar())
+        leaves = int(conn.execute(text("SELECT pg_relation_size('ix_measurements_device') / 8192")).scalar_one())
     table = case_table(year)
     with ResultStore(postgres_url) as store:  # each node's shard, as tests/perf/fleet_shard.py writes it
         for node in range(year.nodes):
@@ -65,7 +73,7 @@ def test_a_nights_results_go_to_the_end_of_each_devices_part_of_the_device_index
     with engine.connect() as conn:
         dirtied = _dirty_pages(conn, "ix_measurements_device")
         stored = int(conn.execute(text("SELECT count(*) FROM measurements m JOIN runs r ON r.id = m.run_id "
-                                       "WHERE r.run_id = :run"), {"run": run_id(year.nights)}).scalar())
+                                       "WHERE r.run_id = :run"), {"run": run_id(year.nights)}).scalar_one())
     engine.dispose()
     assert stored == year.devices * year.cases
     # in (device, case, run) order the night dirtied nearly every page of the index (190-214 of 195-219

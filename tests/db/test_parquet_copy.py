@@ -7,6 +7,7 @@ import random
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pyarrow.compute as pc
@@ -104,7 +105,7 @@ def test_a_failing_writer_stops_the_reading_thread(postgres_url: str, tmp_path: 
     real = parquet_copy._piece
     pieces = iter(range(100))
 
-    def piece(*args: object, **kwargs: object) -> object:
+    def piece(*args: Any, **kwargs: Any) -> Any:
         if next(pieces) == 1:
             raise OSError(28, "No space left on device")
         return real(*args, **kwargs)
