@@ -21,7 +21,7 @@ from rooflab.reports.data.devices import HOST_SEPARATOR, TOOL_SEPARATOR, series_
 from rooflab.reports.data.reads import nothing_stored
 from rooflab.reports.regressions.column_frames import ColumnFrames
 from rooflab.reports.regressions.gate import CHANGE_HISTORY, Point, SeriesVerdict, window_suffices
-from rooflab.reports.regressions.link_check import link_checked
+from rooflab.reports.regressions.link_check import link_checked, table_of
 from rooflab.reports.regressions.options import MIN_BASELINE, MIN_CHANGE, WINDOW, Z_THRESHOLD, RegressionOptions
 from rooflab.reports.regressions.series import DETECT_COLUMNS, detect_in_slices
 from rooflab.reports.regressions.verdicts import Verdict
@@ -111,6 +111,25 @@ def _layouts(spans: pd.DataFrame) -> dict[tuple[str, str], MethodLayout | None]:
 def _instants(when: pd.Series) -> np.ndarray:
     """Times (aware, or naive UTC) as numpy datetimes, to compare as arrays (numpy compares any units)."""
     return pd.to_datetime(when, utc=True).dt.tz_convert(None).to_numpy()
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the newest runs held of a series, kept beside its verdict once its points are dropped."""
+
+    points: int  # its points in the newest runs
+    suffices: bool  # gate.window_suffices on them
+    segments: int  # its segments among them
+
+    @classmethod
+    def of(cls, v: SeriesVerdict, window: int) -> _Seen:
+        return cls(len(v.points), window_suffices(v.points, window), v.points[-1].segment + 1 if v.points else 0)
+
+
+def _lean(v: SeriesVerdict) -> SeriesVerdict:
+    """`v` without its points where nothing after the check reads them: a series it did not flag, but
+    a collective's (the two-run check compares its newest points; reports.regressions.link_check)."""
+    return v if v.flagged or table_of(v.case_key) is not None else replace(v, points=())
 
 
 def _renumbered(v: SeriesVerdict, offset: int) -> tuple[Point, ...]:
@@ -267,9 +286,12 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     changes: the source's spans say where each way and environment starts and ends
     (`method_layouts`), so that the newest segment's first run and the segment numbers are those of
     the whole history; a series whose ways alternate, or that changed both, is read again in full.
-    Verdicts, their `as_dict()` and their order equal those of `detect` on the whole history; only
-    an unflagged series' `points` hold its newest points (`n_points` counts all). Each device's host
-    is then the one the source names for it in the newest runs (`with_hosts`).
+    Verdicts, their `as_dict()` and their order equal those of `detect` on the whole history. Where
+    the newest runs are not the whole history, a series that was not read again and is not flagged
+    keeps no points (`n_points` counts them: nothing after the check draws them, and on a fleet's
+    night they were half its memory), but a collective's, which keeps its newest (the two-run check
+    compares them). Each device's host is then the one the source names for it in the newest runs
+    (`with_hosts`).
     """
     run_ids = source.run_ids()
     if not run_ids:
@@ -280,13 +302,18 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
     if len(recent) == len(run_ids):
         judged = [v for part in source.tail(recent) for v in judge_all(part)]
         return with_hosts(link_checked(judged, min_change), source.device_hosts(recent))
+    by_key: dict[tuple[str, str], SeriesVerdict] = {}
+    seen: dict[tuple[str, str], _Seen] = {}
     # the per-series summary is one grouped query over every result: the database works on it
     # (without the GIL) while this thread reads and judges the newest runs
     with ThreadPoolExecutor(max_workers=2) as pool:
         pending = pool.submit(source.summary)
         pending_spans = pool.submit(lambda: (source.method_spans(), source.fingerprint_spans()))
         # a part of the newest runs at a time: a year-scale history's newest runs are gigabytes as one frame
-        by_key = {v.key: v for part in source.tail(recent) for v in judge_all(part)}
+        for part in source.tail(recent):
+            for v in judge_all(part):
+                seen[v.key] = _Seen.of(v, window)
+                by_key[v.key] = _lean(v)
         summary = pending.result()
         layouts = method_layouts(*pending_spans.result())
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
@@ -295,20 +322,23 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
         v = by_key.get(key)
         if v is None:
             again.add(key)  # no result at all in the newest runs
-        elif len(v.points) == n_total and not v.flagged:
-            continue  # the whole series was read
-        elif v.flagged or not window_suffices(v.points, window):
+            continue
+        held = seen[key]
+        if held.points == n_total and not v.flagged:
+            if len(v.points) != n_total:  # the whole series was read, and its points dropped
+                by_key[key] = replace(v, n_points=n_total)
+        elif v.flagged or not held.suffices:
             again.add(key)
         elif key in layouts and layouts[key] is None:
             again.add(key)  # its ways of measuring alternate: its segments need the whole history
         else:
             layout = layouts.get(key)
-            seen = v.points[-1].segment + 1  # segments in the newest runs
-            earlier = (layout.ways if layout else 1) - seen  # segments wholly before them
+            earlier = (layout.ways if layout else 1) - held.segments  # segments wholly before the newest runs
             if earlier and v.status == Verdict.INSUFFICIENT_DATA:
                 again.add(key)  # its note says whether the series had a segment before the newest
                 continue
-            start = v.segment_start_run if seen > 1 else layout.newest_start_run if layout else first_run
+            start = (v.segment_start_run if held.segments > 1 else layout.newest_start_run if layout
+                     else first_run)
             by_key[key] = replace(v, n_points=n_total, segment_start_run=start, points=_renumbered(v, earlier))
     if again:
         for v in judge_all(source.series(again)):

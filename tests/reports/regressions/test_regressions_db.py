@@ -14,6 +14,7 @@ import pytest
 from rooflab.db import query
 from rooflab.reports.regressions import database_check
 from rooflab.reports.regressions.database_check import DatabaseSource, detect_in_database, history_runs, load_verdicts
+from rooflab.reports.regressions.link_check import table_of
 from rooflab.reports.regressions.series import detect
 from rooflab.vocab import SeriesBy
 from tests.db.pg import BACKENDS, backend_url
@@ -169,8 +170,11 @@ def _same(windowed: Callable[..., list], everything: pd.DataFrame, **kw) -> list
                 == (b.status, b.latest, b.previous, b.baseline, b.note))
         if a.status in ("regression", "suspect", "improvement") or a.n_points is None:
             assert a.points == b.points
-        else:
+        elif a.points:  # a collective's newest points, their segments numbered as in the whole history
+            assert table_of(a.case_key) is not None
             assert a.points == b.points[-len(a.points):] and a.n_points == len(b.points)
+        else:  # judged from the newest runs, not flagged: its points are not kept
+            assert not a.flagged and table_of(a.case_key) is None and a.n_points == len(b.points)
     return found
 
 
