@@ -18,7 +18,7 @@ from rooflab.reports.regressions.link_check import table_of
 from rooflab.reports.regressions.series import detect
 from rooflab.vocab import SeriesBy
 from tests.db.pg import BACKENDS, backend_url
-from tests.reports.synth import row, write_db
+from tests.reports.synth import collective, row, write_db
 
 RUNS = 90
 
@@ -374,3 +374,36 @@ def test_the_method_spans_from_the_history_columns_are_those_of_the_database(url
             assert list(pd.to_datetime(got[column], utc=True)) == list(pd.to_datetime(want[column], utc=True))
     pd.testing.assert_frame_equal(*(f.sort_values(["case_key", "series"]).reset_index(drop=True)
                                     for f in (columns.summary(), database.summary())), check_dtype=False)
+
+
+def test_an_unflagged_series_keeps_no_points_and_a_collectives_keeps_its_newest_renumbered(tmp_path) -> None:
+    """Past the newest runs a series the check did not flag comes back without its points; a
+    collective's keeps its newest (the two-run check compares them), their segments numbered as in
+    the whole history (a driver update lies before the newest runs)."""
+    seed = int(np.random.default_rng().integers(1000))
+    update = int(np.random.default_rng(seed).integers(5, RUNS - history_runs(6)))  # before the newest runs
+
+    def env(i: int) -> dict:
+        return {"fingerprint": "fp-h100" if i < update else "fp-h100-560",
+                "driver_version": "550.54" if i < update else "560.35"}
+
+    rows = []
+    for i, (a, b) in enumerate(zip(_noise(seed, 0.5), _noise(seed + 1), strict=True)):
+        rows.append(collective("all_reduce", 1024, 2, median_ms=a, dtype="float32", backend="gloo",
+                               run_id=f"run-{i + 1:04d}", run_order=i + 1, **env(i)))
+        rows.append(row(op="stream_triad", family="probe", params={"n": 4096}, median_ms=b, flops=2 * 4096,
+                        nbytes=12 * 4096, run_id=f"run-{i + 1:04d}", run_order=i + 1, **env(i)))
+        for r in rows[-2:]:
+            r["device_uuid"] = "GPU-0"  # one physical GPU through the update
+    assert RUNS > history_runs(6)
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    write_db(url, rows)
+    full = {v.case_key.split(".")[0]: v for v in detect(query.results(url), window=6)}
+    read = {v.case_key.split(".")[0]: v for v in detect_in_database(url, window=6)}
+    assert [v.as_dict() for v in read.values()] == [v.as_dict() for v in full.values()]
+    triad, reduce = read["stream_triad"], read["all_reduce"]
+    assert not triad.flagged and triad.points == () and triad.n_points == len(full["stream_triad"].points)
+    assert not reduce.flagged and table_of(reduce.case_key) is not None
+    assert 0 < len(reduce.points) < len(full["all_reduce"].points) == reduce.n_points
+    assert reduce.points == full["all_reduce"].points[-len(reduce.points):]
+    assert {p.segment for p in reduce.points} == {1}  # the update's segment, numbered after the one before
