@@ -311,9 +311,9 @@ def detect_with(source: HistorySource, window: int = WINDOW, z_threshold: float 
         pending_spans = pool.submit(lambda: (source.method_spans(), source.fingerprint_spans()))
         # a part of the newest runs at a time: a year-scale history's newest runs are gigabytes as one frame
         for part in source.tail(recent):
-            for v in judge_all(part):
-                seen[v.key] = _Seen.of(v, window)
-                by_key[v.key] = _lean(v)
+            for verdict in judge_all(part):
+                seen[verdict.key] = _Seen.of(verdict, window)
+                by_key[verdict.key] = _lean(verdict)
         summary = pending.result()
         layouts = method_layouts(*pending_spans.result())
     totals = {(k, f): (n, first) for k, f, n, first in summary.itertuples(index=False)}
