@@ -230,4 +230,17 @@ def write(conn: Connection, sink: Path | pa.NativeFile, schema: pa.Schema, *, ru
         finally:
             stop.set()
             reader.join()
+            _release(ahead)
     return count
+
+
+def _release(ahead: queue.Queue[Ahead]) -> None:
+    """Ends the run whose blocks a CSV reader may still be waiting for (Arrow reads on a thread of its
+    own; after a failure that read could otherwise wait for ever): the reading thread has stopped, so
+    what it left is dropped and an end of run put in its place."""
+    while True:
+        try:
+            ahead.get_nowait()
+        except queue.Empty:
+            break
+    ahead.put_nowait(_END)

@@ -3,6 +3,7 @@ export writes: the same rows, in the same order, with the same values (text with
 line breaks, nulls and empty text, JSON in its one spelling, times to the microsecond)."""
 from __future__ import annotations
 
+import queue
 import random
 import threading
 from dataclasses import replace
@@ -116,3 +117,26 @@ def test_a_failing_writer_stops_the_reading_thread(postgres_url: str, tmp_path: 
         export(postgres_url, "parquet", out)
     assert list(tmp_path.iterdir()) == []
     assert _copy_threads() == []
+
+
+def test_a_csv_reader_still_waiting_for_blocks_is_released_once_the_export_ends() -> None:
+    # Arrow reads the COPY's blocks on a thread of its own: after a failure that thread may still
+    # wait for the next block, which the stopped reading thread will never put
+    ahead: queue.Queue[parquet_copy.Ahead] = queue.Queue(maxsize=parquet_copy.AHEAD_BLOCKS)
+    read: list[bytes] = []
+    waiting = threading.Thread(target=lambda: read.extend(parquet_copy._blocks(ahead)), daemon=True)
+    waiting.start()
+    ahead.put(b"1,2\n")
+    waiting.join(0.2)
+    assert waiting.is_alive()  # it read a block and waits for the next
+    parquet_copy._release(ahead)
+    waiting.join(5)
+    assert not waiting.is_alive() and read == [b"1,2\n"] and ahead.empty()
+
+
+def test_blocks_the_reading_thread_left_behind_are_dropped_for_the_end_of_the_run() -> None:
+    ahead: queue.Queue[parquet_copy.Ahead] = queue.Queue(maxsize=parquet_copy.AHEAD_BLOCKS)
+    for _ in range(random.randint(1, parquet_copy.AHEAD_BLOCKS)):
+        ahead.put(b"3,4\n")
+    parquet_copy._release(ahead)
+    assert list(parquet_copy._blocks(ahead)) == [] and ahead.empty()
