@@ -98,17 +98,26 @@ def _looked_up(keys: pd.Series, table: pd.DataFrame) -> pd.DataFrame:
 
 def _device_hosts(frame: pd.DataFrame, hosts: dict[tuple[str, str], str]) -> np.ndarray:
     """Each row's host: the one `hosts` names for its (run id, device key), else the run's (`host`).
-    Looked up in a (run, device) table by the columns' codes: a night with its history is millions
-    of rows and a few thousand (run, device) pairs."""
+    Looked up by the run's and the device's codes, the pairs `hosts` names sorted once (a night with
+    its history is millions of rows and a few thousand pairs; memory grows with them, not with
+    runs x devices)."""
     run_codes, run_names = pd.factorize(frame["run_id"])
     device_codes, device_names = pd.factorize(frame["device_key"])
     runs, devices = {r: i for i, r in enumerate(run_names)}, {d: i for i, d in enumerate(device_names)}
-    named = np.full((len(run_names) + 1, len(device_names) + 1), None, dtype=object)  # code -1: no name
-    for (run, device), host in hosts.items():
-        if run in runs and device in devices:
-            named[runs[run], devices[device]] = host
-    found = named[run_codes, device_codes]
-    return np.where(pd.notna(found), found, frame["host"].to_numpy(dtype=object))
+    width = len(device_names) + 1
+    named = [(runs[run] * width + devices[device], host) for (run, device), host in hosts.items()
+             if run in runs and device in devices]
+    out = frame["host"].to_numpy(dtype=object).copy()
+    if not named:
+        return out
+    named.sort(key=lambda pair: pair[0])
+    pair_keys = np.array([k for k, _ in named], dtype=np.int64)
+    pair_hosts = np.array([h for _, h in named], dtype=object)
+    row_keys = run_codes.astype(np.int64) * width + device_codes
+    at = np.minimum(np.searchsorted(pair_keys, row_keys), len(pair_keys) - 1)
+    hit = (run_codes >= 0) & (device_codes >= 0) & (pair_keys[at] == row_keys)
+    out[hit] = pair_hosts[at[hit]]
+    return out
 
 
 def fleet_results(url: Db, run_ids: Sequence[str]) -> pd.DataFrame:
