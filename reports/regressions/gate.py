@@ -159,8 +159,8 @@ class SeriesVerdict:
     points: tuple[Point, ...]  # the whole series, all segments (for trend plots); see n_points
     segment_start_run: str | None  # first run of the newest segment
     note: str = ""
-    # points in the whole series when `points` holds only its newest ones (detect_in_database, for a
-    # series it did not flag); None: `points` is the whole series
+    # points in the whole series when `points` does not hold them all (detect_in_database: a series it
+    # did not flag holds none, a collective's its newest ones); None: `points` is the whole series
     n_points: int | None = None
     pooled: Flag | None = None
     change_points: tuple[Change, ...] = ()

@@ -7,6 +7,7 @@ import random
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
 
 from rooflab.db.store import ResultStore
 from rooflab.db.urls import normalize_url
@@ -59,7 +60,10 @@ def test_a_nights_results_go_to_the_end_of_each_devices_part_of_the_device_index
     write_year(postgres_url, year, progress=lambda line: None)
     engine = create_engine(normalize_url(postgres_url), isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
-        conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
+        try:
+            conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_buffercache"))
+        except DBAPIError as exc:  # a server without PostgreSQL's contrib modules, or a role that may not
+            pytest.skip(f"pg_buffercache is not available on this server: {exc.orig}")
         conn.execute(text("CHECKPOINT"))  # every page clean: what the night dirties is what it wrote
         leaves = int(conn.execute(text("SELECT pg_relation_size('ix_measurements_device') / 8192")).scalar_one())
     table = case_table(year)
