@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from rooflab.db.handle import Db, schema_state
-from rooflab.db.query import result_devices, results
+from rooflab.db.query import result_devices, result_estimate, results
 from rooflab.reports.data.frames import select_device
 
 # The columns of the results frame that the roofline, the diagnosis, the comparison, the report
@@ -47,6 +47,18 @@ ROOFLINE_COLUMNS: tuple[str, ...] = (
 def nothing_stored(url: Db) -> bool:
     """Whether nothing has been stored at `url` yet (no database, or one without rooflab's tables)."""
     return schema_state(url).kind == "empty"
+
+
+# above this many results a history is a fleet's: the report reads it in the database's aggregates and
+# draws the history pages of the flagged series only (reports.pages.history_judge, report_inputs); a
+# fleet of 64 GPUs passes it in about 80 nights, a device's year (2.2 M) never does
+FLEET_RESULTS = 10_000_000
+
+
+def fleet_sized(url: Db) -> bool:
+    """Whether the database at `url` holds a fleet's history (more than FLEET_RESULTS results, by
+    the database's own estimate: db.query.result_estimate)."""
+    return result_estimate(url) > FLEET_RESULTS
 
 
 def load_results(url: Db, columns: Sequence[str] | None = None) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """The report's history judged and drawn: every series' verdict and the history pages, from one read of
-the whole history (`judge_history`), or for a fleet's history (more than FLEET_RESULTS results) from
+the whole history (`judge_history`), or for a fleet's history (reports.data.reads.fleet_sized) from
 the newest runs and the per-series state, the flagged series drawn and every series listed
 (`judge_fleet_history`); in a process of its own beside the rest of the report (`PendingVerdicts`:
 `rooflab report` draws the device and comparison pages meanwhile).
@@ -14,11 +14,11 @@ from typing import Any
 
 from rooflab.db.errors import DatabaseInputError
 from rooflab.db.handle import Db
-from rooflab.db.query import result_devices, result_estimate
+from rooflab.db.query import result_devices
 from rooflab.db.series_query import history_columns
 from rooflab.db.timeparse import Since
 from rooflab.reports.allocator import keep_mmap_threshold
-from rooflab.reports.data.reads import nothing_stored
+from rooflab.reports.data.reads import fleet_sized, nothing_stored
 from rooflab.reports.data.run_counts import counts_from_history
 from rooflab.reports.errors import ReportInputError
 from rooflab.reports.pages.history_page import HistoryPage, history_pages, write_history_site
@@ -31,10 +31,6 @@ from rooflab.reports.regressions.history_points import HistoryData, history_of_f
 from rooflab.reports.regressions.options import RegressionOptions
 from rooflab.reports.roofs.shown_runs import choose_runs
 from rooflab.suite.child import ChildCall
-
-# above this many results the history pages draw the flagged series and series.html lists every one
-# (judge_fleet_history): a fleet of 64 GPUs passes it in about 80 nights, a device's year (2.2 M) never does
-FLEET_RESULTS = 10_000_000
 
 
 def for_report(verdicts: list[SeriesVerdict]) -> list[SeriesVerdict]:
@@ -56,7 +52,7 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
     which decide whether its pages link a comparison)."""
     if nothing_stored(url):
         return [], []
-    if result_estimate(url) > FLEET_RESULTS:
+    if fleet_sized(url):
         return judge_fleet_history(url, options, out_dir=out_dir)
     columns = history_columns(url)
     if len(columns) == 0:
@@ -76,7 +72,7 @@ def judge_history(url: Db, options: RegressionOptions = RegressionOptions(), *, 
 
 def judge_fleet_history(url: Db, options: RegressionOptions = RegressionOptions(), *,
                         out_dir: Path | None = None) -> tuple[list[SeriesVerdict], list[HistoryPage]]:
-    """judge_history for a fleet's history (more than FLEET_RESULTS results), which no page can draw
+    """judge_history for a fleet's history (reports.data.reads.fleet_sized), which no page can draw
     whole and no process should read whole: the verdicts from the newest runs and the per-series
     state (database_check.detect_in_database), the history pages of the flagged series only (their
     whole history read again through their GPUs' index), and with `out_dir` the index of every

@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+from rooflab.reports.data import reads
 from rooflab.reports.pages import history_judge
 from rooflab.reports.pages.series_index import index_data
 from rooflab.reports.regressions.database_check import load_verdicts
@@ -41,7 +42,7 @@ def _page_series(html: str, element: str) -> dict:
 
 
 def test_a_fleet_history_draws_the_flagged_series_and_lists_every_one(url, tmp_path, monkeypatch):
-    monkeypatch.setattr(history_judge, "FLEET_RESULTS", 0)
+    monkeypatch.setattr(reads, "FLEET_RESULTS", 0)
     verdicts, pages = history_judge.judge_history(url, out_dir=tmp_path)
     checked = load_verdicts(url)
     assert [(v.key, v.status) for v in verdicts] == [(v.key, v.status) for v in checked]
