@@ -63,8 +63,8 @@ def load_report_inputs(url: Db, *, runs: Sequence[str] | None = None, since: Sin
             url, keys_only=True, runs=sorted(allowed) if allowed is not None else None)
         case_runs = newest_ok_runs(keys, allowed)
         del keys
-    history = HistoryData(everything.tables_only(), series_points(everything)) if with_history and everything \
-        is not None else None
+    history = (HistoryData(everything.tables_only(), series_points(everything))
+               if with_history and everything is not None else None)
     del everything  # every result's columns: the points and the small tables are all the pages need
     compared, sides = comparison_runs(counts, case_runs, allowed) if case_runs is not None else ([], [])
     wanted = sorted(set(needed_runs(plans)) | set(compared))
