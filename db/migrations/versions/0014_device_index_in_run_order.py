@@ -6,7 +6,7 @@ when the index outgrew memory and written back (and logged whole after each chec
 a night's results go to the end of each device's part of the index, a few pages a device. A device's
 results since a run read one range of it; one series (a case on one device) reads the device's part
 in run order and keeps its case's entries, checked in the index (docs/database.md: both measured on a
-fleet's year). On a year of 64 GPUs (46.7 M results) building it took 85 s. On PostgreSQL the new
+fleet's year). On a year of 64 GPUs (46.7 M results) building it by hand took 85 s. On PostgreSQL the new
 index is built beside the old one under another name (writes to the table wait meanwhile, reads do
 not), then the old one dropped and the new one renamed, which locks the table only for those two
 steps; SQLite, which cannot rename an index, drops the old one and builds the new.
